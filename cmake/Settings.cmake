@@ -1,0 +1,21 @@
+# Interface targets every project target links: language settings, warnings
+# and the optional sanitizer instrumentation.
+add_library(npucache_settings INTERFACE)
+target_compile_features(npucache_settings INTERFACE cxx_std_20)
+
+add_library(npucache_warnings INTERFACE)
+target_compile_options(npucache_warnings INTERFACE
+  -Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor -Wcast-align
+  -Woverloaded-virtual -Wnull-dereference -Wimplicit-fallthrough)
+
+if(NPUCACHE_SANITIZE STREQUAL "address")
+  set(_san -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
+elseif(NPUCACHE_SANITIZE STREQUAL "thread")
+  set(_san -fsanitize=thread -fno-omit-frame-pointer)
+elseif(NOT NPUCACHE_SANITIZE STREQUAL "")
+  message(FATAL_ERROR "NPUCACHE_SANITIZE must be '', 'address' or 'thread', not '${NPUCACHE_SANITIZE}'")
+endif()
+if(_san)
+  target_compile_options(npucache_settings INTERFACE ${_san})
+  target_link_options(npucache_settings INTERFACE ${_san})
+endif()

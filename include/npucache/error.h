@@ -1,0 +1,62 @@
+// Exception types thrown across npucache's public API.
+//
+// Contract: every error a user can cause (bad shapes, bad configuration, a
+// missing device, a failed collective) is reported by throwing one of these,
+// with a message that names what was wrong and what to do about it. A cache
+// miss is never an error. Internal invariant violations are reported as
+// npucache::Error too, never by assert or abort.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace npucache {
+
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// An op was given operands whose dtypes or shapes it cannot accept.
+class ShapeError : public Error {
+ public:
+  using Error::Error;
+};
+
+// A graph failed verification (names the node, op and offending types).
+class VerifyError : public Error {
+ public:
+  using Error::Error;
+};
+
+// A method could not be traced into one full graph.
+class TraceError : public Error {
+ public:
+  using Error::Error;
+};
+
+// Misuse of the simulated device runtime (bad device id, foreign stream...).
+class DeviceError : public Error {
+ public:
+  using Error::Error;
+};
+
+// A device allocation exceeded the device's memory capacity.
+class OutOfMemoryError : public DeviceError {
+ public:
+  using DeviceError::DeviceError;
+};
+
+// A collective or point-to-point communication failed or was misused.
+class CommError : public Error {
+ public:
+  using Error::Error;
+};
+
+// An invalid option or configuration value.
+class ConfigError : public Error {
+ public:
+  using Error::Error;
+};
+
+}  // namespace npucache

@@ -1,0 +1,36 @@
+// MPI integration without exposing <mpi.h>.
+//
+// MpiSession initialises MPI (with MPI_THREAD_MULTIPLE, as stream workers
+// issue collectives) for its lifetime, unless MPI was already initialised.
+// make_mpi_communicator builds the tp/pp/dp sub-communicators of
+// MPI_COMM_WORLD for a layout.
+#pragma once
+
+#include <memory>
+
+#include <npucache/communicator.h>
+
+namespace npucache {
+
+class MpiSession {
+ public:
+  MpiSession(int* argc, char*** argv);
+  ~MpiSession();
+  MpiSession(const MpiSession&) = delete;
+  MpiSession& operator=(const MpiSession&) = delete;
+
+  static bool initialized();
+  static int world_rank();
+  static int world_size();
+  // Terminates every rank of the job (MPI_Abort) with `code`.
+  [[noreturn]] static void abort(int code);
+
+ private:
+  bool owns_ = false;
+};
+
+// Throws ConfigError when tp*pp does not divide the MPI world size, or
+// CommError when MPI is not initialised.
+std::unique_ptr<Communicator> make_mpi_communicator(int tp, int pp);
+
+}  // namespace npucache

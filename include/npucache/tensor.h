@@ -1,0 +1,70 @@
+// Tensor: one type, two modes.
+//
+// Eager: the tensor holds device memory on the simulated NPU and every op
+// launches a kernel on the current stream of its device right away.
+// Tracing: while a method is being traced (trace.h) the tensor stands for a
+// value of the graph being built, and ops record nodes instead of running.
+//
+// Tensors are cheap handles: copies share the same storage or value. Ops on
+// tensors are the functions of namespace ops (ops.h). Reading values
+// (to_vector, item) is only possible in eager mode; doing it while tracing is
+// data-dependent control flow and throws TraceError.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include <npucache/graph.h>
+#include <npucache/memory.h>
+
+namespace npucache {
+
+namespace detail {
+struct TensorImpl;
+}
+
+class Tensor {
+ public:
+  Tensor() = default;
+  explicit Tensor(std::shared_ptr<detail::TensorImpl> impl) : impl_(std::move(impl)) {}
+
+  bool defined() const { return impl_ != nullptr; }
+  bool is_traced() const;
+  DType dtype() const;
+  // Dims; symbolic while tracing with dynamic shapes.
+  Shape shape() const;
+  std::size_t rank() const;
+  SymExpr size(int64_t dim) const;
+  TensorType type() const;
+  // Device of an eager tensor; -1 while tracing.
+  int device() const;
+
+  // Eager tensors from host data, on the current device.
+  static Tensor from_vector(const std::vector<float>& data, const std::vector<int64_t>& dims,
+                            DType dtype = DType::f32);
+  static Tensor from_vector_i64(const std::vector<int64_t>& data, const std::vector<int64_t>& dims);
+  // Overwrites an eager tensor's elements (converted to its dtype).
+  void copy_from(const std::vector<float>& data);
+  // Waits for pending work on the tensor's device and reads the values.
+  std::vector<float> to_vector() const;
+  std::vector<int64_t> to_vector_i64() const;
+  float item() const;
+  // Concrete dims of an eager tensor.
+  std::vector<int64_t> dims() const;
+
+  // Shortcuts for ops in ops.h.
+  Tensor reshape(Shape shape) const;
+  Tensor permute(std::vector<int64_t> perm) const;
+  Tensor transpose(int64_t dim0, int64_t dim1) const;
+  Tensor slice(int64_t dim, SymExpr start, SymExpr end) const;
+  Tensor to(DType dtype) const;
+
+  const std::shared_ptr<detail::TensorImpl>& impl() const { return impl_; }
+
+ private:
+  const detail::TensorImpl& checked() const;
+  std::shared_ptr<detail::TensorImpl> impl_;
+};
+
+}  // namespace npucache

@@ -1,0 +1,191 @@
+// Tracing a module method into a Graph.
+//
+// trace_method(module, &Model::method, options, args...) calls the method
+// once with tracing tensors standing for the tensors in `args`, and returns
+// the recorded graph, the input signature a later call must match, and the
+// output paths.
+//
+// Structured inputs: a user struct exposes its fields through a visit
+// member, as Boost.Serialization's serialize does:
+//   struct InputMeta {
+//     Tensor data; bool is_prompt;
+//     template <class V> void visit(V& v) { v("data", data); v("is_prompt", is_prompt); }
+//   };
+// std::vector<T> of flattenable T works too. Tensors become graph inputs;
+// plain values (bool, integers, floating, std::string) become guards: the
+// trace is specialised to them. Any other type is a TraceError naming the
+// argument path and its type.
+//
+// Dynamic shapes (options.dynamic): every input dim of size >= 2 becomes a
+// fresh symbol; dims are equated or specialised to constants only where an
+// op requires it (matching a weight's size, a constant head dim), each
+// recorded as a guard. Static: all dims are constants.
+#pragma once
+
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <typeinfo>
+#include <vector>
+
+#include <npucache/error.h>
+#include <npucache/module.h>
+#include <npucache/tensor.h>
+
+namespace npucache {
+
+// Receives the leaves of a flattened value.
+class FlattenVisitor {
+ public:
+  virtual ~FlattenVisitor() = default;
+  virtual void tensor(const std::string& path, Tensor& t) = 0;
+  virtual void value(const std::string& path, const std::string& repr) = 0;
+};
+
+namespace detail {
+[[noreturn]] void throw_not_flattenable(const std::string& path, const char* mangled_type);
+template <class T>
+struct is_vector : std::false_type {};
+template <class T, class A>
+struct is_vector<std::vector<T, A>> : std::true_type {};
+}  // namespace detail
+
+// Adapts a struct's visit(v) calls ("v(name, field)") to a FlattenVisitor.
+class FieldAdaptor {
+ public:
+  FieldAdaptor(FlattenVisitor& v, std::string prefix) : v_(v), prefix_(std::move(prefix)) {}
+  template <class T>
+  void operator()(const char* name, T& field);
+
+ private:
+  FlattenVisitor& v_;
+  std::string prefix_;
+};
+
+template <class T>
+concept Visitable = requires(T& t, FieldAdaptor& a) { t.visit(a); };
+
+template <class T>
+void flatten(const std::string& path, T& value, FlattenVisitor& v) {
+  if constexpr (std::is_same_v<T, Tensor>) {
+    v.tensor(path, value);
+  } else if constexpr (detail::is_vector<T>::value) {
+    for (std::size_t i = 0; i < value.size(); ++i)
+      flatten(path + "[" + std::to_string(i) + "]", value[i], v);
+  } else if constexpr (std::is_same_v<T, bool>) {
+    v.value(path, value ? "true" : "false");
+  } else if constexpr (std::is_integral_v<T>) {
+    v.value(path, std::to_string(value));
+  } else if constexpr (std::is_floating_point_v<T>) {
+    v.value(path, std::to_string(value));
+  } else if constexpr (std::is_same_v<T, std::string>) {
+    v.value(path, "'" + value + "'");
+  } else if constexpr (Visitable<T>) {
+    FieldAdaptor a(v, path);
+    value.visit(a);
+  } else {
+    detail::throw_not_flattenable(path, typeid(T).name());
+  }
+}
+
+template <class T>
+void FieldAdaptor::operator()(const char* name, T& field) {
+  flatten(prefix_ + "." + name, field, v_);
+}
+
+struct TraceOptions {
+  bool dynamic = true;
+  std::string method_name = "forward";     // names the graph and cache entries
+  std::vector<std::string> arg_names;      // default arg0, arg1, ...
+};
+
+struct InputSpec {
+  std::string path;
+  TensorType type;  // symbolic dims under dynamic shapes
+};
+
+struct GuardSpec {
+  std::string path;   // a plain-value input ("arg0.is_prompt")
+  std::string value;  // its traced value ("true")
+};
+
+struct InputSignature {
+  std::vector<InputSpec> inputs;
+  std::vector<GuardSpec> guards;
+  // Dims the trace equated or specialised ("s0 == 16").
+  std::vector<std::string> shape_guards;
+
+  // Checks a call's flattened tensors and values against the signature and
+  // returns the symbol values it binds. Throws TraceError naming the first
+  // mismatch (count, path, dtype, rank, dim, guard value).
+  SymBindings bind(const std::vector<std::pair<std::string, TensorType>>& tensors,
+                   const std::vector<GuardSpec>& values) const;
+};
+
+struct TraceResult {
+  Graph graph;
+  InputSignature signature;
+  std::vector<std::string> output_paths;
+  std::string name;  // "Model.method(arg0, arg1)"
+};
+
+namespace detail {
+struct TraceState;
+}
+
+// Activates tracing on the calling thread for its lifetime.
+class TraceSession {
+ public:
+  TraceSession(const nn::Module& module, const TraceOptions& options);
+  ~TraceSession();
+  TraceSession(const TraceSession&) = delete;
+  TraceSession& operator=(const TraceSession&) = delete;
+
+  Tensor input(const std::string& path, const Tensor& example);
+  void guard(const std::string& path, const std::string& value);
+  // Validates and returns the graph; throws TraceError when `outputs` holds
+  // no traced tensor.
+  TraceResult finish(const std::vector<std::pair<std::string, Tensor>>& outputs,
+                     const std::string& name);
+
+ private:
+  std::unique_ptr<detail::TraceState> state_;
+};
+
+// Collects the tensors and plain values of an argument list, flattened.
+struct FlatArgs : FlattenVisitor {
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  std::vector<GuardSpec> values;
+  void tensor(const std::string& path, Tensor& t) override { tensors.emplace_back(path, t); }
+  void value(const std::string& path, const std::string& repr) override {
+    values.push_back({path, repr});
+  }
+};
+
+std::string arg_name(const TraceOptions& options, std::size_t i);
+
+template <class M, class R, class... P, class... A>
+TraceResult trace_method(M& module, R (M::*method)(P...), const TraceOptions& options,
+                         A&&... args) {
+  static_assert(std::is_base_of_v<nn::Module, M>,
+                "trace_method accepts only methods of an nn::Module instance");
+  static_assert(sizeof...(P) == sizeof...(A), "wrong number of arguments for the method");
+  TraceSession session(module, options);
+  std::tuple<std::decay_t<P>...> copies(std::forward<A>(args)...);
+  struct Inputs : FlattenVisitor {
+    TraceSession& s;
+    explicit Inputs(TraceSession& session) : s(session) {}
+    void tensor(const std::string& path, Tensor& t) override { t = s.input(path, t); }
+    void value(const std::string& path, const std::string& repr) override { s.guard(path, repr); }
+  } in(session);
+  std::size_t i = 0;
+  std::apply([&](auto&... a) { (flatten(arg_name(options, i++), a, in), ...); }, copies);
+  R result = std::apply([&](auto&... a) -> R { return (module.*method)(a...); }, copies);
+  FlatArgs out;
+  flatten(std::string("out"), result, out);
+  std::string name = module.type_name() + "." + options.method_name + "(";
+  for (std::size_t k = 0; k < sizeof...(P); ++k) name += (k ? ", " : "") + arg_name(options, k);
+  return session.finish(out.tensors, name + ")");
+}
+
+}  // namespace npucache

@@ -1,0 +1,174 @@
+// Canonical graph hash (see include/npucache/hash.h for the contract).
+#include <npucache/error.h>
+#include <npucache/hash.h>
+
+#include <xxhash.h>
+
+#include <cstdio>
+#include <cstring>
+#include <functional>
+
+namespace npucache {
+namespace {
+
+// Bump when the hashed encoding changes: old keys must not collide with new.
+constexpr uint64_t kHashEncodingVersion = 1;
+
+class Hasher {
+ public:
+  Hasher() : state_(XXH3_createState()) {
+    if (state_ == nullptr) throw Error("XXH3_createState failed (out of memory)");
+    XXH3_128bits_reset(state_);
+  }
+  ~Hasher() { XXH3_freeState(state_); }
+  Hasher(const Hasher&) = delete;
+  Hasher& operator=(const Hasher&) = delete;
+
+  void u64(uint64_t v) { XXH3_128bits_update(state_, &v, sizeof v); }
+  void i64(int64_t v) { u64(static_cast<uint64_t>(v)); }
+  void str(std::string_view s) {
+    u64(s.size());
+    XXH3_128bits_update(state_, s.data(), s.size());
+  }
+  Hash128 digest() const {
+    XXH128_hash_t h = XXH3_128bits_digest(state_);
+    return {h.high64, h.low64};
+  }
+
+ private:
+  XXH3_state_t* state_;
+};
+
+class CanonicalEncoder {
+ public:
+  CanonicalEncoder(const Graph& g, Hasher& h) : g_(g), h_(h), index_(g.size(), -1) {}
+
+  void run() {
+    h_.u64(kHashEncodingVersion);
+    const auto& nodes = g_.nodes();
+    for (std::size_t i = 0; i < nodes.size(); ++i)
+      if (nodes[i].op == Op::placeholder) order_.push_back(static_cast<ValueId>(i));
+    for (std::size_t i = 0; i < order_.size(); ++i)
+      index_[static_cast<std::size_t>(order_[i])] = static_cast<int64_t>(i);
+    for (ValueId out : g_.outputs()) visit(out);
+    for (std::size_t i = 0; i < nodes.size(); ++i)
+      if (op_info(nodes[i].op).side_effect) visit(static_cast<ValueId>(i));
+
+    h_.u64(order_.size());
+    for (ValueId v : order_) encode(g_.node(v));
+    h_.u64(g_.outputs().size());
+    for (ValueId out : g_.outputs()) h_.i64(index_[static_cast<std::size_t>(out)]);
+  }
+
+ private:
+  // Iterative DFS post-order: operands before users, operands in order.
+  void visit(ValueId root) {
+    if (index_[static_cast<std::size_t>(root)] >= 0) return;
+    std::vector<std::pair<ValueId, std::size_t>> stack{{root, 0}};
+    while (!stack.empty()) {
+      auto& [v, next] = stack.back();
+      const Node& n = g_.node(v);
+      if (next < n.inputs.size()) {
+        ValueId in = n.inputs[next++];
+        if (index_[static_cast<std::size_t>(in)] < 0 &&
+            !on_stack(stack, in))
+          stack.push_back({in, 0});
+        continue;
+      }
+      if (index_[static_cast<std::size_t>(v)] < 0) {
+        index_[static_cast<std::size_t>(v)] = static_cast<int64_t>(order_.size());
+        order_.push_back(v);
+      }
+      stack.pop_back();
+    }
+  }
+
+  static bool on_stack(const std::vector<std::pair<ValueId, std::size_t>>& stack, ValueId v) {
+    for (const auto& e : stack)
+      if (e.first == v) return true;
+    return false;
+  }
+
+  std::string symbol_name(const std::string& s) {
+    auto [it, inserted] = symbols_.try_emplace(s, symbols_.size());
+    return "$" + std::to_string(it->second);
+  }
+
+  void expr(const SymExpr& e) {
+    // Rename symbols canonically, then hash the canonical terms.
+    std::map<SymExpr::Monomial, int64_t> renamed;
+    for (const auto& [m, c] : e.terms()) {
+      SymExpr::Monomial rm;
+      for (const auto& s : m) rm.push_back(symbol_name(s));
+      renamed[rm] += c;
+    }
+    SymExpr r = SymExpr::from_terms(std::move(renamed));
+    h_.u64(r.terms().size());
+    for (const auto& [m, c] : r.terms()) {
+      h_.u64(m.size());
+      for (const auto& s : m) h_.str(s);
+      h_.i64(c);
+    }
+  }
+
+  void type(const TensorType& t) {
+    h_.u64(static_cast<uint64_t>(t.dtype));
+    h_.u64(t.shape.size());
+    for (const auto& d : t.shape) expr(d);
+  }
+
+  void attr(const AttrValue& v) {
+    h_.u64(v.index());
+    if (const auto* b = std::get_if<bool>(&v)) h_.u64(*b);
+    else if (const auto* i = std::get_if<int64_t>(&v)) h_.i64(*i);
+    else if (const auto* d = std::get_if<double>(&v)) {
+      uint64_t bits;
+      static_assert(sizeof bits == sizeof *d);
+      std::memcpy(&bits, d, sizeof bits);
+      h_.u64(bits);
+    } else if (const auto* s = std::get_if<std::string>(&v)) h_.str(*s);
+    else if (const auto* iv = std::get_if<std::vector<int64_t>>(&v)) {
+      h_.u64(iv->size());
+      for (int64_t x : *iv) h_.i64(x);
+    } else if (const auto* sv = std::get_if<std::vector<SymExpr>>(&v)) {
+      h_.u64(sv->size());
+      for (const auto& x : *sv) expr(x);
+    } else if (const auto* t = std::get_if<DType>(&v)) h_.u64(static_cast<uint64_t>(*t));
+  }
+
+  void encode(const Node& n) {
+    h_.u64(static_cast<uint64_t>(n.op));
+    h_.u64(static_cast<uint64_t>(n.kind));
+    h_.u64(n.inputs.size());
+    for (ValueId in : n.inputs) h_.i64(index_[static_cast<std::size_t>(in)]);
+    h_.u64(n.attrs.items().size());
+    for (const auto& [k, v] : n.attrs.items()) {
+      h_.str(k);
+      attr(v);
+    }
+    type(n.type);
+  }
+
+  const Graph& g_;
+  Hasher& h_;
+  std::vector<int64_t> index_;
+  std::vector<ValueId> order_;
+  std::map<std::string, std::size_t> symbols_;
+};
+
+}  // namespace
+
+std::string Hash128::hex() const {
+  char buf[33];
+  std::snprintf(buf, sizeof buf, "%016llx%016llx", static_cast<unsigned long long>(hi),
+                static_cast<unsigned long long>(lo));
+  return buf;
+}
+
+Hash128 canonical_hash(const Graph& g) {
+  Hasher h;
+  CanonicalEncoder(g, h).run();
+  return h.digest();
+}
+
+}  // namespace npucache

@@ -1,0 +1,42 @@
+// Helpers shared by the shape/dtype inference rules (infer_*.cpp).
+#pragma once
+
+#include <npucache/error.h>
+#include <npucache/graph.h>
+
+#include <string>
+#include <vector>
+
+namespace npucache::ir {
+
+struct InferCtx {
+  Op op;
+  const std::vector<const TensorType*>& in;
+  const Attrs& attrs;
+  DimUnifier& unifier;
+
+  const TensorType& operand(std::size_t i) const { return *in.at(i); }
+  std::size_t rank(std::size_t i) const { return in.at(i)->shape.size(); }
+
+  // Throws ShapeError: "<op>: <what> (operands: f32[2, 3], i64[4])".
+  [[noreturn]] void fail(const std::string& what) const;
+  void require_dtype_equal(std::size_t a, std::size_t b) const;
+  void require_floating(std::size_t i) const;
+  void require_integral(std::size_t i) const;
+  void require_rank(std::size_t i, std::size_t rank) const;
+  void require_dim_equal(const SymExpr& a, const SymExpr& b, const std::string& what) const;
+  // The dim's constant value (specialising symbols while tracing); fails
+  // with `what` when it cannot be known.
+  int64_t require_constant(const SymExpr& d, const std::string& what) const;
+  // Normalises a possibly negative dim index against `rank`.
+  int64_t norm_dim(int64_t dim, std::size_t rank) const;
+  // Numpy-style broadcast of two shapes.
+  Shape broadcast(const Shape& a, const Shape& b) const;
+};
+
+TensorType infer_elementwise(const InferCtx& c);
+TensorType infer_linalg(const InferCtx& c);
+TensorType infer_layout(const InferCtx& c);
+TensorType infer_special(const InferCtx& c);
+
+}  // namespace npucache::ir

@@ -1,0 +1,48 @@
+#include "models/weights.h"
+
+#include <npucache/error.h>
+
+namespace npucache::models {
+namespace {
+
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+uint64_t fnv1a(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+}  // namespace
+
+std::vector<float> full_weights(uint64_t seed, const std::string& name, int64_t count, double scale) {
+  std::vector<float> w(static_cast<std::size_t>(count));
+  const uint64_t base = splitmix64(seed ^ fnv1a(name));
+  for (int64_t i = 0; i < count; ++i) {
+    double u = static_cast<double>(splitmix64(base + static_cast<uint64_t>(i)) >> 11) * (1.0 / 9007199254740992.0);
+    w[static_cast<std::size_t>(i)] = static_cast<float>((2.0 * u - 1.0) * scale);
+  }
+  return w;
+}
+
+void fill_shard(Tensor& t, uint64_t seed, const std::string& name, int64_t rows, int64_t cols,
+                int axis, int rank, int parts, double scale) {
+  std::vector<float> full = full_weights(seed, name, rows * cols, scale);
+  const int64_t lr = axis == 0 ? rows / parts : rows;
+  const int64_t lc = axis == 1 ? cols / parts : cols;
+  std::vector<float> shard(static_cast<std::size_t>(lr * lc));
+  for (int64_t r = 0; r < lr; ++r)
+    for (int64_t c = 0; c < lc; ++c) {
+      int64_t fr = axis == 0 ? rank * lr + r : r;
+      int64_t fc = axis == 1 ? rank * lc + c : c;
+      shard[static_cast<std::size_t>(r * lc + c)] = full[static_cast<std::size_t>(fr * cols + fc)];
+    }
+  t.copy_from(shard);
+}
+
+}  // namespace npucache::models

@@ -1,0 +1,145 @@
+#include <npucache/device.h>
+#include <npucache/error.h>
+#include <npucache/ops.h>
+#include <npucache/stream.h>
+#include <npucache/tensor.h>
+
+#include "nn/tensor_impl.h"
+#include "nn/trace_state.h"
+#include "runtime/kernels/kernel_util.h"
+
+namespace npucache {
+
+const detail::TensorImpl& Tensor::checked() const {
+  if (!impl_) throw ShapeError("use of an undefined tensor");
+  return *impl_;
+}
+
+bool Tensor::is_traced() const { return checked().traced(); }
+DType Tensor::dtype() const { return checked().type.dtype; }
+
+Shape Tensor::shape() const {
+  const auto& impl = checked();
+  if (impl.traced()) {
+    detail::TraceState* t = detail::current_trace();
+    if (t != nullptr && t->id == impl.trace_id) return t->shapes.resolve(impl.type.shape);
+  }
+  return impl.type.shape;
+}
+
+std::size_t Tensor::rank() const { return checked().type.shape.size(); }
+
+SymExpr Tensor::size(int64_t dim) const {
+  Shape s = shape();
+  auto r = static_cast<int64_t>(s.size());
+  int64_t d = dim < 0 ? dim + r : dim;
+  if (d < 0 || d >= r)
+    throw ShapeError("size(" + std::to_string(dim) + ") out of range for a tensor of rank " +
+                     std::to_string(r));
+  return s[static_cast<std::size_t>(d)];
+}
+
+TensorType Tensor::type() const { return {dtype(), shape()}; }
+int Tensor::device() const { return checked().device; }
+
+std::vector<int64_t> Tensor::dims() const {
+  if (is_traced()) throw TraceError("dims(): concrete sizes are unknown while tracing; use shape()");
+  return concrete_dims(checked().type.shape);
+}
+
+namespace {
+
+std::shared_ptr<detail::TensorImpl> new_eager(DType dtype, const std::vector<int64_t>& dims) {
+  for (int64_t d : dims)
+    if (d < 0) throw ShapeError("negative dim in " + shape_str(shape_of(dims)));
+  auto impl = std::make_shared<detail::TensorImpl>();
+  impl->type = {dtype, shape_of(dims)};
+  impl->device = current_device();
+  int64_t n = 1;
+  for (int64_t d : dims) n *= d;
+  impl->block = Platform::get().device(impl->device).allocate(static_cast<std::size_t>(n) * dtype_size(dtype));
+  return impl;
+}
+
+TensorArg arg_of(const detail::TensorImpl& impl) {
+  return TensorArg{impl.block, impl.offset, impl.type.dtype, concrete_dims(impl.type.shape)};
+}
+
+void require_eager(const detail::TensorImpl& impl, const char* what) {
+  if (impl.traced())
+    throw TraceError(std::string(what) +
+                     ": reading a tensor's values while tracing is data-dependent control flow; "
+                     "a cached method must trace to one full graph without reading values");
+}
+
+}  // namespace
+
+Tensor Tensor::from_vector(const std::vector<float>& data, const std::vector<int64_t>& dims,
+                           DType dtype) {
+  Tensor t(new_eager(dtype, dims));
+  t.copy_from(data);
+  return t;
+}
+
+Tensor Tensor::from_vector_i64(const std::vector<int64_t>& data, const std::vector<int64_t>& dims) {
+  Tensor t(new_eager(DType::i64, dims));
+  if (static_cast<int64_t>(data.size()) != arg_of(*t.impl_).numel())
+    throw ShapeError("from_vector_i64: " + std::to_string(data.size()) + " values for shape " +
+                     shape_str(shape_of(dims)));
+  std::memcpy(t.impl_->block->data(), data.data(), data.size() * sizeof(int64_t));
+  return t;
+}
+
+void Tensor::copy_from(const std::vector<float>& data) {
+  const auto& impl = checked();
+  require_eager(impl, "copy_from");
+  TensorArg a = arg_of(impl);
+  if (static_cast<int64_t>(data.size()) != a.numel())
+    throw ShapeError("copy_from: " + std::to_string(data.size()) + " values for a tensor of type " +
+                     type_str(impl.type));
+  // Pending kernels may still use the storage: order the write after them.
+  Platform::get().device(impl.device).synchronize();
+  for (int64_t i = 0; i < a.numel(); ++i)
+    kernels::store_from_double(a, i, data[static_cast<std::size_t>(i)]);
+}
+
+std::vector<float> Tensor::to_vector() const {
+  const auto& impl = checked();
+  require_eager(impl, "to_vector");
+  Platform::get().device(impl.device).synchronize();
+  TensorArg a = arg_of(impl);
+  std::vector<float> out(static_cast<std::size_t>(a.numel()));
+  for (int64_t i = 0; i < a.numel(); ++i)
+    out[static_cast<std::size_t>(i)] = static_cast<float>(kernels::load_as_double(a, i));
+  return out;
+}
+
+std::vector<int64_t> Tensor::to_vector_i64() const {
+  const auto& impl = checked();
+  require_eager(impl, "to_vector_i64");
+  Platform::get().device(impl.device).synchronize();
+  TensorArg a = arg_of(impl);
+  std::vector<int64_t> out(static_cast<std::size_t>(a.numel()));
+  for (int64_t i = 0; i < a.numel(); ++i)
+    out[static_cast<std::size_t>(i)] = static_cast<int64_t>(kernels::load_as_double(a, i));
+  return out;
+}
+
+float Tensor::item() const {
+  const auto& impl = checked();
+  require_eager(impl, "item");
+  auto v = to_vector();
+  if (v.size() != 1)
+    throw ShapeError("item() needs a one-element tensor, not " + type_str(impl.type));
+  return v[0];
+}
+
+Tensor Tensor::reshape(Shape shape) const { return ops::reshape(*this, std::move(shape)); }
+Tensor Tensor::permute(std::vector<int64_t> perm) const { return ops::permute(*this, std::move(perm)); }
+Tensor Tensor::transpose(int64_t d0, int64_t d1) const { return ops::transpose(*this, d0, d1); }
+Tensor Tensor::slice(int64_t dim, SymExpr start, SymExpr end) const {
+  return ops::slice(*this, dim, std::move(start), std::move(end));
+}
+Tensor Tensor::to(DType dtype) const { return ops::cast(*this, dtype); }
+
+}  // namespace npucache

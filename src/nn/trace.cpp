@@ -1,0 +1,126 @@
+#include <npucache/error.h>
+#include <npucache/trace.h>
+
+#include "nn/tensor_impl.h"
+#include "nn/trace_state.h"
+
+#include <cxxabi.h>
+
+#include <cstdlib>
+#include <memory>
+
+namespace npucache {
+
+void detail::throw_not_flattenable(const std::string& path, const char* mangled) {
+  int status = 0;
+  std::unique_ptr<char, void (*)(void*)> d(abi::__cxa_demangle(mangled, nullptr, nullptr, &status),
+                                           std::free);
+  throw TraceError("argument '" + path + "' has type '" + (status == 0 && d ? d.get() : mangled) +
+                   "', which cannot be traced: use a Tensor, std::vector, bool, integer, "
+                   "floating or std::string, or give the struct a member "
+                   "`template <class V> void visit(V& v)` that calls v(\"name\", field) for "
+                   "each field");
+}
+
+std::string arg_name(const TraceOptions& options, std::size_t i) {
+  return i < options.arg_names.size() ? options.arg_names[i] : "arg" + std::to_string(i);
+}
+
+TraceSession::TraceSession(const nn::Module& module, const TraceOptions& options)
+    : state_(std::make_unique<detail::TraceState>(module, options)) {
+  if (detail::current_trace() != nullptr)
+    throw TraceError("a trace is already active on this thread; traces do not nest");
+  detail::set_current_trace(state_.get());
+}
+
+TraceSession::~TraceSession() {
+  if (detail::current_trace() == state_.get()) detail::set_current_trace(nullptr);
+}
+
+Tensor TraceSession::input(const std::string& path, const Tensor& example) {
+  if (!example.defined()) throw TraceError("input '" + path + "' is an undefined tensor");
+  if (example.is_traced()) throw TraceError("input '" + path + "' is already a traced tensor");
+  const auto& impl = *example.impl();
+  TensorType t = impl.type;
+  if (state_->options.dynamic)
+    for (auto& d : t.shape)
+      if (d.constant() >= 2) d = state_->shapes.fresh(d.constant());
+  ValueId v = state_->graph.add_placeholder(PlaceholderKind::input, path, t);
+  state_->signature.inputs.push_back({path, t});
+  return state_->wrap(v);
+}
+
+void TraceSession::guard(const std::string& path, const std::string& value) {
+  state_->signature.guards.push_back({path, value});
+}
+
+TraceResult TraceSession::finish(const std::vector<std::pair<std::string, Tensor>>& outputs,
+                                 const std::string& name) {
+  TraceResult r;
+  std::vector<ValueId> outs;
+  for (const auto& [path, t] : outputs) {
+    if (!t.defined()) throw TraceError(name + ": output '" + path + "' is an undefined tensor");
+    outs.push_back(state_->value_of(t, "output '" + path + "'"));
+    r.output_paths.push_back(path);
+  }
+  if (outs.empty())
+    throw TraceError(name + " returns no tensor; a traced method must return a Tensor, a "
+                            "std::vector<Tensor> or a struct of tensors");
+  auto subst = state_->shapes.final_substitutions();
+  state_->graph.substitute_symbols(subst);
+  state_->graph.set_outputs(outs);
+  for (auto& in : state_->signature.inputs)
+    for (auto& d : in.type.shape) d = d.substitute(subst);
+  state_->signature.shape_guards = state_->shapes.guards();
+  verify(state_->graph);
+  r.graph = std::move(state_->graph);
+  r.signature = std::move(state_->signature);
+  r.name = name;
+  detail::set_current_trace(nullptr);
+  return r;
+}
+
+SymBindings InputSignature::bind(const std::vector<std::pair<std::string, TensorType>>& tensors,
+                                 const std::vector<GuardSpec>& values) const {
+  if (tensors.size() != inputs.size())
+    throw TraceError("call has " + std::to_string(tensors.size()) + " tensor inputs, the trace has " +
+                     std::to_string(inputs.size()));
+  SymBindings b;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    const InputSpec& spec = inputs[i];
+    const auto& [path, t] = tensors[i];
+    std::string where = "input '" + spec.path + "'";
+    if (path != spec.path) throw TraceError(where + " is '" + path + "' in this call");
+    if (t.dtype != spec.type.dtype || t.shape.size() != spec.type.shape.size())
+      throw TraceError(where + " is " + type_str(t) + ", the trace expects " + type_str(spec.type));
+    for (std::size_t d = 0; d < t.shape.size(); ++d) {
+      int64_t actual = t.shape[d].constant();
+      const SymExpr& want = spec.type.shape[d];
+      if (auto s = want.as_symbol()) {
+        auto [it, inserted] = b.try_emplace(*s, actual);
+        if (!inserted && it->second != actual)
+          throw TraceError(where + " dim " + std::to_string(d) + " is " + std::to_string(actual) +
+                           " but the trace requires it to equal " + *s + " = " +
+                           std::to_string(it->second));
+      }
+    }
+  }
+  for (std::size_t i = 0; i < inputs.size(); ++i)  // constants and compound dims
+    for (std::size_t d = 0; d < tensors[i].second.shape.size(); ++d) {
+      const SymExpr& want = inputs[i].type.shape[d];
+      int64_t actual = tensors[i].second.shape[d].constant();
+      if (!want.as_symbol() && want.evaluate(b) != actual)
+        throw TraceError("input '" + inputs[i].path + "' dim " + std::to_string(d) + " is " +
+                         std::to_string(actual) + ", the trace was specialised to " + want.str());
+    }
+  if (values.size() != guards.size())
+    throw TraceError("call has " + std::to_string(values.size()) + " plain-value inputs, the trace has " +
+                     std::to_string(guards.size()));
+  for (std::size_t i = 0; i < guards.size(); ++i)
+    if (values[i].path != guards[i].path || values[i].value != guards[i].value)
+      throw TraceError("guard failed: '" + guards[i].path + "' was " + guards[i].value +
+                       " when traced, now " + values[i].value);
+  return b;
+}
+
+}  // namespace npucache

@@ -1,0 +1,127 @@
+#include "nn/trace_state.h"
+
+#include <npucache/error.h>
+
+#include <atomic>
+
+namespace npucache::detail {
+namespace {
+thread_local TraceState* t_trace = nullptr;
+std::atomic<uint64_t> g_next_trace_id{1};
+}  // namespace
+
+TraceState* current_trace() { return t_trace; }
+void set_current_trace(TraceState* t) { t_trace = t; }
+
+SymExpr ShapeEnv::fresh(int64_t hint) {
+  std::string name = "s" + std::to_string(hints_.size());
+  hints_[name] = hint;
+  return SymExpr::symbol(name);
+}
+
+SymExpr ShapeEnv::resolve(const SymExpr& e) const {
+  SymExpr r = e;
+  for (std::size_t guard = 0; guard <= subst_.size(); ++guard) {
+    bool pending = false;
+    for (const auto& s : r.symbols()) pending = pending || subst_.count(s);
+    if (!pending) break;
+    r = r.substitute(subst_);
+  }
+  return r;
+}
+
+Shape ShapeEnv::resolve(const Shape& s) const {
+  Shape out;
+  out.reserve(s.size());
+  for (const auto& d : s) out.push_back(resolve(d));
+  return out;
+}
+
+std::optional<int64_t> ShapeEnv::hint(const SymExpr& e) const {
+  try {
+    return resolve(e).evaluate(hints_);
+  } catch (const ShapeError&) {
+    return std::nullopt;
+  }
+}
+
+bool ShapeEnv::unify(const SymExpr& a, const SymExpr& b) {
+  SymExpr ra = resolve(a), rb = resolve(b);
+  if (ra == rb) return true;
+  auto va = hint(ra), vb = hint(rb);
+  if (!va || !vb || *va != *vb) return false;
+  if (auto s = ra.as_symbol()) {
+    subst_[*s] = rb;
+  } else if (auto t = rb.as_symbol()) {
+    subst_[*t] = ra;
+  } else {  // compound expressions with equal values: specialise their symbols
+    specialize(ra);
+    specialize(rb);
+    return true;
+  }
+  guards_.push_back(ra.str() + " == " + rb.str());
+  return true;
+}
+
+std::optional<int64_t> ShapeEnv::specialize(const SymExpr& e) {
+  SymExpr r = resolve(e);
+  if (auto c = r.try_constant()) return c;
+  auto v = hint(r);
+  if (!v) return std::nullopt;
+  for (const auto& s : r.symbols()) {
+    subst_[s] = SymExpr(hints_.at(s));
+    guards_.push_back(s + " == " + std::to_string(hints_.at(s)));
+  }
+  return v;
+}
+
+std::map<std::string, SymExpr> ShapeEnv::final_substitutions() const {
+  std::map<std::string, SymExpr> out;
+  for (const auto& [s, e] : subst_) out[s] = resolve(e);
+  return out;
+}
+
+TraceState::TraceState(const nn::Module& module, const TraceOptions& opts)
+    : id(g_next_trace_id++), options(opts) {
+  for (const auto& [name, t] : module.named_parameters())
+    if (t.defined()) module_tensors[t.impl().get()] = {name, PlaceholderKind::parameter};
+  for (const auto& [name, t] : module.named_buffers())
+    if (t.defined()) module_tensors[t.impl().get()] = {name, PlaceholderKind::buffer};
+}
+
+Tensor TraceState::wrap(ValueId v) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->type = graph.node(v).type;
+  impl->trace_id = id;
+  impl->value = v;
+  return Tensor(std::move(impl));
+}
+
+ValueId TraceState::value_of(const Tensor& t, const std::string& what) {
+  const TensorImpl* impl = t.impl().get();
+  if (impl->traced()) {
+    if (impl->trace_id != id)
+      throw TraceError(what + " is a traced tensor of another trace; tensors cannot cross traces");
+    return impl->value;
+  }
+  if (auto it = bound.find(impl); it != bound.end()) return it->second;
+  auto it = module_tensors.find(impl);
+  if (it == module_tensors.end())
+    throw TraceError(what + " is an eager tensor (" + type_str(impl->type) +
+                     ") that is neither an input of the traced method nor a parameter or buffer "
+                     "of its module; pass it as an argument, register it on the module, or "
+                     "build it with ops::full/ops::arange inside the method");
+  ValueId v = graph.add_placeholder(it->second.second, it->second.first, impl->type);
+  bound[impl] = v;
+  return v;
+}
+
+Tensor TraceState::record(Op op, const std::vector<Tensor>& inputs, const Attrs& attrs) {
+  std::vector<ValueId> ids;
+  ids.reserve(inputs.size());
+  for (std::size_t i = 0; i < inputs.size(); ++i)
+    ids.push_back(value_of(inputs[i], std::string(op_name(op)) + " operand " + std::to_string(i)));
+  return wrap(graph.add_node(op, std::move(ids), attrs, &shapes));
+}
+
+}  // namespace npucache::detail

@@ -1,0 +1,69 @@
+// Group names, layout validation and the single-process communicator.
+#include <npucache/communicator.h>
+#include <npucache/error.h>
+
+#include <cstring>
+
+namespace npucache {
+
+std::string_view group_role_name(GroupRole g) {
+  switch (g) {
+    case GroupRole::world: return "world";
+    case GroupRole::tp: return "tp";
+    case GroupRole::pp: return "pp";
+    case GroupRole::dp: return "dp";
+  }
+  return "invalid";
+}
+
+GroupRole group_role_from_name(std::string_view name) {
+  for (GroupRole g : {GroupRole::world, GroupRole::tp, GroupRole::pp, GroupRole::dp})
+    if (group_role_name(g) == name) return g;
+  throw CommError("unknown group role '" + std::string(name) +
+                  "'; the communicator has the groups world, tp, pp and dp");
+}
+
+void ParallelLayout::validate() const {
+  if (tp < 1 || pp < 1 || world_size < 1)
+    throw ConfigError("tp (" + std::to_string(tp) + "), pp (" + std::to_string(pp) +
+                      ") and world size (" + std::to_string(world_size) + ") must be >= 1");
+  if (world_size % (tp * pp) != 0)
+    throw ConfigError("tp*pp = " + std::to_string(tp) + "*" + std::to_string(pp) + " = " +
+                      std::to_string(tp * pp) + " does not divide the world size " +
+                      std::to_string(world_size) + "; launch a multiple of tp*pp ranks");
+}
+
+namespace {
+
+class SingleProcessCommunicator final : public Communicator {
+ public:
+  const ParallelLayout& layout() const override { return layout_; }
+  int global_rank() const override { return 0; }
+  int rank(GroupRole) const override { return 0; }
+  int size(GroupRole) const override { return 1; }
+  void all_reduce_sum(GroupRole, float*, std::size_t) override {}
+  void all_gather(GroupRole, const void* in, void* out, std::size_t bytes) override {
+    if (in != out) std::memmove(out, in, bytes);
+  }
+  void broadcast(GroupRole, int root, void*, std::size_t) override {
+    if (root != 0) throw CommError("broadcast root " + std::to_string(root) + " is not in a 1-rank group");
+  }
+  void barrier(GroupRole) override {}
+  void send(PipelinePeer, const void*, std::size_t) override { no_peer(); }
+  void recv(PipelinePeer, void*, std::size_t) override { no_peer(); }
+
+ private:
+  [[noreturn]] static void no_peer() {
+    throw CommError("a single-process job has no other pipeline stage to send to or receive "
+                    "from; run pipeline-parallel models under mpirun with pp > 1");
+  }
+  ParallelLayout layout_;
+};
+
+}  // namespace
+
+std::unique_ptr<Communicator> make_single_process_communicator() {
+  return std::make_unique<SingleProcessCommunicator>();
+}
+
+}  // namespace npucache

@@ -1,0 +1,231 @@
+#include <npucache/device.h>
+#include <npucache/error.h>
+#include <npucache/stream.h>
+
+#include <chrono>
+#include <cstring>
+
+namespace npucache {
+
+struct Event::State {
+  mutable std::mutex mu;
+  mutable std::condition_variable cv;
+  uint64_t recorded = 0;   // generations recorded so far
+  uint64_t completed = 0;  // highest generation reached
+};
+
+Event::Event() : state_(std::make_shared<State>()) {}
+
+void Event::synchronize() const {
+  std::unique_lock lock(state_->mu);
+  uint64_t target = state_->recorded;
+  state_->cv.wait(lock, [&] { return state_->completed >= target; });
+}
+
+bool Event::query() const {
+  std::lock_guard lock(state_->mu);
+  return state_->completed >= state_->recorded;
+}
+
+Stream::Stream(Device& device, int index)
+    : device_(device), index_(index), thread_([this] { worker(); }) {}
+
+Stream::~Stream() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_work_.notify_one();
+  thread_.join();
+}
+
+void Stream::worker() {
+  std::unique_lock lock(mu_);
+  for (;;) {
+    cv_work_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+    if (queue_.empty()) return;  // stop requested and drained
+    Task task = std::move(queue_.front());
+    queue_.pop_front();
+    busy_ = true;
+    lock.unlock();
+    try {
+      task();
+    } catch (...) {
+      std::lock_guard elock(mu_);
+      if (!error_) error_ = std::current_exception();
+    }
+    task = nullptr;  // drop operand references before reporting idle
+    lock.lock();
+    busy_ = false;
+    if (queue_.empty()) cv_idle_.notify_all();
+  }
+}
+
+void Stream::enqueue(Task task) {
+  {
+    std::lock_guard lock(mu_);
+    queue_.push_back(std::move(task));
+  }
+  cv_work_.notify_one();
+}
+
+namespace {
+
+void validate_launch(const KernelLaunch& l, const Device& device) {
+  if (l.args.empty())
+    throw DeviceError(std::string("launch of ") + std::string(op_name(l.op)) + " has no operands");
+  if (op_info(l.op).composite)
+    throw DeviceError("op '" + std::string(op_name(l.op)) +
+                      "' is composite and has no kernel; decompose it first");
+  for (std::size_t i = 0; i < l.args.size(); ++i) {
+    const TensorArg& a = l.args[i];
+    if (!a.block)
+      throw DeviceError("launch of " + std::string(op_name(l.op)) + ": operand " +
+                        std::to_string(i) + " has no buffer");
+    if (a.block->device() != device.id())
+      throw DeviceError("launch of " + std::string(op_name(l.op)) + " on a stream of device " +
+                        std::to_string(device.id()) + ": operand " + std::to_string(i) +
+                        " lives on device " + std::to_string(a.block->device()) +
+                        "; copy it to this device first");
+    for (int64_t d : a.dims)
+      if (d < 0)
+        throw DeviceError("launch of " + std::string(op_name(l.op)) + ": operand " +
+                          std::to_string(i) + " has a negative dim");
+    if (a.offset + a.bytes() > a.block->size())
+      throw DeviceError("launch of " + std::string(op_name(l.op)) + ": operand " +
+                        std::to_string(i) + " needs " + std::to_string(a.bytes()) +
+                        " bytes at offset " + std::to_string(a.offset) + " but its buffer has " +
+                        std::to_string(a.block->size()));
+  }
+}
+
+void spin_for(double us) {
+  auto until = std::chrono::steady_clock::now() + std::chrono::nanoseconds(static_cast<int64_t>(us * 1000));
+  while (std::chrono::steady_clock::now() < until) {
+  }
+}
+
+}  // namespace
+
+void Stream::launch(KernelLaunch launch) {
+  validate_launch(launch, device_);
+  if (op_info(launch.op).rng) {
+    launch.rng_seed = rng_seed_;
+    launch.rng_offset = rng_offset_;
+    rng_offset_ += static_cast<uint64_t>(launch.args.back().numel());
+  }
+  if (capture_) {
+    capture_->launches_->push_back(std::move(launch));
+    return;
+  }
+  if (device_.launch_latency_us() > 0) spin_for(device_.launch_latency_us());
+  ++launches_;
+  enqueue([l = std::move(launch)] { run_kernel(l); });
+}
+
+void Stream::copy(BlockPtr dst, std::size_t dst_offset, BlockPtr src, std::size_t src_offset,
+                  std::size_t bytes) {
+  if (!dst || !src) throw DeviceError("copy with a null buffer");
+  if (dst_offset + bytes > dst->size() || src_offset + bytes > src->size())
+    throw DeviceError("copy of " + std::to_string(bytes) + " bytes exceeds a buffer (source " +
+                      std::to_string(src->size()) + " bytes, destination " +
+                      std::to_string(dst->size()) + " bytes)");
+  if (capture_) throw DeviceError("copies cannot be captured; copy inputs before begin_capture");
+  ++launches_;
+  enqueue([dst = std::move(dst), src = std::move(src), dst_offset, src_offset, bytes] {
+    std::memmove(static_cast<char*>(dst->data()) + dst_offset,
+                 static_cast<const char*>(src->data()) + src_offset, bytes);
+  });
+}
+
+void Stream::record(Event& event) {
+  if (capture_) throw DeviceError("events cannot be recorded while capturing");
+  uint64_t gen;
+  {
+    std::lock_guard lock(event.state_->mu);
+    gen = ++event.state_->recorded;
+  }
+  enqueue([s = event.state_, gen] {
+    {
+      std::lock_guard lock(s->mu);
+      if (gen > s->completed) s->completed = gen;
+    }
+    s->cv.notify_all();
+  });
+}
+
+void Stream::wait(const Event& event) {
+  if (capture_) throw DeviceError("events cannot be waited on while capturing");
+  uint64_t gen;
+  {
+    std::lock_guard lock(event.state_->mu);
+    gen = event.state_->recorded;
+  }
+  if (gen == 0) return;
+  enqueue([s = event.state_, gen] {
+    std::unique_lock lock(s->mu);
+    s->cv.wait(lock, [&] { return s->completed >= gen; });
+  });
+}
+
+void Stream::synchronize() {
+  std::unique_lock lock(mu_);
+  cv_idle_.wait(lock, [&] { return queue_.empty() && !busy_; });
+  if (error_) {
+    std::exception_ptr e = error_;
+    error_ = nullptr;
+    std::rethrow_exception(e);
+  }
+}
+
+void Stream::begin_capture() {
+  if (capture_) throw DeviceError("stream is already capturing");
+  capture_ = std::unique_ptr<TaskGraph>(new TaskGraph());
+}
+
+std::unique_ptr<TaskGraph> Stream::end_capture() {
+  if (!capture_) throw DeviceError("end_capture without begin_capture");
+  return std::move(capture_);
+}
+
+void TaskGraph::replay(Stream& stream, const std::vector<std::pair<const Block*, BlockPtr>>& inputs,
+                       InputMode mode) {
+  if (stream.capturing()) throw DeviceError("cannot replay a task graph into a capturing stream");
+  std::vector<std::pair<BlockPtr, BlockPtr>> copies;  // (captured, new)
+  if (mode == InputMode::update_address && !inputs.empty() && launches_.use_count() > 1)
+    launches_ = std::make_shared<std::vector<KernelLaunch>>(*launches_);  // a replay is in flight
+  for (const auto& [old_block, new_block] : inputs) {
+    if (!new_block) throw DeviceError("task graph input rebound to a null buffer");
+    if (new_block->device() != stream.device().id())
+      throw DeviceError("task graph input lives on device " + std::to_string(new_block->device()) +
+                        ", the replay stream on device " + std::to_string(stream.device().id()));
+    bool found = false;
+    for (auto& l : *launches_) {
+      for (auto& a : l.args) {
+        if (a.block.get() != old_block) continue;
+        if (a.offset + a.bytes() > new_block->size())
+          throw DeviceError("task graph input buffer of " + std::to_string(new_block->size()) +
+                            " bytes is smaller than the captured operand (" +
+                            std::to_string(a.offset + a.bytes()) + " bytes)");
+        found = true;
+        if (mode == InputMode::copy) {
+          copies.emplace_back(a.block, new_block);
+          break;
+        }
+        a.block = new_block;
+      }
+      if (found && mode == InputMode::copy) break;
+    }
+    if (!found)
+      throw DeviceError("task graph has no captured operand in the given input buffer");
+  }
+  stream.launches_ += 1;
+  // One submission: the worker runs the copies and every captured kernel.
+  stream.enqueue([launches = launches_, copies = std::move(copies)] {
+    for (const auto& [captured, fresh] : copies)
+      std::memcpy(captured->data(), fresh->data(), std::min(captured->size(), fresh->size()));
+    for (const auto& l : *launches) run_kernel(l);
+  });
+}
+
+}  // namespace npucache

@@ -1,0 +1,14 @@
+// Subcommands of the `npucache` command; each registers itself on the app
+// and records its exit status.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace npucache::tools {
+
+void add_generate_command(CLI::App& app);
+
+int exit_code();
+void set_exit_code(int code);
+
+}  // namespace npucache::tools

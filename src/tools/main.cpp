@@ -1,0 +1,26 @@
+// The `npucache` command: one binary with subcommands.
+#include <npucache/error.h>
+#include <npucache/version.h>
+
+#include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
+
+#include "tools/commands.h"
+
+#include <cstdio>
+
+int main(int argc, char** argv) {
+  CLI::App app{"npucache: compile-cache coordinator for multi-card inference"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", npucache::version());
+  npucache::tools::add_generate_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const npucache::Error& e) {
+    std::fprintf(stderr, "npucache: error: %s\n", e.what());
+    return 1;
+  }
+  return npucache::tools::exit_code();
+}
