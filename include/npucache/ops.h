@@ -80,7 +80,8 @@ Tensor arange(SymExpr n, DType dtype = DType::i64);
 Tensor buffer_update(const Tensor& buffer, const Tensor& positions, const Tensor& values);
 
 Tensor all_reduce(const Tensor& x, const std::string& group);
-Tensor all_gather(const Tensor& x, const std::string& group, int64_t dim);
+// `group_size` is the size of `group` (a layout constant, not a rank).
+Tensor all_gather(const Tensor& x, const std::string& group, int64_t dim, int64_t group_size);
 // This rank's index in `group` as an i64 scalar, read at run time (so graphs
 // stay rank-independent).
 Tensor group_rank(const std::string& group);

@@ -47,7 +47,7 @@ ColumnParallelLinear::ColumnParallelLinear(int64_t in, int64_t out, int64_t tp_s
 }
 Tensor ColumnParallelLinear::forward(const Tensor& x) const {
   Tensor y = ops::linear(x, weight, bias);
-  return gather_output && tp > 1 ? ops::all_gather(y, "tp", -1) : y;
+  return gather_output && tp > 1 ? ops::all_gather(y, "tp", -1, tp) : y;
 }
 
 RowParallelLinear::RowParallelLinear(int64_t in, int64_t out, int64_t tp_size, bool with_bias)

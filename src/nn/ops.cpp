@@ -1,5 +1,4 @@
 // Thin typed wrappers over ops::apply.
-#include <npucache/communicator.h>
 #include <npucache/error.h>
 #include <npucache/ops.h>
 
@@ -95,9 +94,8 @@ Tensor buffer_update(const Tensor& buffer, const Tensor& positions, const Tensor
 Tensor all_reduce(const Tensor& x, const std::string& group) {
   return apply(Op::all_reduce, {x}, Attrs{{"group", group}, {"reduce", std::string("sum")}});
 }
-Tensor all_gather(const Tensor& x, const std::string& group, int64_t dim) {
-  int64_t size = current_communicator().size(group_role_from_name(group));
-  return apply(Op::all_gather, {x}, Attrs{{"group", group}, {"dim", dim}, {"size", size}});
+Tensor all_gather(const Tensor& x, const std::string& group, int64_t dim, int64_t group_size) {
+  return apply(Op::all_gather, {x}, Attrs{{"group", group}, {"dim", dim}, {"size", group_size}});
 }
 Tensor group_rank(const std::string& group) { return apply(Op::group_rank, {}, Attrs{{"group", group}}); }
 Tensor send(const Tensor& x, const std::string& peer) { return apply(Op::send, {x}, Attrs{{"peer", peer}}); }

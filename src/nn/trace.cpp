@@ -66,7 +66,9 @@ TraceResult TraceSession::finish(const std::vector<std::pair<std::string, Tensor
   if (outs.empty())
     throw TraceError(name + " returns no tensor; a traced method must return a Tensor, a "
                             "std::vector<Tensor> or a struct of tensors");
-  auto subst = state_->shapes.final_substitutions();
+  std::vector<Shape> input_shapes;
+  for (const auto& in : state_->signature.inputs) input_shapes.push_back(in.type.shape);
+  auto subst = state_->shapes.final_substitutions(input_shapes);
   state_->graph.substitute_symbols(subst);
   state_->graph.set_outputs(outs);
   for (auto& in : state_->signature.inputs)

@@ -16,6 +16,7 @@ void set_current_trace(TraceState* t) { t_trace = t; }
 SymExpr ShapeEnv::fresh(int64_t hint) {
   std::string name = "s" + std::to_string(hints_.size());
   hints_[name] = hint;
+  order_[name] = order_.size();
   return SymExpr::symbol(name);
 }
 
@@ -50,10 +51,16 @@ bool ShapeEnv::unify(const SymExpr& a, const SymExpr& b) {
   if (ra == rb) return true;
   auto va = hint(ra), vb = hint(rb);
   if (!va || !vb || *va != *vb) return false;
-  if (auto s = ra.as_symbol()) {
-    subst_[*s] = rb;
-  } else if (auto t = rb.as_symbol()) {
-    subst_[*t] = ra;
+  auto sa = ra.as_symbol(), sb = rb.as_symbol();
+  if (sa && sb) {  // keep the older symbol
+    if (order_.at(*sa) < order_.at(*sb))
+      subst_[*sb] = ra;
+    else
+      subst_[*sa] = rb;
+  } else if (sa) {
+    subst_[*sa] = rb;
+  } else if (sb) {
+    subst_[*sb] = ra;
   } else {  // compound expressions with equal values: specialise their symbols
     specialize(ra);
     specialize(rb);
@@ -75,9 +82,19 @@ std::optional<int64_t> ShapeEnv::specialize(const SymExpr& e) {
   return v;
 }
 
-std::map<std::string, SymExpr> ShapeEnv::final_substitutions() const {
+std::map<std::string, SymExpr> ShapeEnv::final_substitutions(const std::vector<Shape>& appearance) const {
+  std::map<std::string, SymExpr> rename;
+  for (const auto& shape : appearance)
+    for (const auto& d : shape)
+      for (const auto& s : resolve(d).symbols())
+        if (!rename.count(s)) rename[s] = SymExpr::symbol("s" + std::to_string(rename.size()));
   std::map<std::string, SymExpr> out;
-  for (const auto& [s, e] : subst_) out[s] = resolve(e);
+  for (const auto& [s, hint] : hints_) {
+    SymExpr r = resolve(SymExpr::symbol(s));
+    for (const auto& t : r.symbols())
+      if (!rename.count(t)) rename[t] = SymExpr::symbol("s" + std::to_string(rename.size()));
+    out[s] = r.substitute(rename);
+  }
   return out;
 }
 

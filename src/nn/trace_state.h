@@ -20,13 +20,16 @@ class ShapeEnv final : public DimUnifier {
   Shape resolve(const Shape& s) const;
   bool unify(const SymExpr& a, const SymExpr& b) override;
   std::optional<int64_t> specialize(const SymExpr& e) override;
-  // Every substituted symbol mapped to its final expression.
-  std::map<std::string, SymExpr> final_substitutions() const;
+  // Every substituted symbol mapped to its final expression, and the
+  // remaining symbols renamed s0, s1, ... in order of first appearance in
+  // `appearance` (the input shapes).
+  std::map<std::string, SymExpr> final_substitutions(const std::vector<Shape>& appearance) const;
   const std::vector<std::string>& guards() const { return guards_; }
 
  private:
   std::optional<int64_t> hint(const SymExpr& e) const;
   std::map<std::string, int64_t> hints_;
+  std::map<std::string, std::size_t> order_;  // creation order of symbols
   std::map<std::string, SymExpr> subst_;
   std::vector<std::string> guards_;
 };

@@ -1,0 +1,19 @@
+// Uses the installed library: traces and runs the seed model eagerly.
+#include <npucache/npucache.h>
+
+#include <cstdio>
+
+int main() {
+  using namespace npucache;
+  models::SeedExample model;
+  models::InputMeta x{Tensor::from_vector({1, 2, 3, 4}, {2, 2}), true};
+  std::vector<Tensor> kv{Tensor::from_vector({1, 1, 1, 1}, {2, 2})};
+  std::vector<float> out = model.prompt(x, kv).to_vector();
+  TraceOptions opts;
+  opts.method_name = "prompt";
+  TraceResult t = trace_method(model, &models::SeedExample::prompt, opts, x, kv);
+  // linear2(x) + linear2(kv[0]) with all-ones parameters: (1+2+1) + (1+1+1) = 7, (3+4+1) + 3 = 11
+  std::printf("npucache %s: %s -> %.1f %.1f, graph %s\n", version(), t.name.c_str(), out[0], out[1],
+              canonical_hash(t.graph).hex().c_str());
+  return out.size() == 2 && out[0] == 7.0f && out[1] == 11.0f ? 0 : 1;
+}

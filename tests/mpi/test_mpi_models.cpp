@@ -1,0 +1,89 @@
+// Under mpiexec: tiny-llama generation sharded over tp x pp ranks gives the
+// tokens and logits of the unsharded model in one process.
+#include <npucache/device.h>
+#include <npucache/error.h>
+#include <npucache/models.h>
+#include <npucache/mpi.h>
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+using namespace npucache;
+
+namespace {
+
+struct Layout {
+  int tp, pp;
+};
+
+// The layouts a world of this size can run.
+std::vector<Layout> layouts_for(int world) {
+  std::vector<Layout> out;
+  for (Layout l : {Layout{1, 1}, Layout{2, 1}, Layout{1, 2}, Layout{2, 2}, Layout{1, 4}, Layout{2, 4}})
+    if (world % (l.tp * l.pp) == 0) out.push_back(l);
+  return out;
+}
+
+const std::vector<int64_t> kPrompt{11, 3, 250, 7, 64, 9, 1};
+constexpr int kNewTokens = 6;
+
+}  // namespace
+
+TEST(MpiModels, ShardedGenerationEqualsSingleProcess) {
+  const int world = MpiSession::world_size();
+  set_current_device(MpiSession::world_rank() % Platform::get().device_count());
+  auto local = make_single_process_communicator();
+  models::TinyLlama reference_model({}, {});
+  auto reference = models::greedy_generate(reference_model, kPrompt, kNewTokens, *local);
+  for (Layout l : layouts_for(world)) {
+    SCOPED_TRACE("tp " + std::to_string(l.tp) + " pp " + std::to_string(l.pp));
+    auto comm = make_mpi_communicator(l.tp, l.pp);
+    models::TinyLlama model({}, models::stage_ranks(*comm));
+    auto r = models::greedy_generate(model, kPrompt, kNewTokens, *comm);
+    EXPECT_EQ(r.tokens, reference.tokens);
+    if (model.last_stage()) {
+      ASSERT_EQ(r.logits.size(), reference.logits.size());
+      for (std::size_t s = 0; s < r.logits.size(); ++s)
+        for (std::size_t v = 0; v < r.logits[s].size(); ++v)
+          ASSERT_NEAR(r.logits[s][v], reference.logits[s][v], 1e-4) << "step " << s << " vocab " << v;
+    } else {
+      EXPECT_TRUE(r.logits.empty());
+    }
+  }
+}
+
+TEST(MpiModels, GroupsFollowMegatronOrder) {
+  const int world = MpiSession::world_size();
+  for (Layout l : layouts_for(world)) {
+    auto comm = make_mpi_communicator(l.tp, l.pp);
+    const int r = comm->global_rank();
+    EXPECT_EQ(comm->rank(GroupRole::tp), r % l.tp);
+    EXPECT_EQ(comm->rank(GroupRole::pp), (r / l.tp) % l.pp);
+    EXPECT_EQ(comm->rank(GroupRole::dp), r / (l.tp * l.pp));
+    EXPECT_EQ(comm->size(GroupRole::dp), world / (l.tp * l.pp));
+    // A tp all_reduce sums exactly the ranks of this rank's tp group.
+    float v = static_cast<float>(r);
+    comm->all_reduce_sum(GroupRole::tp, &v, 1);
+    float want = 0;
+    for (int t = 0; t < l.tp; ++t) want += static_cast<float>(r - r % l.tp + t);
+    EXPECT_EQ(v, want);
+  }
+}
+
+TEST(MpiModels, IndivisibleLayoutIsAClearErrorOnEveryRank) {
+  const int world = MpiSession::world_size();
+  try {
+    make_mpi_communicator(world + 1, 1);
+    FAIL() << "tp larger than the world accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("does not divide the world size"), std::string::npos) << e.what();
+  }
+  if (world > 1) {
+    auto comm = make_mpi_communicator(1, world);
+    if (comm->rank(GroupRole::pp) == world - 1) {
+      char b = 0;
+      EXPECT_THROW(comm->send(PipelinePeer::next, &b, 1), CommError);
+    }
+  }
+}
