@@ -10,9 +10,9 @@ san="${NPUCACHE_SANITIZE:-}"
 if [ -n "$san" ]; then
   export BUILD_DIR="${BUILD_DIR:-$root/build-$san}"
   export BUILD_TYPE="${BUILD_TYPE:-RelWithDebInfo}"
-  "$root/scripts/build.sh" -DNPUCACHE_SANITIZE="$san"
+  "$root/scripts/build.sh" -DNPUCACHE_BUILD_TESTS=ON -DNPUCACHE_SANITIZE="$san"
 else
-  "$root/scripts/build.sh"
+  "$root/scripts/build.sh" -DNPUCACHE_BUILD_TESTS=ON
 fi
 build="${BUILD_DIR:-$root/build}"
 cd "$build"
