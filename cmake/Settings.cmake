@@ -7,6 +7,11 @@ add_library(npucache_warnings INTERFACE)
 target_compile_options(npucache_warnings INTERFACE
   -Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor -Wcast-align
   -Woverloaded-virtual -Wnull-dereference -Wimplicit-fallthrough)
+# GCC 12 reports -Wrestrict false positives inside libstdc++'s
+# std::string operator+ (GCC bug 105651); they say nothing about our code.
+if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU" AND CMAKE_CXX_COMPILER_VERSION VERSION_LESS 13)
+  target_compile_options(npucache_warnings INTERFACE -Wno-restrict)
+endif()
 
 if(NPUCACHE_SANITIZE STREQUAL "address")
   set(_san -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -79,6 +80,9 @@ class Graph {
   // Replaces every symbol in every type and SymExpr attribute.
   void substitute_symbols(const std::map<std::string, SymExpr>& map);
 
+  // Rebuilds a graph from its parts (deserialization); verify() checks it.
+  static Graph from_parts(std::vector<Node> nodes, std::vector<ValueId> outputs);
+
   friend bool operator==(const Graph& a, const Graph& b);
 
  private:
@@ -86,6 +90,7 @@ class Graph {
   std::vector<Node> nodes_;
   std::vector<ValueId> outputs_;
   std::map<std::string, int> name_counts_;
+  std::set<std::string> used_names_;
 };
 
 bool operator==(const Node& a, const Node& b);

@@ -3,6 +3,8 @@
 
 #include <npucache/attrs.h>
 #include <npucache/communicator.h>
+#include <npucache/compile.h>
+#include <npucache/compiler_config.h>
 #include <npucache/decompositions.h>
 #include <npucache/device.h>
 #include <npucache/dtype.h>

@@ -37,6 +37,9 @@ enum class Op : uint16_t {
   all_reduce, all_gather, group_rank, send, recv,
   // random numbers
   randn, bernoulli, dropout,
+  // compiler-internal: a fused elementwise/reduction kernel (see
+  // src/compiler/fusion.h); its output type is in its attributes
+  fused,
   kCount
 };
 

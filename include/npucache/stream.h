@@ -117,6 +117,9 @@ class TaskGraph {
   void replay(Stream& stream,
               const std::vector<std::pair<const Block*, BlockPtr>>& inputs = {},
               InputMode mode = InputMode::update_address);
+  // Both at once: `rebind` pairs are redirected, `copy_in` pairs copied.
+  void replay_with(Stream& stream, const std::vector<std::pair<const Block*, BlockPtr>>& rebind,
+                   const std::vector<std::pair<const Block*, BlockPtr>>& copy_in);
 
  private:
   friend class Stream;

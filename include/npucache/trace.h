@@ -24,6 +24,7 @@
 
 #include <string>
 #include <tuple>
+#include <utility>
 #include <type_traits>
 #include <typeinfo>
 #include <vector>
@@ -109,6 +110,8 @@ struct GuardSpec {
   std::string value;  // its traced value ("true")
 };
 
+struct FlatArgs;
+
 struct InputSignature {
   std::vector<InputSpec> inputs;
   std::vector<GuardSpec> guards;
@@ -120,6 +123,12 @@ struct InputSignature {
   // mismatch (count, path, dtype, rank, dim, guard value).
   SymBindings bind(const std::vector<std::pair<std::string, TensorType>>& tensors,
                    const std::vector<GuardSpec>& values) const;
+  // The same for a flattened call (eager tensors), without copying types.
+  SymBindings bind(const FlatArgs& args) const;
+
+ private:
+  SymBindings bind_refs(const std::vector<std::pair<const std::string*, const TensorType*>>& tensors,
+                        const std::vector<GuardSpec>& values) const;
 };
 
 struct TraceResult {
@@ -164,9 +173,11 @@ struct FlatArgs : FlattenVisitor {
 
 std::string arg_name(const TraceOptions& options, std::size_t i);
 
+// Like trace_method, also returning the method's (traced) result, whose
+// structure a compiled call reuses to shape its outputs.
 template <class M, class R, class... P, class... A>
-TraceResult trace_method(M& module, R (M::*method)(P...), const TraceOptions& options,
-                         A&&... args) {
+std::pair<TraceResult, R> trace_method_with_result(M& module, R (M::*method)(P...),
+                                                   const TraceOptions& options, A&&... args) {
   static_assert(std::is_base_of_v<nn::Module, M>,
                 "trace_method accepts only methods of an nn::Module instance");
   static_assert(sizeof...(P) == sizeof...(A), "wrong number of arguments for the method");
@@ -185,7 +196,39 @@ TraceResult trace_method(M& module, R (M::*method)(P...), const TraceOptions& op
   flatten(std::string("out"), result, out);
   std::string name = module.type_name() + "." + options.method_name + "(";
   for (std::size_t k = 0; k < sizeof...(P); ++k) name += (k ? ", " : "") + arg_name(options, k);
-  return session.finish(out.tensors, name + ")");
+  return {session.finish(out.tensors, name + ")"), std::move(result)};
+}
+
+template <class M, class R, class... P, class... A>
+TraceResult trace_method(M& module, R (M::*method)(P...), const TraceOptions& options,
+                         A&&... args) {
+  return trace_method_with_result(module, method, options, std::forward<A>(args)...).first;
+}
+
+// Flattens a call's arguments (named as trace_method names them).
+template <class... A>
+FlatArgs flatten_args(const TraceOptions& options, const A&... args) {
+  FlatArgs flat;
+  std::tuple<A...> copies(args...);
+  std::size_t i = 0;
+  std::apply([&](auto&... a) { (flatten(arg_name(options, i++), a, flat), ...); }, copies);
+  return flat;
+}
+
+// Replaces the tensors of `value` (in flatten order) by `tensors`.
+template <class T>
+void unflatten(T& value, const std::vector<Tensor>& tensors) {
+  struct Fill : FlattenVisitor {
+    const std::vector<Tensor>& ts;
+    std::size_t next = 0;
+    explicit Fill(const std::vector<Tensor>& t) : ts(t) {}
+    void tensor(const std::string& path, Tensor& t) override {
+      if (next >= ts.size()) throw TraceError("result '" + path + "' has no value to fill in");
+      t = ts[next++];
+    }
+    void value(const std::string&, const std::string&) override {}
+  } fill(tensors);
+  flatten(std::string("out"), value, fill);
 }
 
 }  // namespace npucache

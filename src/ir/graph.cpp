@@ -22,8 +22,12 @@ std::string Graph::fresh_name(std::string_view base) {
   for (char ch : base) b += (std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_');
   if (b.empty()) b = "v";
   int& n = name_counts_[b];
-  std::string name = n == 0 ? b : b + "_" + std::to_string(n);
-  ++n;
+  std::string name;
+  do {
+    name = n == 0 ? b : b + "_" + std::to_string(n);
+    ++n;
+  } while (used_names_.count(name));
+  used_names_.insert(name);
   return name;
 }
 
@@ -66,6 +70,7 @@ ValueId Graph::add_typed_node(Op op, std::vector<ValueId> inputs, Attrs attrs, T
   n.attrs = std::move(attrs);
   n.type = std::move(type);
   n.name = name.empty() ? fresh_name(op_name(op)) : std::move(name);
+  used_names_.insert(n.name);
   nodes_.push_back(std::move(n));
   return static_cast<ValueId>(nodes_.size() - 1);
 }
@@ -109,6 +114,14 @@ void Graph::substitute_symbols(const std::map<std::string, SymExpr>& map) {
     }
     n.attrs = std::move(attrs);
   }
+}
+
+Graph Graph::from_parts(std::vector<Node> nodes, std::vector<ValueId> outputs) {
+  Graph g;
+  for (const Node& n : nodes) g.used_names_.insert(n.name);
+  g.nodes_ = std::move(nodes);
+  g.set_outputs(std::move(outputs));
+  return g;
 }
 
 bool operator==(const Node& a, const Node& b) {

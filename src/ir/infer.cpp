@@ -103,7 +103,7 @@ TensorType infer_type(Op op, const std::vector<const TensorType*>& inputs, const
       return ir::infer_layout(c);
     case Op::full: case Op::arange: case Op::buffer_update: case Op::all_reduce:
     case Op::all_gather: case Op::group_rank: case Op::send: case Op::recv: case Op::randn:
-    case Op::bernoulli: case Op::dropout:
+    case Op::bernoulli: case Op::dropout: case Op::fused:
       return ir::infer_special(c);
     case Op::kCount:
       break;

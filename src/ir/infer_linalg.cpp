@@ -12,10 +12,12 @@ TensorType matmul_type(const InferCtx& c) {
   const Shape& a = c.operand(0).shape;
   const Shape& b = c.operand(1).shape;
   if (a.size() < 2 || b.size() < 2) c.fail("matmul operands need rank >= 2");
-  c.require_dim_equal(a[a.size() - 1], b[b.size() - 2], "inner dimensions differ");
+  // trans_b: b is given as [..., N, K] (the compiler folds a transpose in).
+  const bool tb = c.attrs.get_bool_or("trans_b", false);
+  c.require_dim_equal(a[a.size() - 1], b[b.size() - (tb ? 1 : 2)], "inner dimensions differ");
   Shape batch = c.broadcast(Shape(a.begin(), a.end() - 2), Shape(b.begin(), b.end() - 2));
   batch.push_back(a[a.size() - 2]);
-  batch.push_back(b[b.size() - 1]);
+  batch.push_back(b[b.size() - (tb ? 2 : 1)]);
   return {c.operand(0).dtype, batch};
 }
 

@@ -75,6 +75,8 @@ TensorType infer_special(const InferCtx& c) {
     case Op::bernoulli: case Op::dropout:
       c.require_floating(0);
       return c.operand(0);
+    case Op::fused:
+      return {c.attrs.get<DType>("dtype"), c.attrs.get<std::vector<SymExpr>>("shape")};
     default: c.fail("not a special op");
   }
 }

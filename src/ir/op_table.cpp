@@ -76,6 +76,7 @@ constexpr Entry kTable[] = {
     {Op::randn, {"randn", 0, 0, false, true, true}},
     {Op::bernoulli, {"bernoulli", 1, 1, false, true, true}},
     {Op::dropout, {"dropout", 1, 1, true, true, true}},
+    {Op::fused, {"fused", 0, kMany, false, false, false}},
 };
 static_assert(std::size(kTable) == static_cast<std::size_t>(Op::kCount),
               "every Op needs an entry in kTable");

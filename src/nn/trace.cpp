@@ -27,7 +27,7 @@ std::string arg_name(const TraceOptions& options, std::size_t i) {
 }
 
 TraceSession::TraceSession(const nn::Module& module, const TraceOptions& options)
-    : state_(std::make_unique<detail::TraceState>(module, options)) {
+    : state_(std::make_unique<detail::TraceState>(&module, options)) {
   if (detail::current_trace() != nullptr)
     throw TraceError("a trace is already active on this thread; traces do not nest");
   detail::set_current_trace(state_.get());
@@ -84,34 +84,55 @@ TraceResult TraceSession::finish(const std::vector<std::pair<std::string, Tensor
 
 SymBindings InputSignature::bind(const std::vector<std::pair<std::string, TensorType>>& tensors,
                                  const std::vector<GuardSpec>& values) const {
+  std::vector<std::pair<const std::string*, const TensorType*>> refs;
+  refs.reserve(tensors.size());
+  for (const auto& [p, t] : tensors) refs.emplace_back(&p, &t);
+  return bind_refs(refs, values);
+}
+
+SymBindings InputSignature::bind(const FlatArgs& args) const {
+  std::vector<std::pair<const std::string*, const TensorType*>> refs;
+  refs.reserve(args.tensors.size());
+  for (const auto& [p, t] : args.tensors) {
+    if (!t.defined()) throw TraceError("input '" + p + "' is an undefined tensor");
+    if (t.is_traced()) throw TraceError("input '" + p + "' is a traced tensor");
+    refs.emplace_back(&p, &t.impl()->type);
+  }
+  return bind_refs(refs, args.values);
+}
+
+SymBindings InputSignature::bind_refs(const std::vector<std::pair<const std::string*, const TensorType*>>& tensors,
+                                      const std::vector<GuardSpec>& values) const {
   if (tensors.size() != inputs.size())
     throw TraceError("call has " + std::to_string(tensors.size()) + " tensor inputs, the trace has " +
                      std::to_string(inputs.size()));
   SymBindings b;
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     const InputSpec& spec = inputs[i];
-    const auto& [path, t] = tensors[i];
-    std::string where = "input '" + spec.path + "'";
-    if (path != spec.path) throw TraceError(where + " is '" + path + "' in this call");
+    const std::string& path = *tensors[i].first;
+    const TensorType& t = *tensors[i].second;
+    auto where = [&] { return "input '" + spec.path + "'"; };
+    if (path != spec.path) throw TraceError(where() + " is '" + path + "' in this call");
     if (t.dtype != spec.type.dtype || t.shape.size() != spec.type.shape.size())
-      throw TraceError(where + " is " + type_str(t) + ", the trace expects " + type_str(spec.type));
+      throw TraceError(where() + " is " + type_str(t) + ", the trace expects " + type_str(spec.type));
     for (std::size_t d = 0; d < t.shape.size(); ++d) {
       int64_t actual = t.shape[d].constant();
       const SymExpr& want = spec.type.shape[d];
       if (auto s = want.as_symbol()) {
         auto [it, inserted] = b.try_emplace(*s, actual);
         if (!inserted && it->second != actual)
-          throw TraceError(where + " dim " + std::to_string(d) + " is " + std::to_string(actual) +
+          throw TraceError(where() + " dim " + std::to_string(d) + " is " + std::to_string(actual) +
                            " but the trace requires it to equal " + *s + " = " +
                            std::to_string(it->second));
       }
     }
   }
   for (std::size_t i = 0; i < inputs.size(); ++i)  // constants and compound dims
-    for (std::size_t d = 0; d < tensors[i].second.shape.size(); ++d) {
+    for (std::size_t d = 0; d < tensors[i].second->shape.size(); ++d) {
       const SymExpr& want = inputs[i].type.shape[d];
-      int64_t actual = tensors[i].second.shape[d].constant();
-      if (!want.as_symbol() && want.evaluate(b) != actual)
+      if (want.as_symbol()) continue;
+      int64_t actual = tensors[i].second->shape[d].constant();
+      if (want.evaluate(b) != actual)
         throw TraceError("input '" + inputs[i].path + "' dim " + std::to_string(d) + " is " +
                          std::to_string(actual) + ", the trace was specialised to " + want.str());
     }

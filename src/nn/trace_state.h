@@ -35,7 +35,7 @@ class ShapeEnv final : public DimUnifier {
 };
 
 struct TraceState {
-  TraceState(const nn::Module& module, const TraceOptions& options);
+  TraceState(const nn::Module* module, const TraceOptions& options);
 
   // The graph value of an operand: its traced value, or the placeholder of a
   // module parameter/buffer (created on first use). Throws TraceError for
@@ -56,5 +56,18 @@ struct TraceState {
 // The trace active on this thread, or nullptr.
 TraceState* current_trace();
 void set_current_trace(TraceState* t);
+
+// Makes `t` the thread's active trace for a scope (compiler passes that
+// re-trace graphs use it).
+class ActiveTrace {
+ public:
+  explicit ActiveTrace(TraceState& t) : previous_(current_trace()) { set_current_trace(&t); }
+  ~ActiveTrace() { set_current_trace(previous_); }
+  ActiveTrace(const ActiveTrace&) = delete;
+  ActiveTrace& operator=(const ActiveTrace&) = delete;
+
+ private:
+  TraceState* previous_;
+};
 
 }  // namespace npucache::detail

@@ -190,40 +190,60 @@ std::unique_ptr<TaskGraph> Stream::end_capture() {
 
 void TaskGraph::replay(Stream& stream, const std::vector<std::pair<const Block*, BlockPtr>>& inputs,
                        InputMode mode) {
+  const std::vector<std::pair<const Block*, BlockPtr>> none;
+  if (mode == InputMode::update_address)
+    replay_with(stream, inputs, none);
+  else
+    replay_with(stream, none, inputs);
+}
+
+void TaskGraph::replay_with(Stream& stream, const std::vector<std::pair<const Block*, BlockPtr>>& rebind,
+                            const std::vector<std::pair<const Block*, BlockPtr>>& copy_in) {
   if (stream.capturing()) throw DeviceError("cannot replay a task graph into a capturing stream");
-  std::vector<std::pair<BlockPtr, BlockPtr>> copies;  // (captured, new)
-  if (mode == InputMode::update_address && !inputs.empty() && launches_.use_count() > 1)
+  if (!rebind.empty() && launches_.use_count() > 1)
     launches_ = std::make_shared<std::vector<KernelLaunch>>(*launches_);  // a replay is in flight
-  for (const auto& [old_block, new_block] : inputs) {
-    if (!new_block) throw DeviceError("task graph input rebound to a null buffer");
-    if (new_block->device() != stream.device().id())
-      throw DeviceError("task graph input lives on device " + std::to_string(new_block->device()) +
+  std::vector<std::pair<BlockPtr, BlockPtr>> copies;  // (bound, new contents)
+  auto check = [&](const BlockPtr& fresh) {
+    if (!fresh) throw DeviceError("task graph input rebound to a null buffer");
+    if (fresh->device() != stream.device().id())
+      throw DeviceError("task graph input lives on device " + std::to_string(fresh->device()) +
                         ", the replay stream on device " + std::to_string(stream.device().id()));
-    bool found = false;
-    for (auto& l : *launches_) {
-      for (auto& a : l.args) {
-        if (a.block.get() != old_block) continue;
-        if (a.offset + a.bytes() > new_block->size())
-          throw DeviceError("task graph input buffer of " + std::to_string(new_block->size()) +
-                            " bytes is smaller than the captured operand (" +
-                            std::to_string(a.offset + a.bytes()) + " bytes)");
-        found = true;
-        if (mode == InputMode::copy) {
-          copies.emplace_back(a.block, new_block);
-          break;
+  };
+  auto fits = [](const TensorArg& a, const BlockPtr& fresh) {
+    if (a.offset + a.bytes() > fresh->size())
+      throw DeviceError("task graph input buffer of " + std::to_string(fresh->size()) +
+                        " bytes is smaller than the captured operand (" +
+                        std::to_string(a.offset + a.bytes()) + " bytes)");
+  };
+  for (const auto& [bound, fresh] : copy_in) {
+    check(fresh);
+    BlockPtr target;
+    for (const auto& l : *launches_)
+      for (const auto& a : l.args)
+        if (a.block.get() == bound) {
+          fits(a, fresh);
+          target = a.block;
         }
-        a.block = new_block;
-      }
-      if (found && mode == InputMode::copy) break;
-    }
-    if (!found)
-      throw DeviceError("task graph has no captured operand in the given input buffer");
+    if (!target) throw DeviceError("task graph has no captured operand in the given input buffer");
+    copies.emplace_back(target, fresh);
+  }
+  for (const auto& [bound, fresh] : rebind) {
+    check(fresh);
+    bool found = false;
+    for (auto& l : *launches_)
+      for (auto& a : l.args)
+        if (a.block.get() == bound) {
+          fits(a, fresh);
+          a.block = fresh;
+          found = true;
+        }
+    if (!found) throw DeviceError("task graph has no captured operand in the given input buffer");
   }
   stream.launches_ += 1;
   // One submission: the worker runs the copies and every captured kernel.
   stream.enqueue([launches = launches_, copies = std::move(copies)] {
-    for (const auto& [captured, fresh] : copies)
-      std::memcpy(captured->data(), fresh->data(), std::min(captured->size(), fresh->size()));
+    for (const auto& [bound, fresh] : copies)
+      std::memcpy(bound->data(), fresh->data(), std::min(bound->size(), fresh->size()));
     for (const auto& l : *launches) run_kernel(l);
   });
 }

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 using namespace npucache;
@@ -42,11 +43,14 @@ TEST(MpiModels, ShardedGenerationEqualsSingleProcess) {
     models::TinyLlama model({}, models::stage_ranks(*comm));
     auto r = models::greedy_generate(model, kPrompt, kNewTokens, *comm);
     EXPECT_EQ(r.tokens, reference.tokens);
+    // EXPECT, never ASSERT: every rank must reach the next collective.
     if (model.last_stage()) {
-      ASSERT_EQ(r.logits.size(), reference.logits.size());
-      for (std::size_t s = 0; s < r.logits.size(); ++s)
+      EXPECT_EQ(r.logits.size(), reference.logits.size());
+      double worst = 0;
+      for (std::size_t s = 0; s < std::min(r.logits.size(), reference.logits.size()); ++s)
         for (std::size_t v = 0; v < r.logits[s].size(); ++v)
-          ASSERT_NEAR(r.logits[s][v], reference.logits[s][v], 1e-4) << "step " << s << " vocab " << v;
+          worst = std::max(worst, static_cast<double>(std::fabs(r.logits[s][v] - reference.logits[s][v])));
+      EXPECT_LE(worst, 1e-4);
     } else {
       EXPECT_TRUE(r.logits.empty());
     }

@@ -117,5 +117,6 @@ void layout_kernel(const KernelLaunch& l);
 void special_kernel(const KernelLaunch& l);
 void comm_kernel(const KernelLaunch& l);
 void rng_kernel(const KernelLaunch& l);
+void fused_kernel(const KernelLaunch& l);
 
 }  // namespace npucache::kernels

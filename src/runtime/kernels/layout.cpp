@@ -27,15 +27,41 @@ void permute(const KernelLaunch& l) {
   const int64_t n = out.numel();
   std::vector<int64_t> counter(r, 0);
   int64_t si = 0;
-  for (int64_t o = 0; o < n; ++o) {
-    copy_elem(dst, o, src, si, es);
-    for (std::size_t k = r; k-- > 0;) {
-      ++counter[k];
-      si += pstride[k];
-      if (counter[k] < out.dims[k]) break;
-      si -= pstride[k] * out.dims[k];
-      counter[k] = 0;
+  if (r >= 1 && pstride[r - 1] == 1) {  // the last dim stays last: copy whole rows
+    const int64_t row = out.dims[r - 1];
+    const std::size_t row_bytes = static_cast<std::size_t>(row) * es;
+    for (int64_t o = 0; o < n; o += row) {
+      std::memcpy(dst + static_cast<std::size_t>(o) * es, src + static_cast<std::size_t>(si) * es, row_bytes);
+      for (std::size_t k = r - 1; k-- > 0;) {
+        ++counter[k];
+        si += pstride[k];
+        if (counter[k] < out.dims[k]) break;
+        si -= pstride[k] * out.dims[k];
+        counter[k] = 0;
+      }
     }
+    return;
+  }
+  auto walk = [&](auto elem) {
+    using T = decltype(elem);
+    auto* d = reinterpret_cast<T*>(dst);
+    auto* sp = reinterpret_cast<const T*>(src);
+    for (int64_t o = 0; o < n; ++o) {
+      d[o] = sp[si];
+      for (std::size_t k = r; k-- > 0;) {
+        ++counter[k];
+        si += pstride[k];
+        if (counter[k] < out.dims[k]) break;
+        si -= pstride[k] * out.dims[k];
+        counter[k] = 0;
+      }
+    }
+  };
+  switch (es) {  // typed element copies (memcpy per element would be a call each)
+    case 1: walk(uint8_t{}); break;
+    case 2: walk(uint16_t{}); break;
+    case 4: walk(uint32_t{}); break;
+    default: walk(uint64_t{}); break;
   }
 }
 
@@ -45,6 +71,17 @@ void expand(const KernelLaunch& l) {
   const std::size_t es = dtype_size(in.dtype);
   auto* src = static_cast<const char*>(in.data());
   auto* dst = static_cast<char*>(out.data());
+  const std::size_t r = out.dims.size();
+  if (r >= 1 && !in.dims.empty() && in.dims.back() == out.dims.back() && out.dims.back() > 1) {
+    // Rows are not broadcast: copy each whole row from its source row.
+    const int64_t row = out.dims.back();
+    std::vector<int64_t> od(out.dims.begin(), out.dims.end() - 1), id(in.dims.begin(), in.dims.end() - 1);
+    for_each_broadcast<1>(od, {&id}, [&](int64_t o, const std::array<int64_t, 1>& j) {
+      std::memcpy(dst + static_cast<std::size_t>(o * row) * es, src + static_cast<std::size_t>(j[0] * row) * es,
+                  static_cast<std::size_t>(row) * es);
+    });
+    return;
+  }
   for_each_broadcast<1>(out.dims, {&in.dims},
                         [&](int64_t o, const std::array<int64_t, 1>& j) { copy_elem(dst, o, src, j[0], es); });
 }

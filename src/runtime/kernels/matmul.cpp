@@ -1,5 +1,5 @@
 // Batched matmul: a [..., M, K] x b [..., K, N] -> [..., M, N], batch dims
-// broadcast. Attributes tile_m/tile_n/tile_k choose a blocked i-k-j loop
+// broadcast; with trans_b, b is [..., N, K]. Attributes tile_m/tile_n/tile_k choose a blocked i-k-j loop
 // (the autotuner's search space); tile_m == 0 selects the naive dot-product
 // loop, kept as the baseline the tiled kernels are measured against.
 #include "runtime/kernels/kernel_util.h"
@@ -44,6 +44,40 @@ void tiled(const float* A, const float* B, float* C, int64_t M, int64_t N, int64
   }
 }
 
+// C = A * B^T with B stored [N, K]: blocked dot products over contiguous
+// rows of A and B.
+void tiled_tb(const float* A, const float* B, float* C, int64_t M, int64_t N, int64_t K, int64_t tm,
+              int64_t tn, int64_t tk) {
+  std::fill(C, C + M * N, 0.0f);
+  for (int64_t i0 = 0; i0 < M; i0 += tm) {
+    const int64_t i1 = std::min(M, i0 + tm);
+    for (int64_t j0 = 0; j0 < N; j0 += tn) {
+      const int64_t j1 = std::min(N, j0 + tn);
+      for (int64_t k0 = 0; k0 < K; k0 += tk) {
+        const int64_t k1 = std::min(K, k0 + tk);
+        for (int64_t i = i0; i < i1; ++i) {
+          const float* __restrict a = A + i * K;
+          for (int64_t j = j0; j < j1; ++j) {
+            const float* __restrict b = B + j * K;
+            float s = 0.0f;
+            for (int64_t k = k0; k < k1; ++k) s += a[k] * b[k];
+            C[i * N + j] += s;
+          }
+        }
+      }
+    }
+  }
+}
+
+void naive_tb(const float* A, const float* B, float* C, int64_t M, int64_t N, int64_t K) {
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) {
+      float s = 0.0f;
+      for (int64_t k = 0; k < K; ++k) s += A[i * K + k] * B[j * K + k];
+      C[i * N + j] = s;
+    }
+}
+
 }  // namespace
 
 void matmul_kernel(const KernelLaunch& l) {
@@ -52,8 +86,9 @@ void matmul_kernel(const KernelLaunch& l) {
   const auto& bd = l.args[1].dims;
   const auto& od = l.args[2].dims;
   if (ad.size() < 2 || bd.size() < 2 || od.size() < 2) kernel_fail(l, "operands need rank >= 2");
-  const int64_t M = ad[ad.size() - 2], K = ad.back(), N = bd.back();
-  if (bd[bd.size() - 2] != K || od[od.size() - 2] != M || od.back() != N)
+  const bool tb = l.attrs && l.attrs->get_bool_or("trans_b", false);
+  const int64_t M = ad[ad.size() - 2], K = ad.back(), N = tb ? bd[bd.size() - 2] : bd.back();
+  if (bd[bd.size() - (tb ? 1 : 2)] != K || od[od.size() - 2] != M || od.back() != N)
     kernel_fail(l, "inconsistent matmul dims");
   int64_t tm = kDefaultTileM, tn = kDefaultTileN, tk = kDefaultTileK;
   if (l.attrs) {
@@ -72,10 +107,10 @@ void matmul_kernel(const KernelLaunch& l) {
                           const float* A = a.data() + j[0] * M * K;
                           const float* B = b.data() + j[1] * K * N;
                           float* C = o.data() + ob * M * N;
-                          if (tm == 0)
-                            naive(A, B, C, M, N, K);
+                          if (tb)
+                            tm == 0 ? naive_tb(A, B, C, M, N, K) : tiled_tb(A, B, C, M, N, K, tm, tn, tk);
                           else
-                            tiled(A, B, C, M, N, K, tm, tn, tk);
+                            tm == 0 ? naive(A, B, C, M, N, K) : tiled(A, B, C, M, N, K, tm, tn, tk);
                         });
   o.commit();
 }

@@ -1,0 +1,109 @@
+// The pass pipelines of the two modes.
+#include <npucache/error.h>
+
+#include "compiler/compiled_graph.h"
+#include "compiler/memory_plan.h"
+#include "compiler/passes.h"
+
+#include <chrono>
+#include <cstdio>
+#include <functional>
+
+namespace npucache::compiler {
+namespace {
+
+class PassManager {
+ public:
+  explicit PassManager(std::vector<PassTiming>& out) : out_(out) {}
+  Graph run_graph_pass(const std::string& name, const Graph& g, const std::function<Graph(const Graph&)>& pass) {
+    auto t0 = std::chrono::steady_clock::now();
+    Graph r = pass(g);
+    out_.push_back({name, since(t0), std::to_string(g.size()) + " -> " + std::to_string(r.size()) + " nodes"});
+    return r;
+  }
+  template <class F>
+  void run(const std::string& name, F&& f) {
+    auto t0 = std::chrono::steady_clock::now();
+    std::string note = f();
+    out_.push_back({name, since(t0), std::move(note)});
+  }
+
+ private:
+  static double since(std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  std::vector<PassTiming>& out_;
+};
+
+}  // namespace
+
+CompiledGraph compile_graph(TraceResult trace, const CompilerConfig& config,
+                            const DecompositionTable& decompositions, const SymBindings& example,
+                            bool dynamic, int device) {
+  config.validate();
+  auto t0 = std::chrono::steady_clock::now();
+  CompiledGraph cg;
+  cg.config = config;
+  cg.dynamic = dynamic;
+  PassManager pm(cg.timings);
+  const bool full = config.mode == CompileMode::max_autotune;
+  if (!full)
+    for (const Node& n : trace.graph.nodes())
+      if (op_info(n.op).rng)
+        throw ConfigError("node '" + n.name + "' (" + std::string(op_name(n.op)) +
+                          ") cannot be lowered in reduce-overhead mode: a captured task graph would "
+                          "repeat the same random numbers on every replay; use max-autotune");
+  Graph g = pm.run_graph_pass("decompose", trace.graph, [&](const Graph& x) { return decompose(x, decompositions); });
+  if (full) {
+    g = pm.run_graph_pass("constant_fold", g, fold_constants);
+    g = pm.run_graph_pass("cse", g, eliminate_common_subexpressions);
+    g = pm.run_graph_pass("fold_transposes", g, fold_transposes);
+  }
+  g = pm.run_graph_pass("dce", g, eliminate_dead_code);
+  if (config.fusion) {
+    FusionStats st;
+    g = pm.run_graph_pass("fusion", g, [&](const Graph& x) { return fuse(x, &st); });
+    cg.timings.back().note += ", " + std::to_string(st.groups) + " fused kernels of " +
+                              std::to_string(st.fused_ops) + " ops";
+  }
+  verify(g);
+  pm.run("lower", [&] {
+    cg.program = lower(g, config.memory_planning);
+    return std::to_string(cg.program.steps.size()) + " steps";
+  });
+  pm.run("stream_assign", [&] {
+    assign_streams(cg.program, !full || config.ge_config.enable_single_stream, config.max_streams);
+    return std::to_string(cg.program.num_streams) + " streams";
+  });
+  if (full)
+    pm.run("autotune", [&] {
+      cg.autotune = autotune(cg.program, example, config, device);
+      return std::to_string(cg.autotune.size()) + " kernels tuned";
+    });
+  pm.run("memory_plan", [&] {
+    HappensBefore hb(cg.program);
+    std::vector<std::size_t> bytes;
+    for (const auto& b : cg.program.buffers)
+      bytes.push_back(static_cast<std::size_t>(numel(b.type.shape).evaluate(example)) * dtype_size(b.type.dtype));
+    MemoryPlan plan = plan_memory(cg.program, hb, bytes);
+    cg.planned_arena_bytes = plan.arena_bytes;
+    cg.unplanned_bytes = plan.sum_bytes;
+    return std::to_string(plan.arena_bytes) + " of " + std::to_string(plan.sum_bytes) + " bytes";
+  });
+  cg.optimized = std::move(g);
+  cg.trace = std::move(trace);
+  cg.compile_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return cg;
+}
+
+std::string format_timings(const std::vector<PassTiming>& timings) {
+  std::string s;
+  char buf[256];
+  for (const auto& t : timings) {
+    std::snprintf(buf, sizeof buf, "%-14s %9.3f ms  %s\n", t.name.c_str(), t.seconds * 1e3, t.note.c_str());
+    s += buf;
+  }
+  return s;
+}
+
+}  // namespace npucache::compiler

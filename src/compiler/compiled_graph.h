@@ -1,0 +1,47 @@
+// The result of compiling one traced graph: everything a later call (or a
+// later process, through the cache) needs to run it.
+#pragma once
+
+#include <npucache/compiler_config.h>
+#include <npucache/decompositions.h>
+#include <npucache/trace.h>
+
+#include "compiler/autotune.h"
+#include "compiler/program.h"
+
+#include <string>
+#include <vector>
+
+namespace npucache::compiler {
+
+struct PassTiming {
+  std::string name;
+  double seconds = 0;
+  std::string note;  // "45 -> 31 nodes", "3 groups, 12 ops"
+};
+
+struct CompiledGraph {
+  TraceResult trace;          // the graph as traced, its signature, outputs, name
+  CompilerConfig config;
+  bool dynamic = true;
+  Graph optimized;            // after the graph passes
+  DeviceProgram program;
+  std::vector<PassTiming> timings;
+  std::vector<AutotuneDecision> autotune;
+  std::size_t planned_arena_bytes = 0;  // for the example call
+  std::size_t unplanned_bytes = 0;      // sum of the arena buffers
+  double compile_seconds = 0;
+};
+
+// Runs the pass pipeline of `config.mode` on a trace. `example` binds the
+// trace's symbols to the sizes of the call that triggered the compile
+// (autotuning and the memory report use them). Throws ConfigError for what
+// the mode cannot lower, VerifyError for an ill-typed decomposition.
+CompiledGraph compile_graph(TraceResult trace, const CompilerConfig& config,
+                            const DecompositionTable& decompositions, const SymBindings& example,
+                            bool dynamic, int device);
+
+// "decompose 1.2 ms (120 -> 340 nodes)\n..."
+std::string format_timings(const std::vector<PassTiming>& timings);
+
+}  // namespace npucache::compiler

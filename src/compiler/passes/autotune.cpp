@@ -1,0 +1,143 @@
+#include "compiler/autotune.h"
+
+#include <npucache/device.h>
+#include <npucache/error.h>
+#include <npucache/launch.h>
+
+#include <chrono>
+#include <cstring>
+#include <limits>
+#include <map>
+
+namespace npucache::compiler {
+namespace {
+
+using Config = std::vector<std::pair<std::string, int64_t>>;
+
+// Candidate tilings, the untuned default first.
+const std::vector<Config>& matmul_candidates() {
+  static const std::vector<Config> c = {
+      {{"tile_m", 32}, {"tile_n", 256}, {"tile_k", 128}}, {{"tile_m", 16}, {"tile_n", 128}, {"tile_k", 64}},
+      {{"tile_m", 64}, {"tile_n", 256}, {"tile_k", 64}},  {{"tile_m", 8}, {"tile_n", 64}, {"tile_k", 256}},
+      {{"tile_m", 32}, {"tile_n", 512}, {"tile_k", 32}},  {{"tile_m", 4}, {"tile_n", 1024}, {"tile_k", 128}},
+      {{"tile_m", 128}, {"tile_n", 128}, {"tile_k", 128}}, {{"tile_m", 16}, {"tile_n", 64}, {"tile_k", 512}},
+      {{"tile_m", 2}, {"tile_n", 256}, {"tile_k", 1024}}, {{"tile_m", 0}, {"tile_n", 0}, {"tile_k", 0}},
+  };
+  return c;
+}
+
+const std::vector<Config>& fused_candidates() {
+  static const std::vector<Config> c = {
+      {{"block", 1024}}, {{"block", 256}}, {{"block", 512}},  {{"block", 2048}},
+      {{"block", 4096}}, {{"block", 8192}}, {{"block", 128}}, {{"block", 16384}},
+  };
+  return c;
+}
+
+std::string config_str(const Config& c) {
+  std::string s;
+  for (const auto& [k, v] : c) s += (s.empty() ? "" : " ") + k + "=" + std::to_string(v);
+  return s;
+}
+
+Attrs evaluate_attrs(const Attrs& a, const SymBindings& b) {
+  Attrs out;
+  for (const auto& [k, v] : a.items()) {
+    if (const auto* dims = std::get_if<std::vector<SymExpr>>(&v)) {
+      std::vector<SymExpr> e;
+      for (const auto& d : *dims) e.emplace_back(d.evaluate(b));
+      out.set(k, e);
+    } else {
+      out.set(k, v);
+    }
+  }
+  return out;
+}
+
+// Best of `reps` measurements; each runs the kernel back to back for at
+// least `min_us` (after one warm-up run) and reports the mean per run, so
+// microsecond kernels are timed above the clock's resolution.
+double time_us(const KernelLaunch& l, int reps, int min_us) {
+  using Clock = std::chrono::steady_clock;
+  run_kernel(l);
+  double best = std::numeric_limits<double>::infinity();
+  for (int r = 0; r < reps; ++r) {
+    auto t0 = Clock::now();
+    int runs = 0;
+    double us = 0;
+    do {
+      run_kernel(l);
+      ++runs;
+      us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+    } while (us < min_us);
+    best = std::min(best, us / runs);
+  }
+  return best;
+}
+
+}  // namespace
+
+std::vector<AutotuneDecision> autotune(DeviceProgram& p, const SymBindings& example,
+                                       const CompilerConfig& config, int device) {
+  std::vector<AutotuneDecision> decisions;
+  std::map<std::string, std::size_t> by_key;
+  Device& dev = Platform::get().device(device);
+  for (std::size_t si = 0; si < p.steps.size(); ++si) {
+    ProgramStep& s = p.steps[si];
+    if (s.op != Op::matmul && s.op != Op::fused) continue;
+    std::vector<TensorArg> args;
+    std::string key(op_name(s.op));
+    for (int b : s.operands) {
+      const TensorType& t = p.buffers[static_cast<std::size_t>(b)].type;
+      args.push_back({nullptr, 0, t.dtype, evaluate_dims(t.shape, example)});
+      key += " " + type_str({t.dtype, shape_of(args.back().dims)});
+    }
+    const TensorType& rt = p.buffers[static_cast<std::size_t>(s.result)].type;
+    args.push_back({nullptr, 0, rt.dtype, evaluate_dims(rt.shape, example)});
+    if (s.op == Op::fused) key += " code#" + std::to_string(std::hash<std::string>{}(attr_str(s.attrs.get<std::vector<int64_t>>("code"))));
+    auto found = by_key.find(key);
+    if (found == by_key.end()) {
+      // Scratch operands with benign values (no NaN/inf on any candidate).
+      for (auto& a : args) {
+        a.block = dev.allocate(std::max<std::size_t>(a.bytes(), 1));
+        std::memset(a.block->data(), 0, a.block->size());
+      }
+      const auto& cands = s.op == Op::matmul ? matmul_candidates() : fused_candidates();
+      const std::size_t n = std::min<std::size_t>(cands.size(), static_cast<std::size_t>(config.autotune_candidates));
+      AutotuneDecision d;
+      d.key = key;
+      d.candidates = static_cast<int>(n);
+      double best = std::numeric_limits<double>::infinity();
+      std::size_t best_i = 0;
+      Attrs base = evaluate_attrs(s.attrs, example);
+      for (std::size_t c = 0; c < n; ++c) {
+        Attrs a = base;
+        for (const auto& [k, v] : cands[c]) a.set(k, v);
+        KernelLaunch l;
+        l.op = s.op;
+        l.attrs = std::make_shared<const Attrs>(std::move(a));
+        l.args = args;
+        const double us = time_us(l, config.autotune_repetitions, config.autotune_min_time_us);
+        if (c == 0) d.default_us = us;
+        if (us < best) {
+          best = us;
+          best_i = c;
+        }
+      }
+      d.best_us = best;
+      d.chosen = config_str(cands[best_i]);
+      found = by_key.emplace(key, decisions.size()).first;
+      decisions.push_back(std::move(d));
+      for (const auto& [k, v] : cands[best_i]) s.attrs.set(k, v);
+    } else {
+      const auto& cands = s.op == Op::matmul ? matmul_candidates() : fused_candidates();
+      for (const auto& c : cands)
+        if (config_str(c) == decisions[found->second].chosen)
+          for (const auto& [k, v] : c) s.attrs.set(k, v);
+    }
+    decisions[found->second].steps.push_back(static_cast<int>(si));
+  }
+  return decisions;
+}
+
+}  // namespace npucache::compiler

@@ -1,0 +1,32 @@
+// eliminate_common_subexpressions: one node per (op, operands, attributes).
+#include "compiler/passes.h"
+#include "compiler/passes/rewriter.h"
+
+#include <map>
+
+namespace npucache::compiler {
+
+Graph eliminate_common_subexpressions(const Graph& g) {
+  Rewriter rw(g);
+  std::map<std::string, ValueId> seen;
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    const Node& n = g.nodes()[i];
+    const auto id = static_cast<ValueId>(i);
+    if (n.op == Op::placeholder || op_info(n.op).side_effect) {
+      rw.copy(id);
+      continue;
+    }
+    std::string key = std::string(op_name(n.op)) + "(";
+    for (ValueId in : n.inputs) key += std::to_string(rw.map(in)) + ",";
+    for (const auto& [k, v] : n.attrs.items()) key += k + "=" + attr_str(v) + ",";
+    key += ")" + type_str(n.type);
+    auto it = seen.find(key);
+    if (it != seen.end())
+      rw.set(id, it->second);
+    else
+      seen.emplace(std::move(key), rw.copy(id));
+  }
+  return rw.finish();
+}
+
+}  // namespace npucache::compiler

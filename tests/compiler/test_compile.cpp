@@ -1,0 +1,114 @@
+// compile(): compiled results equal eager results, in both modes, dynamic
+// and static. Tolerance: 1e-4 absolute on values of magnitude <= ~10 (f32
+// with fused and re-associated arithmetic).
+#include <npucache/compile.h>
+#include <npucache/error.h>
+#include <npucache/models.h>
+#include <npucache/ops.h>
+
+#include "compiler/compiled_graph.h"
+
+#include <gtest/gtest.h>
+
+using namespace npucache;
+
+namespace {
+
+constexpr float kTol = 1e-4f;
+
+void expect_close(const Tensor& a, const Tensor& b, float tol = kTol) {
+  ASSERT_EQ(a.dims(), b.dims());
+  auto x = a.to_vector(), y = b.to_vector();
+  for (std::size_t i = 0; i < x.size(); ++i) ASSERT_NEAR(x[i], y[i], tol) << "at " << i;
+}
+
+CompilerConfig mode_config(CompileMode m) {
+  CompilerConfig c;
+  c.mode = m;
+  c.autotune_candidates = 3;
+  c.autotune_repetitions = 2;
+  c.autotune_min_time_us = 0;
+  return c;
+}
+
+std::vector<int64_t> iota(int64_t from, int64_t n) {
+  std::vector<int64_t> v;
+  for (int64_t i = 0; i < n; ++i) v.push_back(from + i);
+  return v;
+}
+
+struct Case {
+  CompileMode mode;
+  bool dynamic;
+};
+
+class CompileModes : public ::testing::TestWithParam<Case> {};
+
+}  // namespace
+
+TEST_P(CompileModes, SeedExampleAndMlpMatchEager) {
+  const Case c = GetParam();
+  models::SeedExample seed;
+  CompileOptions o;
+  o.config = mode_config(c.mode);
+  o.dynamic = c.dynamic;
+  o.method_name = "prompt";
+  auto fast = compile(seed, &models::SeedExample::prompt, o);
+  for (int64_t b : {2, 3, 2}) {
+    std::vector<float> xs, ks;
+    for (int64_t i = 0; i < 2 * b; ++i) {
+      xs.push_back(static_cast<float>(i) * 0.5f);
+      ks.push_back(1.0f - static_cast<float>(i));
+    }
+    models::InputMeta x{Tensor::from_vector(xs, {b, 2}), true};
+    std::vector<Tensor> kv{Tensor::from_vector(ks, {b, 2})};
+    expect_close(fast(x, kv), seed.prompt(x, kv));
+  }
+  EXPECT_EQ(fast.compiles(), c.dynamic ? 1u : 2u);  // static: a new batch size recompiles
+
+  models::SimpleMLP mlp;
+  o.method_name = "forward";
+  auto fmlp = compile(mlp, &models::SimpleMLP::forward, o);
+  std::vector<float> in(4 * 128);
+  for (std::size_t i = 0; i < in.size(); ++i) in[i] = static_cast<float>((i * 37) % 101) / 50.0f - 1.0f;
+  Tensor x = Tensor::from_vector(in, {4, 128});
+  expect_close(fmlp(x), mlp.forward(x));
+  expect_close(fmlp(x), mlp.forward(x));
+}
+
+TEST_P(CompileModes, TinyLlamaPromptAndDecodeMatchEager) {
+  const Case c = GetParam();
+  models::TinyLlama m({}, {});
+  CompileOptions o;
+  o.config = mode_config(c.mode);
+  o.dynamic = c.dynamic;
+  o.method_name = "prompt";
+  auto prompt = compile(m, &models::TinyLlama::prompt, o);
+  o.method_name = "decode";
+  auto decode = compile(m, &models::TinyLlama::decode, o);
+  for (int64_t S : {7, 5}) {
+    std::vector<int64_t> toks;
+    for (int64_t i = 0; i < S; ++i) toks.push_back((i * 31 + S) % 256);
+    auto kv_eager = m.make_kv_cache(1);
+    auto kv_fast = m.make_kv_cache(1);
+    Tensor t = Tensor::from_vector_i64(toks, {1, S}), p = Tensor::from_vector_i64(iota(0, S), {1, S});
+    expect_close(prompt(t, p, kv_fast), m.prompt(t, p, kv_eager));
+    for (int64_t step = 0; step < 4; ++step) {
+      Tensor tok = Tensor::from_vector_i64({(step * 13 + 5) % 256}, {1, 1});
+      Tensor pos = Tensor::from_vector_i64({S + step}, {1, 1});
+      expect_close(decode(tok, pos, kv_fast), m.decode(tok, pos, kv_eager));
+    }
+    for (std::size_t i = 0; i < kv_fast.size(); ++i) expect_close(kv_fast[i], kv_eager[i]);
+  }
+  EXPECT_EQ(prompt.compiles(), c.dynamic ? 1u : 2u);
+  EXPECT_EQ(decode.compiles(), 1u);  // decode's shapes never change
+}
+
+INSTANTIATE_TEST_SUITE_P(All, CompileModes,
+                         ::testing::Values(Case{CompileMode::max_autotune, true}, Case{CompileMode::max_autotune, false},
+                                           Case{CompileMode::reduce_overhead, true},
+                                           Case{CompileMode::reduce_overhead, false}),
+                         [](const auto& info) {
+                           return std::string(info.param.mode == CompileMode::max_autotune ? "MaxAutotune" : "ReduceOverhead") +
+                                  (info.param.dynamic ? "Dynamic" : "Static");
+                         });
