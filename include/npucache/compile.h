@@ -40,10 +40,27 @@ struct CompiledGraph;
 
 namespace detail {
 
+// Where compiled graphs persist (the cache layer implements it); a
+// CompiledFunction without one keeps results in memory only.
+class EntrySource {
+ public:
+  virtual ~EntrySource() = default;
+  // Before the first trace: a stored compiled graph for this call, or null.
+  virtual std::shared_ptr<compiler::CompiledGraph> load(const FlatArgs& args) = 0;
+  // After a trace, before it is compiled; may throw to refuse the graph.
+  virtual void traced(const TraceResult&) {}
+  // The first trace was compiled: persist it.
+  virtual void compiled(const compiler::CompiledGraph& g) = 0;
+  // A later trace of the same function (a recompile): the source is
+  // dropped afterwards and execution continues uncached.
+  virtual void recompiled(const std::string& name) = 0;
+};
+
 // The type-erased engine behind CompiledMethod.
 class CompiledFunction {
  public:
-  CompiledFunction(const nn::Module& module, CompileOptions options);
+  CompiledFunction(const nn::Module& module, CompileOptions options,
+                   std::shared_ptr<EntrySource> source = nullptr);
   ~CompiledFunction();
   CompiledFunction(const CompiledFunction&) = delete;
   CompiledFunction& operator=(const CompiledFunction&) = delete;
@@ -68,9 +85,10 @@ class CompiledFunction {
 template <class M, class R, class... P>
 class CompiledMethod {
  public:
-  CompiledMethod(M& module, R (M::*method)(P...), CompileOptions options)
+  CompiledMethod(M& module, R (M::*method)(P...), CompileOptions options,
+                 std::shared_ptr<detail::EntrySource> source = nullptr)
       : module_(&module), method_(method),
-        fn_(std::make_shared<detail::CompiledFunction>(module, std::move(options))) {}
+        fn_(std::make_shared<detail::CompiledFunction>(module, std::move(options), std::move(source))) {}
 
   R operator()(P... args) {
     const TraceOptions topts = fn_->trace_options();
@@ -86,6 +104,17 @@ class CompiledMethod {
     if (traced) {
       if (templates_.size() <= entry) templates_.resize(entry + 1);
       templates_[entry] = std::move(traced);
+    }
+    if (templates_.size() <= entry || !templates_[entry]) {
+      // A graph loaded from the cache ran without a trace: the method's
+      // return structure comes from the stored output paths.
+      if constexpr (std::is_same_v<R, Tensor>) {
+        return outs.at(0);
+      } else if constexpr (std::is_same_v<R, std::vector<Tensor>>) {
+        return outs;
+      } else {
+        throw TraceError("a cached method returning a struct must be traced once per process");
+      }
     }
     R result = *templates_.at(entry);
     unflatten(result, outs);

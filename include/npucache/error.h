@@ -53,6 +53,13 @@ class CommError : public Error {
   using Error::Error;
 };
 
+// The compile cache could not be read or written, or refused a file
+// (corrupt, stale, foreign-owned or symlinked). Never thrown for a miss.
+class CacheError : public Error {
+ public:
+  using Error::Error;
+};
+
 // An invalid option or configuration value.
 class ConfigError : public Error {
  public:

@@ -20,6 +20,16 @@ struct CompiledFunction::Impl {
   CompileOptions options;
   CompilerConfig config;
   std::vector<Entry> entries;
+  std::shared_ptr<EntrySource> source;
+  bool load_attempted = false;
+
+  void add(std::shared_ptr<compiler::CompiledGraph> g) {
+    Entry e;
+    e.graph = std::move(g);
+    e.program = std::shared_ptr<const compiler::DeviceProgram>(e.graph, &e.graph->program);
+    e.params = resolve_params(*e.program);
+    entries.push_back(std::move(e));
+  }
 
   std::vector<Tensor> resolve_params(const compiler::DeviceProgram& p) const {
     std::map<std::string, Tensor> by_name;
@@ -37,8 +47,9 @@ struct CompiledFunction::Impl {
   }
 };
 
-CompiledFunction::CompiledFunction(const nn::Module& module, CompileOptions options)
-    : impl_(std::make_unique<Impl>(Impl{module, std::move(options), {}, {}})) {
+CompiledFunction::CompiledFunction(const nn::Module& module, CompileOptions options,
+                                   std::shared_ptr<EntrySource> source)
+    : impl_(std::make_unique<Impl>(Impl{module, std::move(options), {}, {}, std::move(source)})) {
   if (!impl_->options.fullgraph)
     throw ConfigError("fullgraph=false is not supported: npucache compiles whole graphs only; a "
                       "method must trace to one full graph");
@@ -68,6 +79,10 @@ std::vector<Tensor> CompiledFunction::call(const FlatArgs& args, const std::func
     inputs.push_back(t);
   }
   const int device = inputs.empty() ? current_device() : inputs.front().device();
+  if (impl_->source && !impl_->load_attempted) {
+    impl_->load_attempted = true;
+    if (auto g = impl_->source->load(args)) impl_->add(std::move(g));
+  }
   SymBindings b;
   std::size_t found = impl_->entries.size();
   for (std::size_t i = 0; i < impl_->entries.size() && found == impl_->entries.size(); ++i) {
@@ -80,12 +95,18 @@ std::vector<Tensor> CompiledFunction::call(const FlatArgs& args, const std::func
   if (found == impl_->entries.size()) {
     TraceResult tr = trace();
     b = tr.signature.bind(args);
-    Impl::Entry e;
-    e.graph = std::make_shared<compiler::CompiledGraph>(compiler::compile_graph(
-        std::move(tr), impl_->config, impl_->options.custom_decompositions, b, impl_->options.dynamic, device));
-    e.program = std::shared_ptr<const compiler::DeviceProgram>(e.graph, &e.graph->program);
-    e.params = impl_->resolve_params(*e.program);
-    impl_->entries.push_back(std::move(e));
+    if (impl_->source) impl_->source->traced(tr);
+    const std::string name = tr.name;
+    impl_->add(std::make_shared<compiler::CompiledGraph>(compiler::compile_graph(
+        std::move(tr), impl_->config, impl_->options.custom_decompositions, b, impl_->options.dynamic, device)));
+    if (impl_->source) {
+      if (found == 0) {
+        impl_->source->compiled(*impl_->entries.back().graph);
+      } else {
+        impl_->source->recompiled(name);
+        impl_->source.reset();
+      }
+    }
   }
   entry = found;
   Impl::Entry& e = impl_->entries[found];

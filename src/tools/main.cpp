@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", npucache::version());
   npucache::tools::add_generate_command(app);
+  npucache::tools::add_cache_commands(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

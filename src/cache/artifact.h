@@ -1,0 +1,39 @@
+// Converting compiled graphs to stored records and back.
+#pragma once
+
+#include "cache/keys.h"
+#include "cache/records.h"
+#include "compiler/compiled_graph.h"
+
+#include <memory>
+#include <string>
+
+namespace npucache::cache {
+
+// Who produced a record (stored as attributes).
+struct Producer {
+  int world_size = 1, global_rank = 0, tp_rank = 0, pp_rank = 0;
+};
+
+// The object for `g`: serialized (with the DeviceProgram when
+// `with_program`), its traced graph as text, compile metadata.
+ObjectRecord make_object(const compiler::CompiledGraph& g, const std::string& graph_key, bool with_program,
+                         const Producer& who);
+
+// The entry pointing at `graph_key`: every lookup-key component, the
+// seed's ModelCacheMeta fields and the parameter bindings of `g`.
+EntryRecord make_entry(const compiler::CompiledGraph& g, const std::string& path, const LookupKey& key,
+                       const std::string& graph_key, const Producer& who, const ObjectRecord& object);
+
+// Deserializes an object; `parameters` rebinds the program's and graph's
+// parameter placeholders to this entry's names (ranks sharing an object may
+// name their parameters differently). Throws CacheError when undecodable.
+std::shared_ptr<compiler::CompiledGraph> load_object(const ObjectRecord& o, const std::vector<std::string>& parameters,
+                                                     bool* has_program);
+
+// "2026-11-21 23:50:01.123456"
+std::string now_string();
+// ModelCacheMeta(name='...', date='...', version='...', fx=None)
+std::string model_cache_meta(const EntryRecord& e);
+
+}  // namespace npucache::cache

@@ -1,0 +1,88 @@
+#include "cache/readable.h"
+
+#include <npucache/cache.h>
+
+#include "cache/artifact.h"
+#include "cache/bundle.h"
+#include "cache/cache_error.h"
+#include "cache/registry.h"
+#include "compiler/compiled_graph.h"
+
+#include <fstream>
+
+namespace npucache::cache {
+namespace fs = std::filesystem;
+
+std::string readable_entry(const EntryRecord& e, const ObjectRecord& o) {
+  bool has_program = false;
+  auto g = load_object(o, e.parameters, &has_program);
+  std::string s = "# " + model_cache_meta(e) + "\n# entry " + e.path + "\n# object " + e.graph_key + "\n";
+  s += "\n## key components\n";
+  for (const auto& [k, v] : e.attrs) s += k + " = " + v + "\n";
+  s += "\n## input signature\n";
+  for (const auto& in : g->trace.signature.inputs) s += in.path + ": " + type_str(in.type) + "\n";
+  for (const auto& gv : g->trace.signature.guards) s += "guard " + gv.path + " == " + gv.value + "\n";
+  for (const auto& sg : g->trace.signature.shape_guards) s += "shape guard " + sg + "\n";
+  s += "\n## traced graph\n" + print_graph(g->trace.graph);
+  s += "\n## optimized graph\n" + print_graph(g->optimized);
+  s += "\n## compile passes\n" + compiler::format_timings(g->timings);
+  if (has_program) {
+    s += "\n## device program (" + std::to_string(g->program.steps.size()) + " steps, " +
+         std::to_string(g->program.num_streams) + " streams)\n";
+    for (std::size_t i = 0; i < g->program.steps.size(); ++i) {
+      const auto& st = g->program.steps[i];
+      s += "step " + std::to_string(i) + " stream " + std::to_string(st.stream) + ": " + std::string(op_name(st.op)) + "(";
+      for (std::size_t k = 0; k < st.operands.size(); ++k) s += (k ? ", b" : "b") + std::to_string(st.operands[k]);
+      s += ") -> b" + std::to_string(st.result);
+      for (const char* a : {"tile_m", "tile_n", "tile_k", "block"})
+        if (st.attrs.has(a)) s += " " + std::string(a) + "=" + std::to_string(st.attrs.get_int(a));
+      s += "\n";
+    }
+  } else {
+    s += "\n(no device program stored: ge_cache was off; a warm start recompiles it from the graph)\n";
+  }
+  return s;
+}
+
+std::pair<std::string, std::string> split_cache_path(const std::string& path) {
+  fs::path p = fs::absolute(path);
+  fs::path rest;
+  for (fs::path at = p; !at.empty(); at = at.parent_path()) {
+    if (fs::exists(at / "cache.h5")) return {at.string(), rest.string()};
+    rest = rest.empty() ? at.filename() : at.filename() / rest;
+    if (at == at.parent_path()) break;
+  }
+  throw CacheError("no npucache cache (cache.h5) in " + path + " or its parent directories");
+}
+
+}  // namespace npucache::cache
+
+namespace npucache {
+
+std::string readable_cache(const std::string& path, const std::string& file) {
+  auto [dir, entry_path] = cache::split_cache_path(path);
+  cache::Hdf5Store store(dir);
+  auto reader = store.reader();
+  auto e = reader ? reader->entry(entry_path) : std::nullopt;
+  if (!e) throw CacheError("no cache entry '" + entry_path + "' in " + dir + "; `npucache ls " + dir + "` lists them");
+  std::string text = cache::readable_entry(*e, reader->object(e->graph_key));
+  if (!file.empty()) {
+    std::ofstream out(file);
+    if (!out) throw CacheError("cannot write " + file);
+    out << text;
+  }
+  return text;
+}
+
+std::string save_cache_artifacts() { return cache::write_bundle(cache::remembered()); }
+
+void load_cache_artifacts(std::string_view bytes, const std::string& cache_dir) {
+  cache::Bundle b = cache::read_bundle(bytes);
+  cache::Hdf5Store store(cache_dir.empty() ? default_cache_dir() : std::filesystem::absolute(cache_dir).string());
+  cache::Hdf5Store::Transaction t;
+  t.objects = b.objects;
+  t.entries = b.entries;
+  store.commit(t);
+}
+
+}  // namespace npucache

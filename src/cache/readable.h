@@ -1,0 +1,21 @@
+// Readable text of a stored entry: its ModelCacheMeta, key components,
+// input signature, the traced graph, the optimized graph and, when stored,
+// the compiled program's steps.
+#pragma once
+
+#include "cache/records.h"
+#include "cache/store.h"
+
+#include <string>
+#include <utility>
+
+namespace npucache::cache {
+
+std::string readable_entry(const EntryRecord& e, const ObjectRecord& o);
+
+// Splits the seed's path ${cache_dir}/${model_info}/.../${func} into the
+// cache directory (the nearest ancestor holding cache.h5) and the entry
+// path. Throws CacheError when no ancestor holds a cache.
+std::pair<std::string, std::string> split_cache_path(const std::string& path);
+
+}  // namespace npucache::cache

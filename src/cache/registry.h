@@ -1,0 +1,12 @@
+// The process-wide record of every entry (with its object) this process
+// saved or loaded: what save_cache_artifacts() bundles.
+#pragma once
+
+#include "cache/bundle.h"
+
+namespace npucache::cache {
+
+void remember(const EntryRecord& e, const ObjectRecord& o);
+Bundle remembered();
+
+}  // namespace npucache::cache

@@ -1,0 +1,35 @@
+// Hit/miss counters kept by the library in <cache_dir>/stats.json, with
+// each entry's last use (for LRU gc) and the recent misses with the key
+// components that differed (for `npucache explain`). Updated under the
+// cache lock by atomic rename; a stats failure never fails a cache
+// operation (it is logged at debug level).
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace npucache::cache {
+
+struct MissRecord {
+  double time = 0;
+  std::string entry;
+  std::string reason;                   // "absent", "stale", "corrupt", ...
+  std::vector<std::string> differences;  // "component: stored 'a', now 'b'"
+};
+
+struct CacheStats {
+  uint64_t hits = 0, misses = 0, saves = 0;
+  std::map<std::string, double> last_used;  // entry path -> unix time
+  std::vector<MissRecord> recent_misses;    // newest last, at most 20
+};
+
+CacheStats read_stats(const std::filesystem::path& dir);
+void record_hit(const std::filesystem::path& dir, const std::string& entry);
+void record_miss(const std::filesystem::path& dir, const MissRecord& miss);
+void record_save(const std::filesystem::path& dir, const std::vector<std::string>& entries);
+// Drops last-used records of entries that no longer exist.
+void forget_entries(const std::filesystem::path& dir, const std::vector<std::string>& entries);
+
+}  // namespace npucache::cache

@@ -1,0 +1,25 @@
+// zstd, wrapped once: RAII contexts, checked calls, frames carrying their
+// content size and a checksum.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+namespace npucache::cache {
+
+// Level 3: zstd's default, a good ratio at several hundred MB/s.
+constexpr int kZstdLevel = 3;
+
+std::string zstd_compress(std::string_view raw, int level = kZstdLevel);
+// Throws CacheError naming the zstd error for a truncated or corrupt frame.
+std::string zstd_decompress(std::string_view frame);
+
+// Raw-buffer forms for the HDF5 filter: 0 on failure (the filter protocol).
+std::size_t zstd_compress_into(const void* src, std::size_t n, void* dst, std::size_t cap, int level);
+std::size_t zstd_bound(std::size_t n);
+// Content size recorded in the frame, or 0 when unknown/invalid.
+std::size_t zstd_frame_size(const void* src, std::size_t n);
+std::size_t zstd_decompress_into(const void* src, std::size_t n, void* dst, std::size_t cap);
+
+}  // namespace npucache::cache

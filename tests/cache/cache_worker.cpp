@@ -1,0 +1,115 @@
+// A separate process for the cache tests (a warm start is a new process).
+//
+//   cache_worker run DIR MODEL METHOD [--static] [--ge-cache] [--reduce-overhead]
+//                [--batch N] [--code-version V] [--rng]
+//     runs the cached method once and prints "traced <n>" (how often the
+//     method body ran, i.e. was traced) and "result <values...>".
+//   cache_worker write DIR PREFIX COUNT BYTES
+//     commits COUNT entries named PREFIX<i> with objects of BYTES random
+//     bytes each, one transaction per entry (crash and concurrency tests).
+#include <npucache/cache.h>
+#include <npucache/models.h>
+#include <npucache/ops.h>
+
+#include "cache/store.h"
+
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+
+using namespace npucache;
+
+namespace {
+
+struct Counted : models::SeedExample {
+  std::string type_name() const override { return "Model"; }
+  int traced = 0;
+  Tensor prompt(const models::InputMeta& x, const std::vector<Tensor>& kv) {
+    ++traced;  // runs only while tracing: a cache hit never executes it
+    return forward(x, kv);
+  }
+  Tensor noisy(const models::InputMeta& x, const std::vector<Tensor>& kv) {
+    ++traced;
+    return ops::dropout(forward(x, kv), 0.1);
+  }
+};
+
+int run(int argc, char** argv) {
+  CacheOptions o;
+  o.cache_dir = argv[2];
+  o.method_name = argv[4];
+  int64_t batch = 3;
+  bool rng = false;
+  CompilerConfig c;
+  c.autotune_candidates = 2;
+  c.autotune_min_time_us = 0;
+  for (int i = 5; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--static") o.dynamic = false;
+    else if (a == "--ge-cache") o.ge_cache = true;
+    else if (a == "--reduce-overhead") c.mode = CompileMode::reduce_overhead;
+    else if (a == "--batch") batch = std::stoll(argv[++i]);
+    else if (a == "--code-version") o.code_version = argv[++i];
+    else if (a == "--rng") rng = true;
+  }
+  o.config = c;
+  Counted m;
+  auto fn = cache_compile(m, rng ? &Counted::noisy : &Counted::prompt, o);
+  int calls = argc > 0 ? 2 : 1;
+  std::vector<float> out;
+  for (int call = 0; call < calls; ++call) {
+    std::vector<float> xs, ks;
+    for (int64_t i = 0; i < 2 * batch; ++i) {
+      xs.push_back(static_cast<float>(i));
+      ks.push_back(0.5f);
+    }
+    models::InputMeta x{Tensor::from_vector(xs, {batch, 2}), true};
+    std::vector<Tensor> kv{Tensor::from_vector(ks, {batch, 2})};
+    out = fn(x, kv).to_vector();
+  }
+  std::printf("traced %d\nresult", m.traced);
+  for (float v : out) std::printf(" %g", v);
+  std::printf("\n");
+  return 0;
+}
+
+int write(char** argv) {
+  cache::Hdf5Store store(argv[2]);
+  const std::string prefix = argv[3];
+  const int count = std::stoi(argv[4]);
+  const std::size_t bytes = std::stoull(argv[5]);
+  std::mt19937_64 rng(std::hash<std::string>{}(prefix));
+  for (int i = 0; i < count; ++i) {
+    cache::ObjectRecord o;
+    o.graph_key = prefix + "obj" + std::to_string(i);
+    o.raw.resize(bytes);
+    for (auto& ch : o.raw) ch = static_cast<char>(rng() % 7);  // compressible, not trivially
+    o.graph_text = {"graph " + o.graph_key};
+    cache::EntryRecord e;
+    e.path = "Worker_dynamic_0/" + prefix + std::to_string(i);
+    e.graph_key = o.graph_key;
+    e.attrs["name"] = e.path;
+    cache::Hdf5Store::Transaction t;
+    t.objects.push_back(o);
+    t.entries.push_back(e);
+    store.commit(t);
+    std::printf("committed %d\n", i);
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    if (argc >= 5 && std::strcmp(argv[1], "run") == 0) return run(argc, argv);
+    if (argc == 6 && std::strcmp(argv[1], "write") == 0) return write(argv);
+    std::fprintf(stderr, "usage: cache_worker run DIR MODEL METHOD [opts] | write DIR PREFIX COUNT BYTES\n");
+    return 2;
+  } catch (const std::exception& e) {
+    std::printf("error %s\n", e.what());
+    return 3;
+  }
+}
