@@ -6,7 +6,7 @@ target_compile_features(npucache_settings INTERFACE cxx_std_20)
 add_library(npucache_warnings INTERFACE)
 target_compile_options(npucache_warnings INTERFACE
   -Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor -Wcast-align
-  -Woverloaded-virtual -Wnull-dereference -Wimplicit-fallthrough)
+  -Woverloaded-virtual -Wimplicit-fallthrough)
 # GCC 12 reports -Wrestrict false positives inside libstdc++'s
 # std::string operator+ (GCC bug 105651); they say nothing about our code.
 if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU" AND CMAKE_CXX_COMPILER_VERSION VERSION_LESS 13)

@@ -46,7 +46,10 @@ class EntrySource {
  public:
   virtual ~EntrySource() = default;
   // Before the first trace: a stored compiled graph for this call, or null.
-  virtual std::shared_ptr<compiler::CompiledGraph> load(const FlatArgs& args) = 0;
+  // `trace` traces the method with this call's arguments (a source that
+  // coordinates several processes may need the graph before compiling).
+  virtual std::shared_ptr<compiler::CompiledGraph> load(const FlatArgs& args,
+                                                        const std::function<TraceResult()>& trace) = 0;
   // After a trace, before it is compiled; may throw to refuse the graph.
   virtual void traced(const TraceResult&) {}
   // The first trace was compiled: persist it.
@@ -71,6 +74,8 @@ class CompiledFunction {
                            std::size_t& entry);
 
   std::size_t compiles() const;
+  // Seconds spent looking up and loading from the entry source (cache).
+  double load_seconds() const;
   const compiler::CompiledGraph& entry(std::size_t i) const;
   const CompilerConfig& config() const;
   TraceOptions trace_options() const;

@@ -2,6 +2,9 @@
 //
 // MpiSession initialises MPI (with MPI_THREAD_MULTIPLE, as stream workers
 // issue collectives) for its lifetime, unless MPI was already initialised.
+// Destroyed while an exception unwinds a multi-rank job it does not
+// finalize (that could wait forever on ranks still in a collective): the
+// handler is expected to report and call abort().
 // make_mpi_communicator builds the tp/pp/dp sub-communicators of
 // MPI_COMM_WORLD for a layout.
 #pragma once

@@ -2,11 +2,13 @@
 #pragma once
 
 #include <npucache/attrs.h>
+#include <npucache/cache.h>
 #include <npucache/communicator.h>
 #include <npucache/compile.h>
 #include <npucache/compiler_config.h>
 #include <npucache/decompositions.h>
 #include <npucache/device.h>
+#include <npucache/dist.h>
 #include <npucache/dtype.h>
 #include <npucache/error.h>
 #include <npucache/graph.h>

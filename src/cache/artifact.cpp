@@ -54,10 +54,10 @@ std::string now_string() {
 }
 
 ObjectRecord make_object(const compiler::CompiledGraph& g, const std::string& graph_key, bool with_program,
-                         const Producer& who) {
+                         const Producer& who, const std::string* raw) {
   ObjectRecord o;
   o.graph_key = graph_key;
-  o.raw = compiler::serialize_compiled(g, with_program);
+  o.raw = raw ? *raw : compiler::serialize_compiled(g, with_program);
   o.graph_text = lines(print_graph(g.trace.graph));
   o.attrs["with_program"] = with_program ? "true" : "false";
   o.attrs["compile_time_s"] = std::to_string(g.compile_seconds);

@@ -17,8 +17,9 @@ struct Producer {
 
 // The object for `g`: serialized (with the DeviceProgram when
 // `with_program`), its traced graph as text, compile metadata.
+// `raw`, when given, are the already serialized bytes of `g`.
 ObjectRecord make_object(const compiler::CompiledGraph& g, const std::string& graph_key, bool with_program,
-                         const Producer& who);
+                         const Producer& who, const std::string* raw = nullptr);
 
 // The entry pointing at `graph_key`: every lookup-key component, the
 // seed's ModelCacheMeta fields and the parameter bindings of `g`.

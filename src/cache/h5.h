@@ -17,7 +17,7 @@ class Handle {
  public:
   using Closer = herr_t (*)(hid_t);
   Handle() = default;
-  Handle(hid_t id, Closer close) : id_(id), close_(close) {}
+  Handle(hid_t id, Closer closer) : id_(id), close_(closer) {}
   ~Handle() { reset(); }
   Handle(Handle&& o) noexcept : id_(o.id_), close_(o.close_) { o.id_ = H5I_INVALID_HID; }
   Handle& operator=(Handle&& o) noexcept {

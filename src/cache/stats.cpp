@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <chrono>
+#include <mutex>
 #include <fstream>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -64,30 +65,68 @@ void update(const fs::path& dir, F&& change) {
   }
 }
 
+// Counters accumulated per cache directory until flushed.
+class Pending {
+ public:
+  ~Pending() { flush(); }
+  template <class F>
+  void add(const fs::path& dir, F&& f) {
+    std::lock_guard lock(mu_);
+    f(pending_[dir.string()]);
+  }
+  void flush() {
+    std::map<std::string, CacheStats> todo;
+    {
+      std::lock_guard lock(mu_);
+      todo.swap(pending_);
+    }
+    for (auto& [dir, p] : todo)
+      update(dir, [&](CacheStats& s) {
+        s.hits += p.hits;
+        s.misses += p.misses;
+        s.saves += p.saves;
+        for (const auto& [e, t] : p.last_used) s.last_used[e] = t;
+        for (auto& m : p.recent_misses) s.recent_misses.push_back(m);
+        if (s.recent_misses.size() > kRecentMisses)
+          s.recent_misses.erase(s.recent_misses.begin(),
+                                s.recent_misses.end() - static_cast<std::ptrdiff_t>(kRecentMisses));
+      });
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<std::string, CacheStats> pending_;
+};
+
+Pending& pending() {
+  static Pending p;
+  return p;
+}
+
 }  // namespace
 
 CacheStats read_stats(const fs::path& dir) { return parse(dir / "stats.json"); }
 
+void flush_stats() { pending().flush(); }
+
 void record_hit(const fs::path& dir, const std::string& entry) {
-  update(dir, [&](CacheStats& s) {
+  pending().add(dir, [&](CacheStats& s) {
     ++s.hits;
     s.last_used[entry] = now();
   });
 }
 
 void record_miss(const fs::path& dir, const MissRecord& miss) {
-  update(dir, [&](CacheStats& s) {
+  pending().add(dir, [&](CacheStats& s) {
     ++s.misses;
     MissRecord m = miss;
     m.time = now();
     s.recent_misses.push_back(std::move(m));
-    if (s.recent_misses.size() > kRecentMisses)
-      s.recent_misses.erase(s.recent_misses.begin(), s.recent_misses.end() - static_cast<std::ptrdiff_t>(kRecentMisses));
   });
 }
 
 void record_save(const fs::path& dir, const std::vector<std::string>& entries) {
-  update(dir, [&](CacheStats& s) {
+  pending().add(dir, [&](CacheStats& s) {
     s.saves += entries.size();
     for (const auto& e : entries) s.last_used[e] = now();
   });

@@ -1,8 +1,10 @@
 // Hit/miss counters kept by the library in <cache_dir>/stats.json, with
 // each entry's last use (for LRU gc) and the recent misses with the key
-// components that differed (for `npucache explain`). Updated under the
-// cache lock by atomic rename; a stats failure never fails a cache
-// operation (it is logged at debug level).
+// components that differed (for `npucache explain`). The record_* calls
+// only accumulate in memory (they are on the warm-start path); the
+// counters are merged into the file, under the cache lock and by atomic
+// rename, by flush_stats() and when the process exits normally. A stats
+// failure never fails a cache operation (it is logged at debug level).
 #pragma once
 
 #include <filesystem>
@@ -29,6 +31,8 @@ CacheStats read_stats(const std::filesystem::path& dir);
 void record_hit(const std::filesystem::path& dir, const std::string& entry);
 void record_miss(const std::filesystem::path& dir, const MissRecord& miss);
 void record_save(const std::filesystem::path& dir, const std::vector<std::string>& entries);
+// Merges the accumulated counters into every touched stats file.
+void flush_stats();
 // Drops last-used records of entries that no longer exist.
 void forget_entries(const std::filesystem::path& dir, const std::vector<std::string>& entries);
 

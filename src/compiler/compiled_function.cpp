@@ -7,6 +7,8 @@
 #include "compiler/compiled_graph.h"
 #include "compiler/executor.h"
 
+#include <chrono>
+
 namespace npucache::detail {
 
 struct CompiledFunction::Impl {
@@ -22,6 +24,7 @@ struct CompiledFunction::Impl {
   std::vector<Entry> entries;
   std::shared_ptr<EntrySource> source;
   bool load_attempted = false;
+  double load_seconds = 0;
 
   void add(std::shared_ptr<compiler::CompiledGraph> g) {
     Entry e;
@@ -59,6 +62,7 @@ CompiledFunction::CompiledFunction(const nn::Module& module, CompileOptions opti
 CompiledFunction::~CompiledFunction() = default;
 
 std::size_t CompiledFunction::compiles() const { return impl_->entries.size(); }
+double CompiledFunction::load_seconds() const { return impl_->load_seconds; }
 const compiler::CompiledGraph& CompiledFunction::entry(std::size_t i) const { return *impl_->entries.at(i).graph; }
 const CompilerConfig& CompiledFunction::config() const { return impl_->config; }
 
@@ -81,7 +85,9 @@ std::vector<Tensor> CompiledFunction::call(const FlatArgs& args, const std::func
   const int device = inputs.empty() ? current_device() : inputs.front().device();
   if (impl_->source && !impl_->load_attempted) {
     impl_->load_attempted = true;
-    if (auto g = impl_->source->load(args)) impl_->add(std::move(g));
+    auto t0 = std::chrono::steady_clock::now();
+    if (auto g = impl_->source->load(args, trace)) impl_->add(std::move(g));
+    impl_->load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
   SymBindings b;
   std::size_t found = impl_->entries.size();

@@ -6,6 +6,7 @@
 #include <mpi.h>
 
 #include <climits>
+#include <exception>
 #include <utility>
 #include <mutex>
 
@@ -195,6 +196,9 @@ MpiSession::MpiSession(int* argc, char*** argv) {
 MpiSession::~MpiSession() {
   int finalized = 0;
   MPI_Finalized(&finalized);
+  // Unwinding an error: MPI_Finalize would wait for ranks that may still be
+  // in a collective; the handler aborts the job instead.
+  if (std::uncaught_exceptions() > 0 && world_size() > 1) return;
   if (owns_ && !finalized) MPI_Finalize();
 }
 

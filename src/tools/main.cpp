@@ -1,5 +1,6 @@
 // The `npucache` command: one binary with subcommands.
 #include <npucache/error.h>
+#include <npucache/mpi.h>
 #include <npucache/version.h>
 
 #include <CLI/CLI.hpp>
@@ -15,12 +16,15 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", npucache::version());
   npucache::tools::add_generate_command(app);
   npucache::tools::add_cache_commands(app);
+  npucache::tools::add_job_commands(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   } catch (const npucache::Error& e) {
     std::fprintf(stderr, "npucache: error: %s\n", e.what());
+    // Under mpirun a failed rank must not leave the others waiting.
+    if (npucache::MpiSession::initialized() && npucache::MpiSession::world_size() > 1) npucache::MpiSession::abort(1);
     return 1;
   }
   return npucache::tools::exit_code();

@@ -108,7 +108,7 @@ INSTANTIATE_TEST_SUITE_P(All, CompileModes,
                          ::testing::Values(Case{CompileMode::max_autotune, true}, Case{CompileMode::max_autotune, false},
                                            Case{CompileMode::reduce_overhead, true},
                                            Case{CompileMode::reduce_overhead, false}),
-                         [](const auto& info) {
-                           return std::string(info.param.mode == CompileMode::max_autotune ? "MaxAutotune" : "ReduceOverhead") +
-                                  (info.param.dynamic ? "Dynamic" : "Static");
+                         [](const auto& param_info) {
+                           return std::string(param_info.param.mode == CompileMode::max_autotune ? "MaxAutotune" : "ReduceOverhead") +
+                                  (param_info.param.dynamic ? "Dynamic" : "Static");
                          });

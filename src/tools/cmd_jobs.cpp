@@ -1,0 +1,113 @@
+// `npucache warmup` and `npucache infer`: the multi-rank jobs, run under
+// mpirun (launch/warmup.sh, launch/infer.sh).
+#include <npucache/device.h>
+#include <npucache/error.h>
+
+#include "dist/mpi_ops.h"
+#include "tools/commands.h"
+#include "tools/job_setup.h"
+
+#include <chrono>
+#include <cstdio>
+#include <numeric>
+
+namespace npucache::tools {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+void run_warmup(const JobArgs& a) {
+  Job job(a);
+  const dist::Comm world = dist::Comm::world();
+  world.barrier();
+  const auto t0 = Clock::now();
+  auto prompt = dist::cache_compile(*job.model, &models::TinyLlama::prompt, job.cache_options("prompt"), job.coordinator());
+  auto decode = dist::cache_compile(*job.model, &models::TinyLlama::decode, job.cache_options("decode"), job.coordinator());
+  ExampleInputs in = example_inputs();
+  auto kv = job.model->make_kv_cache(1);
+  prompt(in.tokens, in.positions, kv);
+  decode(in.token, in.position, kv);
+  Platform::get().device(current_device()).synchronize();
+  world.barrier();
+  report_job(job, "warmup", since(t0), "");
+}
+
+void run_infer(const JobArgs& a) {
+  Job job(a);
+  const dist::Comm world = dist::Comm::world();
+  world.barrier();
+  const auto t0 = Clock::now();
+  auto prompt = dist::cache_compile(*job.model, &models::TinyLlama::prompt, job.cache_options("prompt"), job.coordinator());
+  auto decode = dist::cache_compile(*job.model, &models::TinyLlama::decode, job.cache_options("decode"), job.coordinator());
+  {  // get ready: load or compile both methods (on a scratch KV cache)
+    ExampleInputs in = example_inputs();
+    auto scratch = job.model->make_kv_cache(1);
+    prompt(in.tokens, in.positions, scratch);
+    decode(in.token, in.position, scratch);
+    Platform::get().device(current_device()).synchronize();
+  }
+  world.barrier();
+  const double ready_s = since(t0);
+  const std::vector<int64_t> prompt_tokens{1, 17, 42, 99, 7, 3, 250, 12};
+  auto r = models::greedy_generate(
+      *job.model, prompt_tokens, a.tokens, *job.comm,
+      [&](const Tensor& t, const Tensor& p, const std::vector<Tensor>& kv) { return prompt(t, p, kv); },
+      [&](const Tensor& t, const Tensor& p, const std::vector<Tensor>& kv) { return decode(t, p, kv); });
+  // The single-process eager result, for comparison.
+  bool match = true;
+  if (job.rank() == 0) {
+    auto local = make_single_process_communicator();
+    models::TinyLlama ref({}, {});
+    match = models::greedy_generate(ref, prompt_tokens, a.tokens, *local).tokens == r.tokens;
+  }
+  const double per_token = r.token_latency_s.empty() ? 0.0
+                               : std::accumulate(r.token_latency_s.begin(), r.token_latency_s.end(), 0.0) /
+                                     static_cast<double>(r.token_latency_s.size());
+  std::string tokens;
+  for (int64_t t : r.tokens) tokens += (tokens.empty() ? "" : ",") + std::to_string(t);
+  if (job.rank() == 0) {
+    std::printf("tokens: %s\n", tokens.c_str());
+    std::printf("  tokens equal the single-process eager result: %s\n", match ? "yes" : "NO");
+    std::printf("  time to ready %.1f ms, time to first token %.2f ms, per-token latency %.2f ms\n", ready_s * 1e3,
+                r.time_to_first_token_s * 1e3, per_token * 1e3);
+  }
+  char extra[512];
+  std::snprintf(extra, sizeof extra,
+                "{\"time_to_ready_s\": %.6f, \"time_to_first_token_s\": %.6f, \"per_token_s\": %.6f, "
+                "\"tokens\": [%s], \"tokens_match_single_process\": %s}",
+                ready_s, r.time_to_first_token_s, per_token, tokens.c_str(), match ? "true" : "false");
+  report_job(job, "infer", ready_s, extra);
+  if (job.rank() == 0 && !match) set_exit_code(1);
+}
+
+// A rank that fails prints why and takes the job down (MPI_Abort), so the
+// other ranks are not left waiting in a collective.
+template <class F>
+void guarded(F&& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    const int rank = MpiSession::initialized() ? MpiSession::world_rank() : 0;
+    std::fprintf(stderr, "npucache: error on rank %d: %s\n", rank, e.what());
+    std::fflush(stderr);
+    if (MpiSession::initialized() && MpiSession::world_size() > 1) MpiSession::abort(1);
+    throw;
+  }
+}
+
+}  // namespace
+
+void add_job_commands(CLI::App& app) {
+  auto warm = std::make_shared<JobArgs>();
+  CLI::App* w = app.add_subcommand("warmup", "compile-and-cache job for prompt and decode (run under mpirun)");
+  add_job_options(w, *warm);
+  w->callback([warm] { guarded([&] { run_warmup(*warm); }); });
+  auto inf = std::make_shared<JobArgs>();
+  CLI::App* i = app.add_subcommand("infer", "multi-card greedy generation using the cache (run under mpirun)");
+  add_job_options(i, *inf);
+  i->add_option("--tokens", inf->tokens, "tokens to generate")->check(CLI::PositiveNumber);
+  i->callback([inf] { guarded([&] { run_infer(*inf); }); });
+}
+
+}  // namespace npucache::tools

@@ -1,0 +1,56 @@
+// Shared set-up of the multi-rank jobs (warmup, infer): MPI, the
+// communicator, the rank's device and model, the cached methods.
+#pragma once
+
+#include <npucache/compile.h>
+#include <npucache/dist.h>
+#include <npucache/models.h>
+#include <npucache/mpi.h>
+
+#include <CLI/CLI.hpp>
+
+#include <memory>
+#include <string>
+
+namespace npucache::tools {
+
+struct JobArgs {
+  std::string model = "tiny-llama";
+  int tp = 1, pp = 1;
+  std::string cache_dir;
+  std::string mode = "max-autotune";
+  bool ge_cache = false;
+  bool independent = false;
+  std::string report_json;
+  double timeout_s = 120;
+  int tokens = 16;
+  int autotune_candidates = 8;
+};
+
+// Registers the options shared by warmup and infer.
+void add_job_options(CLI::App* cmd, JobArgs& a);
+
+struct Job {
+  explicit Job(const JobArgs& a);
+  ~Job();
+  JobArgs args;
+  std::unique_ptr<MpiSession> mpi;
+  std::unique_ptr<Communicator> comm;
+  std::unique_ptr<models::TinyLlama> model;
+  CacheOptions cache_options(const std::string& method) const;
+  dist::CoordinatorOptions coordinator() const;
+  int rank() const { return comm->global_rank(); }
+  int world() const { return comm->layout().world_size; }
+};
+
+// Example inputs of the warmup (prompt of 8 tokens, one decode step).
+struct ExampleInputs {
+  Tensor tokens, positions, token, position;
+};
+ExampleInputs example_inputs();
+
+// Gathers every rank's method reports at rank 0, prints the table and
+// writes the JSON report there (§4 of the design).
+void report_job(Job& job, const std::string& title, double wall_s, const std::string& extra_json);
+
+}  // namespace npucache::tools
