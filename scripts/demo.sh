@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
-# The main job: installs dependencies, builds, and runs tiny-llama greedy
-# generation on the simulated NPU: once in one process, then sharded over
-# tp=2 x pp=2 ranks under mpirun. Both print their tokens, which agree.
+# The main job: installs dependencies, builds, then on 8 ranks (tiny-llama,
+# tp=2 x pp=4): a cold coordinated warmup into an empty cache, then a warm
+# inference run that loads every rank's entry. Both print their tables.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 "$root/scripts/install-deps.sh"
 "$root/scripts/build.sh"
-bin="${BUILD_DIR:-$root/build}/src/npucache"
-echo "== single process (tp=1, pp=1)"
-"$bin" generate --tokens 16
-echo "== 4 ranks (tp=2, pp=2) under mpirun"
-"$root/scripts/mpirun.sh" 4 "$bin" generate --tp 2 --pp 2 --tokens 16
+cache="${NPUCACHE_DEMO_CACHE:-$root/build/demo-cache}"
+rm -rf "$cache"
+export NPUCACHE_LOG_LEVEL="${NPUCACHE_LOG_LEVEL:-warn}"
+echo "== cold warmup: tiny-llama, tp=2 pp=4, 8 ranks, cache $cache"
+"$root/launch/warmup.sh" --tp 2 --pp 4 --cache-dir "$cache" --report-json "$root/build/demo-warmup.json"
+echo
+echo "== warm inference: a new job on the same cache"
+"$root/launch/infer.sh" --tp 2 --pp 4 --cache-dir "$cache" --tokens 16 --report-json "$root/build/demo-infer.json"

@@ -49,6 +49,7 @@ struct MethodReport {
   double trace_s = 0, compile_s = 0, exchange_s = 0, persist_s = 0, total_s = 0;
   std::size_t bytes_received = 0;
   std::size_t artifact_bytes = 0;
+  std::string artifact_checksum;  // of the bytes this rank runs (equal within a key)
   bool writer = false;     // wrote its store's transaction
 };
 

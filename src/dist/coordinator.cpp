@@ -197,6 +197,7 @@ class CoordinatedSource final : public npucache::detail::EntrySource {
     }
     rep.exchange_s = now() - t;
     rep.artifact_bytes = bytes.size();
+    if (!bytes.empty()) rep.artifact_checksum = cache::checksum(bytes);
     // The rank's compiled graph: its own hit, or the group's bytes bound to
     // its own parameter names.
     std::shared_ptr<compiler::CompiledGraph> g = hit.graph;

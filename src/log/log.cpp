@@ -9,7 +9,9 @@
 namespace npucache::log {
 
 spdlog::logger& get() {
-  static std::shared_ptr<spdlog::logger> logger = [] {
+  // Never destroyed: statistics are flushed by static destructors at exit,
+  // which may log after other statics are gone.
+  static spdlog::logger* logger = new spdlog::logger(*[] {
     auto l = spdlog::get("npucache");
     if (!l) l = spdlog::stderr_color_mt("npucache");
     l->set_pattern("[npucache] [%l] %v");
@@ -22,7 +24,7 @@ spdlog::logger& get() {
     }
     l->set_level(level);
     return l;
-  }();
+  }());
   return *logger;
 }
 

@@ -1,0 +1,243 @@
+// The MPI cache coordinator under mpiexec (1, 2, 4 and 8 ranks).
+#include <npucache/device.h>
+#include <npucache/dist.h>
+#include <npucache/models.h>
+#include <npucache/mpi.h>
+#include <npucache/ops.h>
+
+#include "cache/store.h"
+#include "dist/mpi_ops.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <map>
+#include <set>
+
+using namespace npucache;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Layout {
+  int tp, pp;
+};
+
+// tp=2 when possible, pp as large as the world allows (at most 4).
+Layout layout_for(int world) {
+  int tp = world % 2 == 0 ? 2 : 1;
+  int pp = 1;
+  while (pp * 2 <= 4 && world % (tp * pp * 2) == 0) pp *= 2;
+  return {tp, pp};
+}
+
+int expected_unique(const Layout& l) {  // distinct stage kinds x 2 methods
+  const int kinds = l.pp == 1 ? 1 : l.pp == 2 ? 2 : 3;
+  return 2 * kinds;
+}
+
+class Coordinator : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    world = dist::Comm::world().size();
+    rank = dist::Comm::world().rank();
+    layout = layout_for(world);
+    set_current_device(rank % Platform::get().device_count());
+    comm = make_mpi_communicator(layout.tp, layout.pp);
+    set_current_communicator(comm.get());
+    model = std::make_unique<models::TinyLlama>(models::TinyLlamaConfig{}, models::stage_ranks(*comm));
+    std::string d;
+    if (rank == 0) {
+      d = (fs::temp_directory_path() / ("npucache-coord-" + std::to_string(::getpid()) + "-" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name()))
+              .string();
+      fs::remove_all(d);
+    }
+    dist::Comm::world().broadcast(d, 0);
+    dir = d;
+    dist::clear_reports();
+  }
+  void TearDown() override {
+    dist::Comm::world().barrier();
+    set_current_communicator(nullptr);
+    if (rank == 0) fs::remove_all(dir);
+  }
+
+  CacheOptions options(const std::string& method, const std::string& d = "") const {
+    CacheOptions o;
+    o.cache_dir = d.empty() ? dir : d;
+    o.method_name = method;
+    CompilerConfig c;
+    c.autotune_candidates = 2;
+    c.autotune_min_time_us = 0;
+    o.config = c;
+    return o;
+  }
+
+  // One job: both methods cached and run once.
+  std::vector<dist::MethodReport> job(const std::string& d = "", dist::CoordinatorOptions co = {},
+                                      const CacheOptions* base = nullptr) {
+    dist::clear_reports();
+    CacheOptions po = base ? *base : options("prompt", d), dopt = base ? *base : options("decode", d);
+    po.method_name = "prompt";
+    dopt.method_name = "decode";
+    auto prompt = dist::cache_compile(*model, &models::TinyLlama::prompt, po, co);
+    auto decode = dist::cache_compile(*model, &models::TinyLlama::decode, dopt, co);
+    auto kv = model->make_kv_cache(1);
+    std::vector<int64_t> t{1, 2, 3, 4, 5, 6}, p{0, 1, 2, 3, 4, 5};
+    prompt(Tensor::from_vector_i64(t, {1, 6}), Tensor::from_vector_i64(p, {1, 6}), kv);
+    decode(Tensor::from_vector_i64({7}, {1, 1}), Tensor::from_vector_i64({6}, {1, 1}), kv);
+    Platform::get().device(current_device()).synchronize();
+    return dist::reports();
+  }
+
+  // Sum of a per-rank count over all ranks.
+  int total(int mine) const {
+    int n = 0;
+    for (const auto& s : dist::Comm::world().allgather(std::to_string(mine))) n += std::stoi(s);
+    return n;
+  }
+  std::set<std::string> all_keys(const std::vector<dist::MethodReport>& reps) const {
+    std::string mine;
+    for (const auto& r : reps) mine += r.graph_key + "\n";
+    std::set<std::string> keys;
+    for (const auto& s : dist::Comm::world().allgather(mine)) {
+      std::size_t at = 0;
+      while (at < s.size()) {
+        auto nl = s.find('\n', at);
+        keys.insert(s.substr(at, nl - at));
+        at = nl + 1;
+      }
+    }
+    return keys;
+  }
+  static int count(const std::vector<dist::MethodReport>& reps, bool dist::MethodReport::*field) {
+    int n = 0;
+    for (const auto& r : reps) n += r.*field;
+    return n;
+  }
+
+  int world = 1, rank = 0;
+  Layout layout{1, 1};
+  std::unique_ptr<Communicator> comm;
+  std::unique_ptr<models::TinyLlama> model;
+  std::string dir;
+};
+
+}  // namespace
+
+TEST_F(Coordinator, CompilesEachUniqueSubgraphOnceThenWarmStartLoadsAll) {
+  auto cold = job();
+  const auto keys = all_keys(cold);
+  EXPECT_EQ(static_cast<int>(keys.size()), expected_unique(layout));
+  EXPECT_EQ(total(count(cold, &dist::MethodReport::compiled)), static_cast<int>(keys.size()));
+  EXPECT_EQ(total(count(cold, &dist::MethodReport::hit)), 0);
+  // Ranks sharing a key run byte-identical artifacts.
+  std::string mine;
+  for (const auto& r : cold) mine += r.graph_key + "=" + r.artifact_checksum + "\n";
+  std::map<std::string, std::set<std::string>> sums;
+  for (const auto& s : dist::Comm::world().allgather(mine)) {
+    std::size_t at = 0;
+    while (at < s.size()) {
+      auto nl = s.find('\n', at), eq = s.find('=', at);
+      sums[s.substr(at, eq - at)].insert(s.substr(eq + 1, nl - eq - 1));
+      at = nl + 1;
+    }
+  }
+  for (const auto& [k, set] : sums) EXPECT_EQ(set.size(), 1u) << k;
+  // The owners are spread: with more than one key not every compile is rank 0's.
+  std::set<int> owners;
+  for (const auto& s : dist::Comm::world().allgather(std::to_string(cold[0].owner))) owners.insert(std::stoi(s));
+  if (world >= 4) {
+    EXPECT_GT(owners.size(), 1u);
+  }
+  auto warm = job();
+  EXPECT_EQ(total(count(warm, &dist::MethodReport::hit)), 2 * world);
+  EXPECT_EQ(total(count(warm, &dist::MethodReport::compiled)), 0);
+}
+
+TEST_F(Coordinator, RemovingOneEntryMakesOnlyThatRankFetchOrLoad) {
+  job();
+  const int victim = world - 1;
+  std::string path;
+  if (rank == victim)
+    for (const auto& e : cache::Hdf5Store(dir).reader()->entries())
+      if (e.path.find("global_rank" + std::to_string(victim) + "/prompt") != std::string::npos ||
+          (world == 1 && e.path.find("/prompt") != std::string::npos))
+        path = e.path;
+  dist::Comm::world().broadcast(path, victim);
+  ASSERT_FALSE(path.empty());
+  if (rank == 0) {
+    cache::Hdf5Store::Transaction t;
+    t.remove_entries.push_back(path);
+    cache::Hdf5Store(dir).commit(t);
+  }
+  dist::Comm::world().barrier();
+  auto again = job();
+  EXPECT_EQ(total(count(again, &dist::MethodReport::compiled)), 0);
+  EXPECT_EQ(total(count(again, &dist::MethodReport::hit)), 2 * world - 1);
+  if (rank == victim) {
+    EXPECT_FALSE(again[0].hit);
+  }
+}
+
+TEST_F(Coordinator, NodeLocalCacheDirectories) {
+  // Two simulated nodes: the lower and upper half of the ranks.
+  const std::string local = dir + (rank < (world + 1) / 2 ? "/node0" : "/node1");
+  auto cold = job(local);
+  EXPECT_EQ(total(count(cold, &dist::MethodReport::compiled)), static_cast<int>(all_keys(cold).size()));
+  EXPECT_EQ(total(count(cold, &dist::MethodReport::writer)) , world > 1 ? 2 * 2 : 2);  // one writer per store and method
+  auto warm = job(local);
+  EXPECT_EQ(total(count(warm, &dist::MethodReport::hit)), 2 * world);
+}
+
+TEST_F(Coordinator, ElasticReuseAcrossWorldSizesCompilesNothing) {
+  job();
+  // The same ranks as the second replica of a job twice as large.
+  CacheOptions o = options("prompt");
+  o.world_size = 2 * world;
+  o.global_rank = world + rank;
+  auto bigger = job("", {}, &o);
+  EXPECT_EQ(total(count(bigger, &dist::MethodReport::compiled)), 0);
+  EXPECT_EQ(total(count(bigger, &dist::MethodReport::hit)), 0);  // new layout entries...
+  auto reader = cache::Hdf5Store(dir).reader();
+  int new_entries = 0;
+  for (const auto& e : reader->entries())
+    new_entries += e.path.find("world" + std::to_string(2 * world) + "global_rank") != std::string::npos;
+  EXPECT_EQ(new_entries, 2 * world);  // ...written for every rank and method
+}
+
+TEST_F(Coordinator, IndependentModeCompilesOnEveryRank) {
+  dist::CoordinatorOptions co;
+  co.independent = true;
+  auto cold = job("", co);
+  EXPECT_EQ(total(count(cold, &dist::MethodReport::compiled)), 2 * world);
+}
+
+TEST_F(Coordinator, OwnerCompileFailureReachesEveryRank) {
+  CacheOptions o = options("prompt");
+  o.custom_decompositions[Op::silu] = {"test.fail_on_rank0", [](const std::vector<Tensor>& in, const Attrs&) {
+                                         if (MpiSession::world_rank() == 0) throw Error("injected compile failure");
+                                         return in[0] * ops::sigmoid(in[0]);
+                                       }};
+  try {
+    job("", {}, &o);
+    ADD_FAILURE() << "no error";
+  } catch (const CommError& e) {
+    EXPECT_NE(std::string(e.what()).find("rank 0 failed to compile prompt"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("injected compile failure"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(Coordinator, MissingRankGivesTimeoutNotHang) {
+  if (world == 1) GTEST_SKIP() << "needs another rank to be missing";
+  dist::CoordinatorOptions co;
+  co.timeout_s = 1.5;
+  if (rank == world - 1) return;  // this rank never calls
+  try {
+    job("", co);
+    ADD_FAILURE() << "no error";
+  } catch (const CommError& e) {
+    EXPECT_NE(std::string(e.what()).find("did not arrive"), std::string::npos) << e.what();
+  }
+}
