@@ -58,7 +58,7 @@ void run_infer(const JobArgs& a) {
   bool match = true;
   if (job.rank() == 0) {
     auto local = make_single_process_communicator();
-    models::TinyLlama ref({}, {});
+    models::TinyLlama ref(model_config(a.size), {});
     match = models::greedy_generate(ref, prompt_tokens, a.tokens, *local).tokens == r.tokens;
   }
   const double per_token = r.token_latency_s.empty() ? 0.0

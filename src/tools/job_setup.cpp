@@ -26,6 +26,7 @@ void add_job_options(CLI::App* cmd, JobArgs& a) {
   cmd->add_option("--report-json", a.report_json, "write the job report (rank 0)");
   cmd->add_option("--timeout", a.timeout_s, "seconds to wait for every rank");
   cmd->add_option("--autotune-candidates", a.autotune_candidates, "tilings timed per heavy kernel");
+  cmd->add_option("--size", a.size, "tiny-llama size: small (default) or large")->check(CLI::IsMember({"small", "large"}));
 }
 
 Job::Job(const JobArgs& a) : args(a) {
@@ -39,7 +40,21 @@ Job::Job(const JobArgs& a) : args(a) {
   comm = make_mpi_communicator(args.tp, args.pp);
   set_current_communicator(comm.get());
   set_current_device(comm->global_rank() % Platform::get().device_count());
-  model = std::make_unique<models::TinyLlama>(models::TinyLlamaConfig{}, models::stage_ranks(*comm));
+  model = std::make_unique<models::TinyLlama>(model_config(args.size), models::stage_ranks(*comm));
+}
+
+models::TinyLlamaConfig model_config(const std::string& size) {
+  models::TinyLlamaConfig c;
+  if (size == "large") {  // 4x wider, twice as deep: larger graphs and artifacts
+    c.vocab = 1024;
+    c.hidden = 256;
+    c.layers = 8;
+    c.heads = 8;
+    c.kv_heads = 4;
+    c.intermediate = 512;
+    c.max_seq = 128;
+  }
+  return c;
 }
 
 Job::~Job() { set_current_communicator(nullptr); }

@@ -25,6 +25,7 @@ struct JobArgs {
   double timeout_s = 120;
   int tokens = 16;
   int autotune_candidates = 8;
+  std::string size = "small";  // tiny-llama config: small (default) or large
 };
 
 // Registers the options shared by warmup and infer.
@@ -42,6 +43,9 @@ struct Job {
   int rank() const { return comm->global_rank(); }
   int world() const { return comm->layout().world_size; }
 };
+
+// The tiny-llama config of a --size.
+models::TinyLlamaConfig model_config(const std::string& size);
 
 // Example inputs of the warmup (prompt of 8 tokens, one decode step).
 struct ExampleInputs {
