@@ -53,6 +53,9 @@ struct CacheOptions {
 };
 
 namespace detail {
+// The compile options a cached method runs with (config resolved against
+// the backend; ConfigError when they disagree).
+CompileOptions to_compile_options(const CacheOptions& options);
 std::shared_ptr<EntrySource> make_cache_source(const nn::Module& module, const CacheOptions& options,
                                                CompileOptions& compile_options);
 }  // namespace detail

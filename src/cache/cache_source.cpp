@@ -86,13 +86,19 @@ class CacheSource final : public EntrySource {
 
 }  // namespace
 
-std::shared_ptr<EntrySource> make_cache_source(const nn::Module& module, const CacheOptions& options,
-                                               CompileOptions& co) {
+CompileOptions to_compile_options(const CacheOptions& options) {
+  CompileOptions co;
   co.config = resolve_config(options.config, options.backend);
   co.dynamic = options.dynamic;
   co.custom_decompositions = options.custom_decompositions;
   co.method_name = options.method_name;
   co.arg_names = options.arg_names;
+  return co;
+}
+
+std::shared_ptr<EntrySource> make_cache_source(const nn::Module& module, const CacheOptions& options,
+                                               CompileOptions& co) {
+  co = to_compile_options(options);
   return std::make_shared<CacheSource>(module, options, *co.config);
 }
 

@@ -32,19 +32,6 @@ std::vector<int64_t> binding_key(const SymBindings& b) {
   return k;
 }
 
-Attrs evaluate(const Attrs& a, const SymBindings& b) {
-  Attrs out;
-  for (const auto& [k, v] : a.items()) {
-    if (const auto* dims = std::get_if<std::vector<SymExpr>>(&v)) {
-      std::vector<SymExpr> e;
-      for (const auto& d : *dims) e.emplace_back(d.evaluate(b));
-      out.set(k, e);
-    } else {
-      out.set(k, v);
-    }
-  }
-  return out;
-}
 
 BlockPtr captured_block(const TaskGraph& g, const Block* b) {
   for (const auto& l : g.launches())
@@ -100,7 +87,7 @@ ProgramRunner::Prepared& ProgramRunner::prepare(const SymBindings& b) {
     for (int o : s.operands) prep->used[static_cast<std::size_t>(p.root(o))] = true;
   }
   for (const auto& s : p.steps) {
-    prep->attrs.push_back(std::make_shared<const Attrs>(evaluate(s.attrs, b)));
+    prep->attrs.push_back(std::make_shared<const Attrs>(evaluate_attrs(s.attrs, b)));
     for (int d : s.deps)
       if (p.steps[static_cast<std::size_t>(d)].stream != s.stream) prep->needs_event[static_cast<std::size_t>(d)] = true;
   }

@@ -55,4 +55,8 @@ struct DeviceProgram {
   int root(int b) const;
 };
 
+// `a` with every SymExpr attribute evaluated under `b` (kernels read
+// constants).
+Attrs evaluate_attrs(const Attrs& a, const SymBindings& b);
+
 }  // namespace npucache::compiler

@@ -278,11 +278,7 @@ std::shared_ptr<npucache::detail::EntrySource> make_coordinated_source(const nn:
                                                                        const CacheOptions& options,
                                                                        const CoordinatorOptions& coord,
                                                                        CompileOptions& co) {
-  co.config = resolve_config(options.config, options.backend);
-  co.dynamic = options.dynamic;
-  co.custom_decompositions = options.custom_decompositions;
-  co.method_name = options.method_name;
-  co.arg_names = options.arg_names;
+  co = npucache::detail::to_compile_options(options);
   return std::make_shared<CoordinatedSource>(module, options, coord, *co.config);
 }
 

@@ -5,6 +5,8 @@
 
 #include <mpi.h>
 
+#include "runtime/mpi_check.h"
+
 #include <algorithm>
 #include <climits>
 #include <thread>
@@ -12,13 +14,7 @@
 namespace npucache::dist {
 namespace {
 
-void check(int rc, const char* what) {
-  if (rc == MPI_SUCCESS) return;
-  char msg[MPI_MAX_ERROR_STRING];
-  int len = 0;
-  MPI_Error_string(rc, msg, &len);
-  throw CommError(std::string(what) + " failed: " + std::string(msg, static_cast<std::size_t>(len)));
-}
+using mpi::check;
 
 constexpr std::size_t kChunk = std::size_t{256} << 20;  // well below MPI's int count limit
 constexpr int kArriveTag = 0x4e50;                      // "NP": arrival messages

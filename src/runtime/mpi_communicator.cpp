@@ -5,6 +5,8 @@
 
 #include <mpi.h>
 
+#include "runtime/mpi_check.h"
+
 #include <climits>
 #include <exception>
 #include <utility>
@@ -13,13 +15,7 @@
 namespace npucache {
 namespace {
 
-void check(int rc, const char* what) {
-  if (rc == MPI_SUCCESS) return;
-  char msg[MPI_MAX_ERROR_STRING];
-  int len = 0;
-  MPI_Error_string(rc, msg, &len);
-  throw CommError(std::string(what) + " failed: " + std::string(msg, static_cast<std::size_t>(len)));
-}
+using mpi::check;
 
 // MPI counts are int: large transfers go in chunks of this many bytes.
 constexpr std::size_t kMaxChunk = std::size_t{1} << 30;

@@ -17,37 +17,41 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
+// The job's two cached methods; the first call of each runs the coordinator.
+auto cached_methods(Job& job) {
+  return std::make_pair(
+      dist::cache_compile(*job.model, &models::TinyLlama::prompt, job.cache_options("prompt"), job.coordinator()),
+      dist::cache_compile(*job.model, &models::TinyLlama::decode, job.cache_options("decode"), job.coordinator()));
+}
+
+// Loads or compiles both methods by running them once on the example
+// inputs (with a scratch KV cache), then waits for every rank.
+template <class Methods>
+void get_ready(Job& job, Methods& m) {
+  ExampleInputs in = example_inputs();
+  auto scratch = job.model->make_kv_cache(1);
+  m.first(in.tokens, in.positions, scratch);
+  m.second(in.token, in.position, scratch);
+  Platform::get().device(current_device()).synchronize();
+  dist::Comm::world().barrier();
+}
+
 void run_warmup(const JobArgs& a) {
   Job job(a);
-  const dist::Comm world = dist::Comm::world();
-  world.barrier();
+  dist::Comm::world().barrier();
   const auto t0 = Clock::now();
-  auto prompt = dist::cache_compile(*job.model, &models::TinyLlama::prompt, job.cache_options("prompt"), job.coordinator());
-  auto decode = dist::cache_compile(*job.model, &models::TinyLlama::decode, job.cache_options("decode"), job.coordinator());
-  ExampleInputs in = example_inputs();
-  auto kv = job.model->make_kv_cache(1);
-  prompt(in.tokens, in.positions, kv);
-  decode(in.token, in.position, kv);
-  Platform::get().device(current_device()).synchronize();
-  world.barrier();
+  auto methods = cached_methods(job);
+  get_ready(job, methods);
   report_job(job, "warmup", since(t0), "");
 }
 
 void run_infer(const JobArgs& a) {
   Job job(a);
-  const dist::Comm world = dist::Comm::world();
-  world.barrier();
+  dist::Comm::world().barrier();
   const auto t0 = Clock::now();
-  auto prompt = dist::cache_compile(*job.model, &models::TinyLlama::prompt, job.cache_options("prompt"), job.coordinator());
-  auto decode = dist::cache_compile(*job.model, &models::TinyLlama::decode, job.cache_options("decode"), job.coordinator());
-  {  // get ready: load or compile both methods (on a scratch KV cache)
-    ExampleInputs in = example_inputs();
-    auto scratch = job.model->make_kv_cache(1);
-    prompt(in.tokens, in.positions, scratch);
-    decode(in.token, in.position, scratch);
-    Platform::get().device(current_device()).synchronize();
-  }
-  world.barrier();
+  auto methods = cached_methods(job);
+  auto& [prompt, decode] = methods;
+  get_ready(job, methods);
   const double ready_s = since(t0);
   const std::vector<int64_t> prompt_tokens{1, 17, 42, 99, 7, 3, 250, 12};
   auto r = models::greedy_generate(

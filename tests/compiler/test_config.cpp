@@ -8,17 +8,12 @@
 
 #include <gtest/gtest.h>
 
+#include "support/error_message.h"
+
 using namespace npucache;
 
 namespace {
-std::string message(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+std::string message(const std::function<void()>& f) { return npucache::testing::error_message(f); }
 }  // namespace
 
 TEST(CompilerConfig, ValueSemanticsHashAndDump) {

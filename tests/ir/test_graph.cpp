@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "support/error_message.h"
+
 using namespace npucache;
 
 namespace {
@@ -16,14 +18,7 @@ struct G {
   TensorType type(ValueId v) { return g.node(v).type; }
 };
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+std::string error_of(const std::function<void()>& f) { return npucache::testing::error_message(f); }
 
 }  // namespace
 

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include "support/error_message.h"
+
 using namespace npucache;
 
 namespace {
@@ -27,14 +29,7 @@ struct Toy : nn::Module {
   Tensor w;
 };
 
-std::string message(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+std::string message(const std::function<void()>& f) { return npucache::testing::error_message(f); }
 
 }  // namespace
 

@@ -40,19 +40,6 @@ std::string config_str(const Config& c) {
   return s;
 }
 
-Attrs evaluate_attrs(const Attrs& a, const SymBindings& b) {
-  Attrs out;
-  for (const auto& [k, v] : a.items()) {
-    if (const auto* dims = std::get_if<std::vector<SymExpr>>(&v)) {
-      std::vector<SymExpr> e;
-      for (const auto& d : *dims) e.emplace_back(d.evaluate(b));
-      out.set(k, e);
-    } else {
-      out.set(k, v);
-    }
-  }
-  return out;
-}
 
 // Best of `reps` measurements; each runs the kernel back to back for at
 // least `min_us` (after one warm-up run) and reports the mean per run, so

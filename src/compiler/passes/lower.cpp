@@ -16,6 +16,20 @@ int DeviceProgram::root(int b) const {
   throw Error("DeviceProgram: cyclic views");
 }
 
+Attrs evaluate_attrs(const Attrs& a, const SymBindings& b) {
+  Attrs out;
+  for (const auto& [k, v] : a.items()) {
+    if (const auto* dims = std::get_if<std::vector<SymExpr>>(&v)) {
+      std::vector<SymExpr> e;
+      for (const auto& d : *dims) e.emplace_back(d.evaluate(b));
+      out.set(k, e);
+    } else {
+      out.set(k, v);
+    }
+  }
+  return out;
+}
+
 DeviceProgram lower(const Graph& g, bool memory_planning) {
   DeviceProgram p;
   const auto& nodes = g.nodes();

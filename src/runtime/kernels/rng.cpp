@@ -3,17 +3,12 @@
 // and the launch's position in its sequence, never on thread timing.
 #include "runtime/kernels/kernel_util.h"
 
+#include "runtime/splitmix.h"
+
 #include <cmath>
 
 namespace npucache::kernels {
 namespace {
-
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 
 double uniform(uint64_t seed, uint64_t counter, uint64_t lane) {
   uint64_t h = splitmix64(seed ^ splitmix64(counter * 2 + lane));
