@@ -24,7 +24,7 @@ std::string readable_entry(const EntryRecord& e, const ObjectRecord& o) {
   for (const auto& gv : g->trace.signature.guards) s += "guard " + gv.path + " == " + gv.value + "\n";
   for (const auto& sg : g->trace.signature.shape_guards) s += "shape guard " + sg + "\n";
   s += "\n## traced graph\n" + print_graph(g->trace.graph);
-  s += "\n## optimized graph\n" + print_graph(g->optimized);
+  if (!g->optimized.nodes().empty()) s += "\n## optimized graph\n" + print_graph(g->optimized);
   s += "\n## compile passes\n" + compiler::format_timings(g->timings);
   if (has_program) {
     s += "\n## device program (" + std::to_string(g->program.steps.size()) + " steps, " +

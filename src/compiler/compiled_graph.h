@@ -24,7 +24,7 @@ struct CompiledGraph {
   TraceResult trace;          // the graph as traced, its signature, outputs, name
   CompilerConfig config;
   bool dynamic = true;
-  Graph optimized;            // after the graph passes
+  Graph optimized;            // after the graph passes (in memory only, not archived)
   DeviceProgram program;
   std::vector<PassTiming> timings;
   std::vector<AutotuneDecision> autotune;

@@ -10,6 +10,7 @@
 #include <boost/serialization/map.hpp>
 #include <boost/serialization/optional.hpp>
 #include <boost/serialization/split_free.hpp>
+#include <boost/serialization/tracking.hpp>
 #include <boost/serialization/string.hpp>
 #include <boost/serialization/utility.hpp>
 #include <boost/serialization/vector.hpp>
@@ -23,13 +24,31 @@ namespace boost::serialization {
 using namespace npucache;
 using namespace npucache::compiler;
 
+// Constants (nearly every dim) as a tag and a value; symbolic expressions
+// as their canonical terms.
 template <class A>
 void save(A& ar, const SymExpr& e, unsigned) {
+  if (auto c = e.try_constant()) {
+    const uint8_t tag = 0;
+    const int64_t v = *c;
+    ar << tag << v;
+    return;
+  }
+  const uint8_t tag = 1;
   std::map<SymExpr::Monomial, int64_t> terms = e.terms();
-  ar << terms;
+  ar << tag << terms;
 }
 template <class A>
 void load(A& ar, SymExpr& e, unsigned) {
+  uint8_t tag = 0;
+  ar >> tag;
+  if (tag == 0) {
+    int64_t v = 0;
+    ar >> v;
+    e = SymExpr(v);
+    return;
+  }
+  if (tag != 1) throw npucache::Error("corrupt archive: bad dimension tag " + std::to_string(tag));
   std::map<SymExpr::Monomial, int64_t> terms;
   ar >> terms;
   e = SymExpr::from_terms(std::move(terms));
@@ -135,6 +154,9 @@ void serialize(A& ar, AutotuneDecision& d, unsigned) {
 }  // namespace boost::serialization
 
 BOOST_SERIALIZATION_SPLIT_FREE(npucache::SymExpr)
+// Dims are the most frequent objects: no class information or tracking.
+BOOST_CLASS_IMPLEMENTATION(npucache::SymExpr, boost::serialization::object_serializable)
+BOOST_CLASS_TRACKING(npucache::SymExpr, boost::serialization::track_never)
 BOOST_SERIALIZATION_SPLIT_FREE(npucache::Attrs)
 BOOST_SERIALIZATION_SPLIT_FREE(npucache::Graph)
 BOOST_CLASS_VERSION(npucache::TensorType, 1)
@@ -152,7 +174,9 @@ struct CompiledRecord {
   bool has_program = false;
   template <class A>
   void serialize(A& ar, unsigned) {
-    ar & g.trace & g.config & g.dynamic & g.optimized & has_program;
+    // The optimized graph is not archived: running needs the program (or,
+    // without one, the traced graph to recompile from).
+    ar & g.trace & g.config & g.dynamic & has_program;
     if (has_program) ar & g.program;
     ar & g.timings & g.autotune & g.planned_arena_bytes & g.unplanned_bytes & g.compile_seconds;
   }
