@@ -47,6 +47,7 @@ struct MethodReport {
   bool read_store = false; // owner that read the artifact from its store
   int owner = -1;
   double trace_s = 0, compile_s = 0, exchange_s = 0, persist_s = 0, total_s = 0;
+  double compile_cpu_s = 0;  // CPU time of the compile (compile_s is elapsed)
   std::size_t bytes_received = 0;
   std::size_t artifact_bytes = 0;
   std::string artifact_checksum;  // of the bytes this rank runs (equal within a key)

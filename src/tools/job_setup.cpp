@@ -92,6 +92,7 @@ nlohmann::json to_json(const dist::MethodReport& r) {
   return {{"method", r.method},       {"graph_key", r.graph_key}, {"hit", r.hit},
           {"compiled", r.compiled},   {"fetched", r.fetched},     {"read_store", r.read_store},
           {"owner", r.owner},         {"trace_s", r.trace_s},     {"compile_s", r.compile_s},
+          {"compile_cpu_s", r.compile_cpu_s},
           {"exchange_s", r.exchange_s}, {"persist_s", r.persist_s}, {"total_s", r.total_s},
           {"bytes_received", r.bytes_received}, {"artifact_bytes", r.artifact_bytes}, {"writer", r.writer}};
 }
@@ -122,14 +123,15 @@ void report_job(Job& job, const std::string& title, double wall_s, const std::st
       loaded += m["hit"].get<bool>();
       fetched += m["fetched"].get<bool>();
       hit = hit && m["hit"].get<bool>();
-      cs += m["compile_s"].get<double>();
+      cs += m["compile_cpu_s"].get<double>();
       exchange = std::max(exchange, m["exchange_s"].get<double>());
       persist = std::max(persist, m["persist_s"].get<double>());
       bytes += m["bytes_received"].get<std::size_t>();
-      if (m["compiled"].get<bool>()) owners[m["graph_key"].get<std::string>()] = {static_cast<int>(r), m["compile_s"].get<double>()};
+      if (m["compiled"].get<bool>())
+        owners[m["graph_key"].get<std::string>()] = {static_cast<int>(r), m["compile_cpu_s"].get<double>()};
     }
     compile_cpu += cs;
-    per_rank.push_back({{"rank", r}, {"graph_keys", keys_r}, {"hit", hit}, {"compile_s", cs}, {"methods", methods}});
+    per_rank.push_back({{"rank", r}, {"graph_keys", keys_r}, {"hit", hit}, {"compile_cpu_s", cs}, {"methods", methods}});
   }
   nlohmann::json report = {{"world_size", job.world()}, {"tp", job.args.tp}, {"pp", job.args.pp},
                            {"mode", job.args.mode}, {"independent", job.args.independent},
@@ -143,7 +145,7 @@ void report_job(Job& job, const std::string& title, double wall_s, const std::st
               job.args.mode.c_str(), job.args.independent ? ", independent" : ", coordinated");
   std::printf("  unique subgraphs  %zu\n", keys.size());
   for (const auto& [k, o] : owners)
-    std::printf("    %s  compiled by rank %d in %.1f ms\n", k.substr(0, 16).c_str(), o.first, o.second * 1e3);
+    std::printf("    %s  compiled by rank %d in %.1f ms CPU\n", k.substr(0, 16).c_str(), o.first, o.second * 1e3);
   std::printf("  compiles          %d (compile CPU %.1f ms summed over ranks)\n", compiled, compile_cpu * 1e3);
   std::printf("  cache hits        %d of %zu rank-methods\n", loaded, all.size() * (per_rank.empty() ? 0 : per_rank[0]["methods"].size()));
   std::printf("  fetched           %d artifacts, %zu bytes exchanged in %.2f ms (%.3f GB/s)\n", fetched, bytes,
