@@ -49,7 +49,7 @@ int child(const std::string& dir) {
     cache::Hdf5Store store(dir);
     auto r = store.reader();
     for (const auto& e : r->entries()) {
-      auto obj = r->object(e.graph_key);
+      auto obj = r->object(e.graph_key, false);
       compiler::deserialize_compiled(obj.raw);
     }
     floor = perf::now_s() - f0;

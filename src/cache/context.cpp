@@ -59,7 +59,7 @@ LocalLookup lookup_local(const CacheContext& c, const FlatArgs& args) {
   };
   try {
     Hdf5Store store(c.dir);
-    auto reader = store.reader();
+    auto reader = store.shared_reader();
     r.entry = reader ? reader->entry(c.path) : std::nullopt;
     if (!r.entry) return miss("absent", {});
     auto diffs = differing_components(r.entry->attrs, c.key.components);
@@ -67,7 +67,7 @@ LocalLookup lookup_local(const CacheContext& c, const FlatArgs& args) {
       log::warn("cache entry {} is stale ({}); recompiling and replacing it", c.where(), join(diffs));
       return miss("stale", diffs);
     }
-    r.object = reader->object(r.entry->graph_key);
+    r.object = reader->object(r.entry->graph_key, false);
     bool has_program = false;
     auto g = load_object(*r.object, r.entry->parameters, &has_program);
     SymBindings b;

@@ -13,6 +13,8 @@
 #include <cstdio>
 #include <cstring>
 #include <fcntl.h>
+#include <map>
+#include <mutex>
 #include <set>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -184,7 +186,7 @@ std::size_t Hdf5Store::Reader::stored_bytes(const std::string& key) const {
   return h5::storage_size(grp.id(), kModule);
 }
 
-ObjectRecord Hdf5Store::Reader::object(const std::string& key) const {
+ObjectRecord Hdf5Store::Reader::object(const std::string& key, bool with_text) const {
   const std::string g = std::string(kObjects) + "/" + key;
   if (!h5::exists(impl_->file.id(), g + "/" + kModule)) throw CacheError("object " + key + " is missing from the store");
   h5::Handle grp = h5::open_group(impl_->file.id(), g);
@@ -196,8 +198,32 @@ ObjectRecord Hdf5Store::Reader::object(const std::string& key) const {
   if (checksum(o.raw) != o.attrs["checksum"])
     throw CacheError("object " + key + " fails its checksum (stored " + o.attrs["checksum"] + ", read " +
                      checksum(o.raw) + "): the file is corrupt");
-  o.graph_text = h5::read_strings(grp.id(), "graph");
+  if (with_text) o.graph_text = h5::read_strings(grp.id(), "graph");
   return o;
+}
+
+std::shared_ptr<const Hdf5Store::Reader> Hdf5Store::shared_reader() const {
+  struct Cached {
+    ino_t ino;
+    int64_t mtime_ns;
+    std::shared_ptr<const Reader> reader;
+  };
+  static std::mutex mu;
+  // Never destroyed: HDF5 closes its open files itself at exit, after which
+  // closing them again would fail.
+  static auto& cache = *new std::map<std::string, Cached>();
+  check_file_safety();
+  struct stat st;
+  if (::stat(file().c_str(), &st) != 0) return nullptr;
+  const int64_t mtime = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+  std::lock_guard lock(mu);
+  auto it = cache.find(file().string());
+  if (it != cache.end() && it->second.ino == st.st_ino && it->second.mtime_ns == mtime) return it->second.reader;
+  auto r = reader();
+  if (!r) return nullptr;
+  auto shared = std::make_shared<const Reader>(std::move(*r));
+  cache[file().string()] = {st.st_ino, mtime, shared};
+  return shared;
 }
 
 void Hdf5Store::commit(const Transaction& t) {

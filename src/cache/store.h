@@ -44,7 +44,8 @@ class Hdf5Store {
     std::vector<EntryRecord> entries() const;
     bool has_object(const std::string& graph_key) const;
     // Throws CacheError when missing or when the bytes fail the checksum.
-    ObjectRecord object(const std::string& graph_key) const;
+    // `with_text` false skips the graph's readable text (not needed to run).
+    ObjectRecord object(const std::string& graph_key, bool with_text = true) const;
     std::vector<std::string> objects() const;
     std::size_t stored_bytes(const std::string& graph_key) const;
 
@@ -56,6 +57,10 @@ class Hdf5Store {
   };
   // nullopt when the cache has no file yet.
   std::optional<Reader> reader() const;
+  // A reader shared within the process while cache.h5 stays the same file
+  // (same inode and modification time): a warm start of several methods
+  // opens the file once. nullptr when the cache has no file yet.
+  std::shared_ptr<const Reader> shared_reader() const;
 
   struct Transaction {
     std::vector<ObjectRecord> objects;       // written unless already present
