@@ -8,6 +8,8 @@
 
 #include <gtest/gtest.h>
 
+#include "support/logits.h"
+
 #include <algorithm>
 #include <cmath>
 
@@ -45,11 +47,7 @@ TEST(MpiCompile, CompiledGenerationEqualsEagerTp2Pp2) {
       // EXPECT, never ASSERT: every rank must reach the next collective.
       EXPECT_EQ(r.tokens, eager.tokens);
       EXPECT_EQ(r.logits.size(), eager.logits.size());
-      double worst = 0;
-      for (std::size_t s = 0; s < std::min(r.logits.size(), eager.logits.size()); ++s)
-        for (std::size_t v = 0; v < r.logits[s].size(); ++v)
-          worst = std::max(worst, static_cast<double>(std::fabs(r.logits[s][v] - eager.logits[s][v])));
-      EXPECT_LE(worst, 1e-4);
+      EXPECT_LE(npucache::testing::max_abs_difference(r.logits, eager.logits), 1e-4);
       EXPECT_EQ(prompt.compiles(), 1u);
       EXPECT_EQ(decode.compiles(), 1u);
     }

@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include "support/logits.h"
+
 #include <algorithm>
 #include <cmath>
 
@@ -46,11 +48,7 @@ TEST(MpiModels, ShardedGenerationEqualsSingleProcess) {
     // EXPECT, never ASSERT: every rank must reach the next collective.
     if (model.last_stage()) {
       EXPECT_EQ(r.logits.size(), reference.logits.size());
-      double worst = 0;
-      for (std::size_t s = 0; s < std::min(r.logits.size(), reference.logits.size()); ++s)
-        for (std::size_t v = 0; v < r.logits[s].size(); ++v)
-          worst = std::max(worst, static_cast<double>(std::fabs(r.logits[s][v] - reference.logits[s][v])));
-      EXPECT_LE(worst, 1e-4);
+      EXPECT_LE(npucache::testing::max_abs_difference(r.logits, reference.logits), 1e-4);
     } else {
       EXPECT_TRUE(r.logits.empty());
     }
