@@ -110,7 +110,6 @@ class TinyLlama : public nn::Module {
 // The stage ranks of `comm`'s rank.
 StageRanks stage_ranks(const Communicator& comm);
 
-// Signature of a step function: runs one model call on every rank.
 struct GenerationResult {
   std::vector<int64_t> tokens;            // generated tokens (batch row 0)
   std::vector<std::vector<float>> logits; // last-position logits per step (last stage only)
@@ -122,6 +121,7 @@ struct GenerationResult {
 // rank of `comm`. The next token is chosen on the last stage and broadcast
 // over the pp group. `prompt_fn`/`decode_fn` default to the model's eager
 // methods; cached or compiled callables may be passed instead.
+// One model call (tokens, positions, kv) -> logits or hidden states.
 using StepFn = std::function<Tensor(const Tensor&, const Tensor&, const std::vector<Tensor>&)>;
 GenerationResult greedy_generate(TinyLlama& model, const std::vector<int64_t>& prompt,
                                  int new_tokens, Communicator& comm, StepFn prompt_fn = nullptr,
