@@ -2,7 +2,7 @@
 # `npucache` command and a package config so that consumers write
 #   find_package(npucache) + target_link_libraries(app npucache::npucache)
 include(CMakePackageConfigHelpers)
-install(TARGETS npucache npucache_cli
+install(TARGETS npucache npucache_models npucache_cli
   EXPORT npucacheTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}

@@ -3,9 +3,10 @@
 // and total (the cost a compile cache removes), and the planned arena peak
 // against the sum of all intermediate buffers.
 #include <npucache/compile.h>
-#include <npucache/models.h>
+#include <npucache/models/models.h>
 
 #include "compiler/compiled_graph.h"
+#include "compiler/engine.h"
 
 #include <chrono>
 #include <cstdio>
@@ -27,7 +28,7 @@ int main() {
   auto t0 = std::chrono::steady_clock::now();
   prompt(t, p, kv);
   double first_call = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const auto& cg = prompt.engine().entry(0);
+  const auto& cg = detail::entry(prompt.engine(), 0);
   std::printf("tiny-llama prompt (S=16), max-autotune compile breakdown\n%s",
               compiler::format_timings(cg.timings).c_str());
   double autotune = 0;

@@ -4,11 +4,12 @@
 // device time to finish the step is reported alongside.
 #include <npucache/compile.h>
 #include <npucache/device.h>
-#include <npucache/models.h>
-#include <npucache/stream.h>
+#include <npucache/models/models.h>
+#include <npucache/runtime/stream.h>
 
 #include "compiler/compiled_graph.h"
 #include "harness.h"
+#include "compiler/engine.h"
 
 #include <cstdio>
 
@@ -47,7 +48,7 @@ int main() {
                               variant(3, [&] { return single(tok, pos, kv); })},
                              kTrials);
   std::size_t kernels = 0;
-  for (const auto& s : program.engine().entry(0).program.steps) kernels += s.op != Op::placeholder;
+  for (const auto& s : detail::entry(program.engine(), 0).program.steps) kernels += s.op != Op::placeholder;
   std::printf("tiny-llama decode step, median host time of %d interleaved trials\n", kTrials);
   std::printf("  eager                        %9.1f us/step   (step incl. device %8.1f us)\n", t[0] * 1e6,
               perf::median(device_time[0]) * 1e6);

@@ -6,7 +6,7 @@
 //   mpirun -np 8 bench_exchange [MiB]
 #include <npucache/mpi.h>
 
-#include "dist/mpi_ops.h"
+#include "mpi/comm.h"
 #include "harness.h"
 
 #include <mpi.h>
@@ -19,7 +19,7 @@ using namespace npucache;
 int main(int argc, char** argv) {
   MpiSession mpi(&argc, &argv);
   const std::size_t mib = argc > 1 ? std::stoul(argv[1]) : 16;
-  const dist::Comm world = dist::Comm::world();
+  const mpi::Comm world = mpi::Comm::world();
   const std::size_t n = mib << 20;
   std::string payload(n, '\0');
   if (world.rank() == 0)
@@ -29,23 +29,23 @@ int main(int argc, char** argv) {
   for (int t = 0; t < kTrials + 1; ++t) {
     std::string data = world.rank() == 0 ? payload : std::string();
     world.barrier();
-    double t0 = dist::wtime();
+    double t0 = mpi::wtime();
     {
-      dist::Comm group = world.split(0, world.rank());
+      mpi::Comm group = world.split(0, world.rank());
       group.broadcast(data, 0);
       if (data.size() != n) std::abort();
     }
     world.barrier();
-    double t1 = dist::wtime();
+    double t1 = mpi::wtime();
     std::string buf = world.rank() == 0 ? payload : std::string();
     world.barrier();
-    double t2 = dist::wtime();
+    double t2 = mpi::wtime();
     // Receivers allocate their buffer in both variants (an artifact's size
     // is known only when it arrives).
     if (world.rank() != 0) buf.resize(n);
     MPI_Bcast(buf.data(), static_cast<int>(n), MPI_BYTE, 0, MPI_COMM_WORLD);
     world.barrier();
-    double t3 = dist::wtime();
+    double t3 = mpi::wtime();
     if (t > 0) {  // the first round warms up connections
       exch.push_back(t1 - t0);
       raw.push_back(t3 - t2);

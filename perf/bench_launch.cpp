@@ -1,10 +1,10 @@
 // Launch overhead on the simulated NPU: host time per eager kernel launch of
-// a tiny kernel (raw Stream::launch, and an eager Tensor op with its shape
+// a tiny kernel (raw runtime::Stream::launch, and an eager Tensor op with its shape
 // inference and allocation), against the per-kernel host cost of replaying a
 // captured task graph of the same kernels. Prints the ratios.
 #include <npucache/device.h>
 #include <npucache/ops.h>
-#include <npucache/stream.h>
+#include <npucache/runtime/stream.h>
 
 #include "harness.h"
 
@@ -16,10 +16,10 @@ int main() {
   constexpr int kKernels = 128;  // kernels per step (a decode step has 100+)
   constexpr int kTrials = 60;
   Device& d = Platform::get().device(0);
-  Stream& s = d.default_stream();
-  TensorArg a{d.allocate(64), 0, DType::f32, {16}}, b{d.allocate(64), 0, DType::f32, {16}};
+  runtime::Stream& s = d.default_stream();
+  runtime::TensorArg a{d.allocate(64), 0, DType::f32, {16}}, b{d.allocate(64), 0, DType::f32, {16}};
   auto launch = [&] {
-    KernelLaunch l;
+    runtime::KernelLaunch l;
     l.op = Op::add;
     l.args = {a, b, b};
     s.launch(std::move(l));
@@ -55,7 +55,7 @@ int main() {
       kTrials);
   const double raw = t[0] / kKernels * 1e6, op = t[1] / kKernels * 1e6, replay = t[2] / kKernels * 1e6;
   std::printf("launch overhead, %d tiny kernels per step, median of %d interleaved trials\n", kKernels, kTrials);
-  std::printf("  eager Stream::launch      %8.3f us/kernel\n", raw);
+  std::printf("  eager runtime::Stream::launch      %8.3f us/kernel\n", raw);
   std::printf("  eager Tensor op           %8.3f us/kernel\n", op);
   std::printf("  task-graph replay         %8.3f us/kernel\n", replay);
   std::printf("  ratio launch/replay       %8.1fx\n", raw / replay);

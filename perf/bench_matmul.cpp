@@ -1,7 +1,7 @@
 // Matmul throughput on the simulated NPU: the best of a set of tilings
 // against the naive dot-product loop, in GFLOP/s, measured interleaved.
 #include <npucache/device.h>
-#include <npucache/launch.h>
+#include <npucache/runtime/launch.h>
 
 #include "harness.h"
 
@@ -15,20 +15,20 @@ int main(int argc, char** argv) {
   const int64_t n = argc > 1 ? std::atoll(argv[1]) : 256;
   Device& d = Platform::get().device(0);
   auto buf = [&](int64_t elems) {
-    TensorArg a{d.allocate(static_cast<std::size_t>(elems) * 4), 0, DType::f32, {n, n}};
+    runtime::TensorArg a{d.allocate(static_cast<std::size_t>(elems) * 4), 0, DType::f32, {n, n}};
     auto* p = static_cast<float*>(a.data());
     for (int64_t i = 0; i < elems; ++i) p[i] = static_cast<float>((i * 7) % 13) * 0.1f;
     return a;
   };
-  TensorArg A = buf(n * n), B = buf(n * n), C = buf(n * n);
+  runtime::TensorArg A = buf(n * n), B = buf(n * n), C = buf(n * n);
   auto run = [&](int64_t tm, int64_t tn, int64_t tk) {
-    KernelLaunch l;
+    runtime::KernelLaunch l;
     l.op = Op::matmul;
     l.attrs = std::make_shared<const Attrs>(Attrs{{"tile_m", tm}, {"tile_n", tn}, {"tile_k", tk}});
     l.args = {A, B, C};
     return [l] {
       double t0 = perf::now_s();
-      run_kernel(l);
+      runtime::run_kernel(l);
       return perf::now_s() - t0;
     };
   };

@@ -1,6 +1,6 @@
 // cache_compile: the C++ counterpart of TorchAir's cache_compile.
 //
-//   auto prompt = npucache::cache_compile(model, &Model::prompt, {.method_name = "prompt"});
+//   auto prompt = npucache::cache_compile(model, &Model::prompt, {.compile = {.method_name = "prompt"}});
 //   Tensor logits = prompt(tokens, positions, kv);
 //
 // The first call looks the method up in the cache (no tracing: the lookup
@@ -33,9 +33,9 @@
 namespace npucache {
 
 struct CacheOptions {
-  std::optional<CompilerConfig> config;
-  std::optional<NpuBackend> backend;
-  bool dynamic = true;
+  // How the method compiles: config or backend, dynamic, custom
+  // decompositions, method_name (${func} in the cache path), arg_names.
+  CompileOptions compile;
   // Default: $NPUCACHE_CACHE_DIR, else ".npucache"; relative paths are under
   // the working directory; created (0700) when missing.
   std::string cache_dir;
@@ -43,30 +43,39 @@ struct CacheOptions {
   // from the thread's current communicator), else 0.
   std::optional<int> global_rank, tp_rank, pp_rank;
   std::optional<int> world_size;
-  DecompositionTable custom_decompositions;
   bool ge_cache = false;
   // Overrides the code fingerprint (the model code's build-id), so caches
   // survive rebuilds the user knows to be unrelated.
   std::string code_version;
-  std::string method_name = "forward";  // ${func} in the cache path
-  std::vector<std::string> arg_names;
+};
+
+// What the first call of a cached method did on this rank.
+struct MethodReport {
+  std::string method;
+  std::string graph_key;
+  bool hit = false;         // served from this rank's own entry
+  bool compiled = false;    // this rank compiled the artifact
+  bool fetched = false;     // received the artifact from another rank
+  bool read_store = false;  // owner that read the artifact from its store
+  int owner = -1;
+  double trace_s = 0, compile_s = 0, exchange_s = 0, persist_s = 0, total_s = 0;
+  double compile_cpu_s = 0;  // CPU time of the compile (compile_s is elapsed)
+  std::size_t bytes_received = 0;
+  std::size_t artifact_bytes = 0;
+  std::string artifact_checksum;  // of the bytes this rank runs (equal within a key)
+  bool writer = false;            // wrote its store's transaction
 };
 
 namespace detail {
-// The compile options a cached method runs with (config resolved against
-// the backend; ConfigError when they disagree).
-CompileOptions to_compile_options(const CacheOptions& options);
-std::shared_ptr<EntrySource> make_cache_source(const nn::Module& module, const CacheOptions& options,
-                                               CompileOptions& compile_options);
+// The engine of cache_compile: the local cache as its entry source.
+std::shared_ptr<CompiledFunction> make_cached_function(const nn::Module& module, const CacheOptions& options);
 }  // namespace detail
 
 template <class M, class R, class... P>
 CompiledMethod<M, R, P...> cache_compile(M& module, R (M::*method)(P...), CacheOptions options = {}) {
   static_assert(std::is_base_of_v<nn::Module, M>,
                 "cache_compile accepts only methods of an nn::Module instance");
-  CompileOptions co;
-  auto source = detail::make_cache_source(module, options, co);
-  return CompiledMethod<M, R, P...>(module, method, std::move(co), std::move(source));
+  return CompiledMethod<M, R, P...>(module, method, detail::make_cached_function(module, options));
 }
 
 // Readable text of a cached entry: `path` is the seed's path

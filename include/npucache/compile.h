@@ -13,8 +13,8 @@
 // only (cache_compile persists them).
 #pragma once
 
-#include <npucache/compiler_config.h>
-#include <npucache/decompositions.h>
+#include <npucache/compiler/config.h>
+#include <npucache/compiler/decompositions.h>
 #include <npucache/trace.h>
 
 #include <functional>
@@ -34,69 +34,31 @@ struct CompileOptions {
   std::vector<std::string> arg_names;
 };
 
-namespace compiler {
-struct CompiledGraph;
-}
-
 namespace detail {
 
-// Where compiled graphs persist (the cache layer implements it); a
-// CompiledFunction without one keeps results in memory only.
-class EntrySource {
- public:
-  virtual ~EntrySource() = default;
-  // Before the first trace: a stored compiled graph for this call, or null.
-  // `trace` traces the method with this call's arguments (a source that
-  // coordinates several processes may need the graph before compiling).
-  virtual std::shared_ptr<compiler::CompiledGraph> load(const FlatArgs& args,
-                                                        const std::function<TraceResult()>& trace) = 0;
-  // After a trace, before it is compiled; may throw to refuse the graph.
-  virtual void traced(const TraceResult&) {}
-  // The first trace was compiled: persist it.
-  virtual void compiled(const compiler::CompiledGraph& g) = 0;
-  // A later trace of the same function (a recompile): the source is
-  // dropped afterwards and execution continues uncached.
-  virtual void recompiled(const std::string& name) = 0;
-};
+// The type-erased engine behind CompiledMethod (src/compiler/engine.h):
+// compiled entries with their input signatures, and where they persist.
+class CompiledFunction;
+using TraceFn = std::function<TraceResult()>;
 
-// The type-erased engine behind CompiledMethod.
-class CompiledFunction {
- public:
-  CompiledFunction(const nn::Module& module, CompileOptions options,
-                   std::shared_ptr<EntrySource> source = nullptr);
-  ~CompiledFunction();
-  CompiledFunction(const CompiledFunction&) = delete;
-  CompiledFunction& operator=(const CompiledFunction&) = delete;
-
-  // Runs the compiled entry matching `args`, tracing (`trace`) and compiling
-  // a new one when none matches. `entry` receives the entry's index.
-  std::vector<Tensor> call(const FlatArgs& args, const std::function<TraceResult()>& trace,
-                           std::size_t& entry);
-
-  std::size_t compiles() const;
-  // Seconds spent looking up and loading from the entry source (cache).
-  double load_seconds() const;
-  const compiler::CompiledGraph& entry(std::size_t i) const;
-  const CompilerConfig& config() const;
-  TraceOptions trace_options() const;
-
- private:
-  struct Impl;
-  std::unique_ptr<Impl> impl_;
-};
+// Runs the compiled entry matching `args`, tracing (`trace`) and compiling a
+// new one when none matches. `entry` receives the entry's index.
+std::vector<Tensor> call(CompiledFunction& f, const FlatArgs& args, const TraceFn& trace, std::size_t& entry);
+TraceOptions trace_options(const CompiledFunction& f);
+std::size_t compiles(const CompiledFunction& f);
+// The engine of npucache::compile (results in memory only).
+std::shared_ptr<CompiledFunction> make_compiled_function(const nn::Module& module, CompileOptions options);
 
 }  // namespace detail
 
 template <class M, class R, class... P>
 class CompiledMethod {
  public:
-  CompiledMethod(M& module, R (M::*method)(P...), CompileOptions options,
-                 std::shared_ptr<detail::EntrySource> source = nullptr)
-      : module_(&module), method_(method),
-        fn_(std::make_shared<detail::CompiledFunction>(module, std::move(options), std::move(source))) {}
+  CompiledMethod(M& module, R (M::*method)(P...), std::shared_ptr<detail::CompiledFunction> engine)
+      : module_(&module), method_(method), fn_(std::move(engine)) {}
 
   R operator()(P... args) {
-    const TraceOptions topts = fn_->trace_options();
+    const TraceOptions topts = detail::trace_options(*fn_);
     FlatArgs flat = flatten_args(topts, args...);
     std::optional<R> traced;
     auto tracer = [&] {
@@ -105,7 +67,7 @@ class CompiledMethod {
       return std::move(tr);
     };
     std::size_t entry = 0;
-    std::vector<Tensor> outs = fn_->call(flat, tracer, entry);
+    std::vector<Tensor> outs = detail::call(*fn_, flat, tracer, entry);
     if (traced) {
       if (templates_.size() <= entry) templates_.resize(entry + 1);
       templates_[entry] = std::move(traced);
@@ -126,7 +88,7 @@ class CompiledMethod {
     return result;
   }
 
-  std::size_t compiles() const { return fn_->compiles(); }
+  std::size_t compiles() const { return detail::compiles(*fn_); }
   const detail::CompiledFunction& engine() const { return *fn_; }
 
  private:
@@ -139,7 +101,7 @@ class CompiledMethod {
 template <class M, class R, class... P>
 CompiledMethod<M, R, P...> compile(M& module, R (M::*method)(P...), CompileOptions options = {}) {
   static_assert(std::is_base_of_v<nn::Module, M>, "compile accepts only methods of an nn::Module instance");
-  return CompiledMethod<M, R, P...>(module, method, std::move(options));
+  return CompiledMethod<M, R, P...>(module, method, detail::make_compiled_function(module, std::move(options)));
 }
 
 }  // namespace npucache

@@ -20,12 +20,14 @@
 #include <string>
 #include <vector>
 
-#include <npucache/memory.h>
+#include <npucache/runtime/memory.h>
 
 namespace npucache {
 
+namespace runtime {
 class Stream;
 class CachingAllocator;
+}  // namespace runtime
 
 struct DeviceProperties {
   std::string name;              // "simnpu-v1"
@@ -56,15 +58,15 @@ class Device {
 
   // Allocates `bytes` of device memory. Throws OutOfMemoryError naming the
   // device, the request and the free memory when the capacity is exceeded.
-  BlockPtr allocate(std::size_t bytes);
-  MemoryStats memory_stats() const;
+  runtime::BlockPtr allocate(std::size_t bytes);
+  runtime::MemoryStats memory_stats() const;
   // Returns cached free blocks to the host.
   void empty_cache();
 
   // The stream used when none is given (created on first use).
-  Stream& default_stream();
+  runtime::Stream& default_stream();
   // A new stream on this device; it lives as long as the device.
-  Stream& create_stream();
+  runtime::Stream& create_stream();
   // Waits for every stream of this device.
   void synchronize();
   double launch_latency_us() const { return launch_latency_us_; }
@@ -73,9 +75,9 @@ class Device {
   int id_;
   DeviceProperties props_;
   double launch_latency_us_;
-  std::shared_ptr<CachingAllocator> allocator_;
+  std::shared_ptr<runtime::CachingAllocator> allocator_;
   mutable std::mutex mu_;
-  std::vector<std::unique_ptr<Stream>> streams_;
+  std::vector<std::unique_ptr<runtime::Stream>> streams_;
 };
 
 class Platform {

@@ -60,6 +60,13 @@ class CacheError : public Error {
   using Error::Error;
 };
 
+// A cache file or directory was refused for safety (a symbolic link, owned
+// by another user, writable by others): the method runs uncached.
+class CacheRefused : public CacheError {
+ public:
+  using CacheError::CacheError;
+};
+
 // An invalid option or configuration value.
 class ConfigError : public Error {
  public:

@@ -11,7 +11,7 @@
 
 #include <memory>
 
-#include <npucache/communicator.h>
+#include <npucache/runtime/communicator.h>
 
 namespace npucache {
 

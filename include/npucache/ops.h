@@ -6,11 +6,8 @@
 #include <string>
 #include <vector>
 
+#include <npucache/runtime/communicator.h>
 #include <npucache/tensor.h>
-
-namespace npucache {
-class Communicator;
-}
 
 namespace npucache::ops {
 
@@ -107,10 +104,5 @@ Tensor operator+(const Tensor& a, double b);
 Tensor operator-(const Tensor& a, double b);
 Tensor operator*(const Tensor& a, double b);
 Tensor operator/(const Tensor& a, double b);
-
-// The communicator eager collectives of this thread use (default:
-// single-process). Not owned.
-Communicator& current_communicator();
-void set_current_communicator(Communicator* comm);
 
 }  // namespace npucache

@@ -15,8 +15,8 @@
 #include <memory>
 #include <vector>
 
-#include <npucache/graph.h>
-#include <npucache/memory.h>
+#include <npucache/ir/graph.h>
+#include <npucache/runtime/memory.h>
 
 namespace npucache {
 

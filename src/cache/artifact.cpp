@@ -8,7 +8,6 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
-#include <unistd.h>
 
 namespace npucache::cache {
 namespace {
@@ -25,20 +24,14 @@ std::vector<std::string> lines(const std::string& text) {
   return out;
 }
 
-std::string host_name() {
-  char buf[256] = {0};
-  ::gethostname(buf, sizeof buf - 1);
-  return buf;
-}
+}  // namespace
 
-std::vector<std::string> parameter_names(const compiler::CompiledGraph& g) {
+std::vector<std::string> parameter_names(const Graph& traced) {
   std::vector<std::string> out;
-  for (const Node& n : g.trace.graph.nodes())
+  for (const Node& n : traced.nodes())
     if (n.op == Op::placeholder && n.kind != PlaceholderKind::input) out.push_back(n.target);
   return out;
 }
-
-}  // namespace
 
 std::string now_string() {
   auto t = std::chrono::system_clock::now();
@@ -53,52 +46,42 @@ std::string now_string() {
   return out;
 }
 
-ObjectRecord make_object(const compiler::CompiledGraph& g, const std::string& graph_key, bool with_program,
-                         const Producer& who, const std::string* raw) {
+ObjectRecord make_object(const compiler::CompiledGraph& g, const GraphId& id, bool with_program, const Producer& who,
+                         const std::string* raw) {
   ObjectRecord o;
-  o.graph_key = graph_key;
+  o.graph_key = id.key;
   o.raw = raw ? *raw : compiler::serialize_compiled(g, with_program);
   o.graph_text = lines(print_graph(g.trace.graph));
-  o.attrs["with_program"] = with_program ? "true" : "false";
-  o.attrs["compile_time_s"] = std::to_string(g.compile_seconds);
-  std::string passes;
-  for (const auto& t : g.timings) passes += (passes.empty() ? "" : "; ") + t.name + "=" + std::to_string(t.seconds * 1e3) + "ms";
-  o.attrs["pass_times"] = passes;
-  o.attrs["mode"] = std::string(compile_mode_name(g.config.mode));
-  o.attrs["dynamic"] = g.dynamic ? "true" : "false";
-  o.attrs["canonical_hash"] = canonical_hash(g.trace.graph).hex();
-  o.attrs["producer_host"] = host_name();
-  o.attrs["producer_pid"] = std::to_string(::getpid());
-  o.attrs["producer_rank"] = std::to_string(who.global_rank);
-  o.attrs["date"] = now_string();
-  o.attrs["version"] = version();
+  ObjectMeta& m = o.meta;
+  m.checksum = checksum(o.raw);
+  m.raw_size = o.raw.size();
+  m.with_program = with_program;
+  m.compile_time_s = g.compile_seconds;
+  for (const auto& t : g.timings)
+    m.pass_times += (m.pass_times.empty() ? "" : "; ") + t.name + "=" + std::to_string(t.seconds * 1e3) + "ms";
+  m.mode = std::string(compile_mode_name(g.config.mode));
+  m.dynamic = g.dynamic;
+  m.canonical_hash = id.canonical_hash;
+  m.producer = who;
+  m.date = now_string();
+  m.version = version();
   return o;
 }
 
 EntryRecord make_entry(const compiler::CompiledGraph& g, const std::string& path, const LookupKey& key,
-                       const std::string& graph_key, const Producer& who, const ObjectRecord& object) {
+                       const Producer& who, const ObjectRecord& object) {
   EntryRecord e;
   e.path = path;
-  e.graph_key = graph_key;
-  e.parameters = parameter_names(g);
-  e.attrs = key.components;
-  e.attrs["name"] = g.trace.name;
-  e.attrs["date"] = now_string();
-  e.attrs["version"] = version();
-  e.attrs["fx"] = "None";
-  e.attrs["lookup_key"] = key.hash;
-  e.attrs["model_info"] = key.model_info;
-  e.attrs["world_size"] = std::to_string(who.world_size);
-  e.attrs["global_rank"] = std::to_string(who.global_rank);
-  e.attrs["tp_rank"] = std::to_string(who.tp_rank);
-  e.attrs["pp_rank"] = std::to_string(who.pp_rank);
-  for (const char* k : {"compile_time_s", "pass_times", "checksum", "raw_size", "stored_size", "producer_host",
-                        "producer_pid", "producer_rank", "with_program"}) {
-    auto it = object.attrs.find(k);
-    if (it != object.attrs.end()) e.attrs[k] = it->second;
-  }
-  if (!e.attrs.count("checksum")) e.attrs["checksum"] = checksum(object.raw);
-  if (!e.attrs.count("raw_size")) e.attrs["raw_size"] = std::to_string(object.raw.size());
+  e.graph_key = object.graph_key;
+  e.parameters = parameter_names(g.trace.graph);
+  e.meta.name = g.trace.name;
+  e.meta.date = now_string();
+  e.meta.version = version();
+  e.meta.lookup_key = key.hash;
+  e.meta.model_info = key.model_info;
+  e.meta.components = key.components;
+  e.meta.rank = who;
+  e.object = object.meta;
   return e;
 }
 
@@ -127,13 +110,8 @@ std::shared_ptr<compiler::CompiledGraph> load_object(const ObjectRecord& o, cons
   return g;
 }
 
-std::string model_cache_meta(const EntryRecord& e) {
-  auto get = [&](const char* k) {
-    auto it = e.attrs.find(k);
-    return it == e.attrs.end() ? std::string() : it->second;
-  };
-  return "ModelCacheMeta(name='" + get("name") + "', date='" + get("date") + "', version='" + get("version") +
-         "', fx=" + get("fx") + ")";
+std::string model_cache_meta(const EntryMeta& e) {
+  return "ModelCacheMeta(name='" + e.name + "', date='" + e.date + "', version='" + e.version + "', fx=" + e.fx + ")";
 }
 
 }  // namespace npucache::cache

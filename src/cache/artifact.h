@@ -10,21 +10,17 @@
 
 namespace npucache::cache {
 
-// Who produced a record (stored as attributes).
-struct Producer {
-  int world_size = 1, global_rank = 0, tp_rank = 0, pp_rank = 0;
-};
-
 // The object for `g`: serialized (with the DeviceProgram when
-// `with_program`), its traced graph as text, compile metadata.
-// `raw`, when given, are the already serialized bytes of `g`.
-ObjectRecord make_object(const compiler::CompiledGraph& g, const std::string& graph_key, bool with_program,
-                         const Producer& who, const std::string* raw = nullptr);
+// `with_program`), its traced graph as text, compile metadata. `raw`, when
+// given, are the already serialized bytes of `g`.
+ObjectRecord make_object(const compiler::CompiledGraph& g, const GraphId& id, bool with_program, const Producer& who,
+                         const std::string* raw = nullptr);
 
-// The entry pointing at `graph_key`: every lookup-key component, the
-// seed's ModelCacheMeta fields and the parameter bindings of `g`.
+// The entry at `path` for rank `who`, pointing at `object`: every
+// lookup-key component, the seed's ModelCacheMeta fields and the parameter
+// bindings of `g`.
 EntryRecord make_entry(const compiler::CompiledGraph& g, const std::string& path, const LookupKey& key,
-                       const std::string& graph_key, const Producer& who, const ObjectRecord& object);
+                       const Producer& who, const ObjectRecord& object);
 
 // Deserializes an object; `parameters` rebinds the program's and graph's
 // parameter placeholders to this entry's names (ranks sharing an object may
@@ -32,9 +28,12 @@ EntryRecord make_entry(const compiler::CompiledGraph& g, const std::string& path
 std::shared_ptr<compiler::CompiledGraph> load_object(const ObjectRecord& o, const std::vector<std::string>& parameters,
                                                      bool* has_program);
 
+// Parameter and buffer names of a traced graph, in placeholder order.
+std::vector<std::string> parameter_names(const Graph& traced);
+
 // "2026-11-21 23:50:01.123456"
 std::string now_string();
 // ModelCacheMeta(name='...', date='...', version='...', fx=None)
-std::string model_cache_meta(const EntryRecord& e);
+std::string model_cache_meta(const EntryMeta& e);
 
 }  // namespace npucache::cache

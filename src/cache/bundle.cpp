@@ -18,12 +18,25 @@
 
 namespace boost::serialization {
 template <class A>
+void serialize(A& ar, npucache::cache::Producer& p, unsigned) {
+  ar & p.world_size & p.global_rank & p.tp_rank & p.pp_rank & p.host & p.pid;
+}
+template <class A>
+void serialize(A& ar, npucache::cache::ObjectMeta& m, unsigned) {
+  ar & m.checksum & m.raw_size & m.stored_size & m.with_program & m.compile_time_s & m.pass_times & m.mode &
+      m.dynamic & m.canonical_hash & m.producer & m.date & m.version;
+}
+template <class A>
+void serialize(A& ar, npucache::cache::EntryMeta& m, unsigned) {
+  ar & m.name & m.date & m.version & m.fx & m.lookup_key & m.model_info & m.components & m.rank;
+}
+template <class A>
 void serialize(A& ar, npucache::cache::EntryRecord& e, unsigned) {
-  ar & e.path & e.attrs & e.parameters & e.graph_key;
+  ar & e.path & e.meta & e.parameters & e.graph_key & e.object;
 }
 template <class A>
 void serialize(A& ar, npucache::cache::ObjectRecord& o, unsigned) {
-  ar & o.graph_key & o.raw & o.graph_text & o.attrs;
+  ar & o.graph_key & o.raw & o.graph_text & o.meta;
 }
 template <class A>
 void serialize(A& ar, npucache::cache::Bundle& b, unsigned) {
@@ -34,7 +47,7 @@ void serialize(A& ar, npucache::cache::Bundle& b, unsigned) {
 namespace npucache::cache {
 namespace {
 constexpr char kMagic[8] = {'N', 'P', 'U', 'C', 'B', 'N', 'D', 'L'};
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;  // 2: typed records
 constexpr std::size_t kHeader = 28;
 
 template <class T>

@@ -2,7 +2,7 @@
 // zstd-compressed archive of entries and their objects.
 //
 //   bytes 0-7   magic "NPUCBNDL"
-//   bytes 8-11  format version (little-endian u32, currently 1)
+//   bytes 8-11  format version (little-endian u32, currently 2)
 //   bytes 12-19 payload length (u64)
 //   bytes 20-27 xxh3-64 of the payload (u64)
 //   payload     zstd frame of a Boost binary archive of the records

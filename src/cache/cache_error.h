@@ -1,8 +1,10 @@
-// The cache layer throws npucache::CacheError (include/npucache/error.h).
+// The cache layer throws npucache::CacheError, and CacheRefused for files it
+// will not use (include/npucache/error.h).
 #pragma once
 
 #include <npucache/error.h>
 
 namespace npucache::cache {
 using npucache::CacheError;
+using npucache::CacheRefused;
 }  // namespace npucache::cache

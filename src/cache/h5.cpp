@@ -4,6 +4,8 @@
 #include "cache/zstd_filter.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 
@@ -67,6 +69,12 @@ Handle open_file(const std::string& path, bool writable) {
 Handle open_group(hid_t loc, const std::string& path) {
   return {check(H5Gopen2(loc, path.c_str(), H5P_DEFAULT), "opening group " + path), H5Gclose};
 }
+
+Handle open_dataset(hid_t loc, const std::string& path) {
+  return {check(H5Dopen2(loc, path.c_str(), H5P_DEFAULT), "opening dataset " + path), H5Dclose};
+}
+
+void flush(hid_t obj) { check(H5Fflush(obj, H5F_SCOPE_GLOBAL), "flushing"); }
 
 Handle create_group(hid_t loc, const std::string& path) {
   Handle lcpl(check(H5Pcreate(H5P_LINK_CREATE), "H5Pcreate"), H5Pclose);
@@ -192,8 +200,13 @@ void write_bytes(hid_t loc, const std::string& name, std::string_view bytes) {
 }
 
 std::string read_bytes(hid_t loc, const std::string& name) {
-  Handle ds(check(H5Dopen2(loc, name.c_str(), H5P_DEFAULT), "opening dataset " + name), H5Dclose);
-  const std::size_t len = std::stoull(read_attr(ds.id(), "length"));
+  Handle ds = open_dataset(loc, name);
+  const std::string len_text = read_attr(ds.id(), "length");
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long len = std::strtoull(len_text.c_str(), &end, 10);
+  if (len_text.empty() || *end != '\0' || errno != 0 || len_text[0] == '-')
+    throw CacheError("dataset " + name + " has a damaged length attribute '" + len_text + "'");
   Handle space(check(H5Dget_space(ds.id()), "H5Dget_space"), H5Sclose);
   hsize_t n = 0;
   H5Sget_simple_extent_dims(space.id(), &n, nullptr);
@@ -205,7 +218,7 @@ std::string read_bytes(hid_t loc, const std::string& name) {
 }
 
 std::size_t storage_size(hid_t loc, const std::string& name) {
-  Handle ds(check(H5Dopen2(loc, name.c_str(), H5P_DEFAULT), "opening dataset " + name), H5Dclose);
+  Handle ds = open_dataset(loc, name);
   return static_cast<std::size_t>(H5Dget_storage_size(ds.id()));
 }
 
@@ -224,7 +237,7 @@ void write_strings(hid_t loc, const std::string& name, const std::vector<std::st
 }
 
 std::vector<std::string> read_strings(hid_t loc, const std::string& name) {
-  Handle ds(check(H5Dopen2(loc, name.c_str(), H5P_DEFAULT), "opening dataset " + name), H5Dclose);
+  Handle ds = open_dataset(loc, name);
   Handle type(check(H5Dget_type(ds.id()), "H5Dget_type"), H5Tclose);
   const std::size_t width = H5Tget_size(type.id());
   Handle space(check(H5Dget_space(ds.id()), "H5Dget_space"), H5Sclose);

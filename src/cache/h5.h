@@ -47,6 +47,9 @@ hid_t check(hid_t rc, const std::string& what);
 Handle create_file(const std::string& path);                  // truncates
 Handle open_file(const std::string& path, bool writable);
 Handle open_group(hid_t loc, const std::string& path);
+Handle open_dataset(hid_t loc, const std::string& path);
+// Flushes every buffer of the file holding `obj` to the operating system.
+void flush(hid_t obj);
 // Creates the group and missing intermediate groups.
 Handle create_group(hid_t loc, const std::string& path);
 bool exists(hid_t loc, const std::string& path);              // every component exists

@@ -1,7 +1,8 @@
 #include "cache/keys.h"
 
-#include <npucache/device.h>
-#include <npucache/hash.h>
+#include <npucache/ir/hash.h>
+
+#include "cache/layout.h"
 
 #include <xxhash.h>
 
@@ -12,24 +13,11 @@
 namespace npucache::cache {
 namespace {
 
-std::string hex64(const std::string& s) {
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(XXH3_64bits(s.data(), s.size())));
-  return buf;
-}
-
 std::string hash_components(const Components& c, bool identity_only) {
   std::string s;
   for (const auto& [k, v] : c)
     if (!identity_only || !is_validity_component(k)) s += k + "=" + v + "\n";
-  return hex64(s);
-}
-
-std::string decomposition_names(const DecompositionTable* t) {
-  if (t == nullptr || t->empty()) return "default";
-  std::string s;
-  for (const auto& [op, d] : *t) s += (s.empty() ? "" : ",") + std::string(op_name(op)) + ":" + d.name;
-  return s;
+  return checksum(s);
 }
 
 struct Search {
@@ -76,20 +64,38 @@ int scan_object(dl_phdr_info* info, size_t, void* data) {
 
 }  // namespace
 
-bool is_validity_component(const std::string& name) {
-  return name == "runtime_version" || name == "format_version" || name == "code_fingerprint";
+std::string decomposition_names(const DecompositionTable& t) {
+  if (t.empty()) return "default";
+  std::string s;
+  for (const auto& [op, d] : t) s += (s.empty() ? "" : ",") + std::string(op_name(op)) + ":" + d.name;
+  return s;
 }
 
-std::string runtime_version(int device) {
-  const DeviceProperties& p = Platform::get().device(device).properties();
-  return p.name + " runtime " + p.runtime_version;
+const std::vector<std::string>& component_names() {
+  using namespace component;
+  static const std::vector<std::string> names = {kModelClass, kParameterSignature, kMethod, kConfig,
+                                                 kMode, kDynamic, kGeCache, kDecompositions,
+                                                 kRuntimeVersion, kFormatVersion, kCodeFingerprint};
+  return names;
+}
+
+bool is_validity_component(const std::string& name) {
+  return name == component::kRuntimeVersion || name == component::kFormatVersion ||
+         name == component::kCodeFingerprint;
+}
+
+Components key_components(const Components& c) {
+  Components out;
+  for (const auto& n : component_names())
+    if (auto it = c.find(n); it != c.end()) out.emplace(n, it->second);
+  return out;
 }
 
 std::string parameter_signature(const nn::Module& m) {
   std::string s;
   for (const auto& [n, t] : m.named_parameters()) s += "p:" + n + ":" + type_str(t.type()) + ";";
   for (const auto& [n, t] : m.named_buffers()) s += "b:" + n + ":" + type_str(t.type()) + ";";
-  return hex64(s);
+  return checksum(s);
 }
 
 std::string code_fingerprint(const void* address) {
@@ -104,38 +110,34 @@ LookupKey lookup_key(const KeyInputs& in) {
   // The object's vtable lives in the binary or library that defines the
   // model class: its build-id identifies the model's code.
   const void* vtable = *reinterpret_cast<const void* const*>(in.module);
-  c["model_class"] = in.module->type_name();
-  c["parameter_signature"] = parameter_signature(*in.module);
-  c["method"] = in.method;
-  c["config"] = in.config.hash().hex().substr(0, 16);
-  c["mode"] = std::string(compile_mode_name(in.config.mode));
-  c["dynamic"] = in.dynamic ? "true" : "false";
-  c["ge_cache"] = in.ge_cache ? "true" : "false";
-  c["decompositions"] = decomposition_names(in.decompositions);
-  c["runtime_version"] = runtime_version(in.device);
-  c["format_version"] = kCacheFormatVersion;
-  c["code_fingerprint"] = in.code_version.empty() ? code_fingerprint(vtable) : "code_version:" + in.code_version;
+  using namespace component;
+  c[kModelClass] = in.module->type_name();
+  c[kParameterSignature] = parameter_signature(*in.module);
+  c[kMethod] = in.method;
+  c[kConfig] = in.config.hash().hex().substr(0, 16);
+  c[kMode] = std::string(compile_mode_name(in.config.mode));
+  c[kDynamic] = in.dynamic ? "true" : "false";
+  c[kGeCache] = in.ge_cache ? "true" : "false";
+  c[kDecompositions] = in.decompositions;
+  c[kRuntimeVersion] = in.runtime_version;
+  c[kFormatVersion] = layout::kFormatVersion;
+  c[kCodeFingerprint] = in.code_version.empty() ? code_fingerprint(vtable) : "code_version:" + in.code_version;
   k.hash = hash_components(c, false);
-  k.model_info = c["model_class"] + (in.dynamic ? "_dynamic" : "_static") +
+  k.model_info = c[kModelClass] + (in.dynamic ? "_dynamic" : "_static") +
                  (in.config.mode == CompileMode::reduce_overhead ? "_aclgraphcache" : "") +
                  (in.ge_cache && in.config.mode == CompileMode::max_autotune ? "_gecache" : "") + "_" +
                  hash_components(c, true);
   return k;
 }
 
-std::string graph_key(const Graph& traced, const KeyInputs& in) {
-  std::string s = canonical_hash(traced).hex() + "|" + in.config.hash().hex() + "|" + runtime_version(in.device) +
-                  "|" + decomposition_names(in.decompositions) + "|" +
+GraphId graph_id(const Graph& traced, const KeyInputs& in) {
+  const std::string canonical = canonical_hash(traced).hex();
+  std::string s = canonical + "|" + in.config.hash().hex() + "|" + in.runtime_version +
+                  "|" + in.decompositions + "|" +
                   (in.ge_cache && in.config.mode == CompileMode::max_autotune ? "program" : "graph") + "|" +
-                  (in.dynamic ? "dynamic" : "static") + "|" + kCacheFormatVersion;
+                  (in.dynamic ? "dynamic" : "static") + "|" + layout::kFormatVersion;
   XXH128_hash_t h = XXH3_128bits(s.data(), s.size());
-  return Hash128{h.high64, h.low64}.hex();
-}
-
-std::string entry_path(const std::string& model_info, const std::string& func, int world_size, int global_rank) {
-  if (world_size > 1)
-    return model_info + "/world" + std::to_string(world_size) + "global_rank" + std::to_string(global_rank) + "/" + func;
-  return model_info + "/" + func;
+  return {Hash128{h.high64, h.low64}.hex(), canonical};
 }
 
 std::vector<std::string> differing_components(const Components& stored, const Components& now) {

@@ -2,17 +2,15 @@
 //
 // The lookup key is computed without tracing: model class and parameter
 // signature (names, shapes, dtypes; never values), method name, compiler
-// config, mode, dynamic, ge_cache, decomposition names, runtime version
-// (device properties), cache format version and a code fingerprint (the
-// build-id of the binary or shared library holding the model's code, or the
-// user's code_version).
+// config, mode, dynamic, ge_cache, decomposition names, runtime version,
+// cache format version and a code fingerprint (the build-id of the binary
+// or shared library holding the model's code, or the user's code_version).
 //
-// The identity components (all but the last three) name model_info, as in
-// the seed: <ModelClass>_<dynamic|static>[_aclgraphcache][_gecache]_<hash>.
-// The validity components (runtime_version, format_version,
-// code_fingerprint) are checked against the stored entry: a mismatch means
-// the entry at that path is stale, is reported with the reason, recompiled
-// and replaced.
+// The identity components name model_info, as in the seed:
+// <ModelClass>_<dynamic|static>[_aclgraphcache][_gecache]_<hash>. The
+// validity components (runtime_version, format_version, code_fingerprint)
+// are checked against the stored entry: a mismatch means the entry at that
+// path is stale, is reported with the reason, recompiled and replaced.
 //
 // The graph key names the stored artifact: the canonical graph hash, the
 // compile config, the runtime version, the decompositions, ge_cache and the
@@ -21,21 +19,37 @@
 // Every component is stored with the entry, so a miss can be explained.
 #pragma once
 
-#include <npucache/compiler_config.h>
-#include <npucache/decompositions.h>
-#include <npucache/graph.h>
+#include <npucache/compiler/config.h>
+#include <npucache/compiler/decompositions.h>
+#include <npucache/ir/graph.h>
 #include <npucache/module.h>
 
-#include <map>
+#include "cache/records.h"
+
 #include <string>
 #include <vector>
 
 namespace npucache::cache {
 
-// Bump when the stored layout or serialization changes incompatibly.
-constexpr const char* kCacheFormatVersion = "1";
+// The component names, in the order they are listed.
+namespace component {
+inline constexpr const char* kModelClass = "model_class";
+inline constexpr const char* kParameterSignature = "parameter_signature";
+inline constexpr const char* kMethod = "method";
+inline constexpr const char* kConfig = "config";
+inline constexpr const char* kMode = "mode";
+inline constexpr const char* kDynamic = "dynamic";
+inline constexpr const char* kGeCache = "ge_cache";
+inline constexpr const char* kDecompositions = "decompositions";
+inline constexpr const char* kRuntimeVersion = "runtime_version";
+inline constexpr const char* kFormatVersion = "format_version";
+inline constexpr const char* kCodeFingerprint = "code_fingerprint";
+}  // namespace component
 
-using Components = std::map<std::string, std::string>;
+// Every component name (identity ones first, then validity ones).
+const std::vector<std::string>& component_names();
+// The components that make an entry at the right path stale.
+bool is_validity_component(const std::string& name);
 
 struct LookupKey {
   Components components;
@@ -43,33 +57,37 @@ struct LookupKey {
   std::string model_info;  // the seed's directory name (identity components)
 };
 
-// The components that make an entry at the right path stale.
-bool is_validity_component(const std::string& name);
-
 struct KeyInputs {
   const nn::Module* module = nullptr;
   std::string method;
   CompilerConfig config;
   bool dynamic = true;
   bool ge_cache = false;
-  const DecompositionTable* decompositions = nullptr;
-  std::string code_version;  // empty: the build-id of the model's code
-  int device = 0;
+  std::string decompositions = "default";  // decomposition_names()
+  std::string code_version;     // empty: the build-id of the model's code
+  std::string runtime_version;  // of the device the method runs on
 };
 
 LookupKey lookup_key(const KeyInputs& in);
-std::string graph_key(const Graph& traced, const KeyInputs& in);
-// "<model_info>/<func>" or "<model_info>/world<W>global_rank<R>/<func>".
-std::string entry_path(const std::string& model_info, const std::string& func, int world_size, int global_rank);
 
-// The simulated device's identity: "simnpu-v1 runtime 1.0.0".
-std::string runtime_version(int device);
+// A traced graph's key and the canonical hash it was computed from (the
+// hash is computed once per trace and stored with the object).
+struct GraphId {
+  std::string key;             // 32 hex digits
+  std::string canonical_hash;  // 32 hex digits
+};
+GraphId graph_id(const Graph& traced, const KeyInputs& in);
+
+// "default", or "op:name,..." for custom decompositions.
+std::string decomposition_names(const DecompositionTable& t);
 // "name:f32[64, 64];..." over parameters then buffers, hashed.
 std::string parameter_signature(const nn::Module& m);
-// "build-id:<hex>" of the ELF object containing `address`, or
-// "unknown" when it has none.
+// "build-id:<hex>" of the ELF object containing `address`, or "unknown"
+// when it has none.
 std::string code_fingerprint(const void* address);
 
+// Only the key components of `c` (other metadata dropped).
+Components key_components(const Components& c);
 // "runtime_version: stored 'a', now 'b'" per differing component.
 std::vector<std::string> differing_components(const Components& stored, const Components& now);
 

@@ -1,14 +1,9 @@
 #include "cache/readable.h"
 
-#include <npucache/cache.h>
-
 #include "cache/artifact.h"
-#include "cache/bundle.h"
 #include "cache/cache_error.h"
-#include "cache/registry.h"
+#include "cache/layout.h"
 #include "compiler/compiled_graph.h"
-
-#include <fstream>
 
 namespace npucache::cache {
 namespace fs = std::filesystem;
@@ -16,9 +11,9 @@ namespace fs = std::filesystem;
 std::string readable_entry(const EntryRecord& e, const ObjectRecord& o) {
   bool has_program = false;
   auto g = load_object(o, e.parameters, &has_program);
-  std::string s = "# " + model_cache_meta(e) + "\n# entry " + e.path + "\n# object " + e.graph_key + "\n";
+  std::string s = "# " + model_cache_meta(e.meta) + "\n# entry " + e.path + "\n# object " + e.graph_key + "\n";
   s += "\n## key components\n";
-  for (const auto& [k, v] : e.attrs) s += k + " = " + v + "\n";
+  for (const auto& [k, v] : e.meta.components) s += k + " = " + v + "\n";
   s += "\n## input signature\n";
   for (const auto& in : g->trace.signature.inputs) s += in.path + ": " + type_str(in.type) + "\n";
   for (const auto& gv : g->trace.signature.guards) s += "guard " + gv.path + " == " + gv.value + "\n";
@@ -48,41 +43,12 @@ std::pair<std::string, std::string> split_cache_path(const std::string& path) {
   fs::path p = fs::absolute(path);
   fs::path rest;
   for (fs::path at = p; !at.empty(); at = at.parent_path()) {
-    if (fs::exists(at / "cache.h5")) return {at.string(), rest.string()};
+    if (fs::exists(at / layout::kCacheFile)) return {at.string(), rest.string()};
     rest = rest.empty() ? at.filename() : at.filename() / rest;
     if (at == at.parent_path()) break;
   }
-  throw CacheError("no npucache cache (cache.h5) in " + path + " or its parent directories");
+  throw CacheError("no npucache cache (" + std::string(layout::kCacheFile) + ") in " + path + " or its parent directories");
 }
 
 }  // namespace npucache::cache
 
-namespace npucache {
-
-std::string readable_cache(const std::string& path, const std::string& file) {
-  auto [dir, entry_path] = cache::split_cache_path(path);
-  cache::Hdf5Store store(dir);
-  auto reader = store.reader();
-  auto e = reader ? reader->entry(entry_path) : std::nullopt;
-  if (!e) throw CacheError("no cache entry '" + entry_path + "' in " + dir + "; `npucache ls " + dir + "` lists them");
-  std::string text = cache::readable_entry(*e, reader->object(e->graph_key));
-  if (!file.empty()) {
-    std::ofstream out(file);
-    if (!out) throw CacheError("cannot write " + file);
-    out << text;
-  }
-  return text;
-}
-
-std::string save_cache_artifacts() { return cache::write_bundle(cache::remembered()); }
-
-void load_cache_artifacts(std::string_view bytes, const std::string& cache_dir) {
-  cache::Bundle b = cache::read_bundle(bytes);
-  cache::Hdf5Store store(cache_dir.empty() ? default_cache_dir() : std::filesystem::absolute(cache_dir).string());
-  cache::Hdf5Store::Transaction t;
-  t.objects = b.objects;
-  t.entries = b.entries;
-  store.commit(t);
-}
-
-}  // namespace npucache

@@ -1,6 +1,8 @@
 #include "cache/stats.h"
 
+#include "cache/atomic_file.h"
 #include "cache/file_lock.h"
+#include "cache/layout.h"
 #include "log/log.h"
 
 #include <nlohmann/json.hpp>
@@ -8,8 +10,6 @@
 #include <chrono>
 #include <mutex>
 #include <fstream>
-#include <sys/stat.h>
-#include <unistd.h>
 
 namespace npucache::cache {
 namespace fs = std::filesystem;
@@ -27,23 +27,41 @@ CacheStats parse(const fs::path& file) {
   if (!in) return s;
   nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
   if (j.is_discarded() || !j.is_object()) return s;
-  s.hits = j.value("hits", uint64_t{0});
-  s.misses = j.value("misses", uint64_t{0});
-  s.saves = j.value("saves", uint64_t{0});
-  if (j.contains("last_used") && j["last_used"].is_object())
-    for (auto& [k, v] : j["last_used"].items()) s.last_used[k] = v.get<double>();
-  if (j.contains("recent_misses") && j["recent_misses"].is_array())
-    for (auto& m : j["recent_misses"])
-      s.recent_misses.push_back({m.value("time", 0.0), m.value("entry", std::string()), m.value("reason", std::string()),
-                                 m.value("differences", std::vector<std::string>{})});
+  // Damaged or foreign values are skipped, never trusted or thrown.
+  auto count = [&](const char* k) {
+    auto it = j.find(k);
+    return it != j.end() && it->is_number_unsigned() ? it->get<uint64_t>() : uint64_t{0};
+  };
+  auto text = [](const nlohmann::json& o, const char* k) {
+    auto it = o.find(k);
+    return it != o.end() && it->is_string() ? it->get<std::string>() : std::string();
+  };
+  s.hits = count("hits");
+  s.misses = count("misses");
+  s.saves = count("saves");
+  if (auto lu = j.find("last_used"); lu != j.end() && lu->is_object())
+    for (auto& [k, v] : lu->items())
+      if (v.is_number()) s.last_used[k] = v.get<double>();
+  if (auto rm = j.find("recent_misses"); rm != j.end() && rm->is_array())
+    for (auto& m : *rm) {
+      if (!m.is_object()) continue;
+      MissRecord r;
+      if (auto t = m.find("time"); t != m.end() && t->is_number()) r.time = t->get<double>();
+      r.entry = text(m, "entry");
+      r.reason = text(m, "reason");
+      if (auto d = m.find("differences"); d != m.end() && d->is_array())
+        for (auto& x : *d)
+          if (x.is_string()) r.differences.push_back(x.get<std::string>());
+      s.recent_misses.push_back(std::move(r));
+    }
   return s;
 }
 
 template <class F>
 void update(const fs::path& dir, F&& change) {
   try {
-    FileLock lock((dir / ".lock").string());
-    CacheStats s = parse(dir / "stats.json");
+    FileLock lock((dir / layout::kLockFile).string());
+    CacheStats s = parse(dir / layout::kStatsFile);
     change(s);
     nlohmann::json j;
     j["hits"] = s.hits;
@@ -53,13 +71,7 @@ void update(const fs::path& dir, F&& change) {
     j["recent_misses"] = nlohmann::json::array();
     for (const auto& m : s.recent_misses)
       j["recent_misses"].push_back({{"time", m.time}, {"entry", m.entry}, {"reason", m.reason}, {"differences", m.differences}});
-    const fs::path tmp = dir / (".stats.json.tmp." + std::to_string(::getpid()));
-    {
-      std::ofstream out(tmp);
-      out << j.dump(1) << "\n";
-    }
-    ::chmod(tmp.c_str(), 0600);
-    fs::rename(tmp, dir / "stats.json");
+    write_file_atomically(dir / layout::kStatsFile, j.dump(1) + "\n");
   } catch (const std::exception& e) {
     log::debug("cache statistics in {} not updated: {}", dir.string(), e.what());
   }
@@ -105,7 +117,7 @@ Pending& pending() {
 
 }  // namespace
 
-CacheStats read_stats(const fs::path& dir) { return parse(dir / "stats.json"); }
+CacheStats read_stats(const fs::path& dir) { return parse(dir / layout::kStatsFile); }
 
 void flush_stats() { pending().flush(); }
 
@@ -130,6 +142,11 @@ void record_save(const fs::path& dir, const std::vector<std::string>& entries) {
     s.saves += entries.size();
     for (const auto& e : entries) s.last_used[e] = now();
   });
+}
+
+void clear_stats(const fs::path& dir) {
+  std::error_code ec;
+  fs::remove(dir / layout::kStatsFile, ec);
 }
 
 void forget_entries(const fs::path& dir, const std::vector<std::string>& entries) {

@@ -33,6 +33,8 @@ void record_miss(const std::filesystem::path& dir, const MissRecord& miss);
 void record_save(const std::filesystem::path& dir, const std::vector<std::string>& entries);
 // Merges the accumulated counters into every touched stats file.
 void flush_stats();
+// Removes the statistics file.
+void clear_stats(const std::filesystem::path& dir);
 // Drops last-used records of entries that no longer exist.
 void forget_entries(const std::filesystem::path& dir, const std::vector<std::string>& entries);
 

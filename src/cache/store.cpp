@@ -1,18 +1,16 @@
 #include "cache/store.h"
 
+#include "cache/atomic_file.h"
 #include "cache/cache_error.h"
 #include "cache/file_lock.h"
 #include "cache/h5.h"
+#include "cache/keys.h"
+#include "cache/layout.h"
 #include "log/log.h"
 
-#include <xxhash.h>
-
-#include <atomic>
-#include <csignal>
 #include <cerrno>
-#include <cstdio>
-#include <cstring>
-#include <fcntl.h>
+#include <csignal>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <set>
@@ -23,22 +21,130 @@ namespace npucache::cache {
 namespace fs = std::filesystem;
 namespace {
 
-const char* kObjects = "/objects";
-const char* kModule = "compiled_module";
-const char* kFormatVersion = "1";
+// --- Attribute conversion (format 1: every value a string) -----------------
 
-void fsync_path(const fs::path& p, bool directory) {
-  int fd = ::open(p.c_str(), (directory ? O_RDONLY | O_DIRECTORY : O_RDWR) | O_CLOEXEC);
-  if (fd < 0) throw CacheError("cannot open " + p.string() + " to sync it: " + std::strerror(errno));
-  int rc = ::fsync(fd);
-  int e = errno;
-  ::close(fd);
-  if (rc != 0) throw CacheError("fsync of " + p.string() + " failed: " + std::strerror(e));
+using Attrs = std::map<std::string, std::string>;
+
+std::string get(const Attrs& a, const char* k) {
+  auto it = a.find(k);
+  return it == a.end() ? std::string() : it->second;
 }
 
-std::string tmp_name() {
-  static std::atomic<int> n{0};
-  return ".cache.h5.tmp." + std::to_string(::getpid()) + "." + std::to_string(n++);
+// Strict number parsing: a damaged attribute is a CacheError, never an
+// uncaught exception or a silently wrong value.
+long long parse_int(const Attrs& a, const char* k, const std::string& where) {
+  const std::string s = get(a, k);
+  if (s.empty()) return 0;
+  char* end = nullptr;
+  errno = 0;
+  const long long v = std::strtoll(s.c_str(), &end, 10);
+  if (*end != '\0' || errno != 0) throw CacheError(where + ": attribute " + k + " is damaged ('" + s + "')");
+  return v;
+}
+
+double parse_double(const Attrs& a, const char* k, const std::string& where) {
+  const std::string s = get(a, k);
+  if (s.empty()) return 0;
+  char* end = nullptr;
+  errno = 0;
+  const double v = std::strtod(s.c_str(), &end);
+  if (*end != '\0' || errno != 0) throw CacheError(where + ": attribute " + k + " is damaged ('" + s + "')");
+  return v;
+}
+
+void put_object_facts(Attrs& a, const ObjectMeta& m) {
+  a["checksum"] = m.checksum;
+  a["raw_size"] = std::to_string(m.raw_size);
+  a["stored_size"] = std::to_string(m.stored_size);
+  a["with_program"] = m.with_program ? "true" : "false";
+  a["compile_time_s"] = std::to_string(m.compile_time_s);
+  a["pass_times"] = m.pass_times;
+  a["producer_host"] = m.producer.host;
+  a["producer_pid"] = std::to_string(m.producer.pid);
+  a["producer_rank"] = std::to_string(m.producer.global_rank);
+}
+
+void get_object_facts(const Attrs& a, ObjectMeta& m, const std::string& where) {
+  m.checksum = get(a, "checksum");
+  m.raw_size = static_cast<uint64_t>(parse_int(a, "raw_size", where));
+  m.stored_size = static_cast<uint64_t>(parse_int(a, "stored_size", where));
+  m.with_program = get(a, "with_program") == "true";
+  m.compile_time_s = parse_double(a, "compile_time_s", where);
+  m.pass_times = get(a, "pass_times");
+  m.producer.host = get(a, "producer_host");
+  m.producer.pid = static_cast<long>(parse_int(a, "producer_pid", where));
+  m.producer.global_rank = static_cast<int>(parse_int(a, "producer_rank", where));
+}
+
+Attrs object_attrs(const ObjectRecord& o) {
+  Attrs a;
+  put_object_facts(a, o.meta);
+  a["graph_key"] = o.graph_key;
+  a["mode"] = o.meta.mode;
+  a["dynamic"] = o.meta.dynamic ? "true" : "false";
+  a["canonical_hash"] = o.meta.canonical_hash;
+  a["date"] = o.meta.date;
+  a["version"] = o.meta.version;
+  return a;
+}
+
+ObjectMeta object_meta(const Attrs& a, const std::string& where) {
+  ObjectMeta m;
+  get_object_facts(a, m, where);
+  m.mode = get(a, "mode");
+  m.dynamic = get(a, "dynamic") != "false";
+  m.canonical_hash = get(a, "canonical_hash");
+  m.date = get(a, "date");
+  m.version = get(a, "version");
+  return m;
+}
+
+Attrs entry_attrs(const EntryRecord& e) {
+  Attrs a = e.meta.components;
+  put_object_facts(a, e.object);
+  a["name"] = e.meta.name;
+  a["date"] = e.meta.date;
+  a["version"] = e.meta.version;
+  a["fx"] = e.meta.fx;
+  a["lookup_key"] = e.meta.lookup_key;
+  a["model_info"] = e.meta.model_info;
+  a["world_size"] = std::to_string(e.meta.rank.world_size);
+  a["global_rank"] = std::to_string(e.meta.rank.global_rank);
+  a["tp_rank"] = std::to_string(e.meta.rank.tp_rank);
+  a["pp_rank"] = std::to_string(e.meta.rank.pp_rank);
+  a["graph_key"] = e.graph_key;
+  return a;
+}
+
+EntryRecord entry_record(const std::string& path, const Attrs& a) {
+  EntryRecord e;
+  e.path = path;
+  e.graph_key = get(a, "graph_key");
+  e.meta.name = get(a, "name");
+  e.meta.date = get(a, "date");
+  e.meta.version = get(a, "version");
+  e.meta.fx = get(a, "fx");
+  e.meta.lookup_key = get(a, "lookup_key");
+  e.meta.model_info = get(a, "model_info");
+  e.meta.components = key_components(a);
+  e.meta.rank.world_size = static_cast<int>(parse_int(a, "world_size", path));
+  e.meta.rank.global_rank = static_cast<int>(parse_int(a, "global_rank", path));
+  e.meta.rank.tp_rank = static_cast<int>(parse_int(a, "tp_rank", path));
+  e.meta.rank.pp_rank = static_cast<int>(parse_int(a, "pp_rank", path));
+  get_object_facts(a, e.object, path);
+  return e;
+}
+
+Attrs read_attrs(hid_t obj) {
+  Attrs a;
+  for (const auto& name : h5::attr_names(obj)) a[name] = h5::read_attr(obj, name);
+  return a;
+}
+
+// --- File layout ------------------------------------------------------------
+
+std::string module_path(const std::string& graph_key) {
+  return layout::h5_object(graph_key) + "/" + layout::kModuleDataset;
 }
 
 // Is the process with this pid gone (its temporary files are garbage)?
@@ -47,43 +153,38 @@ bool dead(long pid) { return pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 
 void remove_stale_temps(const fs::path& dir) {
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir, ec)) {
-    const std::string name = e.path().filename().string();
-    if (name.rfind(".cache.h5.tmp.", 0) != 0) continue;
-    long pid = std::strtol(name.c_str() + std::strlen(".cache.h5.tmp."), nullptr, 10);
+    const long pid = layout::temp_owner(e.path().filename().string(), layout::kCacheFile);
     if (pid == ::getpid() || dead(pid)) fs::remove(e.path(), ec);
   }
 }
 
 void write_object(hid_t file, const ObjectRecord& o) {
-  const std::string g = std::string(kObjects) + "/" + o.graph_key;
-  h5::Handle grp = h5::create_group(file, g);
-  h5::write_bytes(grp.id(), kModule, o.raw);
-  h5::write_strings(grp.id(), "graph", o.graph_text);
-  h5::Handle ds(h5::check(H5Dopen2(grp.id(), kModule, H5P_DEFAULT), "opening " + g), H5Dclose);
-  auto attrs = o.attrs;
-  attrs["graph_key"] = o.graph_key;
-  attrs["checksum"] = checksum(o.raw);
-  attrs["raw_size"] = std::to_string(o.raw.size());
-  attrs["stored_size"] = std::to_string(h5::storage_size(grp.id(), kModule));
-  for (const auto& [k, v] : attrs) h5::write_attr(ds.id(), k, v);
+  h5::Handle grp = h5::create_group(file, layout::h5_object(o.graph_key));
+  h5::write_bytes(grp.id(), layout::kModuleDataset, o.raw);
+  h5::write_strings(grp.id(), layout::kGraphDataset, o.graph_text);
+  h5::Handle ds = h5::open_dataset(grp.id(), layout::kModuleDataset);
+  ObjectRecord stored = o;
+  stored.meta.checksum = checksum(o.raw);
+  stored.meta.raw_size = o.raw.size();
+  stored.meta.stored_size = h5::storage_size(grp.id(), layout::kModuleDataset);
+  for (const auto& [k, v] : object_attrs(stored)) h5::write_attr(ds.id(), k, v);
 }
 
 void write_entry(hid_t file, const EntryRecord& e) {
-  const std::string p = h5_path(e.path);
+  const std::string p = layout::h5_entry(e.path);
   if (h5::exists(file, p)) h5::remove(file, p);
   h5::Handle grp = h5::create_group(file, p);
-  for (const auto& [k, v] : e.attrs) h5::write_attr(grp.id(), k, v);
-  h5::write_attr(grp.id(), "graph_key", e.graph_key);
-  h5::write_strings(grp.id(), "parameters", e.parameters);
-  h5::hard_link(file, std::string(kObjects) + "/" + e.graph_key + "/" + kModule, p + "/" + kModule);
+  for (const auto& [k, v] : entry_attrs(e)) h5::write_attr(grp.id(), k, v);
+  h5::write_strings(grp.id(), layout::kParametersDataset, e.parameters);
+  h5::hard_link(file, module_path(e.graph_key), p + "/" + layout::kModuleDataset);
 }
 
 // Entry groups: groups holding a compiled_module link, outside /objects.
 void find_entries(hid_t file, const std::string& at, std::vector<std::string>& out) {
   for (const auto& c : h5::children(file, at.empty() ? "/" : at)) {
     const std::string p = at + "/" + c;
-    if (p == kObjects || !h5::is_group(file, p)) continue;
-    if (h5::exists(file, p + "/" + kModule))
+    if (p == layout::kObjectsGroup || !h5::is_group(file, p)) continue;
+    if (h5::exists(file, p + "/" + layout::kModuleDataset))
       out.push_back(p.substr(1));
     else
       find_entries(file, p, out);
@@ -92,16 +193,6 @@ void find_entries(hid_t file, const std::string& at, std::vector<std::string>& o
 
 }  // namespace
 
-std::string checksum(const std::string& bytes) {
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(XXH3_64bits(bytes.data(), bytes.size())));
-  return buf;
-}
-
-std::string h5_path(const std::string& entry_path) {
-  return entry_path.empty() || entry_path[0] != '/' ? "/" + entry_path : entry_path;
-}
-
 Hdf5Store::Hdf5Store(fs::path dir) : dir_(std::move(dir)) {
   std::error_code ec;
   if (!fs::exists(dir_, ec)) {
@@ -109,9 +200,10 @@ Hdf5Store::Hdf5Store(fs::path dir) : dir_(std::move(dir)) {
     if (ec) throw CacheError("cannot create cache directory " + dir_.string() + ": " + ec.message());
     fs::permissions(dir_, fs::perms::owner_all, fs::perm_options::replace, ec);
   }
-  if (!fs::is_directory(dir_, ec))
-    throw CacheError("cache directory " + dir_.string() + " is not a directory");
+  if (!fs::is_directory(dir_, ec)) throw CacheError("cache directory " + dir_.string() + " is not a directory");
 }
+
+fs::path Hdf5Store::file() const { return dir_ / layout::kCacheFile; }
 
 bool Hdf5Store::exists() const {
   struct stat st;
@@ -122,14 +214,14 @@ void Hdf5Store::check_file_safety() const {
   struct stat st;
   if (::lstat(file().c_str(), &st) != 0) return;
   if (S_ISLNK(st.st_mode))
-    throw CacheError("refusing to use " + file().string() +
-                     ": it is a symbolic link, and a link could make npucache load a file someone else "
-                     "controls; replace it with the real file or use another cache_dir");
+    throw CacheRefused("refusing to use " + file().string() +
+                       ": it is a symbolic link, and a link could make npucache load a file someone else "
+                       "controls; replace it with the real file or use another cache_dir");
   if (st.st_uid != ::geteuid())
-    throw CacheError("refusing to use " + file().string() + ": it is owned by uid " + std::to_string(st.st_uid) +
-                     ", not by the current user (uid " + std::to_string(::geteuid()) +
-                     "); a cache written by another user could make this process run code it did not "
-                     "compile. Use your own cache_dir");
+    throw CacheRefused("refusing to use " + file().string() + ": it is owned by uid " + std::to_string(st.st_uid) +
+                       ", not by the current user (uid " + std::to_string(::geteuid()) +
+                       "); a cache written by another user could make this process run code it did not "
+                       "compile. Use your own cache_dir");
 }
 
 struct Hdf5Store::Reader::Impl {
@@ -150,15 +242,11 @@ std::optional<Hdf5Store::Reader> Hdf5Store::reader() const {
 
 std::optional<EntryRecord> Hdf5Store::Reader::entry(const std::string& path) const {
   const hid_t f = impl_->file.id();
-  const std::string p = h5_path(path);
-  if (!h5::exists(f, p + "/" + kModule)) return std::nullopt;
+  const std::string p = layout::h5_entry(path);
+  if (!h5::exists(f, p + "/" + layout::kModuleDataset)) return std::nullopt;
   h5::Handle grp = h5::open_group(f, p);
-  EntryRecord e;
-  e.path = p.substr(1);
-  for (const auto& name : h5::attr_names(grp.id())) e.attrs[name] = h5::read_attr(grp.id(), name);
-  e.graph_key = e.attrs["graph_key"];
-  e.attrs.erase("graph_key");
-  e.parameters = h5::read_strings(grp.id(), "parameters");
+  EntryRecord e = entry_record(p.substr(1), read_attrs(grp.id()));
+  e.parameters = h5::read_strings(grp.id(), layout::kParametersDataset);
   if (e.parameters.size() == 1 && e.parameters[0].empty()) e.parameters.clear();
   return e;
 }
@@ -173,32 +261,32 @@ std::vector<EntryRecord> Hdf5Store::Reader::entries() const {
 }
 
 bool Hdf5Store::Reader::has_object(const std::string& key) const {
-  return h5::exists(impl_->file.id(), std::string(kObjects) + "/" + key + "/" + kModule);
+  return h5::exists(impl_->file.id(), module_path(key));
 }
 
 std::vector<std::string> Hdf5Store::Reader::objects() const {
-  if (!h5::exists(impl_->file.id(), kObjects)) return {};
-  return h5::children(impl_->file.id(), kObjects);
+  if (!h5::exists(impl_->file.id(), layout::kObjectsGroup)) return {};
+  return h5::children(impl_->file.id(), layout::kObjectsGroup);
 }
 
 std::size_t Hdf5Store::Reader::stored_bytes(const std::string& key) const {
-  h5::Handle grp = h5::open_group(impl_->file.id(), std::string(kObjects) + "/" + key);
-  return h5::storage_size(grp.id(), kModule);
+  h5::Handle grp = h5::open_group(impl_->file.id(), layout::h5_object(key));
+  return h5::storage_size(grp.id(), layout::kModuleDataset);
 }
 
 ObjectRecord Hdf5Store::Reader::object(const std::string& key, bool with_text) const {
-  const std::string g = std::string(kObjects) + "/" + key;
-  if (!h5::exists(impl_->file.id(), g + "/" + kModule)) throw CacheError("object " + key + " is missing from the store");
+  const std::string g = layout::h5_object(key);
+  if (!h5::exists(impl_->file.id(), module_path(key))) throw CacheError("object " + key + " is missing from the store");
   h5::Handle grp = h5::open_group(impl_->file.id(), g);
   ObjectRecord o;
   o.graph_key = key;
-  o.raw = h5::read_bytes(grp.id(), kModule);
-  h5::Handle ds(h5::check(H5Dopen2(grp.id(), kModule, H5P_DEFAULT), "opening " + g), H5Dclose);
-  for (const auto& name : h5::attr_names(ds.id())) o.attrs[name] = h5::read_attr(ds.id(), name);
-  if (checksum(o.raw) != o.attrs["checksum"])
-    throw CacheError("object " + key + " fails its checksum (stored " + o.attrs["checksum"] + ", read " +
+  o.raw = h5::read_bytes(grp.id(), layout::kModuleDataset);
+  h5::Handle ds = h5::open_dataset(grp.id(), layout::kModuleDataset);
+  o.meta = object_meta(read_attrs(ds.id()), "object " + key);
+  if (checksum(o.raw) != o.meta.checksum)
+    throw CacheError("object " + key + " fails its checksum (stored " + o.meta.checksum + ", read " +
                      checksum(o.raw) + "): the file is corrupt");
-  if (with_text) o.graph_text = h5::read_strings(grp.id(), "graph");
+  if (with_text) o.graph_text = h5::read_strings(grp.id(), layout::kGraphDataset);
   return o;
 }
 
@@ -227,63 +315,55 @@ std::shared_ptr<const Hdf5Store::Reader> Hdf5Store::shared_reader() const {
 }
 
 void Hdf5Store::commit(const Transaction& t) {
-  FileLock lock((dir_ / ".lock").string());
+  FileLock lock((dir_ / layout::kLockFile).string());
   check_file_safety();
   remove_stale_temps(dir_);
-  const fs::path tmp = dir_ / tmp_name();
-  try {
-    bool readable = exists();
-    if (readable) {
-      try {
-        h5::open_file(file().string(), false);
-      } catch (const CacheError& e) {
-        log::warn("cache file {} is unreadable ({}); starting a new one", file().string(), e.what());
-        readable = false;
-      }
+  AtomicFile out(file());
+  const std::string tmp = out.temp_path().string();
+  bool readable = exists();
+  if (readable) {
+    try {
+      h5::open_file(file().string(), false);
+    } catch (const CacheError& e) {
+      log::warn("cache file {} is unreadable ({}); starting a new one", file().string(), e.what());
+      readable = false;
     }
-    if (readable && !t.drop_unreferenced_objects) {
-      fs::copy_file(file(), tmp, fs::copy_options::overwrite_existing);
-    } else {
-      h5::Handle f = h5::create_file(tmp.string());
-      h5::write_attr(f.id(), "format_version", kFormatVersion);
-      h5::write_attr(f.id(), "producer", "npucache");
-      f.close();
-    }
-    ::chmod(tmp.c_str(), 0600);
-    h5::Handle f = h5::open_file(tmp.string(), true);
-    if (readable && t.drop_unreferenced_objects) {
-      // Copy the referenced objects and surviving entries into a fresh file.
-      auto r = reader();
-      std::set<std::string> removed(t.remove_entries.begin(), t.remove_entries.end());
-      for (auto& e : r->entries())
-        if (!removed.count(e.path)) {
-          if (!h5::exists(f.id(), std::string(kObjects) + "/" + e.graph_key)) write_object(f.id(), r->object(e.graph_key));
-          write_entry(f.id(), e);
-        }
-    }
-    for (const auto& o : t.objects)
-      if (!h5::exists(f.id(), std::string(kObjects) + "/" + o.graph_key)) write_object(f.id(), o);
-    for (const auto& p : t.remove_entries)
-      if (h5::exists(f.id(), h5_path(p))) h5::remove(f.id(), h5_path(p));
-    for (const auto& e : t.entries) {
-      if (!h5::exists(f.id(), std::string(kObjects) + "/" + e.graph_key + "/" + kModule))
-        throw CacheError("entry " + e.path + " refers to object " + e.graph_key + ", which the store does not hold");
-      write_entry(f.id(), e);
-    }
-    h5::check(H5Fflush(f.id(), H5F_SCOPE_GLOBAL), "flushing " + tmp.string());
-    f.close();
-    fsync_path(tmp, false);
-    fs::rename(tmp, file());
-    fsync_path(dir_, true);
-  } catch (...) {
-    std::error_code ec;
-    fs::remove(tmp, ec);
-    throw;
   }
+  if (readable && !t.drop_unreferenced_objects) {
+    fs::copy_file(file(), tmp, fs::copy_options::overwrite_existing);
+  } else {
+    h5::Handle f = h5::create_file(tmp);
+    h5::write_attr(f.id(), "format_version", layout::kFormatVersion);
+    h5::write_attr(f.id(), "producer", layout::kProducer);
+    f.close();
+  }
+  h5::Handle f = h5::open_file(tmp, true);
+  if (readable && t.drop_unreferenced_objects) {
+    // Copy the referenced objects and surviving entries into a fresh file.
+    auto r = reader();
+    std::set<std::string> removed(t.remove_entries.begin(), t.remove_entries.end());
+    for (auto& e : r->entries())
+      if (!removed.count(e.path)) {
+        if (!h5::exists(f.id(), layout::h5_object(e.graph_key))) write_object(f.id(), r->object(e.graph_key));
+        write_entry(f.id(), e);
+      }
+  }
+  for (const auto& o : t.objects)
+    if (!h5::exists(f.id(), layout::h5_object(o.graph_key))) write_object(f.id(), o);
+  for (const auto& p : t.remove_entries)
+    if (h5::exists(f.id(), layout::h5_entry(p))) h5::remove(f.id(), layout::h5_entry(p));
+  for (const auto& e : t.entries) {
+    if (!h5::exists(f.id(), module_path(e.graph_key)))
+      throw CacheError("entry " + e.path + " refers to object " + e.graph_key + ", which the store does not hold");
+    write_entry(f.id(), e);
+  }
+  h5::flush(f.id());
+  f.close();
+  out.commit();
 }
 
 void Hdf5Store::clear() {
-  FileLock lock((dir_ / ".lock").string());
+  FileLock lock((dir_ / layout::kLockFile).string());
   std::error_code ec;
   fs::remove(file(), ec);
   remove_stale_temps(dir_);

@@ -6,15 +6,19 @@
 // hard link to their object's dataset (bytes stored once).
 //
 // Writes are transactions: under an exclusive lock (<dir>/.lock) the
-// current file is copied to a temporary file, changed, flushed, fsynced
-// and renamed over cache.h5. A process killed at any instant leaves the
-// previous file or the new one, never a partial one; readers (which never
-// lock) see one or the other. Concurrent writers serialise on the lock and
-// each re-reads the latest file, so no entry is lost.
+// current file is copied to a temporary file (AtomicFile), changed,
+// flushed, fsynced and renamed over cache.h5. A process killed at any
+// instant leaves the previous file or the new one, never a partial one;
+// readers (which never lock) see one or the other. Concurrent writers
+// serialise on the lock and each re-reads the latest file, so no entry is
+// lost.
 //
 // Security (TorchAir's rule): files are created 0600 and directories 0700;
 // opening refuses a cache.h5 that is a symlink or is not owned by the
-// current user, with a CacheError saying why.
+// current user, with CacheRefused saying why.
+//
+// Records are typed (records.h); only this file converts them to and from
+// HDF5 attributes.
 #pragma once
 
 #include "cache/records.h"
@@ -32,7 +36,7 @@ class Hdf5Store {
   // Creates the directory (0700) when missing.
   explicit Hdf5Store(std::filesystem::path dir);
   const std::filesystem::path& dir() const { return dir_; }
-  std::filesystem::path file() const { return dir_ / "cache.h5"; }
+  std::filesystem::path file() const;
   bool exists() const;
 
   // A read view of the current file (one open; cheap to query repeatedly).
@@ -76,8 +80,5 @@ class Hdf5Store {
   void check_file_safety() const;
   std::filesystem::path dir_;
 };
-
-// "<model_info>/<rest>" -> HDF5 path "/<model_info>/<rest>".
-std::string h5_path(const std::string& entry_path);
 
 }  // namespace npucache::cache

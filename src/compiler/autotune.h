@@ -5,8 +5,8 @@
 // where max-autotune's compile time goes, as in Inductor.
 #pragma once
 
-#include <npucache/compiler_config.h>
-#include <npucache/symbolic.h>
+#include <npucache/compiler/config.h>
+#include <npucache/ir/symbolic.h>
 
 #include "compiler/program.h"
 

@@ -47,12 +47,10 @@ CompiledGraph compile_graph(TraceResult trace, const CompilerConfig& config,
   cg.dynamic = dynamic;
   PassManager pm(cg.timings);
   const bool full = config.mode == CompileMode::max_autotune;
-  if (!full)
-    for (const Node& n : trace.graph.nodes())
-      if (op_info(n.op).rng)
-        throw ConfigError("node '" + n.name + "' (" + std::string(op_name(n.op)) +
-                          ") cannot be lowered in reduce-overhead mode: a captured task graph would "
-                          "repeat the same random numbers on every replay; use max-autotune");
+  if (const Node* n = full ? nullptr : first_rng_node(trace.graph))
+    throw ConfigError("node '" + n->name + "' (" + std::string(op_name(n->op)) +
+                      ") cannot be lowered in reduce-overhead mode: a captured task graph would "
+                      "repeat the same random numbers on every replay; use max-autotune");
   Graph g = pm.run_graph_pass("decompose", trace.graph, [&](const Graph& x) { return decompose(x, decompositions); });
   if (full) {
     g = pm.run_graph_pass("constant_fold", g, fold_constants);

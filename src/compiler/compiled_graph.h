@@ -2,8 +2,8 @@
 // later process, through the cache) needs to run it.
 #pragma once
 
-#include <npucache/compiler_config.h>
-#include <npucache/decompositions.h>
+#include <npucache/compiler/config.h>
+#include <npucache/compiler/decompositions.h>
 #include <npucache/trace.h>
 
 #include "compiler/autotune.h"

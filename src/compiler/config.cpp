@@ -1,4 +1,4 @@
-#include <npucache/compiler_config.h>
+#include <npucache/compiler/config.h>
 #include <npucache/error.h>
 
 #include <xxhash.h>

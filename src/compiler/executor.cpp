@@ -1,10 +1,10 @@
 #include "compiler/executor.h"
 
-#include <npucache/communicator.h>
+#include <npucache/runtime/communicator.h>
 #include <npucache/device.h>
 #include <npucache/error.h>
 
-#include "nn/tensor_impl.h"
+#include "nn/interop.h"
 
 namespace npucache::compiler {
 
@@ -18,10 +18,10 @@ struct ProgramRunner::Prepared {
 };
 
 struct ProgramRunner::Captured {
-  std::unique_ptr<TaskGraph> graph;
-  std::vector<const Block*> bound_inputs;   // per input index
-  std::vector<const Block*> bound_params;   // per parameter index
-  std::vector<const Block*> bound_outputs;  // per output buffer index
+  std::unique_ptr<runtime::TaskGraph> graph;
+  std::vector<const runtime::Block*> bound_inputs;   // per input index
+  std::vector<const runtime::Block*> bound_params;   // per parameter index
+  std::vector<const runtime::Block*> bound_outputs;  // per output buffer index
 };
 
 namespace {
@@ -33,7 +33,7 @@ std::vector<int64_t> binding_key(const SymBindings& b) {
 }
 
 
-BlockPtr captured_block(const TaskGraph& g, const Block* b) {
+runtime::BlockPtr captured_block(const runtime::TaskGraph& g, const runtime::Block* b) {
   for (const auto& l : g.launches())
     for (const auto& a : l.args)
       if (a.block.get() == b) return a.block;
@@ -41,10 +41,10 @@ BlockPtr captured_block(const TaskGraph& g, const Block* b) {
 }
 
 template <class What>
-const detail::TensorImpl& eager_impl(const Tensor& t, What&& what) {
+nn::EagerRef eager_impl(const Tensor& t, What&& what) {
   if (!t.defined()) throw ShapeError(what() + " is an undefined tensor");
   if (t.is_traced()) throw TraceError(what() + " is a traced tensor; compiled programs run on eager tensors");
-  return *t.impl();
+  return nn::eager_ref(t);
 }
 
 bool same_type(const TensorType& t, DType dtype, const std::vector<int64_t>& dims) {
@@ -96,7 +96,7 @@ ProgramRunner::Prepared& ProgramRunner::prepare(const SymBindings& b) {
 
 const MemoryPlan& ProgramRunner::memory_plan(const SymBindings& b) { return prepare(b).plan; }
 
-std::vector<BlockPtr> ProgramRunner::bind_blocks(Prepared& prep, const std::vector<Tensor>& inputs,
+std::vector<runtime::BlockPtr> ProgramRunner::bind_blocks(Prepared& prep, const std::vector<Tensor>& inputs,
                                                  const std::vector<Tensor>& params, bool intermediates) {
   const DeviceProgram& p = *program_;
   if (static_cast<int>(inputs.size()) != p.num_inputs)
@@ -106,13 +106,13 @@ std::vector<BlockPtr> ProgramRunner::bind_blocks(Prepared& prep, const std::vect
     throw Error("compiled program needs " + std::to_string(p.parameters.size()) + " parameters, got " +
                 std::to_string(params.size()));
   Device& dev = Platform::get().device(device_);
-  std::vector<BlockPtr> blocks(p.buffers.size());
-  BlockPtr arena = intermediates && prep.plan.arena_bytes ? dev.allocate(prep.plan.arena_bytes) : nullptr;
+  std::vector<runtime::BlockPtr> blocks(p.buffers.size());
+  runtime::BlockPtr arena = intermediates && prep.plan.arena_bytes ? dev.allocate(prep.plan.arena_bytes) : nullptr;
   for (std::size_t i = 0; i < p.buffers.size(); ++i) {
     const BufferDesc& d = p.buffers[i];
     switch (d.kind) {
       case BufferKind::input: {
-        const auto& impl = eager_impl(inputs[static_cast<std::size_t>(d.index)],
+        const auto impl = eager_impl(inputs[static_cast<std::size_t>(d.index)],
                                       [&] { return "input " + std::to_string(d.index); });
         if (!same_type(impl.type, d.type.dtype, prep.dims[i]))
           throw TraceError("input " + std::to_string(d.index) + " is " + type_str(impl.type) +
@@ -125,7 +125,7 @@ std::vector<BlockPtr> ProgramRunner::bind_blocks(Prepared& prep, const std::vect
       }
       case BufferKind::parameter: {
         const auto& ref = p.parameters[static_cast<std::size_t>(d.index)];
-        const auto& impl = eager_impl(params[static_cast<std::size_t>(d.index)],
+        const auto impl = eager_impl(params[static_cast<std::size_t>(d.index)],
                                       [&] { return "parameter '" + ref.name + "'"; });
         if (!same_type(impl.type, d.type.dtype, prep.dims[i]))
           throw TraceError("parameter '" + ref.name + "' is " + type_str(impl.type) + ", the program expects " +
@@ -149,7 +149,7 @@ std::vector<BlockPtr> ProgramRunner::bind_blocks(Prepared& prep, const std::vect
   return blocks;
 }
 
-void ProgramRunner::launch_all(Prepared& prep, std::vector<BlockPtr>& blocks, Communicator& comm) {
+void ProgramRunner::launch_all(Prepared& prep, std::vector<runtime::BlockPtr>& blocks, Communicator& comm) {
   const DeviceProgram& p = *program_;
   auto arg = [&](int b) {
     const int r = p.root(b);
@@ -157,22 +157,22 @@ void ProgramRunner::launch_all(Prepared& prep, std::vector<BlockPtr>& blocks, Co
     std::size_t offset = 0;
     if (p.buffers[ri].kind == BufferKind::arena) offset = static_cast<std::size_t>(prep.plan.offsets[ri]);
     else if (p.buffers[ri].kind == BufferKind::input || p.buffers[ri].kind == BufferKind::parameter) offset = 0;
-    return TensorArg{blocks[ri], offset, p.buffers[static_cast<std::size_t>(b)].type.dtype,
+    return runtime::TensorArg{blocks[ri], offset, p.buffers[static_cast<std::size_t>(b)].type.dtype,
                      prep.dims[static_cast<std::size_t>(b)]};
   };
-  std::vector<Event> events(p.steps.size());
+  std::vector<runtime::Event> events(p.steps.size());
   const bool multi = streams_.size() > 1;
-  Event start;
+  runtime::Event start;
   if (multi) {
     streams_[0]->record(start);
     for (std::size_t s = 1; s < streams_.size(); ++s) streams_[s]->wait(start);
   }
   for (std::size_t i = 0; i < p.steps.size(); ++i) {
     const ProgramStep& s = p.steps[i];
-    Stream& st = *streams_[static_cast<std::size_t>(s.stream)];
+    runtime::Stream& st = *streams_[static_cast<std::size_t>(s.stream)];
     for (int d : s.deps)
       if (p.steps[static_cast<std::size_t>(d)].stream != s.stream) st.wait(events[static_cast<std::size_t>(d)]);
-    KernelLaunch l;
+    runtime::KernelLaunch l;
     l.op = s.op;
     l.attrs = prep.attrs[i];
     l.args.reserve(s.operands.size() + 1);
@@ -184,23 +184,21 @@ void ProgramRunner::launch_all(Prepared& prep, std::vector<BlockPtr>& blocks, Co
   }
   if (multi)
     for (std::size_t s = 1; s < streams_.size(); ++s) {
-      Event done;
+      runtime::Event done;
       streams_[s]->record(done);
       streams_[0]->wait(done);
     }
 }
 
-std::vector<Tensor> ProgramRunner::make_outputs(const Prepared& prep, const std::vector<BlockPtr>& blocks) const {
+std::vector<Tensor> ProgramRunner::make_outputs(const Prepared& prep, const std::vector<runtime::BlockPtr>& blocks) const {
   const DeviceProgram& p = *program_;
   std::vector<Tensor> out;
   for (int o : p.outputs) {
     const auto r = static_cast<std::size_t>(p.root(o));
-    auto impl = std::make_shared<detail::TensorImpl>();
-    impl->type = {p.buffers[static_cast<std::size_t>(o)].type.dtype, shape_of(prep.dims[static_cast<std::size_t>(o)])};
-    impl->block = blocks[r];
-    impl->offset = p.buffers[r].kind == BufferKind::arena ? static_cast<std::size_t>(prep.plan.offsets[r]) : 0;
-    impl->device = device_;
-    out.emplace_back(std::move(impl));
+    out.push_back(nn::wrap_eager(
+        blocks[r], p.buffers[r].kind == BufferKind::arena ? static_cast<std::size_t>(prep.plan.offsets[r]) : 0,
+        {p.buffers[static_cast<std::size_t>(o)].type.dtype, shape_of(prep.dims[static_cast<std::size_t>(o)])},
+        device_));
   }
   return out;
 }
@@ -208,7 +206,7 @@ std::vector<Tensor> ProgramRunner::make_outputs(const Prepared& prep, const std:
 std::vector<Tensor> ProgramRunner::run(const std::vector<Tensor>& inputs, const std::vector<Tensor>& params,
                                        const SymBindings& b, Communicator& comm) {
   Prepared& prep = prepare(b);
-  std::vector<BlockPtr> blocks = bind_blocks(prep, inputs, params);
+  std::vector<runtime::BlockPtr> blocks = bind_blocks(prep, inputs, params);
   launch_all(prep, blocks, comm);
   return make_outputs(prep, blocks);
 }
@@ -225,10 +223,10 @@ std::vector<Tensor> ProgramRunner::replay(const std::vector<Tensor>& inputs, con
   const DeviceProgram& p = *program_;
   auto key = binding_key(b);
   auto it = captured_.find(key);
-  std::vector<BlockPtr> blocks = bind_blocks(prep, inputs, params, it == captured_.end());
+  std::vector<runtime::BlockPtr> blocks = bind_blocks(prep, inputs, params, it == captured_.end());
   if (it == captured_.end()) {
     auto cap = std::make_unique<Captured>();
-    Stream& s = *streams_[0];
+    runtime::Stream& s = *streams_[0];
     s.begin_capture();
     try {
       launch_all(prep, blocks, comm);
@@ -252,11 +250,11 @@ std::vector<Tensor> ProgramRunner::replay(const std::vector<Tensor>& inputs, con
     return make_outputs(prep, blocks);
   }
   Captured& cap = *it->second;
-  std::vector<std::pair<const Block*, BlockPtr>> rebind, copy_in;
+  std::vector<std::pair<const runtime::Block*, runtime::BlockPtr>> rebind, copy_in;
   for (std::size_t i = 0; i < p.buffers.size(); ++i) {
     const BufferDesc& d = p.buffers[i];
     const auto idx = static_cast<std::size_t>(d.index);
-    const Block* fresh = blocks[i].get();
+    const runtime::Block* fresh = blocks[i].get();
     if (!prep.used[i]) continue;  // e.g. an input only its shape is taken from
     if (d.kind == BufferKind::input && cap.bound_inputs[idx] != fresh) {
       if (handling == InputHandling::copy) {
@@ -281,9 +279,9 @@ std::vector<Tensor> ProgramRunner::replay(const std::vector<Tensor>& inputs, con
       if (st.op != Op::buffer_update) continue;
       const auto r = static_cast<std::size_t>(p.root(st.operands[0]));
       if (p.buffers[r].kind != BufferKind::input) continue;
-      const Block* bound = cap.bound_inputs[static_cast<std::size_t>(p.buffers[r].index)];
+      const runtime::Block* bound = cap.bound_inputs[static_cast<std::size_t>(p.buffers[r].index)];
       if (bound == blocks[r].get()) continue;
-      if (BlockPtr captured = captured_block(*cap.graph, bound))
+      if (runtime::BlockPtr captured = captured_block(*cap.graph, bound))
         streams_[0]->copy(blocks[r], 0, captured, 0, prep.bytes[r]);
     }
   }

@@ -14,8 +14,8 @@
 // Thread safety: one call at a time per runner.
 #pragma once
 
-#include <npucache/compiler_config.h>
-#include <npucache/stream.h>
+#include <npucache/compiler/config.h>
+#include <npucache/runtime/stream.h>
 #include <npucache/tensor.h>
 
 #include "compiler/memory_plan.h"
@@ -50,17 +50,17 @@ class ProgramRunner {
   struct Captured;
   Prepared& prepare(const SymBindings& b);
   // Issues every step; the blocks backing each buffer root are filled in.
-  void launch_all(Prepared& prep, std::vector<BlockPtr>& blocks, Communicator& comm);
+  void launch_all(Prepared& prep, std::vector<runtime::BlockPtr>& blocks, Communicator& comm);
   // Storage for every buffer root; `intermediates` false skips the arena
   // and temporaries (a replay uses the captured ones).
-  std::vector<BlockPtr> bind_blocks(Prepared& prep, const std::vector<Tensor>& inputs,
+  std::vector<runtime::BlockPtr> bind_blocks(Prepared& prep, const std::vector<Tensor>& inputs,
                                     const std::vector<Tensor>& params, bool intermediates = true);
-  std::vector<Tensor> make_outputs(const Prepared& prep, const std::vector<BlockPtr>& blocks) const;
+  std::vector<Tensor> make_outputs(const Prepared& prep, const std::vector<runtime::BlockPtr>& blocks) const;
 
   std::shared_ptr<const DeviceProgram> program_;
   int device_;
   std::unique_ptr<HappensBefore> hb_;
-  std::vector<Stream*> streams_;
+  std::vector<runtime::Stream*> streams_;
   std::map<std::vector<int64_t>, std::unique_ptr<Prepared>> prepared_;
   std::map<std::vector<int64_t>, std::unique_ptr<Captured>> captured_;
 };

@@ -15,7 +15,7 @@
 // All registers are f32; bool values are 0/1.
 #pragma once
 
-#include <npucache/op.h>
+#include <npucache/ir/op.h>
 
 #include <cstdint>
 

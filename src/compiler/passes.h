@@ -3,9 +3,9 @@
 // Each pass has its own file and unit tests (tests/compiler).
 #pragma once
 
-#include <npucache/compiler_config.h>
-#include <npucache/decompositions.h>
-#include <npucache/graph.h>
+#include <npucache/compiler/config.h>
+#include <npucache/compiler/decompositions.h>
+#include <npucache/ir/graph.h>
 
 #include "compiler/program.h"
 

@@ -12,8 +12,8 @@
 // (serialize.h): every container here is ordered.
 #pragma once
 
-#include <npucache/attrs.h>
-#include <npucache/graph.h>
+#include <npucache/ir/attrs.h>
+#include <npucache/ir/graph.h>
 
 #include <string>
 #include <vector>

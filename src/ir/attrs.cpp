@@ -1,4 +1,4 @@
-#include <npucache/attrs.h>
+#include <npucache/ir/attrs.h>
 #include <npucache/error.h>
 
 #include <algorithm>

@@ -1,4 +1,4 @@
-#include <npucache/dtype.h>
+#include <npucache/ir/dtype.h>
 #include <npucache/error.h>
 
 namespace npucache {

@@ -1,5 +1,5 @@
 #include <npucache/error.h>
-#include <npucache/graph.h>
+#include <npucache/ir/graph.h>
 
 namespace npucache {
 
@@ -131,6 +131,12 @@ bool operator==(const Node& a, const Node& b) {
 
 bool operator==(const Graph& a, const Graph& b) {
   return a.nodes_ == b.nodes_ && a.outputs_ == b.outputs_;
+}
+
+const Node* first_rng_node(const Graph& g) {
+  for (const Node& n : g.nodes())
+    if (op_info(n.op).rng) return &n;
+  return nullptr;
 }
 
 }  // namespace npucache

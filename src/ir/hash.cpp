@@ -1,6 +1,6 @@
 // Canonical graph hash (see include/npucache/hash.h for the contract).
 #include <npucache/error.h>
-#include <npucache/hash.h>
+#include <npucache/ir/hash.h>
 
 #include <xxhash.h>
 

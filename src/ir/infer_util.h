@@ -2,7 +2,7 @@
 #pragma once
 
 #include <npucache/error.h>
-#include <npucache/graph.h>
+#include <npucache/ir/graph.h>
 
 #include <string>
 #include <vector>

@@ -1,5 +1,5 @@
 #include <npucache/error.h>
-#include <npucache/op.h>
+#include <npucache/ir/op.h>
 
 #include <array>
 #include <string>

@@ -3,7 +3,7 @@
 //   graph(%x_data: f32[s0, 2] input 'x.data', %linear2_weight: f32[1, 2] parameter 'linear2.weight'):
 //     %linear = linear(%x_data, %linear2_weight, %linear2_bias) : f32[s0, 1]
 //     return (%add)
-#include <npucache/graph.h>
+#include <npucache/ir/graph.h>
 
 namespace npucache {
 

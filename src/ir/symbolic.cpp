@@ -1,5 +1,5 @@
 #include <npucache/error.h>
-#include <npucache/symbolic.h>
+#include <npucache/ir/symbolic.h>
 
 #include <algorithm>
 

@@ -1,6 +1,6 @@
 // The graph verifier: re-infers every node's type and compares.
 #include <npucache/error.h>
-#include <npucache/graph.h>
+#include <npucache/ir/graph.h>
 
 #include <set>
 

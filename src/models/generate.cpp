@@ -1,7 +1,7 @@
 // Greedy generation over the ranks of a tp x pp job.
 #include <npucache/device.h>
 #include <npucache/error.h>
-#include <npucache/models.h>
+#include <npucache/models/models.h>
 #include <npucache/ops.h>
 
 #include <chrono>

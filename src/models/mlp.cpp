@@ -1,4 +1,4 @@
-#include <npucache/models.h>
+#include <npucache/models/models.h>
 
 #include "models/weights.h"
 

@@ -2,7 +2,7 @@
 
 #include <npucache/error.h>
 
-#include "runtime/splitmix.h"
+#include <npucache/runtime/random.h>
 
 namespace npucache::models {
 namespace {

@@ -1,25 +1,18 @@
 // ops::apply: the one place an op is either recorded (tracing) or run
 // (eager: composite ops through their decomposition, primitive ops as a
 // kernel launch on the current device's stream).
-#include <npucache/communicator.h>
-#include <npucache/decompositions.h>
+#include <npucache/runtime/communicator.h>
+#include <npucache/compiler/decompositions.h>
 #include <npucache/device.h>
 #include <npucache/error.h>
 #include <npucache/ops.h>
-#include <npucache/stream.h>
+#include <npucache/runtime/stream.h>
 
-#include "nn/tensor_impl.h"
-#include "nn/trace_state.h"
+#include "nn/detail/tensor_impl.h"
+#include "nn/detail/trace_state.h"
 
 namespace npucache {
 namespace {
-
-thread_local Communicator* t_comm = nullptr;
-
-Communicator& single_process() {
-  static std::unique_ptr<Communicator> c = make_single_process_communicator();
-  return *c;
-}
 
 Tensor run_eager(Op op, const std::vector<Tensor>& inputs, const Attrs& attrs) {
   if (op_info(op).composite) {
@@ -52,7 +45,7 @@ Tensor run_eager(Op op, const std::vector<Tensor>& inputs, const Attrs& attrs) {
     for (int64_t d : dims) n *= d;
     out->block = device.allocate(static_cast<std::size_t>(n) * dtype_size(out_type.dtype));
   }
-  KernelLaunch l;
+  runtime::KernelLaunch l;
   l.op = op;
   l.attrs = std::make_shared<const Attrs>(attrs);
   l.args.reserve(inputs.size() + 1);
@@ -67,9 +60,6 @@ Tensor run_eager(Op op, const std::vector<Tensor>& inputs, const Attrs& attrs) {
 }
 
 }  // namespace
-
-Communicator& current_communicator() { return t_comm ? *t_comm : single_process(); }
-void set_current_communicator(Communicator* comm) { t_comm = comm; }
 
 namespace ops {
 

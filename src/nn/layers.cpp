@@ -1,5 +1,5 @@
 #include <npucache/error.h>
-#include <npucache/layers.h>
+#include <npucache/module.h>
 
 namespace npucache::nn {
 namespace {

@@ -1,12 +1,13 @@
 #include <npucache/device.h>
 #include <npucache/error.h>
 #include <npucache/ops.h>
-#include <npucache/stream.h>
+#include <npucache/runtime/stream.h>
 #include <npucache/tensor.h>
 
-#include "nn/tensor_impl.h"
-#include "nn/trace_state.h"
-#include "runtime/kernels/kernel_util.h"
+#include "nn/detail/tensor_impl.h"
+#include "nn/detail/trace_state.h"
+
+#include <cstring>
 
 namespace npucache {
 
@@ -61,8 +62,8 @@ std::shared_ptr<detail::TensorImpl> new_eager(DType dtype, const std::vector<int
   return impl;
 }
 
-TensorArg arg_of(const detail::TensorImpl& impl) {
-  return TensorArg{impl.block, impl.offset, impl.type.dtype, concrete_dims(impl.type.shape)};
+runtime::TensorArg arg_of(const detail::TensorImpl& impl) {
+  return runtime::TensorArg{impl.block, impl.offset, impl.type.dtype, concrete_dims(impl.type.shape)};
 }
 
 void require_eager(const detail::TensorImpl& impl, const char* what) {
@@ -93,24 +94,24 @@ Tensor Tensor::from_vector_i64(const std::vector<int64_t>& data, const std::vect
 void Tensor::copy_from(const std::vector<float>& data) {
   const auto& impl = checked();
   require_eager(impl, "copy_from");
-  TensorArg a = arg_of(impl);
+  runtime::TensorArg a = arg_of(impl);
   if (static_cast<int64_t>(data.size()) != a.numel())
     throw ShapeError("copy_from: " + std::to_string(data.size()) + " values for a tensor of type " +
                      type_str(impl.type));
   // Pending kernels may still use the storage: order the write after them.
   Platform::get().device(impl.device).synchronize();
   for (int64_t i = 0; i < a.numel(); ++i)
-    kernels::store_from_double(a, i, data[static_cast<std::size_t>(i)]);
+    a.store(i, data[static_cast<std::size_t>(i)]);
 }
 
 std::vector<float> Tensor::to_vector() const {
   const auto& impl = checked();
   require_eager(impl, "to_vector");
   Platform::get().device(impl.device).synchronize();
-  TensorArg a = arg_of(impl);
+  runtime::TensorArg a = arg_of(impl);
   std::vector<float> out(static_cast<std::size_t>(a.numel()));
   for (int64_t i = 0; i < a.numel(); ++i)
-    out[static_cast<std::size_t>(i)] = static_cast<float>(kernels::load_as_double(a, i));
+    out[static_cast<std::size_t>(i)] = static_cast<float>(a.load(i));
   return out;
 }
 
@@ -118,10 +119,10 @@ std::vector<int64_t> Tensor::to_vector_i64() const {
   const auto& impl = checked();
   require_eager(impl, "to_vector_i64");
   Platform::get().device(impl.device).synchronize();
-  TensorArg a = arg_of(impl);
+  runtime::TensorArg a = arg_of(impl);
   std::vector<int64_t> out(static_cast<std::size_t>(a.numel()));
   for (int64_t i = 0; i < a.numel(); ++i)
-    out[static_cast<std::size_t>(i)] = static_cast<int64_t>(kernels::load_as_double(a, i));
+    out[static_cast<std::size_t>(i)] = static_cast<int64_t>(a.load(i));
   return out;
 }
 

@@ -1,8 +1,8 @@
 #include <npucache/error.h>
 #include <npucache/trace.h>
 
-#include "nn/tensor_impl.h"
-#include "nn/trace_state.h"
+#include "nn/detail/tensor_impl.h"
+#include "nn/detail/trace_state.h"
 
 #include <cxxabi.h>
 

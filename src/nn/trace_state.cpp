@@ -1,4 +1,4 @@
-#include "nn/trace_state.h"
+#include "nn/detail/trace_state.h"
 
 #include <npucache/error.h>
 

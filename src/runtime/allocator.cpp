@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <vector>
 
-namespace npucache {
+namespace npucache::runtime {
 namespace {
 constexpr std::size_t kSmallGranule = 512;            // keeps small tensors dense
 constexpr std::size_t kLargeThreshold = 1 << 20;      // above this, round to large pages
@@ -115,4 +115,4 @@ void CachingAllocator::empty_cache() {
   release_cache_locked();
 }
 
-}  // namespace npucache
+}  // namespace npucache::runtime

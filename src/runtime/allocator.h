@@ -17,9 +17,9 @@
 #include <mutex>
 #include <string>
 
-#include <npucache/memory.h>
+#include <npucache/runtime/memory.h>
 
-namespace npucache {
+namespace npucache::runtime {
 
 class CachingAllocator : public std::enable_shared_from_this<CachingAllocator> {
  public:
@@ -48,4 +48,4 @@ class CachingAllocator : public std::enable_shared_from_this<CachingAllocator> {
 // "1.50 MiB"
 std::string format_bytes(std::size_t bytes);
 
-}  // namespace npucache
+}  // namespace npucache::runtime

@@ -1,5 +1,5 @@
 // Group names, layout validation and the single-process communicator.
-#include <npucache/communicator.h>
+#include <npucache/runtime/communicator.h>
 #include <npucache/error.h>
 
 #include <cstring>
@@ -65,5 +65,16 @@ class SingleProcessCommunicator final : public Communicator {
 std::unique_ptr<Communicator> make_single_process_communicator() {
   return std::make_unique<SingleProcessCommunicator>();
 }
+
+namespace {
+thread_local Communicator* t_comm = nullptr;
+}  // namespace
+
+Communicator& current_communicator() {
+  static SingleProcessCommunicator single;
+  return t_comm ? *t_comm : single;
+}
+
+void set_current_communicator(Communicator* comm) { t_comm = comm; }
 
 }  // namespace npucache

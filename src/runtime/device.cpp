@@ -1,6 +1,6 @@
 #include <npucache/device.h>
 #include <npucache/error.h>
-#include <npucache/stream.h>
+#include <npucache/runtime/stream.h>
 
 #include "runtime/allocator.h"
 
@@ -69,37 +69,37 @@ Device::Device(int id, DeviceProperties props, double launch_latency_us)
     : id_(id),
       props_(std::move(props)),
       launch_latency_us_(launch_latency_us),
-      allocator_(std::make_shared<CachingAllocator>(id, props_.name, props_.memory_capacity)) {}
+      allocator_(std::make_shared<runtime::CachingAllocator>(id, props_.name, props_.memory_capacity)) {}
 
 Device::~Device() {
   std::lock_guard lock(mu_);
   streams_.clear();
 }
 
-BlockPtr Device::allocate(std::size_t bytes) { return allocator_->allocate(bytes); }
-MemoryStats Device::memory_stats() const { return allocator_->stats(); }
+runtime::BlockPtr Device::allocate(std::size_t bytes) { return allocator_->allocate(bytes); }
+runtime::MemoryStats Device::memory_stats() const { return allocator_->stats(); }
 void Device::empty_cache() { allocator_->empty_cache(); }
 
-Stream& Device::default_stream() {
+runtime::Stream& Device::default_stream() {
   std::lock_guard lock(mu_);
-  if (streams_.empty()) streams_.push_back(std::make_unique<Stream>(*this, 0));
+  if (streams_.empty()) streams_.push_back(std::make_unique<runtime::Stream>(*this, 0));
   return *streams_.front();
 }
 
-Stream& Device::create_stream() {
+runtime::Stream& Device::create_stream() {
   default_stream();
   std::lock_guard lock(mu_);
-  streams_.push_back(std::make_unique<Stream>(*this, static_cast<int>(streams_.size())));
+  streams_.push_back(std::make_unique<runtime::Stream>(*this, static_cast<int>(streams_.size())));
   return *streams_.back();
 }
 
 void Device::synchronize() {
-  std::vector<Stream*> streams;
+  std::vector<runtime::Stream*> streams;
   {
     std::lock_guard lock(mu_);
     for (auto& s : streams_) streams.push_back(s.get());
   }
-  for (Stream* s : streams) s->synchronize();
+  for (runtime::Stream* s : streams) s->synchronize();
 }
 
 Platform::Platform(PlatformConfig config) : config_(std::move(config)) {

@@ -1,11 +1,16 @@
 #include <npucache/device.h>
 #include <npucache/error.h>
-#include <npucache/stream.h>
+#include <npucache/runtime/stream.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
 
-namespace npucache {
+namespace npucache::runtime {
 
 struct Event::State {
   mutable std::mutex mu;
@@ -27,46 +32,75 @@ bool Event::query() const {
   return state_->completed >= state_->recorded;
 }
 
-Stream::Stream(Device& device, int index)
-    : device_(device), index_(index), thread_([this] { worker(); }) {}
+struct Stream::Impl {
+  using Task = std::function<void()>;
 
-Stream::~Stream() {
-  {
-    std::lock_guard lock(mu_);
-    stop_ = true;
-  }
-  cv_work_.notify_one();
-  thread_.join();
-}
-
-void Stream::worker() {
-  std::unique_lock lock(mu_);
-  for (;;) {
-    cv_work_.wait(lock, [&] { return stop_ || !queue_.empty(); });
-    if (queue_.empty()) return;  // stop requested and drained
-    Task task = std::move(queue_.front());
-    queue_.pop_front();
-    busy_ = true;
-    lock.unlock();
-    try {
-      task();
-    } catch (...) {
-      std::lock_guard elock(mu_);
-      if (!error_) error_ = std::current_exception();
+  Impl(Device& d, int i) : device(d), index(i), thread([this] { worker(); }) {}
+  ~Impl() {
+    {
+      std::lock_guard lock(mu);
+      stop = true;
     }
-    task = nullptr;  // drop operand references before reporting idle
-    lock.lock();
-    busy_ = false;
-    if (queue_.empty()) cv_idle_.notify_all();
+    cv_work.notify_one();
+    thread.join();
   }
-}
 
-void Stream::enqueue(Task task) {
-  {
-    std::lock_guard lock(mu_);
-    queue_.push_back(std::move(task));
+  void worker() {
+    std::unique_lock lock(mu);
+    for (;;) {
+      cv_work.wait(lock, [&] { return stop || !queue.empty(); });
+      if (queue.empty()) return;  // stop requested and drained
+      Task task = std::move(queue.front());
+      queue.pop_front();
+      busy = true;
+      lock.unlock();
+      try {
+        task();
+      } catch (...) {
+        std::lock_guard elock(mu);
+        if (!error) error = std::current_exception();
+      }
+      task = nullptr;  // drop operand references before reporting idle
+      lock.lock();
+      busy = false;
+      if (queue.empty()) cv_idle.notify_all();
+    }
   }
-  cv_work_.notify_one();
+
+  void enqueue(Task task) {
+    {
+      std::lock_guard lock(mu);
+      queue.push_back(std::move(task));
+    }
+    cv_work.notify_one();
+  }
+
+  Device& device;
+  int index;
+  std::mutex mu;
+  std::condition_variable cv_work;
+  std::condition_variable cv_idle;
+  std::deque<Task> queue;
+  bool busy = false;
+  bool stop = false;
+  std::exception_ptr error;
+  std::unique_ptr<TaskGraph> capture;
+  uint64_t launches = 0;
+  uint64_t rng_seed = 0x5eed;
+  uint64_t rng_offset = 0;
+  std::thread thread;  // last: started once every other member exists
+};
+
+Stream::Stream(Device& device, int index) : impl_(std::make_unique<Impl>(device, index)) {}
+Stream::~Stream() = default;
+
+Device& Stream::device() const { return impl_->device; }
+int Stream::index() const { return impl_->index; }
+bool Stream::capturing() const { return impl_->capture != nullptr; }
+uint64_t Stream::launches() const { return impl_->launches; }
+void Stream::set_rng_seed(uint64_t seed) {
+  impl_->rng_seed = seed;
+  impl_->rng_offset = 0;
 }
 
 namespace {
@@ -108,19 +142,19 @@ void spin_for(double us) {
 }  // namespace
 
 void Stream::launch(KernelLaunch launch) {
-  validate_launch(launch, device_);
+  validate_launch(launch, impl_->device);
   if (op_info(launch.op).rng) {
-    launch.rng_seed = rng_seed_;
-    launch.rng_offset = rng_offset_;
-    rng_offset_ += static_cast<uint64_t>(launch.args.back().numel());
+    launch.rng_seed = impl_->rng_seed;
+    launch.rng_offset = impl_->rng_offset;
+    impl_->rng_offset += static_cast<uint64_t>(launch.args.back().numel());
   }
-  if (capture_) {
-    capture_->launches_->push_back(std::move(launch));
+  if (impl_->capture) {
+    impl_->capture->launches_->push_back(std::move(launch));
     return;
   }
-  if (device_.launch_latency_us() > 0) spin_for(device_.launch_latency_us());
-  ++launches_;
-  enqueue([l = std::move(launch)] { run_kernel(l); });
+  if (impl_->device.launch_latency_us() > 0) spin_for(impl_->device.launch_latency_us());
+  ++impl_->launches;
+  impl_->enqueue([l = std::move(launch)] { run_kernel(l); });
 }
 
 void Stream::copy(BlockPtr dst, std::size_t dst_offset, BlockPtr src, std::size_t src_offset,
@@ -130,22 +164,22 @@ void Stream::copy(BlockPtr dst, std::size_t dst_offset, BlockPtr src, std::size_
     throw DeviceError("copy of " + std::to_string(bytes) + " bytes exceeds a buffer (source " +
                       std::to_string(src->size()) + " bytes, destination " +
                       std::to_string(dst->size()) + " bytes)");
-  if (capture_) throw DeviceError("copies cannot be captured; copy inputs before begin_capture");
-  ++launches_;
-  enqueue([dst = std::move(dst), src = std::move(src), dst_offset, src_offset, bytes] {
+  if (impl_->capture) throw DeviceError("copies cannot be captured; copy inputs before begin_capture");
+  ++impl_->launches;
+  impl_->enqueue([dst = std::move(dst), src = std::move(src), dst_offset, src_offset, bytes] {
     std::memmove(static_cast<char*>(dst->data()) + dst_offset,
                  static_cast<const char*>(src->data()) + src_offset, bytes);
   });
 }
 
 void Stream::record(Event& event) {
-  if (capture_) throw DeviceError("events cannot be recorded while capturing");
+  if (impl_->capture) throw DeviceError("events cannot be recorded while capturing");
   uint64_t gen;
   {
     std::lock_guard lock(event.state_->mu);
     gen = ++event.state_->recorded;
   }
-  enqueue([s = event.state_, gen] {
+  impl_->enqueue([s = event.state_, gen] {
     {
       std::lock_guard lock(s->mu);
       if (gen > s->completed) s->completed = gen;
@@ -155,37 +189,37 @@ void Stream::record(Event& event) {
 }
 
 void Stream::wait(const Event& event) {
-  if (capture_) throw DeviceError("events cannot be waited on while capturing");
+  if (impl_->capture) throw DeviceError("events cannot be waited on while capturing");
   uint64_t gen;
   {
     std::lock_guard lock(event.state_->mu);
     gen = event.state_->recorded;
   }
   if (gen == 0) return;
-  enqueue([s = event.state_, gen] {
+  impl_->enqueue([s = event.state_, gen] {
     std::unique_lock lock(s->mu);
     s->cv.wait(lock, [&] { return s->completed >= gen; });
   });
 }
 
 void Stream::synchronize() {
-  std::unique_lock lock(mu_);
-  cv_idle_.wait(lock, [&] { return queue_.empty() && !busy_; });
-  if (error_) {
-    std::exception_ptr e = error_;
-    error_ = nullptr;
+  std::unique_lock lock(impl_->mu);
+  impl_->cv_idle.wait(lock, [&] { return impl_->queue.empty() && !impl_->busy; });
+  if (impl_->error) {
+    std::exception_ptr e = impl_->error;
+    impl_->error = nullptr;
     std::rethrow_exception(e);
   }
 }
 
 void Stream::begin_capture() {
-  if (capture_) throw DeviceError("stream is already capturing");
-  capture_ = std::unique_ptr<TaskGraph>(new TaskGraph());
+  if (impl_->capture) throw DeviceError("stream is already capturing");
+  impl_->capture = std::unique_ptr<TaskGraph>(new TaskGraph());
 }
 
 std::unique_ptr<TaskGraph> Stream::end_capture() {
-  if (!capture_) throw DeviceError("end_capture without begin_capture");
-  return std::move(capture_);
+  if (!impl_->capture) throw DeviceError("end_capture without begin_capture");
+  return std::move(impl_->capture);
 }
 
 void TaskGraph::replay(Stream& stream, const std::vector<std::pair<const Block*, BlockPtr>>& inputs,
@@ -239,13 +273,13 @@ void TaskGraph::replay_with(Stream& stream, const std::vector<std::pair<const Bl
         }
     if (!found) throw DeviceError("task graph has no captured operand in the given input buffer");
   }
-  stream.launches_ += 1;
+  stream.impl_->launches += 1;
   // One submission: the worker runs the copies and every captured kernel.
-  stream.enqueue([launches = launches_, copies = std::move(copies)] {
+  stream.impl_->enqueue([launches = launches_, copies = std::move(copies)] {
     for (const auto& [bound, fresh] : copies)
       std::memcpy(bound->data(), fresh->data(), std::min(bound->size(), fresh->size()));
     for (const auto& l : *launches) run_kernel(l);
   });
 }
 
-}  // namespace npucache
+}  // namespace npucache::runtime

@@ -3,7 +3,7 @@
 // timing.
 #include <npucache/device.h>
 #include <npucache/error.h>
-#include <npucache/models.h>
+#include <npucache/models/models.h>
 #include <npucache/mpi.h>
 
 #include "tools/commands.h"

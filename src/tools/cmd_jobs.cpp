@@ -3,7 +3,7 @@
 #include <npucache/device.h>
 #include <npucache/error.h>
 
-#include "dist/mpi_ops.h"
+#include "mpi/comm.h"
 #include "tools/commands.h"
 #include "tools/job_setup.h"
 
@@ -33,12 +33,12 @@ void get_ready(Job& job, Methods& m) {
   m.first(in.tokens, in.positions, scratch);
   m.second(in.token, in.position, scratch);
   Platform::get().device(current_device()).synchronize();
-  dist::Comm::world().barrier();
+  mpi::Comm::world().barrier();
 }
 
 void run_warmup(const JobArgs& a) {
   Job job(a);
-  dist::Comm::world().barrier();
+  mpi::Comm::world().barrier();
   const auto t0 = Clock::now();
   auto methods = cached_methods(job);
   get_ready(job, methods);
@@ -47,7 +47,7 @@ void run_warmup(const JobArgs& a) {
 
 void run_infer(const JobArgs& a) {
   Job job(a);
-  dist::Comm::world().barrier();
+  mpi::Comm::world().barrier();
   const auto t0 = Clock::now();
   auto methods = cached_methods(job);
   auto& [prompt, decode] = methods;

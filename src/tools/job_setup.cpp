@@ -4,7 +4,7 @@
 #include <npucache/error.h>
 #include <npucache/ops.h>
 
-#include "dist/mpi_ops.h"
+#include "mpi/comm.h"
 
 #include <nlohmann/json.hpp>
 
@@ -62,12 +62,12 @@ Job::~Job() { set_current_communicator(nullptr); }
 CacheOptions Job::cache_options(const std::string& method) const {
   CacheOptions o;
   o.cache_dir = args.cache_dir;
-  o.method_name = method;
+  o.compile.method_name = method;
   o.ge_cache = args.ge_cache;
   CompilerConfig c;
   c.mode = parse_compile_mode(args.mode);
   c.autotune_candidates = args.autotune_candidates;
-  o.config = c;
+  o.compile.config = c;
   o.tp_rank = comm->rank(GroupRole::tp);
   o.pp_rank = comm->rank(GroupRole::pp);
   return o;
@@ -88,7 +88,7 @@ ExampleInputs example_inputs() {
 
 namespace {
 
-nlohmann::json to_json(const dist::MethodReport& r) {
+nlohmann::json to_json(const MethodReport& r) {
   return {{"method", r.method},       {"graph_key", r.graph_key}, {"hit", r.hit},
           {"compiled", r.compiled},   {"fetched", r.fetched},     {"read_store", r.read_store},
           {"owner", r.owner},         {"trace_s", r.trace_s},     {"compile_s", r.compile_s},
@@ -102,7 +102,7 @@ nlohmann::json to_json(const dist::MethodReport& r) {
 void report_job(Job& job, const std::string& title, double wall_s, const std::string& extra_json) {
   nlohmann::json mine = nlohmann::json::array();
   for (const auto& r : dist::reports()) mine.push_back(to_json(r));
-  const dist::Comm world = dist::Comm::world();
+  const mpi::Comm world = mpi::Comm::world();
   const auto all = world.gather(mine.dump(), 0);
   if (world.rank() != 0) return;
   nlohmann::json per_rank = nlohmann::json::array();

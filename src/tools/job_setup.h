@@ -3,8 +3,8 @@
 #pragma once
 
 #include <npucache/compile.h>
-#include <npucache/dist.h>
-#include <npucache/models.h>
+#include <npucache/coordinator.h>
+#include <npucache/models/models.h>
 #include <npucache/mpi.h>
 
 #include <CLI/CLI.hpp>

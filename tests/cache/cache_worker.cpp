@@ -8,7 +8,7 @@
 //     commits COUNT entries named PREFIX<i> with objects of BYTES random
 //     bytes each, one transaction per entry (crash and concurrency tests).
 #include <npucache/cache.h>
-#include <npucache/models.h>
+#include <npucache/models/models.h>
 #include <npucache/ops.h>
 
 #include "cache/store.h"
@@ -38,7 +38,7 @@ struct Counted : models::SeedExample {
 int run(int argc, char** argv) {
   CacheOptions o;
   o.cache_dir = argv[2];
-  o.method_name = argv[4];
+  o.compile.method_name = argv[4];
   int64_t batch = 3;
   bool rng = false;
   CompilerConfig c;
@@ -46,14 +46,14 @@ int run(int argc, char** argv) {
   c.autotune_min_time_us = 0;
   for (int i = 5; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--static") o.dynamic = false;
+    if (a == "--static") o.compile.dynamic = false;
     else if (a == "--ge-cache") o.ge_cache = true;
     else if (a == "--reduce-overhead") c.mode = CompileMode::reduce_overhead;
     else if (a == "--batch") batch = std::stoll(argv[++i]);
     else if (a == "--code-version") o.code_version = argv[++i];
     else if (a == "--rng") rng = true;
   }
-  o.config = c;
+  o.compile.config = c;
   Counted m;
   auto fn = cache_compile(m, rng ? &Counted::noisy : &Counted::prompt, o);
   int calls = argc > 0 ? 2 : 1;
@@ -89,7 +89,7 @@ int write(char** argv) {
     cache::EntryRecord e;
     e.path = "Worker_dynamic_0/" + prefix + std::to_string(i);
     e.graph_key = o.graph_key;
-    e.attrs["name"] = e.path;
+    e.meta.name = e.path;
     cache::Hdf5Store::Transaction t;
     t.objects.push_back(o);
     t.entries.push_back(e);

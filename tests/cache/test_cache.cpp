@@ -3,7 +3,7 @@
 // safety, security checks, bundles, gc and explain.
 #include <npucache/cache.h>
 #include <npucache/error.h>
-#include <npucache/models.h>
+#include <npucache/models/models.h>
 
 #include "cache/store.h"
 
@@ -141,7 +141,7 @@ TEST_F(CacheTest, RebuiltCodeIsNeverServedStale) {
   EXPECT_TRUE(has(b2.text, "traced 0")) << b2.text;
   auto r = cache::Hdf5Store(dir).reader();
   bool build_id = false;
-  for (const auto& e : r->entries()) build_id = build_id || has(e.attrs.at("code_fingerprint"), "build-id:");
+  for (const auto& e : r->entries()) build_id = build_id || has(e.meta.components.at("code_fingerprint"), "build-id:");
   EXPECT_TRUE(build_id);
 }
 
@@ -156,7 +156,7 @@ TEST_F(CacheTest, StaleEntryIsReportedWithTheComponent) {
     auto r = store.reader();
     auto e = *r->entry(entries[0]);
     auto obj = r->object(e.graph_key);
-    e.attrs["runtime_version"] = "simnpu-v1 runtime 0.0.1";
+    e.meta.components["runtime_version"] = "simnpu-v1 runtime 0.0.1";
     cache::Hdf5Store::Transaction t;
     t.entries.push_back(e);
     store.commit(t);
@@ -210,10 +210,10 @@ TEST_F(CacheTest, CorruptEntryIsReportedRebuiltAndOthersUntouched) {
 TEST_F(CacheTest, RecompileSkipsTheCacheAndRemovesTheEntry) {
   CacheOptions o;
   o.cache_dir = dir.string();
-  o.dynamic = false;
-  o.method_name = "prompt";
-  o.config = CompilerConfig{};
-  o.config->autotune_candidates = 1;
+  o.compile.dynamic = false;
+  o.compile.method_name = "prompt";
+  o.compile.config = CompilerConfig{};
+  o.compile.config->autotune_candidates = 1;
   models::SeedExample m;
   auto fn = cache_compile(m, &models::SeedExample::prompt, o);
   auto call = [&](int64_t b) {
@@ -354,9 +354,9 @@ TEST_F(CacheTest, ExportImportGcAndStatsCommands) {
 TEST_F(CacheTest, SaveAndLoadCacheArtifactsInProcess) {
   CacheOptions o;
   o.cache_dir = dir.string();
-  o.method_name = "decode";
-  o.config = CompilerConfig{};
-  o.config->autotune_candidates = 1;
+  o.compile.method_name = "decode";
+  o.compile.config = CompilerConfig{};
+  o.compile.config->autotune_candidates = 1;
   models::SeedExample m;
   auto fn = cache_compile(m, &models::SeedExample::decode, o);
   models::InputMeta x{Tensor::from_vector({1, 2, 3, 4}, {2, 2}), false};

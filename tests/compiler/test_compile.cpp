@@ -3,7 +3,7 @@
 // with fused and re-associated arithmetic).
 #include <npucache/compile.h>
 #include <npucache/error.h>
-#include <npucache/models.h>
+#include <npucache/models/models.h>
 #include <npucache/ops.h>
 
 #include "compiler/compiled_graph.h"

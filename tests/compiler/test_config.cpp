@@ -1,6 +1,6 @@
 #include <npucache/compile.h>
 #include <npucache/error.h>
-#include <npucache/models.h>
+#include <npucache/models/models.h>
 #include <npucache/ops.h>
 
 #include "compiler/compiled_graph.h"
@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "support/error_message.h"
+#include "compiler/engine.h"
 
 using namespace npucache;
 
@@ -97,7 +98,7 @@ TEST(Compile, StaticProgramRejectsOtherShapes) {
   o.config->autotune_candidates = 1;
   auto fast = compile(mlp, &models::SimpleMLP::forward, o);
   fast(Tensor::from_vector(std::vector<float>(2 * 128, 0.1f), {2, 128}));
-  const auto& cg = fast.engine().entry(0);
+  const auto& cg = detail::entry(fast.engine(), 0);
   compiler::ProgramRunner runner(std::shared_ptr<const compiler::DeviceProgram>(&cg.program, [](auto*) {}), 0);
   std::vector<Tensor> params;
   for (const auto& ref : cg.program.parameters)

@@ -1,4 +1,6 @@
 // Uses the installed library: traces and runs the seed model eagerly.
+#include <npucache/ir/hash.h>
+#include <npucache/models/models.h>
 #include <npucache/npucache.h>
 
 #include <cstdio>

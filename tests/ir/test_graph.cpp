@@ -1,6 +1,6 @@
 // Shape/dtype inference of the ops and the errors for bad operands.
 #include <npucache/error.h>
-#include <npucache/graph.h>
+#include <npucache/ir/graph.h>
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 #include <npucache/error.h>
-#include <npucache/graph.h>
+#include <npucache/ir/graph.h>
 
 #include <gtest/gtest.h>
 

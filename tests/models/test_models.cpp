@@ -1,5 +1,5 @@
 #include <npucache/error.h>
-#include <npucache/models.h>
+#include <npucache/models/models.h>
 #include <npucache/ops.h>
 
 #include <gtest/gtest.h>

@@ -3,7 +3,7 @@
 // send/recv run as program steps.
 #include <npucache/compile.h>
 #include <npucache/device.h>
-#include <npucache/models.h>
+#include <npucache/models/models.h>
 #include <npucache/mpi.h>
 
 #include <gtest/gtest.h>

@@ -1,12 +1,12 @@
 // The MPI cache coordinator under mpiexec (1, 2, 4 and 8 ranks).
 #include <npucache/device.h>
-#include <npucache/dist.h>
-#include <npucache/models.h>
+#include <npucache/coordinator.h>
+#include <npucache/models/models.h>
 #include <npucache/mpi.h>
 #include <npucache/ops.h>
 
 #include "cache/store.h"
-#include "dist/mpi_ops.h"
+#include "mpi/comm.h"
 
 #include <gtest/gtest.h>
 
@@ -39,8 +39,8 @@ int expected_unique(const Layout& l) {  // distinct stage kinds x 2 methods
 class Coordinator : public ::testing::Test {
  protected:
   void SetUp() override {
-    world = dist::Comm::world().size();
-    rank = dist::Comm::world().rank();
+    world = mpi::Comm::world().size();
+    rank = mpi::Comm::world().rank();
     layout = layout_for(world);
     set_current_device(rank % Platform::get().device_count());
     comm = make_mpi_communicator(layout.tp, layout.pp);
@@ -53,12 +53,12 @@ class Coordinator : public ::testing::Test {
               .string();
       fs::remove_all(d);
     }
-    dist::Comm::world().broadcast(d, 0);
+    mpi::Comm::world().broadcast(d, 0);
     dir = d;
     dist::clear_reports();
   }
   void TearDown() override {
-    dist::Comm::world().barrier();
+    mpi::Comm::world().barrier();
     set_current_communicator(nullptr);
     if (rank == 0) fs::remove_all(dir);
   }
@@ -66,21 +66,21 @@ class Coordinator : public ::testing::Test {
   CacheOptions options(const std::string& method, const std::string& d = "") const {
     CacheOptions o;
     o.cache_dir = d.empty() ? dir : d;
-    o.method_name = method;
+    o.compile.method_name = method;
     CompilerConfig c;
     c.autotune_candidates = 2;
     c.autotune_min_time_us = 0;
-    o.config = c;
+    o.compile.config = c;
     return o;
   }
 
   // One job: both methods cached and run once.
-  std::vector<dist::MethodReport> job(const std::string& d = "", dist::CoordinatorOptions co = {},
+  std::vector<MethodReport> job(const std::string& d = "", dist::CoordinatorOptions co = {},
                                       const CacheOptions* base = nullptr) {
     dist::clear_reports();
     CacheOptions po = base ? *base : options("prompt", d), dopt = base ? *base : options("decode", d);
-    po.method_name = "prompt";
-    dopt.method_name = "decode";
+    po.compile.method_name = "prompt";
+    dopt.compile.method_name = "decode";
     auto prompt = dist::cache_compile(*model, &models::TinyLlama::prompt, po, co);
     auto decode = dist::cache_compile(*model, &models::TinyLlama::decode, dopt, co);
     auto kv = model->make_kv_cache(1);
@@ -94,14 +94,14 @@ class Coordinator : public ::testing::Test {
   // Sum of a per-rank count over all ranks.
   int total(int mine) const {
     int n = 0;
-    for (const auto& s : dist::Comm::world().allgather(std::to_string(mine))) n += std::stoi(s);
+    for (const auto& s : mpi::Comm::world().allgather(std::to_string(mine))) n += std::stoi(s);
     return n;
   }
-  std::set<std::string> all_keys(const std::vector<dist::MethodReport>& reps) const {
+  std::set<std::string> all_keys(const std::vector<MethodReport>& reps) const {
     std::string mine;
     for (const auto& r : reps) mine += r.graph_key + "\n";
     std::set<std::string> keys;
-    for (const auto& s : dist::Comm::world().allgather(mine)) {
+    for (const auto& s : mpi::Comm::world().allgather(mine)) {
       std::size_t at = 0;
       while (at < s.size()) {
         auto nl = s.find('\n', at);
@@ -111,7 +111,7 @@ class Coordinator : public ::testing::Test {
     }
     return keys;
   }
-  static int count(const std::vector<dist::MethodReport>& reps, bool dist::MethodReport::*field) {
+  static int count(const std::vector<MethodReport>& reps, bool MethodReport::*field) {
     int n = 0;
     for (const auto& r : reps) n += r.*field;
     return n;
@@ -130,13 +130,13 @@ TEST_F(Coordinator, CompilesEachUniqueSubgraphOnceThenWarmStartLoadsAll) {
   auto cold = job();
   const auto keys = all_keys(cold);
   EXPECT_EQ(static_cast<int>(keys.size()), expected_unique(layout));
-  EXPECT_EQ(total(count(cold, &dist::MethodReport::compiled)), static_cast<int>(keys.size()));
-  EXPECT_EQ(total(count(cold, &dist::MethodReport::hit)), 0);
+  EXPECT_EQ(total(count(cold, &MethodReport::compiled)), static_cast<int>(keys.size()));
+  EXPECT_EQ(total(count(cold, &MethodReport::hit)), 0);
   // Ranks sharing a key run byte-identical artifacts.
   std::string mine;
   for (const auto& r : cold) mine += r.graph_key + "=" + r.artifact_checksum + "\n";
   std::map<std::string, std::set<std::string>> sums;
-  for (const auto& s : dist::Comm::world().allgather(mine)) {
+  for (const auto& s : mpi::Comm::world().allgather(mine)) {
     std::size_t at = 0;
     while (at < s.size()) {
       auto nl = s.find('\n', at), eq = s.find('=', at);
@@ -147,13 +147,13 @@ TEST_F(Coordinator, CompilesEachUniqueSubgraphOnceThenWarmStartLoadsAll) {
   for (const auto& [k, set] : sums) EXPECT_EQ(set.size(), 1u) << k;
   // The owners are spread: with more than one key not every compile is rank 0's.
   std::set<int> owners;
-  for (const auto& s : dist::Comm::world().allgather(std::to_string(cold[0].owner))) owners.insert(std::stoi(s));
+  for (const auto& s : mpi::Comm::world().allgather(std::to_string(cold[0].owner))) owners.insert(std::stoi(s));
   if (world >= 4) {
     EXPECT_GT(owners.size(), 1u);
   }
   auto warm = job();
-  EXPECT_EQ(total(count(warm, &dist::MethodReport::hit)), 2 * world);
-  EXPECT_EQ(total(count(warm, &dist::MethodReport::compiled)), 0);
+  EXPECT_EQ(total(count(warm, &MethodReport::hit)), 2 * world);
+  EXPECT_EQ(total(count(warm, &MethodReport::compiled)), 0);
 }
 
 TEST_F(Coordinator, RemovingOneEntryMakesOnlyThatRankFetchOrLoad) {
@@ -165,17 +165,17 @@ TEST_F(Coordinator, RemovingOneEntryMakesOnlyThatRankFetchOrLoad) {
       if (e.path.find("global_rank" + std::to_string(victim) + "/prompt") != std::string::npos ||
           (world == 1 && e.path.find("/prompt") != std::string::npos))
         path = e.path;
-  dist::Comm::world().broadcast(path, victim);
+  mpi::Comm::world().broadcast(path, victim);
   ASSERT_FALSE(path.empty());
   if (rank == 0) {
     cache::Hdf5Store::Transaction t;
     t.remove_entries.push_back(path);
     cache::Hdf5Store(dir).commit(t);
   }
-  dist::Comm::world().barrier();
+  mpi::Comm::world().barrier();
   auto again = job();
-  EXPECT_EQ(total(count(again, &dist::MethodReport::compiled)), 0);
-  EXPECT_EQ(total(count(again, &dist::MethodReport::hit)), 2 * world - 1);
+  EXPECT_EQ(total(count(again, &MethodReport::compiled)), 0);
+  EXPECT_EQ(total(count(again, &MethodReport::hit)), 2 * world - 1);
   if (rank == victim) {
     EXPECT_FALSE(again[0].hit);
   }
@@ -185,10 +185,10 @@ TEST_F(Coordinator, NodeLocalCacheDirectories) {
   // Two simulated nodes: the lower and upper half of the ranks.
   const std::string local = dir + (rank < (world + 1) / 2 ? "/node0" : "/node1");
   auto cold = job(local);
-  EXPECT_EQ(total(count(cold, &dist::MethodReport::compiled)), static_cast<int>(all_keys(cold).size()));
-  EXPECT_EQ(total(count(cold, &dist::MethodReport::writer)) , world > 1 ? 2 * 2 : 2);  // one writer per store and method
+  EXPECT_EQ(total(count(cold, &MethodReport::compiled)), static_cast<int>(all_keys(cold).size()));
+  EXPECT_EQ(total(count(cold, &MethodReport::writer)) , world > 1 ? 2 * 2 : 2);  // one writer per store and method
   auto warm = job(local);
-  EXPECT_EQ(total(count(warm, &dist::MethodReport::hit)), 2 * world);
+  EXPECT_EQ(total(count(warm, &MethodReport::hit)), 2 * world);
 }
 
 TEST_F(Coordinator, ElasticReuseAcrossWorldSizesCompilesNothing) {
@@ -198,8 +198,8 @@ TEST_F(Coordinator, ElasticReuseAcrossWorldSizesCompilesNothing) {
   o.world_size = 2 * world;
   o.global_rank = world + rank;
   auto bigger = job("", {}, &o);
-  EXPECT_EQ(total(count(bigger, &dist::MethodReport::compiled)), 0);
-  EXPECT_EQ(total(count(bigger, &dist::MethodReport::hit)), 0);  // new layout entries...
+  EXPECT_EQ(total(count(bigger, &MethodReport::compiled)), 0);
+  EXPECT_EQ(total(count(bigger, &MethodReport::hit)), 0);  // new layout entries...
   auto reader = cache::Hdf5Store(dir).reader();
   int new_entries = 0;
   for (const auto& e : reader->entries())
@@ -211,12 +211,12 @@ TEST_F(Coordinator, IndependentModeCompilesOnEveryRank) {
   dist::CoordinatorOptions co;
   co.independent = true;
   auto cold = job("", co);
-  EXPECT_EQ(total(count(cold, &dist::MethodReport::compiled)), 2 * world);
+  EXPECT_EQ(total(count(cold, &MethodReport::compiled)), 2 * world);
 }
 
 TEST_F(Coordinator, OwnerCompileFailureReachesEveryRank) {
   CacheOptions o = options("prompt");
-  o.custom_decompositions[Op::silu] = {"test.fail_on_rank0", [](const std::vector<Tensor>& in, const Attrs&) {
+  o.compile.custom_decompositions[Op::silu] = {"test.fail_on_rank0", [](const std::vector<Tensor>& in, const Attrs&) {
                                          if (MpiSession::world_rank() == 0) throw Error("injected compile failure");
                                          return in[0] * ops::sigmoid(in[0]);
                                        }};

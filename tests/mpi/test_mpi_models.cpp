@@ -2,7 +2,7 @@
 // tokens and logits of the unsharded model in one process.
 #include <npucache/device.h>
 #include <npucache/error.h>
-#include <npucache/models.h>
+#include <npucache/models/models.h>
 #include <npucache/mpi.h>
 
 #include <gtest/gtest.h>

@@ -1,7 +1,7 @@
 // The canonical graph hash: each invariance and each sensitivity.
 #include <npucache/device.h>
-#include <npucache/hash.h>
-#include <npucache/models.h>
+#include <npucache/ir/hash.h>
+#include <npucache/models/models.h>
 #include <npucache/trace.h>
 
 #include <gtest/gtest.h>

@@ -10,27 +10,27 @@
 using namespace npucache;
 
 TEST(Allocator, ReusesFreedBlocksAndKeepsStatistics) {
-  auto a = std::make_shared<CachingAllocator>(0, "test", std::size_t{64} << 20);
+  auto a = std::make_shared<runtime::CachingAllocator>(0, "test", std::size_t{64} << 20);
   void* first;
   {
-    BlockPtr b = a->allocate(1000);
+    runtime::BlockPtr b = a->allocate(1000);
     first = b->data();
     EXPECT_EQ(b->size(), 1024u);  // rounded to 512-byte granules
     EXPECT_EQ(a->stats().allocated, 1024u);
   }
   EXPECT_EQ(a->stats().allocated, 0u);
   EXPECT_EQ(a->stats().reserved, 1024u);
-  BlockPtr again = a->allocate(900);
+  runtime::BlockPtr again = a->allocate(900);
   EXPECT_EQ(again->data(), first);  // served from the cache
   EXPECT_EQ(a->stats().cache_hits, 1u);
-  BlockPtr big = a->allocate(3 << 20);
+  runtime::BlockPtr big = a->allocate(3 << 20);
   EXPECT_EQ(big->size(), std::size_t{4} << 20);  // 2 MiB granules above 1 MiB
   EXPECT_EQ(a->stats().peak_allocated, 1024u + (4u << 20));
 }
 
 TEST(Allocator, OutOfMemoryNamesDeviceRequestAndFreeMemory) {
-  auto a = std::make_shared<CachingAllocator>(5, "simnpu-v1", std::size_t{8} << 20);
-  BlockPtr keep = a->allocate(std::size_t{6} << 20);
+  auto a = std::make_shared<runtime::CachingAllocator>(5, "simnpu-v1", std::size_t{8} << 20);
+  runtime::BlockPtr keep = a->allocate(std::size_t{6} << 20);
   try {
     a->allocate(std::size_t{4} << 20);
     FAIL() << "allocation beyond capacity succeeded";
@@ -42,14 +42,14 @@ TEST(Allocator, OutOfMemoryNamesDeviceRequestAndFreeMemory) {
   }
   keep.reset();  // cached, not returned...
   EXPECT_EQ(a->stats().reserved, std::size_t{6} << 20);
-  BlockPtr fits = a->allocate(std::size_t{8} << 20);  // ...until needed: the cache is released
+  runtime::BlockPtr fits = a->allocate(std::size_t{8} << 20);  // ...until needed: the cache is released
   EXPECT_EQ(a->stats().reserved, std::size_t{8} << 20);
 }
 
 TEST(Allocator, BlocksOutliveTheirAllocator) {
-  BlockPtr b;
+  runtime::BlockPtr b;
   {
-    auto a = std::make_shared<CachingAllocator>(0, "test", 1 << 20);
+    auto a = std::make_shared<runtime::CachingAllocator>(0, "test", 1 << 20);
     b = a->allocate(100);
   }
   std::memset(b->data(), 1, 100);

@@ -1,7 +1,7 @@
-// Stream capture and task-graph replay equal the eager launches they record.
+// runtime::Stream capture and task-graph replay equal the eager launches they record.
 #include <npucache/device.h>
 #include <npucache/error.h>
-#include <npucache/stream.h>
+#include <npucache/runtime/stream.h>
 
 #include <gtest/gtest.h>
 
@@ -13,30 +13,30 @@ namespace {
 
 struct Chain {
   Device& d = Platform::get().device(4);
-  TensorArg in, tmp, out;
+  runtime::TensorArg in, tmp, out;
   explicit Chain(int64_t n)
       : in{d.allocate(static_cast<std::size_t>(n) * 4), 0, DType::f32, {n}},
         tmp{d.allocate(static_cast<std::size_t>(n) * 4), 0, DType::f32, {n}},
         out{d.allocate(static_cast<std::size_t>(n) * 4), 0, DType::f32, {n}} {}
 
   // out = relu(in * in - in) repeated into a chain of 3 * reps kernels.
-  void launch_all(Stream& s, int reps) {
+  void launch_all(runtime::Stream& s, int reps) {
     for (int r = 0; r < reps; ++r) {
       s.launch(op(Op::mul, {r == 0 ? in : out, in, tmp}));
       s.launch(op(Op::sub, {tmp, in, tmp}));
       s.launch(op(Op::relu, {tmp, out}));
     }
   }
-  static KernelLaunch op(Op o, std::vector<TensorArg> args) {
-    KernelLaunch l;
+  static runtime::KernelLaunch op(Op o, std::vector<runtime::TensorArg> args) {
+    runtime::KernelLaunch l;
     l.op = o;
     l.args = std::move(args);
     return l;
   }
 };
 
-void write(const TensorArg& a, const std::vector<float>& v) { std::memcpy(a.data(), v.data(), v.size() * 4); }
-std::vector<float> read(const TensorArg& a) {
+void write(const runtime::TensorArg& a, const std::vector<float>& v) { std::memcpy(a.data(), v.data(), v.size() * 4); }
+std::vector<float> read(const runtime::TensorArg& a) {
   auto* p = static_cast<const float*>(a.data());
   return {p, p + a.numel()};
 }
@@ -45,7 +45,7 @@ std::vector<float> read(const TensorArg& a) {
 
 TEST(Capture, ReplayEqualsEager) {
   Chain c(256);
-  Stream& s = c.d.create_stream();
+  runtime::Stream& s = c.d.create_stream();
   std::vector<float> input(256);
   for (int i = 0; i < 256; ++i) input[static_cast<std::size_t>(i)] = static_cast<float>(i % 7) * 0.3f - 0.5f;
   write(c.in, input);
@@ -69,13 +69,13 @@ TEST(Capture, ReplayEqualsEager) {
 
 TEST(Capture, ReplayWithUpdatedInputAddressesAndCopyMode) {
   Chain c(1024);
-  Stream& s = c.d.create_stream();
+  runtime::Stream& s = c.d.create_stream();
   write(c.in, std::vector<float>(1024, 2.0f));
   s.begin_capture();
   c.launch_all(s, 1);  // out = relu(in*in - in)
   auto graph = s.end_capture();
 
-  BlockPtr fresh = c.d.allocate(1024 * 4);
+  runtime::BlockPtr fresh = c.d.allocate(1024 * 4);
   std::vector<float> three(1024, 3.0f);
   std::memcpy(fresh->data(), three.data(), 1024 * 4);
   graph->replay(s, {{c.in.block.get(), fresh}});
@@ -84,27 +84,27 @@ TEST(Capture, ReplayWithUpdatedInputAddressesAndCopyMode) {
   EXPECT_EQ(read(c.in)[5], 2.0f);   // captured buffer untouched
 
   // Copy mode: the new contents go into the buffer the graph is bound to.
-  BlockPtr other = c.d.allocate(1024 * 4);
+  runtime::BlockPtr other = c.d.allocate(1024 * 4);
   std::vector<float> four(1024, 4.0f);
   std::memcpy(other->data(), four.data(), 1024 * 4);
-  graph->replay(s, {{fresh.get(), other}}, TaskGraph::InputMode::copy);
+  graph->replay(s, {{fresh.get(), other}}, runtime::TaskGraph::InputMode::copy);
   s.synchronize();
   EXPECT_EQ(read(c.out)[5], 12.0f);                          // 4*4 - 4
   EXPECT_EQ(static_cast<float*>(fresh->data())[5], 4.0f);    // copied in
 
-  BlockPtr unknown = c.d.allocate(1024 * 4);
+  runtime::BlockPtr unknown = c.d.allocate(1024 * 4);
   EXPECT_THROW(graph->replay(s, {{unknown.get(), other}}), DeviceError);
-  BlockPtr tiny = c.d.allocate(16);
+  runtime::BlockPtr tiny = c.d.allocate(16);
   EXPECT_THROW(graph->replay(s, {{fresh.get(), tiny}}), DeviceError);
 }
 
 TEST(Capture, MisuseIsAnError) {
   Chain c(4);
-  Stream& s = c.d.create_stream();
+  runtime::Stream& s = c.d.create_stream();
   EXPECT_THROW(s.end_capture(), DeviceError);
   s.begin_capture();
   EXPECT_THROW(s.begin_capture(), DeviceError);
-  Event e;
+  runtime::Event e;
   EXPECT_THROW(s.record(e), DeviceError);
   EXPECT_THROW(s.copy(c.in.block, 0, c.out.block, 0, 16), DeviceError);
   s.end_capture();

@@ -1,8 +1,8 @@
 // Kernels against plain reference implementations.
 #include <npucache/device.h>
 #include <npucache/error.h>
-#include <npucache/launch.h>
-#include <npucache/stream.h>
+#include <npucache/runtime/launch.h>
+#include <npucache/runtime/stream.h>
 
 #include "runtime/kernels/kernel_util.h"
 
@@ -15,18 +15,18 @@ using namespace npucache;
 
 namespace {
 
-TensorArg make(DType t, std::vector<int64_t> dims, const std::vector<double>& values = {}) {
+runtime::TensorArg make(DType t, std::vector<int64_t> dims, const std::vector<double>& values = {}) {
   int64_t n = 1;
   for (int64_t d : dims) n *= d;
-  TensorArg a{Platform::get().device(0).allocate(static_cast<std::size_t>(n) * dtype_size(t)), 0, t, dims};
+  runtime::TensorArg a{Platform::get().device(0).allocate(static_cast<std::size_t>(n) * dtype_size(t)), 0, t, dims};
   for (int64_t i = 0; i < static_cast<int64_t>(values.size()); ++i)
-    kernels::store_from_double(a, i, values[static_cast<std::size_t>(i)]);
+    runtime::kernels::store_from_double(a, i, values[static_cast<std::size_t>(i)]);
   return a;
 }
 
-std::vector<double> read(const TensorArg& a) {
+std::vector<double> read(const runtime::TensorArg& a) {
   std::vector<double> v;
-  for (int64_t i = 0; i < a.numel(); ++i) v.push_back(kernels::load_as_double(a, i));
+  for (int64_t i = 0; i < a.numel(); ++i) v.push_back(runtime::kernels::load_as_double(a, i));
   return v;
 }
 
@@ -38,12 +38,12 @@ std::vector<double> random_values(int64_t n, unsigned seed) {
   return v;
 }
 
-std::vector<double> run(Op op, std::vector<TensorArg> args, Attrs attrs = {}) {
-  KernelLaunch l;
+std::vector<double> run(Op op, std::vector<runtime::TensorArg> args, Attrs attrs = {}) {
+  runtime::KernelLaunch l;
   l.op = op;
   l.attrs = std::make_shared<const Attrs>(attrs);
   l.args = args;
-  run_kernel(l);
+  runtime::run_kernel(l);
   return read(args.back());
 }
 
@@ -150,19 +150,19 @@ TEST(Kernels, ElementwiseFloatAndInteger) {
 
 TEST(Kernels, HalfConversionRoundTrip) {
   for (float v : {0.0f, 1.0f, -2.5f, 65504.0f, 6.1035156e-05f, 5.9604645e-08f, 0.1f})
-    EXPECT_NEAR(kernels::half_to_float(kernels::float_to_half(v)), v, std::fabs(v) * 1e-3 + 1e-8) << v;
-  EXPECT_TRUE(std::isinf(kernels::half_to_float(kernels::float_to_half(1e6f))));
-  EXPECT_EQ(kernels::bf16_to_float(kernels::float_to_bf16(3.0f)), 3.0f);
+    EXPECT_NEAR(runtime::kernels::half_to_float(runtime::kernels::float_to_half(v)), v, std::fabs(v) * 1e-3 + 1e-8) << v;
+  EXPECT_TRUE(std::isinf(runtime::kernels::half_to_float(runtime::kernels::float_to_half(1e6f))));
+  EXPECT_EQ(runtime::kernels::bf16_to_float(runtime::kernels::float_to_bf16(3.0f)), 3.0f);
 }
 
 TEST(Kernels, RngIsDeterministicPerSeedAndOffset) {
-  KernelLaunch l;
+  runtime::KernelLaunch l;
   l.op = Op::randn;
   l.args = {make(DType::f32, {4096})};
   l.rng_seed = 42;
-  run_kernel(l);
+  runtime::run_kernel(l);
   auto a = read(l.args[0]);
-  run_kernel(l);
+  runtime::run_kernel(l);
   EXPECT_EQ(a, read(l.args[0]));
   double mean = 0, var = 0;
   for (double v : a) mean += v / 4096;
@@ -170,13 +170,13 @@ TEST(Kernels, RngIsDeterministicPerSeedAndOffset) {
   EXPECT_NEAR(mean, 0, 0.1);
   EXPECT_NEAR(var, 1, 0.1);
   l.rng_offset = 4096;
-  run_kernel(l);
+  runtime::run_kernel(l);
   EXPECT_NE(a, read(l.args[0]));
 }
 
 TEST(Kernels, CompositeOpHasNoKernel) {
-  KernelLaunch l;
+  runtime::KernelLaunch l;
   l.op = Op::linear;
   l.args = {make(DType::f32, {1})};
-  EXPECT_THROW(run_kernel(l), DeviceError);
+  EXPECT_THROW(runtime::run_kernel(l), DeviceError);
 }

@@ -2,7 +2,7 @@
 // launch validation.
 #include <npucache/device.h>
 #include <npucache/error.h>
-#include <npucache/stream.h>
+#include <npucache/runtime/stream.h>
 
 #include <gtest/gtest.h>
 
@@ -14,33 +14,33 @@ using namespace npucache;
 
 namespace {
 
-TensorArg buffer(Device& d, int64_t n) {
-  return TensorArg{d.allocate(static_cast<std::size_t>(n) * 4), 0, DType::f32, {n}};
+runtime::TensorArg buffer(Device& d, int64_t n) {
+  return runtime::TensorArg{d.allocate(static_cast<std::size_t>(n) * 4), 0, DType::f32, {n}};
 }
 
-KernelLaunch fill(const TensorArg& out, double v) {
-  KernelLaunch l;
+runtime::KernelLaunch fill(const runtime::TensorArg& out, double v) {
+  runtime::KernelLaunch l;
   l.op = Op::full;
   l.attrs = std::make_shared<const Attrs>(Attrs{{"value", v}, {"shape", Shape{out.dims[0]}}, {"dtype", DType::f32}});
   l.args = {out};
   return l;
 }
 
-KernelLaunch add(const TensorArg& a, const TensorArg& b, const TensorArg& out) {
-  KernelLaunch l;
+runtime::KernelLaunch add(const runtime::TensorArg& a, const runtime::TensorArg& b, const runtime::TensorArg& out) {
+  runtime::KernelLaunch l;
   l.op = Op::add;
   l.args = {a, b, out};
   return l;
 }
 
-float at(const TensorArg& a, int64_t i) { return static_cast<float*>(a.data())[i]; }
+float at(const runtime::TensorArg& a, int64_t i) { return static_cast<float*>(a.data())[i]; }
 
 }  // namespace
 
 TEST(Stream, InOrderExecution) {
   Device& d = Platform::get().device(0);
-  Stream& s = d.create_stream();
-  TensorArg x = buffer(d, 1 << 16), y = buffer(d, 1 << 16);
+  runtime::Stream& s = d.create_stream();
+  runtime::TensorArg x = buffer(d, 1 << 16), y = buffer(d, 1 << 16);
   s.launch(fill(x, 1.0));
   for (int i = 0; i < 50; ++i) s.launch(add(x, x, x));  // x doubles each time, in order
   s.launch(fill(y, 3.0));
@@ -53,11 +53,11 @@ TEST(Stream, InOrderExecution) {
 
 TEST(Stream, EventsOrderWorkAcrossStreams) {
   Device& d = Platform::get().device(1);
-  Stream& a = d.create_stream();
-  Stream& b = d.create_stream();
-  TensorArg x = buffer(d, 1 << 18), y = buffer(d, 1 << 18);
+  runtime::Stream& a = d.create_stream();
+  runtime::Stream& b = d.create_stream();
+  runtime::TensorArg x = buffer(d, 1 << 18), y = buffer(d, 1 << 18);
   for (int round = 0; round < 20; ++round) {
-    Event ev;
+    runtime::Event ev;
     a.launch(fill(x, round));
     for (int i = 0; i < 5; ++i) a.launch(add(x, x, x));  // x = round * 32
     a.record(ev);
@@ -71,9 +71,9 @@ TEST(Stream, EventsOrderWorkAcrossStreams) {
 
 TEST(Stream, KernelErrorIsStickyUntilSynchronize) {
   Device& d = Platform::get().device(0);
-  Stream& s = d.create_stream();
-  TensorArg buf = buffer(d, 8);
-  KernelLaunch bad;
+  runtime::Stream& s = d.create_stream();
+  runtime::TensorArg buf = buffer(d, 8);
+  runtime::KernelLaunch bad;
   bad.op = Op::softmax;  // missing "dim" attribute: fails on the worker
   bad.attrs = std::make_shared<const Attrs>();
   bad.args = {buf, buf};
@@ -87,15 +87,15 @@ TEST(Stream, KernelErrorIsStickyUntilSynchronize) {
 TEST(Stream, InvalidLaunchesAreRejected) {
   Device& d0 = Platform::get().device(0);
   Device& d1 = Platform::get().device(1);
-  Stream& s = d0.default_stream();
-  TensorArg foreign = buffer(d1, 4);
+  runtime::Stream& s = d0.default_stream();
+  runtime::TensorArg foreign = buffer(d1, 4);
   try {
     s.launch(fill(foreign, 1));
     FAIL();
   } catch (const DeviceError& e) {
     EXPECT_NE(std::string(e.what()).find("lives on device 1"), std::string::npos) << e.what();
   }
-  TensorArg small = buffer(d0, 4);
+  runtime::TensorArg small = buffer(d0, 4);
   small.dims = {1 << 20};  // claims more than its buffer holds
   try {
     s.launch(fill(small, 1));
@@ -103,7 +103,7 @@ TEST(Stream, InvalidLaunchesAreRejected) {
   } catch (const DeviceError& e) {
     EXPECT_NE(std::string(e.what()).find("but its buffer has"), std::string::npos) << e.what();
   }
-  KernelLaunch composite = fill(buffer(d0, 4), 1);
+  runtime::KernelLaunch composite = fill(buffer(d0, 4), 1);
   composite.op = Op::gelu;
   EXPECT_THROW(s.launch(composite), DeviceError);
   try {
@@ -117,8 +117,8 @@ TEST(Stream, InvalidLaunchesAreRejected) {
 
 TEST(Stream, CopiesAreOrdered) {
   Device& d = Platform::get().device(2);
-  Stream& s = d.default_stream();
-  TensorArg x = buffer(d, 1024), y = buffer(d, 1024);
+  runtime::Stream& s = d.default_stream();
+  runtime::TensorArg x = buffer(d, 1024), y = buffer(d, 1024);
   s.launch(fill(x, 5));
   s.copy(y.block, 0, x.block, 0, 1024 * 4);
   s.launch(fill(x, 1));

@@ -2,7 +2,7 @@
 
 #include <npucache/device.h>
 #include <npucache/error.h>
-#include <npucache/launch.h>
+#include <npucache/runtime/launch.h>
 
 #include <chrono>
 #include <cstring>
@@ -44,16 +44,16 @@ std::string config_str(const Config& c) {
 // Best of `reps` measurements; each runs the kernel back to back for at
 // least `min_us` (after one warm-up run) and reports the mean per run, so
 // microsecond kernels are timed above the clock's resolution.
-double time_us(const KernelLaunch& l, int reps, int min_us) {
+double time_us(const runtime::KernelLaunch& l, int reps, int min_us) {
   using Clock = std::chrono::steady_clock;
-  run_kernel(l);
+  runtime::run_kernel(l);
   double best = std::numeric_limits<double>::infinity();
   for (int r = 0; r < reps; ++r) {
     auto t0 = Clock::now();
     int runs = 0;
     double us = 0;
     do {
-      run_kernel(l);
+      runtime::run_kernel(l);
       ++runs;
       us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
     } while (us < min_us);
@@ -72,7 +72,7 @@ std::vector<AutotuneDecision> autotune(DeviceProgram& p, const SymBindings& exam
   for (std::size_t si = 0; si < p.steps.size(); ++si) {
     ProgramStep& s = p.steps[si];
     if (s.op != Op::matmul && s.op != Op::fused) continue;
-    std::vector<TensorArg> args;
+    std::vector<runtime::TensorArg> args;
     std::string key(op_name(s.op));
     for (int b : s.operands) {
       const TensorType& t = p.buffers[static_cast<std::size_t>(b)].type;
@@ -100,7 +100,7 @@ std::vector<AutotuneDecision> autotune(DeviceProgram& p, const SymBindings& exam
       for (std::size_t c = 0; c < n; ++c) {
         Attrs a = base;
         for (const auto& [k, v] : cands[c]) a.set(k, v);
-        KernelLaunch l;
+        runtime::KernelLaunch l;
         l.op = s.op;
         l.attrs = std::make_shared<const Attrs>(std::move(a));
         l.args = args;

@@ -2,7 +2,7 @@
 #include <npucache/error.h>
 
 #include "compiler/passes.h"
-#include "nn/trace_state.h"
+#include "nn/interop.h"
 
 namespace npucache::compiler {
 namespace {
@@ -18,14 +18,13 @@ bool needs_rewrite(const Graph& g, const DecompositionTable& custom, bool first_
 }
 
 Graph one_round(const Graph& g, const DecompositionTable& custom, bool first_round) {
-  detail::TraceState st(nullptr, TraceOptions{});
-  detail::ActiveTrace active(st);
+  nn::Retrace st;
   std::vector<Tensor> vals(g.size());
   const auto& nodes = g.nodes();
   for (std::size_t i = 0; i < nodes.size(); ++i) {
     const Node& n = nodes[i];
     if (n.op == Op::placeholder) {
-      vals[i] = st.wrap(st.graph.add_placeholder(n.kind, n.target, n.type));
+      vals[i] = st.placeholder(n.kind, n.target, n.type);
       continue;
     }
     std::vector<Tensor> in;
@@ -52,11 +51,9 @@ Graph one_round(const Graph& g, const DecompositionTable& custom, bool first_rou
     }
     vals[i] = out;
   }
-  std::vector<ValueId> outs;
-  for (ValueId o : g.outputs()) outs.push_back(st.value_of(vals[static_cast<std::size_t>(o)], "output"));
-  st.graph.set_outputs(outs);
-  verify(st.graph);
-  return std::move(st.graph);
+  std::vector<Tensor> outs;
+  for (ValueId o : g.outputs()) outs.push_back(vals[static_cast<std::size_t>(o)]);
+  return st.finish(outs);
 }
 
 }  // namespace

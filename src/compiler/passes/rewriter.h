@@ -1,7 +1,7 @@
 // Rebuilding a graph node by node with a value map (old id -> new id).
 #pragma once
 
-#include <npucache/graph.h>
+#include <npucache/ir/graph.h>
 
 #include <vector>
 

@@ -1,11 +1,11 @@
 // Communication kernels: they run on the stream's worker, in stream order,
 // and call the launch's Communicator (as collective kernels on a real NPU
 // run on its stream).
-#include <npucache/communicator.h>
+#include <npucache/runtime/communicator.h>
 
 #include "runtime/kernels/kernel_util.h"
 
-namespace npucache::kernels {
+namespace npucache::runtime::kernels {
 namespace {
 
 Communicator& comm_of(const KernelLaunch& l) {
@@ -80,4 +80,4 @@ void comm_kernel(const KernelLaunch& l) {
   }
 }
 
-}  // namespace npucache::kernels
+}  // namespace npucache::runtime::kernels

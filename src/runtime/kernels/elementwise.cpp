@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
-namespace npucache::kernels {
+namespace npucache::runtime::kernels {
 namespace {
 
 template <class T>
@@ -193,4 +193,4 @@ void elementwise_kernel(const KernelLaunch& l) {
   }
 }
 
-}  // namespace npucache::kernels
+}  // namespace npucache::runtime::kernels

@@ -8,7 +8,7 @@
 #include <limits>
 #include <memory>
 
-namespace npucache::kernels {
+namespace npucache::runtime::kernels {
 namespace {
 
 constexpr int64_t kNone = -1;
@@ -174,4 +174,4 @@ void fused_kernel(const KernelLaunch& l) {
   o.commit();
 }
 
-}  // namespace npucache::kernels
+}  // namespace npucache::runtime::kernels

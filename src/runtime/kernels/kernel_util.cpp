@@ -2,13 +2,16 @@
 
 #include <cmath>
 
-namespace npucache {
+namespace npucache::runtime {
 
 int64_t TensorArg::numel() const {
   int64_t n = 1;
   for (int64_t d : dims) n *= d;
   return n;
 }
+
+double TensorArg::load(int64_t i) const { return kernels::load_as_double(*this, i); }
+void TensorArg::store(int64_t i, double v) const { kernels::store_from_double(*this, i, v); }
 
 namespace kernels {
 
@@ -170,4 +173,4 @@ void run_kernel(const KernelLaunch& l) {
   }
 }
 
-}  // namespace npucache
+}  // namespace npucache::runtime

@@ -3,7 +3,7 @@
 #pragma once
 
 #include <npucache/error.h>
-#include <npucache/launch.h>
+#include <npucache/runtime/launch.h>
 
 #include <array>
 #include <cstdint>
@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-namespace npucache::kernels {
+namespace npucache::runtime::kernels {
 
 float half_to_float(uint16_t h);
 uint16_t float_to_half(float f);
@@ -119,4 +119,4 @@ void comm_kernel(const KernelLaunch& l);
 void rng_kernel(const KernelLaunch& l);
 void fused_kernel(const KernelLaunch& l);
 
-}  // namespace npucache::kernels
+}  // namespace npucache::runtime::kernels

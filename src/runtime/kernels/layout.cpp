@@ -2,7 +2,7 @@
 // embedding and cast. All but cast move elements of any dtype byte-wise.
 #include "runtime/kernels/kernel_util.h"
 
-namespace npucache::kernels {
+namespace npucache::runtime::kernels {
 namespace {
 
 void copy_elem(char* dst, int64_t di, const char* src, int64_t si, std::size_t es) {
@@ -230,4 +230,4 @@ void layout_kernel(const KernelLaunch& l) {
   }
 }
 
-}  // namespace npucache::kernels
+}  // namespace npucache::runtime::kernels

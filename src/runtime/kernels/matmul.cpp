@@ -6,7 +6,7 @@
 
 #include <algorithm>
 
-namespace npucache::kernels {
+namespace npucache::runtime::kernels {
 namespace {
 
 constexpr int64_t kDefaultTileM = 32;   // rows of A kept hot per block
@@ -115,4 +115,4 @@ void matmul_kernel(const KernelLaunch& l) {
   o.commit();
 }
 
-}  // namespace npucache::kernels
+}  // namespace npucache::runtime::kernels

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <limits>
 
-namespace npucache::kernels {
+namespace npucache::runtime::kernels {
 
 void reduce_kernel(const KernelLaunch& l) {
   const TensorArg& in = l.args[0];
@@ -100,4 +100,4 @@ void softmax_kernel(const KernelLaunch& l) {
   y.commit();
 }
 
-}  // namespace npucache::kernels
+}  // namespace npucache::runtime::kernels

@@ -3,11 +3,11 @@
 // and the launch's position in its sequence, never on thread timing.
 #include "runtime/kernels/kernel_util.h"
 
-#include "runtime/splitmix.h"
+#include <npucache/runtime/random.h>
 
 #include <cmath>
 
-namespace npucache::kernels {
+namespace npucache::runtime::kernels {
 namespace {
 
 double uniform(uint64_t seed, uint64_t counter, uint64_t lane) {
@@ -35,4 +35,4 @@ void rng_kernel(const KernelLaunch& l) {
   o.commit();
 }
 
-}  // namespace npucache::kernels
+}  // namespace npucache::runtime::kernels

@@ -3,7 +3,7 @@
 
 #include <cmath>
 
-namespace npucache::kernels {
+namespace npucache::runtime::kernels {
 namespace {
 
 // Rotary position embedding, rotate-half form: for each pair (i, i + D/2)
@@ -94,4 +94,4 @@ void special_kernel(const KernelLaunch& l) {
   }
 }
 
-}  // namespace npucache::kernels
+}  // namespace npucache::runtime::kernels

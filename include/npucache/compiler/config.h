@@ -1,0 +1,65 @@
+// Compiler configuration and the backend object that carries it.
+//
+// CompilerConfig is a value: copyable, equality over every option, a stable
+// hash (it feeds cache keys) and a readable dump. validate() throws
+// ConfigError naming the first invalid option.
+#pragma once
+
+#include <npucache/ir/hash.h>
+
+#include <optional>
+#include <string>
+
+namespace npucache {
+
+enum class CompileMode { max_autotune, reduce_overhead };
+// "max-autotune" / "reduce-overhead"; parse throws ConfigError.
+std::string_view compile_mode_name(CompileMode m);
+CompileMode parse_compile_mode(std::string_view name);
+
+// How a replayed task graph receives new inputs (reduce-overhead).
+enum class InputHandling { update_address, copy };
+
+struct GeConfig {
+  // Run the whole program on one stream (no branch parallelism).
+  bool enable_single_stream = false;
+  friend bool operator==(const GeConfig&, const GeConfig&) = default;
+};
+
+struct CompilerConfig {
+  CompileMode mode = CompileMode::max_autotune;
+  GeConfig ge_config;
+  bool fusion = true;                 // fuse elementwise/reduction chains
+  bool memory_planning = true;        // one arena with reused offsets
+  int max_streams = 2;                // multi-stream mode: streams used at most
+  int autotune_candidates = 8;        // tilings timed per heavy kernel (max-autotune)
+  int autotune_repetitions = 5;       // measurements per candidate (best kept)
+  int autotune_min_time_us = 200;     // a measurement repeats the kernel this long
+  InputHandling input_handling = InputHandling::update_address;  // reduce-overhead
+
+  void validate() const;
+  // "mode=max-autotune\nge_config.enable_single_stream=false\n..."
+  std::string dump() const;
+  Hash128 hash() const;
+  friend bool operator==(const CompilerConfig&, const CompilerConfig&) = default;
+};
+
+// The counterpart of torchair.get_npu_backend(compiler_config=...).
+class NpuBackend {
+ public:
+  explicit NpuBackend(CompilerConfig config) : config_(std::move(config)) { config_.validate(); }
+  const CompilerConfig& config() const { return config_; }
+
+ private:
+  CompilerConfig config_;
+};
+
+NpuBackend get_npu_backend(const CompilerConfig& config = {});
+
+// The effective config of a compile: the config, the backend's config, or
+// the default. Both given and different: ConfigError "config in current
+// backend is different from the config ...".
+CompilerConfig resolve_config(const std::optional<CompilerConfig>& config,
+                              const std::optional<NpuBackend>& backend);
+
+}  // namespace npucache

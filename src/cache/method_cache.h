@@ -1,0 +1,86 @@
+// One cached method of one rank, and everything done with it in the store:
+// its lookup key and entry path, the warm-start lookup, its records, saving
+// and removing them, and the statistics they feed. The only user of the
+// store (Hdf5Store) besides cache administration (admin.h).
+//
+// The caller says who is writing (world size, global/tp/pp rank, host, pid)
+// and which runtime the method runs on: the cache layer discovers no
+// identity of its own.
+//
+// Errors: a problem with the cache (unreadable, corrupt, refused) is never
+// fatal to a lookup: it is logged and makes a miss with its reason. save()
+// and remove_entry() throw CacheError; callers continue uncached.
+#pragma once
+
+#include "cache/keys.h"
+#include "cache/records.h"
+#include "compiler/entry_source.h"
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace npucache::cache {
+
+struct MethodIdentity {
+  std::string dir;      // absolute cache directory
+  Producer who;         // the rank this entry is for, and its process
+  KeyInputs key;        // module, method, config, ..., runtime version
+};
+
+class MethodCache {
+ public:
+  explicit MethodCache(MethodIdentity id);
+
+  const std::string& dir() const { return id_.dir; }
+  const Producer& who() const { return id_.who; }
+  const LookupKey& key() const { return key_; }
+  const std::string& entry_path() const { return path_; }
+  const std::string& method() const { return id_.key.method; }
+  // Whether objects hold the compiled program (ge_cache in max-autotune).
+  bool stores_program() const { return id_.key.ge_cache; }
+  // <dir>/<entry path>: the seed's path, for messages.
+  std::string where() const;
+
+  struct Lookup {
+    std::shared_ptr<compiler::CompiledGraph> graph;  // set on a hit
+    std::optional<EntryRecord> entry;
+    MissReason reason = MissReason::absent;
+    std::vector<std::string> differences;  // stale components, or the error
+    bool hit() const { return graph != nullptr; }
+  };
+  // Looks this rank's entry up, checks its key components, reads, verifies
+  // and decodes its object and binds the call's inputs; an object without a
+  // program is compiled from its stored graph through `compile`. Logs the
+  // seed's "loaded from" line on a hit, the reason of a miss; records
+  // statistics.
+  Lookup lookup(const FlatArgs& args, const compiler::CompileStep& compile) const;
+
+  GraphId graph_id(const Graph& traced) const;
+  // Whether the store holds the object `graph_key` (false when unreadable).
+  bool holds(const std::string& graph_key) const;
+  // The stored object's serialized bytes (checksum verified).
+  std::string object_bytes(const std::string& graph_key) const;
+
+  // The records of `g` under its graph id: its object (serialized, or the
+  // given bytes) and this rank's entry pointing at it.
+  ObjectRecord make_object(const compiler::CompiledGraph& g, const GraphId& id, const std::string* raw = nullptr) const;
+  EntryRecord make_entry(const compiler::CompiledGraph& g, const ObjectRecord& object) const;
+
+  // Commits records (this rank's, or those of every rank sharing the
+  // store) in one transaction, logs each saved entry, records statistics and
+  // remembers them for save_cache_artifacts().
+  void save(const std::vector<ObjectRecord>& objects, const std::vector<EntryRecord>& entries) const;
+  // Records that this process uses `entry` (for save_cache_artifacts()).
+  void remember(const EntryRecord& entry, const ObjectRecord& object) const;
+  // Removes this rank's entry (after a recompile).
+  void remove_entry() const;
+
+ private:
+  MethodIdentity id_;
+  LookupKey key_;
+  std::string path_;
+};
+
+}  // namespace npucache::cache

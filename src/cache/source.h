@@ -1,0 +1,69 @@
+// The cache's EntrySource family. MethodSource does the duty every source
+// shares (as spdlog's base_sink does the locking): the first call's timing
+// and report, the refusal of graphs with RNG ops, persisting through the
+// MethodCache, and the recompile rule. A subclass only decides how the
+// artifact is obtained (obtain()): LocalSource loads or compiles; the MPI
+// coordinator (src/coord) runs its protocol.
+#pragma once
+
+#include <npucache/cache.h>
+
+#include "cache/method_cache.h"
+#include "compiler/entry_source.h"
+
+#include <functional>
+#include <memory>
+
+namespace npucache::cache {
+
+class MethodSource : public compiler::EntrySource {
+ public:
+  using ReportSink = std::function<void(const MethodReport&)>;
+
+  std::shared_ptr<compiler::CompiledGraph> first_call(const FlatArgs& args, const compiler::TraceStep& trace,
+                                                      const compiler::CompileStep& compile) final;
+  // Warns "Skip cache as <name> recompiled" and removes this rank's entry.
+  void recompiled(const TraceResult& trace) final;
+
+  const MethodReport& report() const { return report_; }
+
+ protected:
+  // `sink` receives the report of the first call (may be null).
+  MethodSource(std::shared_ptr<MethodCache> cache, ReportSink sink);
+
+  // How the artifact is obtained. `report()` is filled as it goes.
+  virtual std::shared_ptr<compiler::CompiledGraph> obtain(const FlatArgs& args, const compiler::TraceStep& trace,
+                                                          const compiler::CompileStep& compile) = 0;
+
+  // Traces (timed) and refuses a graph with RNG ops: ConfigError naming the
+  // node; nothing is written.
+  TraceResult trace_checked(const compiler::TraceStep& trace);
+  // Compiles (elapsed and CPU time recorded) for the call `args`.
+  std::shared_ptr<compiler::CompiledGraph> compile_timed(TraceResult trace, const FlatArgs& args,
+                                                         const compiler::CompileStep& compile);
+  // Saves `g` under `id` as this rank's entry (timed). A save that fails is
+  // logged; the method continues uncached.
+  void persist(const compiler::CompiledGraph& g, const GraphId& id);
+
+  MethodCache& cache() { return *cache_; }
+  MethodReport& report() { return report_; }
+  // Set when the cache was refused: nothing is written.
+  bool disabled_ = false;
+
+ private:
+  std::shared_ptr<MethodCache> cache_;
+  ReportSink sink_;
+  MethodReport report_;
+};
+
+// cache_compile's source: a hit loads; a miss traces, compiles and saves.
+class LocalSource final : public MethodSource {
+ public:
+  LocalSource(std::shared_ptr<MethodCache> cache, ReportSink sink) : MethodSource(std::move(cache), std::move(sink)) {}
+
+ private:
+  std::shared_ptr<compiler::CompiledGraph> obtain(const FlatArgs& args, const compiler::TraceStep& trace,
+                                                  const compiler::CompileStep& compile) override;
+};
+
+}  // namespace npucache::cache

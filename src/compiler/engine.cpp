@@ -1,0 +1,152 @@
+#include "compiler/engine.h"
+
+#include <npucache/device.h>
+#include <npucache/error.h>
+#include <npucache/ops.h>
+
+#include "compiler/executor.h"
+
+#include <chrono>
+#include <map>
+
+namespace npucache::detail {
+
+class CompiledFunction {
+ public:
+  struct Entry {
+    std::shared_ptr<compiler::CompiledGraph> graph;
+    std::shared_ptr<const compiler::DeviceProgram> program;
+    std::map<int, std::unique_ptr<compiler::ProgramRunner>> runners;  // per device
+    std::vector<Tensor> params;
+  };
+
+  CompiledFunction(const nn::Module& module, CompileOptions options, std::shared_ptr<compiler::EntrySource> source)
+      : module_(module), options_(std::move(options)), source_(std::move(source)) {
+    if (!options_.fullgraph)
+      throw ConfigError("fullgraph=false is not supported: npucache compiles whole graphs only; a "
+                        "method must trace to one full graph");
+    config_ = resolve_config(options_.config, options_.backend);
+  }
+
+  std::vector<Tensor> call(const FlatArgs& args, const TraceFn& trace, std::size_t& entry);
+
+  TraceOptions trace_options() const {
+    TraceOptions t;
+    t.dynamic = options_.dynamic;
+    t.method_name = options_.method_name;
+    t.arg_names = options_.arg_names;
+    return t;
+  }
+  std::size_t compiles() const { return entries_.size(); }
+  const compiler::CompiledGraph& entry(std::size_t i) const { return *entries_.at(i).graph; }
+  const CompilerConfig& config() const { return config_; }
+  double first_call_seconds() const { return first_call_seconds_; }
+
+ private:
+  // The engine's one compile call.
+  std::shared_ptr<compiler::CompiledGraph> compile(TraceResult tr, const SymBindings& example, int device) const {
+    return std::make_shared<compiler::CompiledGraph>(compiler::compile_graph(
+        std::move(tr), config_, options_.custom_decompositions, example, options_.dynamic, device));
+  }
+
+  void add(std::shared_ptr<compiler::CompiledGraph> g) {
+    Entry e;
+    e.graph = std::move(g);
+    e.program = std::shared_ptr<const compiler::DeviceProgram>(e.graph, &e.graph->program);
+    e.params = resolve_params(*e.program);
+    entries_.push_back(std::move(e));
+  }
+
+  std::vector<Tensor> resolve_params(const compiler::DeviceProgram& p) const {
+    std::map<std::string, Tensor> by_name;
+    for (auto& [n, t] : module_.named_parameters()) by_name[n] = t;
+    for (auto& [n, t] : module_.named_buffers()) by_name[n] = t;
+    std::vector<Tensor> out;
+    for (const auto& ref : p.parameters) {
+      auto it = by_name.find(ref.name);
+      if (it == by_name.end())
+        throw TraceError("the compiled graph uses " + std::string(placeholder_kind_name(ref.kind)) + " '" + ref.name +
+                         "', which the module no longer has");
+      out.push_back(it->second);
+    }
+    return out;
+  }
+
+  const nn::Module& module_;
+  CompileOptions options_;
+  CompilerConfig config_;
+  std::vector<Entry> entries_;
+  std::shared_ptr<compiler::EntrySource> source_;
+  bool first_call_done_ = false;
+  double first_call_seconds_ = 0;
+};
+
+std::vector<Tensor> CompiledFunction::call(const FlatArgs& args, const TraceFn& trace, std::size_t& entry) {
+  std::vector<Tensor> inputs;
+  inputs.reserve(args.tensors.size());
+  for (const auto& [path, t] : args.tensors) {
+    if (!t.defined()) throw TraceError("input '" + path + "' is an undefined tensor");
+    inputs.push_back(t);
+  }
+  const int device = inputs.empty() ? current_device() : inputs.front().device();
+  const compiler::CompileStep compile_step = [&](TraceResult tr, const SymBindings& example) {
+    return compile(std::move(tr), example, device);
+  };
+  if (!first_call_done_) {
+    first_call_done_ = true;
+    if (source_) {
+      const auto t0 = std::chrono::steady_clock::now();
+      add(source_->first_call(args, trace, compile_step));
+      first_call_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    } else {
+      TraceResult tr = trace();
+      const SymBindings b = tr.signature.bind(args);
+      add(compile(std::move(tr), b, device));
+    }
+  }
+  SymBindings b;
+  std::size_t found = entries_.size();
+  for (std::size_t i = 0; i < entries_.size() && found == entries_.size(); ++i) {
+    try {
+      b = entries_[i].graph->trace.signature.bind(args);
+      found = i;
+    } catch (const TraceError&) {
+    }
+  }
+  if (found == entries_.size()) {
+    TraceResult tr = trace();
+    b = tr.signature.bind(args);
+    add(compile(tr, b, device));
+    if (source_) {
+      source_->recompiled(tr);
+      source_.reset();
+    }
+  }
+  entry = found;
+  Entry& e = entries_[found];
+  auto& runner = e.runners[device];
+  if (!runner) runner = std::make_unique<compiler::ProgramRunner>(e.program, device);
+  if (config_.mode == CompileMode::reduce_overhead)
+    return runner->replay(inputs, e.params, b, current_communicator(), config_.input_handling);
+  return runner->run(inputs, e.params, b, current_communicator());
+}
+
+std::vector<Tensor> call(CompiledFunction& f, const FlatArgs& args, const TraceFn& trace, std::size_t& entry) {
+  return f.call(args, trace, entry);
+}
+TraceOptions trace_options(const CompiledFunction& f) { return f.trace_options(); }
+std::size_t compiles(const CompiledFunction& f) { return f.compiles(); }
+const compiler::CompiledGraph& entry(const CompiledFunction& f, std::size_t i) { return f.entry(i); }
+const CompilerConfig& config(const CompiledFunction& f) { return f.config(); }
+double first_call_seconds(const CompiledFunction& f) { return f.first_call_seconds(); }
+
+std::shared_ptr<CompiledFunction> make_function(const nn::Module& module, CompileOptions options,
+                                                std::shared_ptr<compiler::EntrySource> source) {
+  return std::make_shared<CompiledFunction>(module, std::move(options), std::move(source));
+}
+
+std::shared_ptr<CompiledFunction> make_compiled_function(const nn::Module& module, CompileOptions options) {
+  return make_function(module, std::move(options), nullptr);
+}
+
+}  // namespace npucache::detail

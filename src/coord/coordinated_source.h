@@ -1,0 +1,34 @@
+// dist::cache_compile's source: the MPI protocol of
+// include/npucache/coordinator.h. The shared duty (timing, RNG refusal,
+// persistence, reports) is MethodSource's; this class decides only how the
+// artifact is obtained: collectively.
+#pragma once
+
+#include <npucache/coordinator.h>
+
+#include "cache/source.h"
+#include "coord/plan.h"
+
+namespace npucache::mpi {
+class Comm;
+}
+
+namespace npucache::coord {
+
+class CoordinatedSource final : public cache::MethodSource {
+ public:
+  CoordinatedSource(std::shared_ptr<cache::MethodCache> cache, const dist::CoordinatorOptions& options,
+                    ReportSink sink);
+
+ private:
+  std::shared_ptr<compiler::CompiledGraph> obtain(const FlatArgs& args, const compiler::TraceStep& trace,
+                                                  const compiler::CompileStep& compile) override;
+  // Step 6: one writer per store commits the new entries (and the objects
+  // its store lacks) of every rank sharing it.
+  void persist_collectively(const mpi::Comm& world, const std::vector<RankInfo>& infos, const Plan& plan,
+                            const compiler::CompiledGraph& g, const cache::GraphId& id, const std::string& bytes);
+
+  dist::CoordinatorOptions options_;
+};
+
+}  // namespace npucache::coord

@@ -1,0 +1,52 @@
+// The entry points of cache_compile and dist::cache_compile: resolve who is
+// writing, build the method's cache and source, and hand them to the
+// engine.
+#include <npucache/cache.h>
+#include <npucache/coordinator.h>
+
+#include "cache/source.h"
+#include "compiler/engine.h"
+#include "coord/coordinated_source.h"
+#include "coord/identity.h"
+#include "coord/reports.h"
+#include "log/log.h"
+
+namespace npucache {
+namespace {
+
+// The compile options of a cached method, its config resolved (ConfigError
+// when config and backend disagree).
+CompileOptions resolved(const CacheOptions& o) {
+  CompileOptions co = o.compile;
+  co.config = resolve_config(co.config, co.backend);
+  return co;
+}
+
+}  // namespace
+
+std::shared_ptr<detail::CompiledFunction> detail::make_cached_function(const nn::Module& module,
+                                                                       const CacheOptions& options) {
+  CompileOptions co = resolved(options);
+  if (options.ge_cache && co.config->mode == CompileMode::reduce_overhead)
+    log::warn("ge_cache has no effect in reduce-overhead mode (only max-autotune caches the compiled program); "
+              "{} caches its graph only",
+              co.method_name);
+  auto cache = std::make_shared<cache::MethodCache>(coord::resolve_identity(module, options, *co.config, false));
+  auto source = std::make_shared<cache::LocalSource>(std::move(cache), nullptr);
+  return make_function(module, std::move(co), std::move(source));
+}
+
+std::shared_ptr<detail::CompiledFunction> dist::detail::make_coordinated_function(const nn::Module& module,
+                                                                                  const CacheOptions& options,
+                                                                                  const CoordinatorOptions& coord) {
+  CompileOptions co = resolved(options);
+  auto cache = std::make_shared<cache::MethodCache>(coord::resolve_identity(module, options, *co.config, true));
+  std::shared_ptr<compiler::EntrySource> source;
+  if (coord.independent)
+    source = std::make_shared<cache::LocalSource>(std::move(cache), coord::add_report);
+  else
+    source = std::make_shared<coord::CoordinatedSource>(std::move(cache), coord, coord::add_report);
+  return npucache::detail::make_function(module, std::move(co), std::move(source));
+}
+
+}  // namespace npucache

@@ -1,0 +1,49 @@
+#include "coord/identity.h"
+
+#include <npucache/device.h>
+#include <npucache/mpi.h>
+
+#include <filesystem>
+#include <unistd.h>
+
+namespace npucache::coord {
+namespace {
+
+std::string host_name() {
+  char buf[256] = {0};
+  ::gethostname(buf, sizeof buf - 1);
+  return buf;
+}
+
+}  // namespace
+
+std::string runtime_version(int device) {
+  const DeviceProperties& p = Platform::get().device(device).properties();
+  return p.name + " runtime " + p.runtime_version;
+}
+
+cache::MethodIdentity resolve_identity(const nn::Module& module, const CacheOptions& o, const CompilerConfig& config,
+                                       bool store_program) {
+  cache::MethodIdentity id;
+  id.dir = o.cache_dir.empty() ? default_cache_dir() : std::filesystem::absolute(o.cache_dir).string();
+  const bool mpi = MpiSession::initialized();
+  Communicator& comm = current_communicator();
+  id.who.world_size = o.world_size.value_or(mpi ? MpiSession::world_size() : comm.layout().world_size);
+  id.who.global_rank = o.global_rank.value_or(mpi ? MpiSession::world_rank() : comm.global_rank());
+  id.who.tp_rank = o.tp_rank.value_or(comm.rank(GroupRole::tp));
+  id.who.pp_rank = o.pp_rank.value_or(comm.rank(GroupRole::pp));
+  id.who.host = host_name();
+  id.who.pid = static_cast<long>(::getpid());
+  cache::KeyInputs& k = id.key;
+  k.module = &module;
+  k.method = o.compile.method_name;
+  k.config = config;
+  k.dynamic = o.compile.dynamic;
+  k.ge_cache = config.mode == CompileMode::max_autotune && (o.ge_cache || store_program);
+  k.decompositions = cache::decomposition_names(o.compile.custom_decompositions);
+  k.code_version = o.code_version;
+  k.runtime_version = runtime_version(current_device());
+  return id;
+}
+
+}  // namespace npucache::coord

@@ -1,0 +1,36 @@
+// The coordinator's plan: pure functions of what every rank reported, so
+// every rank computes the same plan without another exchange.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace npucache::coord {
+
+struct RankInfo {
+  std::string graph_key;
+  double cost = 0;     // estimated compile cost (graph size)
+  bool needs = false;  // missed: needs the artifact and a new entry
+  bool holds = false;  // its store has the artifact
+  std::string store;   // store identity (host, device, inode)
+
+  std::string encode() const;
+  static RankInfo decode(const std::string& s);
+};
+
+struct Plan {
+  std::vector<std::string> keys;       // one per group, with some needer
+  std::vector<int> owner;              // per group
+  std::vector<int> group_of;           // per rank: its group, -1 when nothing to do
+  std::vector<int> store_group;        // per rank: index of its store (writer = lowest rank)
+  std::vector<bool> ships_object;      // per rank: sends the object to its store's writer
+  std::vector<double> load;            // per rank: estimated compile cost assigned
+};
+
+// Groups ranks by graph key; one owner per group: a member whose store
+// holds the artifact if any, otherwise the member with the least compile
+// cost assigned so far (groups taken by decreasing cost), so compiles
+// spread over ranks instead of landing on rank 0.
+Plan make_plan(const std::vector<RankInfo>& ranks);
+
+}  // namespace npucache::coord

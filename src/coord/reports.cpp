@@ -1,0 +1,31 @@
+#include "coord/reports.h"
+
+#include <npucache/coordinator.h>
+
+#include <mutex>
+#include <vector>
+
+namespace npucache {
+namespace {
+
+std::mutex g_mu;
+std::vector<MethodReport> g_reports;
+
+}  // namespace
+
+void coord::add_report(const MethodReport& r) {
+  std::lock_guard lock(g_mu);
+  g_reports.push_back(r);
+}
+
+std::vector<MethodReport> dist::reports() {
+  std::lock_guard lock(g_mu);
+  return g_reports;
+}
+
+void dist::clear_reports() {
+  std::lock_guard lock(g_mu);
+  g_reports.clear();
+}
+
+}  // namespace npucache

@@ -1,0 +1,53 @@
+// MpiSession: MPI's lifetime in a process (include/npucache/mpi.h).
+#include <npucache/mpi.h>
+
+#include "mpi/check.h"
+
+#include <cstdlib>
+#include <exception>
+
+namespace npucache {
+
+MpiSession::MpiSession(int* argc, char*** argv) {
+  int init = 0;
+  MPI_Initialized(&init);
+  if (init) return;
+  int provided = 0;
+  mpi::check(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided), "MPI_Init_thread");
+  owns_ = true;
+}
+
+MpiSession::~MpiSession() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  // Unwinding an error: MPI_Finalize would wait for ranks that may still be
+  // in a collective; the handler aborts the job instead.
+  if (std::uncaught_exceptions() > 0 && world_size() > 1) return;
+  if (owns_ && !finalized) MPI_Finalize();
+}
+
+bool MpiSession::initialized() {
+  int init = 0, fin = 0;
+  MPI_Initialized(&init);
+  MPI_Finalized(&fin);
+  return init && !fin;
+}
+
+int MpiSession::world_rank() {
+  int r = 0;
+  if (initialized()) MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+
+int MpiSession::world_size() {
+  int s = 1;
+  if (initialized()) MPI_Comm_size(MPI_COMM_WORLD, &s);
+  return s;
+}
+
+void MpiSession::abort(int code) {
+  MPI_Abort(MPI_COMM_WORLD, code);
+  std::abort();
+}
+
+}  // namespace npucache

@@ -1,0 +1,26 @@
+// The state behind a Tensor handle.
+#pragma once
+
+#include <npucache/ir/graph.h>
+#include <npucache/runtime/memory.h>
+
+#include <cstdint>
+
+namespace npucache::detail {
+
+struct TraceState;
+
+struct TensorImpl {
+  TensorType type;  // eager: constant dims
+  // Eager mode.
+  runtime::BlockPtr block;
+  std::size_t offset = 0;
+  int device = -1;
+  // Tracing mode: the value in the trace with id `trace_id` (never 0).
+  uint64_t trace_id = 0;
+  ValueId value = -1;
+
+  bool traced() const { return trace_id != 0; }
+};
+
+}  // namespace npucache::detail

@@ -1,0 +1,73 @@
+// The state of the trace active on a thread: the graph being built, the
+// shape environment, and the placeholders of the module's parameters.
+#pragma once
+
+#include <npucache/trace.h>
+
+#include "nn/detail/tensor_impl.h"
+
+#include <map>
+#include <unordered_map>
+
+namespace npucache::detail {
+
+// Symbols of a dynamic trace with their concrete (hint) values; equates or
+// specialises them when ops require it, recording each decision as a guard.
+class ShapeEnv final : public DimUnifier {
+ public:
+  SymExpr fresh(int64_t hint);
+  SymExpr resolve(const SymExpr& e) const;
+  Shape resolve(const Shape& s) const;
+  bool unify(const SymExpr& a, const SymExpr& b) override;
+  std::optional<int64_t> specialize(const SymExpr& e) override;
+  // Every substituted symbol mapped to its final expression, and the
+  // remaining symbols renamed s0, s1, ... in order of first appearance in
+  // `appearance` (the input shapes).
+  std::map<std::string, SymExpr> final_substitutions(const std::vector<Shape>& appearance) const;
+  const std::vector<std::string>& guards() const { return guards_; }
+
+ private:
+  std::optional<int64_t> hint(const SymExpr& e) const;
+  std::map<std::string, int64_t> hints_;
+  std::map<std::string, std::size_t> order_;  // creation order of symbols
+  std::map<std::string, SymExpr> subst_;
+  std::vector<std::string> guards_;
+};
+
+struct TraceState {
+  TraceState(const nn::Module* module, const TraceOptions& options);
+
+  // The graph value of an operand: its traced value, or the placeholder of a
+  // module parameter/buffer (created on first use). Throws TraceError for
+  // other eager tensors and tensors of another trace.
+  ValueId value_of(const Tensor& t, const std::string& what);
+  Tensor record(Op op, const std::vector<Tensor>& inputs, const Attrs& attrs);
+  Tensor wrap(ValueId v);
+
+  uint64_t id;
+  TraceOptions options;
+  Graph graph;
+  ShapeEnv shapes;
+  InputSignature signature;
+  std::unordered_map<const TensorImpl*, std::pair<std::string, PlaceholderKind>> module_tensors;
+  std::unordered_map<const TensorImpl*, ValueId> bound;
+};
+
+// The trace active on this thread, or nullptr.
+TraceState* current_trace();
+void set_current_trace(TraceState* t);
+
+// Makes `t` the thread's active trace for a scope (compiler passes that
+// re-trace graphs use it).
+class ActiveTrace {
+ public:
+  explicit ActiveTrace(TraceState& t) : previous_(current_trace()) { set_current_trace(&t); }
+  ~ActiveTrace() { set_current_trace(previous_); }
+  ActiveTrace(const ActiveTrace&) = delete;
+  ActiveTrace& operator=(const ActiveTrace&) = delete;
+
+ private:
+  TraceState* previous_;
+};
+
+}  // namespace npucache::detail

@@ -1,0 +1,44 @@
+#include "nn/interop.h"
+
+#include "nn/detail/tensor_impl.h"
+#include "nn/detail/trace_state.h"
+
+namespace npucache::nn {
+
+EagerRef eager_ref(const Tensor& t) {
+  const detail::TensorImpl& i = *t.impl();
+  return {i.type, i.block, i.offset, i.device};
+}
+
+Tensor wrap_eager(runtime::BlockPtr block, std::size_t offset, TensorType type, int device) {
+  auto impl = std::make_shared<detail::TensorImpl>();
+  impl->type = std::move(type);
+  impl->block = std::move(block);
+  impl->offset = offset;
+  impl->device = device;
+  return Tensor(std::move(impl));
+}
+
+Retrace::Retrace()
+    : state_(std::make_unique<detail::TraceState>(nullptr, TraceOptions{})),
+      active_(std::make_unique<detail::ActiveTrace>(*state_)) {}
+
+Retrace::~Retrace() = default;
+
+Tensor Retrace::placeholder(PlaceholderKind kind, const std::string& target, const TensorType& type) {
+  return state_->wrap(state_->graph.add_placeholder(kind, target, type));
+}
+
+Tensor Retrace::record(Op op, const std::vector<Tensor>& inputs, const Attrs& attrs) {
+  return state_->record(op, inputs, attrs);
+}
+
+Graph Retrace::finish(const std::vector<Tensor>& outputs) {
+  std::vector<ValueId> outs;
+  for (const Tensor& o : outputs) outs.push_back(state_->value_of(o, "output"));
+  state_->graph.set_outputs(outs);
+  verify(state_->graph);
+  return std::move(state_->graph);
+}
+
+}  // namespace npucache::nn

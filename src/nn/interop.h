@@ -1,0 +1,54 @@
+// What the compiler needs from the front end beyond the public API: the
+// device memory behind eager tensors (the executor binds it to programs and
+// wraps program outputs), and re-tracing functions over Tensors into a new
+// graph (the decompose pass).
+#pragma once
+
+#include <npucache/ir/graph.h>
+#include <npucache/runtime/memory.h>
+#include <npucache/tensor.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace npucache::detail {
+struct TraceState;
+class ActiveTrace;
+}  // namespace npucache::detail
+
+namespace npucache::nn {
+
+// The storage of an eager tensor. References stay valid while `t` lives.
+struct EagerRef {
+  const TensorType& type;
+  const runtime::BlockPtr& block;
+  std::size_t offset;
+  int device;
+};
+// Precondition: t is defined and eager (checked by the caller, who names it).
+EagerRef eager_ref(const Tensor& t);
+// An eager tensor over `bytes` of `block` starting at `offset`.
+Tensor wrap_eager(runtime::BlockPtr block, std::size_t offset, TensorType type, int device);
+
+// Ops called while a Retrace is alive on this thread record nodes into its
+// graph (as during tracing, without a module).
+class Retrace {
+ public:
+  Retrace();
+  ~Retrace();
+  Retrace(const Retrace&) = delete;
+  Retrace& operator=(const Retrace&) = delete;
+
+  Tensor placeholder(PlaceholderKind kind, const std::string& target, const TensorType& type);
+  // Records `op` as it is, without running a decomposition.
+  Tensor record(Op op, const std::vector<Tensor>& inputs, const Attrs& attrs);
+  // Sets the outputs, verifies and returns the graph.
+  Graph finish(const std::vector<Tensor>& outputs);
+
+ private:
+  std::unique_ptr<detail::TraceState> state_;
+  std::unique_ptr<detail::ActiveTrace> active_;
+};
+
+}  // namespace npucache::nn
