@@ -17,6 +17,7 @@ PACKAGES=(
   nlohmann-json3-dev
   libgtest-dev libgmock-dev
   libbenchmark-dev
+  python3
 )
 
 missing=()

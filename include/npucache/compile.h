@@ -14,7 +14,7 @@
 #pragma once
 
 #include <npucache/compiler/config.h>
-#include <npucache/compiler/decompositions.h>
+#include <npucache/nn/decompositions.h>
 #include <npucache/trace.h>
 
 #include <functional>

@@ -20,7 +20,7 @@
 #pragma once
 
 #include <npucache/compiler/config.h>
-#include <npucache/compiler/decompositions.h>
+#include <npucache/nn/decompositions.h>
 #include <npucache/ir/graph.h>
 #include <npucache/module.h>
 

@@ -4,7 +4,7 @@
 #pragma once
 
 #include <npucache/compiler/config.h>
-#include <npucache/compiler/decompositions.h>
+#include <npucache/nn/decompositions.h>
 #include <npucache/ir/graph.h>
 
 #include "compiler/program.h"

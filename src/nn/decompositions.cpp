@@ -1,5 +1,5 @@
 // The default decompositions of composite ops into primitives.
-#include <npucache/compiler/decompositions.h>
+#include <npucache/nn/decompositions.h>
 #include <npucache/error.h>
 
 #include <cmath>

@@ -2,7 +2,7 @@
 // (eager: composite ops through their decomposition, primitive ops as a
 // kernel launch on the current device's stream).
 #include <npucache/runtime/communicator.h>
-#include <npucache/compiler/decompositions.h>
+#include <npucache/nn/decompositions.h>
 #include <npucache/device.h>
 #include <npucache/error.h>
 #include <npucache/ops.h>
