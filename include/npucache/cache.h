@@ -1,24 +1,42 @@
 // cache_compile: the C++ counterpart of TorchAir's cache_compile.
 //
-//   auto prompt = npucache::cache_compile(model, &Model::prompt, {.compile = {.method_name = "prompt"}});
-//   Tensor logits = prompt(tokens, positions, kv);
+//   auto prompt = npucache::cache_compile(model, &Model::prompt);
+//   Tensor logits = prompt(tokens, positions, kv);  // loads, or traces + compiles + saves
 //
-// The first call looks the method up in the cache (no tracing: the lookup
-// key is computed from the module and the options). On a hit the stored
-// graph is loaded, checked cheaply against the call's inputs and run: with
-// ge_cache (max-autotune) the compiled program itself is stored, otherwise
-// the program is recompiled from the stored graph. On a miss the method is
-// traced, compiled, run and saved. Log lines (INFO) as the seed's:
-//   Cache ModelCacheMeta(name='Model.prompt(x, y)', date='...', version='...', fx=None) saved to <path>
+// The entry of a method is ${cache_dir}/${model_info}/[world<W>global_rank<R>/]${func}
+// (docs/FORMAT.md): model_info names the model (its fully qualified class,
+// dynamic or static, the mode keywords, a hash of its parameter signature
+// and compile settings); ${func} is the method's own name ("prompt" for
+// &Model::prompt) unless options.compile.method_name gives one.
+//
+// How a hit is decided (HitCheck::trace, the default): the first call of a
+// process traces the method with its arguments and serves the stored
+// program only when the traced graph, its guards and input signature and
+// the compile settings equal those the entry was made from, and the entry
+// is of this runtime and format version. Anything else is a miss with its
+// reason in words ("the computation differs (graph: node mul_3 (full):
+// constant 1 stored, 3 now)"), recompiled and the entry replaced. So a
+// changed method body or hyper-parameter is never served stale, and every
+// program with the same model code shares the cache. HitCheck::code_version
+// skips the trace (TorchAir's behaviour) and trusts code_version: a stale
+// program is then served if the code changes and code_version does not.
+//
+// With ge_cache (max-autotune) the compiled program is stored; without it
+// the graph after the compiler's graph passes and the autotune decisions
+// are, and a hit lowers them (no graph passes, no autotuning). Log lines
+// (INFO) as the seed's:
+//   Cache ModelCacheMeta(name='Model.prompt(x, y)', date='...', version='...', fx=None) saved to <entry>/compiled_module
+// CompiledMethod::status() tells what happened (hit, compiled, and why).
 //
 // Rules (the seed's, with TorchAir's weaknesses fixed):
 // - a graph with RNG ops is refused with an error naming the op; nothing
 //   is written;
-// - a second trace of the same method (a recompile) warns "Skip cache as
-//   <name> recompiled", removes the entry and continues uncached;
-// - an entry from another format or runtime version, built from other code
-//   (build-id), or corrupt, is reported with the reason and recompiled and
-//   replaced; other entries are untouched;
+// - a later call that matches no stored signature (a recompile) warns
+//   "Skip cache as <name> recompiled" with the guard or shape that failed,
+//   removes the entry and continues uncached;
+// - an entry of another format or runtime version, or a corrupt one, is
+//   reported with the reason, recompiled and replaced; other entries are
+//   untouched;
 // - ge_cache with reduce-overhead warns that it has no effect;
 // - a cache file that is a symlink or owned by another user is refused with
 //   the reason; the method then runs uncached.
@@ -32,6 +50,20 @@
 
 namespace npucache {
 
+// How a stored program is accepted on a method's first call in a process.
+enum class HitCheck {
+  // The default: trace the method (cheap next to a compile) and serve the
+  // stored program only when the graph, guards and input signature equal
+  // the stored ones. A changed method body, hyper-parameter or guard is a
+  // miss with its reason, recompiled and replaced.
+  trace,
+  // TorchAir's behaviour, opt-in: no trace; the stored program is served
+  // when code_version (and the parameter signature, runtime and format
+  // version) match. The user vouches that code_version changes whenever
+  // the computation does; a stale program is served silently otherwise.
+  code_version,
+};
+
 struct CacheOptions {
   // How the method compiles: config or backend, dynamic, custom
   // decompositions, method_name (${func} in the cache path), arg_names.
@@ -44,8 +76,10 @@ struct CacheOptions {
   std::optional<int> global_rank, tp_rank, pp_rank;
   std::optional<int> world_size;
   bool ge_cache = false;
-  // Overrides the code fingerprint (the model code's build-id), so caches
-  // survive rebuilds the user knows to be unrelated.
+  // How a stored program is accepted (see "How a hit is decided" above).
+  HitCheck hit_check = HitCheck::trace;
+  // The user's version of the model code. Required by HitCheck::code_version,
+  // where it is what a hit is decided by; recorded with every entry.
   std::string code_version;
 };
 
@@ -64,6 +98,8 @@ struct MethodReport {
   std::size_t artifact_bytes = 0;
   std::string artifact_checksum;  // of the bytes this rank runs (equal within a key)
   bool writer = false;            // wrote its store's transaction
+  bool saved = false;             // this rank's entry was written
+  std::string reason;             // why the lookup missed ("absent", "stale (...)", ...)
 };
 
 namespace detail {
@@ -75,6 +111,8 @@ template <class M, class R, class... P>
 CompiledMethod<M, R, P...> cache_compile(M& module, R (M::*method)(P...), CacheOptions options = {}) {
   static_assert(std::is_base_of_v<nn::Module, M>,
                 "cache_compile accepts only methods of an nn::Module instance");
+  options.compile.method_name =
+      detail::default_method_name(options.compile.method_name, method_name(module, method), module.type_name());
   return CompiledMethod<M, R, P...>(module, method, detail::make_cached_function(module, options));
 }
 

@@ -17,9 +17,11 @@
 #include <npucache/nn/decompositions.h>
 #include <npucache/trace.h>
 
+#include <algorithm>
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string_view>
 #include <vector>
 
 namespace npucache {
@@ -30,8 +32,33 @@ struct CompileOptions {
   bool dynamic = true;
   bool fullgraph = true;  // whole graphs only: false is a ConfigError
   DecompositionTable custom_decompositions;
-  std::string method_name = "forward";
+  // Names the graph and ${func} in a cache path. Default: the name of the
+  // member function itself ("prompt" for &Model::prompt), from the code.
+  std::string method_name;
   std::vector<std::string> arg_names;
+};
+
+// How the program a call ran was obtained.
+enum class Outcome {
+  compiled,    // traced and compiled by this process
+  hit,         // served from the cache
+  fetched,     // received from another rank (dist::cache_compile)
+  recompiled,  // a later call matched no compiled entry and was compiled again
+};
+std::string_view outcome_name(Outcome o);
+
+// What happened on the latest call of a compiled or cached method.
+struct CallStatus {
+  Outcome outcome = Outcome::compiled;
+  // The program is stored in the cache or was served from it (false for
+  // compile(), a refused or unwritable cache, a failed save, a recompile).
+  bool cached = false;
+  // Why it was not a hit, in words: "absent", "stale (runtime_version:
+  // stored 'a', now 'b')", "the computation differs (node mul_3 (full):
+  // constant 1 stored, 3 now)", "recompiled: input arg0 ...".
+  std::string reason;
+  std::string entry;         // the method's cache entry (the seed's path), or ""
+  std::size_t compiles = 0;  // compiles this process did for the method so far
 };
 
 namespace detail {
@@ -46,6 +73,46 @@ using TraceFn = std::function<TraceResult()>;
 std::vector<Tensor> call(CompiledFunction& f, const FlatArgs& args, const TraceFn& trace, std::size_t& entry);
 TraceOptions trace_options(const CompiledFunction& f);
 std::size_t compiles(const CompiledFunction& f);
+const CallStatus& status(const CompiledFunction& f);
+// The output paths of entry `i` ("out.logits", "out.kv[0]").
+const std::vector<std::string>& output_paths(const CompiledFunction& f, std::size_t i);
+// `options.method_name`, or the name of `method` from the code.
+std::string default_method_name(const std::string& given, const MemberFunctionName& derived,
+                                const std::string& model_type);
+
+// A result of type R built from output paths and tensors, for a program
+// served without a trace in this process: vectors sized from the paths,
+// tensors placed by path, plain fields default-initialised.
+template <class R>
+R build_result(const std::vector<std::string>& paths, const std::vector<Tensor>& outs) {
+  struct Build : FlattenVisitor {
+    const std::vector<std::string>& paths;
+    const std::vector<Tensor>& outs;
+    Build(const std::vector<std::string>& p, const std::vector<Tensor>& o) : paths(p), outs(o) {}
+    std::size_t sequence_size(const std::string& path, std::size_t) override {
+      std::size_t n = 0;
+      const std::string prefix = path + "[";
+      for (const auto& p : paths)
+        if (p.compare(0, prefix.size(), prefix) == 0) {
+          const std::size_t i = std::stoul(p.substr(prefix.size()));
+          n = std::max(n, i + 1);
+        }
+      return n;
+    }
+    void tensor(const std::string& path, Tensor& t) override {
+      for (std::size_t i = 0; i < paths.size() && i < outs.size(); ++i)
+        if (paths[i] == path) {
+          t = outs[i];
+          return;
+        }
+      throw TraceError("result '" + path + "' is not among the stored program's outputs");
+    }
+    void value(const std::string&, const std::string&) override {}
+  } b(paths, outs);
+  R result{};
+  flatten(std::string("out"), result, b);
+  return result;
+}
 // The engine of npucache::compile (results in memory only).
 std::shared_ptr<CompiledFunction> make_compiled_function(const nn::Module& module, CompileOptions options);
 
@@ -73,14 +140,16 @@ class CompiledMethod {
       templates_[entry] = std::move(traced);
     }
     if (templates_.size() <= entry || !templates_[entry]) {
-      // A graph loaded from the cache ran without a trace: the method's
-      // return structure comes from the stored output paths.
+      // A program served from the cache without a trace (the code_version
+      // fast path): the result's structure comes from the stored output
+      // paths.
       if constexpr (std::is_same_v<R, Tensor>) {
         return outs.at(0);
-      } else if constexpr (std::is_same_v<R, std::vector<Tensor>>) {
-        return outs;
+      } else if constexpr (std::is_default_constructible_v<R>) {
+        return detail::build_result<R>(detail::output_paths(*fn_, entry), outs);
       } else {
-        throw TraceError("a cached method returning a struct must be traced once per process");
+        throw TraceError("a cached method served without a trace must return Tensor or a default-constructible "
+                         "type; trace it once (the default hit check) or give the result type a default constructor");
       }
     }
     R result = *templates_.at(entry);
@@ -88,7 +157,10 @@ class CompiledMethod {
     return result;
   }
 
+  // Compiles this process did for the method (0 after a cache hit).
   std::size_t compiles() const { return detail::compiles(*fn_); }
+  // What happened on the latest call.
+  const CallStatus& status() const { return detail::status(*fn_); }
   const detail::CompiledFunction& engine() const { return *fn_; }
 
  private:
@@ -101,6 +173,7 @@ class CompiledMethod {
 template <class M, class R, class... P>
 CompiledMethod<M, R, P...> compile(M& module, R (M::*method)(P...), CompileOptions options = {}) {
   static_assert(std::is_base_of_v<nn::Module, M>, "compile accepts only methods of an nn::Module instance");
+  options.method_name = detail::default_method_name(options.method_name, method_name(module, method), module.type_name());
   return CompiledMethod<M, R, P...>(module, method, detail::make_compiled_function(module, std::move(options)));
 }
 

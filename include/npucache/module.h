@@ -27,8 +27,9 @@ class Module {
   Module(const Module&) = delete;
   Module& operator=(const Module&) = delete;
 
-  // The model class name used in cache keys (default: the demangled C++
-  // class name without namespaces).
+  // The model class name used in cache keys and model_info (default: the
+  // fully qualified, demangled C++ class name, "ns::Model"; log lines show
+  // it without namespaces).
   virtual std::string type_name() const;
 
   std::vector<std::pair<std::string, Tensor>> named_parameters() const;

@@ -6,7 +6,11 @@
 // finalize (that could wait forever on ranks still in a collective): the
 // handler is expected to report and call abort().
 // make_mpi_communicator builds the tp/pp/dp sub-communicators of
-// MPI_COMM_WORLD for a layout.
+// MPI_COMM_WORLD for a layout and makes the result the calling thread's
+// current communicator (set_current_communicator), which eager ops and
+// compiled programs run by that thread use; destroying it unsets it. A
+// collective run in a multi-rank job on a thread with no communicator is a
+// CommError saying what to call, never a silent per-rank partial result.
 #pragma once
 
 #include <memory>

@@ -22,6 +22,7 @@
 // recorded as a guard. Static: all dims are constants.
 #pragma once
 
+#include <cstring>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -41,6 +42,12 @@ class FlattenVisitor {
   virtual ~FlattenVisitor() = default;
   virtual void tensor(const std::string& path, Tensor& t) = 0;
   virtual void value(const std::string& path, const std::string& repr) = 0;
+  // The number of elements the vector at `path` must have before it is
+  // visited (a visitor that builds values sizes them; others keep them).
+  virtual std::size_t sequence_size(const std::string& path, std::size_t current) {
+    (void)path;
+    return current;
+  }
 };
 
 namespace detail {
@@ -71,6 +78,7 @@ void flatten(const std::string& path, T& value, FlattenVisitor& v) {
   if constexpr (std::is_same_v<T, Tensor>) {
     v.tensor(path, value);
   } else if constexpr (detail::is_vector<T>::value) {
+    if (const std::size_t n = v.sequence_size(path, value.size()); n != value.size()) value.resize(n);
     for (std::size_t i = 0; i < value.size(); ++i)
       flatten(path + "[" + std::to_string(i) + "]", value[i], v);
   } else if constexpr (std::is_same_v<T, bool>) {
@@ -173,6 +181,29 @@ struct FlatArgs : FlattenVisitor {
 
 std::string arg_name(const TraceOptions& options, std::size_t i);
 
+namespace detail {
+struct MemberFunctionName {
+  std::string name;    // "prompt"; empty when the code has no symbol for it
+  std::string symbol;  // "ns::Model::prompt(Input const&)"
+};
+// `pmf` holds the bytes of a pointer to member function of the object at
+// `object` (the most derived class the pointer belongs to).
+MemberFunctionName member_function_name(const void* object, const unsigned char* pmf, std::size_t size);
+// "ns::Model<int>" -> "Model"
+std::string short_type_name(const std::string& qualified);
+}  // namespace detail
+
+// The name of the member function `method` of `module`'s class, from the
+// code itself: "prompt" for &Model::prompt (a virtual method is named by
+// the override `module` runs). Empty when the binary has no symbol for it
+// (stripped): set a method name explicitly then.
+template <class M, class R, class... P>
+detail::MemberFunctionName method_name(const M& module, R (M::*method)(P...)) {
+  unsigned char bytes[sizeof method];
+  std::memcpy(bytes, &method, sizeof method);
+  return detail::member_function_name(static_cast<const void*>(&module), bytes, sizeof method);
+}
+
 // Like trace_method, also returning the method's (traced) result, whose
 // structure a compiled call reuses to shape its outputs.
 template <class M, class R, class... P, class... A>
@@ -194,7 +225,7 @@ std::pair<TraceResult, R> trace_method_with_result(M& module, R (M::*method)(P..
   R result = std::apply([&](auto&... a) -> R { return (module.*method)(a...); }, copies);
   FlatArgs out;
   flatten(std::string("out"), result, out);
-  std::string name = module.type_name() + "." + options.method_name + "(";
+  std::string name = detail::short_type_name(module.type_name()) + "." + options.method_name + "(";
   for (std::size_t k = 0; k < sizeof...(P); ++k) name += (k ? ", " : "") + arg_name(options, k);
   return {session.finish(out.tensors, name + ")"), std::move(result)};
 }

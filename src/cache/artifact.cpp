@@ -101,12 +101,19 @@ std::shared_ptr<compiler::CompiledGraph> load_object(const ObjectRecord& o, cons
       n.target = parameters[k++];
     }
   if (k != parameters.size()) throw CacheError("entry lists more parameters than object " + o.graph_key + " uses");
-  // The program and the optimized graph keep the traced placeholder order.
-  for (std::size_t j = 0; j < g->program.parameters.size() && j < parameters.size(); ++j)
-    g->program.parameters[j].name = parameters[j];
+  // The program and the optimized graph keep the traced placeholder order
+  // (passes never drop or reorder placeholders).
+  if (*has_program && g->program.parameters.size() != parameters.size())
+    throw CacheError("object " + o.graph_key + "'s program binds " + std::to_string(g->program.parameters.size()) +
+                     " parameters, its graph " + std::to_string(parameters.size()));
+  for (std::size_t j = 0; j < g->program.parameters.size(); ++j) g->program.parameters[j].name = parameters[j];
   std::size_t m = 0;
   for (Node& n : g->optimized.mutable_nodes())
-    if (n.op == Op::placeholder && n.kind != PlaceholderKind::input && m < parameters.size()) n.target = parameters[m++];
+    if (n.op == Op::placeholder && n.kind != PlaceholderKind::input) {
+      if (m >= parameters.size())
+        throw CacheError("object " + o.graph_key + "'s optimized graph has more parameters than its graph");
+      n.target = parameters[m++];
+    }
   return g;
 }
 

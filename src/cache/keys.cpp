@@ -6,60 +6,44 @@
 
 #include <xxhash.h>
 
+#include <cctype>
 #include <cstdio>
-#include <cstring>
-#include <link.h>
 
 namespace npucache::cache {
 namespace {
 
-std::string hash_components(const Components& c, bool identity_only) {
+bool is_model_component(const std::string& name);
+
+std::string hash_components(const Components& c, bool model_only) {
   std::string s;
   for (const auto& [k, v] : c)
-    if (!identity_only || !is_validity_component(k)) s += k + "=" + v + "\n";
+    if (!model_only || is_model_component(k)) s += k + "=" + v + "\n";
   return checksum(s);
 }
 
-struct Search {
-  const void* address;
-  std::string found;
-};
-
-int scan_object(dl_phdr_info* info, size_t, void* data) {
-  auto* s = static_cast<Search*>(data);
-  const auto addr = reinterpret_cast<ElfW(Addr)>(s->address);
-  bool inside = false;
-  for (int i = 0; i < info->dlpi_phnum; ++i) {
-    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
-    if (ph.p_type == PT_LOAD && addr >= info->dlpi_addr + ph.p_vaddr &&
-        addr < info->dlpi_addr + ph.p_vaddr + ph.p_memsz)
-      inside = true;
-  }
-  if (!inside) return 0;
-  for (int i = 0; i < info->dlpi_phnum; ++i) {
-    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
-    if (ph.p_type != PT_NOTE) continue;
-    const char* p = reinterpret_cast<const char*>(info->dlpi_addr + ph.p_vaddr);
-    const char* end = p + ph.p_memsz;
-    while (p + sizeof(ElfW(Nhdr)) <= end) {
-      const auto* n = reinterpret_cast<const ElfW(Nhdr)*>(p);
-      const char* name = p + sizeof(ElfW(Nhdr));
-      const char* desc = name + ((n->n_namesz + 3) & ~3u);
-      if (n->n_type == NT_GNU_BUILD_ID && n->n_namesz == 4 && std::memcmp(name, "GNU", 4) == 0) {
-        std::string hex;
-        char b[3];
-        for (unsigned k = 0; k < n->n_descsz; ++k) {
-          std::snprintf(b, sizeof b, "%02x", static_cast<unsigned char>(desc[k]));
-          hex += b;
-        }
-        s->found = "build-id:" + hex;
-        return 1;
-      }
-      p = desc + ((n->n_descsz + 3) & ~3u);
+// A class name as a directory name: "a::b::Model<int>" -> "a.b.Model_int_".
+std::string path_safe(const std::string& name) {
+  std::string out;
+  for (std::size_t i = 0; i < name.size(); ++i) {
+    if (name.compare(i, 2, "::") == 0) {
+      out += '.';
+      ++i;
+    } else {
+      const char c = name[i];
+      out += std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-' ? c : '_';
     }
   }
-  s->found = "unknown";
-  return 1;
+  return out;
+}
+
+// The input signature as text: what a later call must match.
+std::string signature_text(const TraceResult& t) {
+  std::string s;
+  for (const auto& in : t.signature.inputs) s += "in " + in.path + " " + type_str(in.type) + "\n";
+  for (const auto& g : t.signature.guards) s += "guard " + g.path + "=" + g.value + "\n";
+  for (const auto& g : t.signature.shape_guards) s += "shape " + g + "\n";
+  for (const auto& o : t.output_paths) s += "out " + o + "\n";
+  return s;
 }
 
 }  // namespace
@@ -73,16 +57,20 @@ std::string decomposition_names(const DecompositionTable& t) {
 
 const std::vector<std::string>& component_names() {
   using namespace component;
-  static const std::vector<std::string> names = {kModelClass, kParameterSignature, kMethod, kConfig,
-                                                 kMode, kDynamic, kGeCache, kDecompositions,
-                                                 kRuntimeVersion, kFormatVersion, kCodeFingerprint};
+  static const std::vector<std::string> names = {kModelClass, kParameterSignature, kConfig,   kMode,
+                                                 kDynamic,    kGeCache,            kDecompositions,
+                                                 kMethod,     kRuntimeVersion,     kFormatVersion,
+                                                 kCodeVersion};
   return names;
 }
 
-bool is_validity_component(const std::string& name) {
-  return name == component::kRuntimeVersion || name == component::kFormatVersion ||
-         name == component::kCodeFingerprint;
+namespace {
+// The components hashed into model_info.
+bool is_model_component(const std::string& name) {
+  using namespace component;
+  return name != kMethod && name != kRuntimeVersion && name != kFormatVersion && name != kCodeVersion;
 }
+}  // namespace
 
 Components key_components(const Components& c) {
   Components out;
@@ -98,18 +86,9 @@ std::string parameter_signature(const nn::Module& m) {
   return checksum(s);
 }
 
-std::string code_fingerprint(const void* address) {
-  Search s{address, "unknown"};
-  dl_iterate_phdr(scan_object, &s);
-  return s.found;
-}
-
 LookupKey lookup_key(const KeyInputs& in) {
   LookupKey k;
   Components& c = k.components;
-  // The object's vtable lives in the binary or library that defines the
-  // model class: its build-id identifies the model's code.
-  const void* vtable = *reinterpret_cast<const void* const*>(in.module);
   using namespace component;
   c[kModelClass] = in.module->type_name();
   c[kParameterSignature] = parameter_signature(*in.module);
@@ -121,23 +100,32 @@ LookupKey lookup_key(const KeyInputs& in) {
   c[kDecompositions] = in.decompositions;
   c[kRuntimeVersion] = in.runtime_version;
   c[kFormatVersion] = layout::kFormatVersion;
-  c[kCodeFingerprint] = in.code_version.empty() ? code_fingerprint(vtable) : "code_version:" + in.code_version;
+  c[kCodeVersion] = in.code_version;
   k.hash = hash_components(c, false);
-  k.model_info = c[kModelClass] + (in.dynamic ? "_dynamic" : "_static") +
+  k.model_info = path_safe(c[kModelClass]) + (in.dynamic ? "_dynamic" : "_static") +
                  (in.config.mode == CompileMode::reduce_overhead ? "_aclgraphcache" : "") +
                  (in.ge_cache && in.config.mode == CompileMode::max_autotune ? "_gecache" : "") + "_" +
                  hash_components(c, true);
   return k;
 }
 
-GraphId graph_id(const Graph& traced, const KeyInputs& in) {
-  const std::string canonical = canonical_hash(traced).hex();
-  std::string s = canonical + "|" + in.config.hash().hex() + "|" + in.runtime_version +
+GraphId graph_id(const TraceResult& traced, const KeyInputs& in) {
+  const std::string canonical = canonical_hash(traced.graph).hex();
+  std::string s = canonical + "|" + checksum(signature_text(traced)) + "|" + in.config.hash().hex() + "|" + in.runtime_version +
                   "|" + in.decompositions + "|" +
                   (in.ge_cache && in.config.mode == CompileMode::max_autotune ? "program" : "graph") + "|" +
                   (in.dynamic ? "dynamic" : "static") + "|" + layout::kFormatVersion;
   XXH128_hash_t h = XXH3_128bits(s.data(), s.size());
   return {Hash128{h.high64, h.low64}.hex(), canonical};
+}
+
+std::vector<std::string> stale_components(const Components& stored, const Components& now, bool fast_path) {
+  using namespace component;
+  Components checked;
+  for (const char* k : {kRuntimeVersion, kFormatVersion}) checked[k] = now.count(k) ? now.at(k) : "";
+  if (fast_path)
+    for (const char* k : {kCodeVersion, kParameterSignature}) checked[k] = now.count(k) ? now.at(k) : "";
+  return differing_components(stored, checked);
 }
 
 std::vector<std::string> differing_components(const Components& stored, const Components& now) {

@@ -2,6 +2,7 @@
 
 #include "cache/artifact.h"
 #include "cache/cache_error.h"
+#include "cache/explain.h"
 #include "cache/layout.h"
 #include "cache/registry.h"
 #include "cache/stats.h"
@@ -26,7 +27,18 @@ MethodCache::MethodCache(MethodIdentity id)
 
 std::string MethodCache::where() const { return (std::filesystem::path(id_.dir) / path_).string(); }
 
-MethodCache::Lookup MethodCache::lookup(const FlatArgs& args, const compiler::CompileStep& compile) const {
+std::string MethodCache::module_path() const {
+  return (std::filesystem::path(id_.dir) / path_ / layout::kModuleDataset).string();
+}
+
+std::string MethodCache::Lookup::reason_text() const {
+  std::string s(miss_reason_name(reason));
+  if (!differences.empty()) s += " (" + join(differences) + ")";
+  return s;
+}
+
+MethodCache::Lookup MethodCache::lookup(const FlatArgs& args, const TraceResult* trace, const GraphId* id,
+                                        const compiler::CompileStep& compile) const {
   Lookup r;
   auto miss = [&](MissReason reason, std::vector<std::string> diffs) {
     record_miss(id_.dir, {0, path_, std::string(miss_reason_name(reason)), diffs});
@@ -39,14 +51,22 @@ MethodCache::Lookup MethodCache::lookup(const FlatArgs& args, const compiler::Co
     auto reader = store.shared_reader();
     r.entry = reader ? reader->entry(path_) : std::nullopt;
     if (!r.entry) return miss(MissReason::absent, {});
-    auto diffs = differing_components(r.entry->meta.components, key_.components);
+    auto diffs = stale_components(r.entry->meta.components, key_.components, trace == nullptr);
     if (!diffs.empty()) {
       log::warn("cache entry {} is stale ({}); recompiling and replacing it", where(), join(diffs));
       return miss(MissReason::stale, diffs);
     }
+    const bool same_computation = trace == nullptr || r.entry->graph_key == id->key;
     ObjectRecord object = reader->object(r.entry->graph_key, false);
     bool has_program = false;
     auto g = load_object(object, r.entry->parameters, &has_program);
+    if (!same_computation) {
+      diffs = trace_differences(g->trace, *trace);
+      if (diffs.empty()) diffs.push_back("compile settings (config, runtime, decompositions) differ");
+      log::warn("cache entry {} was compiled from another computation ({}); recompiling and replacing it", where(),
+                join(diffs));
+      return miss(MissReason::computation, diffs);
+    }
     SymBindings b;
     try {
       b = g->trace.signature.bind(args);
@@ -54,10 +74,13 @@ MethodCache::Lookup MethodCache::lookup(const FlatArgs& args, const compiler::Co
       log::warn("cache entry {} was traced for other inputs ({}); compiling afresh", where(), e.what());
       return miss(MissReason::signature, {e.what()});
     }
-    if (!has_program) g = compile(std::move(g->trace), b);  // the seed's first level: recompile from the graph
-    log::info("Cache {} loaded from {}", model_cache_meta(r.entry->meta), where());
+    if (!has_program) {  // the stored graph after the passes, lowered with the stored autotune decisions
+      const compiler::CompileHints hints{&g->optimized, &g->autotune};
+      g = compile(std::move(g->trace), b, &hints);
+    }
+    log::info("Cache {} loaded from {}", model_cache_meta(r.entry->meta), module_path());
     record_hit(id_.dir, path_);
-    remember(*r.entry, object);
+    cache::remember(*r.entry, object);
     r.graph = std::move(g);
     return r;
   } catch (const CacheRefused& e) {
@@ -71,7 +94,7 @@ MethodCache::Lookup MethodCache::lookup(const FlatArgs& args, const compiler::Co
   }
 }
 
-GraphId MethodCache::graph_id(const Graph& traced) const { return cache::graph_id(traced, id_.key); }
+GraphId MethodCache::graph_id(const TraceResult& traced) const { return cache::graph_id(traced, id_.key); }
 
 bool MethodCache::holds(const std::string& key) const {
   try {
@@ -103,7 +126,8 @@ void MethodCache::save(const std::vector<ObjectRecord>& objects, const std::vect
   Hdf5Store(id_.dir).commit(t);
   std::vector<std::string> paths;
   for (const auto& e : entries) {
-    log::info("Cache {} saved to {}", model_cache_meta(e.meta), (std::filesystem::path(id_.dir) / e.path).string());
+    log::info("Cache {} saved to {}", model_cache_meta(e.meta),
+              (std::filesystem::path(id_.dir) / e.path / layout::kModuleDataset).string());
     paths.push_back(e.path);
     if (e.path == path_)  // this process's own entry (save_cache_artifacts)
       for (const auto& o : objects)

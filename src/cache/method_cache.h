@@ -24,9 +24,10 @@
 namespace npucache::cache {
 
 struct MethodIdentity {
-  std::string dir;      // absolute cache directory
-  Producer who;         // the rank this entry is for, and its process
-  KeyInputs key;        // module, method, config, ..., runtime version
+  std::string dir;          // absolute cache directory
+  Producer who;             // the rank this entry is for, and its process
+  KeyInputs key;            // module, method, config, ..., runtime version
+  bool fast_path = false;   // serve without tracing when code_version matches
 };
 
 class MethodCache {
@@ -40,24 +41,36 @@ class MethodCache {
   const std::string& method() const { return id_.key.method; }
   // Whether objects hold the compiled program (ge_cache in max-autotune).
   bool stores_program() const { return id_.key.ge_cache; }
+  // Whether a hit is decided without a trace (the code_version fast path).
+  bool fast_path() const { return id_.fast_path; }
   // <dir>/<entry path>: the seed's path, for messages.
   std::string where() const;
+  // <dir>/<entry path>/compiled_module: the seed's path of the artifact.
+  std::string module_path() const;
 
   struct Lookup {
     std::shared_ptr<compiler::CompiledGraph> graph;  // set on a hit
     std::optional<EntryRecord> entry;
     MissReason reason = MissReason::absent;
-    std::vector<std::string> differences;  // stale components, or the error
+    std::vector<std::string> differences;  // what differs, or the error
     bool hit() const { return graph != nullptr; }
+    // "absent", "stale (runtime_version: ...)", for a status report.
+    std::string reason_text() const;
   };
-  // Looks this rank's entry up, checks its key components, reads, verifies
-  // and decodes its object and binds the call's inputs; an object without a
-  // program is compiled from its stored graph through `compile`. Logs the
+  // Looks this rank's entry up and decides whether its program serves this
+  // call. With `trace` (the default hit check) the entry must have been
+  // made from an equal trace (graph key `id`: graph, guards, input
+  // signature, compile settings); without it (the code_version fast path)
+  // its code_version and parameter signature must equal this process's.
+  // Either way runtime and format version must match. Then the object is
+  // read, verified, decoded and bound to the call; an object without a
+  // program is lowered from its stored graph through `compile`. Logs the
   // seed's "loaded from" line on a hit, the reason of a miss; records
   // statistics.
-  Lookup lookup(const FlatArgs& args, const compiler::CompileStep& compile) const;
+  Lookup lookup(const FlatArgs& args, const TraceResult* trace, const GraphId* id,
+                const compiler::CompileStep& compile) const;
 
-  GraphId graph_id(const Graph& traced) const;
+  GraphId graph_id(const TraceResult& traced) const;
   // Whether the store holds the object `graph_key` (false when unreadable).
   bool holds(const std::string& graph_key) const;
   // The stored object's serialized bytes (checksum verified).

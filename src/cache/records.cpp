@@ -10,6 +10,7 @@ std::string_view miss_reason_name(MissReason r) {
   switch (r) {
     case MissReason::absent: return "absent";
     case MissReason::stale: return "stale";
+    case MissReason::computation: return "computation";
     case MissReason::corrupt: return "corrupt";
     case MissReason::signature: return "signature";
     case MissReason::refused: return "refused";

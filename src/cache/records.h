@@ -66,8 +66,11 @@ struct EntryRecord {
   ObjectMeta object;                    // the object's facts when the entry was made
 };
 
-// Why a lookup did not serve a stored program.
-enum class MissReason { absent, stale, corrupt, signature, refused };
+// Why a lookup did not serve a stored program: no entry; an entry of
+// another runtime or format version (or code_version on the fast path);
+// traced from another computation (graph, guards, inputs); unreadable or
+// damaged; bound to other inputs (fast path); the cache refused.
+enum class MissReason { absent, stale, computation, corrupt, signature, refused };
 std::string_view miss_reason_name(MissReason r);
 
 // xxh3-64 of `bytes` as 16 hex digits.

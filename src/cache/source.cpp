@@ -25,18 +25,22 @@ MethodSource::MethodSource(std::shared_ptr<MethodCache> cache, ReportSink sink)
   report_.method = cache_->method();
 }
 
-std::shared_ptr<compiler::CompiledGraph> MethodSource::first_call(const FlatArgs& args,
-                                                                  const compiler::TraceStep& trace,
-                                                                  const compiler::CompileStep& compile) {
+compiler::FirstEntry MethodSource::first_call(const FlatArgs& args, const compiler::TraceStep& trace,
+                                              const compiler::CompileStep& compile) {
   const double t0 = now();
-  auto g = obtain(args, trace, compile);
+  compiler::FirstEntry first;
+  first.graph = obtain(args, trace, compile);
   report_.total_s = now() - t0;
+  first.status.outcome = report_.hit ? Outcome::hit : report_.fetched ? Outcome::fetched : Outcome::compiled;
+  first.status.cached = !disabled_ && (report_.hit || report_.saved);
+  first.status.reason = report_.hit ? "" : report_.reason;
+  first.status.entry = cache_->where();
   if (sink_) sink_(report_);
-  return g;
+  return first;
 }
 
-void MethodSource::recompiled(const TraceResult& trace) {
-  log::warn("Skip cache as {} recompiled", trace.name);
+void MethodSource::recompiled(const TraceResult& trace, const std::string& why) {
+  log::warn("Skip cache as {} recompiled ({}); removed its cache entry {}", trace.name, why, cache_->where());
   if (disabled_) return;
   try {
     cache_->remove_entry();
@@ -57,11 +61,24 @@ TraceResult MethodSource::trace_checked(const compiler::TraceStep& trace) {
   return tr;
 }
 
+MethodCache::Lookup MethodSource::lookup(const FlatArgs& args, const TraceResult* trace, const GraphId* id,
+                                         const compiler::CompileStep& compile) {
+  MethodCache::Lookup r = cache_->lookup(args, trace, id, compile);
+  if (r.hit()) {
+    report_.hit = true;
+    report_.graph_key = r.entry->graph_key;
+  } else {
+    report_.reason = r.reason_text();
+    if (r.reason == MissReason::refused) disabled_ = true;
+  }
+  return r;
+}
+
 std::shared_ptr<compiler::CompiledGraph> MethodSource::compile_timed(TraceResult tr, const FlatArgs& args,
                                                                      const compiler::CompileStep& compile) {
   const double t = now(), c = thread_cpu();
   const SymBindings b = tr.signature.bind(args);
-  auto g = compile(std::move(tr), b);
+  auto g = compile(std::move(tr), b, nullptr);
   report_.compile_s = now() - t;
   report_.compile_cpu_s = thread_cpu() - c;
   report_.compiled = true;
@@ -78,6 +95,7 @@ void MethodSource::persist(const compiler::CompiledGraph& g, const GraphId& id) 
     report_.artifact_checksum = o.meta.checksum;
     cache_->save({o}, {cache_->make_entry(g, o)});
     report_.writer = true;
+    report_.saved = true;
   } catch (const CacheError& e) {
     log::warn("could not save {} to the cache ({}); continuing uncached", cache_->where(), e.what());
   }
@@ -86,17 +104,20 @@ void MethodSource::persist(const compiler::CompiledGraph& g, const GraphId& id) 
 
 std::shared_ptr<compiler::CompiledGraph> LocalSource::obtain(const FlatArgs& args, const compiler::TraceStep& trace,
                                                              const compiler::CompileStep& compile) {
-  MethodCache::Lookup hit = cache().lookup(args, compile);
-  if (hit.hit()) {
-    report().hit = true;
-    report().graph_key = hit.entry->graph_key;
-    return hit.graph;
+  std::optional<TraceResult> tr;
+  GraphId id;
+  if (!cache().fast_path()) {  // the default: decide from this trace
+    tr = trace_checked(trace);
+    id = cache().graph_id(*tr);
   }
-  if (hit.reason == MissReason::refused) disabled_ = true;
-  TraceResult tr = trace_checked(trace);
-  const GraphId id = cache().graph_id(tr.graph);
+  MethodCache::Lookup hit = lookup(args, tr ? &*tr : nullptr, tr ? &id : nullptr, compile);
+  if (hit.hit()) return hit.graph;
+  if (!tr) {
+    tr = trace_checked(trace);
+    id = cache().graph_id(*tr);
+  }
   report().owner = cache().who().global_rank;
-  auto g = compile_timed(std::move(tr), args, compile);
+  auto g = compile_timed(std::move(*tr), args, compile);
   persist(*g, id);
   return g;
 }

@@ -1,7 +1,7 @@
 // The cache's EntrySource family. MethodSource does the duty every source
-// shares (as spdlog's base_sink does the locking): the first call's timing
-// and report, the refusal of graphs with RNG ops, persisting through the
-// MethodCache, and the recompile rule. A subclass only decides how the
+// shares (as spdlog's base_sink does the locking): the first call's timing,
+// status and report, the refusal of graphs with RNG ops, persisting through
+// the MethodCache, and the recompile rule. A subclass only decides how the
 // artifact is obtained (obtain()): LocalSource loads or compiles; the MPI
 // coordinator (src/coord) runs its protocol.
 #pragma once
@@ -20,10 +20,11 @@ class MethodSource : public compiler::EntrySource {
  public:
   using ReportSink = std::function<void(const MethodReport&)>;
 
-  std::shared_ptr<compiler::CompiledGraph> first_call(const FlatArgs& args, const compiler::TraceStep& trace,
-                                                      const compiler::CompileStep& compile) final;
-  // Warns "Skip cache as <name> recompiled" and removes this rank's entry.
-  void recompiled(const TraceResult& trace) final;
+  compiler::FirstEntry first_call(const FlatArgs& args, const compiler::TraceStep& trace,
+                                  const compiler::CompileStep& compile) final;
+  // Warns "Skip cache as <name> recompiled" with the reason, and removes
+  // this rank's entry.
+  void recompiled(const TraceResult& trace, const std::string& why) final;
 
   const MethodReport& report() const { return report_; }
 
@@ -31,13 +32,18 @@ class MethodSource : public compiler::EntrySource {
   // `sink` receives the report of the first call (may be null).
   MethodSource(std::shared_ptr<MethodCache> cache, ReportSink sink);
 
-  // How the artifact is obtained. `report()` is filled as it goes.
+  // How the artifact is obtained. `report()` is filled as it goes; the
+  // outcome defaults to compiled.
   virtual std::shared_ptr<compiler::CompiledGraph> obtain(const FlatArgs& args, const compiler::TraceStep& trace,
                                                           const compiler::CompileStep& compile) = 0;
 
   // Traces (timed) and refuses a graph with RNG ops: ConfigError naming the
   // node; nothing is written.
   TraceResult trace_checked(const compiler::TraceStep& trace);
+  // The lookup of this rank's entry: with `trace` (the default hit check)
+  // or without (the fast path). Records the miss reason in the report.
+  MethodCache::Lookup lookup(const FlatArgs& args, const TraceResult* trace, const GraphId* id,
+                             const compiler::CompileStep& compile);
   // Compiles (elapsed and CPU time recorded) for the call `args`.
   std::shared_ptr<compiler::CompiledGraph> compile_timed(TraceResult trace, const FlatArgs& args,
                                                          const compiler::CompileStep& compile);

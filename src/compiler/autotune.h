@@ -26,5 +26,8 @@ struct AutotuneDecision {
 
 std::vector<AutotuneDecision> autotune(DeviceProgram& p, const SymBindings& example,
                                        const CompilerConfig& config, int device);
+// Gives the steps of earlier decisions their chosen configuration; throws
+// VerifyError when a decision names a step that is no tunable kernel.
+void apply_autotune(DeviceProgram& p, const std::vector<AutotuneDecision>& decisions);
 
 }  // namespace npucache::compiler

@@ -39,7 +39,7 @@ class PassManager {
 
 CompiledGraph compile_graph(TraceResult trace, const CompilerConfig& config,
                             const DecompositionTable& decompositions, const SymBindings& example,
-                            bool dynamic, int device) {
+                            bool dynamic, int device, const CompileHints* hints) {
   config.validate();
   auto t0 = std::chrono::steady_clock::now();
   CompiledGraph cg;
@@ -51,18 +51,26 @@ CompiledGraph compile_graph(TraceResult trace, const CompilerConfig& config,
     throw ConfigError("node '" + n->name + "' (" + std::string(op_name(n->op)) +
                       ") cannot be lowered in reduce-overhead mode: a captured task graph would "
                       "repeat the same random numbers on every replay; use max-autotune");
-  Graph g = pm.run_graph_pass("decompose", trace.graph, [&](const Graph& x) { return decompose(x, decompositions); });
-  if (full) {
-    g = pm.run_graph_pass("constant_fold", g, fold_constants);
-    g = pm.run_graph_pass("cse", g, eliminate_common_subexpressions);
-    g = pm.run_graph_pass("fold_transposes", g, fold_transposes);
-  }
-  g = pm.run_graph_pass("dce", g, eliminate_dead_code);
-  if (config.fusion) {
-    FusionStats st;
-    g = pm.run_graph_pass("fusion", g, [&](const Graph& x) { return fuse(x, &st); });
-    cg.timings.back().note += ", " + std::to_string(st.groups) + " fused kernels of " +
-                              std::to_string(st.fused_ops) + " ops";
+  Graph g;
+  if (hints && hints->optimized) {
+    pm.run("graph passes", [&] {
+      g = *hints->optimized;
+      return "skipped: stored graph of " + std::to_string(g.size()) + " nodes";
+    });
+  } else {
+    g = pm.run_graph_pass("decompose", trace.graph, [&](const Graph& x) { return decompose(x, decompositions); });
+    if (full) {
+      g = pm.run_graph_pass("constant_fold", g, fold_constants);
+      g = pm.run_graph_pass("cse", g, eliminate_common_subexpressions);
+      g = pm.run_graph_pass("fold_transposes", g, fold_transposes);
+    }
+    g = pm.run_graph_pass("dce", g, eliminate_dead_code);
+    if (config.fusion) {
+      FusionStats st;
+      g = pm.run_graph_pass("fusion", g, [&](const Graph& x) { return fuse(x, &st); });
+      cg.timings.back().note += ", " + std::to_string(st.groups) + " fused kernels of " +
+                                std::to_string(st.fused_ops) + " ops";
+    }
   }
   verify(g);
   pm.run("lower", [&] {
@@ -73,7 +81,13 @@ CompiledGraph compile_graph(TraceResult trace, const CompilerConfig& config,
     assign_streams(cg.program, !full || config.ge_config.enable_single_stream, config.max_streams);
     return std::to_string(cg.program.num_streams) + " streams";
   });
-  if (full)
+  if (full && hints && hints->autotune)
+    pm.run("autotune", [&] {
+      cg.autotune = *hints->autotune;
+      apply_autotune(cg.program, cg.autotune);
+      return std::to_string(cg.autotune.size()) + " stored decisions applied";
+    });
+  else if (full)
     pm.run("autotune", [&] {
       cg.autotune = autotune(cg.program, example, config, device);
       return std::to_string(cg.autotune.size()) + " kernels tuned";

@@ -24,7 +24,7 @@ struct CompiledGraph {
   TraceResult trace;          // the graph as traced, its signature, outputs, name
   CompilerConfig config;
   bool dynamic = true;
-  Graph optimized;            // after the graph passes (in memory only, not archived)
+  Graph optimized;            // after the graph passes (archived when the program is not)
   DeviceProgram program;
   std::vector<PassTiming> timings;
   std::vector<AutotuneDecision> autotune;
@@ -33,13 +33,23 @@ struct CompiledGraph {
   double compile_seconds = 0;
 };
 
+// What an earlier compile of the same trace left to skip work: the graph
+// after the graph passes, and the autotune decisions (a stored artifact
+// without its program carries both).
+struct CompileHints {
+  const Graph* optimized = nullptr;
+  const std::vector<AutotuneDecision>* autotune = nullptr;
+};
+
 // Runs the pass pipeline of `config.mode` on a trace. `example` binds the
 // trace's symbols to the sizes of the call that triggered the compile
-// (autotuning and the memory report use them). Throws ConfigError for what
-// the mode cannot lower, VerifyError for an ill-typed decomposition.
+// (autotuning and the memory report use them). With `hints`, the graph
+// passes and autotuning are skipped: the hinted graph is verified, lowered
+// and given the hinted decisions. Throws ConfigError for what the mode
+// cannot lower, VerifyError for an ill-typed decomposition or hint.
 CompiledGraph compile_graph(TraceResult trace, const CompilerConfig& config,
                             const DecompositionTable& decompositions, const SymBindings& example,
-                            bool dynamic, int device);
+                            bool dynamic, int device, const CompileHints* hints = nullptr);
 
 // "decompose 1.2 ms (120 -> 340 nodes)\n..."
 std::string format_timings(const std::vector<PassTiming>& timings);

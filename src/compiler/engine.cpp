@@ -9,7 +9,8 @@
 #include <chrono>
 #include <map>
 
-namespace npucache::detail {
+namespace npucache {
+namespace detail {
 
 class CompiledFunction {
  public:
@@ -18,6 +19,7 @@ class CompiledFunction {
     std::shared_ptr<const compiler::DeviceProgram> program;
     std::map<int, std::unique_ptr<compiler::ProgramRunner>> runners;  // per device
     std::vector<Tensor> params;
+    CallStatus status;  // how this entry was obtained
   };
 
   CompiledFunction(const nn::Module& module, CompileOptions options, std::shared_ptr<compiler::EntrySource> source)
@@ -37,23 +39,29 @@ class CompiledFunction {
     t.arg_names = options_.arg_names;
     return t;
   }
-  std::size_t compiles() const { return entries_.size(); }
+  std::size_t compiles() const { return compiles_; }
+  const CallStatus& status() const { return status_; }
   const compiler::CompiledGraph& entry(std::size_t i) const { return *entries_.at(i).graph; }
   const CompilerConfig& config() const { return config_; }
   double first_call_seconds() const { return first_call_seconds_; }
 
  private:
-  // The engine's one compile call.
-  std::shared_ptr<compiler::CompiledGraph> compile(TraceResult tr, const SymBindings& example, int device) const {
-    return std::make_shared<compiler::CompiledGraph>(compiler::compile_graph(
-        std::move(tr), config_, options_.custom_decompositions, example, options_.dynamic, device));
+  // The engine's one compile call. Hints (a stored graph-only artifact)
+  // make it a lowering, not a compile: only full compiles are counted.
+  std::shared_ptr<compiler::CompiledGraph> compile(TraceResult tr, const SymBindings& example, int device,
+                                                   const compiler::CompileHints* hints = nullptr) {
+    auto g = std::make_shared<compiler::CompiledGraph>(compiler::compile_graph(
+        std::move(tr), config_, options_.custom_decompositions, example, options_.dynamic, device, hints));
+    if (hints == nullptr) ++compiles_;
+    return g;
   }
 
-  void add(std::shared_ptr<compiler::CompiledGraph> g) {
+  void add(std::shared_ptr<compiler::CompiledGraph> g, CallStatus status) {
     Entry e;
     e.graph = std::move(g);
     e.program = std::shared_ptr<const compiler::DeviceProgram>(e.graph, &e.graph->program);
     e.params = resolve_params(*e.program);
+    e.status = std::move(status);
     entries_.push_back(std::move(e));
   }
 
@@ -79,6 +87,8 @@ class CompiledFunction {
   std::shared_ptr<compiler::EntrySource> source_;
   bool first_call_done_ = false;
   double first_call_seconds_ = 0;
+  std::size_t compiles_ = 0;
+  CallStatus status_;
 };
 
 std::vector<Tensor> CompiledFunction::call(const FlatArgs& args, const TraceFn& trace, std::size_t& entry) {
@@ -89,41 +99,51 @@ std::vector<Tensor> CompiledFunction::call(const FlatArgs& args, const TraceFn& 
     inputs.push_back(t);
   }
   const int device = inputs.empty() ? current_device() : inputs.front().device();
-  const compiler::CompileStep compile_step = [&](TraceResult tr, const SymBindings& example) {
-    return compile(std::move(tr), example, device);
+  const compiler::CompileStep compile_step = [&](TraceResult tr, const SymBindings& example,
+                                                 const compiler::CompileHints* hints) {
+    return compile(std::move(tr), example, device, hints);
   };
   if (!first_call_done_) {
     first_call_done_ = true;
     if (source_) {
       const auto t0 = std::chrono::steady_clock::now();
-      add(source_->first_call(args, trace, compile_step));
+      compiler::FirstEntry first = source_->first_call(args, trace, compile_step);
       first_call_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      add(std::move(first.graph), std::move(first.status));
     } else {
       TraceResult tr = trace();
       const SymBindings b = tr.signature.bind(args);
-      add(compile(std::move(tr), b, device));
+      add(compile(std::move(tr), b, device), CallStatus{});
     }
   }
   SymBindings b;
   std::size_t found = entries_.size();
+  std::string why;  // why the first entry did not bind
   for (std::size_t i = 0; i < entries_.size() && found == entries_.size(); ++i) {
     try {
       b = entries_[i].graph->trace.signature.bind(args);
       found = i;
-    } catch (const TraceError&) {
+    } catch (const TraceError& e) {
+      if (i == 0) why = e.what();
     }
   }
   if (found == entries_.size()) {
     TraceResult tr = trace();
     b = tr.signature.bind(args);
-    add(compile(tr, b, device));
+    CallStatus s;
+    s.outcome = Outcome::recompiled;
+    s.reason = "recompiled: " + why;
+    s.entry = entries_[0].status.entry;
     if (source_) {
-      source_->recompiled(tr);
+      source_->recompiled(tr, why);
       source_.reset();
     }
+    add(compile(tr, b, device), std::move(s));
   }
   entry = found;
   Entry& e = entries_[found];
+  status_ = e.status;
+  status_.compiles = compiles_;
   auto& runner = e.runners[device];
   if (!runner) runner = std::make_unique<compiler::ProgramRunner>(e.program, device);
   if (config_.mode == CompileMode::reduce_overhead)
@@ -136,9 +156,21 @@ std::vector<Tensor> call(CompiledFunction& f, const FlatArgs& args, const TraceF
 }
 TraceOptions trace_options(const CompiledFunction& f) { return f.trace_options(); }
 std::size_t compiles(const CompiledFunction& f) { return f.compiles(); }
+const CallStatus& status(const CompiledFunction& f) { return f.status(); }
+const std::vector<std::string>& output_paths(const CompiledFunction& f, std::size_t i) {
+  return f.entry(i).trace.output_paths;
+}
 const compiler::CompiledGraph& entry(const CompiledFunction& f, std::size_t i) { return f.entry(i); }
 const CompilerConfig& config(const CompiledFunction& f) { return f.config(); }
 double first_call_seconds(const CompiledFunction& f) { return f.first_call_seconds(); }
+
+std::string default_method_name(const std::string& given, const MemberFunctionName& derived,
+                                const std::string& model_type) {
+  if (!given.empty()) return given;
+  if (!derived.name.empty()) return derived.name;
+  throw ConfigError("cannot name the method of " + model_type +
+                    " from the code: the binary has no symbol for it (stripped?); set method_name in the options");
+}
 
 std::shared_ptr<CompiledFunction> make_function(const nn::Module& module, CompileOptions options,
                                                 std::shared_ptr<compiler::EntrySource> source) {
@@ -149,4 +181,16 @@ std::shared_ptr<CompiledFunction> make_compiled_function(const nn::Module& modul
   return make_function(module, std::move(options), nullptr);
 }
 
-}  // namespace npucache::detail
+}  // namespace detail
+
+std::string_view outcome_name(Outcome o) {
+  switch (o) {
+    case Outcome::compiled: return "compiled";
+    case Outcome::hit: return "hit";
+    case Outcome::fetched: return "fetched";
+    case Outcome::recompiled: return "recompiled";
+  }
+  return "unknown";
+}
+
+}  // namespace npucache

@@ -174,16 +174,22 @@ struct CompiledRecord {
   bool has_program = false;
   template <class A>
   void serialize(A& ar, unsigned) {
-    // The optimized graph is not archived: running needs the program (or,
-    // without one, the traced graph to recompile from).
+    // With the program, the optimized graph is not archived (running needs
+    // only the program); without it, the optimized graph is, so a loader
+    // lowers it with the stored autotune decisions instead of running the
+    // graph passes and autotuning again.
     ar & g.trace & g.config & g.dynamic & has_program;
-    if (has_program) ar & g.program;
+    if (has_program)
+      ar & g.program;
+    else
+      ar & g.optimized;
     ar & g.timings & g.autotune & g.planned_arena_bytes & g.unplanned_bytes & g.compile_seconds;
   }
 };
 
 }  // namespace npucache::compiler::detail
-BOOST_CLASS_VERSION(npucache::compiler::detail::CompiledRecord, 1)
+// 2: the optimized graph is archived when the program is not.
+BOOST_CLASS_VERSION(npucache::compiler::detail::CompiledRecord, 2)
 
 namespace npucache::compiler {
 using detail::CompiledRecord;

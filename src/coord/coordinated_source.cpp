@@ -39,26 +39,28 @@ std::shared_ptr<compiler::CompiledGraph> CoordinatedSource::obtain(const FlatArg
   const int me = world.rank();
   world.arrive(static_cast<int>(std::hash<std::string>{}(cache().method()) & 0x3fffffff), options_.timeout_s,
                "cache_compile of " + cache().method());
-  // 1. Own entry.
-  cache::MethodCache::Lookup hit = cache().lookup(args, compile);
-  const auto hits = world.allgather(hit.hit() ? "1" : "0");
-  if (hits == std::vector<std::string>(hits.size(), "1")) {
-    rep.hit = true;
-    rep.graph_key = hit.entry->graph_key;
-    return hit.graph;
-  }
-  // 2-3. Misses trace; everyone reports key, cost, holdings, store.
+  // 1. Own entry, decided from this rank's trace (or, on the fast path,
+  // from code_version without one).
   std::optional<TraceResult> tr;
   cache::GraphId id;
+  if (!cache().fast_path()) {
+    tr = trace_checked(trace);
+    id = cache().graph_id(*tr);
+  }
+  cache::MethodCache::Lookup hit = lookup(args, tr ? &*tr : nullptr, tr ? &id : nullptr, compile);
+  const auto hits = world.allgather(hit.hit() ? "1" : "0");
+  if (hits == std::vector<std::string>(hits.size(), "1")) return hit.graph;
+  // 2-3. Misses trace; everyone reports key, cost, holdings, store.
   RankInfo info;
   info.store = store_identity(cache());
   if (hit.hit()) {
     id.key = hit.entry->graph_key;
     info.holds = true;
-    rep.hit = true;
   } else {
-    tr = trace_checked(trace);
-    id = cache().graph_id(tr->graph);
+    if (!tr) {
+      tr = trace_checked(trace);
+      id = cache().graph_id(*tr);
+    }
     info.cost = static_cast<double>(tr->graph.size());
     info.needs = true;
     info.holds = cache().holds(id.key);
@@ -138,6 +140,7 @@ void CoordinatedSource::persist_collectively(const mpi::Comm& world, const std::
     cache::ObjectRecord o = cache().make_object(g, id, &bytes);
     cache::EntryRecord e = cache().make_entry(g, o);
     mine.entries.push_back(e);
+    report().saved = true;
     if (plan.ships_object[static_cast<std::size_t>(me)]) mine.objects.push_back(o);
     cache().remember(e, o);
   }

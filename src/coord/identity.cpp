@@ -1,6 +1,7 @@
 #include "coord/identity.h"
 
 #include <npucache/device.h>
+#include <npucache/error.h>
 #include <npucache/mpi.h>
 
 #include <filesystem>
@@ -43,6 +44,10 @@ cache::MethodIdentity resolve_identity(const nn::Module& module, const CacheOpti
   k.decompositions = cache::decomposition_names(o.compile.custom_decompositions);
   k.code_version = o.code_version;
   k.runtime_version = runtime_version(current_device());
+  if (o.hit_check == HitCheck::code_version && o.code_version.empty())
+    throw ConfigError("hit_check = HitCheck::code_version serves stored programs without tracing on the user's word "
+                      "that code_version changes with the code: set code_version, or use the default HitCheck::trace");
+  id.fast_path = o.hit_check == HitCheck::code_version;
   return id;
 }
 

@@ -45,15 +45,8 @@ class CanonicalEncoder {
 
   void run() {
     h_.u64(kHashEncodingVersion);
-    const auto& nodes = g_.nodes();
-    for (std::size_t i = 0; i < nodes.size(); ++i)
-      if (nodes[i].op == Op::placeholder) order_.push_back(static_cast<ValueId>(i));
-    for (std::size_t i = 0; i < order_.size(); ++i)
-      index_[static_cast<std::size_t>(order_[i])] = static_cast<int64_t>(i);
-    for (ValueId out : g_.outputs()) visit(out);
-    for (std::size_t i = 0; i < nodes.size(); ++i)
-      if (op_info(nodes[i].op).side_effect) visit(static_cast<ValueId>(i));
-
+    order_ = canonical_order(g_);
+    for (std::size_t i = 0; i < order_.size(); ++i) index_[static_cast<std::size_t>(order_[i])] = static_cast<int64_t>(i);
     h_.u64(order_.size());
     for (ValueId v : order_) encode(g_.node(v));
     h_.u64(g_.outputs().size());
@@ -61,34 +54,6 @@ class CanonicalEncoder {
   }
 
  private:
-  // Iterative DFS post-order: operands before users, operands in order.
-  void visit(ValueId root) {
-    if (index_[static_cast<std::size_t>(root)] >= 0) return;
-    std::vector<std::pair<ValueId, std::size_t>> stack{{root, 0}};
-    while (!stack.empty()) {
-      auto& [v, next] = stack.back();
-      const Node& n = g_.node(v);
-      if (next < n.inputs.size()) {
-        ValueId in = n.inputs[next++];
-        if (index_[static_cast<std::size_t>(in)] < 0 &&
-            !on_stack(stack, in))
-          stack.push_back({in, 0});
-        continue;
-      }
-      if (index_[static_cast<std::size_t>(v)] < 0) {
-        index_[static_cast<std::size_t>(v)] = static_cast<int64_t>(order_.size());
-        order_.push_back(v);
-      }
-      stack.pop_back();
-    }
-  }
-
-  static bool on_stack(const std::vector<std::pair<ValueId, std::size_t>>& stack, ValueId v) {
-    for (const auto& e : stack)
-      if (e.first == v) return true;
-    return false;
-  }
-
   std::string symbol_name(const std::string& s) {
     auto [it, inserted] = symbols_.try_emplace(s, symbols_.size());
     return "$" + std::to_string(it->second);
@@ -157,6 +122,48 @@ class CanonicalEncoder {
 };
 
 }  // namespace
+
+std::vector<ValueId> canonical_order(const Graph& g) {
+  const auto& nodes = g.nodes();
+  std::vector<ValueId> order;
+  std::vector<char> placed(nodes.size(), 0), on_stack(nodes.size(), 0);
+  for (std::size_t i = 0; i < nodes.size(); ++i)
+    if (nodes[i].op == Op::placeholder) {
+      order.push_back(static_cast<ValueId>(i));
+      placed[i] = 1;
+    }
+  // Iterative DFS post-order from each root: operands before users,
+  // operands in order.
+  auto visit = [&](ValueId root) {
+    if (placed[static_cast<std::size_t>(root)]) return;
+    std::vector<std::pair<ValueId, std::size_t>> stack{{root, 0}};
+    on_stack[static_cast<std::size_t>(root)] = 1;
+    while (!stack.empty()) {
+      auto& [v, next] = stack.back();
+      const Node& n = g.node(v);
+      if (next < n.inputs.size()) {
+        const ValueId in = n.inputs[next++];
+        const auto k = static_cast<std::size_t>(in);
+        if (!placed[k] && !on_stack[k]) {
+          on_stack[k] = 1;
+          stack.push_back({in, 0});
+        }
+        continue;
+      }
+      const auto k = static_cast<std::size_t>(v);
+      if (!placed[k]) {
+        placed[k] = 1;
+        order.push_back(v);
+      }
+      on_stack[k] = 0;
+      stack.pop_back();
+    }
+  };
+  for (ValueId out : g.outputs()) visit(out);
+  for (std::size_t i = 0; i < nodes.size(); ++i)
+    if (op_info(nodes[i].op).side_effect) visit(static_cast<ValueId>(i));
+  return order;
+}
 
 std::string Hash128::hex() const {
   char buf[33];

@@ -23,6 +23,10 @@ class MpiCommunicator final : public Communicator {
     dp_ = world_.split(t + tp * p, d);
   }
 
+  ~MpiCommunicator() override {
+    if (&current_communicator() == this) set_current_communicator(nullptr);
+  }
+
   const ParallelLayout& layout() const override { return layout_; }
   int global_rank() const override { return rank_; }
   int rank(GroupRole g) const override {
@@ -115,7 +119,9 @@ class MpiCommunicator final : public Communicator {
 std::unique_ptr<Communicator> make_mpi_communicator(int tp, int pp) {
   if (!MpiSession::initialized())
     throw CommError("MPI is not initialised: create an MpiSession first (and run under mpirun)");
-  return std::make_unique<MpiCommunicator>(tp, pp);
+  auto comm = std::make_unique<MpiCommunicator>(tp, pp);
+  set_current_communicator(comm.get());
+  return comm;
 }
 
 }  // namespace npucache

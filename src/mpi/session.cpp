@@ -2,11 +2,20 @@
 #include <npucache/mpi.h>
 
 #include "mpi/check.h"
+#include "runtime/process.h"
 
 #include <cstdlib>
 #include <exception>
 
 namespace npucache {
+namespace {
+
+int world_size_probe() { return MpiSession::world_size(); }
+// Registered when the library loads: the runtime can tell a collective run
+// without a communicator in a multi-rank job (runtime/process.h).
+const bool g_probe_registered = (runtime::set_world_probe(&world_size_probe), true);
+
+}  // namespace
 
 MpiSession::MpiSession(int* argc, char*** argv) {
   int init = 0;

@@ -13,10 +13,7 @@ std::string Module::type_name() const {
   int status = 0;
   std::unique_ptr<char, void (*)(void*)> d(abi::__cxa_demangle(mangled, nullptr, nullptr, &status),
                                            std::free);
-  std::string name = status == 0 && d ? d.get() : mangled;
-  if (auto t = name.find('<'); t != std::string::npos) name = name.substr(0, t);
-  if (auto p = name.rfind("::"); p != std::string::npos) name = name.substr(p + 2);
-  return name;
+  return status == 0 && d ? std::string(d.get()) : std::string(mangled);
 }
 
 void Module::check_name(const std::string& name) const {

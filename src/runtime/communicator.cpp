@@ -4,6 +4,8 @@
 
 #include <cstring>
 
+#include "runtime/process.h"
+
 namespace npucache {
 
 std::string_view group_role_name(GroupRole g) {
@@ -68,11 +70,28 @@ std::unique_ptr<Communicator> make_single_process_communicator() {
 
 namespace {
 thread_local Communicator* t_comm = nullptr;
+int (*g_world_probe)() = nullptr;
+
+// The communicator of threads that never set one.
+SingleProcessCommunicator& unset_communicator() {
+  static SingleProcessCommunicator single;
+  return single;
+}
 }  // namespace
 
-Communicator& current_communicator() {
-  static SingleProcessCommunicator single;
-  return t_comm ? *t_comm : single;
+Communicator& current_communicator() { return t_comm ? *t_comm : unset_communicator(); }
+
+void runtime::set_world_probe(int (*probe)()) { g_world_probe = probe; }
+
+void runtime::check_communicator_set(const Communicator* comm, std::string_view what) {
+  if (comm != &unset_communicator() || g_world_probe == nullptr) return;
+  const int world = g_world_probe();
+  if (world <= 1) return;
+  throw CommError(std::string(what) + ": this process is one of " + std::to_string(world) +
+                  " MPI ranks, but no communicator is set on the thread that ran it, so it would compute "
+                  "this rank's partial result alone. Create the job's communicator with "
+                  "make_mpi_communicator(tp, pp) on this thread (it becomes the thread's current "
+                  "communicator), or call set_current_communicator(comm) on every thread that runs the model");
 }
 
 void set_current_communicator(Communicator* comm) { t_comm = comm; }

@@ -1,9 +1,13 @@
 // A separate process for the cache tests (a warm start is a new process).
 //
 //   cache_worker run DIR MODEL METHOD [--static] [--ge-cache] [--reduce-overhead]
-//                [--batch N] [--code-version V] [--rng]
-//     runs the cached method once and prints "traced <n>" (how often the
-//     method body ran, i.e. was traced) and "result <values...>".
+//                [--batch N] [--code-version V] [--fast] [--scale S] [--rng]
+//     runs the cached method and prints "traced <n>" (how often the method
+//     body ran, i.e. was traced), "compiled <n>" (compiles this process
+//     did), "status <outcome>", "reason <why it was not a hit>" and
+//     "result <values...>". --fast opts into the code_version hit check;
+//     --scale multiplies the result by a plain member of the model (a
+//     hyper-parameter read from a flag).
 //   cache_worker write DIR PREFIX COUNT BYTES
 //     commits COUNT entries named PREFIX<i> with objects of BYTES random
 //     bytes each, one transaction per entry (crash and concurrency tests).
@@ -25,9 +29,11 @@ namespace {
 struct Counted : models::SeedExample {
   std::string type_name() const override { return "Model"; }
   int traced = 0;
+  double scale = 1.0;
   Tensor prompt(const models::InputMeta& x, const std::vector<Tensor>& kv) {
-    ++traced;  // runs only while tracing: a cache hit never executes it
-    return forward(x, kv);
+    ++traced;  // runs only while tracing: never when the program runs
+    Tensor y = forward(x, kv);
+    return scale == 1.0 ? y : y * scale;
   }
   Tensor noisy(const models::InputMeta& x, const std::vector<Tensor>& kv) {
     ++traced;
@@ -39,6 +45,7 @@ int run(int argc, char** argv) {
   CacheOptions o;
   o.cache_dir = argv[2];
   o.compile.method_name = argv[4];
+  double scale = 1.0;
   int64_t batch = 3;
   bool rng = false;
   CompilerConfig c;
@@ -51,10 +58,13 @@ int run(int argc, char** argv) {
     else if (a == "--reduce-overhead") c.mode = CompileMode::reduce_overhead;
     else if (a == "--batch") batch = std::stoll(argv[++i]);
     else if (a == "--code-version") o.code_version = argv[++i];
+    else if (a == "--fast") o.hit_check = HitCheck::code_version;
+    else if (a == "--scale") scale = std::stod(argv[++i]);
     else if (a == "--rng") rng = true;
   }
   o.compile.config = c;
   Counted m;
+  m.scale = scale;
   auto fn = cache_compile(m, rng ? &Counted::noisy : &Counted::prompt, o);
   int calls = argc > 0 ? 2 : 1;
   std::vector<float> out;
@@ -68,7 +78,8 @@ int run(int argc, char** argv) {
     std::vector<Tensor> kv{Tensor::from_vector(ks, {batch, 2})};
     out = fn(x, kv).to_vector();
   }
-  std::printf("traced %d\nresult", m.traced);
+  std::printf("traced %d\ncompiled %zu\nstatus %s\nreason %s\nresult", m.traced, fn.compiles(),
+              std::string(outcome_name(fn.status().outcome)).c_str(), fn.status().reason.c_str());
   for (float v : out) std::printf(" %g", v);
   std::printf("\n");
   return 0;
@@ -90,6 +101,7 @@ int write(char** argv) {
     e.path = "Worker_dynamic_0/" + prefix + std::to_string(i);
     e.graph_key = o.graph_key;
     e.meta.name = e.path;
+    e.meta.components["runtime_version"] = "any";
     cache::Hdf5Store::Transaction t;
     t.objects.push_back(o);
     t.entries.push_back(e);

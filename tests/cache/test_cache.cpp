@@ -67,26 +67,27 @@ class CacheTest : public ::testing::Test {
 
 }  // namespace
 
-TEST_F(CacheTest, HitAcrossProcessesSkipsTracing) {
+TEST_F(CacheTest, HitAcrossProcessesSkipsCompiling) {
   Out cold = sh(worker(dir));
   ASSERT_EQ(cold.status, 0) << cold.text;
-  EXPECT_TRUE(has(cold.text, "traced 1")) << cold.text;
+  EXPECT_TRUE(has(cold.text, "compiled 1\nstatus compiled\nreason absent")) << cold.text;
   EXPECT_TRUE(has(cold.text, "Cache ModelCacheMeta(name='Model.prompt(arg0, arg1)'")) << cold.text;
   EXPECT_TRUE(has(cold.text, ", fx=None) saved to " + dir.string() + "/Model_dynamic_")) << cold.text;
+  EXPECT_TRUE(has(cold.text, "/prompt/compiled_module\n")) << cold.text;
   Out warm = sh(worker(dir));
   ASSERT_EQ(warm.status, 0) << warm.text;
-  EXPECT_TRUE(has(warm.text, "traced 0")) << warm.text;  // no tracing at all
+  EXPECT_TRUE(has(warm.text, "traced 1\ncompiled 0\nstatus hit")) << warm.text;  // one verifying trace
   EXPECT_TRUE(has(warm.text, ") loaded from ")) << warm.text;
   auto result = [](const std::string& t) { return t.substr(t.find("result")); };
   EXPECT_EQ(result(cold.text), result(warm.text));
   // Another batch size on the dynamic graph: still a hit.
   Out other = sh(worker(dir, "prompt --batch 5"));
-  EXPECT_TRUE(has(other.text, "traced 0")) << other.text;
-  // ge_cache stores the program; both levels load without tracing.
+  EXPECT_TRUE(has(other.text, "compiled 0\nstatus hit")) << other.text;
+  // ge_cache stores the program; both levels load without compiling.
   Out ge_cold = sh(worker(dir, "prompt --ge-cache"));
   Out ge_warm = sh(worker(dir, "prompt --ge-cache"));
-  EXPECT_TRUE(has(ge_cold.text, "traced 1")) << ge_cold.text;
-  EXPECT_TRUE(has(ge_warm.text, "traced 0")) << ge_warm.text;
+  EXPECT_TRUE(has(ge_cold.text, "compiled 1")) << ge_cold.text;
+  EXPECT_TRUE(has(ge_warm.text, "compiled 0\nstatus hit")) << ge_warm.text;
   EXPECT_EQ(result(ge_warm.text), result(cold.text));
   EXPECT_EQ(entry_paths().size(), 2u);  // Model_dynamic_<h>/prompt and Model_dynamic_gecache_<h>/prompt
   struct stat st;
@@ -103,8 +104,8 @@ TEST_F(CacheTest, ReduceOverheadEntryNamesAclgraphAndWarnsAboutGeCache) {
   auto paths = entry_paths();
   ASSERT_EQ(paths.size(), 1u);
   EXPECT_TRUE(has(paths[0], "Model_dynamic_aclgraphcache_")) << paths[0];
-  EXPECT_FALSE(has(paths[0], "gecache")) << paths[0];
-  EXPECT_TRUE(has(sh(worker(dir, "prompt --reduce-overhead")).text, "traced 0"));
+  EXPECT_FALSE(has(paths[0], "gecache_")) << paths[0];
+  EXPECT_TRUE(has(sh(worker(dir, "prompt --reduce-overhead")).text, "compiled 0\nstatus hit"));
 }
 
 TEST_F(CacheTest, RngGraphIsRefusedAndNothingWritten) {
@@ -120,8 +121,8 @@ TEST_F(CacheTest, StaleRuntimeVersionIsRecompiledAndReplaced) {
   Out o = sh("NPUCACHE_SIM_RUNTIME_VERSION=9.9.9 " + worker(dir));
   EXPECT_TRUE(has(o.text, "is stale (runtime_version: stored 'simnpu-v1 runtime 1.0.0', now 'simnpu-v1 runtime 9.9.9')"))
       << o.text;
-  EXPECT_TRUE(has(o.text, "traced 1")) << o.text;
-  EXPECT_TRUE(has(sh("NPUCACHE_SIM_RUNTIME_VERSION=9.9.9 " + worker(dir)).text, "traced 0"));  // replaced
+  EXPECT_TRUE(has(o.text, "compiled 1\nstatus compiled\nreason stale (runtime_version")) << o.text;
+  EXPECT_TRUE(has(sh("NPUCACHE_SIM_RUNTIME_VERSION=9.9.9 " + worker(dir)).text, "compiled 0"));  // replaced
   EXPECT_EQ(entry_paths().size(), 1u);
   Out explain = sh(std::string(NPUCACHE_CLI) + " explain " + dir.string());
   EXPECT_TRUE(has(explain.text, "(stale)")) << explain.text;
@@ -129,20 +130,35 @@ TEST_F(CacheTest, StaleRuntimeVersionIsRecompiledAndReplaced) {
       << explain.text;
 }
 
-TEST_F(CacheTest, RebuiltCodeIsNeverServedStale) {
-  ASSERT_EQ(sh(worker(dir, "prompt --code-version v1")).status, 0);
-  EXPECT_TRUE(has(sh(worker(dir, "prompt --code-version v1")).text, "traced 0"));
-  Out o = sh(worker(dir, "prompt --code-version v2"));
-  EXPECT_TRUE(has(o.text, "code_fingerprint: stored 'code_version:v1', now 'code_version:v2'")) << o.text;
-  EXPECT_TRUE(has(o.text, "traced 1")) << o.text;
-  // Without code_version the fingerprint is the build-id of the model's code.
-  Out b = sh(worker(dir));
-  Out b2 = sh(worker(dir));
-  EXPECT_TRUE(has(b2.text, "traced 0")) << b2.text;
-  auto r = cache::Hdf5Store(dir).reader();
-  bool build_id = false;
-  for (const auto& e : r->entries()) build_id = build_id || has(e.meta.components.at("code_fingerprint"), "build-id:");
-  EXPECT_TRUE(build_id);
+TEST_F(CacheTest, ChangedComputationIsAMissWithItsReason) {
+  // A plain member used in the computation (read from a flag) changes
+  // between runs: the trace shows it, the stored program is not served.
+  Out two = sh(worker(dir, "prompt --scale 2"));
+  ASSERT_EQ(two.status, 0) << two.text;
+  Out three = sh(worker(dir, "prompt --scale 3"));
+  ASSERT_EQ(three.status, 0) << three.text;
+  EXPECT_TRUE(has(three.text, "compiled 1\nstatus compiled\nreason computation (graph: node")) << three.text;
+  EXPECT_TRUE(has(three.text, "constant 2 stored, 3 now")) << three.text;
+  EXPECT_TRUE(has(three.text, "result 12 24 36")) << three.text;  // 3 x (4, 8, 12), not the stored 2x
+  EXPECT_TRUE(has(two.text, "result 8 16 24")) << two.text;
+  Out again = sh(worker(dir, "prompt --scale 3"));
+  EXPECT_TRUE(has(again.text, "compiled 0\nstatus hit")) << again.text;  // replaced
+  EXPECT_EQ(entry_paths().size(), 1u);
+}
+
+TEST_F(CacheTest, CodeVersionFastPathSkipsTheTraceAndTrustsTheVersion) {
+  ASSERT_EQ(sh(worker(dir, "prompt --fast --code-version v1")).status, 0);
+  Out warm = sh(worker(dir, "prompt --fast --code-version v1"));
+  EXPECT_TRUE(has(warm.text, "traced 0\ncompiled 0\nstatus hit")) << warm.text;  // no trace at all
+  Out o = sh(worker(dir, "prompt --fast --code-version v2"));
+  EXPECT_TRUE(has(o.text, "code_version: stored 'v1', now 'v2'")) << o.text;
+  EXPECT_TRUE(has(o.text, "compiled 1")) << o.text;
+  // The fast path without a code_version is a configuration error.
+  Out bad = sh(worker(dir, "prompt --fast"));
+  EXPECT_NE(bad.status, 0);
+  EXPECT_TRUE(has(bad.text, "set code_version")) << bad.text;
+  // The default check ignores code_version: the computation decides.
+  EXPECT_TRUE(has(sh(worker(dir, "prompt --code-version v3")).text, "compiled 0\nstatus hit"));
 }
 
 TEST_F(CacheTest, StaleEntryIsReportedWithTheComponent) {
@@ -164,8 +180,8 @@ TEST_F(CacheTest, StaleEntryIsReportedWithTheComponent) {
   Out o = sh(worker(dir, "prompt --code-version v1"));
   EXPECT_TRUE(has(o.text, "is stale (runtime_version: stored 'simnpu-v1 runtime 0.0.1', now 'simnpu-v1 runtime 1.0.0')"))
       << o.text;
-  EXPECT_TRUE(has(o.text, "traced 1")) << o.text;
-  EXPECT_TRUE(has(sh(worker(dir, "prompt --code-version v1")).text, "traced 0"));  // replaced
+  EXPECT_TRUE(has(o.text, "compiled 1")) << o.text;
+  EXPECT_TRUE(has(sh(worker(dir, "prompt --code-version v1")).text, "compiled 0"));  // replaced
   Out explain = sh(std::string(NPUCACHE_CLI) + " explain " + dir.string());
   EXPECT_TRUE(has(explain.text, "runtime_version: stored 'simnpu-v1 runtime 0.0.1', now 'simnpu-v1 runtime 1.0.0'"))
       << explain.text;
@@ -195,16 +211,16 @@ TEST_F(CacheTest, CorruptEntryIsReportedRebuiltAndOthersUntouched) {
   Out o = sh(worker(dir));
   EXPECT_TRUE(has(o.text, "is unusable")) << o.text;
   EXPECT_TRUE(has(o.text, "cannot be decoded")) << o.text;
-  EXPECT_TRUE(has(o.text, "traced 1")) << o.text;
-  EXPECT_TRUE(has(sh(worker(dir)).text, "traced 0"));                   // rebuilt
-  EXPECT_TRUE(has(sh(worker(dir, "prompt --static")).text, "traced 0"));  // untouched
+  EXPECT_TRUE(has(o.text, "compiled 1")) << o.text;
+  EXPECT_TRUE(has(sh(worker(dir)).text, "compiled 0"));                   // rebuilt
+  EXPECT_TRUE(has(sh(worker(dir, "prompt --static")).text, "compiled 0"));  // untouched
   // A truncated file: reported, started afresh.
   fs::resize_file(dir / "cache.h5", fs::file_size(dir / "cache.h5") / 3);
   Out t = sh(worker(dir));
   EXPECT_EQ(t.status, 0) << t.text;
-  EXPECT_TRUE(has(t.text, "traced 1")) << t.text;
+  EXPECT_TRUE(has(t.text, "compiled 1")) << t.text;
   EXPECT_TRUE(has(t.text, "unreadable") || has(t.text, "unusable")) << t.text;
-  EXPECT_TRUE(has(sh(worker(dir)).text, "traced 0"));
+  EXPECT_TRUE(has(sh(worker(dir)).text, "compiled 0"));
 }
 
 TEST_F(CacheTest, RecompileSkipsTheCacheAndRemovesTheEntry) {
@@ -298,7 +314,7 @@ TEST_F(CacheTest, SymlinkedOrForeignCacheIsRefused) {
   Out o = sh(worker(dir));
   EXPECT_EQ(o.status, 0) << o.text;
   EXPECT_TRUE(has(o.text, "refusing to use")) << o.text;
-  EXPECT_TRUE(has(o.text, "traced 1")) << o.text;  // ran uncached
+  EXPECT_TRUE(has(o.text, "compiled 1")) << o.text;  // ran uncached
   fs::remove(dir / "cache.h5");
   fs::rename(real, dir / "cache.h5");
   if (::geteuid() != 0) GTEST_SKIP() << "changing a file's owner needs root";
@@ -321,8 +337,8 @@ TEST_F(CacheTest, ExportImportGcAndStatsCommands) {
   ASSERT_EQ(sh(cli + " export " + dir.string() + " -o " + bundle.string()).status, 0);
   Out imp = sh(cli + " import " + bundle.string() + " " + other.string());
   ASSERT_EQ(imp.status, 0) << imp.text;
-  EXPECT_TRUE(has(sh(worker(other.string())).text, "traced 0"));  // hits in the empty directory
-  EXPECT_TRUE(has(sh(worker(other.string(), "prompt --static")).text, "traced 0"));
+  EXPECT_TRUE(has(sh(worker(other.string())).text, "compiled 0"));  // hits in the empty directory
+  EXPECT_TRUE(has(sh(worker(other.string(), "prompt --static")).text, "compiled 0"));
   std::string corrupt;
   {
     std::ifstream f(bundle, std::ios::binary);
@@ -340,7 +356,7 @@ TEST_F(CacheTest, ExportImportGcAndStatsCommands) {
   EXPECT_TRUE(has(gc.text, "evicted 2 of 2")) << gc.text;
   Out verify = sh(cli + " verify " + other.string());
   EXPECT_EQ(verify.status, 0) << verify.text;
-  EXPECT_TRUE(has(sh(worker(other.string())).text, "traced 1"));  // evicted: compiled again
+  EXPECT_TRUE(has(sh(worker(other.string())).text, "compiled 1"));  // evicted: compiled again
   Out readable = sh(cli + " readable " + (other / cache::Hdf5Store(other).reader()->entries()[0].path).string());
   EXPECT_EQ(readable.status, 0) << readable.text;
   EXPECT_TRUE(has(readable.text, "## traced graph")) << readable.text;

@@ -13,7 +13,7 @@ TEST(Module, NamesFollowRegistrationOrder) {
   EXPECT_EQ(names, (std::vector<std::string>{"linear1.weight", "linear1.bias", "linear2.weight", "linear2.bias"}));
   EXPECT_EQ(m.type_name(), "Model");
   models::SimpleMLP mlp;
-  EXPECT_EQ(mlp.type_name(), "SimpleMLP");
+  EXPECT_EQ(mlp.type_name(), "npucache::models::SimpleMLP");  // fully qualified
 }
 
 TEST(Module, TinyLlamaStageOwnsItsLayers) {

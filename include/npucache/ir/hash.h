@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <npucache/ir/graph.h>
 
@@ -25,5 +26,15 @@ struct Hash128 {
 };
 
 Hash128 canonical_hash(const Graph& g);
+
+// The canonical order the hash numbers values in: placeholders in order,
+// then nodes depth-first (operands first) from the outputs, then from the
+// side-effecting nodes. Nodes that reach neither are left out.
+std::vector<ValueId> canonical_order(const Graph& g);
+
+// The first difference between two graphs in canonical order, in words a
+// user can act on ("node mul_3 (full): constant 1 stored, 3 now"), or ""
+// when they are equal up to names.
+std::string first_difference(const Graph& stored, const Graph& now);
 
 }  // namespace npucache

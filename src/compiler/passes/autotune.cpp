@@ -127,4 +127,27 @@ std::vector<AutotuneDecision> autotune(DeviceProgram& p, const SymBindings& exam
   return decisions;
 }
 
+void apply_autotune(DeviceProgram& p, const std::vector<AutotuneDecision>& decisions) {
+  for (const auto& d : decisions) {
+    Config chosen;
+    std::size_t at = 0;
+    while (at < d.chosen.size()) {
+      std::size_t end = d.chosen.find(' ', at);
+      if (end == std::string::npos) end = d.chosen.size();
+      const std::string kv = d.chosen.substr(at, end - at);
+      const auto eq = kv.find('=');
+      if (eq == std::string::npos) throw VerifyError("autotune decision '" + d.chosen + "' is malformed");
+      chosen.emplace_back(kv.substr(0, eq), std::stoll(kv.substr(eq + 1)));
+      at = end + 1;
+    }
+    for (int si : d.steps) {
+      if (si < 0 || static_cast<std::size_t>(si) >= p.steps.size() ||
+          (p.steps[static_cast<std::size_t>(si)].op != Op::matmul && p.steps[static_cast<std::size_t>(si)].op != Op::fused))
+        throw VerifyError("autotune decision for '" + d.key + "' names step " + std::to_string(si) +
+                          ", which is no tunable kernel of the program");
+      for (const auto& [k, v] : chosen) p.steps[static_cast<std::size_t>(si)].attrs.set(k, v);
+    }
+  }
+}
+
 }  // namespace npucache::compiler

@@ -4,6 +4,7 @@
 #include <npucache/runtime/communicator.h>
 
 #include "runtime/kernels/kernel_util.h"
+#include "runtime/process.h"
 
 namespace npucache::runtime::kernels {
 namespace {
@@ -11,6 +12,7 @@ namespace {
 Communicator& comm_of(const KernelLaunch& l) {
   if (l.comm == nullptr)
     kernel_fail(l, "needs a communicator; run distributed models with one bound to the thread");
+  check_communicator_set(l.comm, op_name(l.op));
   return *l.comm;
 }
 
