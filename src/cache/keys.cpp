@@ -21,11 +21,17 @@ std::string hash_components(const Components& c, bool model_only) {
   return checksum(s);
 }
 
-// A class name as a directory name: "a::b::Model<int>" -> "a.b.Model_int_".
+// A class name as a directory name: "a::b::Model<int>" -> "a.b.Model_int_",
+// "(anonymous namespace)::M" -> "anonymous.M". (model_info's hash covers
+// the exact name, so names made equal here never share an entry.)
 std::string path_safe(const std::string& name) {
+  static const std::string anonymous = "(anonymous namespace)";
   std::string out;
   for (std::size_t i = 0; i < name.size(); ++i) {
-    if (name.compare(i, 2, "::") == 0) {
+    if (name.compare(i, anonymous.size(), anonymous) == 0) {
+      out += "anonymous";
+      i += anonymous.size() - 1;
+    } else if (name.compare(i, 2, "::") == 0) {
       out += '.';
       ++i;
     } else {

@@ -13,7 +13,8 @@ namespace npucache::cache {
 
 std::string readable_entry(const EntryRecord& e, const ObjectRecord& o);
 
-// Splits the seed's path ${cache_dir}/${model_info}/.../${func} into the
+// Splits the seed's path ${cache_dir}/${model_info}/.../${func}, with or
+// without a final /compiled_module, into the
 // cache directory (the nearest ancestor holding cache.h5) and the entry
 // path. Throws CacheError when no ancestor holds a cache.
 std::pair<std::string, std::string> split_cache_path(const std::string& path);

@@ -7,6 +7,18 @@
 
 namespace npucache::models {
 
+TinyLlamaConfig TinyLlamaConfig::large() {
+  TinyLlamaConfig c;
+  c.vocab = 1024;
+  c.hidden = 256;
+  c.layers = 8;
+  c.heads = 8;
+  c.kv_heads = 4;
+  c.intermediate = 512;
+  c.max_seq = 128;
+  return c;
+}
+
 void TinyLlamaConfig::validate(int tp, int pp) const {
   auto need = [](bool ok, const std::string& what) {
     if (!ok) throw ConfigError("tiny-llama: " + what);

@@ -22,6 +22,11 @@ void naive(const float* A, const float* B, float* C, int64_t M, int64_t N, int64
     }
 }
 
+// The tiled kernels are built for AVX2+FMA as well as the baseline, the
+// best chosen at load time (GCC function multi-versioning).
+#define NPUCACHE_VECTOR_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+
+NPUCACHE_VECTOR_CLONES
 void tiled(const float* A, const float* B, float* C, int64_t M, int64_t N, int64_t K, int64_t tm,
            int64_t tn, int64_t tk) {
   std::fill(C, C + M * N, 0.0f);
@@ -44,8 +49,24 @@ void tiled(const float* A, const float* B, float* C, int64_t M, int64_t N, int64
   }
 }
 
+// a[0..n) . b[0..n) with eight independent partial sums, so the compiler
+// vectorises it without reassociating one serial sum (which it may not do
+// under strict floating point): the dot products of a transposed-B matmul
+// run at vector speed instead of one multiply-add per cycle.
+[[gnu::always_inline]] inline float dot(const float* __restrict a, const float* __restrict b, int64_t n) {
+  constexpr int kLanes = 8;
+  float acc[kLanes] = {};
+  int64_t k = 0;
+  for (; k + kLanes <= n; k += kLanes)
+    for (int u = 0; u < kLanes; ++u) acc[u] += a[k + u] * b[k + u];
+  float s = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+  for (; k < n; ++k) s += a[k] * b[k];
+  return s;
+}
+
 // C = A * B^T with B stored [N, K]: blocked dot products over contiguous
 // rows of A and B.
+NPUCACHE_VECTOR_CLONES
 void tiled_tb(const float* A, const float* B, float* C, int64_t M, int64_t N, int64_t K, int64_t tm,
               int64_t tn, int64_t tk) {
   std::fill(C, C + M * N, 0.0f);
@@ -57,12 +78,7 @@ void tiled_tb(const float* A, const float* B, float* C, int64_t M, int64_t N, in
         const int64_t k1 = std::min(K, k0 + tk);
         for (int64_t i = i0; i < i1; ++i) {
           const float* __restrict a = A + i * K;
-          for (int64_t j = j0; j < j1; ++j) {
-            const float* __restrict b = B + j * K;
-            float s = 0.0f;
-            for (int64_t k = k0; k < k1; ++k) s += a[k] * b[k];
-            C[i * N + j] += s;
-          }
+          for (int64_t j = j0; j < j1; ++j) C[i * N + j] += dot(a + k0, B + j * K + k0, k1 - k0);
         }
       }
     }
