@@ -99,13 +99,14 @@ int child(const std::string& dir, int argc, char** argv) {
   // deserialized, nothing else.
   {
     const double f0 = perf::now_s();
-    cache::Hdf5Store store(dir);
-    auto reader = store.reader();
-    for (const auto& e : reader->entries()) compiler::deserialize_compiled(reader->object(e.graph_key, false).raw);
+    const cache::Store store = cache::Store::open(dir, cache::Create::no);
+    const auto keys = store.object_keys();
+    for (const auto& k : keys) compiler::deserialize_compiled(store.object(k, false).raw);
     r.floor = perf::now_s() - f0;
-    for (const auto& k : reader->objects()) {
-      r.raw += reader->object(k).raw.size();
-      r.stored += reader->stored_bytes(k);
+    for (const auto& k : keys) {
+      const auto meta = store.object_meta(k);
+      r.raw += meta.raw_size;
+      r.stored += meta.stored_size;
     }
   }
   std::printf("%.6f %.6f %.6f %.6f %zu %zu\n", r.ready, r.trace, r.first, r.floor, r.raw, r.stored);

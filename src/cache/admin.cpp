@@ -4,93 +4,244 @@
 #include <npucache/error.h>
 
 #include "cache/artifact.h"
-#include "cache/atomic_file.h"
 #include "cache/bundle.h"
 #include "cache/cache_error.h"
+#include "cache/envelope.h"
+#include "cache/h5.h"
 #include "cache/keys.h"
 #include "cache/layout.h"
+#include "cache/object_file.h"
 #include "cache/store.h"
+#include "log/log.h"
+
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cctype>
 #include <climits>
-#include <fstream>
+#include <cmath>
+#include <cstring>
+#include <fcntl.h>
 #include <map>
-#include <sstream>
+#include <set>
+#include <unistd.h>
 
 namespace npucache::cache::admin {
+namespace fs = std::filesystem;
 namespace {
 
-Hdf5Store::Reader open_reader(const Hdf5Store& store) {
-  auto r = store.reader();
-  if (!r) throw CacheError("no cache in " + store.dir().string() + " (no " + layout::kCacheFile + ")");
-  return std::move(*r);
+// 64 KiB: config.json holds one setting.
+constexpr std::size_t kMaxConfigBytes = std::size_t{64} << 10;
+// Bundles larger than this are refused before they are read.
+constexpr std::size_t kMaxBundleFile = std::size_t{16} << 30;
+
+Store open_store(const std::string& dir) {
+  if (!Dir::exists(dir)) throw CacheError("no cache in " + dir + " (no such directory)");
+  return Store::open(dir, Create::no);
 }
 
-}  // namespace
-
-Listing ls(const std::string& dir) {
-  Hdf5Store store(dir);
-  auto r = open_reader(store);
-  Listing out;
-  out.file = store.file().string();
-  for (const auto& e : r.entries()) {
-    auto mode = e.meta.components.find(component::kMode);
-    out.entries.push_back({e.path, e.graph_key, mode != e.meta.components.end() ? mode->second : "?",
-                           r.stored_bytes(e.graph_key)});
-  }
-  out.objects = r.objects().size();
-  return out;
-}
-
-VerifyResult verify(const std::string& dir) {
-  Hdf5Store store(dir);
-  auto r = open_reader(store);
-  VerifyResult out;
-  for (const auto& e : r.entries()) {
-    ++out.checked;
+// Every readable entry of every index; unreadable indexes in `problems`.
+std::vector<EntryRecord> all_entries(const Store& s, std::vector<std::string>* problems = nullptr) {
+  std::vector<EntryRecord> out;
+  for (const auto& m : s.model_infos()) {
     try {
-      ObjectRecord o = r.object(e.graph_key);  // checksum
-      bool has_program = false;
-      load_object(o, e.parameters, &has_program);  // decodes
-      if (!e.object.checksum.empty() && e.object.checksum != o.meta.checksum)
-        throw CacheError("entry checksum differs from its object's");
-    } catch (const Error& ex) {
-      out.bad.emplace_back(e.path, ex.what());
+      if (auto d = s.index(m)) {
+        for (auto& e : d->index.entries) out.push_back(std::move(e));
+        if (!d->intact && problems)
+          problems->push_back("index " + s.index_path(m).string() + ": " + std::to_string(d->damaged) +
+                              " record(s) damaged");
+      }
+    } catch (const CacheError& e) {
+      if (problems) problems->push_back(e.what());
     }
   }
   return out;
 }
 
-Stats stats(const std::string& dir) {
-  Hdf5Store store(dir);
-  auto r = open_reader(store);
-  Stats s;
-  const auto objects = r.objects();
-  for (const auto& k : objects) {
-    s.stored_bytes += r.stored_bytes(k);
-    s.raw_bytes += r.object(k, false).raw.size();
+std::size_t file_size(const Store& s, const std::string& key) {
+  try {
+    auto info = s.directory().sub(layout::kObjectsDir, Create::no).stat(layout::object_file(key));
+    return info ? static_cast<std::size_t>(info->size) : 0;
+  } catch (const CacheError&) {
+    return 0;
   }
-  s.objects = objects.size();
-  s.entries = r.entries().size();
-  s.counters = read_stats(store.dir());
-  return s;
+}
+
+bool is_our_envelope(const Dir& d, const std::string& name, EnvelopeKind kind) {
+  try {
+    auto bytes = d.read(name, std::size_t{17} << 30);
+    if (!bytes) return false;
+    open_envelope(kind, *bytes, name);
+    return true;
+  } catch (const Error&) {
+    return false;
+  }
+}
+
+// The format-1 cache.h5 is npucache's when its root carries npucache's
+// attributes (producer "npucache", format_version "1").
+bool is_our_format1(const Dir& d) {
+  try {
+    auto bytes = d.read(layout::kFormat1File, std::size_t{64} << 30);
+    if (!bytes || bytes->size() < 8 || std::memcmp(bytes->data(), "\x89HDF\r\n\x1a\n", 8) != 0) return false;
+    auto guard = h5::lock();
+    h5::Handle f = h5::open_image(*bytes);
+    auto fixed = [&](const char* name) {
+      hid_t a = H5Aopen(f.id(), name, H5P_DEFAULT);
+      if (a < 0) return std::string();
+      hid_t t = H5Aget_type(a);
+      std::string v(H5Tget_size(t), '\0');
+      H5Aread(a, t, v.data());
+      H5Tclose(t);
+      H5Aclose(a);
+      v.resize(std::strlen(v.c_str()));
+      return v;
+    };
+    const bool ours = fixed("producer") == "npucache" && fixed("format_version") == "1";
+    H5Eclear2(H5E_DEFAULT);
+    return ours;
+  } catch (const Error&) {
+    return false;
+  }
+}
+
+double last_used(const CacheStats& s, const std::string& path) {
+  auto it = s.last_used.find(path);
+  return it != s.last_used.end() ? it->second : 0.0;  // never used: evicted first
+}
+
+}  // namespace
+
+Listing ls(const std::string& dir) {
+  const Store s = open_store(dir);
+  Listing out;
+  out.dir = s.dir().string();
+  for (const auto& e : all_entries(s, &out.problems)) {
+    auto mode = e.meta.components.find(component::kMode);
+    out.entries.push_back({e.path, e.graph_key, mode != e.meta.components.end() ? mode->second : "?",
+                           file_size(s, e.graph_key)});
+  }
+  out.objects = s.object_keys().size();
+  return out;
+}
+
+VerifyResult verify(const std::string& dir, bool repair) {
+  const Store s = open_store(dir);
+  VerifyResult out;
+  std::map<std::string, std::string> damaged_objects;  // key -> what is wrong
+  std::map<std::string, ObjectRecord> good_objects;
+  for (const auto& key : s.object_keys()) {
+    ++out.objects;
+    try {
+      good_objects.emplace(key, s.object(key, true));
+    } catch (const CacheRefused&) {
+      throw;
+    } catch (const CacheError& e) {
+      damaged_objects[key] = e.what();
+      out.bad.emplace_back(s.object_path(key).string(), e.what());
+    }
+  }
+  for (const auto& m : s.model_infos()) {
+    ++out.indexes;
+    std::optional<DecodedIndex> d;
+    try {
+      d = s.index(m);
+    } catch (const CacheRefused&) {
+      throw;
+    } catch (const CacheError& e) {
+      out.bad.emplace_back(s.index_path(m).string(), std::string(e.what()) + "; its entries are lost (the next "
+                                                                              "run re-makes them with a trace, no compile)");
+      if (repair) {
+        s.remove_index(m);
+        out.repaired.push_back("removed unreadable index " + s.index_path(m).string());
+      }
+      continue;
+    }
+    if (!d) continue;
+    if (!d->intact)
+      out.bad.emplace_back(s.index_path(m).string(), std::to_string(d->damaged) + " record(s) damaged; " +
+                                                         std::to_string(d->index.entries.size()) + " readable");
+    if (!d->hdf5_intact) out.bad.emplace_back(s.index_path(m).string(), "its HDF5 view (for h5dump) is damaged");
+    std::vector<std::string> broken;
+    for (const auto& e : d->index.entries) {
+      ++out.entries;
+      std::string why;
+      if (auto it = damaged_objects.find(e.graph_key); it != damaged_objects.end()) {
+        why = "its object " + e.graph_key + " is damaged";
+      } else if (auto g = good_objects.find(e.graph_key); g == good_objects.end()) {
+        why = "its object " + e.graph_key + " is missing";
+      } else if (g->second.meta.checksum != e.object_checksum) {
+        why = "it records checksum " + e.object_checksum + ", its object has " + g->second.meta.checksum;
+      } else {
+        try {
+          bool has_program = false;
+          load_object(g->second, e.parameters, &has_program);
+        } catch (const Error& x) {
+          why = x.what();
+        }
+      }
+      if (!why.empty()) {
+        out.bad.emplace_back(e.path, why);
+        broken.push_back(e.path);
+      }
+    }
+    if (repair && (!d->intact || !d->hdf5_intact || !broken.empty())) {
+      s.update_index(m, d->index.model, {}, broken);
+      out.repaired.push_back("rewrote index " + s.index_path(m).string() + " (" + std::to_string(broken.size()) +
+                             " broken entries removed)");
+    }
+  }
+  if (repair) {
+    for (const auto& [key, why] : damaged_objects) {
+      s.remove_object(key);
+      out.repaired.push_back("removed damaged object " + s.object_path(key).string());
+    }
+    s.directory().remove_stale_temps();
+    if (s.directory().stat(layout::kObjectsDir)) s.directory().sub(layout::kObjectsDir, Create::no).remove_stale_temps();
+  }
+  return out;
+}
+
+Stats stats(const std::string& dir) {
+  const Store s = open_store(dir);
+  Stats st;
+  st.entries = all_entries(s).size();
+  for (const auto& key : s.object_keys()) {
+    ++st.objects;
+    st.stored_bytes += file_size(s, key);
+    try {
+      st.raw_bytes += s.object_meta(key).raw_size;
+    } catch (const CacheError&) {
+    }
+  }
+  st.max_size = max_size(dir);
+  st.counters = read_stats(s.dir());
+  return st;
+}
+
+void zero_stats(const std::string& dir) {
+  open_store(dir);
+  cache::zero_stats(dir);
 }
 
 Explanation explain(const std::string& dir, const std::string& entry) {
-  Hdf5Store store(dir);
+  const Store s = open_store(dir);
   Explanation out;
   out.entry = entry;
   if (entry.empty()) {
-    out.misses = read_stats(store.dir()).recent_misses;
+    out.misses = read_stats(s.dir()).recent_misses;
     return out;
   }
-  auto r = open_reader(store);
-  auto target = r.entry(entry);
-  if (!target) throw CacheError("no entry '" + entry + "'; `npucache ls` lists them");
+  const auto all = all_entries(s);
+  const EntryRecord* target = nullptr;
+  for (const auto& e : all)
+    if (e.path == entry) target = &e;
+  if (!target) throw CacheError("no entry '" + entry + "' in " + dir + "; `npucache ls` lists them");
   std::size_t best = SIZE_MAX;
-  for (const auto& e : r.entries()) {
+  for (const auto& e : all) {
     if (e.path == target->path) continue;
     auto diffs = differing_components(e.meta.components, target->meta.components);
+    if (e.graph_key != target->graph_key) diffs.push_back("graph_key: stored '" + e.graph_key + "', here '" + target->graph_key + "'");
     if (diffs.size() < best) {
       best = diffs.size();
       out.nearest = e.path;
@@ -101,82 +252,213 @@ Explanation explain(const std::string& dir, const std::string& entry) {
 }
 
 Transfer export_bundle(const std::string& dir, const std::string& file) {
-  Hdf5Store store(dir);
-  auto r = open_reader(store);
+  const Store s = open_store(dir);
   Bundle b;
-  b.entries = r.entries();
-  for (const auto& k : r.objects()) b.objects.push_back(r.object(k));
+  std::vector<std::string> problems;
+  b.entries = all_entries(s, &problems);
+  if (!problems.empty()) throw CacheError(problems.front() + "; run `npucache verify --repair " + dir + "` first");
+  std::set<std::string> keys;
+  for (const auto& e : b.entries) keys.insert(e.graph_key);
+  for (const auto& k : keys) b.objects.push_back(s.object(k, true));
   const std::string bytes = write_bundle(b);
   write_file_atomically(file, bytes);
   return {b.entries.size(), b.objects.size(), bytes.size()};
 }
 
-Transfer import_bundle(const std::string& file, const std::string& dir) {
-  std::ifstream f(file, std::ios::binary);
-  if (!f) throw CacheError("cannot read " + file);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  const std::string bytes = ss.str();
-  load_cache_artifacts(bytes, dir);
-  const Bundle b = read_bundle(bytes);
+Transfer import_bytes(std::string_view bytes, const std::string& dir) {
+  Bundle b = read_bundle(bytes);
+  validate_bundle(b);
+  const Store s = Store::open(dir, Create::yes);
+  std::map<std::string, std::string> stored_sum;
+  for (const auto& o : b.objects) stored_sum[o.graph_key] = s.put_object(o).stored.meta.checksum;
+  std::map<std::string, std::vector<EntryRecord>> by_model;
+  for (auto& e : b.entries) {
+    e.object_checksum = stored_sum.at(e.graph_key);
+    by_model[layout::model_info_of(e.path)].push_back(e);
+  }
+  for (const auto& [m, es] : by_model) s.update_index(m, model_components(es.front().meta.components), es, {});
   return {b.entries.size(), b.objects.size(), bytes.size()};
 }
 
-std::size_t parse_size(const std::string& s) {
-  std::size_t pos = 0;
-  double v = 0;
-  try {
-    v = std::stod(s, &pos);
-  } catch (const std::exception&) {
-    pos = 0;
-  }
-  std::string unit = s.substr(pos);
-  std::transform(unit.begin(), unit.end(), unit.begin(), ::toupper);
-  const double mult = unit.empty() || unit == "B"        ? 1
-                      : unit == "K" || unit == "KB"      ? 1024.0
-                      : unit == "M" || unit == "MB"      ? 1024.0 * 1024
-                      : unit == "G" || unit == "GB"      ? 1024.0 * 1024 * 1024
-                                                         : -1;
-  if (pos == 0 || mult < 0 || v < 0) throw ConfigError("size '" + s + "' is not a size; use bytes or K/M/G, e.g. 64M");
-  return static_cast<std::size_t>(v * mult);
+Transfer import_bundle(const std::string& file, const std::string& dir) {
+  const fs::path p = fs::absolute(file);
+  auto bytes = Dir::open(p.parent_path(), Safety::plain, Create::no).read(p.filename().string(), kMaxBundleFile);
+  if (!bytes) throw CacheError("cannot read " + file + ": no such file");
+  return import_bytes(*bytes, dir);
 }
 
-GcResult gc(const std::string& dir, std::size_t limit) {
-  Hdf5Store store(dir);
-  auto r = open_reader(store);
-  auto entries = r.entries();
-  const CacheStats s = read_stats(store.dir());
-  auto last_used = [&](const EntryRecord& e) {
-    auto it = s.last_used.find(e.path);
-    return it != s.last_used.end() ? it->second : 0.0;  // never used: evicted first
+std::size_t parse_size(const std::string& text) {
+  auto bad = [&]() {
+    return ConfigError("size '" + text + "' is not a size: give a number of bytes with an optional unit K, M, G or T "
+                       "(powers of 1024), e.g. 64M or 1.5G");
   };
-  std::sort(entries.begin(), entries.end(), [&](const auto& a, const auto& b) { return last_used(a) < last_used(b); });
-  std::map<std::string, int> refs;
-  std::map<std::string, std::size_t> size;
+  std::size_t i = 0;
+  while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.')) ++i;
+  const std::string number = text.substr(0, i);
+  std::string unit = text.substr(i);
+  if (number.empty() || std::count(number.begin(), number.end(), '.') > 1 || number == ".") throw bad();
+  for (auto& c : unit) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  static const std::map<std::string, double> units = {
+      {"", 1.0},     {"B", 1.0},     {"K", 0x1p10}, {"KB", 0x1p10}, {"KIB", 0x1p10}, {"M", 0x1p20},
+      {"MB", 0x1p20}, {"MIB", 0x1p20}, {"G", 0x1p30}, {"GB", 0x1p30}, {"GIB", 0x1p30}, {"T", 0x1p40},
+      {"TB", 0x1p40}, {"TIB", 0x1p40}};
+  auto u = units.find(unit);
+  if (u == units.end()) throw bad();
+  const double v = std::stod(number) * u->second;
+  if (!std::isfinite(v) || v < 0 || v >= 0x1p62)
+    throw ConfigError("size '" + text + "' is out of range (at most 4 EiB)");
+  return static_cast<std::size_t>(v);
+}
+
+std::string format_size(std::size_t bytes) {
+  static const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(bytes);
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.1f %s", v, units[u]);
+  return buf;
+}
+
+std::optional<std::size_t> max_size(const std::string& dir) {
+  if (!Dir::exists(dir)) return std::nullopt;
+  auto text = Dir::open(dir, Safety::cache, Create::no).read(layout::kConfigFile, kMaxConfigBytes);
+  if (!text) return std::nullopt;
+  auto j = nlohmann::json::parse(*text, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) {
+    log::warn("{}/{} is damaged; no size limit applies until `npucache config max-size` sets one", dir,
+              layout::kConfigFile);
+    return std::nullopt;
+  }
+  auto it = j.find("max_size");
+  if (it == j.end() || !it->is_number_unsigned()) return std::nullopt;
+  return it->get<std::size_t>();
+}
+
+void set_max_size(const std::string& dir, std::optional<std::size_t> limit) {
+  const Store s = Store::open(dir, Create::yes);
+  nlohmann::json j = nlohmann::json::object();
+  if (limit) j["max_size"] = *limit;
+  s.directory().write(layout::kConfigFile, j.dump() + "\n");
+}
+
+void enforce_limit(const std::string& dir, const std::vector<std::string>& written) {
+  const auto limit = max_size(dir);
+  if (!limit) return;
+  const GcResult g = gc(dir, *limit, written);
+  if (g.evicted_entries > 0)
+    log::info("cache {} over its limit {}: evicted {} layout(s) ({} entries), {} object(s)", dir, format_size(*limit),
+              g.evicted_layouts, g.evicted_entries, g.removed_objects);
+}
+
+GcResult gc(const std::string& dir, std::size_t limit, const std::vector<std::string>& keep) {
+  const Store s = open_store(dir);
   GcResult out;
   out.limit = limit;
+  const CacheStats st = read_stats(s.dir());
+  const auto entries = all_entries(s);
   out.entries = entries.size();
+  // Layouts: (model_info, world size), used when any entry was.
+  struct Layout {
+    std::string model_info;
+    int world = 1;
+    double used = 0;
+    std::vector<const EntryRecord*> entries;
+  };
+  std::map<std::pair<std::string, int>, Layout> layouts;
+  const std::set<std::string> fresh(keep.begin(), keep.end());
+  for (const auto& e : entries) {
+    Layout& l = layouts[{e.meta.model_info, e.meta.rank.world_size}];
+    l.model_info = e.meta.model_info;
+    l.world = e.meta.rank.world_size;
+    l.used = std::max(l.used, fresh.count(e.path) ? 1e300 : last_used(st, e.path));
+    l.entries.push_back(&e);
+  }
+  std::map<std::string, int> refs;
   std::size_t total = 0;
   for (const auto& e : entries)
-    if (refs[e.graph_key]++ == 0) total += size[e.graph_key] = r.stored_bytes(e.graph_key);
-  Hdf5Store::Transaction t;
-  t.drop_unreferenced_objects = true;
-  for (const auto& e : entries) {
+    if (refs[e.graph_key]++ == 0) total += file_size(s, e.graph_key);
+  std::vector<Layout*> order;
+  for (auto& [k, l] : layouts) order.push_back(&l);
+  std::stable_sort(order.begin(), order.end(), [](const Layout* a, const Layout* b) { return a->used < b->used; });
+  std::map<std::string, std::vector<std::string>> removals;  // model_info -> entry paths
+  std::vector<std::string> removed_paths;
+  for (Layout* l : order) {
     if (total <= limit) break;
-    t.remove_entries.push_back(e.path);
-    if (--refs[e.graph_key] == 0) total -= size[e.graph_key];
+    ++out.evicted_layouts;
+    for (const EntryRecord* e : l->entries) {
+      removals[l->model_info].push_back(e->path);
+      removed_paths.push_back(e->path);
+      ++out.evicted_entries;
+      if (--refs[e->graph_key] == 0) total -= file_size(s, e->graph_key);
+    }
   }
-  store.commit(t);
-  forget_entries(store.dir(), t.remove_entries);
-  out.evicted = t.remove_entries.size();
+  for (const auto& [m, paths] : removals) {
+    auto d = s.index(m);
+    s.update_index(m, d ? d->index.model : Components{}, {}, paths);
+  }
+  if (!removed_paths.empty()) forget_entries(s.dir(), removed_paths);
+  // Objects no remaining entry uses (including ones never referenced).
+  std::set<std::string> used;
+  for (const auto& e : all_entries(s)) used.insert(e.graph_key);
+  for (const auto& key : s.object_keys())
+    if (!used.count(key)) {
+      s.remove_object(key);
+      ++out.removed_objects;
+    }
   out.remaining_bytes = total;
   return out;
 }
 
-void clear(const std::string& dir) {
-  Hdf5Store store(dir);
-  store.clear();
-  clear_stats(store.dir());
+ClearResult clear(const std::string& dir) {
+  ClearResult out;
+  if (!Dir::exists(dir)) return out;  // nothing there, nothing created
+  const Dir d = Dir::open(dir, Safety::cache, Create::no);
+  std::vector<std::string> names = d.list();
+  for (const auto& n : names) {
+    const bool temp = layout::temp_owner_any(n) > 0;
+    bool ours = temp;
+    if (n == layout::kStatsFile || n == layout::kConfigFile || n == layout::kStoreFile || n == layout::kCacheDirTag)
+      ours = true;
+    else if (!layout::index_model_info(n).empty())
+      ours = is_our_envelope(d, n, EnvelopeKind::index);
+    else if (n == layout::kFormat1File)
+      ours = is_our_format1(d);
+    if (n == layout::kObjectsDir || n == layout::kLocksDir) continue;
+    if (ours) {
+      out.had_cache = out.had_cache || !temp;
+      d.remove(n);
+      ++out.removed;
+    } else {
+      out.left.push_back((d.path() / n).string());
+    }
+  }
+  for (const char* sub : {layout::kObjectsDir, layout::kLocksDir}) {
+    auto info = d.stat(sub);
+    if (!info) continue;
+    const Dir s = d.sub(sub, Create::no);
+    bool empty = true;
+    for (const auto& n : s.list()) {
+      const bool ours = std::string(sub) == layout::kLocksDir
+                            ? (n.size() > 5 && n.compare(n.size() - 5, 5, ".lock") == 0)
+                            : (!layout::object_key(n).empty() && is_our_envelope(s, n, EnvelopeKind::object)) ||
+                                  layout::temp_owner_any(n) > 0;
+      if (ours) {
+        s.remove(n);
+        ++out.removed;
+        out.had_cache = true;
+      } else {
+        out.left.push_back((s.path() / n).string());
+        empty = false;
+      }
+    }
+    if (empty && ::unlinkat(d.fd(), sub, AT_REMOVEDIR) != 0)
+      out.left.push_back((d.path() / sub).string());
+  }
+  return out;
 }
 
 }  // namespace npucache::cache::admin

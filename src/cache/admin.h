@@ -1,15 +1,20 @@
 // Cache administration: what the `npucache` cache commands do, as
 // functions returning plain structs (the command line only parses
-// arguments and prints). Each takes the cache directory.
+// arguments and prints). Each takes the cache directory and acts only on
+// files that carry npucache's format (an index or object envelope, the
+// marker files, the format-1 cache.h5 with npucache's attributes): anything
+// else in the directory is reported and left byte for byte.
 //
 // Errors: CacheError when the directory holds no cache or cannot be read or
-// written; ConfigError for a bad argument (a size that is not one).
+// written, CacheRefused for an unsafe directory; ConfigError for a bad
+// argument (a size that is not one).
 #pragma once
 
 #include "cache/records.h"
 #include "cache/stats.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,28 +24,37 @@ struct LsEntry {
   std::string path;
   std::string graph_key;
   std::string mode;
-  std::size_t stored_bytes = 0;
+  std::size_t stored_bytes = 0;  // of its object's file
 };
 struct Listing {
-  std::string file;  // the cache file
+  std::string dir;
   std::vector<LsEntry> entries;
   std::size_t objects = 0;
+  std::vector<std::string> problems;  // damaged indexes, foreign files
 };
 Listing ls(const std::string& dir);
 
 struct VerifyResult {
-  std::size_t checked = 0;
-  std::vector<std::pair<std::string, std::string>> bad;  // entry path, what is wrong
+  std::size_t entries = 0, objects = 0, indexes = 0;
+  std::vector<std::pair<std::string, std::string>> bad;  // what (a file or an entry), what is wrong
+  std::vector<std::string> repaired;                     // with repair: what was done
 };
-// Reads, checksums and decodes every entry's object.
-VerifyResult verify(const std::string& dir);
+// Checks every index, object and entry: envelopes, checksums, every entry's
+// object present, intact, with the entry's checksum and decodable with its
+// parameters. With `repair`: damaged objects and the entries that use them
+// are removed (the next run rebuilds them), damaged indexes are rewritten
+// with their readable entries, stale temporaries removed.
+VerifyResult verify(const std::string& dir, bool repair);
 
 struct Stats {
   std::size_t entries = 0, objects = 0;
   std::size_t stored_bytes = 0, raw_bytes = 0;
+  std::optional<std::size_t> max_size;  // the configured limit
   CacheStats counters;
 };
 Stats stats(const std::string& dir);
+// Zeroes the counters (keeps last-use times, which gc needs).
+void zero_stats(const std::string& dir);
 
 struct Explanation {
   // With an entry: the nearest other entry and the components that differ.
@@ -55,21 +69,43 @@ Explanation explain(const std::string& dir, const std::string& entry);
 struct Transfer {
   std::size_t entries = 0, objects = 0, bytes = 0;
 };
-// The Mega-Cache bundle of a whole cache, written to `file`.
+// The Mega-Cache bundle of a whole cache, written to `file` (0600).
 Transfer export_bundle(const std::string& dir, const std::string& file);
-// Fills `dir` from the bundle in `file`.
+// Fills `dir` from a bundle: validated entirely first; a bad bundle is a
+// CacheError and changes nothing.
 Transfer import_bundle(const std::string& file, const std::string& dir);
+// The same for bundle bytes (load_cache_artifacts).
+Transfer import_bytes(std::string_view bytes, const std::string& dir);
 
 struct GcResult {
-  std::size_t evicted = 0, entries = 0;
+  std::size_t evicted_layouts = 0, evicted_entries = 0, entries = 0;
+  std::size_t removed_objects = 0;
   std::size_t remaining_bytes = 0, limit = 0;
 };
-// Evicts least recently used entries until the stored objects fit `limit`.
-GcResult gc(const std::string& dir, std::size_t limit);
-// "64M", "1.5G", "1024": bytes; throws ConfigError for anything else.
+// Evicts whole layouts (every entry of one model_info and world size),
+// least recently used first, until the objects the remaining entries use
+// fit `limit`; then removes objects no entry uses. Entries in `keep` (just
+// written) count as used now.
+GcResult gc(const std::string& dir, std::size_t limit, const std::vector<std::string>& keep = {});
+// "64M", "1.5G", "1024", "2KiB": bytes; ConfigError (naming the text) for
+// anything else, negative, NaN or too large.
 std::size_t parse_size(const std::string& text);
+// "12.3 MiB"
+std::string format_size(std::size_t bytes);
 
-// Removes the cache and its statistics.
-void clear(const std::string& dir);
+// The persistent size limit kept in the directory (config.json).
+std::optional<std::size_t> max_size(const std::string& dir);
+void set_max_size(const std::string& dir, std::optional<std::size_t> limit);
+// After a write: evicts (gc) when a limit is configured and exceeded.
+void enforce_limit(const std::string& dir, const std::vector<std::string>& written);
+
+struct ClearResult {
+  bool had_cache = false;
+  std::size_t removed = 0;
+  std::vector<std::string> left;  // files that are not npucache's, left as they were
+};
+// Removes the cache's files. A directory without a cache is reported and
+// nothing is created.
+ClearResult clear(const std::string& dir);
 
 }  // namespace npucache::cache::admin

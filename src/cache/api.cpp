@@ -2,9 +2,10 @@
 // cache_compile: readable text, the Mega-Cache, the default directory.
 #include <npucache/cache.h>
 
-#include "cache/atomic_file.h"
+#include "cache/admin.h"
 #include "cache/bundle.h"
 #include "cache/cache_error.h"
+#include "cache/dir.h"
 #include "cache/readable.h"
 #include "cache/registry.h"
 #include "cache/store.h"
@@ -21,11 +22,10 @@ std::string default_cache_dir() {
 
 std::string readable_cache(const std::string& path, const std::string& file) {
   auto [dir, entry_path] = cache::split_cache_path(path);
-  cache::Hdf5Store store(dir);
-  auto reader = store.reader();
-  auto e = reader ? reader->entry(entry_path) : std::nullopt;
+  const cache::Store store = cache::Store::open(dir, cache::Create::no);
+  auto e = store.entry(entry_path);
   if (!e) throw CacheError("no cache entry '" + entry_path + "' in " + dir + "; `npucache ls " + dir + "` lists them");
-  std::string text = cache::readable_entry(*e, reader->object(e->graph_key));
+  std::string text = cache::readable_entry(*e, store.object(e->graph_key));
   if (!file.empty()) cache::write_file_atomically(file, text);
   return text;
 }
@@ -33,11 +33,7 @@ std::string readable_cache(const std::string& path, const std::string& file) {
 std::string save_cache_artifacts() { return cache::write_bundle(cache::remembered()); }
 
 void load_cache_artifacts(std::string_view bytes, const std::string& cache_dir) {
-  cache::Bundle b = cache::read_bundle(bytes);
-  cache::Hdf5Store::Transaction t;
-  t.objects = b.objects;
-  t.entries = b.entries;
-  cache::Hdf5Store(cache_dir.empty() ? default_cache_dir() : std::filesystem::absolute(cache_dir).string()).commit(t);
+  cache::admin::import_bytes(bytes, cache_dir.empty() ? default_cache_dir() : std::filesystem::absolute(cache_dir).string());
 }
 
 }  // namespace npucache

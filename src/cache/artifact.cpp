@@ -3,6 +3,7 @@
 #include <npucache/version.h>
 
 #include "cache/cache_error.h"
+#include "cache/layout.h"
 #include "compiler/serialize.h"
 
 #include <chrono>
@@ -76,12 +77,14 @@ EntryRecord make_entry(const compiler::CompiledGraph& g, const std::string& path
   e.parameters = parameter_names(g.trace.graph);
   e.meta.name = g.trace.name;
   e.meta.date = now_string();
-  e.meta.version = version();
+  e.meta.version = layout::kFormatVersion;
   e.meta.lookup_key = key.hash;
   e.meta.model_info = key.model_info;
   e.meta.components = key.components;
   e.meta.rank = who;
-  e.object = object.meta;
+  e.object_checksum = object.meta.checksum;
+  e.compile_time_s = object.meta.compile_time_s;
+  e.with_program = object.meta.with_program;
   return e;
 }
 

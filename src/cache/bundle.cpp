@@ -1,54 +1,136 @@
 #include "cache/bundle.h"
 
+#include "cache/artifact.h"
 #include "cache/cache_error.h"
+#include "cache/keys.h"
+#include "cache/layout.h"
+#include "compiler/wire.h"
 #include "cache/zstd_codec.h"
-
-#include <boost/archive/binary_iarchive.hpp>
-#include <boost/archive/binary_oarchive.hpp>
-#include <boost/iostreams/device/array.hpp>
-#include <boost/iostreams/stream.hpp>
-#include <boost/serialization/map.hpp>
-#include <boost/serialization/string.hpp>
-#include <boost/serialization/vector.hpp>
+#include "compiler/serialize.h"
 
 #include <xxhash.h>
 
 #include <cstring>
-#include <sstream>
-
-namespace boost::serialization {
-template <class A>
-void serialize(A& ar, npucache::cache::Producer& p, unsigned) {
-  ar & p.world_size & p.global_rank & p.tp_rank & p.pp_rank & p.host & p.pid;
-}
-template <class A>
-void serialize(A& ar, npucache::cache::ObjectMeta& m, unsigned) {
-  ar & m.checksum & m.raw_size & m.stored_size & m.with_program & m.compile_time_s & m.pass_times & m.mode &
-      m.dynamic & m.canonical_hash & m.producer & m.date & m.version;
-}
-template <class A>
-void serialize(A& ar, npucache::cache::EntryMeta& m, unsigned) {
-  ar & m.name & m.date & m.version & m.fx & m.lookup_key & m.model_info & m.components & m.rank;
-}
-template <class A>
-void serialize(A& ar, npucache::cache::EntryRecord& e, unsigned) {
-  ar & e.path & e.meta & e.parameters & e.graph_key & e.object;
-}
-template <class A>
-void serialize(A& ar, npucache::cache::ObjectRecord& o, unsigned) {
-  ar & o.graph_key & o.raw & o.graph_text & o.meta;
-}
-template <class A>
-void serialize(A& ar, npucache::cache::Bundle& b, unsigned) {
-  ar & b.entries & b.objects;
-}
-}  // namespace boost::serialization
+#include <map>
+#include <set>
 
 namespace npucache::cache {
+using compiler::ByteReader;
+using compiler::ByteWriter;
 namespace {
+
 constexpr char kMagic[8] = {'N', 'P', 'U', 'C', 'B', 'N', 'D', 'L'};
-constexpr uint32_t kVersion = 2;  // 2: typed records
-constexpr std::size_t kHeader = 28;
+constexpr uint32_t kVersion = 3;  // 3: npucache's own bounded encoding
+constexpr std::size_t kHeader = 36;
+
+void put_producer(ByteWriter& w, const Producer& p) {
+  w.i64(p.world_size);
+  w.i64(p.global_rank);
+  w.i64(p.tp_rank);
+  w.i64(p.pp_rank);
+  w.str(p.host);
+  w.i64(p.pid);
+}
+
+int small(ByteReader& r, const char* what) {
+  const int64_t v = r.i64();
+  if (v < -1 || v > (int64_t{1} << 30)) r.fail(std::string(what) + " is out of range");
+  return static_cast<int>(v);
+}
+
+Producer get_producer(ByteReader& r) {
+  Producer p;
+  p.world_size = small(r, "world_size");
+  p.global_rank = small(r, "global_rank");
+  p.tp_rank = small(r, "tp_rank");
+  p.pp_rank = small(r, "pp_rank");
+  p.host = r.str();
+  p.pid = static_cast<long>(r.i64());
+  return p;
+}
+
+void put_entry(ByteWriter& w, const EntryRecord& e) {
+  w.str(e.path);
+  w.str(e.meta.name);
+  w.str(e.meta.date);
+  w.str(e.meta.version);
+  w.str(e.meta.fx);
+  w.str(e.meta.lookup_key);
+  w.str(e.meta.model_info);
+  w.u32(static_cast<uint32_t>(e.meta.components.size()));
+  for (const auto& [k, v] : e.meta.components) {
+    w.str(k);
+    w.str(v);
+  }
+  put_producer(w, e.meta.rank);
+  w.strings(e.parameters);
+  w.str(e.graph_key);
+  w.str(e.object_checksum);
+  w.f64(e.compile_time_s);
+  w.u8(e.with_program ? 1 : 0);
+}
+
+EntryRecord get_entry(ByteReader& r) {
+  EntryRecord e;
+  e.path = r.str();
+  e.meta.name = r.str();
+  e.meta.date = r.str();
+  e.meta.version = r.str();
+  e.meta.fx = r.str();
+  e.meta.lookup_key = r.str();
+  e.meta.model_info = r.str();
+  const std::size_t n = r.count(2 * sizeof(uint32_t));
+  for (std::size_t i = 0; i < n; ++i) {
+    std::string k = r.str();
+    e.meta.components[k] = r.str();
+  }
+  e.meta.rank = get_producer(r);
+  e.parameters = r.strings();
+  e.graph_key = r.str();
+  e.object_checksum = r.str();
+  e.compile_time_s = r.f64();
+  e.with_program = r.u8() != 0;
+  return e;
+}
+
+void put_object(ByteWriter& w, const ObjectRecord& o) {
+  w.str(o.graph_key);
+  w.u64(o.raw.size());
+  w.bytes(o.raw);
+  w.strings(o.graph_text);
+  const ObjectMeta& m = o.meta;
+  w.str(m.checksum);
+  w.u64(m.raw_size);
+  w.u8(m.with_program ? 1 : 0);
+  w.f64(m.compile_time_s);
+  w.str(m.pass_times);
+  w.str(m.mode);
+  w.u8(m.dynamic ? 1 : 0);
+  w.str(m.canonical_hash);
+  put_producer(w, m.producer);
+  w.str(m.date);
+  w.str(m.version);
+}
+
+ObjectRecord get_object(ByteReader& r) {
+  ObjectRecord o;
+  o.graph_key = r.str();
+  o.raw = std::string(r.bytes(static_cast<std::size_t>(r.u64())));
+  o.graph_text = r.strings();
+  ObjectMeta& m = o.meta;
+  m.checksum = r.str();
+  m.raw_size = r.u64();
+  m.with_program = r.u8() != 0;
+  m.compile_time_s = r.f64();
+  m.pass_times = r.str();
+  m.mode = r.str();
+  m.dynamic = r.u8() != 0;
+  m.canonical_hash = r.str();
+  m.producer = get_producer(r);
+  m.date = r.str();
+  m.version = r.str();
+  return o;
+}
 
 template <class T>
 void put(std::string& s, T v) {
@@ -62,18 +144,21 @@ T get(std::string_view s, std::size_t at) {
   std::memcpy(&v, s.data() + at, sizeof v);
   return v;
 }
+
 }  // namespace
 
 std::string write_bundle(const Bundle& b) {
-  std::ostringstream os(std::ios::binary);
-  {
-    boost::archive::binary_oarchive ar(os, boost::archive::no_header);
-    ar << b;
-  }
-  const std::string payload = zstd_compress(os.str());
+  ByteWriter w;
+  w.u32(static_cast<uint32_t>(b.objects.size()));
+  for (const auto& o : b.objects) put_object(w, o);
+  w.u32(static_cast<uint32_t>(b.entries.size()));
+  for (const auto& e : b.entries) put_entry(w, e);
+  const std::string raw = w.take();
+  const std::string payload = zstd_compress(raw);
   std::string out(kMagic, sizeof kMagic);
   put<uint32_t>(out, kVersion);
   put<uint64_t>(out, payload.size());
+  put<uint64_t>(out, raw.size());
   put<uint64_t>(out, XXH3_64bits(payload.data(), payload.size()));
   return out + payload;
 }
@@ -84,24 +169,71 @@ Bundle read_bundle(std::string_view bytes) {
   const auto version = get<uint32_t>(bytes, 8);
   if (version != kVersion)
     throw CacheError("bundle format version " + std::to_string(version) + " is not supported (this build reads " +
-                     std::to_string(kVersion) + ")");
+                     std::to_string(kVersion) + "); export it again with this version");
   const auto len = get<uint64_t>(bytes, 12);
+  const auto raw_len = get<uint64_t>(bytes, 20);
   if (bytes.size() - kHeader != len)
     throw CacheError("bundle is truncated or padded: header says " + std::to_string(len) + " payload bytes, found " +
                      std::to_string(bytes.size() - kHeader));
+  if (raw_len > kMaxBundleBytes)
+    throw CacheError("bundle claims " + std::to_string(raw_len) + " decoded bytes, more than " +
+                     std::to_string(kMaxBundleBytes));
   const std::string_view payload = bytes.substr(kHeader);
-  if (XXH3_64bits(payload.data(), payload.size()) != get<uint64_t>(bytes, 20))
+  if (XXH3_64bits(payload.data(), payload.size()) != get<uint64_t>(bytes, 28))
     throw CacheError("bundle checksum mismatch: the bundle is corrupt");
-  const std::string raw = zstd_decompress(payload);
-  Bundle b;
+  const std::string raw = zstd_decompress(payload, static_cast<std::size_t>(raw_len));
+  if (raw.size() != raw_len) throw CacheError("bundle decodes to " + std::to_string(raw.size()) + " bytes, its header says " + std::to_string(raw_len));
   try {
-    boost::iostreams::stream<boost::iostreams::array_source> is(raw.data(), raw.size());
-    boost::archive::binary_iarchive ar(is, boost::archive::no_header);
-    ar >> b;
-  } catch (const std::exception& e) {
-    throw CacheError(std::string("bundle payload is not readable: ") + e.what());
+    ByteReader r(raw, "bundle");
+    Bundle b;
+    const std::size_t no = r.count(64);
+    for (std::size_t i = 0; i < no; ++i) b.objects.push_back(get_object(r));
+    const std::size_t ne = r.count(64);
+    for (std::size_t i = 0; i < ne; ++i) b.entries.push_back(get_entry(r));
+    if (!r.done()) r.fail("it has trailing bytes");
+    return b;
+  } catch (const CacheError&) {
+    throw;
+  } catch (const Error& e) {
+    throw CacheError(e.what());
   }
-  return b;
+}
+
+void validate_bundle(const Bundle& b) {
+  auto bad = [](const std::string& why) { return CacheError("bundle rejected, nothing imported: " + why); };
+  std::map<std::string, const ObjectRecord*> objects;
+  for (const auto& o : b.objects) {
+    if (!layout::valid_graph_key(o.graph_key)) throw bad("object key '" + o.graph_key + "' is malformed");
+    if (!objects.emplace(o.graph_key, &o).second) throw bad("object " + o.graph_key + " appears twice");
+    if (o.raw.size() != o.meta.raw_size || checksum(o.raw) != o.meta.checksum)
+      throw bad("object " + o.graph_key + "'s bytes fail their checksum or size");
+    try {
+      bool has_program = false;
+      load_object(o, parameter_names(compiler::deserialize_compiled(o.raw).trace.graph), &has_program);
+    } catch (const Error& x) {
+      throw bad("object " + o.graph_key + ": " + x.what());
+    }
+  }
+  std::set<std::string> paths;
+  for (const auto& e : b.entries) {
+    if (!layout::valid_entry_path(e.path)) throw bad("entry path '" + e.path + "' is not a cache entry path");
+    if (layout::model_info_of(e.path) != e.meta.model_info)
+      throw bad("entry " + e.path + " names model " + e.meta.model_info);
+    if (!paths.insert(e.path).second) throw bad("entry " + e.path + " appears twice");
+    for (const auto& n : component_names())
+      if (!e.meta.components.count(n)) throw bad("entry " + e.path + " lacks key component " + n);
+    auto it = objects.find(e.graph_key);
+    if (it == objects.end()) throw bad("entry " + e.path + " uses object " + e.graph_key + ", which the bundle lacks");
+    if (e.object_checksum != it->second->meta.checksum)
+      throw bad("entry " + e.path + " records checksum " + e.object_checksum + ", its object has " +
+                it->second->meta.checksum);
+    try {
+      bool has_program = false;
+      load_object(*it->second, e.parameters, &has_program);  // decodes and validates the program
+    } catch (const Error& x) {
+      throw bad("entry " + e.path + ": " + x.what());
+    }
+  }
 }
 
 }  // namespace npucache::cache

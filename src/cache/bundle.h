@@ -1,11 +1,17 @@
 // The Mega-Cache bundle (docs/FORMAT.md): a versioned, checksummed,
-// zstd-compressed archive of entries and their objects.
+// zstd-compressed list of entries and their objects, in npucache's own
+// bounded encoding (wire.h).
 //
 //   bytes 0-7   magic "NPUCBNDL"
-//   bytes 8-11  format version (little-endian u32, currently 2)
-//   bytes 12-19 payload length (u64)
-//   bytes 20-27 xxh3-64 of the payload (u64)
-//   payload     zstd frame of a Boost binary archive of the records
+//   8-11        u32 format version (3)
+//   12-19       u64 payload bytes (compressed)
+//   20-27       u64 decoded bytes (at most kMaxBundleBytes)
+//   28-35       u64 xxh3-64 of the payload
+//   36-         payload: one zstd frame of the records
+//
+// read_bundle never trusts a size: every length is checked against what
+// remains and against the declared sizes, so damaged or hostile bytes give
+// a CacheError, never a crash or an unbounded allocation.
 #pragma once
 
 #include "cache/records.h"
@@ -16,13 +22,25 @@
 
 namespace npucache::cache {
 
+// 16 GiB: a bundle's decoded records may not exceed this.
+constexpr uint64_t kMaxBundleBytes = uint64_t{16} << 30;
+
 struct Bundle {
   std::vector<EntryRecord> entries;
   std::vector<ObjectRecord> objects;
 };
 
 std::string write_bundle(const Bundle& b);
-// Throws CacheError naming what is wrong (magic, version, length, checksum).
+// Throws CacheError naming what is wrong (magic, version, sizes, checksum,
+// a malformed record).
 Bundle read_bundle(std::string_view bytes);
+
+// Everything a bundle from elsewhere must satisfy before anything of it is
+// written (import, load_cache_artifacts): names in the layout's grammar,
+// unique keys and paths, every object's bytes against its checksum and
+// decodable into a valid program, every entry's object present with the
+// checksum the entry records and binding the entry's parameters. Throws
+// CacheError naming the first violation.
+void validate_bundle(const Bundle& b);
 
 }  // namespace npucache::cache

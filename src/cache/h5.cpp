@@ -4,10 +4,7 @@
 #include "cache/zstd_filter.h"
 
 #include <algorithm>
-#include <cerrno>
-#include <cstdlib>
 #include <cstring>
-#include <mutex>
 
 namespace npucache::cache::h5 {
 namespace {
@@ -32,8 +29,52 @@ std::string error_stack() {
 }
 
 constexpr std::size_t kChunk = std::size_t{4} << 20;  // 4 MiB: one chunk for most artifacts
+constexpr std::size_t kImageIncrement = std::size_t{1} << 16;
+
+Handle core_fapl() {
+  Handle fapl(check(H5Pcreate(H5P_FILE_ACCESS), "H5Pcreate"), H5Pclose);
+  check(H5Pset_fapl_core(fapl.id(), kImageIncrement, 0), "H5Pset_fapl_core");
+  return fapl;
+}
+
+Handle vlen_string_type() {
+  Handle t(check(H5Tcopy(H5T_C_S1), "H5Tcopy"), H5Tclose);
+  check(H5Tset_size(t.id(), H5T_VARIABLE), "H5Tset_size");
+  check(H5Tset_cset(t.id(), H5T_CSET_UTF8), "H5Tset_cset");
+  return t;
+}
+
+Handle bool_type() {
+  Handle t(check(H5Tenum_create(H5T_NATIVE_INT8), "H5Tenum_create"), H5Tclose);
+  int8_t v = 0;
+  check(H5Tenum_insert(t.id(), "FALSE", &v), "H5Tenum_insert");
+  v = 1;
+  check(H5Tenum_insert(t.id(), "TRUE", &v), "H5Tenum_insert");
+  return t;
+}
+
+Handle scalar_attr(hid_t obj, const std::string& name, hid_t type) {
+  if (H5Aexists(obj, name.c_str()) > 0) check(H5Adelete(obj, name.c_str()), "replacing attribute " + name);
+  Handle space(check(H5Screate(H5S_SCALAR), "H5Screate"), H5Sclose);
+  return {check(H5Acreate2(obj, name.c_str(), type, space.id(), H5P_DEFAULT, H5P_DEFAULT), "creating attribute " + name),
+          H5Aclose};
+}
+
+Handle open_attr(hid_t obj, const std::string& name, H5T_class_t want, const char* kind) {
+  Handle attr(check(H5Aopen(obj, name.c_str(), H5P_DEFAULT), "opening attribute " + name), H5Aclose);
+  Handle type(check(H5Aget_type(attr.id()), "H5Aget_type"), H5Tclose);
+  Handle space(check(H5Aget_space(attr.id()), "H5Aget_space"), H5Sclose);
+  if (H5Tget_class(type.id()) != want || H5Sget_simple_extent_type(space.id()) != H5S_SCALAR)
+    throw CacheError("attribute " + name + " is not a scalar " + kind);
+  return attr;
+}
 
 }  // namespace
+
+std::unique_lock<std::recursive_mutex> lock() {
+  static std::recursive_mutex mu;
+  return std::unique_lock<std::recursive_mutex>(mu);
+}
 
 void Handle::reset() noexcept {
   if (id_ >= 0 && close_) close_(id_);
@@ -53,17 +94,30 @@ hid_t check(hid_t rc, const std::string& what) {
   return rc;
 }
 
-Handle create_file(const std::string& path) {
+Handle create_image(std::size_t userblock) {
   quiet();
   register_zstd_filter();
-  return {check(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), "creating " + path), H5Fclose};
+  Handle fcpl(check(H5Pcreate(H5P_FILE_CREATE), "H5Pcreate"), H5Pclose);
+  check(H5Pset_userblock(fcpl.id(), userblock), "H5Pset_userblock");
+  Handle fapl = core_fapl();
+  return {check(H5Fcreate("npucache-image", H5F_ACC_TRUNC, fcpl.id(), fapl.id()), "creating a file image"), H5Fclose};
 }
 
-Handle open_file(const std::string& path, bool writable) {
+std::string image_bytes(hid_t file) {
+  check(H5Fflush(file, H5F_SCOPE_GLOBAL), "flushing a file image");
+  const ssize_t n = H5Fget_file_image(file, nullptr, 0);
+  if (n < 0) check(-1, "sizing a file image");
+  std::string out(static_cast<std::size_t>(n), '\0');
+  if (H5Fget_file_image(file, out.data(), out.size()) != n) check(-1, "copying a file image");
+  return out;
+}
+
+Handle open_image(std::string_view bytes) {
   quiet();
   register_zstd_filter();
-  return {check(H5Fopen(path.c_str(), writable ? H5F_ACC_RDWR : H5F_ACC_RDONLY, H5P_DEFAULT), "opening " + path),
-          H5Fclose};
+  Handle fapl = core_fapl();
+  check(H5Pset_file_image(fapl.id(), const_cast<char*>(bytes.data()), bytes.size()), "H5Pset_file_image");
+  return {check(H5Fopen("npucache-image", H5F_ACC_RDONLY, fapl.id()), "opening a file image"), H5Fclose};
 }
 
 Handle open_group(hid_t loc, const std::string& path) {
@@ -74,8 +128,6 @@ Handle open_dataset(hid_t loc, const std::string& path) {
   return {check(H5Dopen2(loc, path.c_str(), H5P_DEFAULT), "opening dataset " + path), H5Dclose};
 }
 
-void flush(hid_t obj) { check(H5Fflush(obj, H5F_SCOPE_GLOBAL), "flushing"); }
-
 Handle create_group(hid_t loc, const std::string& path) {
   Handle lcpl(check(H5Pcreate(H5P_LINK_CREATE), "H5Pcreate"), H5Pclose);
   check(H5Pset_create_intermediate_group(lcpl.id(), 1), "H5Pset_create_intermediate_group");
@@ -85,14 +137,14 @@ Handle create_group(hid_t loc, const std::string& path) {
 
 bool exists(hid_t loc, const std::string& path) {
   std::string at;
-  std::size_t start = path[0] == '/' ? 1 : 0;
+  std::size_t start = !path.empty() && path[0] == '/' ? 1 : 0;
   if (start) at = "/";
   while (start <= path.size()) {
     std::size_t end = path.find('/', start);
     if (end == std::string::npos) end = path.size();
     if (end > start) {
       at += (at.empty() || at == "/" ? "" : "/") + path.substr(start, end - start);
-      htri_t r = H5Lexists(loc, at.c_str(), H5P_DEFAULT);
+      const htri_t r = H5Lexists(loc, at.c_str(), H5P_DEFAULT);
       if (r <= 0) {
         H5Eclear2(H5E_DEFAULT);
         return false;
@@ -101,17 +153,6 @@ bool exists(hid_t loc, const std::string& path) {
     start = end + 1;
   }
   return true;
-}
-
-void remove(hid_t loc, const std::string& path) {
-  check(H5Ldelete(loc, path.c_str(), H5P_DEFAULT), "removing " + path);
-}
-
-void hard_link(hid_t loc, const std::string& target, const std::string& link) {
-  Handle lcpl(check(H5Pcreate(H5P_LINK_CREATE), "H5Pcreate"), H5Pclose);
-  check(H5Pset_create_intermediate_group(lcpl.id(), 1), "H5Pset_create_intermediate_group");
-  check(H5Lcreate_hard(loc, target.c_str(), loc, link.c_str(), lcpl.id(), H5P_DEFAULT),
-        "linking " + link + " to " + target);
 }
 
 namespace {
@@ -137,57 +178,59 @@ bool is_group(hid_t loc, const std::string& path) {
   return info.type == H5O_TYPE_GROUP;
 }
 
-namespace {
-Handle string_type(std::size_t len) {
-  Handle t(check(H5Tcopy(H5T_C_S1), "H5Tcopy"), H5Tclose);
-  check(H5Tset_size(t.id(), std::max<std::size_t>(len, 1)), "H5Tset_size");
-  check(H5Tset_strpad(t.id(), H5T_STR_NULLPAD), "H5Tset_strpad");
-  return t;
-}
-}  // namespace
-
 void write_attr(hid_t obj, const std::string& name, const std::string& value) {
-  if (H5Aexists(obj, name.c_str()) > 0) check(H5Adelete(obj, name.c_str()), "replacing attribute " + name);
-  Handle type = string_type(value.size());
-  Handle space(check(H5Screate(H5S_SCALAR), "H5Screate"), H5Sclose);
-  Handle attr(check(H5Acreate2(obj, name.c_str(), type.id(), space.id(), H5P_DEFAULT, H5P_DEFAULT),
-                    "creating attribute " + name),
-              H5Aclose);
-  const std::string padded = value.empty() ? std::string(1, '\0') : value;
-  check(H5Awrite(attr.id(), type.id(), padded.data()), "writing attribute " + name);
+  Handle type = vlen_string_type();
+  Handle attr = scalar_attr(obj, name, type.id());
+  const char* p = value.c_str();
+  check(H5Awrite(attr.id(), type.id(), &p), "writing attribute " + name);
 }
 
-std::string read_attr(hid_t obj, const std::string& name) {
-  Handle attr(check(H5Aopen(obj, name.c_str(), H5P_DEFAULT), "opening attribute " + name), H5Aclose);
-  Handle type(check(H5Aget_type(attr.id()), "H5Aget_type"), H5Tclose);
-  if (H5Tget_class(type.id()) != H5T_STRING || H5Tis_variable_str(type.id()) > 0)
-    throw CacheError("attribute " + name + " is not a fixed-length string");
-  std::string s(H5Tget_size(type.id()), '\0');
-  Handle mem = string_type(s.size());
-  check(H5Aread(attr.id(), mem.id(), s.data()), "reading attribute " + name);
-  s.resize(std::strlen(s.c_str()));
-  return s;
+void write_attr(hid_t obj, const std::string& name, int64_t value) {
+  Handle attr = scalar_attr(obj, name, H5T_STD_I64LE);
+  check(H5Awrite(attr.id(), H5T_NATIVE_INT64, &value), "writing attribute " + name);
 }
 
-namespace {
-herr_t add_attr(hid_t, const char* name, const H5A_info_t*, void* data) {
-  static_cast<std::vector<std::string>*>(data)->emplace_back(name);
-  return 0;
+void write_attr(hid_t obj, const std::string& name, double value) {
+  Handle attr = scalar_attr(obj, name, H5T_IEEE_F64LE);
+  check(H5Awrite(attr.id(), H5T_NATIVE_DOUBLE, &value), "writing attribute " + name);
 }
-}  // namespace
 
-std::vector<std::string> attr_names(hid_t obj) {
-  std::vector<std::string> out;
-  hsize_t idx = 0;
-  check(H5Aiterate2(obj, H5_INDEX_NAME, H5_ITER_INC, &idx, add_attr, &out), "listing attributes");
+void write_bool_attr(hid_t obj, const std::string& name, bool value) {
+  Handle type = bool_type();
+  Handle attr = scalar_attr(obj, name, type.id());
+  const int8_t v = value ? 1 : 0;
+  check(H5Awrite(attr.id(), type.id(), &v), "writing attribute " + name);
+}
+
+bool has_attr(hid_t obj, const std::string& name) {
+  const htri_t r = H5Aexists(obj, name.c_str());
+  if (r < 0) H5Eclear2(H5E_DEFAULT);
+  return r > 0;
+}
+
+std::string read_string_attr(hid_t obj, const std::string& name) {
+  Handle attr = open_attr(obj, name, H5T_STRING, "string");
+  Handle type = vlen_string_type();
+  Handle space(check(H5Aget_space(attr.id()), "H5Aget_space"), H5Sclose);
+  char* p = nullptr;
+  check(H5Aread(attr.id(), type.id(), &p), "reading attribute " + name);
+  std::string out = p ? p : "";
+  H5Dvlen_reclaim(type.id(), space.id(), H5P_DEFAULT, &p);
   return out;
 }
 
+int64_t read_int_attr(hid_t obj, const std::string& name) {
+  Handle attr = open_attr(obj, name, H5T_INTEGER, "integer");
+  int64_t v = 0;
+  check(H5Aread(attr.id(), H5T_NATIVE_INT64, &v), "reading attribute " + name);
+  return v;
+}
+
 void write_bytes(hid_t loc, const std::string& name, std::string_view bytes) {
-  const hsize_t n = std::max<hsize_t>(bytes.size(), 1);
+  const hsize_t n = bytes.size();
   Handle space(check(H5Screate_simple(1, &n, nullptr), "H5Screate_simple"), H5Sclose);
   Handle dcpl(check(H5Pcreate(H5P_DATASET_CREATE), "H5Pcreate"), H5Pclose);
-  const hsize_t chunk = std::min<hsize_t>(n, kChunk);
+  const hsize_t chunk = std::clamp<hsize_t>(n, 1, kChunk);
   check(H5Pset_chunk(dcpl.id(), 1, &chunk), "H5Pset_chunk");
   const unsigned level = 3;
   check(H5Pset_filter(dcpl.id(), kZstdFilterId, H5Z_FLAG_MANDATORY, 1, &level), "adding the zstd filter");
@@ -196,24 +239,17 @@ void write_bytes(hid_t loc, const std::string& name, std::string_view bytes) {
             H5Dclose);
   if (!bytes.empty())
     check(H5Dwrite(ds.id(), H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, bytes.data()), "writing " + name);
-  write_attr(ds.id(), "length", std::to_string(bytes.size()));
 }
 
-std::string read_bytes(hid_t loc, const std::string& name) {
+std::string read_bytes(hid_t loc, const std::string& name, std::size_t cap) {
   Handle ds = open_dataset(loc, name);
-  const std::string len_text = read_attr(ds.id(), "length");
-  char* end = nullptr;
-  errno = 0;
-  const unsigned long long len = std::strtoull(len_text.c_str(), &end, 10);
-  if (len_text.empty() || *end != '\0' || errno != 0 || len_text[0] == '-')
-    throw CacheError("dataset " + name + " has a damaged length attribute '" + len_text + "'");
   Handle space(check(H5Dget_space(ds.id()), "H5Dget_space"), H5Sclose);
+  if (H5Sget_simple_extent_ndims(space.id()) != 1) throw CacheError("dataset " + name + " is not one-dimensional");
   hsize_t n = 0;
   H5Sget_simple_extent_dims(space.id(), &n, nullptr);
-  if (len > n) throw CacheError("dataset " + name + " is shorter than its recorded length");
+  if (n > cap) throw CacheError("dataset " + name + " claims " + std::to_string(n) + " bytes, more than " + std::to_string(cap));
   std::string out(static_cast<std::size_t>(n), '\0');
-  check(H5Dread(ds.id(), H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()), "reading " + name);
-  out.resize(len);
+  if (n > 0) check(H5Dread(ds.id(), H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()), "reading " + name);
   return out;
 }
 
@@ -223,36 +259,53 @@ std::size_t storage_size(hid_t loc, const std::string& name) {
 }
 
 void write_strings(hid_t loc, const std::string& name, const std::vector<std::string>& lines) {
-  std::size_t width = 1;
-  for (const auto& l : lines) width = std::max(width, l.size());
-  std::string buf(std::max<std::size_t>(lines.size(), 1) * width, '\0');
-  for (std::size_t i = 0; i < lines.size(); ++i) std::copy(lines[i].begin(), lines[i].end(), buf.begin() + static_cast<std::ptrdiff_t>(i * width));
-  const hsize_t n = std::max<hsize_t>(lines.size(), 1);
-  Handle type = string_type(width);
+  std::vector<const char*> ptrs;
+  ptrs.reserve(lines.size());
+  for (const auto& l : lines) ptrs.push_back(l.c_str());
+  const hsize_t n = lines.size();
+  Handle type = vlen_string_type();
   Handle space(check(H5Screate_simple(1, &n, nullptr), "H5Screate_simple"), H5Sclose);
   Handle ds(check(H5Dcreate2(loc, name.c_str(), type.id(), space.id(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
                   "creating dataset " + name),
             H5Dclose);
-  check(H5Dwrite(ds.id(), type.id(), H5S_ALL, H5S_ALL, H5P_DEFAULT, buf.data()), "writing " + name);
+  if (n > 0) check(H5Dwrite(ds.id(), type.id(), H5S_ALL, H5S_ALL, H5P_DEFAULT, ptrs.data()), "writing " + name);
 }
 
 std::vector<std::string> read_strings(hid_t loc, const std::string& name) {
   Handle ds = open_dataset(loc, name);
-  Handle type(check(H5Dget_type(ds.id()), "H5Dget_type"), H5Tclose);
-  const std::size_t width = H5Tget_size(type.id());
+  Handle type = vlen_string_type();
   Handle space(check(H5Dget_space(ds.id()), "H5Dget_space"), H5Sclose);
   hsize_t n = 0;
+  if (H5Sget_simple_extent_ndims(space.id()) != 1) throw CacheError("dataset " + name + " is not one-dimensional");
   H5Sget_simple_extent_dims(space.id(), &n, nullptr);
-  std::string buf(static_cast<std::size_t>(n) * width, '\0');
-  Handle mem = string_type(width);
-  check(H5Dread(ds.id(), mem.id(), H5S_ALL, H5S_ALL, H5P_DEFAULT, buf.data()), "reading " + name);
+  std::vector<char*> ptrs(static_cast<std::size_t>(n), nullptr);
+  if (n > 0) check(H5Dread(ds.id(), type.id(), H5S_ALL, H5S_ALL, H5P_DEFAULT, ptrs.data()), "reading " + name);
   std::vector<std::string> out;
-  for (std::size_t i = 0; i < n; ++i) {
-    std::string s = buf.substr(i * width, width);
-    s.resize(std::strlen(s.c_str()));
-    out.push_back(std::move(s));
-  }
+  out.reserve(ptrs.size());
+  for (char* p : ptrs) out.emplace_back(p ? p : "");
+  if (n > 0) H5Dvlen_reclaim(type.id(), space.id(), H5P_DEFAULT, ptrs.data());
   return out;
+}
+
+void external_link(hid_t loc, const std::string& link, const std::string& target_file,
+                   const std::string& target_path) {
+  Handle lcpl(check(H5Pcreate(H5P_LINK_CREATE), "H5Pcreate"), H5Pclose);
+  check(H5Pset_create_intermediate_group(lcpl.id(), 1), "H5Pset_create_intermediate_group");
+  check(H5Lcreate_external(target_file.c_str(), target_path.c_str(), loc, link.c_str(), lcpl.id(), H5P_DEFAULT),
+        "linking " + link + " to " + target_file + ":" + target_path);
+}
+
+std::pair<std::string, std::string> read_external_link(hid_t loc, const std::string& link) {
+  H5L_info_t info;
+  check(H5Lget_info(loc, link.c_str(), &info, H5P_DEFAULT), "inspecting link " + link);
+  if (info.type != H5L_TYPE_EXTERNAL) throw CacheError("link " + link + " is not an external link");
+  std::string buf(info.u.val_size, '\0');
+  check(H5Lget_val(loc, link.c_str(), buf.data(), buf.size(), H5P_DEFAULT), "reading link " + link);
+  unsigned flags = 0;
+  const char* file = nullptr;
+  const char* path = nullptr;
+  check(H5Lunpack_elink_val(buf.data(), buf.size(), &flags, &file, &path), "unpacking link " + link);
+  return {file ? file : "", path ? path : ""};
 }
 
 }  // namespace npucache::cache::h5

@@ -1,16 +1,29 @@
 // HDF5, wrapped once: RAII handles, every call checked, failures turned
-// into CacheError carrying HDF5's error stack. HDF5's own error printing
-// is turned off; only this layer includes <hdf5.h> (and the zstd filter).
+// into CacheError carrying HDF5's error stack; HDF5's own error printing
+// turned off. Only this layer includes <hdf5.h> (and the zstd filter).
+//
+// Files are built and read as in-memory images (the core driver): the
+// store writes the bytes itself through its safe directory operations and
+// hands HDF5 only bytes whose checksum it has verified, so a damaged file
+// never reaches HDF5's parser.
+//
+// Thread safety: the HDF5 build npucache uses is not thread-safe; every use
+// holds h5::lock() (a process-wide recursive mutex).
 #pragma once
 
 #include <hdf5.h>
 
 #include <cstddef>
+#include <cstdint>
+#include <mutex>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace npucache::cache::h5 {
+
+std::unique_lock<std::recursive_mutex> lock();
 
 // Owns an hid_t and closes it with the matching H5*close.
 class Handle {
@@ -44,31 +57,48 @@ class Handle {
 // Throws CacheError "<what> failed: <HDF5 error stack>" when rc < 0.
 hid_t check(hid_t rc, const std::string& what);
 
-Handle create_file(const std::string& path);                  // truncates
-Handle open_file(const std::string& path, bool writable);
+// A new file in memory made for a userblock of `userblock` bytes (a power
+// of two >= 512) that the caller puts in front of its image.
+Handle create_image(std::size_t userblock);
+// The file's image, without the userblock.
+std::string image_bytes(hid_t file);
+// A read-only file over `bytes` (copied).
+Handle open_image(std::string_view bytes);
+
 Handle open_group(hid_t loc, const std::string& path);
 Handle open_dataset(hid_t loc, const std::string& path);
-// Flushes every buffer of the file holding `obj` to the operating system.
-void flush(hid_t obj);
 // Creates the group and missing intermediate groups.
 Handle create_group(hid_t loc, const std::string& path);
-bool exists(hid_t loc, const std::string& path);              // every component exists
-void remove(hid_t loc, const std::string& path);              // unlinks
-void hard_link(hid_t loc, const std::string& target, const std::string& link);
+bool exists(hid_t loc, const std::string& path);  // every component exists
 // Names of the links in a group, in name order.
 std::vector<std::string> children(hid_t loc, const std::string& path);
 bool is_group(hid_t loc, const std::string& path);
 
+// Attributes: strings are variable-length UTF-8, integers 64-bit, reals
+// 64-bit, booleans an enum {FALSE, TRUE} (h5py reads it as bool). Readers
+// check the stored type and throw CacheError for another.
 void write_attr(hid_t obj, const std::string& name, const std::string& value);
-std::string read_attr(hid_t obj, const std::string& name);
-std::vector<std::string> attr_names(hid_t obj);
+void write_attr(hid_t obj, const std::string& name, int64_t value);
+void write_attr(hid_t obj, const std::string& name, double value);
+void write_bool_attr(hid_t obj, const std::string& name, bool value);
+std::string read_string_attr(hid_t obj, const std::string& name);
+int64_t read_int_attr(hid_t obj, const std::string& name);
+bool has_attr(hid_t obj, const std::string& name);
 
 // A 1-D uint8 dataset, chunked and zstd-compressed (filter 32015).
 void write_bytes(hid_t loc, const std::string& name, std::string_view bytes);
-std::string read_bytes(hid_t loc, const std::string& name);
+// Throws CacheError when the dataset is larger than `cap` bytes.
+std::string read_bytes(hid_t loc, const std::string& name, std::size_t cap);
 std::size_t storage_size(hid_t loc, const std::string& name);
-// A 1-D dataset of fixed-length strings, one per element (lines of text).
+// A 1-D dataset of variable-length strings (lines of text).
 void write_strings(hid_t loc, const std::string& name, const std::vector<std::string>& lines);
 std::vector<std::string> read_strings(hid_t loc, const std::string& name);
+
+// A link named `link` to object `target_path` of the file `target_file`
+// (resolved by HDF5 tools relative to the linking file's directory).
+void external_link(hid_t loc, const std::string& link, const std::string& target_file,
+                   const std::string& target_path);
+// The (file, path) an external link names.
+std::pair<std::string, std::string> read_external_link(hid_t loc, const std::string& link);
 
 }  // namespace npucache::cache::h5

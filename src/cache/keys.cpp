@@ -78,6 +78,13 @@ bool is_model_component(const std::string& name) {
 }
 }  // namespace
 
+Components model_components(const Components& c) {
+  Components out;
+  for (const auto& n : component_names())
+    if (auto it = c.find(n); it != c.end() && is_model_component(n)) out.emplace(n, it->second);
+  return out;
+}
+
 Components key_components(const Components& c) {
   Components out;
   for (const auto& n : component_names())

@@ -85,6 +85,8 @@ std::string parameter_signature(const nn::Module& m);
 
 // Only the key components of `c` (other metadata dropped).
 Components key_components(const Components& c);
+// Only the model components of `c` (those hashed into model_info).
+Components model_components(const Components& c);
 // "runtime_version: stored 'a', now 'b'" for each component of `now`
 // whose stored value differs. The identity of an entry path covers the
 // model components and the method; what remains to compare is validity:

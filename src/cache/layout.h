@@ -1,40 +1,71 @@
 // Every name npucache gives a file, a directory or an HDF5 object of a cache
 // directory, and the cache format version: nobody else spells them
 // (docs/FORMAT.md describes them).
+//
+//   <cache_dir>/                 0700
+//     CACHEDIR.TAG               marks the directory as a cache (backup tools skip it)
+//     store.json                 names the store: {"format": "npucache", "store_id": ...}
+//     config.json                persistent settings (max_size)
+//     stats.json                 hit/miss counters, last use, recent misses
+//     <model_info>.h5            the index of one model: its entries, at the seed's paths
+//     objects/<graph_key>.h5     one compiled artifact, written once, never changed
+//     locks/                     flock()ed files serialising writers of one index
+//     .<name>.tmp.<pid>.<n>      a write in progress (in the target's directory)
 #pragma once
 
-#include <filesystem>
 #include <string>
 
 namespace npucache::cache::layout {
 
-// Bump when the stored layout or serialization changes incompatibly; an
-// entry of another format version is stale.
-inline constexpr const char* kFormatVersion = "1";
-// The `producer` attribute of every file npucache writes.
-inline constexpr const char* kProducer = "npucache";
+// The cache format version (shown as ModelCacheMeta's version). Bump when
+// the stored layout or serialization changes incompatibly; an entry of
+// another version is stale.
+inline constexpr const char* kFormatVersion = "2.0.0";
+// The `format` attribute of every file npucache writes.
+inline constexpr const char* kFormatName = "npucache";
 
-// Files of a cache directory.
-inline constexpr const char* kCacheFile = "cache.h5";
+inline constexpr const char* kCacheDirTag = "CACHEDIR.TAG";
+inline constexpr const char* kStoreFile = "store.json";
+inline constexpr const char* kConfigFile = "config.json";
 inline constexpr const char* kStatsFile = "stats.json";
-inline constexpr const char* kLockFile = ".lock";
+inline constexpr const char* kObjectsDir = "objects";
+inline constexpr const char* kLocksDir = "locks";
+inline constexpr const char* kStatsLock = "stats.lock";
+inline constexpr const char* kRepairLock = "objects.lock";
+inline constexpr const char* kIndexSuffix = ".h5";
+// The whole cache of format 1 (one file); recognised to report and clear.
+inline constexpr const char* kFormat1File = "cache.h5";
 
-// HDF5 objects of cache.h5.
-inline constexpr const char* kObjectsGroup = "/objects";
+// HDF5 objects inside the files.
 inline constexpr const char* kModuleDataset = "compiled_module";
 inline constexpr const char* kGraphDataset = "graph";
 inline constexpr const char* kParametersDataset = "parameters";
 
 // "<model_info>/<func>" or "<model_info>/world<W>global_rank<R>/<func>".
 std::string entry_path(const std::string& model_info, const std::string& func, int world_size, int global_rank);
-// The HDF5 path of an entry ("/<entry path>") and of an object.
-std::string h5_entry(const std::string& entry_path);
-std::string h5_object(const std::string& graph_key);
+// The model_info of an entry path (its first component).
+std::string model_info_of(const std::string& entry_path);
+// "<model_info>.h5" and "objects/<key>.h5" (the object file's name in the
+// objects directory: "<key>.h5").
+std::string index_file(const std::string& model_info);
+std::string object_file(const std::string& graph_key);
+// The model_info an index file name stands for, or "" when it is none.
+std::string index_model_info(const std::string& file_name);
+// The graph key an object file name stands for, or "".
+std::string object_key(const std::string& file_name);
+
+// Names as they may appear in a cache: model_info and func are [A-Za-z0-9_.-]
+// (not starting with '.'), a graph key is 32 lowercase hex digits, an entry
+// path is model_info[/world<W>global_rank<R>]/func. Bundles and index
+// records are checked against this grammar before anything is written.
+bool valid_name(const std::string& s);
+bool valid_graph_key(const std::string& s);
+bool valid_entry_path(const std::string& s);
 
 // A temporary file for `final_name` in the same directory:
 // ".<final_name>.tmp.<pid>.<n>", unique within the process.
 std::string temp_name(const std::string& final_name);
-// The pid of a temporary name of `final_name`, or -1 when `name` is not one.
-long temp_owner(const std::string& name, const std::string& final_name);
+// The pid of any temporary name, or -1 when `name` is not one.
+long temp_owner_any(const std::string& name);
 
 }  // namespace npucache::cache::layout

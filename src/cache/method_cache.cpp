@@ -1,5 +1,6 @@
 #include "cache/method_cache.h"
 
+#include "cache/admin.h"
 #include "cache/artifact.h"
 #include "cache/cache_error.h"
 #include "cache/explain.h"
@@ -7,6 +8,10 @@
 #include "cache/registry.h"
 #include "cache/stats.h"
 #include "cache/store.h"
+#include "compiler/serialize.h"
+
+#include <mutex>
+#include <set>
 #include "log/log.h"
 
 namespace npucache::cache {
@@ -17,6 +22,10 @@ std::string join(const std::vector<std::string>& v) {
   for (const auto& x : v) s += (s.empty() ? "" : "; ") + x;
   return s;
 }
+
+// Whether a stored object decodes (its checksums already passed): throws
+// the decoding error when it does not.
+void usable(const ObjectRecord& o) { compiler::deserialize_compiled(o.raw); }
 
 }  // namespace
 
@@ -47,9 +56,9 @@ MethodCache::Lookup MethodCache::lookup(const FlatArgs& args, const TraceResult*
     return r;
   };
   try {
-    Hdf5Store store(id_.dir);
-    auto reader = store.shared_reader();
-    r.entry = reader ? reader->entry(path_) : std::nullopt;
+    if (!Dir::exists(id_.dir)) return miss(MissReason::absent, {});
+    const Store store = Store::open(id_.dir, Create::no);
+    r.entry = store.entry(path_);
     if (!r.entry) return miss(MissReason::absent, {});
     auto diffs = stale_components(r.entry->meta.components, key_.components, trace == nullptr);
     if (!diffs.empty()) {
@@ -57,9 +66,19 @@ MethodCache::Lookup MethodCache::lookup(const FlatArgs& args, const TraceResult*
       return miss(MissReason::stale, diffs);
     }
     const bool same_computation = trace == nullptr || r.entry->graph_key == id->key;
-    ObjectRecord object = reader->object(r.entry->graph_key, false);
+    ObjectRecord object;
     bool has_program = false;
-    auto g = load_object(object, r.entry->parameters, &has_program);
+    std::shared_ptr<compiler::CompiledGraph> g;
+    try {
+      object = store.object(r.entry->graph_key, false);
+      g = load_object(object, r.entry->parameters, &has_program);
+    } catch (const CacheRefused&) {
+      throw;
+    } catch (const CacheError& e) {
+      log::warn("cache entry {} is unusable ({}); recompiling and replacing it", where(), e.what());
+      discard_damaged(store, r.entry->graph_key, e.what());
+      return miss(MissReason::corrupt, {e.what()});
+    }
     if (!same_computation) {
       diffs = trace_differences(g->trace, *trace);
       if (diffs.empty()) diffs.push_back("compile settings (config, runtime, decompositions) differ");
@@ -79,12 +98,19 @@ MethodCache::Lookup MethodCache::lookup(const FlatArgs& args, const TraceResult*
       g = compile(std::move(g->trace), b, &hints);
     }
     log::info("Cache {} loaded from {}", model_cache_meta(r.entry->meta), module_path());
-    record_hit(id_.dir, path_);
+    if (store.index_damaged(key_.model_info)) {  // heal what a reader found damaged (best effort)
+      try {
+        store.heal_index(key_.model_info);
+      } catch (const CacheError& e) {
+        log::debug("index not healed: {}", e.what());
+      }
+    }
+    record_hit(id_.dir, path_, r.entry->compile_time_s);
     cache::remember(*r.entry, object);
     r.graph = std::move(g);
     return r;
   } catch (const CacheRefused& e) {
-    log::error("{}; running uncached", e.what());
+    warn_uncached(id_.dir, "refused", std::string(e.what()) + "; running uncached");
     r.reason = MissReason::refused;
     r.differences = {e.what()};
     return r;
@@ -96,19 +122,60 @@ MethodCache::Lookup MethodCache::lookup(const FlatArgs& args, const TraceResult*
 
 GraphId MethodCache::graph_id(const TraceResult& traced) const { return cache::graph_id(traced, id_.key); }
 
+std::string MethodCache::store_identity() const {
+  try {
+    return Store::open(id_.dir, Create::yes).identity();
+  } catch (const CacheError& e) {
+    warn_uncached(id_.dir, "refused", std::string(e.what()) + "; running uncached");
+    return "unusable:" + id_.who.host + ":" + std::to_string(id_.who.pid) + ":" + std::to_string(id_.who.global_rank);
+  }
+}
+
 bool MethodCache::holds(const std::string& key) const {
   try {
-    auto reader = Hdf5Store(id_.dir).reader();
-    return reader && reader->has_object(key);
+    return Dir::exists(id_.dir) && Store::open(id_.dir, Create::no).has_object(key);
   } catch (const CacheError&) {
     return false;
   }
 }
 
 std::string MethodCache::object_bytes(const std::string& key) const {
-  auto reader = Hdf5Store(id_.dir).reader();
-  if (!reader) throw CacheError("no cache in " + id_.dir);
-  return reader->object(key, false).raw;
+  return Store::open(id_.dir, Create::no).object(key, false).raw;
+}
+
+std::optional<MethodCache::Stored> MethodCache::stored_object(const GraphId& id, const TraceResult& trace,
+                                                               const FlatArgs& args,
+                                                               const compiler::CompileStep& compile) const {
+  try {
+    if (!Dir::exists(id_.dir)) return std::nullopt;
+    const Store store = Store::open(id_.dir, Create::no);
+    if (!store.has_object(id.key)) return std::nullopt;
+    ObjectRecord o;
+    bool has_program = false;
+    std::shared_ptr<compiler::CompiledGraph> g;
+    try {
+      o = store.object(id.key, false);
+      g = load_object(o, parameter_names(trace.graph), &has_program);
+    } catch (const CacheRefused&) {
+      throw;
+    } catch (const CacheError& e) {
+      discard_damaged(store, id.key, e.what());
+      return std::nullopt;
+    }
+    const SymBindings b = g->trace.signature.bind(args);
+    if (!has_program) {
+      const compiler::CompileHints hints{&g->optimized, &g->autotune};
+      g = compile(std::move(g->trace), b, &hints);
+    }
+    log::info("Cache object {} of {} found in {}: no compile needed", id.key, trace.name, id_.dir);
+    return Stored{std::move(g), std::move(o)};
+  } catch (const CacheError& e) {
+    log::warn("stored object {} is unusable ({}); compiling", id.key, e.what());
+    return std::nullopt;
+  } catch (const TraceError& e) {
+    log::warn("stored object {} does not bind this call ({}); compiling", id.key, e.what());
+    return std::nullopt;
+  }
 }
 
 ObjectRecord MethodCache::make_object(const compiler::CompiledGraph& g, const GraphId& id, const std::string* raw) const {
@@ -119,21 +186,37 @@ EntryRecord MethodCache::make_entry(const compiler::CompiledGraph& g, const Obje
   return cache::make_entry(g, path_, key_, id_.who, object);
 }
 
-void MethodCache::save(const std::vector<ObjectRecord>& objects, const std::vector<EntryRecord>& entries) const {
-  Hdf5Store::Transaction t;
-  t.objects = objects;
-  t.entries = entries;
-  Hdf5Store(id_.dir).commit(t);
+std::map<std::string, ObjectRecord> MethodCache::save(const std::vector<ObjectRecord>& objects,
+                                                      std::vector<EntryRecord> entries) const {
+  const Store store = Store::open(id_.dir, Create::yes);
+  std::map<std::string, ObjectRecord> adopted, stored;
+  for (const auto& o : objects) {
+    Store::Put p = store.put_object(o, usable);
+    if (p.adopted) {
+      log::info("Cache object {} was stored by another writer first; adopting its bytes", o.graph_key);
+      adopted[o.graph_key] = p.stored;
+    }
+    stored[o.graph_key] = std::move(p.stored);
+  }
+  // Every entry records the checksum of the bytes the store holds.
+  std::map<std::string, std::vector<EntryRecord>> by_model;
+  for (auto& e : entries) {
+    if (auto it = stored.find(e.graph_key); it != stored.end()) e.object_checksum = it->second.meta.checksum;
+    by_model[layout::model_info_of(e.path)].push_back(e);
+  }
+  for (const auto& [model_info, es] : by_model)
+    store.update_index(model_info, model_components(es.front().meta.components), es, {});
   std::vector<std::string> paths;
   for (const auto& e : entries) {
     log::info("Cache {} saved to {}", model_cache_meta(e.meta),
               (std::filesystem::path(id_.dir) / e.path / layout::kModuleDataset).string());
     paths.push_back(e.path);
     if (e.path == path_)  // this process's own entry (save_cache_artifacts)
-      for (const auto& o : objects)
-        if (o.graph_key == e.graph_key) cache::remember(e, o);
+      if (auto it = stored.find(e.graph_key); it != stored.end()) cache::remember(e, it->second);
   }
   record_save(id_.dir, paths);
+  admin::enforce_limit(id_.dir, paths);
+  return adopted;
 }
 
 void MethodCache::remember(const EntryRecord& entry, const ObjectRecord& object) const {
@@ -141,10 +224,39 @@ void MethodCache::remember(const EntryRecord& entry, const ObjectRecord& object)
 }
 
 void MethodCache::remove_entry() const {
-  Hdf5Store::Transaction t;
-  t.remove_entries.push_back(path_);
-  Hdf5Store(id_.dir).commit(t);
+  Store::open(id_.dir, Create::no).update_index(key_.model_info, model_components(key_.components), {}, {path_});
   forget_entries(id_.dir, {path_});
+}
+
+void MethodCache::discard_damaged(const Store& store, const std::string& key, const std::string& why) const {
+  log::warn("{}; removing it so it is rebuilt", why);
+  try {
+    FileLock lock = store.directory().sub(layout::kLocksDir, Create::yes).lock(layout::kRepairLock);
+    // Only if it is still unusable: another process may have replaced it.
+    try {
+      usable(store.object(key, false));
+      return;
+    } catch (const CacheRefused&) {
+      throw;
+    } catch (const Error&) {
+    }
+    store.remove_object(key);
+  } catch (const CacheError& e) {
+    log::warn("could not remove damaged object {}: {}", key, e.what());
+  }
+}
+
+void warn_uncached(const std::string& dir, const std::string& kind, const std::string& what) {
+  static std::mutex mu;
+  static std::set<std::pair<std::string, std::string>> warned;
+  {
+    std::lock_guard lock(mu);
+    if (!warned.insert({dir, kind}).second) {
+      log::debug("{}", what);
+      return;
+    }
+  }
+  log::warn("{}", what);
 }
 
 }  // namespace npucache::cache

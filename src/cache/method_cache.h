@@ -1,27 +1,33 @@
 // One cached method of one rank, and everything done with it in the store:
 // its lookup key and entry path, the warm-start lookup, its records, saving
-// and removing them, and the statistics they feed. The only user of the
-// store (Hdf5Store) besides cache administration (admin.h).
+// (adopting an object another writer stored first) and removing them, and
+// the statistics they feed. The only user of the store (Store) besides
+// cache administration (admin.h).
 //
 // The caller says who is writing (world size, global/tp/pp rank, host, pid)
 // and which runtime the method runs on: the cache layer discovers no
 // identity of its own.
 //
-// Errors: a problem with the cache (unreadable, corrupt, refused) is never
-// fatal to a lookup: it is logged and makes a miss with its reason. save()
-// and remove_entry() throw CacheError; callers continue uncached.
+// Errors: a problem with the cache (unreadable, damaged, refused) is never
+// fatal to a lookup: it is logged and makes a miss with its reason; a
+// damaged object is removed so it is rebuilt. save() and remove_entry()
+// throw CacheError (CacheRefused for an unsafe directory); callers log it
+// once (warn_uncached) and continue uncached.
 #pragma once
 
 #include "cache/keys.h"
 #include "cache/records.h"
 #include "compiler/entry_source.h"
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 namespace npucache::cache {
+
+class Store;
 
 struct MethodIdentity {
   std::string dir;          // absolute cache directory
@@ -71,29 +77,54 @@ class MethodCache {
                 const compiler::CompileStep& compile) const;
 
   GraphId graph_id(const TraceResult& traced) const;
+  // The identity of this rank's store (Store::identity), creating the cache
+  // directory if needed; a unique "unusable" identity when it cannot be
+  // used (refused, unwritable), so such a rank is a store of its own.
+  std::string store_identity() const;
   // Whether the store holds the object `graph_key` (false when unreadable).
   bool holds(const std::string& graph_key) const;
   // The stored object's serialized bytes (checksum verified).
   std::string object_bytes(const std::string& graph_key) const;
+  // The stored object for a trace that missed its entry (another rank, world
+  // size or a lost index stored it): decoded and bound, or null when the
+  // store has none (or a damaged one, which is removed). Costs a read, never
+  // a compile.
+  struct Stored {
+    std::shared_ptr<compiler::CompiledGraph> graph;
+    ObjectRecord object;
+  };
+  std::optional<Stored> stored_object(const GraphId& id, const TraceResult& trace, const FlatArgs& args,
+                                      const compiler::CompileStep& compile) const;
 
   // The records of `g` under its graph id: its object (serialized, or the
   // given bytes) and this rank's entry pointing at it.
   ObjectRecord make_object(const compiler::CompiledGraph& g, const GraphId& id, const std::string* raw = nullptr) const;
   EntryRecord make_entry(const compiler::CompiledGraph& g, const ObjectRecord& object) const;
 
-  // Commits records (this rank's, or those of every rank sharing the
-  // store) in one transaction, logs each saved entry, records statistics and
-  // remembers them for save_cache_artifacts().
-  void save(const std::vector<ObjectRecord>& objects, const std::vector<EntryRecord>& entries) const;
+  // Stores records (this rank's, or those of every rank sharing the store):
+  // each object unless its key is stored already (then the stored bytes
+  // are adopted and the entries record their checksum), then each model's
+  // index once. Logs each saved entry, records statistics and remembers
+  // them for save_cache_artifacts(). Returns the objects adopted from
+  // another writer, by graph key.
+  std::map<std::string, ObjectRecord> save(const std::vector<ObjectRecord>& objects,
+                                           std::vector<EntryRecord> entries) const;
   // Records that this process uses `entry` (for save_cache_artifacts()).
   void remember(const EntryRecord& entry, const ObjectRecord& object) const;
   // Removes this rank's entry (after a recompile).
   void remove_entry() const;
 
  private:
+  // Removes a damaged object (if it is still damaged) so it is rebuilt.
+  void discard_damaged(const Store& store, const std::string& key, const std::string& why) const;
+
   MethodIdentity id_;
   LookupKey key_;
   std::string path_;
 };
+
+// Logs `what` once per cache directory and kind of problem: a refused or
+// read-only cache warns once, not on every method.
+void warn_uncached(const std::string& dir, const std::string& kind, const std::string& what);
 
 }  // namespace npucache::cache

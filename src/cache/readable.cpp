@@ -5,6 +5,8 @@
 #include "cache/layout.h"
 #include "compiler/compiled_graph.h"
 
+#include <filesystem>
+
 namespace npucache::cache {
 namespace fs = std::filesystem;
 
@@ -45,12 +47,18 @@ std::pair<std::string, std::string> split_cache_path(const std::string& path) {
   if (p.filename() == layout::kModuleDataset) p = p.parent_path();  // the seed's .../<func>/compiled_module
   fs::path rest;
   for (fs::path at = p; !at.empty(); at = at.parent_path()) {
-    if (fs::exists(at / layout::kCacheFile)) return {at.string(), rest.string()};
+    // `at` is the cache directory when it holds the index of the model
+    // named by the next component.
+    if (!rest.empty()) {
+      const std::string model_info = rest.begin()->string();
+      std::error_code ec;
+      if (fs::is_regular_file(at / layout::index_file(model_info), ec)) return {at.string(), rest.string()};
+    }
     rest = rest.empty() ? at.filename() : at.filename() / rest;
     if (at == at.parent_path()) break;
   }
-  throw CacheError("no npucache cache (" + std::string(layout::kCacheFile) + ") in " + path + " or its parent directories");
+  throw CacheError("no npucache cache entry at " + path + ": no parent directory holds the index of its model (" +
+                   "<cache_dir>/<model_info>.h5)");
 }
 
 }  // namespace npucache::cache
-

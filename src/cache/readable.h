@@ -4,7 +4,6 @@
 #pragma once
 
 #include "cache/records.h"
-#include "cache/store.h"
 
 #include <string>
 #include <utility>
@@ -14,9 +13,9 @@ namespace npucache::cache {
 std::string readable_entry(const EntryRecord& e, const ObjectRecord& o);
 
 // Splits the seed's path ${cache_dir}/${model_info}/.../${func}, with or
-// without a final /compiled_module, into the
-// cache directory (the nearest ancestor holding cache.h5) and the entry
-// path. Throws CacheError when no ancestor holds a cache.
+// without a final /compiled_module, into the cache directory (the nearest
+// ancestor holding the index of the path's model) and the entry path.
+// Throws CacheError when no ancestor does.
 std::pair<std::string, std::string> split_cache_path(const std::string& path);
 
 }  // namespace npucache::cache

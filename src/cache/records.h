@@ -27,7 +27,7 @@ struct Producer {
 struct ObjectMeta {
   std::string checksum;          // xxh3-64 of the uncompressed bytes, 16 hex digits
   uint64_t raw_size = 0;         // uncompressed bytes
-  uint64_t stored_size = 0;      // bytes on disk (compressed)
+  uint64_t stored_size = 0;      // bytes of the object's file (not stored: the file's size)
   bool with_program = false;     // holds the compiled DeviceProgram
   double compile_time_s = 0;
   std::string pass_times;        // "decompose=1.2ms; ..."
@@ -63,7 +63,9 @@ struct EntryRecord {
   EntryMeta meta;
   std::vector<std::string> parameters;  // parameter/buffer names, placeholder order
   std::string graph_key;                // the object it uses
-  ObjectMeta object;                    // the object's facts when the entry was made
+  std::string object_checksum;          // the checksum of that object's bytes
+  double compile_time_s = 0;            // what compiling the object cost
+  bool with_program = false;            // the object holds the compiled program
 };
 
 // Why a lookup did not serve a stored program: no entry; an entry of

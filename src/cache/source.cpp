@@ -1,5 +1,6 @@
 #include "cache/source.h"
 
+#include "cache/artifact.h"
 #include "cache/cache_error.h"
 #include "log/log.h"
 
@@ -31,9 +32,14 @@ compiler::FirstEntry MethodSource::first_call(const FlatArgs& args, const compil
   compiler::FirstEntry first;
   first.graph = obtain(args, trace, compile);
   report_.total_s = now() - t0;
-  first.status.outcome = report_.hit ? Outcome::hit : report_.fetched ? Outcome::fetched : Outcome::compiled;
+  // Served from the cache: the entry, or (its entry missing or stale) the
+  // stored object of the same computation.
+  const bool served = report_.hit || (report_.read_store && !report_.fetched);
+  first.status.outcome = served ? Outcome::hit : report_.fetched ? Outcome::fetched : Outcome::compiled;
   first.status.cached = !disabled_ && (report_.hit || report_.saved);
-  first.status.reason = report_.hit ? "" : report_.reason;
+  first.status.reason = report_.hit ? ""
+                        : served    ? report_.reason + "; the stored object of the same computation was reused"
+                                    : report_.reason;
   first.status.entry = cache_->where();
   if (sink_) sink_(report_);
   return first;
@@ -85,19 +91,59 @@ std::shared_ptr<compiler::CompiledGraph> MethodSource::compile_timed(TraceResult
   return g;
 }
 
-void MethodSource::persist(const compiler::CompiledGraph& g, const GraphId& id) {
+std::shared_ptr<compiler::CompiledGraph> MethodSource::persist(std::shared_ptr<compiler::CompiledGraph> g,
+                                                               const GraphId& id, const FlatArgs& args,
+                                                               const compiler::CompileStep& compile) {
   report_.graph_key = id.key;
+  if (disabled_) return g;
+  const double t = now();
+  try {
+    ObjectRecord o = cache_->make_object(*g, id);
+    report_.artifact_bytes = o.raw.size();
+    report_.artifact_checksum = o.meta.checksum;
+    auto adopted = cache_->save({o}, {cache_->make_entry(*g, o)});
+    report_.writer = true;
+    report_.saved = true;
+    if (auto it = adopted.find(id.key); it != adopted.end()) {
+      bool has_program = false;
+      auto stored = load_object(it->second, parameter_names(g->trace.graph), &has_program);
+      const SymBindings b = stored->trace.signature.bind(args);
+      if (!has_program) {
+        const compiler::CompileHints hints{&stored->optimized, &stored->autotune};
+        stored = compile(std::move(stored->trace), b, &hints);
+      }
+      report_.artifact_checksum = it->second.meta.checksum;
+      g = std::move(stored);
+    }
+  } catch (const CacheRefused& e) {
+    warn_uncached(cache_->dir(), "refused", std::string(e.what()) + "; running uncached");
+    disabled_ = true;
+  } catch (const CacheError& e) {
+    warn_uncached(cache_->dir(), "save",
+                  "could not save " + cache_->where() + " to the cache (" + e.what() +
+                      "); running uncached, the cache as it was is kept");
+  }
+  report_.persist_s = now() - t;
+  return g;
+}
+
+void MethodSource::persist_entry(const compiler::CompiledGraph& g, const ObjectRecord& object) {
+  report_.graph_key = object.graph_key;
+  report_.artifact_checksum = object.meta.checksum;
+  report_.artifact_bytes = object.raw.size();
   if (disabled_) return;
   const double t = now();
   try {
-    ObjectRecord o = cache_->make_object(g, id);
-    report_.artifact_bytes = o.raw.size();
-    report_.artifact_checksum = o.meta.checksum;
-    cache_->save({o}, {cache_->make_entry(g, o)});
+    cache_->save({}, {cache_->make_entry(g, object)});
     report_.writer = true;
     report_.saved = true;
+  } catch (const CacheRefused& e) {
+    warn_uncached(cache_->dir(), "refused", std::string(e.what()) + "; running uncached");
+    disabled_ = true;
   } catch (const CacheError& e) {
-    log::warn("could not save {} to the cache ({}); continuing uncached", cache_->where(), e.what());
+    warn_uncached(cache_->dir(), "save",
+                  "could not save " + cache_->where() + " to the cache (" + e.what() +
+                      "); running uncached, the cache as it was is kept");
   }
   report_.persist_s = now() - t;
 }
@@ -116,10 +162,15 @@ std::shared_ptr<compiler::CompiledGraph> LocalSource::obtain(const FlatArgs& arg
     tr = trace_checked(trace);
     id = cache().graph_id(*tr);
   }
+  // The store may hold the artifact already (another rank, world size or
+  // model stored it, or this entry's index was lost): a read, no compile.
+  if (auto stored = compile_every_miss_ ? std::nullopt : cache().stored_object(id, *tr, args, compile)) {
+    report().read_store = true;
+    persist_entry(*stored->graph, stored->object);
+    return stored->graph;
+  }
   report().owner = cache().who().global_rank;
-  auto g = compile_timed(std::move(*tr), args, compile);
-  persist(*g, id);
-  return g;
+  return persist(compile_timed(std::move(*tr), args, compile), id, args, compile);
 }
 
 }  // namespace npucache::cache

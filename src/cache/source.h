@@ -47,9 +47,14 @@ class MethodSource : public compiler::EntrySource {
   // Compiles (elapsed and CPU time recorded) for the call `args`.
   std::shared_ptr<compiler::CompiledGraph> compile_timed(TraceResult trace, const FlatArgs& args,
                                                          const compiler::CompileStep& compile);
-  // Saves `g` under `id` as this rank's entry (timed). A save that fails is
-  // logged; the method continues uncached.
-  void persist(const compiler::CompiledGraph& g, const GraphId& id);
+  // Saves `g` under `id` as this rank's entry (timed) and returns the
+  // program to run: `g`, or, when another writer stored the key first, the
+  // stored program (every user of a key runs the same bytes). A save that
+  // fails is logged once; the method continues uncached with `g`.
+  std::shared_ptr<compiler::CompiledGraph> persist(std::shared_ptr<compiler::CompiledGraph> g, const GraphId& id,
+                                                   const FlatArgs& args, const compiler::CompileStep& compile);
+  // Saves only this rank's entry for an object the store already holds.
+  void persist_entry(const compiler::CompiledGraph& g, const ObjectRecord& object);
 
   MethodCache& cache() { return *cache_; }
   MethodReport& report() { return report_; }
@@ -62,12 +67,17 @@ class MethodSource : public compiler::EntrySource {
   MethodReport report_;
 };
 
-// cache_compile's source: a hit loads; a miss traces, compiles and saves.
+// cache_compile's source: a hit loads; a miss traces, reads the stored
+// object of the same computation when the store has one, else compiles and
+// saves. `compile_every_miss` (the coordinator's independent baseline, as
+// TorchAir and vLLM behave) compiles on every miss instead.
 class LocalSource final : public MethodSource {
  public:
-  LocalSource(std::shared_ptr<MethodCache> cache, ReportSink sink) : MethodSource(std::move(cache), std::move(sink)) {}
+  LocalSource(std::shared_ptr<MethodCache> cache, ReportSink sink, bool compile_every_miss = false)
+      : MethodSource(std::move(cache), std::move(sink)), compile_every_miss_(compile_every_miss) {}
 
  private:
+  bool compile_every_miss_;
   std::shared_ptr<compiler::CompiledGraph> obtain(const FlatArgs& args, const compiler::TraceStep& trace,
                                                   const compiler::CompileStep& compile) override;
 };

@@ -1,7 +1,7 @@
 #include "cache/stats.h"
 
-#include "cache/atomic_file.h"
-#include "cache/file_lock.h"
+#include "cache/cache_error.h"
+#include "cache/dir.h"
 #include "cache/layout.h"
 #include "log/log.h"
 
@@ -9,7 +9,6 @@
 
 #include <chrono>
 #include <mutex>
-#include <fstream>
 
 namespace npucache::cache {
 namespace fs = std::filesystem;
@@ -21,11 +20,20 @@ double now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-CacheStats parse(const fs::path& file) {
+// 16 MiB: stats.json holds counters, a last-use time per entry and 20
+// misses; anything larger is not ours.
+constexpr std::size_t kMaxStatsBytes = std::size_t{16} << 20;
+
+CacheStats parse(const Dir& dir) {
   CacheStats s;
-  std::ifstream in(file);
-  if (!in) return s;
-  nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  std::optional<std::string> text_bytes;
+  try {
+    text_bytes = dir.read(layout::kStatsFile, kMaxStatsBytes);
+  } catch (const CacheError& e) {
+    log::warn("{}; statistics start afresh", e.what());
+  }
+  if (!text_bytes) return s;
+  nlohmann::json j = nlohmann::json::parse(*text_bytes, nullptr, false);
   if (j.is_discarded() || !j.is_object()) return s;
   // Damaged or foreign values are skipped, never trusted or thrown.
   auto count = [&](const char* k) {
@@ -39,6 +47,8 @@ CacheStats parse(const fs::path& file) {
   s.hits = count("hits");
   s.misses = count("misses");
   s.saves = count("saves");
+  if (auto t = j.find("compile_time_saved_s"); t != j.end() && t->is_number() && t->get<double>() >= 0)
+    s.compile_time_saved_s = t->get<double>();
   if (auto lu = j.find("last_used"); lu != j.end() && lu->is_object())
     for (auto& [k, v] : lu->items())
       if (v.is_number()) s.last_used[k] = v.get<double>();
@@ -60,18 +70,21 @@ CacheStats parse(const fs::path& file) {
 template <class F>
 void update(const fs::path& dir, F&& change) {
   try {
-    FileLock lock((dir / layout::kLockFile).string());
-    CacheStats s = parse(dir / layout::kStatsFile);
+    if (!Dir::exists(dir)) return;
+    const Dir d = Dir::open(dir, Safety::cache, Create::no);
+    FileLock lock = d.sub(layout::kLocksDir, Create::yes).lock(layout::kStatsLock);
+    CacheStats s = parse(d);
     change(s);
     nlohmann::json j;
     j["hits"] = s.hits;
     j["misses"] = s.misses;
     j["saves"] = s.saves;
+    j["compile_time_saved_s"] = s.compile_time_saved_s;
     j["last_used"] = s.last_used;
     j["recent_misses"] = nlohmann::json::array();
     for (const auto& m : s.recent_misses)
       j["recent_misses"].push_back({{"time", m.time}, {"entry", m.entry}, {"reason", m.reason}, {"differences", m.differences}});
-    write_file_atomically(dir / layout::kStatsFile, j.dump(1) + "\n");
+    d.write(layout::kStatsFile, j.dump(1) + "\n");
   } catch (const std::exception& e) {
     log::debug("cache statistics in {} not updated: {}", dir.string(), e.what());
   }
@@ -97,6 +110,7 @@ class Pending {
         s.hits += p.hits;
         s.misses += p.misses;
         s.saves += p.saves;
+        s.compile_time_saved_s += p.compile_time_saved_s;
         for (const auto& [e, t] : p.last_used) s.last_used[e] = t;
         for (auto& m : p.recent_misses) s.recent_misses.push_back(m);
         if (s.recent_misses.size() > kRecentMisses)
@@ -117,13 +131,14 @@ Pending& pending() {
 
 }  // namespace
 
-CacheStats read_stats(const fs::path& dir) { return parse(dir / layout::kStatsFile); }
+CacheStats read_stats(const fs::path& dir) { return parse(Dir::open(dir, Safety::cache, Create::no)); }
 
 void flush_stats() { pending().flush(); }
 
-void record_hit(const fs::path& dir, const std::string& entry) {
+void record_hit(const fs::path& dir, const std::string& entry, double compile_seconds) {
   pending().add(dir, [&](CacheStats& s) {
     ++s.hits;
+    s.compile_time_saved_s += compile_seconds;
     s.last_used[entry] = now();
   });
 }
@@ -144,9 +159,18 @@ void record_save(const fs::path& dir, const std::vector<std::string>& entries) {
   });
 }
 
+void zero_stats(const fs::path& dir) {
+  update(dir, [](CacheStats& s) {
+    s.hits = s.misses = s.saves = 0;
+    s.compile_time_saved_s = 0;
+    s.recent_misses.clear();
+  });
+}
+
 void clear_stats(const fs::path& dir) {
-  std::error_code ec;
-  fs::remove(dir / layout::kStatsFile, ec);
+  const Dir d = Dir::open(dir, Safety::cache, Create::no);
+  FileLock lock = d.sub(layout::kLocksDir, Create::yes).lock(layout::kStatsLock);
+  d.remove(layout::kStatsFile);
 }
 
 void forget_entries(const fs::path& dir, const std::vector<std::string>& entries) {

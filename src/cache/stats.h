@@ -23,16 +23,20 @@ struct MissRecord {
 
 struct CacheStats {
   uint64_t hits = 0, misses = 0, saves = 0;
+  double compile_time_saved_s = 0;  // compile time of the entries served by hits
   std::map<std::string, double> last_used;  // entry path -> unix time
   std::vector<MissRecord> recent_misses;    // newest last, at most 20
 };
 
 CacheStats read_stats(const std::filesystem::path& dir);
-void record_hit(const std::filesystem::path& dir, const std::string& entry);
+// `compile_seconds`: what the entry's object cost to compile (saved by the hit).
+void record_hit(const std::filesystem::path& dir, const std::string& entry, double compile_seconds);
 void record_miss(const std::filesystem::path& dir, const MissRecord& miss);
 void record_save(const std::filesystem::path& dir, const std::vector<std::string>& entries);
 // Merges the accumulated counters into every touched stats file.
 void flush_stats();
+// Zeroes the counters, keeping last-use times.
+void zero_stats(const std::filesystem::path& dir);
 // Removes the statistics file.
 void clear_stats(const std::filesystem::path& dir);
 // Drops last-used records of entries that no longer exist.

@@ -1,19 +1,16 @@
 #include "cache/store.h"
 
-#include "cache/atomic_file.h"
 #include "cache/cache_error.h"
-#include "cache/file_lock.h"
-#include "cache/h5.h"
-#include "cache/keys.h"
 #include "cache/layout.h"
+#include "cache/object_file.h"
 #include "log/log.h"
 
-#include <cerrno>
-#include <csignal>
-#include <cstdlib>
+#include <xxhash.h>
+
+#include <chrono>
 #include <map>
 #include <mutex>
-#include <set>
+#include <random>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -21,352 +18,265 @@ namespace npucache::cache {
 namespace fs = std::filesystem;
 namespace {
 
-// --- Attribute conversion (format 1: every value a string) -----------------
+// Caps on what a file of each kind may be before it is read: a damaged or
+// foreign file cannot make a reader allocate without bound.
+constexpr std::size_t kMaxIndexBytes = std::size_t{256} << 20;
+constexpr std::size_t kMaxObjectBytes = std::size_t{17} << 30;
 
-using Attrs = std::map<std::string, std::string>;
-
-std::string get(const Attrs& a, const char* k) {
-  auto it = a.find(k);
-  return it == a.end() ? std::string() : it->second;
-}
-
-// Strict number parsing: a damaged attribute is a CacheError, never an
-// uncaught exception or a silently wrong value.
-long long parse_int(const Attrs& a, const char* k, const std::string& where) {
-  const std::string s = get(a, k);
-  if (s.empty()) return 0;
-  char* end = nullptr;
-  errno = 0;
-  const long long v = std::strtoll(s.c_str(), &end, 10);
-  if (*end != '\0' || errno != 0) throw CacheError(where + ": attribute " + k + " is damaged ('" + s + "')");
-  return v;
-}
-
-double parse_double(const Attrs& a, const char* k, const std::string& where) {
-  const std::string s = get(a, k);
-  if (s.empty()) return 0;
-  char* end = nullptr;
-  errno = 0;
-  const double v = std::strtod(s.c_str(), &end);
-  if (*end != '\0' || errno != 0) throw CacheError(where + ": attribute " + k + " is damaged ('" + s + "')");
-  return v;
-}
-
-void put_object_facts(Attrs& a, const ObjectMeta& m) {
-  a["checksum"] = m.checksum;
-  a["raw_size"] = std::to_string(m.raw_size);
-  a["stored_size"] = std::to_string(m.stored_size);
-  a["with_program"] = m.with_program ? "true" : "false";
-  a["compile_time_s"] = std::to_string(m.compile_time_s);
-  a["pass_times"] = m.pass_times;
-  a["producer_host"] = m.producer.host;
-  a["producer_pid"] = std::to_string(m.producer.pid);
-  a["producer_rank"] = std::to_string(m.producer.global_rank);
-}
-
-void get_object_facts(const Attrs& a, ObjectMeta& m, const std::string& where) {
-  m.checksum = get(a, "checksum");
-  m.raw_size = static_cast<uint64_t>(parse_int(a, "raw_size", where));
-  m.stored_size = static_cast<uint64_t>(parse_int(a, "stored_size", where));
-  m.with_program = get(a, "with_program") == "true";
-  m.compile_time_s = parse_double(a, "compile_time_s", where);
-  m.pass_times = get(a, "pass_times");
-  m.producer.host = get(a, "producer_host");
-  m.producer.pid = static_cast<long>(parse_int(a, "producer_pid", where));
-  m.producer.global_rank = static_cast<int>(parse_int(a, "producer_rank", where));
-}
-
-Attrs object_attrs(const ObjectRecord& o) {
-  Attrs a;
-  put_object_facts(a, o.meta);
-  a["graph_key"] = o.graph_key;
-  a["mode"] = o.meta.mode;
-  a["dynamic"] = o.meta.dynamic ? "true" : "false";
-  a["canonical_hash"] = o.meta.canonical_hash;
-  a["date"] = o.meta.date;
-  a["version"] = o.meta.version;
-  return a;
-}
-
-ObjectMeta object_meta(const Attrs& a, const std::string& where) {
-  ObjectMeta m;
-  get_object_facts(a, m, where);
-  m.mode = get(a, "mode");
-  m.dynamic = get(a, "dynamic") != "false";
-  m.canonical_hash = get(a, "canonical_hash");
-  m.date = get(a, "date");
-  m.version = get(a, "version");
+// A process keeps each index it decoded while the file stays the same
+// (inode, modification time, size): a warm start of several methods of a
+// model reads its index once.
+struct CachedIndex {
+  Dir::Info seen;
+  DecodedIndex decoded;
+};
+std::mutex g_index_mu;
+std::map<std::string, CachedIndex>& index_cache() {
+  static auto& m = *new std::map<std::string, CachedIndex>();
   return m;
 }
 
-Attrs entry_attrs(const EntryRecord& e) {
-  Attrs a = e.meta.components;
-  put_object_facts(a, e.object);
-  a["name"] = e.meta.name;
-  a["date"] = e.meta.date;
-  a["version"] = e.meta.version;
-  a["fx"] = e.meta.fx;
-  a["lookup_key"] = e.meta.lookup_key;
-  a["model_info"] = e.meta.model_info;
-  a["world_size"] = std::to_string(e.meta.rank.world_size);
-  a["global_rank"] = std::to_string(e.meta.rank.global_rank);
-  a["tp_rank"] = std::to_string(e.meta.rank.tp_rank);
-  a["pp_rank"] = std::to_string(e.meta.rank.pp_rank);
-  a["graph_key"] = e.graph_key;
-  return a;
+std::string new_store_id() {
+  std::random_device rd;
+  const uint64_t a = (static_cast<uint64_t>(rd()) << 32) ^ rd();
+  const uint64_t b = static_cast<uint64_t>(::getpid()) ^
+                     static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%016llx%016llx", static_cast<unsigned long long>(a),
+                static_cast<unsigned long long>(XXH3_64bits(&b, sizeof b)));
+  return buf;
 }
 
-EntryRecord entry_record(const std::string& path, const Attrs& a) {
-  EntryRecord e;
-  e.path = path;
-  e.graph_key = get(a, "graph_key");
-  e.meta.name = get(a, "name");
-  e.meta.date = get(a, "date");
-  e.meta.version = get(a, "version");
-  e.meta.fx = get(a, "fx");
-  e.meta.lookup_key = get(a, "lookup_key");
-  e.meta.model_info = get(a, "model_info");
-  e.meta.components = key_components(a);
-  e.meta.rank.world_size = static_cast<int>(parse_int(a, "world_size", path));
-  e.meta.rank.global_rank = static_cast<int>(parse_int(a, "global_rank", path));
-  e.meta.rank.tp_rank = static_cast<int>(parse_int(a, "tp_rank", path));
-  e.meta.rank.pp_rank = static_cast<int>(parse_int(a, "pp_rank", path));
-  get_object_facts(a, e.object, path);
-  return e;
+void write_markers(const Dir& d) {
+  d.publish(layout::kCacheDirTag,
+            "Signature: 8a477f597d28d172789f06886806bc55\n"
+            "# This file marks an npucache compile cache directory (see https://bford.info/cachedir/).\n");
+  d.publish(layout::kStoreFile, std::string("{\"format\": \"") + layout::kFormatName + "\", \"format_version\": \"" +
+                                    layout::kFormatVersion + "\", \"store_id\": \"" + new_store_id() + "\"}\n");
 }
 
-Attrs read_attrs(hid_t obj) {
-  Attrs a;
-  for (const auto& name : h5::attr_names(obj)) a[name] = h5::read_attr(obj, name);
-  return a;
-}
-
-// --- File layout ------------------------------------------------------------
-
-std::string module_path(const std::string& graph_key) {
-  return layout::h5_object(graph_key) + "/" + layout::kModuleDataset;
-}
-
-// Is the process with this pid gone (its temporary files are garbage)?
-bool dead(long pid) { return pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH; }
-
-void remove_stale_temps(const fs::path& dir) {
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(dir, ec)) {
-    const long pid = layout::temp_owner(e.path().filename().string(), layout::kCacheFile);
-    if (pid == ::getpid() || dead(pid)) fs::remove(e.path(), ec);
-  }
-}
-
-void write_object(hid_t file, const ObjectRecord& o) {
-  h5::Handle grp = h5::create_group(file, layout::h5_object(o.graph_key));
-  h5::write_bytes(grp.id(), layout::kModuleDataset, o.raw);
-  h5::write_strings(grp.id(), layout::kGraphDataset, o.graph_text);
-  h5::Handle ds = h5::open_dataset(grp.id(), layout::kModuleDataset);
-  ObjectRecord stored = o;
-  stored.meta.checksum = checksum(o.raw);
-  stored.meta.raw_size = o.raw.size();
-  stored.meta.stored_size = h5::storage_size(grp.id(), layout::kModuleDataset);
-  for (const auto& [k, v] : object_attrs(stored)) h5::write_attr(ds.id(), k, v);
-}
-
-void write_entry(hid_t file, const EntryRecord& e) {
-  const std::string p = layout::h5_entry(e.path);
-  if (h5::exists(file, p)) h5::remove(file, p);
-  h5::Handle grp = h5::create_group(file, p);
-  for (const auto& [k, v] : entry_attrs(e)) h5::write_attr(grp.id(), k, v);
-  h5::write_strings(grp.id(), layout::kParametersDataset, e.parameters);
-  h5::hard_link(file, module_path(e.graph_key), p + "/" + layout::kModuleDataset);
-}
-
-// Entry groups: groups holding a compiled_module link, outside /objects.
-void find_entries(hid_t file, const std::string& at, std::vector<std::string>& out) {
-  for (const auto& c : h5::children(file, at.empty() ? "/" : at)) {
-    const std::string p = at + "/" + c;
-    if (p == layout::kObjectsGroup || !h5::is_group(file, p)) continue;
-    if (h5::exists(file, p + "/" + layout::kModuleDataset))
-      out.push_back(p.substr(1));
-    else
-      find_entries(file, p, out);
-  }
+void note_format1(const Dir& d) {
+  static std::once_flag once;
+  if (d.stat(layout::kFormat1File))
+    std::call_once(once, [&] {
+      log::warn("{} holds a cache of format 1 ({}), which this version (format {}) does not read; `npucache clear {}` "
+                "removes it",
+                d.path().string(), layout::kFormat1File, layout::kFormatVersion, d.path().string());
+    });
 }
 
 }  // namespace
 
-Hdf5Store::Hdf5Store(fs::path dir) : dir_(std::move(dir)) {
-  std::error_code ec;
-  if (!fs::exists(dir_, ec)) {
-    fs::create_directories(dir_, ec);
-    if (ec) throw CacheError("cannot create cache directory " + dir_.string() + ": " + ec.message());
-    fs::permissions(dir_, fs::perms::owner_all, fs::perm_options::replace, ec);
+Store Store::open(const fs::path& dir, Create create) {
+  Dir d = Dir::open(dir, Safety::cache, create);
+  if (create == Create::yes) {
+    write_markers(d);
+    note_format1(d);
   }
-  if (!fs::is_directory(dir_, ec)) throw CacheError("cache directory " + dir_.string() + " is not a directory");
+  return Store(std::move(d));
 }
 
-fs::path Hdf5Store::file() const { return dir_ / layout::kCacheFile; }
+Dir Store::objects(Create create) const { return dir_.sub(layout::kObjectsDir, create); }
 
-bool Hdf5Store::exists() const {
+std::string Store::identity() const {
+  auto text = dir_.read(layout::kStoreFile, 4096);
+  std::string id;
+  if (text) {
+    const auto at = text->find("\"store_id\": \"");
+    if (at != std::string::npos) id = text->substr(at + 13, 32);
+  }
+  if (id.size() != 32) throw CacheError(dir_.path().string() + "/" + layout::kStoreFile + " is damaged: it names no store");
   struct stat st;
-  return ::lstat(file().c_str(), &st) == 0;
+  if (::fstat(dir_.fd(), &st) != 0) throw CacheError("cannot inspect " + dir_.path().string());
+  return id + ":" + std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino);
 }
 
-void Hdf5Store::check_file_safety() const {
-  struct stat st;
-  if (::lstat(file().c_str(), &st) != 0) return;
-  if (S_ISLNK(st.st_mode))
-    throw CacheRefused("refusing to use " + file().string() +
-                       ": it is a symbolic link, and a link could make npucache load a file someone else "
-                       "controls; replace it with the real file or use another cache_dir");
-  if (st.st_uid != ::geteuid())
-    throw CacheRefused("refusing to use " + file().string() + ": it is owned by uid " + std::to_string(st.st_uid) +
-                       ", not by the current user (uid " + std::to_string(::geteuid()) +
-                       "); a cache written by another user could make this process run code it did not "
-                       "compile. Use your own cache_dir");
+fs::path Store::object_path(const std::string& key) const {
+  return dir_.path() / layout::kObjectsDir / layout::object_file(key);
+}
+fs::path Store::index_path(const std::string& model_info) const { return dir_.path() / layout::index_file(model_info); }
+
+std::optional<DecodedIndex> Store::index(const std::string& model_info) const {
+  const std::string name = layout::index_file(model_info);
+  const std::string key = (dir_.path() / name).string();
+  auto seen = dir_.stat(name);
+  if (!seen) return std::nullopt;
+  {
+    std::lock_guard lock(g_index_mu);
+    auto it = index_cache().find(key);
+    if (it != index_cache().end() && it->second.seen.ino == seen->ino && it->second.seen.mtime_ns == seen->mtime_ns &&
+        it->second.seen.size == seen->size)
+      return it->second.decoded;
+  }
+  auto bytes = dir_.read(name, kMaxIndexBytes);
+  if (!bytes) return std::nullopt;
+  DecodedIndex d = decode_index(*bytes, "index " + key);
+  if (d.index.model_info != model_info) throw CacheError("index " + key + " names model " + d.index.model_info);
+  std::lock_guard lock(g_index_mu);
+  index_cache()[key] = {*seen, d};
+  return d;
 }
 
-struct Hdf5Store::Reader::Impl {
-  h5::Handle file;
-};
-
-Hdf5Store::Reader::Reader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-Hdf5Store::Reader::~Reader() = default;
-Hdf5Store::Reader::Reader(Reader&&) noexcept = default;
-
-std::optional<Hdf5Store::Reader> Hdf5Store::reader() const {
-  check_file_safety();
-  if (!exists()) return std::nullopt;
-  auto impl = std::make_unique<Reader::Impl>();
-  impl->file = h5::open_file(file().string(), false);
-  return Reader(std::move(impl));
+std::optional<EntryRecord> Store::entry(const std::string& path) const {
+  const std::string model_info = layout::model_info_of(path);
+  auto d = index(model_info);
+  if (!d) return std::nullopt;
+  for (const auto& e : d->index.entries)
+    if (e.path == path) return e;
+  if (!d->intact)
+    throw CacheError("index " + index_path(model_info).string() + " is damaged (" + std::to_string(d->damaged) +
+                     " record(s) unreadable) and entry " + path + " is not among its readable ones");
+  return std::nullopt;
 }
 
-std::optional<EntryRecord> Hdf5Store::Reader::entry(const std::string& path) const {
-  const hid_t f = impl_->file.id();
-  const std::string p = layout::h5_entry(path);
-  if (!h5::exists(f, p + "/" + layout::kModuleDataset)) return std::nullopt;
-  h5::Handle grp = h5::open_group(f, p);
-  EntryRecord e = entry_record(p.substr(1), read_attrs(grp.id()));
-  e.parameters = h5::read_strings(grp.id(), layout::kParametersDataset);
-  if (e.parameters.size() == 1 && e.parameters[0].empty()) e.parameters.clear();
-  return e;
-}
-
-std::vector<EntryRecord> Hdf5Store::Reader::entries() const {
-  std::vector<std::string> paths;
-  find_entries(impl_->file.id(), "", paths);
-  std::vector<EntryRecord> out;
-  for (const auto& p : paths)
-    if (auto e = entry(p)) out.push_back(std::move(*e));
+std::vector<std::string> Store::model_infos() const {
+  std::vector<std::string> out;
+  for (const auto& n : dir_.list())
+    if (auto m = layout::index_model_info(n); !m.empty()) out.push_back(m);
   return out;
 }
 
-bool Hdf5Store::Reader::has_object(const std::string& key) const {
-  return h5::exists(impl_->file.id(), module_path(key));
+bool Store::has_object(const std::string& key) const {
+  try {
+    auto info = objects(Create::no).stat(layout::object_file(key));
+    return info && info->regular && info->ours;
+  } catch (const CacheError&) {
+    return false;
+  }
 }
 
-std::vector<std::string> Hdf5Store::Reader::objects() const {
-  if (!h5::exists(impl_->file.id(), layout::kObjectsGroup)) return {};
-  return h5::children(impl_->file.id(), layout::kObjectsGroup);
+std::vector<std::string> Store::object_keys() const {
+  std::vector<std::string> out;
+  if (!dir_.stat(layout::kObjectsDir)) return out;
+  for (const auto& n : objects(Create::no).list())
+    if (auto k = layout::object_key(n); !k.empty()) out.push_back(k);
+  return out;
 }
 
-std::size_t Hdf5Store::Reader::stored_bytes(const std::string& key) const {
-  h5::Handle grp = h5::open_group(impl_->file.id(), layout::h5_object(key));
-  return h5::storage_size(grp.id(), layout::kModuleDataset);
-}
-
-ObjectRecord Hdf5Store::Reader::object(const std::string& key, bool with_text) const {
-  const std::string g = layout::h5_object(key);
-  if (!h5::exists(impl_->file.id(), module_path(key))) throw CacheError("object " + key + " is missing from the store");
-  h5::Handle grp = h5::open_group(impl_->file.id(), g);
-  ObjectRecord o;
-  o.graph_key = key;
-  o.raw = h5::read_bytes(grp.id(), layout::kModuleDataset);
-  h5::Handle ds = h5::open_dataset(grp.id(), layout::kModuleDataset);
-  o.meta = object_meta(read_attrs(ds.id()), "object " + key);
-  if (checksum(o.raw) != o.meta.checksum)
-    throw CacheError("object " + key + " fails its checksum (stored " + o.meta.checksum + ", read " +
-                     checksum(o.raw) + "): the file is corrupt");
-  if (with_text) o.graph_text = h5::read_strings(grp.id(), layout::kGraphDataset);
+ObjectRecord Store::object(const std::string& key, bool with_text) const {
+  const std::string what = "object file " + object_path(key).string();
+  if (!dir_.stat(layout::kObjectsDir)) throw CacheError(what + " is missing");
+  auto bytes = objects(Create::no).read(layout::object_file(key), kMaxObjectBytes);
+  if (!bytes) throw CacheError(what + " is missing");
+  ObjectRecord o = decode_object(*bytes, what, with_text);
+  if (o.graph_key != key) throw CacheError(what + " holds object " + o.graph_key);
   return o;
 }
 
-std::shared_ptr<const Hdf5Store::Reader> Hdf5Store::shared_reader() const {
-  struct Cached {
-    ino_t ino;
-    int64_t mtime_ns;
-    std::shared_ptr<const Reader> reader;
-  };
-  static std::mutex mu;
-  // Never destroyed: HDF5 closes its open files itself at exit, after which
-  // closing them again would fail.
-  static auto& cache = *new std::map<std::string, Cached>();
-  check_file_safety();
-  struct stat st;
-  if (::stat(file().c_str(), &st) != 0) return nullptr;
-  const int64_t mtime = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
-  std::lock_guard lock(mu);
-  auto it = cache.find(file().string());
-  if (it != cache.end() && it->second.ino == st.st_ino && it->second.mtime_ns == mtime) return it->second.reader;
-  auto r = reader();
-  if (!r) return nullptr;
-  auto shared = std::make_shared<const Reader>(std::move(*r));
-  cache[file().string()] = {st.st_ino, mtime, shared};
-  return shared;
+ObjectMeta Store::object_meta(const std::string& key) const {
+  const std::string what = "object file " + object_path(key).string();
+  if (!dir_.stat(layout::kObjectsDir)) throw CacheError(what + " is missing");
+  auto bytes = objects(Create::no).read(layout::object_file(key), kMaxObjectBytes);
+  if (!bytes) throw CacheError(what + " is missing");
+  std::string stored_key;
+  ObjectMeta m = cache::object_meta(*bytes, what, &stored_key);
+  if (stored_key != key) throw CacheError(what + " holds object " + stored_key);
+  return m;
 }
 
-void Hdf5Store::commit(const Transaction& t) {
-  FileLock lock((dir_ / layout::kLockFile).string());
-  check_file_safety();
-  remove_stale_temps(dir_);
-  AtomicFile out(file());
-  const std::string tmp = out.temp_path().string();
-  bool readable = exists();
-  if (readable) {
+Store::Put Store::put_object(const ObjectRecord& o, const Check& usable) const {
+  const Dir obj = objects(Create::yes);
+  const std::string name = layout::object_file(o.graph_key);
+  const std::string bytes = encode_object(o);
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    if (obj.publish(name, bytes)) {
+      Put p{o, false};
+      p.stored.meta.checksum = checksum(o.raw);
+      p.stored.meta.raw_size = o.raw.size();
+      p.stored.meta.stored_size = bytes.size();
+      return p;
+    }
+    // Another writer stored the key first: adopt its bytes, unless they are
+    // damaged (then they are replaced).
+    auto seen = obj.stat(name);
     try {
-      h5::open_file(file().string(), false);
-    } catch (const CacheError& e) {
-      log::warn("cache file {} is unreadable ({}); starting a new one", file().string(), e.what());
-      readable = false;
+      ObjectRecord stored = object(o.graph_key, true);
+      if (usable) usable(stored);
+      const bool other = stored.meta.checksum != checksum(o.raw);
+      return {std::move(stored), other};
+    } catch (const CacheRefused&) {
+      throw;
+    } catch (const Error& e) {
+      log::warn("stored object {} is unusable ({}); replacing it", o.graph_key, e.what());
+      FileLock lock = dir_.sub(layout::kLocksDir, Create::yes).lock(layout::kRepairLock);
+      remove_object(o.graph_key, seen);
     }
   }
-  if (readable && !t.drop_unreferenced_objects) {
-    fs::copy_file(file(), tmp, fs::copy_options::overwrite_existing);
-  } else {
-    h5::Handle f = h5::create_file(tmp);
-    h5::write_attr(f.id(), "format_version", layout::kFormatVersion);
-    h5::write_attr(f.id(), "producer", layout::kProducer);
-    f.close();
-  }
-  h5::Handle f = h5::open_file(tmp, true);
-  if (readable && t.drop_unreferenced_objects) {
-    // Copy the referenced objects and surviving entries into a fresh file.
-    auto r = reader();
-    std::set<std::string> removed(t.remove_entries.begin(), t.remove_entries.end());
-    for (auto& e : r->entries())
-      if (!removed.count(e.path)) {
-        if (!h5::exists(f.id(), layout::h5_object(e.graph_key))) write_object(f.id(), r->object(e.graph_key));
-        write_entry(f.id(), e);
-      }
-  }
-  for (const auto& o : t.objects)
-    if (!h5::exists(f.id(), layout::h5_object(o.graph_key))) write_object(f.id(), o);
-  for (const auto& p : t.remove_entries)
-    if (h5::exists(f.id(), layout::h5_entry(p))) h5::remove(f.id(), layout::h5_entry(p));
-  for (const auto& e : t.entries) {
-    if (!h5::exists(f.id(), module_path(e.graph_key)))
-      throw CacheError("entry " + e.path + " refers to object " + e.graph_key + ", which the store does not hold");
-    write_entry(f.id(), e);
-  }
-  h5::flush(f.id());
-  f.close();
-  out.commit();
+  throw CacheError("could not store object " + o.graph_key + ": another process keeps replacing it");
 }
 
-void Hdf5Store::clear() {
-  FileLock lock((dir_ / layout::kLockFile).string());
-  std::error_code ec;
-  fs::remove(file(), ec);
-  remove_stale_temps(dir_);
+void Store::remove_object(const std::string& key, const std::optional<Dir::Info>& only_if) const {
+  if (!dir_.stat(layout::kObjectsDir)) return;
+  const Dir obj = objects(Create::no);
+  const std::string name = layout::object_file(key);
+  if (only_if) {
+    auto now = obj.stat(name);
+    if (!now || now->ino != only_if->ino) return;  // already replaced by another writer
+  }
+  obj.remove(name);
+}
+
+std::size_t Store::update_index(const std::string& model_info, const Components& model,
+                                const std::vector<EntryRecord>& put, const std::vector<std::string>& remove) const {
+  FileLock lock = dir_.sub(layout::kLocksDir, Create::yes).lock(model_info + ".lock");
+  IndexFile ix;
+  ix.model_info = model_info;
+  ix.model = model;
+  std::size_t lost = 0;
+  std::map<std::string, EntryRecord> entries;
+  try {
+    if (auto d = index(model_info)) {
+      for (auto& e : d->index.entries) entries[e.path] = std::move(e);
+      if (!d->intact) {
+        lost = d->damaged;
+        log::warn("index {} is damaged: {} record(s) unreadable; its {} readable entries are kept in a new index",
+                  index_path(model_info).string(), d->damaged, entries.size());
+      }
+    }
+  } catch (const CacheRefused&) {
+    throw;
+  } catch (const CacheError& e) {
+    log::warn("{}; writing a new index", e.what());
+    lost = 1;
+  }
+  for (const auto& p : remove) entries.erase(p);
+  for (const auto& e : put) {
+    if (layout::model_info_of(e.path) != model_info)
+      throw CacheError("entry " + e.path + " is not an entry of model " + model_info);
+    entries[e.path] = e;
+  }
+  for (auto& [p, e] : entries) ix.entries.push_back(std::move(e));
+  const std::string name = layout::index_file(model_info);
+  if (ix.entries.empty()) {
+    dir_.remove(name);
+  } else {
+    dir_.write(name, encode_index(ix));
+  }
+  return lost;
+}
+
+bool Store::index_damaged(const std::string& model_info) const {
+  try {
+    auto d = index(model_info);
+    return d && (!d->intact || !d->hdf5_intact);
+  } catch (const CacheError&) {
+    return true;
+  }
+}
+
+void Store::heal_index(const std::string& model_info) const {
+  Components model;
+  try {
+    if (auto d = index(model_info)) model = d->index.model;
+  } catch (const CacheError&) {
+  }
+  log::warn("rewriting damaged index {}", index_path(model_info).string());
+  update_index(model_info, model, {}, {});
+}
+
+void Store::remove_index(const std::string& model_info) const {
+  FileLock lock = dir_.sub(layout::kLocksDir, Create::yes).lock(model_info + ".lock");
+  dir_.remove(layout::index_file(model_info));
 }
 
 }  // namespace npucache::cache

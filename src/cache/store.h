@@ -1,84 +1,96 @@
-// The HDF5 compile-cache store of one cache directory (docs/FORMAT.md).
+// The store of one cache directory (docs/FORMAT.md).
 //
-// Everything lives in <dir>/cache.h5: content-addressed objects under
-// /objects/<graph_key>, and entries at the seed's paths
-// /<model_info>/[world<W>global_rank<R>/]<func>, whose compiled_module is a
-// hard link to their object's dataset (bytes stored once).
+// One file per unique artifact, content-addressed by graph key,
+// objects/<graph_key>.h5, written once (temporary + link: the first writer
+// of a key wins) and never changed; a writer that finds its key stored
+// adopts the stored bytes. One small index per model, <model_info>.h5, with
+// that model's entries; a write rewrites only the index of its model (under
+// that index's lock) and adds only its new objects, so its cost does not
+// grow with the cache and writers of different models never wait on each
+// other.
 //
-// Writes are transactions: under an exclusive lock (<dir>/.lock) the
-// current file is copied to a temporary file (AtomicFile), changed,
-// flushed, fsynced and renamed over cache.h5. A process killed at any
-// instant leaves the previous file or the new one, never a partial one;
-// readers (which never lock) see one or the other. Concurrent writers
-// serialise on the lock and each re-reads the latest file, so no entry is
-// lost.
+// Everything read is validated (envelope.h): a damaged object is reported,
+// removed and rebuilt by its next writer; a damaged index is salvaged (its
+// readable entries kept) when next written. Files are created exclusively
+// without following links, directories 0700, files 0600; an unsafe
+// directory or a file that is a link or owned by someone else is refused
+// (CacheRefused).
 //
-// Security (TorchAir's rule): files are created 0600 and directories 0700;
-// opening refuses a cache.h5 that is a symlink or is not owned by the
-// current user, with CacheRefused saying why.
-//
-// Records are typed (records.h); only this file converts them to and from
-// HDF5 attributes.
+// Thread safety: a Store may be used from several threads (HDF5 calls are
+// serialised); processes coordinate through the file system alone.
 #pragma once
 
+#include "cache/dir.h"
+#include "cache/index_file.h"
 #include "cache/records.h"
 
 #include <filesystem>
-#include <memory>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
 
 namespace npucache::cache {
 
-class Hdf5Store {
+class Store {
  public:
-  // Creates the directory (0700) when missing.
-  explicit Hdf5Store(std::filesystem::path dir);
-  const std::filesystem::path& dir() const { return dir_; }
-  std::filesystem::path file() const;
-  bool exists() const;
+  // Create::yes creates the directory (0700) and its marker files.
+  static Store open(const std::filesystem::path& dir, Create create);
+  const std::filesystem::path& dir() const { return dir_.path(); }
+  // The store's identity: the id its marker file (store.json) names, with
+  // the directory's device and inode. Ranks that report the same identity
+  // use the same directory, on one host or across a shared file system;
+  // node-local directories of the same path on different hosts differ.
+  std::string identity() const;
+  const Dir& directory() const { return dir_; }
 
-  // A read view of the current file (one open; cheap to query repeatedly).
-  class Reader {
-   public:
-    ~Reader();
-    Reader(Reader&&) noexcept;
-    std::optional<EntryRecord> entry(const std::string& path) const;
-    std::vector<EntryRecord> entries() const;
-    bool has_object(const std::string& graph_key) const;
-    // Throws CacheError when missing or when the bytes fail the checksum.
-    // `with_text` false skips the graph's readable text (not needed to run).
-    ObjectRecord object(const std::string& graph_key, bool with_text = true) const;
-    std::vector<std::string> objects() const;
-    std::size_t stored_bytes(const std::string& graph_key) const;
+  // --- Reading -------------------------------------------------------------
+  // The entry at `path` (nullopt when its model has no index or the index
+  // no such entry). A damaged index whose record of the entry cannot be
+  // read is a CacheError.
+  std::optional<EntryRecord> entry(const std::string& path) const;
+  // The readable part of a model's index (nullopt when there is none).
+  // Throws CacheError when nothing of it can be trusted.
+  std::optional<DecodedIndex> index(const std::string& model_info) const;
+  std::vector<std::string> model_infos() const;
+  bool has_object(const std::string& graph_key) const;
+  // Throws CacheError naming the file and what is wrong (missing, damaged).
+  ObjectRecord object(const std::string& graph_key, bool with_text = true) const;
+  // The object's facts without its bytes.
+  ObjectMeta object_meta(const std::string& graph_key) const;
+  std::vector<std::string> object_keys() const;
+  std::filesystem::path object_path(const std::string& graph_key) const;
+  std::filesystem::path index_path(const std::string& model_info) const;
 
-   private:
-    friend class Hdf5Store;
-    struct Impl;
-    explicit Reader(std::unique_ptr<Impl> impl);
-    std::unique_ptr<Impl> impl_;
+  // --- Writing -------------------------------------------------------------
+  struct Put {
+    ObjectRecord stored;   // what the store holds for the key now
+    bool adopted = false;  // another writer's bytes were there first
   };
-  // nullopt when the cache has no file yet.
-  std::optional<Reader> reader() const;
-  // A reader shared within the process while cache.h5 stays the same file
-  // (same inode and modification time): a warm start of several methods
-  // opens the file once. nullptr when the cache has no file yet.
-  std::shared_ptr<const Reader> shared_reader() const;
-
-  struct Transaction {
-    std::vector<ObjectRecord> objects;       // written unless already present
-    std::vector<EntryRecord> entries;        // replace any entry at the same path
-    std::vector<std::string> remove_entries;
-    bool drop_unreferenced_objects = false;  // also rewrites the file compactly
-  };
-  void commit(const Transaction& t);
-  // Removes cache.h5 and leftover temporary files.
-  void clear();
+  // `usable` (may be empty) checks a stored object beyond its checksums
+  // (that it decodes); one that fails is replaced like a damaged one.
+  using Check = std::function<void(const ObjectRecord&)>;
+  Put put_object(const ObjectRecord& o, const Check& usable = {}) const;
+  // Under the model's index lock: entries `put` added or replaced, `remove`
+  // removed; a damaged index is salvaged into the new one. Returns the
+  // number of entries the index lost to damage (0 normally).
+  std::size_t update_index(const std::string& model_info, const Components& model,
+                           const std::vector<EntryRecord>& put, const std::vector<std::string>& remove) const;
+  // Whether the model's index, as last read, has damaged records or a
+  // damaged HDF5 view (then heal_index rewrites it).
+  bool index_damaged(const std::string& model_info) const;
+  // Rewrites a model's index from its readable entries.
+  void heal_index(const std::string& model_info) const;
+  // Removes a whole index (cache administration).
+  void remove_index(const std::string& model_info) const;
+  // Removes an object file (cache administration, damage). When `only_if`
+  // is given, only while the file is still that one.
+  void remove_object(const std::string& graph_key, const std::optional<Dir::Info>& only_if = std::nullopt) const;
 
  private:
-  void check_file_safety() const;
-  std::filesystem::path dir_;
+  explicit Store(Dir dir) : dir_(std::move(dir)) {}
+  Dir objects(Create create) const;
+  Dir dir_;
 };
 
 }  // namespace npucache::cache

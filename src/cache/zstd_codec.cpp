@@ -68,10 +68,13 @@ std::string zstd_compress(std::string_view raw, int level) {
   return out;
 }
 
-std::string zstd_decompress(std::string_view frame) {
+std::string zstd_decompress(std::string_view frame, std::size_t max_bytes) {
   unsigned long long size = ZSTD_getFrameContentSize(frame.data(), frame.size());
   if (size == ZSTD_CONTENTSIZE_ERROR) throw CacheError("zstd: the data is not a zstd frame (corrupt)");
   if (size == ZSTD_CONTENTSIZE_UNKNOWN) throw CacheError("zstd: the frame does not record its size");
+  if (size > max_bytes)
+    throw CacheError("zstd: the frame claims " + std::to_string(size) + " bytes, more than the " +
+                     std::to_string(max_bytes) + " it may hold");
   std::string out(static_cast<std::size_t>(size), '\0');
   std::size_t r = ZSTD_decompressDCtx(dctx(), out.data(), out.size(), frame.data(), frame.size());
   if (ZSTD_isError(r)) throw CacheError(std::string("zstd decompression failed: ") + ZSTD_getErrorName(r));

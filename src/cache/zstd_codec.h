@@ -12,8 +12,10 @@ namespace npucache::cache {
 constexpr int kZstdLevel = 3;
 
 std::string zstd_compress(std::string_view raw, int level = kZstdLevel);
-// Throws CacheError naming the zstd error for a truncated or corrupt frame.
-std::string zstd_decompress(std::string_view frame);
+// Throws CacheError naming the zstd error for a truncated or corrupt frame,
+// or when the frame claims more than `max_bytes` (checked before anything
+// is allocated).
+std::string zstd_decompress(std::string_view frame, std::size_t max_bytes);
 
 // Raw-buffer forms for the HDF5 filter: 0 on failure (the filter protocol).
 std::size_t zstd_compress_into(const void* src, std::size_t n, void* dst, std::size_t cap, int level);

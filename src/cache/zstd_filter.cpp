@@ -14,8 +14,10 @@ namespace {
 size_t zstd_filter(unsigned int flags, size_t cd_nelmts, const unsigned int cd_values[], size_t nbytes,
                    size_t* buf_size, void** buf) {
   if (flags & H5Z_FLAG_REVERSE) {
+    // A chunk holds at most kMaxChunkBytes; a frame claiming more is damaged
+    // and is refused before anything is allocated.
     const std::size_t out_size = zstd_frame_size(*buf, nbytes);
-    if (out_size == 0) return 0;
+    if (out_size == 0 || out_size > kMaxChunkBytes) return 0;
     void* out = H5allocate_memory(out_size, false);
     if (out == nullptr) return 0;
     if (zstd_decompress_into(*buf, nbytes, out, out_size) != out_size) {

@@ -7,9 +7,14 @@
 
 #include <hdf5.h>
 
+#include <cstddef>
+
 namespace npucache::cache {
 
 constexpr H5Z_filter_t kZstdFilterId = 32015;
+// The chunk size npucache writes (4 MiB) with a wide margin for other
+// writers: a frame claiming more decompressed bytes is refused.
+constexpr std::size_t kMaxChunkBytes = std::size_t{64} << 20;
 
 // The filter class (name "zstd").
 const H5Z_class2_t* zstd_filter_class();

@@ -1,243 +1,436 @@
-// Boost.Serialization of the IR and compiled types. Every class is
-// versioned (BOOST_CLASS_VERSION); bump a version and branch on it in
-// serialize() when a type gains fields.
+// Serialization of compiled results in npucache's bounded binary encoding
+// (compiler/wire.h). Deterministic: equal values give equal bytes. Every
+// enum and index read back is range-checked, every count is checked against
+// the bytes left before anything is allocated, and the result is verified
+// (the graph by the IR verifier, the program by validate_program), so
+// damaged or hostile bytes give an Error, never a crash.
 #include "compiler/serialize.h"
 
 #include <npucache/error.h>
 
-#include <boost/archive/binary_iarchive.hpp>
-#include <boost/archive/binary_oarchive.hpp>
-#include <boost/serialization/map.hpp>
-#include <boost/serialization/optional.hpp>
-#include <boost/serialization/split_free.hpp>
-#include <boost/serialization/tracking.hpp>
-#include <boost/serialization/string.hpp>
-#include <boost/serialization/utility.hpp>
-#include <boost/serialization/vector.hpp>
-#include <boost/iostreams/device/array.hpp>
-#include <boost/iostreams/stream.hpp>
+#include "compiler/validate.h"
+#include "compiler/wire.h"
 
-#include <sstream>
+namespace npucache::compiler {
+namespace {
 
-namespace boost::serialization {
+// Bump when the encoding changes; a reader refuses other versions.
+constexpr uint32_t kEncodingVersion = 1;
+constexpr uint32_t kMagic = 0x4350554e;  // "NUPC"
 
-using namespace npucache;
-using namespace npucache::compiler;
+// Smallest encodings, for the count checks (a count claiming more items
+// than the remaining bytes could hold is refused before allocating).
+constexpr std::size_t kMinDim = 1 + 8;
+constexpr std::size_t kMinNode = 1 + 4 + 4 + 1 + 4 + 4 + 1 + 4;
+constexpr std::size_t kMinStep = 1 + 4 + 4 + 4 + 4 + 4;
 
-// Constants (nearly every dim) as a tag and a value; symbolic expressions
-// as their canonical terms.
-template <class A>
-void save(A& ar, const SymExpr& e, unsigned) {
+template <class E>
+E enum_in(ByteReader& r, uint32_t count, const char* what) {
+  const uint32_t v = r.u32();
+  if (v >= count) r.fail(std::string(what) + " value " + std::to_string(v) + " is out of range");
+  return static_cast<E>(v);
+}
+
+int32_t index_in(ByteReader& r, int64_t lo, int64_t hi, const char* what) {
+  const int64_t v = r.i64();
+  if (v < lo || v > hi) r.fail(std::string(what) + " " + std::to_string(v) + " is out of range");
+  return static_cast<int32_t>(v);
+}
+
+// --- IR -------------------------------------------------------------------
+
+void put(ByteWriter& w, const SymExpr& e) {
   if (auto c = e.try_constant()) {
-    const uint8_t tag = 0;
-    const int64_t v = *c;
-    ar << tag << v;
+    w.u8(0);
+    w.i64(*c);
     return;
   }
-  const uint8_t tag = 1;
-  std::map<SymExpr::Monomial, int64_t> terms = e.terms();
-  ar << tag << terms;
-}
-template <class A>
-void load(A& ar, SymExpr& e, unsigned) {
-  uint8_t tag = 0;
-  ar >> tag;
-  if (tag == 0) {
-    int64_t v = 0;
-    ar >> v;
-    e = SymExpr(v);
-    return;
+  w.u8(1);
+  w.u32(static_cast<uint32_t>(e.terms().size()));
+  for (const auto& [m, c] : e.terms()) {
+    w.strings(m);
+    w.i64(c);
   }
-  if (tag != 1) throw npucache::Error("corrupt archive: bad dimension tag " + std::to_string(tag));
-  std::map<SymExpr::Monomial, int64_t> terms;
-  ar >> terms;
-  e = SymExpr::from_terms(std::move(terms));
 }
 
-template <class A>
-void save(A& ar, const Attrs& attrs, unsigned) {
-  std::size_t n = attrs.items().size();
-  ar << n;
+SymExpr get_expr(ByteReader& r) {
+  const uint8_t tag = r.u8();
+  if (tag == 0) return SymExpr(r.i64());
+  if (tag != 1) r.fail("bad dimension tag " + std::to_string(tag));
+  std::map<SymExpr::Monomial, int64_t> terms;
+  const std::size_t n = r.count(4 + 8);
+  for (std::size_t i = 0; i < n; ++i) {
+    SymExpr::Monomial m = r.strings();
+    terms[std::move(m)] = r.i64();
+  }
+  return SymExpr::from_terms(std::move(terms));
+}
+
+void put(ByteWriter& w, const TensorType& t) {
+  w.u32(static_cast<uint32_t>(t.dtype));
+  w.u32(static_cast<uint32_t>(t.shape.size()));
+  for (const auto& d : t.shape) put(w, d);
+}
+
+TensorType get_type(ByteReader& r) {
+  TensorType t;
+  t.dtype = enum_in<DType>(r, static_cast<uint32_t>(DType::boolean) + 1, "dtype");
+  const std::size_t n = r.count(kMinDim);
+  t.shape.reserve(n);
+  for (std::size_t i = 0; i < n; ++i) t.shape.push_back(get_expr(r));
+  return t;
+}
+
+void put(ByteWriter& w, const Attrs& attrs) {
+  w.u32(static_cast<uint32_t>(attrs.items().size()));
   for (const auto& [k, v] : attrs.items()) {
-    int idx = static_cast<int>(v.index());
-    ar << k << idx;
+    w.str(k);
+    w.u8(static_cast<uint8_t>(v.index()));
     std::visit(
         [&](const auto& x) {
-          if constexpr (std::is_same_v<std::decay_t<decltype(x)>, DType>) {
-            auto t = static_cast<uint8_t>(x);
-            ar << t;
-          } else {
-            ar << x;
+          using T = std::decay_t<decltype(x)>;
+          if constexpr (std::is_same_v<T, bool>) w.u8(x ? 1 : 0);
+          else if constexpr (std::is_same_v<T, int64_t>) w.i64(x);
+          else if constexpr (std::is_same_v<T, double>) w.f64(x);
+          else if constexpr (std::is_same_v<T, std::string>) w.str(x);
+          else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
+            w.u32(static_cast<uint32_t>(x.size()));
+            for (int64_t i : x) w.i64(i);
+          } else if constexpr (std::is_same_v<T, std::vector<SymExpr>>) {
+            w.u32(static_cast<uint32_t>(x.size()));
+            for (const auto& e : x) put(w, e);
+          } else if constexpr (std::is_same_v<T, DType>) {
+            w.u32(static_cast<uint32_t>(x));
           }
         },
         v);
   }
 }
-template <class A>
-void load(A& ar, Attrs& attrs, unsigned) {
-  std::size_t n = 0;
-  ar >> n;
-  attrs = Attrs();
+
+Attrs get_attrs(ByteReader& r) {
+  Attrs attrs;
+  const std::size_t n = r.count(4 + 1 + 1);
   for (std::size_t i = 0; i < n; ++i) {
-    std::string k;
-    int idx = 0;
-    ar >> k >> idx;
-    switch (idx) {
-      case 0: { bool x; ar >> x; attrs.set(k, x); break; }
-      case 1: { int64_t x; ar >> x; attrs.set(k, x); break; }
-      case 2: { double x; ar >> x; attrs.set(k, x); break; }
-      case 3: { std::string x; ar >> x; attrs.set(k, x); break; }
-      case 4: { std::vector<int64_t> x; ar >> x; attrs.set(k, x); break; }
-      case 5: { std::vector<SymExpr> x; ar >> x; attrs.set(k, x); break; }
-      case 6: { uint8_t t; ar >> t; attrs.set(k, static_cast<DType>(t)); break; }
-      default: throw npucache::Error("corrupt archive: attribute '" + k + "' has unknown type " + std::to_string(idx));
+    std::string k = r.str();
+    switch (r.u8()) {
+      case 0: attrs.set(k, r.u8() != 0); break;
+      case 1: attrs.set(k, r.i64()); break;
+      case 2: attrs.set(k, r.f64()); break;
+      case 3: attrs.set(k, r.str()); break;
+      case 4: {
+        std::vector<int64_t> v(r.count(8));
+        for (auto& x : v) x = r.i64();
+        attrs.set(k, std::move(v));
+        break;
+      }
+      case 5: {
+        const std::size_t m = r.count(kMinDim);
+        std::vector<SymExpr> v;
+        v.reserve(m);
+        for (std::size_t j = 0; j < m; ++j) v.push_back(get_expr(r));
+        attrs.set(k, std::move(v));
+        break;
+      }
+      case 6: attrs.set(k, enum_in<DType>(r, static_cast<uint32_t>(DType::boolean) + 1, "dtype")); break;
+      default: r.fail("attribute '" + k + "' has an unknown type");
     }
   }
+  return attrs;
 }
 
-template <class A>
-void serialize(A& ar, TensorType& t, unsigned) {
-  ar & t.dtype & t.shape;
+void put(ByteWriter& w, const Graph& g) {
+  w.u32(static_cast<uint32_t>(g.nodes().size()));
+  for (const Node& n : g.nodes()) {
+    w.u32(static_cast<uint32_t>(n.op));
+    w.u32(static_cast<uint32_t>(n.inputs.size()));
+    for (ValueId v : n.inputs) w.i64(v);
+    put(w, n.attrs);
+    put(w, n.type);
+    w.str(n.name);
+    w.u8(static_cast<uint8_t>(n.kind));
+    w.str(n.target);
+  }
+  w.u32(static_cast<uint32_t>(g.outputs().size()));
+  for (ValueId v : g.outputs()) w.i64(v);
 }
 
-template <class A>
-void serialize(A& ar, Node& n, unsigned) {
-  ar & n.op & n.inputs & n.attrs & n.type & n.name & n.kind & n.target;
-}
-
-template <class A>
-void save(A& ar, const Graph& g, unsigned) {
-  std::vector<Node> nodes = g.nodes();
-  std::vector<ValueId> outs = g.outputs();
-  ar << nodes << outs;
-}
-template <class A>
-void load(A& ar, Graph& g, unsigned) {
+Graph get_graph(ByteReader& r) {
+  const std::size_t n = r.count(kMinNode);
   std::vector<Node> nodes;
-  std::vector<ValueId> outs;
-  ar >> nodes >> outs;
-  g = Graph::from_parts(std::move(nodes), std::move(outs));
+  nodes.reserve(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    Node node;
+    node.op = enum_in<Op>(r, static_cast<uint32_t>(Op::kCount), "op");
+    const std::size_t k = r.count(8);
+    for (std::size_t j = 0; j < k; ++j) node.inputs.push_back(index_in(r, 0, static_cast<int64_t>(i) - 1, "operand"));
+    node.attrs = get_attrs(r);
+    node.type = get_type(r);
+    node.name = r.str();
+    const uint8_t kind = r.u8();
+    if (kind > static_cast<uint8_t>(PlaceholderKind::buffer)) r.fail("placeholder kind is out of range");
+    node.kind = static_cast<PlaceholderKind>(kind);
+    node.target = r.str();
+    nodes.push_back(std::move(node));
+  }
+  std::vector<ValueId> outs(r.count(8));
+  for (auto& o : outs) o = index_in(r, 0, static_cast<int64_t>(n) - 1, "output");
+  return Graph::from_parts(std::move(nodes), std::move(outs));
 }
 
-template <class A>
-void serialize(A& ar, InputSpec& s, unsigned) { ar & s.path & s.type; }
-template <class A>
-void serialize(A& ar, GuardSpec& s, unsigned) { ar & s.path & s.value; }
-template <class A>
-void serialize(A& ar, InputSignature& s, unsigned) { ar & s.inputs & s.guards & s.shape_guards; }
-template <class A>
-void serialize(A& ar, TraceResult& t, unsigned) { ar & t.graph & t.signature & t.output_paths & t.name; }
-
-template <class A>
-void serialize(A& ar, CompilerConfig& c, unsigned) {
-  ar & c.mode & c.ge_config.enable_single_stream & c.fusion & c.memory_planning & c.max_streams &
-      c.autotune_candidates & c.autotune_repetitions & c.autotune_min_time_us & c.input_handling;
+void put(ByteWriter& w, const TraceResult& t) {
+  put(w, t.graph);
+  w.u32(static_cast<uint32_t>(t.signature.inputs.size()));
+  for (const auto& in : t.signature.inputs) {
+    w.str(in.path);
+    put(w, in.type);
+  }
+  w.u32(static_cast<uint32_t>(t.signature.guards.size()));
+  for (const auto& g : t.signature.guards) {
+    w.str(g.path);
+    w.str(g.value);
+  }
+  w.strings(t.signature.shape_guards);
+  w.strings(t.output_paths);
+  w.str(t.name);
 }
 
-template <class A>
-void serialize(A& ar, BufferDesc& b, unsigned) { ar & b.kind & b.index & b.type; }
-template <class A>
-void serialize(A& ar, ProgramStep& s, unsigned) { ar & s.op & s.attrs & s.operands & s.result & s.stream & s.deps; }
-template <class A>
-void serialize(A& ar, ParameterRef& r, unsigned) { ar & r.name & r.kind; }
-template <class A>
-void serialize(A& ar, DeviceProgram& p, unsigned) {
-  ar & p.buffers & p.steps & p.parameters & p.outputs & p.num_inputs & p.num_output_buffers & p.num_streams;
+TraceResult get_trace(ByteReader& r) {
+  TraceResult t;
+  t.graph = get_graph(r);
+  const std::size_t ni = r.count(4 + 8);
+  for (std::size_t i = 0; i < ni; ++i) {
+    InputSpec in;
+    in.path = r.str();
+    in.type = get_type(r);
+    t.signature.inputs.push_back(std::move(in));
+  }
+  const std::size_t ng = r.count(8);
+  for (std::size_t i = 0; i < ng; ++i) {
+    GuardSpec g;
+    g.path = r.str();
+    g.value = r.str();
+    t.signature.guards.push_back(std::move(g));
+  }
+  t.signature.shape_guards = r.strings();
+  t.output_paths = r.strings();
+  t.name = r.str();
+  return t;
 }
-template <class A>
-void serialize(A& ar, PassTiming& t, unsigned) { ar & t.name & t.seconds & t.note; }
-template <class A>
-void serialize(A& ar, AutotuneDecision& d, unsigned) {
-  ar & d.key & d.chosen & d.best_us & d.default_us & d.candidates & d.steps;
+
+void put(ByteWriter& w, const CompilerConfig& c) {
+  w.u32(static_cast<uint32_t>(c.mode));
+  w.u8(c.ge_config.enable_single_stream ? 1 : 0);
+  w.u8(c.fusion ? 1 : 0);
+  w.u8(c.memory_planning ? 1 : 0);
+  w.i64(c.max_streams);
+  w.i64(c.autotune_candidates);
+  w.i64(c.autotune_repetitions);
+  w.i64(c.autotune_min_time_us);
+  w.u32(static_cast<uint32_t>(c.input_handling));
 }
 
-}  // namespace boost::serialization
+CompilerConfig get_config(ByteReader& r) {
+  CompilerConfig c;
+  c.mode = enum_in<CompileMode>(r, 2, "compile mode");
+  c.ge_config.enable_single_stream = r.u8() != 0;
+  c.fusion = r.u8() != 0;
+  c.memory_planning = r.u8() != 0;
+  c.max_streams = index_in(r, 1, 64, "max_streams");
+  c.autotune_candidates = index_in(r, 0, 1 << 20, "autotune_candidates");
+  c.autotune_repetitions = index_in(r, 0, 1 << 20, "autotune_repetitions");
+  c.autotune_min_time_us = index_in(r, 0, 1 << 30, "autotune_min_time_us");
+  c.input_handling = enum_in<InputHandling>(r, 2, "input handling");
+  return c;
+}
 
-BOOST_SERIALIZATION_SPLIT_FREE(npucache::SymExpr)
-// Dims are the most frequent objects: no class information or tracking.
-BOOST_CLASS_IMPLEMENTATION(npucache::SymExpr, boost::serialization::object_serializable)
-BOOST_CLASS_TRACKING(npucache::SymExpr, boost::serialization::track_never)
-BOOST_SERIALIZATION_SPLIT_FREE(npucache::Attrs)
-BOOST_SERIALIZATION_SPLIT_FREE(npucache::Graph)
-BOOST_CLASS_VERSION(npucache::TensorType, 1)
-BOOST_CLASS_VERSION(npucache::Node, 1)
-BOOST_CLASS_VERSION(npucache::Graph, 1)
-BOOST_CLASS_VERSION(npucache::TraceResult, 1)
-BOOST_CLASS_VERSION(npucache::CompilerConfig, 1)
-BOOST_CLASS_VERSION(npucache::compiler::DeviceProgram, 1)
-BOOST_CLASS_VERSION(npucache::compiler::ProgramStep, 1)
+// --- The program ------------------------------------------------------------
 
-namespace npucache::compiler::detail {
-// The archived form of a CompiledGraph.
-struct CompiledRecord {
+void put(ByteWriter& w, const DeviceProgram& p) {
+  w.u32(static_cast<uint32_t>(p.buffers.size()));
+  for (const auto& b : p.buffers) {
+    w.u8(static_cast<uint8_t>(b.kind));
+    w.i64(b.index);
+    put(w, b.type);
+  }
+  w.u32(static_cast<uint32_t>(p.steps.size()));
+  for (const auto& s : p.steps) {
+    w.u32(static_cast<uint32_t>(s.op));
+    put(w, s.attrs);
+    w.u32(static_cast<uint32_t>(s.operands.size()));
+    for (int o : s.operands) w.i64(o);
+    w.i64(s.result);
+    w.i64(s.stream);
+    w.u32(static_cast<uint32_t>(s.deps.size()));
+    for (int d : s.deps) w.i64(d);
+  }
+  w.u32(static_cast<uint32_t>(p.parameters.size()));
+  for (const auto& ref : p.parameters) {
+    w.str(ref.name);
+    w.u8(static_cast<uint8_t>(ref.kind));
+  }
+  w.u32(static_cast<uint32_t>(p.outputs.size()));
+  for (int o : p.outputs) w.i64(o);
+  w.i64(p.num_inputs);
+  w.i64(p.num_output_buffers);
+  w.i64(p.num_streams);
+}
+
+DeviceProgram get_program(ByteReader& r) {
+  DeviceProgram p;
+  constexpr int64_t kMax = int64_t{1} << 30;
+  const std::size_t nb = r.count(1 + 8 + 4 + 4);
+  p.buffers.reserve(nb);
+  for (std::size_t i = 0; i < nb; ++i) {
+    BufferDesc b;
+    const uint8_t kind = r.u8();
+    if (kind > static_cast<uint8_t>(BufferKind::view)) r.fail("buffer kind is out of range");
+    b.kind = static_cast<BufferKind>(kind);
+    b.index = index_in(r, -1, kMax, "buffer index");
+    b.type = get_type(r);
+    p.buffers.push_back(std::move(b));
+  }
+  const std::size_t ns = r.count(kMinStep);
+  p.steps.reserve(ns);
+  for (std::size_t i = 0; i < ns; ++i) {
+    ProgramStep s;
+    s.op = enum_in<Op>(r, static_cast<uint32_t>(Op::kCount), "op");
+    s.attrs = get_attrs(r);
+    s.operands.resize(r.count(8));
+    for (auto& o : s.operands) o = index_in(r, 0, kMax, "operand");
+    s.result = index_in(r, -1, kMax, "result");
+    s.stream = index_in(r, 0, kMax, "stream");
+    s.deps.resize(r.count(8));
+    for (auto& d : s.deps) d = index_in(r, 0, kMax, "dependency");
+    p.steps.push_back(std::move(s));
+  }
+  const std::size_t np = r.count(4 + 1);
+  for (std::size_t i = 0; i < np; ++i) {
+    ParameterRef ref;
+    ref.name = r.str();
+    const uint8_t kind = r.u8();
+    if (kind > static_cast<uint8_t>(PlaceholderKind::buffer)) r.fail("parameter kind is out of range");
+    ref.kind = static_cast<PlaceholderKind>(kind);
+    p.parameters.push_back(std::move(ref));
+  }
+  p.outputs.resize(r.count(8));
+  for (auto& o : p.outputs) o = index_in(r, 0, kMax, "output");
+  p.num_inputs = index_in(r, 0, kMax, "input count");
+  p.num_output_buffers = index_in(r, 0, kMax, "output buffer count");
+  p.num_streams = index_in(r, 1, 64, "stream count");
+  return p;
+}
+
+void put_record(ByteWriter& w, const CompiledGraph& g, bool with_program) {
+  w.u32(kMagic);
+  w.u32(kEncodingVersion);
+  put(w, g.trace);
+  put(w, g.config);
+  w.u8(g.dynamic ? 1 : 0);
+  w.u8(with_program ? 1 : 0);
+  // With the program, the optimized graph is not stored (running needs only
+  // the program); without it, the optimized graph is, so a loader lowers it
+  // with the stored autotune decisions instead of running the graph passes
+  // and autotuning again.
+  if (with_program)
+    put(w, g.program);
+  else
+    put(w, g.optimized);
+  w.u32(static_cast<uint32_t>(g.timings.size()));
+  for (const auto& t : g.timings) {
+    w.str(t.name);
+    w.f64(t.seconds);
+    w.str(t.note);
+  }
+  w.u32(static_cast<uint32_t>(g.autotune.size()));
+  for (const auto& d : g.autotune) {
+    w.str(d.key);
+    w.str(d.chosen);
+    w.f64(d.best_us);
+    w.f64(d.default_us);
+    w.i64(d.candidates);
+    w.u32(static_cast<uint32_t>(d.steps.size()));
+    for (int s : d.steps) w.i64(s);
+  }
+  w.u64(g.planned_arena_bytes);
+  w.u64(g.unplanned_bytes);
+  w.f64(g.compile_seconds);
+}
+
+CompiledGraph get_record(ByteReader& r, bool* has_program) {
+  if (r.u32() != kMagic) r.fail("it is not a compiled graph");
+  const uint32_t version = r.u32();
+  if (version != kEncodingVersion)
+    r.fail("encoding version " + std::to_string(version) + " is not this build's " + std::to_string(kEncodingVersion));
   CompiledGraph g;
-  bool has_program = false;
-  template <class A>
-  void serialize(A& ar, unsigned) {
-    // With the program, the optimized graph is not archived (running needs
-    // only the program); without it, the optimized graph is, so a loader
-    // lowers it with the stored autotune decisions instead of running the
-    // graph passes and autotuning again.
-    ar & g.trace & g.config & g.dynamic & has_program;
-    if (has_program)
-      ar & g.program;
-    else
-      ar & g.optimized;
-    ar & g.timings & g.autotune & g.planned_arena_bytes & g.unplanned_bytes & g.compile_seconds;
+  g.trace = get_trace(r);
+  g.config = get_config(r);
+  g.dynamic = r.u8() != 0;
+  const bool with_program = r.u8() != 0;
+  if (with_program)
+    g.program = get_program(r);
+  else
+    g.optimized = get_graph(r);
+  const std::size_t nt = r.count(4 + 8 + 4);
+  for (std::size_t i = 0; i < nt; ++i) {
+    PassTiming t;
+    t.name = r.str();
+    t.seconds = r.f64();
+    t.note = r.str();
+    g.timings.push_back(std::move(t));
   }
-};
-
-}  // namespace npucache::compiler::detail
-// 2: the optimized graph is archived when the program is not.
-BOOST_CLASS_VERSION(npucache::compiler::detail::CompiledRecord, 2)
-
-namespace npucache::compiler {
-using detail::CompiledRecord;
-namespace {
-
-constexpr unsigned kArchiveFlags = boost::archive::no_header;  // the cache frames the bytes itself
-
-template <class T>
-std::string to_bytes(const T& v) {
-  std::ostringstream os(std::ios::binary);
-  {
-    boost::archive::binary_oarchive ar(os, kArchiveFlags);
-    ar << v;
+  const std::size_t na = r.count(4 + 4 + 8 + 8 + 8 + 4);
+  for (std::size_t i = 0; i < na; ++i) {
+    AutotuneDecision d;
+    d.key = r.str();
+    d.chosen = r.str();
+    d.best_us = r.f64();
+    d.default_us = r.f64();
+    d.candidates = index_in(r, 0, 1 << 20, "candidate count");
+    d.steps.resize(r.count(8));
+    for (auto& s : d.steps) s = index_in(r, 0, int64_t{1} << 30, "tuned step");
+    g.autotune.push_back(std::move(d));
   }
-  return std::move(os).str();
-}
-
-template <class T>
-T from_bytes(std::string_view bytes) {
-  boost::iostreams::stream<boost::iostreams::array_source> is(bytes.data(), bytes.size());
-  T v;
-  try {
-    boost::archive::binary_iarchive ar(is, kArchiveFlags);
-    ar >> v;
-  } catch (const npucache::Error&) {
-    throw;
-  } catch (const std::exception& e) {
-    throw Error(std::string("cannot deserialize compiled data: ") + e.what());
-  }
-  return v;
+  g.planned_arena_bytes = r.u64();
+  g.unplanned_bytes = r.u64();
+  g.compile_seconds = r.f64();
+  if (!r.done()) r.fail("it has trailing bytes");
+  if (has_program) *has_program = with_program;
+  return g;
 }
 
 }  // namespace
 
-std::string serialize_program(const DeviceProgram& p) { return to_bytes(p); }
-DeviceProgram deserialize_program(std::string_view bytes) { return from_bytes<DeviceProgram>(bytes); }
+std::string serialize_program(const DeviceProgram& p) {
+  ByteWriter w;
+  put(w, p);
+  return w.take();
+}
+
+DeviceProgram deserialize_program(std::string_view bytes) {
+  ByteReader r(bytes, "the serialized program");
+  DeviceProgram p = get_program(r);
+  if (!r.done()) r.fail("it has trailing bytes");
+  validate_program(p);
+  return p;
+}
 
 std::string serialize_compiled(const CompiledGraph& g, bool with_program) {
-  CompiledRecord r{g, with_program};
-  if (!with_program) r.g.program = DeviceProgram{};
-  return to_bytes(r);
+  ByteWriter w;
+  put_record(w, g, with_program);
+  return w.take();
 }
 
 CompiledGraph deserialize_compiled(std::string_view bytes, bool* has_program) {
-  CompiledRecord r = from_bytes<CompiledRecord>(bytes);
-  if (has_program) *has_program = r.has_program;
-  verify(r.g.trace.graph);
-  return std::move(r.g);
+  ByteReader r(bytes, "the compiled graph");
+  bool program = false;
+  CompiledGraph g = get_record(r, &program);
+  verify(g.trace.graph);
+  if (program)
+    validate_program(g.program);
+  else
+    verify(g.optimized);
+  if (has_program) *has_program = program;
+  return g;
 }
 
 }  // namespace npucache::compiler

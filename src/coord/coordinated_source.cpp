@@ -11,19 +11,11 @@
 
 #include <chrono>
 #include <functional>
-#include <sys/stat.h>
 
 namespace npucache::coord {
 namespace {
 
 double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
-
-// Identifies a store: ranks on one host with the same directory share it.
-std::string store_identity(const cache::MethodCache& c) {
-  struct stat st{};
-  ::stat(c.dir().c_str(), &st);
-  return c.who().host + ":" + std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino);
-}
 
 }  // namespace
 
@@ -52,7 +44,7 @@ std::shared_ptr<compiler::CompiledGraph> CoordinatedSource::obtain(const FlatArg
   if (hits == std::vector<std::string>(hits.size(), "1")) return hit.graph;
   // 2-3. Misses trace; everyone reports key, cost, holdings, store.
   RankInfo info;
-  info.store = store_identity(cache());
+  info.store = cache().store_identity();
   if (hit.hit()) {
     id.key = hit.entry->graph_key;
     info.holds = true;
@@ -140,25 +132,37 @@ void CoordinatedSource::persist_collectively(const mpi::Comm& world, const std::
     cache::ObjectRecord o = cache().make_object(g, id, &bytes);
     cache::EntryRecord e = cache().make_entry(g, o);
     mine.entries.push_back(e);
-    report().saved = true;
     if (plan.ships_object[static_cast<std::size_t>(me)]) mine.objects.push_back(o);
     cache().remember(e, o);
   }
   const auto parts = sc.gather(mine.entries.empty() ? std::string() : cache::write_bundle(mine), 0);
+  // The store's writer commits for every rank sharing it; a failure to
+  // write (a full disk, a refused or read-only directory) is logged once and
+  // the job continues uncached: it never leaves the other ranks waiting.
+  std::string saved = "0";
   if (sc.rank() == 0) {
-    cache::Bundle all;
-    for (const auto& p : parts) {
-      if (p.empty()) continue;
-      cache::Bundle b = cache::read_bundle(p);
-      for (auto& o : b.objects) all.objects.push_back(std::move(o));
-      for (auto& e : b.entries) all.entries.push_back(std::move(e));
-    }
-    if (!all.entries.empty()) {
-      cache().save(all.objects, all.entries);
-      report().writer = true;
-      log::info("Cache {} entries saved to {} by rank {}", all.entries.size(), cache().dir(), me);
+    try {
+      cache::Bundle all;
+      for (const auto& p : parts) {
+        if (p.empty()) continue;
+        cache::Bundle b = cache::read_bundle(p);
+        for (auto& o : b.objects) all.objects.push_back(std::move(o));
+        for (auto& e : b.entries) all.entries.push_back(std::move(e));
+      }
+      if (!all.entries.empty()) {
+        cache().save(all.objects, all.entries);
+        report().writer = true;
+        log::info("Cache {} entries saved to {} by rank {}", all.entries.size(), cache().dir(), me);
+      }
+      saved = "1";
+    } catch (const CacheError& e) {
+      cache::warn_uncached(cache().dir(), "save",
+                           "could not save to the cache " + cache().dir() + " (" + e.what() +
+                               "); running uncached, the cache as it was is kept");
     }
   }
+  sc.broadcast(saved, 0);
+  report().saved = info.needs && saved == "1";
   world.barrier();
 }
 

@@ -43,7 +43,7 @@ std::shared_ptr<detail::CompiledFunction> dist::detail::make_coordinated_functio
   auto cache = std::make_shared<cache::MethodCache>(coord::resolve_identity(module, options, *co.config, true));
   std::shared_ptr<compiler::EntrySource> source;
   if (coord.independent)
-    source = std::make_shared<cache::LocalSource>(std::move(cache), coord::add_report);
+    source = std::make_shared<cache::LocalSource>(std::move(cache), coord::add_report, /*compile_every_miss=*/true);
   else
     source = std::make_shared<coord::CoordinatedSource>(std::move(cache), coord, coord::add_report);
   return npucache::detail::make_function(module, std::move(co), std::move(source));

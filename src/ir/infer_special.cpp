@@ -76,9 +76,66 @@ TensorType infer_special(const InferCtx& c) {
       c.require_floating(0);
       return c.operand(0);
     case Op::fused:
-      return {c.attrs.get<DType>("dtype"), c.attrs.get<std::vector<SymExpr>>("shape")};
+      return infer_fused(c);
     default: c.fail("not a special op");
   }
+}
+
+TensorType infer_fused(const InferCtx& c) {
+  // The encoding of compiler/fusion.h: instructions [op, a, b, c] over
+  // registers (0..k-1 the inputs, k+j instruction j's result).
+  const auto& code = c.attrs.get<std::vector<int64_t>>("code");
+  if (code.empty() || code.size() % 4 != 0) c.fail("malformed code (not a list of [op, a, b, c])");
+  const int64_t k = static_cast<int64_t>(c.in.size());
+  const int64_t consts = c.attrs.get_int_or("num_consts", 0);
+  if (consts < 0 || consts > 1 << 20) c.fail("num_consts is out of range");
+  for (int64_t i = 0; i < consts; ++i) c.attrs.get<double>("c" + std::to_string(i));
+  for (std::size_t j = 0; j < code.size(); j += 4) {
+    const int64_t reg = k + static_cast<int64_t>(j / 4);  // registers below this one exist
+    if (code[j] < 0 || code[j] >= static_cast<int64_t>(Op::kCount)) c.fail("instruction op out of range");
+    const Op op = static_cast<Op>(code[j]);
+    auto operand = [&](int64_t r, bool required) {
+      if (r == -1 && !required) return;
+      if (r < 0 || r >= reg) c.fail("instruction " + std::to_string(j / 4) + " reads register " + std::to_string(r) +
+                                    ", which does not exist yet");
+    };
+    if (op == Op::full) {
+      if (code[j + 1] < 0 || code[j + 1] >= consts) c.fail("instruction loads a constant that does not exist");
+      continue;
+    }
+    const OpInfo& info = op_info(op);
+    if (info.composite || info.side_effect || info.rng || info.min_inputs < 1 || info.max_inputs > 3 ||
+        op == Op::placeholder || op == Op::fused)
+      c.fail("op " + std::string(op_name(op)) + " cannot be fused");
+    operand(code[j + 1], true);
+    operand(code[j + 2], info.min_inputs >= 2);
+    operand(code[j + 3], info.min_inputs >= 3);
+  }
+  const Shape iter = c.attrs.get<std::vector<SymExpr>>("iter_shape");
+  for (std::size_t i = 0; i < c.in.size(); ++i) {
+    const Shape& s = c.operand(i).shape;
+    if (s.size() > iter.size()) c.fail("operand " + std::to_string(i) + " has a higher rank than the iteration space");
+    for (std::size_t d = 0; d < s.size(); ++d) {
+      const SymExpr& it = iter[iter.size() - s.size() + d];
+      if (!(s[d] == it) && !(s[d] == SymExpr(1))) c.fail("operand " + std::to_string(i) + " does not broadcast to the iteration space");
+    }
+  }
+  const Shape shape = c.attrs.get<std::vector<SymExpr>>("shape");
+  const int64_t reduce = c.attrs.get_int_or("reduce", -1);
+  if (reduce == -1) {
+    if (!(shape == iter)) c.fail("the result shape differs from the iteration space");
+  } else {
+    const Op rop = static_cast<Op>(reduce);
+    if (reduce < 0 || reduce >= static_cast<int64_t>(Op::kCount) || (rop != Op::sum && rop != Op::mean && rop != Op::max))
+      c.fail("reduce is not sum, mean or max");
+    if (iter.empty()) c.fail("a reduction needs an iteration space of rank >= 1");
+    Shape want(iter.begin(), iter.end() - 1);
+    if (c.attrs.get_bool_or("keepdim", false)) want.push_back(SymExpr(1));
+    if (!(shape == want)) c.fail("the result shape does not match the reduction of the iteration space");
+  }
+  const int64_t block = c.attrs.get_int_or("block", 1024);
+  if (block < 1 || block > (int64_t{1} << 24)) c.fail("block is out of range");
+  return {c.attrs.get<DType>("dtype"), shape};
 }
 
 }  // namespace npucache::ir

@@ -38,5 +38,6 @@ TensorType infer_elementwise(const InferCtx& c);
 TensorType infer_linalg(const InferCtx& c);
 TensorType infer_layout(const InferCtx& c);
 TensorType infer_special(const InferCtx& c);
+TensorType infer_fused(const InferCtx& c);
 
 }  // namespace npucache::ir

@@ -1,12 +1,14 @@
 // The cache inspection and management commands:
 //   ls [D]                     entries with their object, mode and sizes
 //   readable PATH [-o FILE]    readable text of one entry
-//   verify [D]                 checks every entry; exit status 1 on a bad one
-//   stats [D]                  entries, objects, bytes stored vs raw, counters
+//   verify [D] [--repair]      checks every file and entry; exit status 1 on
+//                              damage; --repair heals it
+//   stats [D] [--zero]         entries, objects, sizes, hit rate, limit
 //   explain [D] [--entry P]    why lookups missed / an entry vs its nearest
 //   export D -o FILE           the Mega-Cache bundle of a cache
 //   import FILE [D]            fills a cache from a bundle
-//   gc [D] --max-size SIZE     evicts least recently used entries
+//   gc [D] --max-size SIZE     evicts least recently used layouts
+//   config max-size [SIZE|none] [--cache-dir D]  the persistent size limit
 //   clear [D]                  removes the cache
 // D defaults to $NPUCACHE_CACHE_DIR or .npucache.
 #include <npucache/cache.h>
@@ -15,7 +17,9 @@
 #include "cache/admin.h"
 #include "tools/commands.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <optional>
 
 namespace npucache::tools {
 namespace {
@@ -28,7 +32,8 @@ void cmd_ls(const std::string& d) {
   for (const auto& e : l.entries)
     std::printf("%-72s %-12s %-16s %10zu\n", e.path.c_str(), e.graph_key.substr(0, 12).c_str(), e.mode.c_str(),
                 e.stored_bytes);
-  std::printf("%zu entries, %zu objects in %s\n", l.entries.size(), l.objects, l.file.c_str());
+  for (const auto& p : l.problems) std::printf("damaged: %s\n", p.c_str());
+  std::printf("%zu entries, %zu objects in %s\n", l.entries.size(), l.objects, l.dir.c_str());
 }
 
 void cmd_readable(const std::string& path, const std::string& out) {
@@ -37,22 +42,36 @@ void cmd_readable(const std::string& path, const std::string& out) {
   else std::printf("wrote %s\n", out.c_str());
 }
 
-void cmd_verify(const std::string& d) {
-  const auto v = cache::admin::verify(dir_or_default(d));
-  for (const auto& [path, what] : v.bad) std::printf("BAD  %s: %s\n", path.c_str(), what.c_str());
-  std::printf("%zu entries checked, %zu bad\n", v.checked, v.bad.size());
-  if (!v.bad.empty()) set_exit_code(1);
+void cmd_verify(const std::string& d, bool repair) {
+  const auto v = cache::admin::verify(dir_or_default(d), repair);
+  for (const auto& [what, why] : v.bad) std::printf("BAD  %s: %s\n", what.c_str(), why.c_str());
+  for (const auto& r : v.repaired) std::printf("repaired: %s\n", r.c_str());
+  std::printf("%zu entries, %zu objects, %zu indexes checked, %zu problem(s)%s\n", v.entries, v.objects, v.indexes,
+              v.bad.size(), repair && !v.bad.empty() ? ", repaired" : "");
+  if (!v.bad.empty() && !repair) set_exit_code(1);
 }
 
-void cmd_stats(const std::string& d) {
-  const auto s = cache::admin::stats(dir_or_default(d));
-  std::printf("entries          %zu\nobjects          %zu\nbytes stored     %zu\nbytes raw        %zu\n", s.entries,
-              s.objects, s.stored_bytes, s.raw_bytes);
-  std::printf("compression      %.2fx\n",
-              s.stored_bytes ? static_cast<double>(s.raw_bytes) / static_cast<double>(s.stored_bytes) : 0.0);
-  std::printf("hits             %llu\nmisses           %llu\nsaves            %llu\n",
+void cmd_stats(const std::string& d, bool zero) {
+  const std::string dir = dir_or_default(d);
+  if (zero) {
+    cache::admin::zero_stats(dir);
+    std::printf("statistics of %s zeroed\n", dir.c_str());
+    return;
+  }
+  const auto s = cache::admin::stats(dir);
+  using cache::admin::format_size;
+  const auto lookups = s.counters.hits + s.counters.misses;
+  std::printf("entries          %zu\nobjects          %zu\n", s.entries, s.objects);
+  std::printf("stored           %s (%zu bytes)\nraw              %s\n", format_size(s.stored_bytes).c_str(),
+              s.stored_bytes, format_size(s.raw_bytes).c_str());
+  std::printf("limit            %s\n", s.max_size ? (format_size(*s.max_size) + " (" +
+                                                     std::to_string(s.max_size ? 100 * s.stored_bytes / std::max<std::size_t>(*s.max_size, 1) : 0) + "% used)").c_str()
+                                                  : "none (npucache config max-size SIZE sets one)");
+  std::printf("hits             %llu\nmisses           %llu\nhit rate         %.1f %%\nsaves            %llu\n",
               static_cast<unsigned long long>(s.counters.hits), static_cast<unsigned long long>(s.counters.misses),
+              lookups ? 100.0 * static_cast<double>(s.counters.hits) / static_cast<double>(lookups) : 0.0,
               static_cast<unsigned long long>(s.counters.saves));
+  std::printf("compile saved    %.3f s\n", s.counters.compile_time_saved_s);
 }
 
 void cmd_explain(const std::string& d, const std::string& entry) {
@@ -89,15 +108,37 @@ void cmd_import(const std::string& file, const std::string& d) {
 }
 
 void cmd_gc(const std::string& d, const std::string& max_size) {
-  const auto g = cache::admin::gc(dir_or_default(d), cache::admin::parse_size(max_size));
-  std::printf("gc: evicted %zu of %zu entries; %zu bytes of objects remain (limit %zu)\n", g.evicted, g.entries,
-              g.remaining_bytes, g.limit);
+  const std::size_t limit = cache::admin::parse_size(max_size);
+  const auto g = cache::admin::gc(dir_or_default(d), limit);
+  std::printf("gc: evicted %zu layout(s), %zu of %zu entries, %zu object(s); %s of objects remain (limit %s)\n",
+              g.evicted_layouts, g.evicted_entries, g.entries, g.removed_objects,
+              cache::admin::format_size(g.remaining_bytes).c_str(), cache::admin::format_size(g.limit).c_str());
+}
+
+void cmd_config(const std::string& d, const std::string& key, const std::string& value) {
+  const std::string dir = dir_or_default(d);
+  if (key != "max-size") throw ConfigError("unknown setting '" + key + "'; the settings are: max-size");
+  if (value.empty()) {
+    auto m = cache::admin::max_size(dir);
+    std::printf("max-size %s\n", m ? cache::admin::format_size(*m).c_str() : "none");
+    return;
+  }
+  std::optional<std::size_t> limit;
+  if (value != "none") limit = cache::admin::parse_size(value);
+  cache::admin::set_max_size(dir, limit);
+  std::printf("max-size %s for %s\n", limit ? cache::admin::format_size(*limit).c_str() : "none", dir.c_str());
+  if (limit) cache::admin::enforce_limit(dir, {});
 }
 
 void cmd_clear(const std::string& d) {
   const std::string dir = dir_or_default(d);
-  cache::admin::clear(dir);
-  std::printf("cleared %s\n", dir.c_str());
+  const auto c = cache::admin::clear(dir);
+  for (const auto& f : c.left) std::printf("left %s: not npucache's\n", f.c_str());
+  if (!c.had_cache) {
+    std::printf("no npucache cache in %s; nothing removed\n", dir.c_str());
+    return;
+  }
+  std::printf("cleared %s (%zu files)\n", dir.c_str(), c.removed);
 }
 
 }  // namespace
@@ -118,13 +159,17 @@ void add_cache_commands(CLI::App& app) {
   readable->add_option("-o,--output", *out, "write to this file");
   readable->callback([=] { cmd_readable(*arg, *out); });
 
-  auto* verify = app.add_subcommand("verify", "check every entry; exit status 1 when one is bad");
+  auto repair = std::make_shared<bool>(false);
+  auto* verify = app.add_subcommand("verify", "check every file and entry; exit status 1 when one is damaged");
   verify->add_option("dir", *dir, "cache directory");
-  verify->callback([=] { cmd_verify(*dir); });
+  verify->add_flag("--repair", *repair, "remove damaged objects and entries, rewrite damaged indexes");
+  verify->callback([=] { cmd_verify(*dir, *repair); });
 
-  auto* stats = app.add_subcommand("stats", "entries, bytes stored vs raw, hit/miss counters");
+  auto zero = std::make_shared<bool>(false);
+  auto* stats = app.add_subcommand("stats", "entries, objects, sizes, hit rate, limit, compile time saved");
   stats->add_option("dir", *dir, "cache directory");
-  stats->callback([=] { cmd_stats(*dir); });
+  stats->add_flag("--zero,-z", *zero, "zero the counters");
+  stats->callback([=] { cmd_stats(*dir, *zero); });
 
   auto* explain = app.add_subcommand("explain", "which key components made lookups miss");
   explain->add_option("dir", *dir, "cache directory");
@@ -145,6 +190,14 @@ void add_cache_commands(CLI::App& app) {
   gc->add_option("dir", *dir, "cache directory");
   gc->add_option("--max-size", *size, "size limit of stored objects, e.g. 64M")->required();
   gc->callback([=] { cmd_gc(*dir, *size); });
+
+  auto key = std::make_shared<std::string>();
+  auto value = std::make_shared<std::string>();
+  auto* config = app.add_subcommand("config", "show or set a persistent setting: config max-size [SIZE|none]");
+  config->add_option("key", *key, "the setting: max-size")->required();
+  config->add_option("value", *value, "a size (64M, 5G) or none; omitted: show the setting");
+  config->add_option("--cache-dir", *dir, "cache directory (default $NPUCACHE_CACHE_DIR or .npucache)");
+  config->callback([=] { cmd_config(*dir, *key, *value); });
 
   auto* clear = app.add_subcommand("clear", "remove a cache");
   clear->add_option("dir", *dir, "cache directory");

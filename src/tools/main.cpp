@@ -21,6 +21,11 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
+  } catch (const npucache::ConfigError& e) {
+    // A bad argument or setting: the usage error status, as CLI11's.
+    std::fprintf(stderr, "npucache: error: %s\n", e.what());
+    if (npucache::MpiSession::initialized() && npucache::MpiSession::world_size() > 1) npucache::MpiSession::abort(2);
+    return 2;
   } catch (const npucache::Error& e) {
     std::fprintf(stderr, "npucache: error: %s\n", e.what());
     // Under mpirun a failed rank must not leave the others waiting.

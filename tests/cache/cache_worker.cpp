@@ -15,6 +15,7 @@
 #include <npucache/models/models.h>
 #include <npucache/ops.h>
 
+#include "cache/records.h"
 #include "cache/store.h"
 
 #include <cstdio>
@@ -85,15 +86,23 @@ int run(int argc, char** argv) {
   return 0;
 }
 
+// A valid graph key for (prefix, i): 32 hex digits.
+std::string key_of(const std::string& prefix, int i) {
+  char buf[33];
+  const auto h = std::hash<std::string>{}(prefix + std::to_string(i));
+  std::snprintf(buf, sizeof buf, "%016zx%016zx", h, static_cast<std::size_t>(h * 0x9e3779b97f4a7c15ull));
+  return buf;
+}
+
 int write(char** argv) {
-  cache::Hdf5Store store(argv[2]);
+  const cache::Store store = cache::Store::open(argv[2], cache::Create::yes);
   const std::string prefix = argv[3];
   const int count = std::stoi(argv[4]);
   const std::size_t bytes = std::stoull(argv[5]);
   std::mt19937_64 rng(std::hash<std::string>{}(prefix));
   for (int i = 0; i < count; ++i) {
     cache::ObjectRecord o;
-    o.graph_key = prefix + "obj" + std::to_string(i);
+    o.graph_key = key_of(prefix, i);
     o.raw.resize(bytes);
     for (auto& ch : o.raw) ch = static_cast<char>(rng() % 7);  // compressible, not trivially
     o.graph_text = {"graph " + o.graph_key};
@@ -101,11 +110,10 @@ int write(char** argv) {
     e.path = "Worker_dynamic_0/" + prefix + std::to_string(i);
     e.graph_key = o.graph_key;
     e.meta.name = e.path;
+    e.meta.model_info = "Worker_dynamic_0";
     e.meta.components["runtime_version"] = "any";
-    cache::Hdf5Store::Transaction t;
-    t.objects.push_back(o);
-    t.entries.push_back(e);
-    store.commit(t);
+    e.object_checksum = store.put_object(o).stored.meta.checksum;
+    store.update_index("Worker_dynamic_0", {{"model_class", "Worker"}}, {e}, {});
     std::printf("committed %d\n", i);
     std::fflush(stdout);
   }

@@ -5,7 +5,7 @@
 #include <npucache/mpi.h>
 #include <npucache/ops.h>
 
-#include "cache/store.h"
+#include "support/cache_files.h"
 #include "mpi/comm.h"
 
 #include <gtest/gtest.h>
@@ -161,17 +161,13 @@ TEST_F(Coordinator, RemovingOneEntryMakesOnlyThatRankFetchOrLoad) {
   const int victim = world - 1;
   std::string path;
   if (rank == victim)
-    for (const auto& e : cache::Hdf5Store(dir).reader()->entries())
+    for (const auto& e : testing_support::entries(dir))
       if (e.path.find("global_rank" + std::to_string(victim) + "/prompt") != std::string::npos ||
           (world == 1 && e.path.find("/prompt") != std::string::npos))
         path = e.path;
   mpi::Comm::world().broadcast(path, victim);
   ASSERT_FALSE(path.empty());
-  if (rank == 0) {
-    cache::Hdf5Store::Transaction t;
-    t.remove_entries.push_back(path);
-    cache::Hdf5Store(dir).commit(t);
-  }
+  if (rank == 0) testing_support::remove_entry(dir, path);
   mpi::Comm::world().barrier();
   auto again = job();
   EXPECT_EQ(total(count(again, &MethodReport::compiled)), 0);
@@ -200,9 +196,8 @@ TEST_F(Coordinator, ElasticReuseAcrossWorldSizesCompilesNothing) {
   auto bigger = job("", {}, &o);
   EXPECT_EQ(total(count(bigger, &MethodReport::compiled)), 0);
   EXPECT_EQ(total(count(bigger, &MethodReport::hit)), 0);  // new layout entries...
-  auto reader = cache::Hdf5Store(dir).reader();
   int new_entries = 0;
-  for (const auto& e : reader->entries())
+  for (const auto& e : testing_support::entries(dir))
     new_entries += e.path.find("world" + std::to_string(2 * world) + "global_rank") != std::string::npos;
   EXPECT_EQ(new_entries, 2 * world);  // ...written for every rank and method
 }

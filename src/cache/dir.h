@@ -1,0 +1,101 @@
+// A directory npucache writes in, opened once and used through its file
+// descriptor (openat, linkat, renameat), so no operation follows a link
+// someone planted in a path, and every file is created exclusively
+// (O_CREAT|O_EXCL|O_NOFOLLOW, mode 0600) before it is renamed or linked
+// into place. The one way the project writes a file: a temporary in the
+// target's directory, filled, fsynced, then renamed over the target (or
+// linked, for files that must never be replaced), and the directory
+// fsynced; a crash leaves the old file or the new one.
+//
+// A cache directory (Safety::cache) must be a directory, not a link, owned
+// by the current user, and not writable by group or others unless the
+// sticky bit is set: anything else is refused (CacheRefused, with the
+// reason). Errors name the path and the system's reason ("No space left on
+// device", "Read-only file system").
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <sys/types.h>
+#include <vector>
+
+namespace npucache::cache {
+
+// An exclusive advisory lock (flock) held for the object's lifetime.
+class FileLock {
+ public:
+  FileLock(int fd, std::string what);
+  ~FileLock();
+  FileLock(FileLock&& o) noexcept : fd_(o.fd_), what_(std::move(o.what_)) { o.fd_ = -1; }
+  FileLock(const FileLock&) = delete;
+  FileLock& operator=(const FileLock&) = delete;
+
+ private:
+  int fd_ = -1;
+  std::string what_;
+};
+
+enum class Safety { cache, plain };
+enum class Create { no, yes };
+
+class Dir {
+ public:
+  // Throws CacheRefused (unsafe cache directory), CacheError (cannot open
+  // or create; with Create::no, a missing directory).
+  static Dir open(const std::filesystem::path& path, Safety safety, Create create);
+  // A subdirectory, with the same checks.
+  Dir sub(const std::string& name, Create create) const;
+  static bool exists(const std::filesystem::path& path);
+
+  const std::filesystem::path& path() const { return path_; }
+  int fd() const { return fd_->fd; }
+
+  struct Info {
+    ino_t ino = 0;
+    int64_t mtime_ns = 0;
+    int64_t size = 0;
+    bool regular = false;
+    bool ours = false;  // owned by the current user
+  };
+  // Of `name` itself (a link is reported, not followed); nullopt when absent.
+  std::optional<Info> stat(const std::string& name) const;
+  // The contents of regular file `name`: nullopt when absent. A link or a
+  // file owned by another user is refused (CacheRefused); a file larger
+  // than `cap` bytes is a CacheError.
+  std::optional<std::string> read(const std::string& name, std::size_t cap) const;
+  // Replaces `name` atomically with `bytes` (0600).
+  void write(const std::string& name, std::string_view bytes) const;
+  // Creates `name` with `bytes` only if no file has that name: false (and
+  // nothing written) when one does.
+  bool publish(const std::string& name, std::string_view bytes) const;
+  // Removes `name` (absent is not an error).
+  void remove(const std::string& name) const;
+  // Moves `name` out of the way atomically (rename to `to`).
+  void rename(const std::string& name, const std::string& to) const;
+  std::vector<std::string> list() const;
+  // Locks `name` in this directory (created 0600 when missing).
+  FileLock lock(const std::string& name) const;
+  // Removes temporaries left by processes that no longer exist.
+  void remove_stale_temps() const;
+
+ private:
+  struct Fd {
+    int fd = -1;
+    ~Fd();
+  };
+  Dir(std::shared_ptr<Fd> fd, std::filesystem::path path) : fd_(std::move(fd)), path_(std::move(path)) {}
+  std::string temp_for(const std::string& name, int& fd) const;
+  void sync() const;
+  std::shared_ptr<Fd> fd_;
+  std::filesystem::path path_;
+};
+
+// Writes `bytes` to `path` atomically (temporary, fsync, rename), 0600,
+// never following a link at `path`.
+void write_file_atomically(const std::filesystem::path& path, std::string_view bytes);
+
+}  // namespace npucache::cache

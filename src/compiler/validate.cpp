@@ -1,0 +1,70 @@
+#include "compiler/validate.h"
+
+#include <npucache/error.h>
+
+namespace npucache::compiler {
+namespace {
+
+[[noreturn]] void bad(const std::string& what) { throw Error("invalid program: " + what); }
+
+}  // namespace
+
+void validate_program(const DeviceProgram& p) {
+  const auto nb = static_cast<int64_t>(p.buffers.size());
+  if (p.num_streams < 1 || p.num_streams > 64) bad("stream count " + std::to_string(p.num_streams));
+  if (p.num_inputs < 0 || p.num_output_buffers < 0) bad("negative input or output count");
+  for (int64_t i = 0; i < nb; ++i) {
+    const BufferDesc& b = p.buffers[static_cast<std::size_t>(i)];
+    const std::string which = "buffer " + std::to_string(i);
+    switch (b.kind) {
+      case BufferKind::input:
+        if (b.index < 0 || b.index >= p.num_inputs) bad(which + " names input " + std::to_string(b.index));
+        break;
+      case BufferKind::parameter:
+        if (b.index < 0 || b.index >= static_cast<int>(p.parameters.size()))
+          bad(which + " names parameter " + std::to_string(b.index));
+        break;
+      case BufferKind::output:
+        if (b.index < 0 || b.index >= p.num_output_buffers) bad(which + " names output " + std::to_string(b.index));
+        break;
+      case BufferKind::view:
+        if (b.index < 0 || b.index >= i) bad(which + " is a view of buffer " + std::to_string(b.index));
+        break;
+      case BufferKind::arena: case BufferKind::temp:
+        break;
+    }
+    for (const auto& d : b.type.shape)
+      if (auto c = d.try_constant(); c && (*c < 0 || *c > (int64_t{1} << 40)))
+        bad(which + " has dim " + std::to_string(*c));
+  }
+  for (std::size_t si = 0; si < p.steps.size(); ++si) {
+    const ProgramStep& s = p.steps[si];
+    const std::string which = "step " + std::to_string(si) + " (" + std::string(op_name(s.op)) + ")";
+    const OpInfo& info = op_info(s.op);
+    if (s.op == Op::placeholder || info.composite) bad(which + " is no kernel");
+    if (s.stream < 0 || s.stream >= p.num_streams) bad(which + " runs on stream " + std::to_string(s.stream));
+    for (int d : s.deps)
+      if (d < 0 || static_cast<std::size_t>(d) >= si) bad(which + " depends on step " + std::to_string(d));
+    if (static_cast<int>(s.operands.size()) < info.min_inputs || static_cast<int>(s.operands.size()) > info.max_inputs)
+      bad(which + " has " + std::to_string(s.operands.size()) + " operands");
+    std::vector<const TensorType*> types;
+    for (int o : s.operands) {
+      if (o < 0 || o >= nb) bad(which + " reads buffer " + std::to_string(o));
+      types.push_back(&p.buffers[static_cast<std::size_t>(o)].type);
+    }
+    if (s.result < 0 || s.result >= nb) bad(which + " writes buffer " + std::to_string(s.result));
+    const TensorType& result = p.buffers[static_cast<std::size_t>(s.result)].type;
+    DimUnifier strict;
+    TensorType want;
+    try {
+      want = infer_type(s.op, types, s.attrs, strict);
+    } catch (const Error& e) {
+      bad(which + ": " + e.what());
+    }
+    if (!(want == result)) bad(which + " writes " + type_str(result) + " where its operands give " + type_str(want));
+  }
+  for (int o : p.outputs)
+    if (o < 0 || o >= nb) bad("output buffer " + std::to_string(o));
+}
+
+}  // namespace npucache::compiler

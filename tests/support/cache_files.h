@@ -1,0 +1,45 @@
+// Test helpers over a cache directory's store (src/cache/store.h).
+#pragma once
+
+#include "cache/layout.h"
+#include "cache/store.h"
+
+#include <string>
+#include <vector>
+
+namespace npucache::testing_support {
+
+// Every readable entry of every index in `dir` (none when there is no cache).
+inline std::vector<cache::EntryRecord> entries(const std::string& dir) {
+  std::vector<cache::EntryRecord> out;
+  if (!cache::Dir::exists(dir)) return out;
+  const cache::Store s = cache::Store::open(dir, cache::Create::no);
+  for (const auto& m : s.model_infos())
+    if (auto d = s.index(m))
+      for (auto& e : d->index.entries) out.push_back(std::move(e));
+  return out;
+}
+
+inline std::vector<std::string> entry_paths(const std::string& dir) {
+  std::vector<std::string> out;
+  for (const auto& e : entries(dir)) out.push_back(e.path);
+  return out;
+}
+
+// Removes one entry (as a user's cleanup or a lost index would).
+inline void remove_entry(const std::string& dir, const std::string& path) {
+  const cache::Store s = cache::Store::open(dir, cache::Create::no);
+  const std::string m = cache::layout::model_info_of(path);
+  auto d = s.index(m);
+  s.update_index(m, d ? d->index.model : cache::Components{}, {}, {path});
+}
+
+// Replaces (or adds) one entry record.
+inline void put_entry(const std::string& dir, const cache::EntryRecord& e) {
+  const cache::Store s = cache::Store::open(dir, cache::Create::no);
+  const std::string m = cache::layout::model_info_of(e.path);
+  auto d = s.index(m);
+  s.update_index(m, d ? d->index.model : cache::Components{}, {e}, {});
+}
+
+}  // namespace npucache::testing_support
