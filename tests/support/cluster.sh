@@ -55,14 +55,36 @@
 # processes); `exec` and the agent enter the anchor's mount namespace first,
 # where every host's files are bound, then the host's. So any host can reach
 # any host, and Open MPI's tree spawn works too.
-set -euo pipefail
+#
+# up, down and check hold a lock (flock on this script), so a `down` never
+# races another `up` or `down`.
+set -eEuo pipefail
 
 PROG="cluster.sh"
 RUN_BASE="${NPUCACHE_CLUSTER_RUN:-/run/npucache-cluster}"
 DEFAULT_CACHE_PATH="/tmp/npucache-cluster-cache"
 
-die() { echo "$PROG: $*" >&2; exit 1; }
-note() { echo "$PROG: $*" >&2; }
+# No silent exit: an unexpected failure (set -e) is reported with its line.
+DIED=""
+FAILED_AT=""
+trap 'FAILED_AT="line $LINENO: $BASH_COMMAND"' ERR
+report_exit() {
+  local rc=$?
+  if [ "$rc" -ne 0 ] && [ -z "$DIED" ] && [ -n "$FAILED_AT" ]; then
+    echo "$PROG: unexpected failure at $FAILED_AT (exit $rc)" >&2
+  fi
+}
+trap report_exit EXIT
+
+# (A closed stderr must not stop a teardown half-way.)
+die() { DIED=1; echo "$PROG: $*" >&2 || true; exit 1; }
+note() { echo "$PROG: $*" >&2 || true; }
+
+# Serializes up, down and check (fd 9; closed for the anchor).
+take_lock() {
+  exec 9<"$0"
+  flock -w 60 9 || die "another cluster.sh up/down has held the lock on $0 for 60 s; try again"
+}
 
 usage() { sed -n '5,12p' "$0" | sed 's/^# \{0,1\}//'; }
 
@@ -125,10 +147,11 @@ leftovers() {
 
 # The pid of the cluster's anchor, if it is running (and really is it).
 anchor_pid() {
-  local pid
+  local pid cmdline
   pid="$(cat "$RUNDIR/anchor.pid" 2>/dev/null)" || return 1
   [[ "$pid" =~ ^[0-9]+$ ]] || return 1
-  [ "$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null)" = "$ANCHOR_NAME infinity " ] || return 1
+  cmdline="$( { tr '\0' ' ' <"/proc/$pid/cmdline"; } 2>/dev/null)" || return 1
+  [ "$cmdline" = "$ANCHOR_NAME infinity " ] || return 1
   echo "$pid"
 }
 
@@ -144,7 +167,7 @@ anchor_ns() {
 need_root() {
   [ "$(id -u)" -eq 0 ] || die "must run as root (network, UTS and mount namespaces need CAP_SYS_ADMIN); try sudo"
   local t
-  for t in ip unshare nsenter mount umount findmnt mountpoint cksum; do
+  for t in ip unshare nsenter mount umount findmnt mountpoint cksum flock; do
     command -v "$t" >/dev/null 2>&1 || die "'$t' not found; install iproute2 and util-linux"
   done
 }
@@ -179,9 +202,12 @@ cmd_check() {
 
 up_failed() {
   local rc=$?
-  trap - EXIT INT TERM HUP
+  trap report_exit EXIT
+  trap - INT TERM HUP
+  if [ -z "$DIED" ] && [ -n "$FAILED_AT" ]; then note "failed at $FAILED_AT"; fi
+  DIED=1
   note "up failed (exit $rc); tearing down what was made"
-  cmd_down >/dev/null 2>&1 || note "teardown failed too; run: $0 down --prefix $PREFIX"
+  (cmd_down) >/dev/null 2>&1 || note "teardown failed too; run: $0 down --prefix $PREFIX"
   exit "$rc"
 }
 
@@ -202,7 +228,7 @@ write_agent() {
 set -euo pipefail
 ns="$NSDIR"
 anchor="\$(cat "$RUNDIR/anchor.pid" 2>/dev/null || true)"
-if [ -z "\$anchor" ] || [ "\$(tr '\\0' ' ' <"/proc/\$anchor/cmdline" 2>/dev/null)" != "$ANCHOR_NAME infinity " ]; then
+if [ -z "\$anchor" ] || [ "\$( { tr '\\0' ' ' <"/proc/\$anchor/cmdline"; } 2>/dev/null || true)" != "$ANCHOR_NAME infinity " ]; then
   echo "rsh-agent: the anchor process of cluster $PREFIX is gone; run cluster.sh down --prefix $PREFIX, then up again" >&2
   exit 255
 fi
@@ -323,7 +349,7 @@ EOF
   # shellcheck disable=SC2016 # expanded by the inner bash
   nsenter --net="/run/netns/$(host_name 0)" -- setsid bash -c \
     'echo $$ >"$2.tmp" && mv "$2.tmp" "$2" && exec -a "$1" sleep infinity' \
-    _ "$ANCHOR_NAME" "$RUNDIR/anchor.pid" </dev/null >/dev/null 2>&1 &
+    _ "$ANCHOR_NAME" "$RUNDIR/anchor.pid" </dev/null >/dev/null 2>&1 9<&- &
   local tries
   for ((tries = 0; tries < 50; tries++)); do
     [ -s "$RUNDIR/anchor.pid" ] && break
@@ -331,7 +357,8 @@ EOF
   done
   anchor_ns >/dev/null || die "up: the anchor process did not start"
 
-  trap - EXIT INT TERM HUP
+  trap report_exit EXIT
+  trap - INT TERM HUP
   echo "$PREFIX: $n hosts $(host_name 0)..$(host_name $((n - 1))) on $SUBNET, storage $storage at $cache_path"
   echo "hostfile $RUNDIR/hostfile, agent $RUNDIR/rsh-agent"
 }
@@ -340,8 +367,9 @@ EOF
 
 kill_host_processes() {
   local h="$1" pids sig tries
+  [ -e "/run/netns/$h" ] || return 0
   for sig in TERM KILL; do
-    pids="$(ip netns pids "$h" 2>/dev/null | tr '\n' ' ')"
+    pids="$(ip netns pids "$h" 2>/dev/null | tr '\n' ' ' || true)"
     [ -z "${pids// /}" ] && return 0
     note "$h: sending SIG$sig to $pids"
     # shellcheck disable=SC2086 # a list of pids
@@ -351,7 +379,7 @@ kill_host_processes() {
       sleep 0.1
     done
   done
-  pids="$(ip netns pids "$h" 2>/dev/null | tr '\n' ' ')"
+  pids="$(ip netns pids "$h" 2>/dev/null | tr '\n' ' ' || true)"
   [ -z "${pids// /}" ] || note "$h: processes $pids did not exit"
 }
 
@@ -396,6 +424,14 @@ cmd_down() {
     ip link del "$BRIDGE" || { note "cannot delete bridge $BRIDGE"; rc=1; }
   fi
   remove_probe
+  # The cache directory, when `up` created it (never one that existed
+  # before); before the run directory, which records that.
+  if [ -n "$created" ] && [ -d "$created" ]; then
+    case "$created" in
+      /*/*) rm -rf "$created" ;;
+      *) note "not removing $created" ;;
+    esac
+  fi
   if [ -d "$RUNDIR" ]; then
     unmount_all "$RUNDIR" || rc=1
     if mountpoint -q "$RUNDIR" 2>/dev/null; then
@@ -405,13 +441,6 @@ cmd_down() {
     fi
   fi
   rmdir "$RUN_BASE" 2>/dev/null || true
-  # The cache directory, when `up` created it (never one that existed before).
-  if [ -n "$created" ] && [ -d "$created" ]; then
-    case "$created" in
-      /*/*|/tmp*) rm -rf "$created" ;;
-      *) note "not removing $created" ;;
-    esac
-  fi
   # Whatever is left is reported.
   local left
   left="$(leftovers)"
@@ -546,9 +575,9 @@ main() {
       set_names "${prefix:-${NPUCACHE_CLUSTER_PREFIX:-npc-host}}"
       case "$cmd" in
         up) [ -n "$n" ] || die "usage: $PROG up N [--prefix P] [--storage local|shared] [--cache-path PATH]"
-            cmd_up "$n" "$storage" "$cache_path" "$slots" ;;
-        down) cmd_down ;;
-        check) cmd_check ;;
+            need_root; take_lock; cmd_up "$n" "$storage" "$cache_path" "$slots" ;;
+        down) need_root; take_lock; cmd_down ;;
+        check) need_root; take_lock; cmd_check ;;
         mpirun-args) mpirun_args ;;
         launch-args) launch_args ;;
         status) cmd_status ;;

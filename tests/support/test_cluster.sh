@@ -55,11 +55,14 @@ fi
 cl() { timeout --foreground -k 5 "$(limit 30)" "$cluster" "$@"; }
 down() { cl down --prefix "$prefix" >/dev/null; }
 cleanup() {
-  local rc=$?
+  local rc=$? out
   trap - EXIT INT TERM HUP
-  # Outside the budget: the teardown always runs.
-  timeout -k 5 30 "$cluster" down --prefix "$prefix" >/dev/null ||
-    echo "cleanup: '$cluster down --prefix $prefix' failed; run it by hand" >&2
+  # When ctest is gone, writing to its pipe would kill the teardown half-way:
+  # SIGPIPE is ignored and the output collected. Outside the budget.
+  trap '' PIPE
+  if ! out="$(timeout -k 5 30 "$cluster" down --prefix "$prefix" 2>&1)"; then
+    echo "cleanup: '$cluster down --prefix $prefix' failed; run it by hand: $out" >&2 || true
+  fi
   exit "$rc"
 }
 trap cleanup EXIT
@@ -68,6 +71,7 @@ trap 'exit 143' TERM HUP
 
 say "cluster $prefix; removing any leftover of an earlier run"
 down
+rm -rf "$cache"
 
 # ---- 1. ranks across hosts (shared storage)
 say "up: 2 hosts, shared storage at $cache"
