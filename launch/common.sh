@@ -1,9 +1,17 @@
+# shellcheck shell=bash
 # Shared by launch/warmup.sh and launch/infer.sh: parses the launcher's own
 # options, builds the mpirun command line and runs `npucache <job>`.
 #
 #   --tp T --pp P [--dp D]     ranks = T * P * D (D defaults to 1)
-#   --hostfile F               passed to mpirun
-#   --env VAR                  exported to every rank (repeatable); the
+#   --hostfile F               passed to mpirun (hosts and their slots)
+#   --iface X                  network for MPI and Open MPI's out-of-band
+#                              traffic: a subnet (10.0.0.0/24) or interface
+#                              names (eth1), comma-separated; becomes
+#                              --mca btl_tcp_if_include X --mca oob_tcp_if_include X
+#   --mpirun-arg ARG           one extra mpirun argument (repeatable, in order),
+#                              e.g. --mpirun-arg --mca --mpirun-arg plm_rsh_agent
+#                              --mpirun-arg /path/agent
+#   --env VAR[=VALUE]          exported to every rank (repeatable); the
 #                              NPUCACHE_* variables are exported always
 #   --npucache PATH            the npucache binary (default: build/src/npucache)
 # Every other argument goes to `npucache <job>`.
@@ -12,16 +20,28 @@ set -euo pipefail
 launch_job() {
   local job="$1"
   shift
-  local here root tp=1 pp=1 dp=1 hostfile="" bin=""
+  local here root tp=1 pp=1 dp=1 hostfile="" bin="" iface="" me
   here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
   root="$(cd "$here/.." && pwd)"
-  local envs=() rest=()
+  me="$(basename "$0")"
+  local envs=() rest=() extra=()
   while [ $# -gt 0 ]; do
+    case "$1" in
+      --tp|--pp|--dp|--hostfile|--env|--npucache|--iface|--mpirun-arg)
+        if [ $# -lt 2 ]; then
+          echo "$me: $1 needs a value" >&2
+          usage >&2
+          return 2
+        fi
+        ;;
+    esac
     case "$1" in
       --tp) tp="$2"; rest+=(--tp "$2"); shift 2 ;;
       --pp) pp="$2"; rest+=(--pp "$2"); shift 2 ;;
       --dp) dp="$2"; shift 2 ;;
       --hostfile) hostfile="$2"; shift 2 ;;
+      --iface) iface="$2"; shift 2 ;;
+      --mpirun-arg) extra+=("$2"); shift 2 ;;
       --env) envs+=("$2"); shift 2 ;;
       --npucache) bin="$2"; shift 2 ;;
       -h|--help) usage; return 0 ;;
@@ -29,11 +49,30 @@ launch_job() {
     esac
   done
   for n in "$tp" "$pp" "$dp"; do
-    case "$n" in ''|*[!0-9]*|0) echo "$(basename "$0"): --tp, --pp and --dp must be positive integers" >&2; usage >&2; return 2 ;; esac
+    case "$n" in ''|*[!0-9]*|0) echo "$me: --tp, --pp and --dp must be positive integers" >&2; usage >&2; return 2 ;; esac
+  done
+  if [ -n "$hostfile" ] && [ ! -r "$hostfile" ]; then
+    echo "$me: hostfile $hostfile is not a readable file" >&2
+    return 2
+  fi
+  if [ -n "$iface" ] && ! [[ "$iface" =~ ^[A-Za-z0-9_.:/@,-]+$ ]]; then
+    echo "$me: --iface '$iface' is not a subnet or interface list (e.g. 10.0.0.0/24 or eth1,eth2)" >&2
+    return 2
+  fi
+  local v
+  for v in "${envs[@]}"; do
+    if ! [[ "$v" =~ ^[A-Za-z_][A-Za-z0-9_]*(=.*)?$ ]]; then
+      echo "$me: --env takes a variable name (or NAME=value), got '$v'" >&2
+      return 2
+    fi
   done
   bin="${bin:-${NPUCACHE_BIN:-$root/build/src/npucache}}"
   if [ ! -x "$bin" ]; then
-    echo "$(basename "$0"): $bin not found; build first (scripts/build.sh) or pass --npucache PATH" >&2
+    echo "$me: $bin not found; build first (scripts/build.sh) or pass --npucache PATH" >&2
+    return 2
+  fi
+  if ! command -v mpirun >/dev/null 2>&1; then
+    echo "$me: mpirun not found; install Open MPI (scripts/install-deps.sh)" >&2
     return 2
   fi
   local np=$((tp * pp * dp))
@@ -46,5 +85,6 @@ launch_job() {
     for v in $(env | sed -n 's/^\(NPUCACHE_[A-Z_]*\)=.*/\1/p') "${envs[@]}"; do flags+=(-x "$v"); done
   fi
   [ -n "$hostfile" ] && flags+=(--hostfile "$hostfile")
-  exec mpirun -np "$np" "${flags[@]}" "$bin" "$job" "${rest[@]}"
+  [ -n "$iface" ] && flags+=(--mca btl_tcp_if_include "$iface" --mca oob_tcp_if_include "$iface")
+  exec mpirun -np "$np" "${flags[@]}" "${extra[@]}" "$bin" "$job" "${rest[@]}"
 }
