@@ -33,7 +33,7 @@ namespace {
 // 64 KiB: config.json holds one setting.
 constexpr std::size_t kMaxConfigBytes = std::size_t{64} << 10;
 // Bundles larger than this are refused before they are read.
-constexpr std::size_t kMaxBundleFile = std::size_t{16} << 30;
+constexpr std::size_t kMaxBundleFile = std::size_t{4} << 30;
 
 Store open_store(const std::string& dir) {
   if (!Dir::exists(dir)) throw CacheError("no cache in " + dir + " (no such directory)");
@@ -67,12 +67,13 @@ std::size_t file_size(const Store& s, const std::string& key) {
   }
 }
 
+// A file is npucache's when it starts with an envelope magic: damaged
+// files of ours are removed with the rest, files that only share the name
+// pattern are left alone.
 bool is_our_envelope(const Dir& d, const std::string& name, EnvelopeKind kind) {
   try {
-    auto bytes = d.read(name, std::size_t{17} << 30);
-    if (!bytes) return false;
-    open_envelope(kind, *bytes, name);
-    return true;
+    auto head = d.head(name, 8);
+    return head && has_magic(kind, *head);
   } catch (const Error&) {
     return false;
   }
@@ -128,6 +129,13 @@ Listing ls(const std::string& dir) {
 VerifyResult verify(const std::string& dir, bool repair) {
   const Store s = open_store(dir);
   VerifyResult out;
+  if (auto m = s.check_markers(); !m.empty()) {
+    out.bad.emplace_back(s.dir().string(), m);
+    if (repair) {
+      s.heal_markers();
+      out.repaired.push_back("rewrote the marker files");
+    }
+  }
   std::map<std::string, std::string> damaged_objects;  // key -> what is wrong
   std::map<std::string, ObjectRecord> good_objects;
   for (const auto& key : s.object_keys()) {
@@ -359,13 +367,14 @@ GcResult gc(const std::string& dir, std::size_t limit, const std::vector<std::st
   GcResult out;
   out.limit = limit;
   const CacheStats st = read_stats(s.dir());
-  const auto entries = all_entries(s);
+  const auto entries = all_entries(s, &out.problems);
   out.entries = entries.size();
   // Layouts: (model_info, world size), used when any entry was.
   struct Layout {
     std::string model_info;
     int world = 1;
     double used = 0;
+    bool fresh = false;  // holds an entry just written: never evicted
     std::vector<const EntryRecord*> entries;
   };
   std::map<std::pair<std::string, int>, Layout> layouts;
@@ -374,7 +383,8 @@ GcResult gc(const std::string& dir, std::size_t limit, const std::vector<std::st
     Layout& l = layouts[{e.meta.model_info, e.meta.rank.world_size}];
     l.model_info = e.meta.model_info;
     l.world = e.meta.rank.world_size;
-    l.used = std::max(l.used, fresh.count(e.path) ? 1e300 : last_used(st, e.path));
+    l.used = std::max(l.used, last_used(st, e.path));
+    l.fresh = l.fresh || fresh.count(e.path) > 0;
     l.entries.push_back(&e);
   }
   std::map<std::string, int> refs;
@@ -388,6 +398,7 @@ GcResult gc(const std::string& dir, std::size_t limit, const std::vector<std::st
   std::vector<std::string> removed_paths;
   for (Layout* l : order) {
     if (total <= limit) break;
+    if (l->fresh) continue;
     ++out.evicted_layouts;
     for (const EntryRecord* e : l->entries) {
       removals[l->model_info].push_back(e->path);
@@ -404,11 +415,17 @@ GcResult gc(const std::string& dir, std::size_t limit, const std::vector<std::st
   // Objects no remaining entry uses (including ones never referenced).
   std::set<std::string> used;
   for (const auto& e : all_entries(s)) used.insert(e.graph_key);
-  for (const auto& key : s.object_keys())
-    if (!used.count(key)) {
-      s.remove_object(key);
-      ++out.removed_objects;
+  const bool have_objects = s.directory().stat(layout::kObjectsDir).has_value();
+  for (const auto& key : s.object_keys()) {
+    if (used.count(key)) continue;
+    const Dir objects = s.directory().sub(layout::kObjectsDir, Create::no);
+    if (!have_objects || !is_our_envelope(objects, layout::object_file(key), EnvelopeKind::object)) {
+      out.left.push_back(s.object_path(key).string());
+      continue;
     }
+    s.remove_object(key);
+    ++out.removed_objects;
+  }
   out.remaining_bytes = total;
   return out;
 }

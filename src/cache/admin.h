@@ -81,11 +81,15 @@ struct GcResult {
   std::size_t evicted_layouts = 0, evicted_entries = 0, entries = 0;
   std::size_t removed_objects = 0;
   std::size_t remaining_bytes = 0, limit = 0;
+  std::vector<std::string> left;      // files named like npucache's that are not (untouched)
+  std::vector<std::string> problems;  // indexes that could not be read (their entries are not counted)
 };
 // Evicts whole layouts (every entry of one model_info and world size),
 // least recently used first, until the objects the remaining entries use
-// fit `limit`; then removes objects no entry uses. Entries in `keep` (just
-// written) count as used now.
+// fit `limit`; then removes objects no entry uses. A layout holding an
+// entry in `keep` (just written) is never evicted, even when it alone is
+// over the limit. Files named like npucache's that are not are left (and
+// listed); unreadable indexes are skipped (and listed).
 GcResult gc(const std::string& dir, std::size_t limit, const std::vector<std::string>& keep = {});
 // "64M", "1.5G", "1024", "2KiB": bytes; ConfigError (naming the text) for
 // anything else, negative, NaN or too large.

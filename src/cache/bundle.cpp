@@ -175,9 +175,9 @@ Bundle read_bundle(std::string_view bytes) {
   if (bytes.size() - kHeader != len)
     throw CacheError("bundle is truncated or padded: header says " + std::to_string(len) + " payload bytes, found " +
                      std::to_string(bytes.size() - kHeader));
-  if (raw_len > kMaxBundleBytes)
-    throw CacheError("bundle claims " + std::to_string(raw_len) + " decoded bytes, more than " +
-                     std::to_string(kMaxBundleBytes));
+  if (raw_len > kMaxBundleBytes || raw_len > kMaxBundleRatio * len + 4096)
+    throw CacheError("bundle claims " + std::to_string(raw_len) + " decoded bytes from " + std::to_string(len) +
+                     ", more than a bundle can hold: it is damaged or not npucache's");
   const std::string_view payload = bytes.substr(kHeader);
   if (XXH3_64bits(payload.data(), payload.size()) != get<uint64_t>(bytes, 28))
     throw CacheError("bundle checksum mismatch: the bundle is corrupt");

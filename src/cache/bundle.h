@@ -5,7 +5,8 @@
 //   bytes 0-7   magic "NPUCBNDL"
 //   8-11        u32 format version (3)
 //   12-19       u64 payload bytes (compressed)
-//   20-27       u64 decoded bytes (at most kMaxBundleBytes)
+//   20-27       u64 decoded bytes (at most kMaxBundleBytes and
+//               kMaxBundleRatio times the payload)
 //   28-35       u64 xxh3-64 of the payload
 //   36-         payload: one zstd frame of the records
 //
@@ -22,8 +23,11 @@
 
 namespace npucache::cache {
 
-// 16 GiB: a bundle's decoded records may not exceed this.
-constexpr uint64_t kMaxBundleBytes = uint64_t{16} << 30;
+// A bundle's decoded records may not exceed 4 GiB, nor 4096 times its
+// compressed payload (artifacts compress about tenfold): a header claiming
+// more is refused before anything is allocated.
+constexpr uint64_t kMaxBundleBytes = uint64_t{4} << 30;
+constexpr uint64_t kMaxBundleRatio = 4096;
 
 struct Bundle {
   std::vector<EntryRecord> entries;

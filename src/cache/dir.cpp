@@ -42,6 +42,11 @@ void check_safe(const struct stat& st, const fs::path& p) {
 }
 
 int open_dir_at(int at, const std::string& name, const fs::path& full) {
+  struct stat lst;
+  if (::fstatat(at, name.c_str(), &lst, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(lst.st_mode))
+    throw CacheRefused("refusing to use " + full.string() +
+                       ": it is a symbolic link, and a link could make npucache read or write where someone else "
+                       "chooses; use the real directory");
   const int fd = ::openat(at, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0 && errno == ELOOP)
     throw CacheRefused("refusing to use " + full.string() + ": it is a symbolic link; use the real directory");
@@ -99,7 +104,7 @@ Dir Dir::open(const fs::path& path, Safety safety, Create create) {
     if (::fstat(fd->fd, &st) != 0) fail("inspecting", p, errno);
     check_safe(st, p);
   }
-  return Dir(std::move(fd), p);
+  return Dir(std::move(fd), p, safety);
 }
 
 Dir Dir::sub(const std::string& name, Create create) const {
@@ -114,8 +119,8 @@ Dir Dir::sub(const std::string& name, Create create) const {
   }
   struct stat st;
   if (::fstat(sfd->fd, &st) != 0) fail("inspecting", full, errno);
-  check_safe(st, full);
-  return Dir(std::move(sfd), full);
+  if (safety_ == Safety::cache) check_safe(st, full);
+  return Dir(std::move(sfd), full, safety_);
 }
 
 std::optional<Dir::Info> Dir::stat(const std::string& name) const {
@@ -134,6 +139,14 @@ std::optional<Dir::Info> Dir::stat(const std::string& name) const {
 }
 
 std::optional<std::string> Dir::read(const std::string& name, std::size_t cap) const {
+  return read_up_to(name, cap, false);
+}
+
+std::optional<std::string> Dir::head(const std::string& name, std::size_t n) const {
+  return read_up_to(name, n, true);
+}
+
+std::optional<std::string> Dir::read_up_to(const std::string& name, std::size_t cap, bool truncate) const {
   const fs::path full = path_ / name;
   const int f = ::openat(fd(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
   if (f < 0) {
@@ -150,9 +163,10 @@ std::optional<std::string> Dir::read(const std::string& name, std::size_t cap) c
   struct stat st;
   if (::fstat(f, &st) != 0) fail("inspecting", full, errno);
   if (!S_ISREG(st.st_mode)) throw CacheRefused("refusing to use " + full.string() + ": it is not a regular file");
-  if (st.st_uid != ::geteuid())
+  if (safety_ == Safety::cache && st.st_uid != ::geteuid())
     throw CacheRefused("refusing to use " + full.string() + ": it is owned by uid " + std::to_string(st.st_uid) +
                        ", not by the current user (uid " + std::to_string(::geteuid()) + ")");
+  if (truncate && static_cast<uint64_t>(st.st_size) > cap) st.st_size = static_cast<off_t>(cap);
   if (static_cast<uint64_t>(st.st_size) > cap)
     throw CacheError(full.string() + " is " + std::to_string(st.st_size) + " bytes, more than a cache file of its kind "
                      "can be (" + std::to_string(cap) + "): it is damaged or not npucache's");
@@ -172,10 +186,14 @@ std::optional<std::string> Dir::read(const std::string& name, std::size_t cap) c
 }
 
 std::string Dir::temp_for(const std::string& name, int& out_fd) const {
-  const std::string temp = layout::temp_name(name);
-  out_fd = ::openat(fd(), temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (out_fd < 0) fail("creating", path_ / temp, errno);
-  return temp;
+  // A name someone planted (a file or a link where our next temporary would go) only costs a
+  // retry: O_EXCL|O_NOFOLLOW never opens an existing entry, so the plant is never written through.
+  for (int attempt = 0;; ++attempt) {
+    const std::string temp = layout::temp_name(name);
+    out_fd = ::openat(fd(), temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (out_fd >= 0) return temp;
+    if (errno != EEXIST || attempt >= 64) fail("creating", path_ / temp, errno);
+  }
 }
 
 void Dir::sync() const {

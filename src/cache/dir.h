@@ -63,10 +63,13 @@ class Dir {
   };
   // Of `name` itself (a link is reported, not followed); nullopt when absent.
   std::optional<Info> stat(const std::string& name) const;
-  // The contents of regular file `name`: nullopt when absent. A link or a
-  // file owned by another user is refused (CacheRefused); a file larger
-  // than `cap` bytes is a CacheError.
+  // The contents of regular file `name`: nullopt when absent. A link is
+  // refused (CacheRefused), and in a cache directory a file owned by
+  // another user too; a file larger than `cap` bytes is a CacheError.
   std::optional<std::string> read(const std::string& name, std::size_t cap) const;
+  // At most the first `n` bytes of regular file `name` (same checks as
+  // read, any size): nullopt when absent.
+  std::optional<std::string> head(const std::string& name, std::size_t n) const;
   // Replaces `name` atomically with `bytes` (0600).
   void write(const std::string& name, std::string_view bytes) const;
   // Creates `name` with `bytes` only if no file has that name: false (and
@@ -87,11 +90,14 @@ class Dir {
     int fd = -1;
     ~Fd();
   };
-  Dir(std::shared_ptr<Fd> fd, std::filesystem::path path) : fd_(std::move(fd)), path_(std::move(path)) {}
+  std::optional<std::string> read_up_to(const std::string& name, std::size_t cap, bool truncate) const;
+  Dir(std::shared_ptr<Fd> fd, std::filesystem::path path, Safety safety)
+      : fd_(std::move(fd)), path_(std::move(path)), safety_(safety) {}
   std::string temp_for(const std::string& name, int& fd) const;
   void sync() const;
   std::shared_ptr<Fd> fd_;
   std::filesystem::path path_;
+  Safety safety_;
 };
 
 // Writes `bytes` to `path` atomically (temporary, fsync, rename), 0600,

@@ -56,7 +56,11 @@ std::string seal(EnvelopeKind kind, const std::vector<std::string>& records, std
   h.u32(kVersion);
   h.u32(static_cast<uint32_t>(userblock));
   h.u64(body.size());
-  h.u64(hash(body));
+  // Over the whole rest of the userblock (records and zero padding), so a
+  // damaged byte anywhere in it is found.
+  std::string region(userblock - kHeader, '\0');
+  std::memcpy(region.data(), body.data(), body.size());
+  h.u64(hash(region));
   h.u64(hdf5.size());
   h.u64(hash(hdf5));
   h.u64(hash(h.data()));
@@ -65,6 +69,10 @@ std::string seal(EnvelopeKind kind, const std::vector<std::string>& records, std
   std::memcpy(out.data() + kHeader, body.data(), body.size());
   out += hdf5_image;
   return out;
+}
+
+bool has_magic(EnvelopeKind kind, std::string_view head) {
+  return head.size() >= 8 && std::memcmp(head.data(), magic(kind), 8) == 0;
 }
 
 Opened open_envelope(EnvelopeKind kind, std::string_view file, const std::string& what) {
@@ -85,7 +93,7 @@ Opened open_envelope(EnvelopeKind kind, std::string_view file, const std::string
   o.hdf5 = file.substr(o.userblock);
   o.hdf5_intact = o.hdf5.size() == hdf5_len && hash(o.hdf5) == get<uint64_t>(file, 40);
   const std::string_view rec = file.substr(kHeader, static_cast<std::size_t>(rec_len));
-  const bool all = hash(rec) == get<uint64_t>(file, 24);
+  const bool all = hash(file.substr(kHeader, o.userblock - kHeader)) == get<uint64_t>(file, 24);
   // Record by record, each against its own checksum.
   std::size_t at = 0;
   while (at + kRecordHead <= rec.size()) {

@@ -6,7 +6,8 @@
 //   bytes 0-7    magic "NPUCIDX1" (an index) or "NPUCOBJ1" (an object)
 //   8-11         u32 envelope version (1)
 //   12-15        u32 userblock size U (a power of two >= 512)
-//   16-23        u64 record bytes R      24-31  u64 xxh3-64 of them
+//   16-23        u64 record bytes R      24-31  u64 xxh3-64 of bytes 56..U
+//                (the records and the zero padding after them)
 //   32-39        u64 HDF5 bytes (file size - U)  40-47  u64 xxh3-64 of them
 //   48-55        u64 xxh3-64 of bytes 0-47
 //   56-          the records: [u32 length][u64 xxh3-64][body] each
@@ -41,6 +42,9 @@ struct Opened {
   std::string_view hdf5;             // the HDF5 bytes (a view into the input)
   std::size_t userblock = 0;
 };
+// Does `head` (a file's first bytes) start with the magic of `kind`? A
+// file that does is npucache's, damaged or not.
+bool has_magic(EnvelopeKind kind, std::string_view head);
 // Reads an envelope. Throws CacheError naming `what` when the header is
 // damaged or not npucache's (then nothing in the file can be trusted).
 Opened open_envelope(EnvelopeKind kind, std::string_view file, const std::string& what);

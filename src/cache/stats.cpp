@@ -3,6 +3,7 @@
 #include "cache/cache_error.h"
 #include "cache/dir.h"
 #include "cache/layout.h"
+#include "cache/store.h"
 #include "log/log.h"
 
 #include <nlohmann/json.hpp>
@@ -85,6 +86,8 @@ void update(const fs::path& dir, F&& change) {
     for (const auto& m : s.recent_misses)
       j["recent_misses"].push_back({{"time", m.time}, {"entry", m.entry}, {"reason", m.reason}, {"differences", m.differences}});
     d.write(layout::kStatsFile, j.dump(1) + "\n");
+    // Every process that used the cache ends here: damaged markers heal.
+    Store::open(dir, Create::no).heal_markers();
   } catch (const std::exception& e) {
     log::debug("cache statistics in {} not updated: {}", dir.string(), e.what());
   }

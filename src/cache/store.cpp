@@ -47,12 +47,32 @@ std::string new_store_id() {
   return buf;
 }
 
+// A literal, not a static string: markers are healed by the statistics
+// flush at exit, after function-local statics may have been destroyed.
+constexpr std::string_view cachedir_tag() {
+  return "Signature: 8a477f597d28d172789f06886806bc55\n"
+         "# This file marks an npucache compile cache directory (see https://bford.info/cachedir/).\n";
+}
+
+std::string store_json(const std::string& id) {
+  return std::string("{\"format\": \"") + layout::kFormatName + "\", \"format_version\": \"" + layout::kFormatVersion +
+         "\", \"store_id\": \"" + id + "\"}\n";
+}
+
+// The id store.json names, or "" when it is damaged.
+std::string read_store_id(const Dir& d) {
+  auto text = d.read(layout::kStoreFile, 4096);
+  if (!text) return "";
+  const std::string key = "\"store_id\": \"";
+  const auto at = text->find(key);
+  if (at == std::string::npos || text->size() < at + key.size() + 32) return "";
+  std::string id = text->substr(at + key.size(), 32);
+  return *text == store_json(id) ? id : "";
+}
+
 void write_markers(const Dir& d) {
-  d.publish(layout::kCacheDirTag,
-            "Signature: 8a477f597d28d172789f06886806bc55\n"
-            "# This file marks an npucache compile cache directory (see https://bford.info/cachedir/).\n");
-  d.publish(layout::kStoreFile, std::string("{\"format\": \"") + layout::kFormatName + "\", \"format_version\": \"" +
-                                    layout::kFormatVersion + "\", \"store_id\": \"" + new_store_id() + "\"}\n");
+  d.publish(layout::kCacheDirTag, cachedir_tag());
+  d.publish(layout::kStoreFile, store_json(new_store_id()));
 }
 
 void note_format1(const Dir& d) {
@@ -78,12 +98,30 @@ Store Store::open(const fs::path& dir, Create create) {
 
 Dir Store::objects(Create create) const { return dir_.sub(layout::kObjectsDir, create); }
 
+std::string Store::check_markers() const {
+  std::string problems;
+  auto tag = dir_.read(layout::kCacheDirTag, 4096);
+  if (tag && *tag != cachedir_tag()) problems += std::string(layout::kCacheDirTag) + " is damaged; ";
+  if (dir_.stat(layout::kStoreFile) && read_store_id(dir_).empty()) problems += std::string(layout::kStoreFile) + " is damaged; ";
+  return problems;
+}
+
+void Store::heal_markers() const {
+  if (check_markers().empty()) return;
+  FileLock lock = dir_.sub(layout::kLocksDir, Create::yes).lock("store.lock");
+  auto tag = dir_.read(layout::kCacheDirTag, 4096);
+  if (tag && *tag != cachedir_tag()) dir_.write(layout::kCacheDirTag, cachedir_tag());
+  if (dir_.stat(layout::kStoreFile) && read_store_id(dir_).empty()) {
+    log::warn("{}/{} is damaged; the store gets a new id", dir_.path().string(), layout::kStoreFile);
+    dir_.write(layout::kStoreFile, store_json(new_store_id()));
+  }
+}
+
 std::string Store::identity() const {
-  auto text = dir_.read(layout::kStoreFile, 4096);
-  std::string id;
-  if (text) {
-    const auto at = text->find("\"store_id\": \"");
-    if (at != std::string::npos) id = text->substr(at + 13, 32);
+  std::string id = read_store_id(dir_);
+  if (id.empty()) {
+    heal_markers();
+    id = read_store_id(dir_);
   }
   if (id.size() != 32) throw CacheError(dir_.path().string() + "/" + layout::kStoreFile + " is damaged: it names no store");
   struct stat st;

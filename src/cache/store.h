@@ -79,6 +79,11 @@ class Store {
   // Whether the model's index, as last read, has damaged records or a
   // damaged HDF5 view (then heal_index rewrites it).
   bool index_damaged(const std::string& model_info) const;
+  // The marker files (CACHEDIR.TAG, store.json) as they should be: "" or
+  // what is wrong with them.
+  std::string check_markers() const;
+  // Rewrites damaged markers (a damaged store.json gets a new id).
+  void heal_markers() const;
   // Rewrites a model's index from its readable entries.
   void heal_index(const std::string& model_info) const;
   // Removes a whole index (cache administration).

@@ -1,6 +1,9 @@
-// Serialization of compiled results with Boost.Serialization (binary
-// archives, class versions for evolution). Deterministic: equal values give
-// equal bytes. The on-disk framing (compression, checksums) is the cache's
+// Serialization of compiled results in npucache's bounded encoding
+// (wire.h), versioned for evolution. Deterministic: equal values give equal
+// bytes. Decoding never trusts a length or count, and a decoded program is
+// validated (validate.h) before it is returned, so hostile bytes give an
+// Error, never a crash, an unbounded allocation or an out-of-range kernel
+// access. The on-disk framing (compression, checksums) is the cache's
 // (docs/FORMAT.md).
 #pragma once
 

@@ -113,6 +113,8 @@ void cmd_gc(const std::string& d, const std::string& max_size) {
   std::printf("gc: evicted %zu layout(s), %zu of %zu entries, %zu object(s); %s of objects remain (limit %s)\n",
               g.evicted_layouts, g.evicted_entries, g.entries, g.removed_objects,
               cache::admin::format_size(g.remaining_bytes).c_str(), cache::admin::format_size(g.limit).c_str());
+  for (const auto& p : g.problems) std::printf("skipped %s\n", p.c_str());
+  for (const auto& f : g.left) std::printf("left %s (not an npucache file)\n", f.c_str());
 }
 
 void cmd_config(const std::string& d, const std::string& key, const std::string& value) {

@@ -2,12 +2,14 @@
 //
 //   cache_worker run DIR MODEL METHOD [--static] [--ge-cache] [--reduce-overhead]
 //                [--batch N] [--code-version V] [--fast] [--scale S] [--rng]
+//                [--world W --rank R]
 //     runs the cached method and prints "traced <n>" (how often the method
 //     body ran, i.e. was traced), "compiled <n>" (compiles this process
 //     did), "status <outcome>", "reason <why it was not a hit>" and
 //     "result <values...>". --fast opts into the code_version hit check;
 //     --scale multiplies the result by a plain member of the model (a
-//     hyper-parameter read from a flag).
+//     hyper-parameter read from a flag); --world/--rank name the entry as
+//     rank R of a W-rank job's layout.
 //   cache_worker write DIR PREFIX COUNT BYTES
 //     commits COUNT entries named PREFIX<i> with objects of BYTES random
 //     bytes each, one transaction per entry (crash and concurrency tests).
@@ -61,6 +63,8 @@ int run(int argc, char** argv) {
     else if (a == "--code-version") o.code_version = argv[++i];
     else if (a == "--fast") o.hit_check = HitCheck::code_version;
     else if (a == "--scale") scale = std::stod(argv[++i]);
+    else if (a == "--world") o.world_size = std::stoi(argv[++i]);
+    else if (a == "--rank") o.global_rank = std::stoi(argv[++i]);
     else if (a == "--rng") rng = true;
   }
   o.compile.config = c;

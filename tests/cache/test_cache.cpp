@@ -9,6 +9,8 @@
 #include "cache/store.h"
 #include "support/cache_files.h"
 
+#include "support/process.h"
+
 #include <gtest/gtest.h>
 
 #include <array>
@@ -28,26 +30,13 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct Out {
-  int status;
-  std::string text;
-};
-
-// Runs a shell command, capturing stdout and stderr.
-Out sh(const std::string& cmd) {
-  Out o{0, ""};
-  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
-  std::array<char, 4096> buf;
-  while (std::fgets(buf.data(), buf.size(), p)) o.text += buf.data();
-  o.status = WEXITSTATUS(::pclose(p));
-  return o;
-}
+using testing_support::Out;
+using testing_support::sh;
+using testing_support::has;
 
 std::string worker(const std::string& dir, const std::string& args = "prompt") {
   return std::string(CACHE_WORKER) + " run " + dir + " seed " + args;
 }
-
-bool has(const std::string& hay, const std::string& needle) { return hay.find(needle) != std::string::npos; }
 
 class CacheTest : public ::testing::Test {
  protected:

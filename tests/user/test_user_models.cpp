@@ -2,6 +2,8 @@
 // case of tests/user/user_models.cpp (a model written against the public
 // headers only) runs cold and warm in separate processes; cached results
 // must equal eager ones, or the run must stop with a clear error.
+#include "support/process.h"
+
 #include <gtest/gtest.h>
 
 #include <array>
@@ -15,21 +17,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct Out {
-  int status;
-  std::string text;
-};
-
-Out sh(const std::string& cmd) {
-  Out o{0, ""};
-  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
-  std::array<char, 4096> buf;
-  while (std::fgets(buf.data(), buf.size(), p)) o.text += buf.data();
-  o.status = WEXITSTATUS(::pclose(p));
-  return o;
-}
-
-bool has(const std::string& hay, const std::string& needle) { return hay.find(needle) != std::string::npos; }
+using npucache::testing_support::Out;
+using npucache::testing_support::sh;
+using npucache::testing_support::has;
 
 // The line of `label` in a worker's output.
 std::string line(const std::string& text, const std::string& label) {

@@ -1,0 +1,443 @@
+// The store under attack (docs/FORMAT.md): damage at many offsets of every
+// file, concurrent writers of the same keys, altered bundles, full disks,
+// hostile and read-only directories, and the administration commands on
+// foreign files and bad values. Each case runs real processes (cache_worker,
+// the npucache command) on a real directory.
+#include <npucache/cache.h>
+#include <npucache/error.h>
+
+#include "cache/admin.h"
+#include "cache/bundle.h"
+#include "cache/layout.h"
+#include "cache/store.h"
+#include "cache/zstd_codec.h"
+#include "support/cache_files.h"
+#include "support/process.h"
+
+#include <gtest/gtest.h>
+
+#include <xxhash.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <set>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+using namespace npucache;
+using testing_support::has;
+using testing_support::Out;
+using testing_support::sh;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kCli = NPUCACHE_CLI;
+
+std::string worker(const fs::path& dir, const std::string& args = "prompt") {
+  return std::string(CACHE_WORKER) + " run " + dir.string() + " seed " + args;
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
+void spit(const fs::path& p, const std::string& bytes) {
+  std::ofstream f(p, std::ios::binary | std::ios::trunc);
+  f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+std::string result_of(const std::string& text) {
+  const auto at = text.find("result");
+  return at == std::string::npos ? "(no result)" : text.substr(at, text.find('\n', at) - at);
+}
+
+// Every file of a directory tree with its bytes (a snapshot to compare).
+std::map<std::string, std::string> snapshot(const fs::path& dir) {
+  std::map<std::string, std::string> out;
+  if (!fs::exists(dir)) return out;
+  for (const auto& f : fs::recursive_directory_iterator(dir))
+    if (f.is_regular_file()) out[fs::relative(f.path(), dir).string()] = slurp(f.path());
+  return out;
+}
+
+bool is_root() { return ::geteuid() == 0; }
+
+class StoreAttack : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    base = fs::temp_directory_path() / ("npucache-attack-" + std::to_string(::getpid()) + "-" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(base);
+    fs::create_directories(base);
+    fs::permissions(base, fs::perms::owner_all, fs::perm_options::replace);
+    dir = base / "cache";
+  }
+  void TearDown() override {
+    for (const auto& m : mounts) ::umount2(m.c_str(), MNT_DETACH);
+    std::error_code ec;
+    fs::permissions(base, fs::perms::owner_all, fs::perm_options::replace, ec);
+    fs::remove_all(base, ec);
+  }
+  // A tmpfs of `bytes` at `where` (root only).
+  bool mount_tmpfs(const fs::path& where, std::size_t bytes) {
+    fs::create_directories(where);
+    const std::string opts = "size=" + std::to_string(bytes) + ",mode=0700";
+    if (::mount("tmpfs", where.c_str(), "tmpfs", 0, opts.c_str()) != 0) return false;
+    mounts.push_back(where.string());
+    return true;
+  }
+  fs::path base, dir;
+  std::vector<std::string> mounts;
+};
+
+}  // namespace
+
+// Damage anywhere heals: a byte flipped at many offsets of every file, a
+// file truncated or zeroed, is found; the next job succeeds with the right
+// result, the one after it compiles nothing, and verify is then clean.
+TEST_F(StoreAttack, DamageAtManyOffsetsOfEveryFileHeals) {
+  Out a = sh(worker(dir)), b = sh(worker(dir, "prompt --static"));
+  ASSERT_EQ(a.status, 0) << a.text;
+  ASSERT_EQ(b.status, 0) << b.text;
+  const std::string want_dynamic = result_of(a.text), want_static = result_of(b.text);
+  const auto pristine = snapshot(dir);
+  std::vector<std::string> files;
+  for (const auto& [name, bytes] : pristine)
+    if (name.rfind("locks/", 0) != 0 && !bytes.empty()) files.push_back(name);
+  ASSERT_GE(files.size(), 6u);  // 2 indexes, 2 objects, stats, markers
+  int cases = 0;
+  auto check = [&](const std::string& what) {
+    ++cases;
+    SCOPED_TRACE(what);
+    Out first = sh(worker(dir) + " ; " + worker(dir, "prompt --static"));
+    ASSERT_EQ(first.status, 0) << first.text;
+    EXPECT_TRUE(has(first.text, want_dynamic)) << first.text;
+    EXPECT_TRUE(has(first.text, want_static)) << first.text;
+    EXPECT_FALSE(has(first.text, "error")) << first.text;
+    Out second = sh(worker(dir) + " && " + worker(dir, "prompt --static"));
+    ASSERT_EQ(second.status, 0) << second.text;
+    EXPECT_FALSE(has(second.text, "compiled 1")) << second.text;
+    Out v = sh(kCli + " verify " + dir.string());
+    EXPECT_EQ(v.status, 0) << v.text;
+  };
+  auto restore = [&] {
+    fs::remove_all(dir);
+    for (const auto& [name, bytes] : pristine) {
+      fs::create_directories((dir / name).parent_path());
+      spit(dir / name, bytes);
+      fs::permissions(dir / name, fs::perms::owner_read | fs::perms::owner_write, fs::perm_options::replace);
+    }
+    for (const auto& d : {dir, dir / "objects", dir / "locks"})
+      fs::permissions(d, fs::perms::owner_all, fs::perm_options::replace);
+  };
+  for (const auto& name : files) {
+    const std::string& bytes = pristine.at(name);
+    const std::size_t n = bytes.size();
+    std::set<std::size_t> offsets = {0, 8, 13, 30, 52, 60, 200, 511, 512, 700, n / 3, n / 2, 2 * n / 3, n - 1};
+    for (std::size_t off : offsets) {
+      if (off >= n) continue;
+      restore();
+      std::string damaged = bytes;
+      damaged[off] = static_cast<char>(damaged[off] ^ 0x5a);
+      spit(dir / name, damaged);
+      check(name + " byte " + std::to_string(off) + " flipped");
+    }
+    restore();
+    spit(dir / name, bytes.substr(0, n / 2));
+    check(name + " truncated to half");
+    restore();
+    spit(dir / name, "");
+    check(name + " truncated to nothing");
+    restore();
+    spit(dir / name, std::string(n, '\0'));
+    check(name + " zeroed");
+  }
+  EXPECT_GT(cases, 80);
+}
+
+// Concurrent writers of the same keys: every entry records the checksum of
+// the object the store kept (the first writer's), every process runs the
+// stored program, and verify is clean.
+TEST_F(StoreAttack, ConcurrentWritersOfTheSameKeysVerifyClean) {
+  std::string cmd = "(";
+  for (int i = 0; i < 4; ++i) cmd += worker(dir, i % 2 ? "prompt --ge-cache" : "prompt") + " & ";
+  cmd += "wait)";
+  Out o = sh(cmd);
+  EXPECT_FALSE(has(o.text, "error")) << o.text;
+  Out v = sh(kCli + " verify " + dir.string());
+  EXPECT_EQ(v.status, 0) << v.text;
+  EXPECT_EQ(testing_support::entry_paths(dir.string()).size(), 2u);
+  // Another process with its own compile of the same key: adopts.
+  const fs::path other = base / "other";
+  ASSERT_EQ(sh(worker(other)).status, 0);
+  ASSERT_EQ(sh(kCli + " export " + other.string() + " -o " + (base / "b.bundle").string()).status, 0);
+  Out imp = sh(kCli + " import " + (base / "b.bundle").string() + " " + dir.string());
+  EXPECT_EQ(imp.status, 0) << imp.text;
+  Out v2 = sh(kCli + " verify " + dir.string());
+  EXPECT_EQ(v2.status, 0) << v2.text;
+  EXPECT_TRUE(has(sh(worker(dir)).text, "compiled 0\nstatus hit"));
+}
+
+// Bundles whose outer checksum is valid but whose records were altered:
+// each import either succeeds with a cache that verifies and runs, or is
+// rejected with a clear error and changes nothing. Sizes claimed beyond
+// what the bundle can hold are refused before anything is allocated.
+TEST_F(StoreAttack, AlteredBundlesAreRejectedOrImportCleanly) {
+  ASSERT_EQ(sh(worker(dir)).status, 0);
+  ASSERT_EQ(sh(worker(dir, "prompt --static --ge-cache")).status, 0);
+  const fs::path file = base / "good.bundle";
+  ASSERT_EQ(sh(kCli + " export " + dir.string() + " -o " + file.string()).status, 0);
+  struct stat st;
+  ASSERT_EQ(::stat(file.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);  // exported bundles are private
+  const std::string good = slurp(file);
+  const std::string raw = cache::zstd_decompress(std::string_view(good).substr(36), std::size_t{1} << 30);
+  auto reseal = [&](const std::string& records) {
+    const std::string payload = cache::zstd_compress(records);
+    std::string out = good.substr(0, 12);
+    auto put = [&](uint64_t v) { out.append(reinterpret_cast<const char*>(&v), sizeof v); };
+    put(payload.size());
+    put(records.size());
+    put(XXH3_64bits(payload.data(), payload.size()));
+    return out + payload;
+  };
+  std::mt19937_64 rng(11);
+  int rejected = 0, imported = 0;
+  for (int i = 0; i < 200; ++i) {
+    std::string mutated = raw;
+    const int flips = 1 + static_cast<int>(rng() % 4);
+    for (int f = 0; f < flips; ++f) {
+      const std::size_t at = rng() % mutated.size();
+      mutated[at] = static_cast<char>(rng() % 3 == 0 ? 0xff : mutated[at] ^ (1 << (rng() % 8)));
+    }
+    const fs::path target = base / ("t" + std::to_string(i));
+    try {
+      cache::admin::import_bytes(reseal(mutated), target.string());
+      ++imported;
+      Out v = sh(kCli + " verify " + target.string());
+      EXPECT_EQ(v.status, 0) << "mutation " << i << "\n" << v.text;
+      Out run = sh(worker(target) + " ; " + worker(target, "prompt --static --ge-cache"));
+      EXPECT_EQ(run.status, 0) << "mutation " << i << "\n" << run.text;
+    } catch (const CacheError& e) {
+      ++rejected;
+      EXPECT_TRUE(has(e.what(), "bundle")) << e.what();
+      EXPECT_TRUE(testing_support::entry_paths(target.string()).empty()) << "a rejected bundle wrote entries";
+      EXPECT_FALSE(fs::exists(target / "objects")) << "a rejected bundle wrote objects";
+    }
+    fs::remove_all(target);
+  }
+  EXPECT_GT(rejected, 100);
+  // A header claiming 2^40 or 2^34 decoded bytes: refused at once.
+  for (uint64_t claim : {uint64_t{1} << 40, uint64_t{1} << 34}) {
+    std::string lying = good;
+    std::memcpy(lying.data() + 20, &claim, sizeof claim);
+    const auto t0 = std::chrono::steady_clock::now();
+    EXPECT_THROW(cache::admin::import_bytes(lying, (base / "liar").string()), CacheError);
+    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 1.0);
+  }
+  // A zstd frame inside claiming more than the header: refused.
+  {
+    std::string frame = cache::zstd_compress(std::string(1 << 20, '\0'));
+    std::string lying = reseal(raw);
+    lying.replace(36, std::string::npos, frame);
+    uint64_t len = frame.size();
+    std::memcpy(lying.data() + 12, &len, sizeof len);
+    uint64_t sum = XXH3_64bits(frame.data(), frame.size());
+    std::memcpy(lying.data() + 28, &sum, sizeof sum);
+    EXPECT_THROW(cache::admin::import_bytes(lying, (base / "liar2").string()), CacheError);
+  }
+}
+
+// A full file system: the job runs uncached and says so; a cache that was
+// there stays intact and keeps serving.
+// Writes `path` until its file system is full.
+void fill(const fs::path& path) {
+  std::ofstream out(path, std::ios::binary);
+  const std::string block(4096, 'x');
+  while (out.write(block.data(), static_cast<std::streamsize>(block.size()))) {
+  }
+}
+
+TEST_F(StoreAttack, FullDiskKeepsThePreviousCacheAndRunsUncached) {
+  if (!is_root()) GTEST_SKIP() << "mounting a small tmpfs needs root";
+  const fs::path small = base / "small";
+  ASSERT_TRUE(mount_tmpfs(small, 64 << 10)) << "tmpfs mount failed";
+  fill(small / "filler");
+  const fs::path c = small / "cache";
+  // Cold into a full file system.
+  Out cold = sh(worker(c, "prompt --ge-cache"));
+  EXPECT_EQ(cold.status, 0) << cold.text;
+  EXPECT_TRUE(has(cold.text, "No space left on device")) << cold.text;
+  EXPECT_TRUE(has(cold.text, "result 4 8 12")) << cold.text;
+  // Room for one entry, then full: the first stays intact and serving.
+  const fs::path mid = base / "mid";
+  ASSERT_TRUE(mount_tmpfs(mid, 256 << 10));
+  const fs::path m = mid / "cache";
+  ASSERT_EQ(sh(worker(m)).status, 0);
+  fill(mid / "filler");
+  Out full = sh(worker(m, "prompt --static --ge-cache"));
+  EXPECT_EQ(full.status, 0) << full.text;
+  EXPECT_TRUE(has(full.text, "No space left on device")) << full.text;
+  fs::remove(mid / "filler");
+  EXPECT_TRUE(has(sh(worker(m)).text, "compiled 0\nstatus hit"));
+  Out v = sh(kCli + " verify " + m.string());
+  EXPECT_EQ(v.status, 0) << v.text;
+  for (const auto& f : fs::recursive_directory_iterator(m))
+    EXPECT_FALSE(has(f.path().filename().string(), ".tmp.")) << "a failed write left " << f.path();
+}
+
+// Hostile directories: writable by others without the sticky bit, owned by
+// someone else, a link where a subdirectory should be: refused with the
+// reason, the job runs uncached, nothing is written; links planted for
+// temporary names are never followed.
+TEST_F(StoreAttack, HostileDirectoriesAreRefusedAndLinksNeverFollowed) {
+  fs::create_directories(dir);
+  fs::permissions(dir, fs::perms::all, fs::perm_options::replace);  // 0777, no sticky bit
+  Out o = sh(worker(dir));
+  EXPECT_EQ(o.status, 0) << o.text;
+  EXPECT_TRUE(has(o.text, "other users can write to it")) << o.text;
+  EXPECT_TRUE(has(o.text, "compiled 1")) << o.text;
+  EXPECT_TRUE(fs::is_empty(dir)) << "something was written into a refused directory";
+  // A link where objects/ belongs: refused, nothing written through it.
+  fs::permissions(dir, fs::perms::owner_all, fs::perm_options::replace);
+  const fs::path elsewhere = base / "elsewhere";
+  fs::create_directories(elsewhere);
+  fs::create_symlink(elsewhere, dir / "objects");
+  Out l = sh(worker(dir));
+  EXPECT_EQ(l.status, 0) << l.text;
+  EXPECT_TRUE(has(l.text, "is a symbolic link")) << l.text;
+  EXPECT_TRUE(fs::is_empty(elsewhere));
+  fs::remove(dir / "objects");
+  // A sticky, world-writable directory is usable; links planted under the
+  // temporary names a writer might use are never followed.
+  fs::permissions(dir, fs::perms::all | fs::perms::sticky_bit, fs::perm_options::replace);
+  const fs::path victim = base / "victim";
+  spit(victim, "precious");
+  fs::permissions(victim, fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read |
+                              fs::perms::others_read, fs::perm_options::replace);
+  const pid_t next = ::getpid();
+  for (pid_t p = next; p < next + 64; ++p)
+    for (const char* name : {"stats.json", "store.json", "CACHEDIR.TAG"})
+      for (int k = 0; k < 4; ++k) {
+        std::error_code ec;
+        fs::create_symlink(victim, dir / ("." + std::string(name) + ".tmp." + std::to_string(p) + "." + std::to_string(k)), ec);
+      }
+  Out s = sh(worker(dir) + " && " + worker(dir));
+  EXPECT_EQ(s.status, 0) << s.text;
+  EXPECT_EQ(slurp(victim), "precious");
+  struct stat st;
+  ASSERT_EQ(::stat(victim.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0644u) << "the victim's mode changed";
+  if (!is_root()) GTEST_SKIP() << "changing a directory's owner needs root";
+  const fs::path foreign = base / "foreign";
+  fs::create_directories(foreign);
+  ASSERT_EQ(::chown(foreign.c_str(), 65534, 65534), 0);
+  Out f = sh(worker(foreign));
+  EXPECT_EQ(f.status, 0) << f.text;
+  EXPECT_TRUE(has(f.text, "owned by uid 65534")) << f.text;
+  EXPECT_TRUE(fs::is_empty(foreign));
+}
+
+// A read-only cache serves its hits and runs misses uncached with one
+// warning.
+TEST_F(StoreAttack, ReadOnlyCacheServesHitsAndWarnsOnce) {
+  if (!is_root()) GTEST_SKIP() << "a read-only bind mount needs root";
+  ASSERT_EQ(sh(worker(dir)).status, 0);
+  ASSERT_EQ(::mount(dir.c_str(), dir.c_str(), nullptr, MS_BIND, nullptr), 0);
+  mounts.push_back(dir.string());
+  ASSERT_EQ(::mount(nullptr, dir.c_str(), nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY, nullptr), 0);
+  Out hit = sh(worker(dir));
+  EXPECT_EQ(hit.status, 0) << hit.text;
+  EXPECT_TRUE(has(hit.text, "compiled 0\nstatus hit")) << hit.text;
+  Out miss = sh(worker(dir, "prompt --static"));
+  EXPECT_EQ(miss.status, 0) << miss.text;
+  EXPECT_TRUE(has(miss.text, "Read-only file system")) << miss.text;
+  std::size_t warnings = 0;
+  for (std::size_t at = miss.text.find("running uncached"); at != std::string::npos;
+       at = miss.text.find("running uncached", at + 1))
+    ++warnings;
+  EXPECT_EQ(warnings, 1u) << miss.text;
+}
+
+// Administration: sizes parsed strictly; gc evicts whole layouts, least
+// recently used first; gc and clear touch only npucache's files; clear on a
+// directory without a cache creates nothing; a persistent limit evicts
+// after writes.
+TEST_F(StoreAttack, AdministrationIsStrictAndTouchesOnlyItsOwnFiles) {
+  for (const char* bad : {"1e30", "20000000000G", "nan", "-1", "abc", "1.5.5", "", "64Q"}) {
+    Out o = sh(kCli + " gc " + base.string() + " --max-size '" + bad + "'");
+    EXPECT_EQ(o.status, 2) << bad << "\n" << o.text;
+    EXPECT_TRUE(has(o.text, "size '" + std::string(bad) + "'")) << o.text;
+  }
+  EXPECT_EQ(cache::admin::parse_size("64M"), std::size_t{64} << 20);
+  EXPECT_EQ(cache::admin::parse_size("1.5G"), std::size_t{3} << 29);
+  // Two layouts (a 2-rank job's and a single process's), the 2-rank one
+  // used longer ago.
+  ASSERT_EQ(sh(worker(dir, "prompt --world 2 --rank 0") + " && " + worker(dir, "prompt --world 2 --rank 1")).status, 0);
+  ::sleep(1);
+  ASSERT_EQ(sh(worker(dir, "prompt --static")).status, 0);
+  ASSERT_EQ(testing_support::entry_paths(dir.string()).size(), 3u);
+  // Foreign files: an .h5 that is not an index, junk named like an object.
+  spit(dir / "foreign.h5", "\x89HDF\r\n\x1a\nnot npucache's");
+  spit(dir / "objects" / "0123456789abcdef0123456789abcdef.h5", "junk");
+  spit(dir / "notes.txt", "mine");
+  const auto before_foreign = slurp(dir / "foreign.h5");
+  Out gc = sh(kCli + " gc " + dir.string() + " --max-size 20K");
+  EXPECT_EQ(gc.status, 0) << gc.text;
+  EXPECT_TRUE(has(gc.text, "skipped index " + (dir / "foreign.h5").string())) << gc.text;
+  EXPECT_TRUE(has(gc.text, "left " + (dir / "objects" / "0123456789abcdef0123456789abcdef.h5").string())) << gc.text;
+  auto left = testing_support::entry_paths(dir.string());
+  ASSERT_EQ(left.size(), 1u) << gc.text;
+  EXPECT_TRUE(has(left[0], "Model_static_")) << "the whole 2-rank layout goes first";
+  EXPECT_EQ(slurp(dir / "foreign.h5"), before_foreign);
+  EXPECT_EQ(slurp(dir / "notes.txt"), "mine");
+  // clear removes npucache's files only, and says what it left.
+  Out clear = sh(kCli + " clear " + dir.string());
+  EXPECT_EQ(clear.status, 0) << clear.text;
+  EXPECT_TRUE(has(clear.text, "left " + (dir / "foreign.h5").string())) << clear.text;
+  EXPECT_EQ(slurp(dir / "foreign.h5"), before_foreign);
+  EXPECT_EQ(slurp(dir / "objects" / "0123456789abcdef0123456789abcdef.h5"), "junk");
+  EXPECT_TRUE(testing_support::entry_paths(dir.string()).empty());
+  // clear where there is no cache: says so, creates nothing.
+  const fs::path none = base / "none";
+  Out n = sh(kCli + " clear " + none.string());
+  EXPECT_EQ(n.status, 0) << n.text;
+  EXPECT_TRUE(has(n.text, "no npucache cache")) << n.text;
+  EXPECT_FALSE(fs::exists(none));
+  if (is_root()) {
+    Out r = sh(kCli + " clear /");
+    EXPECT_TRUE(has(r.text, "no npucache cache")) << r.text;
+    EXPECT_FALSE(fs::exists("/.lock"));
+    EXPECT_FALSE(fs::exists("/locks"));
+    EXPECT_FALSE(fs::exists("/objects"));
+  }
+  // A persistent limit: the next write evicts the least recently used.
+  const fs::path lim = base / "limited";
+  ASSERT_EQ(sh(worker(lim)).status, 0);
+  Out cfg = sh(kCli + " config max-size 1 --cache-dir " + lim.string());
+  EXPECT_EQ(cfg.status, 0) << cfg.text;
+  ASSERT_EQ(sh(worker(lim, "prompt --static")).status, 0);
+  auto kept = testing_support::entry_paths(lim.string());
+  ASSERT_EQ(kept.size(), 1u);
+  EXPECT_TRUE(has(kept[0], "Model_static_")) << "the entry just written stays";
+  Out stats = sh(kCli + " stats " + lim.string());
+  EXPECT_TRUE(has(stats.text, "limit            1 B")) << stats.text;
+  // Bad statistics and bad directories: clear errors, never an abort.
+  spit(lim / "stats.json", "{\"hits\": \"abc\", \"last_used\": [1, 2]}");
+  EXPECT_EQ(sh(kCli + " stats " + lim.string()).status, 0);
+  spit(base / "a-file", "x");
+  Out f = sh(kCli + " ls " + (base / "a-file").string());
+  EXPECT_EQ(f.status, 1) << f.text;
+  EXPECT_TRUE(has(f.text, "not a directory")) << f.text;
+  Out p = sh(kCli + " ls /proc/x");
+  EXPECT_EQ(p.status, 1) << p.text;
+  EXPECT_TRUE(has(p.text, "no cache in /proc/x")) << p.text;
+  Out w = sh(worker(base / "a-file"));
+  EXPECT_EQ(w.status, 0) << w.text;
+  EXPECT_TRUE(has(w.text, "running uncached")) << w.text;
+}
