@@ -7,6 +7,7 @@
 #include "compiler/serialize.h"
 
 #include <chrono>
+#include <map>
 #include <cstdio>
 #include <ctime>
 
@@ -86,6 +87,23 @@ EntryRecord make_entry(const compiler::CompiledGraph& g, const std::string& path
   e.compile_time_s = object.meta.compile_time_s;
   e.with_program = object.meta.with_program;
   return e;
+}
+
+void check_binds(const compiler::CompiledGraph& g, const nn::Module& module) {
+  std::map<std::string, TensorType> has;
+  for (const auto& [n, t] : module.named_parameters()) has[n] = t.type();
+  for (const auto& [n, t] : module.named_buffers()) has[n] = t.type();
+  const compiler::DeviceProgram& p = g.program;
+  for (const auto& b : p.buffers) {
+    if (b.kind != compiler::BufferKind::parameter) continue;
+    const std::string& name = p.parameters.at(static_cast<std::size_t>(b.index)).name;
+    auto it = has.find(name);
+    if (it == has.end())
+      throw CacheError("its program reads parameter '" + name + "', which the module does not have");
+    if (!(it->second == b.type))
+      throw CacheError("its program reads parameter '" + name + "' as " + type_str(b.type) + ", the module's is " +
+                       type_str(it->second));
+  }
 }
 
 std::shared_ptr<compiler::CompiledGraph> load_object(const ObjectRecord& o, const std::vector<std::string>& parameters,

@@ -28,6 +28,11 @@ EntryRecord make_entry(const compiler::CompiledGraph& g, const std::string& path
 std::shared_ptr<compiler::CompiledGraph> load_object(const ObjectRecord& o, const std::vector<std::string>& parameters,
                                                      bool* has_program);
 
+// Whether the module has every parameter and buffer the program reads, of
+// the type the program reads it as: throws CacheError naming the first one
+// that does not (an entry altered or written for another module).
+void check_binds(const compiler::CompiledGraph& g, const nn::Module& module);
+
 // Parameter and buffer names of a traced graph, in placeholder order.
 std::vector<std::string> parameter_names(const Graph& traced);
 

@@ -154,6 +154,9 @@ std::string write_bundle(const Bundle& b) {
   w.u32(static_cast<uint32_t>(b.entries.size()));
   for (const auto& e : b.entries) put_entry(w, e);
   const std::string raw = w.take();
+  if (raw.size() > kMaxBundleBytes)
+    throw CacheError("the bundle would hold " + std::to_string(raw.size()) + " bytes, more than a bundle may (" +
+                     std::to_string(kMaxBundleBytes) + "); `npucache gc --max-size` the cache first");
   const std::string payload = zstd_compress(raw);
   std::string out(kMagic, sizeof kMagic);
   put<uint32_t>(out, kVersion);
@@ -215,6 +218,7 @@ void validate_bundle(const Bundle& b) {
     }
   }
   std::set<std::string> paths;
+  std::map<std::string, Components> model;  // model_info -> its model components
   for (const auto& e : b.entries) {
     if (!layout::valid_entry_path(e.path)) throw bad("entry path '" + e.path + "' is not a cache entry path");
     if (layout::model_info_of(e.path) != e.meta.model_info)
@@ -222,6 +226,15 @@ void validate_bundle(const Bundle& b) {
     if (!paths.insert(e.path).second) throw bad("entry " + e.path + " appears twice");
     for (const auto& n : component_names())
       if (!e.meta.components.count(n)) throw bad("entry " + e.path + " lacks key component " + n);
+    const Producer& r = e.meta.rank;
+    constexpr int kMaxRanks = 1 << 30;
+    if (r.world_size < 1 || r.world_size > kMaxRanks || r.global_rank < 0 || r.global_rank >= r.world_size ||
+        r.tp_rank < 0 || r.tp_rank >= r.world_size || r.pp_rank < 0 || r.pp_rank >= r.world_size)
+      throw bad("entry " + e.path + " names rank " + std::to_string(r.global_rank) + " (tp " + std::to_string(r.tp_rank) +
+                ", pp " + std::to_string(r.pp_rank) + ") of a " + std::to_string(r.world_size) + "-rank job");
+    const Components mc = model_components(e.meta.components);
+    if (auto [m, fresh] = model.emplace(e.meta.model_info, mc); !fresh && m->second != mc)
+      throw bad("entries of model " + e.meta.model_info + " disagree on its model components");
     auto it = objects.find(e.graph_key);
     if (it == objects.end()) throw bad("entry " + e.path + " uses object " + e.graph_key + ", which the bundle lacks");
     if (e.object_checksum != it->second->meta.checksum)

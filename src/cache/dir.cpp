@@ -56,8 +56,8 @@ int open_dir_at(int at, const std::string& name, const fs::path& full) {
 
 }  // namespace
 
-FileLock::FileLock(int fd, std::string what) : fd_(fd), what_(std::move(what)) {
-  while (::flock(fd_, LOCK_EX) != 0) {
+FileLock::FileLock(int fd, std::string what, bool shared) : fd_(fd), what_(std::move(what)) {
+  while (::flock(fd_, shared ? LOCK_SH : LOCK_EX) != 0) {
     if (errno == EINTR) continue;
     const int e = errno;
     ::close(fd_);
@@ -82,8 +82,27 @@ bool Dir::exists(const fs::path& path) {
   return ::lstat(path.c_str(), &st) == 0;
 }
 
+// The parents of a cache directory may be links (a home on another disk)
+// but only links of the current user or root: a link someone else planted
+// in a shared directory could point the cache, and what npucache writes,
+// anywhere (the kernel's protected_symlinks covers sticky directories
+// only, and can be off).
+static void check_parents(const fs::path& p) {
+  fs::path at = p.root_path();
+  for (const auto& part : p.parent_path().relative_path()) {
+    at /= part;
+    struct stat st;
+    if (::lstat(at.c_str(), &st) != 0) return;  // missing: created below, by us
+    if (S_ISLNK(st.st_mode) && st.st_uid != 0 && st.st_uid != ::geteuid())
+      throw CacheRefused("refusing to use cache directory " + p.string() + ": its parent " + at.string() +
+                         " is a symbolic link owned by uid " + std::to_string(st.st_uid) +
+                         ", who could point it anywhere; use a path without it");
+  }
+}
+
 Dir Dir::open(const fs::path& path, Safety safety, Create create) {
   const fs::path p = fs::absolute(path).lexically_normal();
+  if (safety == Safety::cache) check_parents(p);
   if (create == Create::yes) {
     // Missing components are created 0700, one at a time.
     fs::path at = p.root_path();
@@ -244,8 +263,9 @@ bool Dir::publish(const std::string& name, std::string_view bytes) const {
   bool linked = false;
   try {
     write_all(f, bytes, path_ / name);
-    ::close(f);
+    const int closed = ::close(f);
     f = -1;
+    if (closed != 0) fail("closing", path_ / temp, errno);
     if (::linkat(fd(), temp.c_str(), fd(), name.c_str(), 0) == 0)
       linked = true;
     else if (errno != EEXIST)
@@ -286,17 +306,19 @@ std::vector<std::string> Dir::list() const {
   return out;
 }
 
-FileLock Dir::lock(const std::string& name) const {
+FileLock Dir::lock(const std::string& name, bool shared) const {
   const int f = ::openat(fd(), name.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (f < 0) fail("opening lock file", path_ / name, errno);
-  return FileLock(f, (path_ / name).string());
+  return FileLock(f, (path_ / name).string(), shared);
 }
 
-void Dir::remove_stale_temps() const {
+std::size_t Dir::remove_stale_temps() const {
+  std::size_t removed = 0;
   for (const auto& n : list()) {
     const long pid = layout::temp_owner_any(n);
-    if (pid > 0 && (pid == ::getpid() ? false : dead(pid))) ::unlinkat(fd(), n.c_str(), 0);
+    if (pid > 0 && (pid == ::getpid() ? false : dead(pid)) && ::unlinkat(fd(), n.c_str(), 0) == 0) ++removed;
   }
+  return removed;
 }
 
 void write_file_atomically(const fs::path& path, std::string_view bytes) {

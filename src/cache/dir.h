@@ -25,10 +25,12 @@
 
 namespace npucache::cache {
 
-// An exclusive advisory lock (flock) held for the object's lifetime.
+// An advisory lock (flock), exclusive or shared, held for the object's
+// lifetime. flock locks belong to an open file: a process must not ask for
+// a lock it already holds through another FileLock of the same file.
 class FileLock {
  public:
-  FileLock(int fd, std::string what);
+  FileLock(int fd, std::string what, bool shared = false);
   ~FileLock();
   FileLock(FileLock&& o) noexcept : fd_(o.fd_), what_(std::move(o.what_)) { o.fd_ = -1; }
   FileLock(const FileLock&) = delete;
@@ -80,10 +82,11 @@ class Dir {
   // Moves `name` out of the way atomically (rename to `to`).
   void rename(const std::string& name, const std::string& to) const;
   std::vector<std::string> list() const;
-  // Locks `name` in this directory (created 0600 when missing).
-  FileLock lock(const std::string& name) const;
+  // Locks `name` in this directory (created 0600 when missing), exclusively
+  // or shared.
+  FileLock lock(const std::string& name, bool shared = false) const;
   // Removes temporaries left by processes that no longer exist.
-  void remove_stale_temps() const;
+  std::size_t remove_stale_temps() const;
 
  private:
   struct Fd {

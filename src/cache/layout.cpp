@@ -3,7 +3,7 @@
 #include <atomic>
 #include <cctype>
 #include <cstdlib>
-#include <regex>
+#include <string_view>
 #include <unistd.h>
 
 namespace npucache::cache::layout {
@@ -53,8 +53,21 @@ bool valid_entry_path(const std::string& s) {
   const auto last = s.rfind('/');
   if (!valid_name(s.substr(0, first)) || !valid_name(s.substr(last + 1))) return false;
   if (first == last) return true;
-  static const std::regex world("world[1-9][0-9]{0,8}global_rank(0|[1-9][0-9]{0,8})");
-  return std::regex_match(s.substr(first + 1, last - first - 1), world);
+  // world[1-9][0-9]{0,8}global_rank(0|[1-9][0-9]{0,8})
+  std::string_view mid = std::string_view(s).substr(first + 1, last - first - 1);
+  auto number = [&mid](bool zero_ok) {
+    std::size_t n = 0;
+    while (n < mid.size() && n < 10 && std::isdigit(static_cast<unsigned char>(mid[n]))) ++n;
+    const bool ok = n >= 1 && n <= 9 && (mid[0] != '0' || (zero_ok && n == 1));
+    mid.remove_prefix(n);
+    return ok;
+  };
+  auto word = [&mid](std::string_view w) {
+    if (mid.substr(0, w.size()) != w) return false;
+    mid.remove_prefix(w.size());
+    return true;
+  };
+  return word("world") && number(false) && word("global_rank") && number(true) && mid.empty();
 }
 
 std::string temp_name(const std::string& final_name) {

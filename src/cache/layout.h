@@ -31,7 +31,14 @@ inline constexpr const char* kStatsFile = "stats.json";
 inline constexpr const char* kObjectsDir = "objects";
 inline constexpr const char* kLocksDir = "locks";
 inline constexpr const char* kStatsLock = "stats.lock";
+// Held while a damaged object is replaced.
 inline constexpr const char* kRepairLock = "objects.lock";
+// Shared by every writer from its first object to its index update;
+// exclusive for gc, so gc never removes an object a writer has stored but
+// not yet indexed.
+inline constexpr const char* kSweepLock = "sweep.lock";
+// Held while the markers (CACHEDIR.TAG, store.json) are created or healed.
+inline constexpr const char* kStoreLock = "store.lock";
 inline constexpr const char* kIndexSuffix = ".h5";
 // The whole cache of format 1 (one file); recognised to report and clear.
 inline constexpr const char* kFormat1File = "cache.h5";

@@ -32,7 +32,14 @@ void usable(const ObjectRecord& o) { compiler::deserialize_compiled(o.raw); }
 MethodCache::MethodCache(MethodIdentity id)
     : id_(std::move(id)),
       key_(lookup_key(id_.key)),
-      path_(layout::entry_path(key_.model_info, id_.key.method, id_.who.world_size, id_.who.global_rank)) {}
+      path_(layout::entry_path(key_.model_info, id_.key.method, id_.who.world_size, id_.who.global_rank)) {
+  if (!layout::valid_name(id_.key.method))
+    throw ConfigError("method name '" + id_.key.method + "' cannot name a cache entry: use letters, digits, '_', "
+                      "'.' and '-' (not starting with '.'), e.g. CompileOptions::method_name = \"prompt\"");
+  if (!layout::valid_entry_path(path_))
+    throw ConfigError("cache entry path '" + path_ + "' is malformed (world size " +
+                      std::to_string(id_.who.world_size) + ", rank " + std::to_string(id_.who.global_rank) + ")");
+}
 
 std::string MethodCache::where() const { return (std::filesystem::path(id_.dir) / path_).string(); }
 
@@ -97,6 +104,12 @@ MethodCache::Lookup MethodCache::lookup(const FlatArgs& args, const TraceResult*
       const compiler::CompileHints hints{&g->optimized, &g->autotune};
       g = compile(std::move(g->trace), b, &hints);
     }
+    try {
+      check_binds(*g, *id_.key.module);
+    } catch (const CacheError& e) {
+      log::warn("cache entry {} does not fit this module ({}); recompiling and replacing it", where(), e.what());
+      return miss(MissReason::corrupt, {e.what()});
+    }
     log::info("Cache {} loaded from {}", model_cache_meta(r.entry->meta), module_path());
     if (store.index_damaged(key_.model_info)) {  // heal what a reader found damaged (best effort)
       try {
@@ -156,6 +169,7 @@ std::optional<MethodCache::Stored> MethodCache::stored_object(const GraphId& id,
     try {
       o = store.object(id.key, false);
       g = load_object(o, parameter_names(trace.graph), &has_program);
+      g->trace.name = trace.name;  // the object may have been stored for another method
     } catch (const CacheRefused&) {
       throw;
     } catch (const CacheError& e) {
@@ -190,6 +204,7 @@ std::map<std::string, ObjectRecord> MethodCache::save(const std::vector<ObjectRe
                                                       std::vector<EntryRecord> entries) const {
   const Store store = Store::open(id_.dir, Create::yes);
   std::map<std::string, ObjectRecord> adopted, stored;
+  std::optional<FileLock> writing(store.writing());
   for (const auto& o : objects) {
     Store::Put p = store.put_object(o, usable);
     if (p.adopted) {
@@ -206,6 +221,8 @@ std::map<std::string, ObjectRecord> MethodCache::save(const std::vector<ObjectRe
   }
   for (const auto& [model_info, es] : by_model)
     store.update_index(model_info, model_components(es.front().meta.components), es, {});
+  writing.reset();
+  store.directory().remove_stale_temps();  // a crashed writer's leftovers (objects/: by gc and verify --repair)
   std::vector<std::string> paths;
   for (const auto& e : entries) {
     log::info("Cache {} saved to {}", model_cache_meta(e.meta),

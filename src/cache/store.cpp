@@ -5,8 +5,10 @@
 #include "cache/object_file.h"
 #include "log/log.h"
 
+#include <nlohmann/json.hpp>
 #include <xxhash.h>
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <mutex>
@@ -59,15 +61,24 @@ std::string store_json(const std::string& id) {
          "\", \"store_id\": \"" + id + "\"}\n";
 }
 
-// The id store.json names, or "" when it is damaged.
+// The id store.json names, or "" when it is damaged. A store.json of
+// another format version names its store just as well (the version is
+// the directory's, read for reports; entries carry their own).
 std::string read_store_id(const Dir& d) {
   auto text = d.read(layout::kStoreFile, 4096);
   if (!text) return "";
-  const std::string key = "\"store_id\": \"";
-  const auto at = text->find(key);
-  if (at == std::string::npos || text->size() < at + key.size() + 32) return "";
-  std::string id = text->substr(at + key.size(), 32);
-  return *text == store_json(id) ? id : "";
+  const nlohmann::json j = nlohmann::json::parse(*text, nullptr, false);
+  if (!j.is_object() || j.size() != 3 || !j.contains("format") || j["format"] != layout::kFormatName ||
+      !j.contains("format_version") || !j["format_version"].is_string() || !j.contains("store_id") ||
+      !j["store_id"].is_string())
+    return "";
+  const std::string id = j["store_id"].get<std::string>();
+  const std::string version = j["format_version"].get<std::string>();
+  const auto hex = [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); };
+  if (id.size() != 32 || !std::all_of(id.begin(), id.end(), hex) || version.empty() || version.size() > 16 ||
+      !std::all_of(version.begin(), version.end(), [](char c) { return (c >= '0' && c <= '9') || c == '.'; }))
+    return "";
+  return id;
 }
 
 void write_markers(const Dir& d) {
@@ -108,7 +119,7 @@ std::string Store::check_markers() const {
 
 void Store::heal_markers() const {
   if (check_markers().empty()) return;
-  FileLock lock = dir_.sub(layout::kLocksDir, Create::yes).lock("store.lock");
+  FileLock lock = dir_.sub(layout::kLocksDir, Create::yes).lock(layout::kStoreLock);
   auto tag = dir_.read(layout::kCacheDirTag, 4096);
   if (tag && *tag != cachedir_tag()) dir_.write(layout::kCacheDirTag, cachedir_tag());
   if (dir_.stat(layout::kStoreFile) && read_store_id(dir_).empty()) {
@@ -211,6 +222,9 @@ ObjectMeta Store::object_meta(const std::string& key) const {
   if (stored_key != key) throw CacheError(what + " holds object " + stored_key);
   return m;
 }
+
+FileLock Store::writing() const { return dir_.sub(layout::kLocksDir, Create::yes).lock(layout::kSweepLock, true); }
+FileLock Store::sweeping() const { return dir_.sub(layout::kLocksDir, Create::yes).lock(layout::kSweepLock); }
 
 Store::Put Store::put_object(const ObjectRecord& o, const Check& usable) const {
   const Dir obj = objects(Create::yes);

@@ -63,6 +63,10 @@ class Store {
   std::filesystem::path index_path(const std::string& model_info) const;
 
   // --- Writing -------------------------------------------------------------
+  // Held (shared) by a writer from its first put_object to its last
+  // update_index; gc holds it exclusively (layout::kSweepLock).
+  FileLock writing() const;
+  FileLock sweeping() const;
   struct Put {
     ObjectRecord stored;   // what the store holds for the key now
     bool adopted = false;  // another writer's bytes were there first

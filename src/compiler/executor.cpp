@@ -73,12 +73,25 @@ ProgramRunner::Prepared& ProgramRunner::prepare(const SymBindings& b) {
   if (it != prepared_.end()) return *it->second;
   auto prep = std::make_unique<Prepared>();
   const DeviceProgram& p = *program_;
-  for (const auto& buf : p.buffers) {
+  for (std::size_t i = 0; i < p.buffers.size(); ++i) {
+    const BufferDesc& buf = p.buffers[i];
     prep->dims.push_back(evaluate_dims(buf.type.shape, b));
+    // Sizes under this binding: no negative dim, no product past 2^48 bytes
+    // (checked here because dims are symbolic until a call binds them).
     int64_t n = 1;
-    for (int64_t d : prep->dims.back()) n *= d;
+    for (int64_t d : prep->dims.back())
+      if (d < 0 || __builtin_mul_overflow(n, d, &n) || n > (int64_t{1} << 48))
+        throw ShapeError("buffer " + std::to_string(i) + " of the compiled program has shape " +
+                         shape_str(shape_of(prep->dims.back())) + " under this call's sizes: the program or the "
+                         "call's sizes are invalid");
     prep->bytes.push_back(static_cast<std::size_t>(n) * dtype_size(buf.type.dtype));
   }
+  // A view reads its root's storage: it may not be larger.
+  for (std::size_t i = 0; i < p.buffers.size(); ++i)
+    if (p.buffers[i].kind == BufferKind::view && prep->bytes[i] > prep->bytes[static_cast<std::size_t>(p.root(static_cast<int>(i)))])
+      throw ShapeError("buffer " + std::to_string(i) + " of the compiled program views " + std::to_string(prep->bytes[i]) +
+                       " bytes of a buffer of " + std::to_string(prep->bytes[static_cast<std::size_t>(p.root(static_cast<int>(i)))]) +
+                       ": the program is invalid");
   prep->plan = plan_memory(p, *hb_, prep->bytes);
   prep->needs_event.assign(p.steps.size(), false);
   prep->used.assign(p.buffers.size(), false);

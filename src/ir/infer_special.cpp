@@ -99,8 +99,16 @@ TensorType infer_fused(const InferCtx& c) {
       if (r < 0 || r >= reg) c.fail("instruction " + std::to_string(j / 4) + " reads register " + std::to_string(r) +
                                     ", which does not exist yet");
     };
+    // Slots an op does not use hold -1 (the kernel reads no others).
+    auto unused = [&](std::size_t slot) {
+      if (code[j + slot] != -1)
+        c.fail("instruction " + std::to_string(j / 4) + " (" + std::string(op_name(op)) + ") has operand " +
+               std::to_string(slot) + " set to " + std::to_string(code[j + slot]) + "; an unused operand must be -1");
+    };
     if (op == Op::full) {
       if (code[j + 1] < 0 || code[j + 1] >= consts) c.fail("instruction loads a constant that does not exist");
+      unused(2);
+      unused(3);
       continue;
     }
     const OpInfo& info = op_info(op);
@@ -108,8 +116,10 @@ TensorType infer_fused(const InferCtx& c) {
         op == Op::placeholder || op == Op::fused)
       c.fail("op " + std::string(op_name(op)) + " cannot be fused");
     operand(code[j + 1], true);
-    operand(code[j + 2], info.min_inputs >= 2);
-    operand(code[j + 3], info.min_inputs >= 3);
+    if (info.max_inputs >= 2) operand(code[j + 2], info.min_inputs >= 2);
+    else unused(2);
+    if (info.max_inputs >= 3) operand(code[j + 3], info.min_inputs >= 3);
+    else unused(3);
   }
   const Shape iter = c.attrs.get<std::vector<SymExpr>>("iter_shape");
   for (std::size_t i = 0; i < c.in.size(); ++i) {

@@ -2,8 +2,39 @@
 #include <npucache/ir/symbolic.h>
 
 #include <algorithm>
+#include <cstdint>
 
 namespace npucache {
+namespace {
+
+// Dimension arithmetic is checked: expressions come from traces and from
+// files, and an overflow would be a wrong size, not an error.
+[[noreturn]] void overflow(const char* what) {
+  throw ShapeError(std::string("dimension arithmetic overflows 64 bits (") + what +
+                   "); the expression or the sizes bound to its symbols are out of range");
+}
+int64_t add(int64_t a, int64_t b) {
+  int64_t r;
+  if (__builtin_add_overflow(a, b, &r)) overflow("a sum");
+  return r;
+}
+int64_t mul(int64_t a, int64_t b) {
+  int64_t r;
+  if (__builtin_mul_overflow(a, b, &r)) overflow("a product");
+  return r;
+}
+// An expression with more terms than any shape needs is refused (products
+// of long sums grow multiplicatively).
+constexpr std::size_t kMaxTerms = 1024;
+constexpr std::size_t kMaxDegree = 64;
+void check_size(std::size_t terms, std::size_t degree) {
+  if (terms > kMaxTerms || degree > kMaxDegree)
+    throw ShapeError("a dimension expression with " + std::to_string(terms) + " terms of degree up to " +
+                     std::to_string(degree) + " is larger than any shape needs (at most " +
+                     std::to_string(kMaxTerms) + " terms of degree " + std::to_string(kMaxDegree) + ")");
+}
+
+}  // namespace
 
 SymExpr::SymExpr(int64_t constant) {
   if (constant != 0) terms_[{}] = constant;
@@ -19,9 +50,11 @@ SymExpr SymExpr::symbol(const std::string& name) {
 SymExpr SymExpr::from_terms(std::map<Monomial, int64_t> terms) {
   SymExpr e;
   for (auto& [m, c] : terms) {
+    check_size(terms.size(), m.size());
     Monomial sorted = m;
     std::sort(sorted.begin(), sorted.end());
-    e.terms_[sorted] += c;
+    int64_t& t = e.terms_[sorted];
+    t = add(t, c);
   }
   e.normalize();
   return e;
@@ -73,9 +106,9 @@ int64_t SymExpr::evaluate(const SymBindings& bindings) const {
       if (it == bindings.end())
         throw ShapeError("unknown symbol '" + s + "' in dimension '" + str() +
                          "': no value is bound to it");
-      v *= it->second;
+      v = mul(v, it->second);
     }
-    total += v;
+    total = add(total, v);
   }
   return total;
 }
@@ -99,6 +132,7 @@ std::optional<SymExpr> SymExpr::div_exact(const SymExpr& divisor) const {
   if (dc == 0) return std::nullopt;
   std::map<Monomial, int64_t> out;
   for (const auto& [m, c] : terms_) {
+    if (dc == -1 && c == INT64_MIN) overflow("a quotient");
     if (c % dc != 0) return std::nullopt;
     Monomial rest = m;
     for (const auto& s : dm) {
@@ -106,7 +140,8 @@ std::optional<SymExpr> SymExpr::div_exact(const SymExpr& divisor) const {
       if (it == rest.end()) return std::nullopt;
       rest.erase(it);
     }
-    out[rest] += c / dc;
+    int64_t& t = out[rest];
+    t = add(t, c / dc);
   }
   return from_terms(std::move(out));
 }
@@ -120,36 +155,37 @@ std::string SymExpr::str() const {
   std::string s;
   bool first = true;
   for (const auto& [m, c] : ordered) {
-    int64_t coeff = c;
-    if (!first) {
-      s += coeff < 0 ? " - " : " + ";
-      coeff = coeff < 0 ? -coeff : coeff;
-    }
+    // Magnitude and sign apart (the magnitude of INT64_MIN is no int64_t).
+    const bool negative = c < 0;
+    const uint64_t magnitude = negative ? 0 - static_cast<uint64_t>(c) : static_cast<uint64_t>(c);
+    if (!first) s += negative ? " - " : " + ";
+    const std::string sign = first && negative ? "-" : "";
     first = false;
     std::string mono;
     for (const auto& sym : m) mono += (mono.empty() ? "" : "*") + sym;
     if (mono.empty())
-      s += std::to_string(coeff);
-    else if (coeff == 1)
-      s += mono;
-    else if (coeff == -1)
-      s += "-" + mono;
+      s += sign + std::to_string(magnitude);
+    else if (magnitude == 1)
+      s += sign + mono;
     else
-      s += std::to_string(coeff) + "*" + mono;
+      s += sign + std::to_string(magnitude) + "*" + mono;
   }
   return s;
 }
 
 SymExpr operator+(const SymExpr& a, const SymExpr& b) {
   SymExpr r = a;
-  for (const auto& [m, c] : b.terms_) r.terms_[m] += c;
+  for (const auto& [m, c] : b.terms_) {
+    int64_t& t = r.terms_[m];
+    t = add(t, c);
+  }
   r.normalize();
   return r;
 }
 
 SymExpr SymExpr::operator-() const {
   SymExpr r = *this;
-  for (auto& [m, c] : r.terms_) c = -c;
+  for (auto& [m, c] : r.terms_) c = mul(c, -1);
   return r;
 }
 
@@ -157,12 +193,15 @@ SymExpr operator-(const SymExpr& a, const SymExpr& b) { return a + (-b); }
 
 SymExpr operator*(const SymExpr& a, const SymExpr& b) {
   SymExpr r;
+  check_size(a.terms_.size() * b.terms_.size(), 0);
   for (const auto& [ma, ca] : a.terms_) {
     for (const auto& [mb, cb] : b.terms_) {
+      check_size(0, ma.size() + mb.size());
       SymExpr::Monomial m = ma;
       m.insert(m.end(), mb.begin(), mb.end());
       std::sort(m.begin(), m.end());
-      r.terms_[m] += ca * cb;
+      int64_t& t = r.terms_[m];
+      t = add(t, mul(ca, cb));
     }
   }
   r.normalize();

@@ -8,6 +8,7 @@
 
 #include "cache/admin.h"
 #include "cache/bundle.h"
+#include "cache/keys.h"
 #include "cache/layout.h"
 #include "cache/store.h"
 #include "cache/zstd_codec.h"
@@ -440,4 +441,174 @@ TEST_F(StoreAttack, AdministrationIsStrictAndTouchesOnlyItsOwnFiles) {
   Out w = sh(worker(base / "a-file"));
   EXPECT_EQ(w.status, 0) << w.text;
   EXPECT_TRUE(has(w.text, "running uncached")) << w.text;
+}
+
+// An object rebuilt after damage has other bytes (timings, autotune picks)
+// for the same computation: entries of other ranks that share it still
+// hit, verify is clean, and verify --repair keeps them (restamped). An
+// entry that reuses an object another method stored carries its own name.
+TEST_F(StoreAttack, RebuiltObjectsKeepTheirSharersAndEntriesTheirNames) {
+  ASSERT_EQ(sh(worker(dir, "prompt --world 2 --rank 0") + " && " + worker(dir, "prompt --world 2 --rank 1")).status, 0);
+  auto entries = testing_support::entries(dir.string());
+  ASSERT_EQ(entries.size(), 2u);
+  ASSERT_EQ(entries[0].graph_key, entries[1].graph_key) << "both ranks share one object";
+  const fs::path object = dir / "objects" / (entries[0].graph_key + ".h5");
+  std::string bytes = slurp(object);
+  bytes[bytes.size() / 2] = static_cast<char>(bytes[bytes.size() / 2] ^ 0x40);
+  fs::permissions(object, fs::perms::owner_read | fs::perms::owner_write, fs::perm_options::replace);
+  spit(object, bytes);
+  Out rebuilt = sh(worker(dir, "prompt --world 2 --rank 0"));
+  EXPECT_TRUE(has(rebuilt.text, "compiled 1")) << rebuilt.text;
+  Out other = sh(worker(dir, "prompt --world 2 --rank 1"));
+  EXPECT_TRUE(has(other.text, "compiled 0\nstatus hit")) << other.text;
+  Out v = sh(kCli + " verify " + dir.string());
+  EXPECT_EQ(v.status, 0) << v.text;
+  Out r = sh(kCli + " verify --repair " + dir.string());
+  EXPECT_EQ(r.status, 0) << r.text;
+  EXPECT_EQ(testing_support::entries(dir.string()).size(), 2u) << r.text;
+  // Another method name, the same computation: the stored object is
+  // reused, and the new entry is named after its own method.
+  Out d = sh(worker(dir, "decode --world 2 --rank 0"));
+  EXPECT_TRUE(has(d.text, "compiled 0")) << d.text;
+  bool found = false;
+  for (const auto& e : testing_support::entries(dir.string()))
+    if (has(e.path, "/decode")) {
+      found = true;
+      EXPECT_TRUE(has(e.meta.name, "Model.decode(")) << e.meta.name;
+    }
+  EXPECT_TRUE(found);
+}
+
+// A method name that cannot name an entry is refused before anything is
+// written, naming the rule.
+TEST_F(StoreAttack, MalformedMethodNamesAreRefused) {
+  for (const char* bad : {"pro mpt", "../x", ".hidden", "a/b"}) {
+    Out o = sh(worker(dir, "'" + std::string(bad) + "'"));
+    EXPECT_NE(o.status, 0) << bad;
+    EXPECT_TRUE(has(o.text, "cannot name a cache entry")) << o.text;
+  }
+  EXPECT_TRUE(testing_support::entries(dir.string()).empty());
+}
+
+// gc never removes an object a writer has stored but not yet indexed: it
+// waits for writers (the sweep lock), and writers for it.
+TEST_F(StoreAttack, GcWaitsForWritersBetweenObjectAndIndex) {
+  ASSERT_EQ(sh(worker(dir)).status, 0);
+  const cache::Store s = cache::Store::open(dir.string(), cache::Create::no);
+  Out started;
+  {
+    const cache::FileLock writing = s.writing();
+    // gc in the background; it must still be waiting a second later.
+    started = sh("(" + kCli + " gc " + dir.string() + " --max-size 0 > " + (base / "gc.out").string() +
+                 " 2>&1; echo done > " + (base / "gc.done").string() + ") > /dev/null 2>&1 < /dev/null & echo started");
+    ::sleep(1);
+    EXPECT_FALSE(fs::exists(base / "gc.done")) << "gc ran while a writer was between its object and its index";
+  }
+  for (int i = 0; i < 100 && !fs::exists(base / "gc.done"); ++i) ::usleep(100000);
+  EXPECT_TRUE(fs::exists(base / "gc.done")) << slurp(base / "gc.out");
+  EXPECT_TRUE(has(slurp(base / "gc.out"), "gc: evicted")) << slurp(base / "gc.out");
+}
+
+// store.json of another format version still names its store (the id is
+// kept); a damaged one is healed with a new id.
+TEST_F(StoreAttack, StoreIdSurvivesAFormatVersionChange) {
+  ASSERT_EQ(sh(worker(dir)).status, 0);
+  const std::string before = slurp(dir / "store.json");
+  const auto at = before.find("\"format_version\": \"");
+  ASSERT_NE(at, std::string::npos);
+  std::string other = before;
+  other.replace(at, before.find('"', at + 19) - at + 1, "\"format_version\": \"9.1.0\"");
+  spit(dir / "store.json", other);
+  Out v = sh(kCli + " verify " + dir.string());
+  EXPECT_FALSE(has(v.text, "store.json is damaged")) << v.text;
+  const cache::Store s = cache::Store::open(dir.string(), cache::Create::no);
+  EXPECT_EQ(s.identity().substr(0, 32), before.substr(before.find("\"store_id\": \"") + 13, 32));
+}
+
+// A bundle whose entries name impossible ranks, or disagree on their
+// model's components, is refused before anything is written.
+TEST_F(StoreAttack, BundlesWithImpossibleRanksOrMixedModelsAreRefused) {
+  ASSERT_EQ(sh(worker(dir, "prompt --world 2 --rank 0") + " && " + worker(dir, "prompt --world 2 --rank 1")).status, 0);
+  const fs::path file = base / "b.bundle";
+  cache::admin::export_bundle(dir.string(), file.string());
+  const cache::Bundle good = cache::read_bundle(slurp(file));
+  ASSERT_EQ(good.entries.size(), 2u);
+  auto rejected = [&](cache::Bundle b, const std::string& why) {
+    const fs::path to = base / "into";
+    fs::remove_all(to);
+    try {
+      cache::admin::import_bytes(cache::write_bundle(b), to.string());
+      ADD_FAILURE() << "imported a bundle that " << why;
+    } catch (const CacheError& e) {
+      EXPECT_TRUE(has(e.what(), why)) << e.what();
+    }
+    EXPECT_TRUE(testing_support::entries(to.string()).empty());
+  };
+  cache::Bundle b = good;
+  b.entries[0].meta.rank.global_rank = -1;
+  rejected(b, "names rank -1");
+  b = good;
+  b.entries[1].meta.rank.global_rank = 2;
+  rejected(b, "names rank 2");
+  b = good;
+  b.entries[1].meta.components.at(cache::component::kParameterSignature) += "x";
+  rejected(b, "disagree on its model components");
+}
+
+// A parent of the cache directory that is a link owned by another user is
+// refused (it could point the cache, and what is written, anywhere).
+TEST_F(StoreAttack, ParentLinksOfOtherUsersAreRefused) {
+  if (!is_root()) GTEST_SKIP() << "making a link owned by another user needs root";
+  const fs::path real = base / "real";
+  fs::create_directories(real);
+  fs::create_symlink(real, base / "link");
+  ASSERT_EQ(::lchown((base / "link").c_str(), 65534, 65534), 0);
+  Out o = sh(worker(base / "link" / "cache"));
+  EXPECT_EQ(o.status, 0) << o.text;
+  EXPECT_TRUE(has(o.text, "is a symbolic link owned by uid 65534")) << o.text;
+  EXPECT_TRUE(fs::is_empty(real)) << "something was written through the link";
+  // The user's own link is fine.
+  ASSERT_EQ(::lchown((base / "link").c_str(), 0, 0), 0);
+  Out ok = sh(worker(base / "link" / "cache"));
+  EXPECT_TRUE(has(ok.text, "compiled 1")) << ok.text;
+  EXPECT_TRUE(fs::exists(real / "cache" / "store.json"));
+}
+
+// The names a cache may hold: what the layout writes is valid, and
+// nothing that could step out of the directory or be confused with
+// another layout is.
+TEST(Layout, EntryPathGrammar) {
+  using cache::layout::entry_path;
+  using cache::layout::valid_entry_path;
+  EXPECT_TRUE(valid_entry_path("Model_dynamic_0123456789abcdef/prompt"));
+  EXPECT_TRUE(valid_entry_path(entry_path("M_static_1", "decode", 8, 7)));
+  EXPECT_TRUE(valid_entry_path(entry_path("M_static_1", "decode", 999999999, 0)));
+  EXPECT_EQ(entry_path("M", "f", 8, 7), "M/world8global_rank7/f");
+  for (const char* bad :
+       {"", "M", "/f", "M/", "../M/f", "M/../f", ".M/f", "M/.f", "M/world0global_rank0/f", "M/world08global_rank1/f",
+        "M/world8global_rank07/f", "M/world8global_rank/f", "M/world1234567890global_rank1/f",
+        "M/world8global_rank1x/f", "M/world8/f", "M/a/b/f", "M/wor ld8global_rank1/f", "M/f g"})
+    EXPECT_FALSE(valid_entry_path(bad)) << bad;
+}
+
+// An entry that binds parameters the module does not have (altered, or
+// written for another module) is a miss that is rebuilt, never an error
+// of the user's call.
+TEST_F(StoreAttack, EntriesBindingOtherParametersAreRebuilt) {
+  ASSERT_EQ(sh(worker(dir)).status, 0);
+  const fs::path file = base / "b.bundle";
+  cache::admin::export_bundle(dir.string(), file.string());
+  cache::Bundle b = cache::read_bundle(slurp(file));
+  ASSERT_EQ(b.entries.size(), 1u);
+  ASSERT_FALSE(b.entries[0].parameters.empty());
+  b.entries[0].parameters[0] += "_renamed";
+  const fs::path other = base / "other";
+  cache::admin::import_bytes(cache::write_bundle(b), other.string());
+  Out o = sh(worker(other));
+  EXPECT_EQ(o.status, 0) << o.text;
+  EXPECT_TRUE(has(o.text, "does not fit this module")) << o.text;
+  EXPECT_TRUE(has(o.text, "_renamed")) << o.text;
+  EXPECT_TRUE(has(o.text, "result 4 8 12")) << o.text;
+  Out again = sh(worker(other));
+  EXPECT_TRUE(has(again.text, "compiled 0\nstatus hit")) << again.text;
 }

@@ -1,0 +1,562 @@
+// Mutation fuzzing of every decoder that reads bytes npucache did not just
+// produce itself: cache files, bundles, compiled artifacts, zstd frames,
+// the JSON side files. A decoder must turn any input into a value or an
+// npucache::Error; anything else (a crash, a sanitizer report, another
+// exception type, std::bad_alloc from an unbounded allocation) is a
+// finding. Compiled programs that decode are also run on the simulated
+// NPU, so validate_program's promise (a program that passes cannot make a
+// kernel read or write out of bounds) is checked, not assumed.
+//
+//   fuzz_decoders [--seconds S] [--runs N] [--seed K] [--findings DIR]
+//                 [--write-seeds DIR] [FILE|DIR...]
+//
+// Seeds are made in-process (real caches of the reference models, their
+// bundle, the artifacts and frames inside them), so they follow the format
+// as it evolves. FILEs (first byte: the target, the rest: its input) are
+// replayed first: tests/fuzz/regressions/ holds every input that once
+// failed. A finding is written to DIR (default: the current directory) as
+// finding-<target>-<n>.bin, replayable as a FILE.
+#include <npucache/cache.h>
+#include <npucache/error.h>
+#include <npucache/models/models.h>
+#include <npucache/runtime/communicator.h>
+
+#include "cache/admin.h"
+#include "cache/bundle.h"
+#include "cache/envelope.h"
+#include "cache/index_file.h"
+#include "cache/object_file.h"
+#include "cache/stats.h"
+#include "cache/zstd_codec.h"
+#include "compiler/executor.h"
+#include "compiler/serialize.h"
+
+#include <xxhash.h>
+
+#include <algorithm>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <fcntl.h>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <optional>
+#include <random>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+extern "C" void __sanitizer_set_death_callback(void (*)(void)) __attribute__((weak));
+
+using namespace npucache;
+namespace fs = std::filesystem;
+
+namespace {
+
+enum Target : uint8_t {
+  kIndexFile,      // an index file, as read from the cache directory
+  kObjectFile,     // an object file
+  kBundleFile,     // a Mega-Cache bundle, as imported
+  kIndexRecords,   // an index's records, sealed in a valid envelope (an attacker who fixes checksums)
+  kBundleRecords,  // a bundle's decoded records, compressed and framed with a valid checksum
+  kCompiled,       // a serialized compiled graph; run when it decodes with a program
+  kZstdFrame,      // a zstd frame
+  kJsonFiles,      // stats.json and config.json
+  kTargets
+};
+const char* const kTargetNames[] = {"index-file", "object-file", "bundle-file", "index-records",
+                                    "bundle-records", "compiled", "zstd-frame", "json-files"};
+
+struct Globals {
+  std::string index_hdf5;  // the HDF5 view sealed with fuzzed index records
+  fs::path scratch;        // a directory for the JSON target
+  fs::path findings = ".";
+  std::string current;     // the input being run (dumped when a sanitizer aborts)
+  int findings_written = 0;
+  uint64_t accepted[kTargets] = {};  // inputs decoded without an error
+  uint64_t programs_run = 0;
+  bool verbose = false;  // print each program before running it (to study a finding)
+} g;
+
+// Where a crash writes the input that caused it (set before any input
+// runs: the handler only calls async-signal-safe functions).
+std::string crash_path;
+
+void dump_current() {
+  const int f = ::open(crash_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (f >= 0) {
+    ssize_t ignored = ::write(f, g.current.data(), g.current.size());
+    (void)ignored;
+    ::close(f);
+  }
+  const char msg[] = "fuzz_decoders: the input that crashed was written to ";
+  ssize_t ignored = ::write(2, msg, sizeof msg - 1);
+  ignored = ::write(2, crash_path.data(), crash_path.size());
+  ignored = ::write(2, "\n", 1);
+  (void)ignored;
+}
+
+void on_fatal_signal(int sig) {
+  dump_current();
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);
+}
+
+// ---- targets -------------------------------------------------------------
+
+// [u32 length][bytes] ... (a bounded framing of several byte strings).
+std::vector<std::string> split_frames(std::string_view in) {
+  std::vector<std::string> out;
+  while (in.size() >= 4 && out.size() < 4096) {
+    uint32_t n;
+    std::memcpy(&n, in.data(), 4);
+    in.remove_prefix(4);
+    n = std::min<uint32_t>(n, static_cast<uint32_t>(in.size()));
+    out.emplace_back(in.substr(0, n));
+    in.remove_prefix(n);
+  }
+  return out;
+}
+
+std::string join_frames(const std::vector<std::string>& parts) {
+  std::string out;
+  for (const auto& p : parts) {
+    const uint32_t n = static_cast<uint32_t>(p.size());
+    out.append(reinterpret_cast<const char*>(&n), 4);
+    out += p;
+  }
+  return out;
+}
+
+template <class T>
+void put(std::string& s, T v) {
+  s.append(reinterpret_cast<const char*>(&v), sizeof v);
+}
+
+// A bundle around `records` with a correct header (docs/FORMAT.md).
+std::string frame_bundle(std::string_view records) {
+  const std::string payload = cache::zstd_compress(records, 1);
+  std::string out = "NPUCBNDL";
+  put<uint32_t>(out, 3);
+  put<uint64_t>(out, payload.size());
+  put<uint64_t>(out, records.size());
+  put<uint64_t>(out, XXH3_64bits(payload.data(), payload.size()));
+  return out + payload;
+}
+
+// The records a bundle's payload holds (for seeds).
+std::string bundle_records(const std::string& bundle) {
+  return cache::zstd_decompress(std::string_view(bundle).substr(36), std::size_t{1} << 30);
+}
+
+// Runs a decoded program with every symbol bound to 2 and small inputs.
+void run_program(const compiler::CompiledGraph& cg) {
+  const auto& p = cg.program;
+  SymBindings b;
+  for (const auto& buf : p.buffers)
+    if (buf.kind == compiler::BufferKind::input || buf.kind == compiler::BufferKind::parameter)
+      for (const auto& d : buf.type.shape)
+        for (const auto& s : d.symbols()) b[s] = 2;
+  std::vector<Tensor> inputs(static_cast<std::size_t>(p.num_inputs));
+  std::vector<Tensor> params(p.parameters.size());
+  for (const auto& buf : p.buffers) {
+    std::vector<Tensor>* into = buf.kind == compiler::BufferKind::input       ? &inputs
+                                : buf.kind == compiler::BufferKind::parameter ? &params
+                                                                              : nullptr;
+    if (!into || buf.index < 0 || static_cast<std::size_t>(buf.index) >= into->size()) continue;
+    const auto dims = evaluate_dims(buf.type.shape, b);
+    int64_t n = 1;
+    for (int64_t d : dims) {
+      if (d < 0 || d > (1 << 16)) return;  // not a call anyone could make
+      n *= d;
+      if (n > (1 << 16)) return;
+    }
+    std::vector<float> data(static_cast<std::size_t>(n));
+    for (std::size_t i = 0; i < data.size(); ++i) data[i] = static_cast<float>(i % 7) * 0.25f;
+    if (buf.type.dtype == DType::i64) {
+      std::vector<int64_t> ints(data.size());
+      for (std::size_t i = 0; i < ints.size(); ++i) ints[i] = static_cast<int64_t>(i % 3);
+      (*into)[static_cast<std::size_t>(buf.index)] = Tensor::from_vector_i64(ints, dims);
+    } else {
+      (*into)[static_cast<std::size_t>(buf.index)] = Tensor::from_vector(data, dims, buf.type.dtype);
+    }
+  }
+  for (const auto& t : inputs)
+    if (!t.defined()) return;
+  for (const auto& t : params)
+    if (!t.defined()) return;
+  if (g.verbose) {
+    for (std::size_t i = 0; i < p.buffers.size(); ++i)
+      std::fprintf(stderr, "buffer %zu: kind %d index %d %s\n", i, static_cast<int>(p.buffers[i].kind),
+                   p.buffers[i].index, type_str(p.buffers[i].type).c_str());
+    for (std::size_t i = 0; i < p.steps.size(); ++i) {
+      std::string ops;
+      for (int o : p.steps[i].operands) ops += " " + std::to_string(o);
+      std::fprintf(stderr, "step %zu: %s(%s) -> %d %s\n", i, std::string(op_name(p.steps[i].op)).c_str(),
+                   ops.c_str(), p.steps[i].result, [&] {
+                     std::string a;
+                     for (const auto& [k, v] : p.steps[i].attrs.items()) a += " " + k + "=" + attr_str(v);
+                     return a;
+                   }().c_str());
+    }
+  }
+  compiler::ProgramRunner runner(std::make_shared<const compiler::DeviceProgram>(p), 0);
+  for (const auto& out : runner.run(inputs, params, b, current_communicator())) (void)out.to_vector();
+  ++g.programs_run;
+}
+
+void run_target(Target t, std::string_view in) {
+  switch (t) {
+    case kIndexFile:
+      cache::decode_index(in, "fuzzed index");
+      break;
+    case kObjectFile: {
+      auto o = cache::decode_object(in, "fuzzed object", true);
+      compiler::deserialize_compiled(o.raw);
+      break;
+    }
+    case kBundleFile:
+      cache::validate_bundle(cache::read_bundle(in));
+      break;
+    case kIndexRecords: {
+      const auto records = split_frames(in);
+      const std::string file = cache::seal(cache::EnvelopeKind::index, records, g.index_hdf5,
+                                           cache::userblock_for(records));
+      cache::decode_index(file, "fuzzed index records");
+      break;
+    }
+    case kBundleRecords:
+      cache::validate_bundle(cache::read_bundle(frame_bundle(in)));
+      break;
+    case kCompiled: {
+      bool has_program = false;
+      auto cg = compiler::deserialize_compiled(in, &has_program);
+      if (has_program) run_program(cg);
+      break;
+    }
+    case kZstdFrame:
+      cache::zstd_decompress(in, std::size_t{1} << 20);
+      break;
+    case kJsonFiles: {
+      const auto parts = split_frames(in);
+      for (std::size_t i = 0; i < 2; ++i) {
+        std::ofstream f(g.scratch / (i == 0 ? "stats.json" : "config.json"), std::ios::binary | std::ios::trunc);
+        if (i < parts.size()) f << parts[i];
+      }
+      cache::read_stats(g.scratch);
+      cache::admin::max_size(g.scratch.string());
+      break;
+    }
+    default:
+      break;
+  }
+}
+
+// One input: true when the decoder behaved (a value or an npucache::Error).
+bool run_one(const std::string& input, std::string* finding) {
+  if (input.empty() || static_cast<uint8_t>(input[0]) >= kTargets) return true;
+  g.current = input;
+  const auto t = static_cast<Target>(input[0]);
+  try {
+    run_target(t, std::string_view(input).substr(1));
+    ++g.accepted[t];
+    return true;
+  } catch (const Error&) {
+    return true;
+  } catch (const std::bad_alloc&) {
+    *finding = "std::bad_alloc (an allocation sized by the input)";
+  } catch (const std::exception& e) {
+    *finding = std::string("an exception that is not an npucache::Error: ") + e.what();
+  } catch (...) {
+    *finding = "an exception of unknown type";
+  }
+  return false;
+}
+
+// ---- seeds ---------------------------------------------------------------
+
+struct Seeds {
+  std::vector<std::string> inputs;  // target byte + input
+  void add(Target t, std::string_view bytes) { inputs.push_back(std::string(1, static_cast<char>(t)) + std::string(bytes)); }
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
+// Real caches: the seed model and tiny-llama, with and without programs.
+Seeds make_seeds(const fs::path& dir) {
+  CompilerConfig c;
+  c.autotune_candidates = 2;
+  c.autotune_min_time_us = 0;
+  {
+    models::SeedExample m;
+    for (int variant = 0; variant < 3; ++variant) {
+      CacheOptions o;
+      o.cache_dir = (dir / "seed").string();
+      CompilerConfig cv = c;
+      if (variant == 2) cv.mode = CompileMode::reduce_overhead;
+      o.compile.config = cv;
+      o.compile.dynamic = variant != 1;
+      o.ge_cache = variant == 1;
+      auto fn = cache_compile(m, variant == 0 ? &models::SeedExample::prompt : &models::SeedExample::decode, o);
+      models::InputMeta x{Tensor::from_vector({1, 2, 3, 4, 5, 6}, {3, 2}), true};
+      fn(x, std::vector<Tensor>{Tensor::from_vector({.5f, .5f, .5f, .5f, .5f, .5f}, {3, 2})}).to_vector();
+    }
+  }
+  {
+    models::TinyLlama m(models::TinyLlamaConfig{}, {});
+    for (int variant = 0; variant < 2; ++variant) {
+      CacheOptions o;
+      o.cache_dir = (dir / "llama").string();
+      o.compile.config = c;
+      o.ge_cache = variant == 1;
+      auto prompt = cache_compile(m, &models::TinyLlama::prompt, o);
+      auto decode = cache_compile(m, &models::TinyLlama::decode, o);
+      auto kv = m.make_kv_cache(1);
+      prompt(Tensor::from_vector_i64({1, 2, 3, 4}, {1, 4}), Tensor::from_vector_i64({0, 1, 2, 3}, {1, 4}), kv);
+      decode(Tensor::from_vector_i64({5}, {1, 1}), Tensor::from_vector_i64({4}, {1, 1}), kv).to_vector();
+    }
+  }
+  cache::flush_stats();
+  Seeds s;
+  for (const char* sub : {"seed", "llama"}) {
+    const fs::path d = dir / sub;
+    for (const auto& f : fs::directory_iterator(d)) {
+      const std::string name = f.path().filename().string();
+      if (f.path().extension() == ".h5") {
+        const std::string bytes = slurp(f.path());
+        s.add(kIndexFile, bytes);
+        auto env = cache::open_envelope(cache::EnvelopeKind::index, bytes, name);
+        if (g.index_hdf5.empty()) g.index_hdf5 = std::string(env.hdf5);
+        s.add(kIndexRecords, join_frames(env.records));
+      } else if (name == "stats.json") {
+        s.add(kJsonFiles, join_frames({slurp(f.path()), "{\"max_size\": 1048576}"}));
+      }
+    }
+    for (const auto& f : fs::directory_iterator(d / "objects")) {
+      const std::string bytes = slurp(f.path());
+      s.add(kObjectFile, bytes);
+      auto o = cache::decode_object(bytes, f.path().string(), true);
+      s.add(kCompiled, o.raw);
+      s.add(kZstdFrame, cache::zstd_compress(o.raw, 1));
+    }
+    const fs::path bundle = dir / (std::string(sub) + ".bundle");
+    cache::admin::export_bundle(d.string(), bundle.string());
+    const std::string b = slurp(bundle);
+    s.add(kBundleFile, b);
+    s.add(kBundleRecords, bundle_records(b));
+  }
+  return s;
+}
+
+// ---- mutation ------------------------------------------------------------
+
+class Mutator {
+ public:
+  explicit Mutator(uint64_t seed) : rng_(seed) {}
+
+  // 1-4 stacked mutations of `in` (its first byte, the target, is kept);
+  // `other` is spliced from.
+  std::string mutate(const std::string& in, const std::string& other) {
+    std::string s = in.substr(1);
+    const int n = 1 + static_cast<int>(below(4));
+    for (int i = 0; i < n; ++i) once(s, other.size() > 1 ? std::string_view(other).substr(1) : std::string_view());
+    return in.substr(0, 1) + s;
+  }
+
+ private:
+  uint64_t below(uint64_t n) { return n == 0 ? 0 : rng_() % n; }
+
+  void once(std::string& s, std::string_view other) {
+    static const uint64_t kInteresting[] = {0, 1, 0x7f, 0x80, 0xff, 0x7fff, 0xffff, 0x7fffffff, 0xffffffff,
+                                            0x100000000ull, 0x7fffffffffffffffull, 0xffffffffffffffffull, 4096, 65536};
+    const uint64_t kind = below(9);
+    if (s.empty() && kind != 6) {
+      s.push_back(static_cast<char>(below(256)));
+      return;
+    }
+    const std::size_t at = below(s.size());
+    switch (kind) {
+      case 0:  // flip a bit
+        s[at] = static_cast<char>(s[at] ^ (1 << below(8)));
+        break;
+      case 1:  // a random byte
+        s[at] = static_cast<char>(below(256));
+        break;
+      case 2: {  // an interesting 8/32/64-bit value
+        const uint64_t v = kInteresting[below(std::size(kInteresting))];
+        const std::size_t w = std::size_t{1} << below(4);  // 1, 2, 4, 8 bytes
+        if (at + w <= s.size()) std::memcpy(s.data() + at, &v, w);
+        break;
+      }
+      case 3:  // small arithmetic on a 32-bit value (lengths, counts)
+        if (at + 4 <= s.size()) {
+          uint32_t v;
+          std::memcpy(&v, s.data() + at, 4);
+          v += static_cast<uint32_t>(below(33)) - 16u;
+          std::memcpy(s.data() + at, &v, 4);
+        }
+        break;
+      case 4:  // truncate
+        s.resize(at);
+        break;
+      case 5:  // erase a range
+        s.erase(at, 1 + below(std::min<std::size_t>(64, s.size() - at)));
+        break;
+      case 6: {  // insert random bytes
+        std::string ins(1 + below(16), '\0');
+        for (auto& c : ins) c = static_cast<char>(below(256));
+        s.insert(std::min(at, s.size()), ins);
+        break;
+      }
+      case 7: {  // duplicate a range
+        const std::size_t len = 1 + below(std::min<std::size_t>(64, s.size() - at));
+        s.insert(below(s.size() + 1), s.substr(at, len));
+        break;
+      }
+      default:  // splice from another seed
+        if (!other.empty()) {
+          const std::size_t from = below(other.size());
+          const std::size_t len = 1 + below(std::min<std::size_t>(256, other.size() - from));
+          s.replace(at, std::min(len, s.size() - at), other.substr(from, len));
+        }
+        break;
+    }
+  }
+
+  std::mt19937_64 rng_;
+};
+
+void write_finding(const std::string& input, const std::string& why) {
+  const auto t = static_cast<uint8_t>(input[0]);
+  const fs::path p = g.findings / ("finding-" + std::string(kTargetNames[t]) + "-" +
+                                   std::to_string(g.findings_written++) + ".bin");
+  std::ofstream(p, std::ios::binary) << input;
+  std::fprintf(stderr, "FINDING (%s): %s\n  input written to %s\n", kTargetNames[t], why.c_str(), p.c_str());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  double seconds = 10;
+  std::optional<uint64_t> runs;
+  uint64_t seed = 1;
+  std::vector<std::string> files;
+  fs::path write_seeds;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "fuzz_decoders: %s needs a value\n", a.c_str());
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (a == "--seconds") seconds = std::stod(value());
+    else if (a == "--runs") runs = std::stoull(value());
+    else if (a == "--seed") seed = std::stoull(value());
+    else if (a == "--findings") g.findings = value();
+    else if (a == "--write-seeds") write_seeds = value();
+    else if (a == "--verbose") g.verbose = true;
+    else if (!a.empty() && a[0] == '-') {
+      std::fprintf(stderr, "fuzz_decoders: unknown option %s\n", a.c_str());
+      return 2;
+    } else files.push_back(a);
+  }
+  crash_path = (fs::absolute(g.findings) / ("finding-crash-" + std::to_string(::getpid()) + ".bin")).string();
+  // ASan reports end in the death callback; UBSan (abort_on_error, as
+  // scripts/fuzz.sh sets) and plain builds end in a signal.
+  if (__sanitizer_set_death_callback) __sanitizer_set_death_callback(dump_current);
+  const std::vector<int> signals = __sanitizer_set_death_callback ? std::vector<int>{SIGABRT}
+                                                                   : std::vector<int>{SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
+  for (int sig : signals) ::signal(sig, on_fatal_signal);
+  ::setenv("NPUCACHE_LOG_LEVEL", "error", 0);  // the damage the fuzzing makes is expected
+
+  const fs::path work = fs::temp_directory_path() / ("npucache-fuzz-" + std::to_string(::getpid()));
+  fs::remove_all(work);
+  fs::create_directories(work / "json");
+  fs::permissions(work, fs::perms::owner_all, fs::perm_options::replace);
+  fs::permissions(work / "json", fs::perms::owner_all, fs::perm_options::replace);
+  g.scratch = work / "json";
+  struct Cleanup {
+    fs::path p;
+    ~Cleanup() {
+      std::error_code ec;
+      fs::remove_all(p, ec);
+    }
+  } cleanup{work};
+
+  Seeds seeds = make_seeds(work / "caches");
+  std::size_t per[kTargets] = {};
+  for (const auto& s : seeds.inputs) ++per[static_cast<uint8_t>(s[0])];
+  for (int t = 0; t < kTargets; ++t)
+    if (per[t] == 0) {
+      std::fprintf(stderr, "fuzz_decoders: no seed for target %s\n", kTargetNames[t]);
+      return 1;
+    }
+  if (!write_seeds.empty()) {
+    fs::create_directories(write_seeds);
+    for (std::size_t i = 0; i < seeds.inputs.size(); ++i)
+      std::ofstream(write_seeds / ("seed-" + std::string(kTargetNames[static_cast<uint8_t>(seeds.inputs[i][0])]) +
+                                   "-" + std::to_string(i) + ".bin"),
+                    std::ios::binary)
+          << seeds.inputs[i];
+  }
+
+  int failures = 0;
+  std::string why;
+  // Seeds decode cleanly (else the fuzzing below starts from broken inputs).
+  for (const auto& s : seeds.inputs)
+    if (!run_one(s, &why)) {
+      write_finding(s, "an unmutated seed: " + why);
+      ++failures;
+    }
+  std::vector<fs::path> replay;
+  for (const auto& f : files) {
+    if (fs::is_directory(f)) {
+      for (const auto& e : fs::directory_iterator(f))
+        if (e.path().extension() == ".bin") replay.push_back(e.path());
+    } else {
+      replay.push_back(f);
+    }
+  }
+  std::sort(replay.begin(), replay.end());
+  for (const auto& f : replay) {
+    const std::string in = slurp(f);
+    if (!run_one(in, &why)) {
+      write_finding(in, f.string() + ": " + why);
+      ++failures;
+    }
+  }
+
+  Mutator mutator(seed);
+  std::mt19937_64 pick(seed * 7919 + 1);
+  const auto start = std::chrono::steady_clock::now();
+  uint64_t done = 0;
+  uint64_t per_target[kTargets] = {};
+  while (runs ? done < *runs
+              : std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() < seconds) {
+    const std::string& base = seeds.inputs[pick() % seeds.inputs.size()];
+    const std::string& other = seeds.inputs[pick() % seeds.inputs.size()];
+    const std::string in = mutator.mutate(base, other);
+    ++done;
+    ++per_target[static_cast<uint8_t>(in[0])];
+    if (!run_one(in, &why)) {
+      write_finding(in, why);
+      if (++failures >= 10) break;
+    }
+  }
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("fuzz_decoders: %zu seeds, %zu replayed, %llu mutated inputs in %.1f s (seed %llu):", seeds.inputs.size(),
+              replay.size(), static_cast<unsigned long long>(done), took, static_cast<unsigned long long>(seed));
+  for (int t = 0; t < kTargets; ++t)
+    std::printf(" %s %llu (%llu decoded)", kTargetNames[t], static_cast<unsigned long long>(per_target[t]),
+                static_cast<unsigned long long>(g.accepted[t]));
+  std::printf("; %llu programs run; %d finding(s)\n", static_cast<unsigned long long>(g.programs_run), failures);
+  return failures == 0 ? 0 : 1;
+}
