@@ -147,8 +147,9 @@ void serialize(A& ar, DeviceProgram& p, unsigned) {
 template <class A>
 void serialize(A& ar, PassTiming& t, unsigned) { ar & t.name & t.seconds & t.note; }
 template <class A>
-void serialize(A& ar, AutotuneDecision& d, unsigned) {
+void serialize(A& ar, AutotuneDecision& d, unsigned version) {
   ar & d.key & d.chosen & d.best_us & d.default_us & d.candidates & d.steps;
+  if (version >= 1) ar & d.timed_on;
 }
 
 }  // namespace boost::serialization
@@ -166,6 +167,8 @@ BOOST_CLASS_VERSION(npucache::TraceResult, 1)
 BOOST_CLASS_VERSION(npucache::CompilerConfig, 1)
 BOOST_CLASS_VERSION(npucache::compiler::DeviceProgram, 1)
 BOOST_CLASS_VERSION(npucache::compiler::ProgramStep, 1)
+// 1: timed_on (the autotune scratch bound).
+BOOST_CLASS_VERSION(npucache::compiler::AutotuneDecision, 1)
 
 namespace npucache::compiler::detail {
 // The archived form of a CompiledGraph.
