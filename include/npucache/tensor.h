@@ -44,7 +44,7 @@ class Tensor {
   std::size_t rank() const;
   SymExpr size(int64_t dim) const;
   TensorType type() const;
-  // Device of an eager tensor; -1 while tracing.
+  // Device of an eager or meta tensor; -1 while tracing.
   int device() const;
 
   // Eager tensors from host data, on the current device.

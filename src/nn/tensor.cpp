@@ -5,8 +5,8 @@
 #include <npucache/tensor.h>
 
 #include "nn/detail/tensor_impl.h"
-#include "nn/interop.h"
 #include "nn/detail/trace_state.h"
+#include "nn/interop.h"
 
 #include <cstring>
 
