@@ -1,5 +1,6 @@
 # `cmake --install` installs the public headers, the shared library, the
-# `npucache` command and a package config so that consumers write
+# `npucache` command, the shipped model configs and a package config so
+# that consumers write
 #   find_package(npucache) + target_link_libraries(app npucache::npucache)
 include(CMakePackageConfigHelpers)
 install(TARGETS npucache npucache_models npucache_cli
@@ -9,6 +10,8 @@ install(TARGETS npucache npucache_models npucache_cli
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
   INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(DIRECTORY include/npucache DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+# The shipped model configs, found by name at run time (models/hf_config.h).
+install(DIRECTORY configs/ DESTINATION ${CMAKE_INSTALL_DATADIR}/npucache/configs FILES_MATCHING PATTERN "*.json")
 install(EXPORT npucacheTargets NAMESPACE npucache::
   DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/npucache)
 configure_package_config_file(cmake/npucacheConfig.cmake.in

@@ -71,6 +71,11 @@ using TraceFn = std::function<TraceResult()>;
 // Runs the compiled entry matching `args`, tracing (`trace`) and compiling a
 // new one when none matches. `entry` receives the entry's index.
 std::vector<Tensor> call(CompiledFunction& f, const FlatArgs& args, const TraceFn& trace, std::size_t& entry);
+// Obtains the entry matching `args` exactly as call does (from the entry
+// source on the first call, else traced and compiled), without running it.
+void prepare(CompiledFunction& f, const FlatArgs& args, const TraceFn& trace, std::size_t& entry);
+// Whether CompiledMethod::select runs the entry it obtains.
+enum class CallKind { run, prepare_only };
 TraceOptions trace_options(const CompiledFunction& f);
 std::size_t compiles(const CompiledFunction& f);
 const CallStatus& status(const CompiledFunction& f);
@@ -125,20 +130,7 @@ class CompiledMethod {
       : module_(&module), method_(method), fn_(std::move(engine)) {}
 
   R operator()(P... args) {
-    const TraceOptions topts = detail::trace_options(*fn_);
-    FlatArgs flat = flatten_args(topts, args...);
-    std::optional<R> traced;
-    auto tracer = [&] {
-      auto [tr, res] = trace_method_with_result(*module_, method_, topts, args...);
-      traced = std::move(res);
-      return std::move(tr);
-    };
-    std::size_t entry = 0;
-    std::vector<Tensor> outs = detail::call(*fn_, flat, tracer, entry);
-    if (traced) {
-      if (templates_.size() <= entry) templates_.resize(entry + 1);
-      templates_[entry] = std::move(traced);
-    }
+    auto [entry, outs] = select(detail::CallKind::run, args...);
     if (templates_.size() <= entry || !templates_[entry]) {
       // A program served from the cache without a trace (the code_version
       // fast path): the result's structure comes from the stored output
@@ -157,6 +149,19 @@ class CompiledMethod {
     return result;
   }
 
+  // Obtains the program a call with `args` would run -- loaded from the
+  // cache, received from another rank or traced and compiled here, exactly
+  // as a call does -- without running it, and returns the status. The
+  // module's parameters and the arguments may be meta tensors
+  // (Tensor::meta, nn::MetaScope): this is how a model whose weights are
+  // not materialised is compiled and cached (npucache warmup). A later call
+  // whose arguments match runs the prepared program (it then needs real
+  // tensors: a meta one is a MetaTensorError naming it).
+  const CallStatus& prepare(P... args) {
+    select(detail::CallKind::prepare_only, args...);
+    return status();
+  }
+
   // Compiles this process did for the method (0 after a cache hit).
   std::size_t compiles() const { return detail::compiles(*fn_); }
   // What happened on the latest call.
@@ -164,6 +169,30 @@ class CompiledMethod {
   const detail::CompiledFunction& engine() const { return *fn_; }
 
  private:
+  // Obtains the entry matching the call (and runs it for CallKind::run);
+  // keeps the traced result of a new entry as the template of its results.
+  std::pair<std::size_t, std::vector<Tensor>> select(detail::CallKind kind, P... args) {
+    const TraceOptions topts = detail::trace_options(*fn_);
+    FlatArgs flat = flatten_args(topts, args...);
+    std::optional<R> traced;
+    auto tracer = [&] {
+      auto [tr, res] = trace_method_with_result(*module_, method_, topts, args...);
+      traced = std::move(res);
+      return std::move(tr);
+    };
+    std::size_t entry = 0;
+    std::vector<Tensor> outs;
+    if (kind == detail::CallKind::run)
+      outs = detail::call(*fn_, flat, tracer, entry);
+    else
+      detail::prepare(*fn_, flat, tracer, entry);
+    if (traced) {
+      if (templates_.size() <= entry) templates_.resize(entry + 1);
+      templates_[entry] = std::move(traced);
+    }
+    return {entry, std::move(outs)};
+  }
+
   M* module_;
   R (M::*method_)(P...);
   std::shared_ptr<detail::CompiledFunction> fn_;

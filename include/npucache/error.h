@@ -67,6 +67,15 @@ class CacheRefused : public CacheError {
   using CacheError::CacheError;
 };
 
+// A meta tensor (Tensor::meta: a type without memory, such as a parameter of
+// a model built with meta weights) was run, read or written outside a
+// trace. Meta tensors can be traced and compiled, never executed; the
+// message names the tensor and says to materialise the weights.
+class MetaTensorError : public Error {
+ public:
+  using Error::Error;
+};
+
 // An invalid option or configuration value.
 class ConfigError : public Error {
  public:

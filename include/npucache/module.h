@@ -60,9 +60,30 @@ class Module {
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
 };
 
+// Meta parameters: while a MetaScope is alive on the calling thread, the
+// layers below (and new_parameter) create meta parameters (Tensor::meta):
+// the module has every parameter with its name and type, and no weight
+// memory. Such a module traces, compiles and caches like any other (the
+// parameters become graph placeholders, which need only their types);
+// running it, or filling its parameters, throws MetaTensorError. Scopes
+// nest; the thread's setting is restored when a scope ends.
+class MetaScope {
+ public:
+  MetaScope();
+  ~MetaScope();
+  MetaScope(const MetaScope&) = delete;
+  MetaScope& operator=(const MetaScope&) = delete;
+  // Whether a MetaScope is alive on the calling thread.
+  static bool active();
+};
+
+// A new parameter of these dims, every element `value`, on the current
+// device; a meta tensor inside a MetaScope.
+Tensor new_parameter(const std::vector<int64_t>& dims, float value = 0.0f);
+
 // Layers: Linear, Embedding, RMSNorm, LayerNorm and the tensor-parallel
-// variants. Parameters start at zero on the current device; models fill
-// them (Tensor::copy_from).
+// variants. Parameters start at zero (norm weights at one) on the current
+// device, or meta inside a MetaScope; models fill them (Tensor::copy_from).
 //
 // Tensor parallelism (Megatron style) over the `tp` group:
 // - ColumnParallelLinear holds out_features / tp rows of the weight: its

@@ -1,9 +1,15 @@
-// Tensor: one type, two modes.
+// Tensor: one type, three modes.
 //
 // Eager: the tensor holds device memory on the simulated NPU and every op
 // launches a kernel on the current stream of its device right away.
 // Tracing: while a method is being traced (trace.h) the tensor stands for a
 // value of the graph being built, and ops record nodes instead of running.
+// Meta: a type and a device but no memory (Tensor::meta). A meta tensor can
+// be a parameter of a traced module or an input of a trace (it becomes a
+// graph placeholder, which needs only its type), so a model whose weights
+// are not materialised can be traced, compiled and cached. Running an op on
+// it, reading or writing its values, or running a compiled program with it
+// throws MetaTensorError naming the tensor.
 //
 // Tensors are cheap handles: copies share the same storage or value. Ops on
 // tensors are the functions of namespace ops (ops.h). Reading values
@@ -31,19 +37,22 @@ class Tensor {
 
   bool defined() const { return impl_ != nullptr; }
   bool is_traced() const;
+  bool is_meta() const;
   DType dtype() const;
   // Dims; symbolic while tracing with dynamic shapes.
   Shape shape() const;
   std::size_t rank() const;
   SymExpr size(int64_t dim) const;
   TensorType type() const;
-  // Device of an eager tensor; -1 while tracing.
+  // Device of an eager or meta tensor; -1 while tracing.
   int device() const;
 
   // Eager tensors from host data, on the current device.
   static Tensor from_vector(const std::vector<float>& data, const std::vector<int64_t>& dims,
                             DType dtype = DType::f32);
   static Tensor from_vector_i64(const std::vector<int64_t>& data, const std::vector<int64_t>& dims);
+  // A meta tensor of this type on the current device: no memory is allocated.
+  static Tensor meta(const std::vector<int64_t>& dims, DType dtype = DType::f32);
   // Overwrites an eager tensor's elements (converted to its dtype).
   void copy_from(const std::vector<float>& data);
   // Waits for pending work on the tensor's device and reads the values.

@@ -3,6 +3,13 @@
 // on the simulated device with the example call's sizes and keep the
 // fastest. Kernels of equal op and operand types are tuned once. This is
 // where max-autotune's compile time goes, as in Inductor.
+//
+// Scratch: each kernel is timed on zero-filled operands allocated on the
+// device, at most kAutotuneScratchBytes of them (autotune_scratch.h: a
+// larger matmul is timed on a slice, a larger fused kernel is not timed),
+// and they are returned to the host before the next kernel, so compiling a
+// model of any size adds at most that much resident memory. A decision
+// says what it was timed on (`timed_on`).
 #pragma once
 
 #include <npucache/compiler/config.h>
@@ -22,6 +29,10 @@ struct AutotuneDecision {
   double default_us = 0;  // the first candidate (the untuned default)
   int candidates = 0;
   std::vector<int> steps;
+  // "" when timed at the full sizes; else the slice it was timed on ("timed
+  // on N 1984 of 16032 (64 MiB autotune scratch bound)") or why it was not
+  // timed ("not timed: ...").
+  std::string timed_on;
 };
 
 std::vector<AutotuneDecision> autotune(DeviceProgram& p, const SymBindings& example,

@@ -90,7 +90,15 @@ CompiledGraph compile_graph(TraceResult trace, const CompilerConfig& config,
   else if (full)
     pm.run("autotune", [&] {
       cg.autotune = autotune(cg.program, example, config, device);
-      return std::to_string(cg.autotune.size()) + " kernels tuned";
+      std::size_t sliced = 0, untimed = 0;
+      for (const auto& d : cg.autotune) {
+        if (d.timed_on.empty()) continue;
+        ++(d.candidates > 0 ? sliced : untimed);
+      }
+      std::string note = std::to_string(cg.autotune.size()) + " kernels tuned";
+      if (sliced) note += ", " + std::to_string(sliced) + " on a slice within the scratch bound";
+      if (untimed) note += ", " + std::to_string(untimed) + " above it not timed";
+      return note;
     });
   pm.run("memory_plan", [&] {
     HappensBefore hb(cg.program);

@@ -31,6 +31,9 @@ class CompiledFunction {
   }
 
   std::vector<Tensor> call(const FlatArgs& args, const TraceFn& trace, std::size_t& entry);
+  // The entry matching `args` (obtained from the source on the first call,
+  // else traced and compiled when none matches) and the call's bindings.
+  SymBindings select(const FlatArgs& args, const TraceFn& trace, std::size_t& entry);
 
   TraceOptions trace_options() const {
     TraceOptions t;
@@ -91,14 +94,16 @@ class CompiledFunction {
   CallStatus status_;
 };
 
-std::vector<Tensor> CompiledFunction::call(const FlatArgs& args, const TraceFn& trace, std::size_t& entry) {
-  std::vector<Tensor> inputs;
-  inputs.reserve(args.tensors.size());
-  for (const auto& [path, t] : args.tensors) {
+namespace {
+int call_device(const FlatArgs& args) {
+  for (const auto& [path, t] : args.tensors)
     if (!t.defined()) throw TraceError("input '" + path + "' is an undefined tensor");
-    inputs.push_back(t);
-  }
-  const int device = inputs.empty() ? current_device() : inputs.front().device();
+  return args.tensors.empty() ? current_device() : args.tensors.front().second.device();
+}
+}  // namespace
+
+SymBindings CompiledFunction::select(const FlatArgs& args, const TraceFn& trace, std::size_t& entry) {
+  const int device = call_device(args);
   const compiler::CompileStep compile_step = [&](TraceResult tr, const SymBindings& example,
                                                  const compiler::CompileHints* hints) {
     return compile(std::move(tr), example, device, hints);
@@ -141,9 +146,18 @@ std::vector<Tensor> CompiledFunction::call(const FlatArgs& args, const TraceFn& 
     add(compile(tr, b, device), std::move(s));
   }
   entry = found;
-  Entry& e = entries_[found];
-  status_ = e.status;
+  status_ = entries_[found].status;
   status_.compiles = compiles_;
+  return b;
+}
+
+std::vector<Tensor> CompiledFunction::call(const FlatArgs& args, const TraceFn& trace, std::size_t& entry) {
+  const SymBindings b = select(args, trace, entry);
+  std::vector<Tensor> inputs;
+  inputs.reserve(args.tensors.size());
+  for (const auto& [path, t] : args.tensors) inputs.push_back(t);
+  const int device = call_device(args);
+  Entry& e = entries_[entry];
   auto& runner = e.runners[device];
   if (!runner) runner = std::make_unique<compiler::ProgramRunner>(e.program, device);
   if (config_.mode == CompileMode::reduce_overhead)
@@ -153,6 +167,9 @@ std::vector<Tensor> CompiledFunction::call(const FlatArgs& args, const TraceFn& 
 
 std::vector<Tensor> call(CompiledFunction& f, const FlatArgs& args, const TraceFn& trace, std::size_t& entry) {
   return f.call(args, trace, entry);
+}
+void prepare(CompiledFunction& f, const FlatArgs& args, const TraceFn& trace, std::size_t& entry) {
+  f.select(args, trace, entry);
 }
 TraceOptions trace_options(const CompiledFunction& f) { return f.trace_options(); }
 std::size_t compiles(const CompiledFunction& f) { return f.compiles(); }

@@ -44,6 +44,7 @@ template <class What>
 nn::EagerRef eager_impl(const Tensor& t, What&& what) {
   if (!t.defined()) throw ShapeError(what() + " is an undefined tensor");
   if (t.is_traced()) throw TraceError(what() + " is a traced tensor; compiled programs run on eager tensors");
+  if (t.is_meta()) throw MetaTensorError(nn::meta_tensor_message(what(), t.type()));
   return nn::eager_ref(t);
 }
 

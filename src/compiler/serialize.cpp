@@ -15,7 +15,8 @@ namespace npucache::compiler {
 namespace {
 
 // Bump when the encoding changes; a reader refuses other versions.
-constexpr uint32_t kEncodingVersion = 1;
+// 2: autotune decisions say what they were timed on.
+constexpr uint32_t kEncodingVersion = 2;
 constexpr uint32_t kMagic = 0x4350554e;  // "NUPC"
 
 // Smallest encodings, for the count checks (a count claiming more items
@@ -350,6 +351,7 @@ void put_record(ByteWriter& w, const CompiledGraph& g, bool with_program) {
     w.i64(d.candidates);
     w.u32(static_cast<uint32_t>(d.steps.size()));
     for (int s : d.steps) w.i64(s);
+    w.str(d.timed_on);
   }
   w.u64(g.planned_arena_bytes);
   w.u64(g.unplanned_bytes);
@@ -378,7 +380,7 @@ CompiledGraph get_record(ByteReader& r, bool* has_program) {
     t.note = r.str();
     g.timings.push_back(std::move(t));
   }
-  const std::size_t na = r.count(4 + 4 + 8 + 8 + 8 + 4);
+  const std::size_t na = r.count(4 + 4 + 8 + 8 + 8 + 4 + 4);
   for (std::size_t i = 0; i < na; ++i) {
     AutotuneDecision d;
     d.key = r.str();
@@ -388,6 +390,7 @@ CompiledGraph get_record(ByteReader& r, bool* has_program) {
     d.candidates = index_in(r, 0, 1 << 20, "candidate count");
     d.steps.resize(r.count(8));
     for (auto& s : d.steps) s = index_in(r, 0, int64_t{1} << 30, "tuned step");
+    d.timed_on = r.str();
     g.autotune.push_back(std::move(d));
   }
   g.planned_arena_bytes = r.u64();

@@ -24,7 +24,7 @@ int64_t argmax_row(const std::vector<float>& v, std::size_t from, std::size_t n)
 
 }  // namespace
 
-GenerationResult greedy_generate(TinyLlama& model, const std::vector<int64_t>& prompt, int new_tokens,
+GenerationResult greedy_generate(Decoder& model, const std::vector<int64_t>& prompt, int new_tokens,
                                  Communicator& comm, StepFn prompt_fn, StepFn decode_fn) {
   const auto& cfg = model.config();
   if (prompt.empty()) throw ConfigError("greedy_generate needs a non-empty prompt");

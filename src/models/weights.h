@@ -15,6 +15,9 @@ std::vector<float> full_weights(uint64_t seed, const std::string& name, int64_t 
 
 // Fills `t` [rows_local, cols_local] with its shard of the full [rows, cols]
 // matrix `name`: shard index `rank` of `parts` along `axis` (0 rows, 1 cols).
+// Only the shard's elements are generated (a rank never holds the full
+// matrix); they equal the same elements of full_weights. A vector (a bias)
+// is a [rows, 1] matrix.
 void fill_shard(Tensor& t, uint64_t seed, const std::string& name, int64_t rows, int64_t cols,
                 int axis, int rank, int parts, double scale);
 

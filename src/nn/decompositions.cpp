@@ -10,8 +10,11 @@ namespace {
 
 using ops::scalar;
 
+// The weight [out, in] is read in place (trans_b): eager never copies a
+// transposed weight, and compiled graphs are what fold_transposes made of
+// matmul(x, permute(w)).
 Tensor linear(const std::vector<Tensor>& in, const Attrs&) {
-  Tensor y = ops::matmul(in[0], ops::permute(in[1], {1, 0}));
+  Tensor y = ops::apply(Op::matmul, {in[0], in[1]}, Attrs{{"trans_b", true}});
   return in.size() == 3 ? y + in[2] : y;
 }
 

@@ -10,11 +10,16 @@
 
 #include "nn/detail/tensor_impl.h"
 #include "nn/detail/trace_state.h"
+#include "nn/interop.h"
 
 namespace npucache {
 namespace {
 
 Tensor run_eager(Op op, const std::vector<Tensor>& inputs, const Attrs& attrs) {
+  for (std::size_t i = 0; i < inputs.size(); ++i)
+    if (inputs[i].impl()->meta)
+      throw MetaTensorError(nn::meta_tensor_message(
+          std::string(op_name(op)) + ": operand " + std::to_string(i), inputs[i].impl()->type));
   if (op_info(op).composite) {
     const Decomposition* d = default_decomposition(op);
     if (d == nullptr) throw Error("composite op " + std::string(op_name(op)) + " has no decomposition");

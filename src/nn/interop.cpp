@@ -5,6 +5,13 @@
 
 namespace npucache::nn {
 
+std::string meta_tensor_message(const std::string& what, const TensorType& type) {
+  return what + " is a meta tensor " + type_str(type) +
+         " (a shape without memory): the weights were not materialised. A model built with meta "
+         "weights (nn::MetaScope, models::Weights::meta) can be traced, compiled and cached "
+         "(CompiledMethod::prepare, npucache warmup) but not run; build it with real weights to run it";
+}
+
 EagerRef eager_ref(const Tensor& t) {
   const detail::TensorImpl& i = *t.impl();
   return {i.type, i.block, i.offset, i.device};

@@ -19,6 +19,11 @@ class ActiveTrace;
 
 namespace npucache::nn {
 
+// The message of the MetaTensorError for `what` (e.g. "parameter
+// 'layers.0.q_proj.weight'"), a meta tensor of type `type`: what it is and
+// what to do (materialise the weights).
+std::string meta_tensor_message(const std::string& what, const TensorType& type);
+
 // The storage of an eager tensor. References stay valid while `t` lives.
 struct EagerRef {
   const TensorType& type;
@@ -26,7 +31,8 @@ struct EagerRef {
   std::size_t offset;
   int device;
 };
-// Precondition: t is defined and eager (checked by the caller, who names it).
+// Precondition: t is defined, eager and not meta (checked by the caller,
+// who names it).
 EagerRef eager_ref(const Tensor& t);
 // An eager tensor over `bytes` of `block` starting at `offset`.
 Tensor wrap_eager(runtime::BlockPtr block, std::size_t offset, TensorType type, int device);

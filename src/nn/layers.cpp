@@ -3,11 +3,7 @@
 
 namespace npucache::nn {
 namespace {
-Tensor zeros(std::vector<int64_t> dims) {
-  int64_t n = 1;
-  for (int64_t d : dims) n *= d;
-  return Tensor::from_vector(std::vector<float>(static_cast<std::size_t>(n), 0.0f), dims);
-}
+Tensor zeros(std::vector<int64_t> dims) { return new_parameter(dims, 0.0f); }
 }  // namespace
 
 int64_t shard_size(int64_t total, int64_t tp, const char* what) {
@@ -28,12 +24,12 @@ Embedding::Embedding(int64_t num, int64_t dim) { weight = register_parameter("we
 Tensor Embedding::forward(const Tensor& ids) const { return ops::embedding(weight, ids); }
 
 RMSNorm::RMSNorm(int64_t dim, double e) : eps(e) {
-  weight = register_parameter("weight", Tensor::from_vector(std::vector<float>(static_cast<std::size_t>(dim), 1.0f), {dim}));
+  weight = register_parameter("weight", new_parameter({dim}, 1.0f));
 }
 Tensor RMSNorm::forward(const Tensor& x) const { return ops::rmsnorm(x, weight, eps); }
 
 LayerNorm::LayerNorm(int64_t dim, double e) : eps(e) {
-  weight = register_parameter("weight", Tensor::from_vector(std::vector<float>(static_cast<std::size_t>(dim), 1.0f), {dim}));
+  weight = register_parameter("weight", new_parameter({dim}, 1.0f));
   bias = register_parameter("bias", zeros({dim}));
 }
 Tensor LayerNorm::forward(const Tensor& x) const { return ops::layernorm(x, weight, bias, eps); }

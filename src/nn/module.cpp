@@ -7,6 +7,20 @@
 #include <memory>
 
 namespace npucache::nn {
+namespace {
+thread_local int t_meta_depth = 0;
+}  // namespace
+
+MetaScope::MetaScope() { ++t_meta_depth; }
+MetaScope::~MetaScope() { --t_meta_depth; }
+bool MetaScope::active() { return t_meta_depth > 0; }
+
+Tensor new_parameter(const std::vector<int64_t>& dims, float value) {
+  if (MetaScope::active()) return Tensor::meta(dims);
+  int64_t n = 1;
+  for (int64_t d : dims) n *= d;
+  return Tensor::from_vector(std::vector<float>(static_cast<std::size_t>(n), value), dims);
+}
 
 std::string Module::type_name() const {
   const char* mangled = typeid(*this).name();

@@ -6,6 +6,7 @@
 
 #include "nn/detail/tensor_impl.h"
 #include "nn/detail/trace_state.h"
+#include "nn/interop.h"
 
 #include <cstring>
 
@@ -17,6 +18,7 @@ const detail::TensorImpl& Tensor::checked() const {
 }
 
 bool Tensor::is_traced() const { return checked().traced(); }
+bool Tensor::is_meta() const { return checked().meta; }
 DType Tensor::dtype() const { return checked().type.dtype; }
 
 Shape Tensor::shape() const {
@@ -71,9 +73,20 @@ void require_eager(const detail::TensorImpl& impl, const char* what) {
     throw TraceError(std::string(what) +
                      ": reading a tensor's values while tracing is data-dependent control flow; "
                      "a cached method must trace to one full graph without reading values");
+  if (impl.meta) throw MetaTensorError(nn::meta_tensor_message(std::string(what) + ": the tensor", impl.type));
 }
 
 }  // namespace
+
+Tensor Tensor::meta(const std::vector<int64_t>& dims, DType dtype) {
+  for (int64_t d : dims)
+    if (d < 0) throw ShapeError("negative dim in " + shape_str(shape_of(dims)));
+  auto impl = std::make_shared<detail::TensorImpl>();
+  impl->type = {dtype, shape_of(dims)};
+  impl->device = current_device();
+  impl->meta = true;
+  return Tensor(std::move(impl));
+}
 
 Tensor Tensor::from_vector(const std::vector<float>& data, const std::vector<int64_t>& dims,
                            DType dtype) {
@@ -100,6 +113,10 @@ void Tensor::copy_from(const std::vector<float>& data) {
                      type_str(impl.type));
   // Pending kernels may still use the storage: order the write after them.
   Platform::get().device(impl.device).synchronize();
+  if (a.dtype == DType::f32) {  // model weights: a plain copy
+    std::memcpy(a.data(), data.data(), data.size() * sizeof(float));
+    return;
+  }
   for (int64_t i = 0; i < a.numel(); ++i)
     a.store(i, data[static_cast<std::size_t>(i)]);
 }
@@ -110,6 +127,10 @@ std::vector<float> Tensor::to_vector() const {
   Platform::get().device(impl.device).synchronize();
   runtime::TensorArg a = arg_of(impl);
   std::vector<float> out(static_cast<std::size_t>(a.numel()));
+  if (a.dtype == DType::f32) {
+    std::memcpy(out.data(), a.data(), out.size() * sizeof(float));
+    return out;
+  }
   for (int64_t i = 0; i < a.numel(); ++i)
     out[static_cast<std::size_t>(i)] = static_cast<float>(a.load(i));
   return out;

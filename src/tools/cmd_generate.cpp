@@ -1,6 +1,6 @@
-// `npucache generate`: eager greedy generation of tiny-llama on the
-// simulated NPU, under mpirun for tp x pp > 1. Rank 0 prints the tokens and
-// timing.
+// `npucache generate`: eager greedy generation of a decoder (tiny-llama by
+// default, or --model) on the simulated NPU, under mpirun for tp x pp > 1.
+// Rank 0 prints the tokens and timing.
 #include <npucache/device.h>
 #include <npucache/error.h>
 #include <npucache/models/models.h>
@@ -18,6 +18,7 @@ namespace {
 int g_exit_code = 0;
 
 struct GenerateArgs {
+  std::string model = "tiny-llama";
   int tp = 1, pp = 1, tokens = 16;
   std::vector<int64_t> prompt{1, 17, 42, 99, 7, 3, 250, 12};
 };
@@ -29,12 +30,13 @@ void run_generate(const GenerateArgs& a) {
   auto comm = make_mpi_communicator(a.tp, a.pp);
   const int rank = comm->global_rank();
   set_current_device(rank % Platform::get().device_count());
+  const models::DecoderConfig config = models::resolve_model(a.model);
   auto t0 = std::chrono::steady_clock::now();
-  models::TinyLlama model(models::TinyLlamaConfig{}, models::stage_ranks(*comm));
+  models::Decoder model(config, models::stage_ranks(*comm));
   double build_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   auto r = models::greedy_generate(model, a.prompt, a.tokens, *comm);
   if (rank == 0) {
-    std::printf("tiny-llama eager generation: world %d, tp %d, pp %d, device %d of %d\n",
+    std::printf("%s eager generation: world %d, tp %d, pp %d, device %d of %d\n", config.name.c_str(),
                 comm->layout().world_size, a.tp, a.pp, current_device(), Platform::get().device_count());
     std::printf("tokens:");
     for (int64_t t : r.tokens) std::printf(" %lld", static_cast<long long>(t));
@@ -53,7 +55,8 @@ void set_exit_code(int code) { g_exit_code = code; }
 
 void add_generate_command(CLI::App& app) {
   auto args = std::make_shared<GenerateArgs>();
-  CLI::App* cmd = app.add_subcommand("generate", "eager greedy generation of tiny-llama (use mpirun for tp*pp > 1)");
+  CLI::App* cmd = app.add_subcommand("generate", "eager greedy generation of a decoder (use mpirun for tp*pp > 1)");
+  cmd->add_option("--model", args->model, "tiny-llama (default), tiny-llama-large, a shipped config or a config.json");
   cmd->add_option("--tp", args->tp, "tensor-parallel size")->check(CLI::PositiveNumber);
   cmd->add_option("--pp", args->pp, "pipeline-parallel size")->check(CLI::PositiveNumber);
   cmd->add_option("--tokens", args->tokens, "tokens to generate")->check(CLI::PositiveNumber);

@@ -8,15 +8,36 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <map>
 #include <set>
 
 namespace npucache::tools {
+namespace {
+
+std::string shipped_names() {
+  std::string s;
+  for (const auto& n : models::shipped_config_names()) s += (s.empty() ? "" : ", ") + n;
+  return s.empty() ? "none found" : s;
+}
+
+// The process's peak resident memory (VmHWM of /proc/self/status), 0 when
+// unknown.
+std::size_t peak_rss_bytes() {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("VmHWM:", 0) == 0) return static_cast<std::size_t>(std::stoull(line.substr(6))) * 1024;
+  return 0;
+}
+
+}  // namespace
 
 void add_job_options(CLI::App* cmd, JobArgs& a) {
-  cmd->add_option("--model", a.model, "model name (tiny-llama)");
+  cmd->add_option("--model", a.model,
+                  "tiny-llama (default), a shipped config (" + shipped_names() + ") or a path to a config.json");
   cmd->add_option("--tp", a.tp, "tensor-parallel size")->check(CLI::PositiveNumber);
   cmd->add_option("--pp", a.pp, "pipeline-parallel size")->check(CLI::PositiveNumber);
   cmd->add_option("--cache-dir", a.cache_dir, "cache directory (default $NPUCACHE_CACHE_DIR or .npucache)");
@@ -27,12 +48,11 @@ void add_job_options(CLI::App* cmd, JobArgs& a) {
   cmd->add_option("--timeout", a.timeout_s, "seconds to wait for every rank");
   cmd->add_option("--autotune-candidates", a.autotune_candidates, "tilings timed per heavy kernel");
   cmd->add_option("--size", a.size, "tiny-llama size: small (default) or large")->check(CLI::IsMember({"small", "large"}));
+  cmd->add_option("--max-seq", a.max_seq, "cap the KV-cache length (default: the config's max_position_embeddings)")
+      ->check(CLI::PositiveNumber);
 }
 
-Job::Job(const JobArgs& a) : args(a) {
-  if (args.model != "tiny-llama")
-    throw ConfigError("--model '" + args.model + "': the multi-rank jobs run tiny-llama (the sharded model); "
-                      "seed-example and mlp are single-stage examples of the library");
+Job::Job(const JobArgs& a, models::Weights weights) : args(a), config(model_config(a)) {
   parse_compile_mode(args.mode);
   int argc = 0;
   char** argv = nullptr;
@@ -40,11 +60,19 @@ Job::Job(const JobArgs& a) : args(a) {
   comm = make_mpi_communicator(args.tp, args.pp);
   set_current_communicator(comm.get());
   set_current_device(comm->global_rank() % Platform::get().device_count());
-  model = std::make_unique<models::TinyLlama>(model_config(args.size), models::stage_ranks(*comm));
+  model = std::make_unique<models::Decoder>(config, models::stage_ranks(*comm), weights);
 }
 
-models::TinyLlamaConfig model_config(const std::string& size) {
-  return size == "large" ? models::TinyLlamaConfig::large() : models::TinyLlamaConfig{};
+models::DecoderConfig model_config(const JobArgs& a) {
+  if (a.model == "seed-example" || a.model == "mlp")
+    throw ConfigError("--model '" + a.model + "': the multi-rank jobs run the sharded decoder (tiny-llama or a "
+                      "config.json); seed-example and mlp are single-stage examples of the library");
+  if (a.size != "small" && a.model != "tiny-llama")
+    throw ConfigError("--size " + a.size + " applies to tiny-llama only, not to --model '" + a.model + "'");
+  models::DecoderConfig c = models::resolve_model(a.model == "tiny-llama" && a.size == "large" ? "tiny-llama-large"
+                                                                                               : a.model);
+  if (a.max_seq > 0) c.max_seq = std::min(c.max_seq, a.max_seq);
+  return c;
 }
 
 Job::~Job() { set_current_communicator(nullptr); }
@@ -90,8 +118,9 @@ nlohmann::json to_json(const MethodReport& r) {
 }  // namespace
 
 void report_job(Job& job, const std::string& title, double wall_s, const std::string& extra_json) {
-  nlohmann::json mine = nlohmann::json::array();
-  for (const auto& r : dist::reports()) mine.push_back(to_json(r));
+  nlohmann::json methods_mine = nlohmann::json::array();
+  for (const auto& r : dist::reports()) methods_mine.push_back(to_json(r));
+  const nlohmann::json mine = {{"methods", methods_mine}, {"peak_rss_bytes", peak_rss_bytes()}};
   const mpi::Comm world = mpi::Comm::world();
   const auto all = world.gather(mine.dump(), 0);
   if (world.rank() != 0) return;
@@ -101,8 +130,12 @@ void report_job(Job& job, const std::string& title, double wall_s, const std::st
   double compile_cpu = 0, exchange = 0, persist = 0;
   std::size_t bytes = 0;
   std::map<std::string, std::pair<int, double>> owners;  // graph key -> (owner, compile_s)
+  std::size_t peak_rss = 0;
   for (std::size_t r = 0; r < all.size(); ++r) {
-    nlohmann::json methods = nlohmann::json::parse(all[r]);
+    const nlohmann::json rank = nlohmann::json::parse(all[r]);
+    const nlohmann::json& methods = rank["methods"];
+    const std::size_t rss = rank["peak_rss_bytes"].get<std::size_t>();
+    peak_rss = std::max(peak_rss, rss);
     nlohmann::json keys_r = nlohmann::json::array();
     bool hit = true;
     double cs = 0, elapsed = 0;
@@ -123,9 +156,13 @@ void report_job(Job& job, const std::string& title, double wall_s, const std::st
     }
     compile_cpu += cs;
     per_rank.push_back({{"rank", r}, {"graph_keys", keys_r}, {"hit", hit}, {"compile_s", elapsed},
-                        {"compile_cpu_s", cs}, {"methods", methods}});
+                        {"compile_cpu_s", cs}, {"peak_rss_bytes", rss}, {"methods", methods}});
   }
-  nlohmann::json report = {{"world_size", job.world()}, {"tp", job.args.tp}, {"pp", job.args.pp},
+  const auto& c = job.config;
+  const bool meta = job.model->weights() == models::Weights::meta;
+  nlohmann::json report = {{"model", c.name}, {"architecture", c.architecture}, {"layers", c.layers},
+                           {"weights", meta ? "meta" : "deterministic"}, {"max_peak_rss_bytes", peak_rss},
+                           {"world_size", job.world()}, {"tp", job.args.tp}, {"pp", job.args.pp},
                            {"mode", job.args.mode}, {"independent", job.args.independent},
                            {"unique_subgraphs", keys.size()}, {"compiled", compiled}, {"loaded", loaded},
                            {"fetched", fetched}, {"wall_s", wall_s}, {"compile_cpu_s", compile_cpu},
@@ -135,6 +172,9 @@ void report_job(Job& job, const std::string& title, double wall_s, const std::st
   if (!extra_json.empty()) report.update(nlohmann::json::parse(extra_json));
   std::printf("== %s: world %d, tp %d, pp %d, %s%s\n", title.c_str(), job.world(), job.args.tp, job.args.pp,
               job.args.mode.c_str(), job.args.independent ? ", independent" : ", coordinated");
+  std::printf("  model             %s (%s, %lld layers, hidden %lld), %s weights\n", c.name.c_str(),
+              c.architecture.c_str(), static_cast<long long>(c.layers), static_cast<long long>(c.hidden),
+              meta ? "meta" : "deterministic");
   std::printf("  unique subgraphs  %zu\n", keys.size());
   for (const auto& [k, o] : owners)
     std::printf("    %s  compiled by rank %d in %.1f ms CPU\n", k.substr(0, 16).c_str(), o.first, o.second * 1e3);
@@ -144,6 +184,7 @@ void report_job(Job& job, const std::string& title, double wall_s, const std::st
               exchange * 1e3, exchange > 0 ? static_cast<double>(bytes) / exchange / 1e9 : 0.0);
   std::printf("  persist           %.2f ms\n", persist * 1e3);
   std::printf("  wall              %.1f ms (start of cache work to every rank ready)\n", wall_s * 1e3);
+  std::printf("  peak RSS          %.1f MiB (the largest of any rank)\n", static_cast<double>(peak_rss) / (1 << 20));
   if (!job.args.report_json.empty()) {
     std::ofstream f(job.args.report_json);
     f << report.dump(2) << "\n";

@@ -15,6 +15,7 @@
 namespace npucache::tools {
 
 struct JobArgs {
+  // tiny-llama, a shipped config name (llama-3-8b...) or a config.json path.
   std::string model = "tiny-llama";
   int tp = 1, pp = 1;
   std::string cache_dir;
@@ -26,26 +27,32 @@ struct JobArgs {
   int tokens = 16;
   int autotune_candidates = 8;
   std::string size = "small";  // tiny-llama config: small (default) or large
+  int64_t max_seq = 0;         // caps the KV-cache length (0: the config's)
 };
 
 // Registers the options shared by warmup and infer.
 void add_job_options(CLI::App* cmd, JobArgs& a);
 
+// A rank of a job: warmup builds the model with meta weights (it traces,
+// compiles and caches; no weight memory), infer with real ones (an
+// OutOfMemoryError naming the memory needed when a stage does not fit).
 struct Job {
-  explicit Job(const JobArgs& a);
+  Job(const JobArgs& a, models::Weights weights);
   ~Job();
   JobArgs args;
+  models::DecoderConfig config;
   std::unique_ptr<MpiSession> mpi;
   std::unique_ptr<Communicator> comm;
-  std::unique_ptr<models::TinyLlama> model;
+  std::unique_ptr<models::Decoder> model;
   CacheOptions cache_options(const std::string& method) const;
   dist::CoordinatorOptions coordinator() const;
   int rank() const { return comm->global_rank(); }
   int world() const { return comm->layout().world_size; }
 };
 
-// The tiny-llama config of a --size.
-models::TinyLlamaConfig model_config(const std::string& size);
+// The model config of --model, --size and --max-seq; ConfigError for an
+// unknown model, a config.json it cannot use, or --size with another model.
+models::DecoderConfig model_config(const JobArgs& a);
 
 // Example inputs of the warmup (prompt of 8 tokens, one decode step).
 struct ExampleInputs {

@@ -1,12 +1,27 @@
-// Uses the installed library: traces and runs the seed model eagerly.
+// Uses the installed library: traces and runs the seed model eagerly, and
+// finds a shipped model config in the installed data directory (argv[1]:
+// the install prefix).
 #include <npucache/ir/hash.h>
 #include <npucache/models/models.h>
 #include <npucache/npucache.h>
 
 #include <cstdio>
+#include <filesystem>
+#include <string>
 
-int main() {
+int main(int argc, char** argv) {
   using namespace npucache;
+  if (argc > 1) {
+    const std::string config = models::find_shipped_config("llama-3-70b");
+    const models::DecoderConfig c = models::load_hf_config(config);
+    std::printf("%s: %lld layers, hidden %lld\n", config.c_str(), static_cast<long long>(c.layers),
+                static_cast<long long>(c.hidden));
+    const std::string prefix = std::filesystem::canonical(argv[1]).string();
+    if (config.rfind(prefix, 0) != 0 || c.layers != 80) {
+      std::printf("the installed config is not under the prefix %s\n", argv[1]);
+      return 1;
+    }
+  }
   models::SeedExample model;
   models::InputMeta x{Tensor::from_vector({1, 2, 3, 4}, {2, 2}), true};
   std::vector<Tensor> kv{Tensor::from_vector({1, 1, 1, 1}, {2, 2})};

@@ -18,7 +18,7 @@ execute_process(COMMAND ${CMAKE_COMMAND} --build ${WORK_DIR}/build RESULT_VARIAB
 if(rc)
   message(FATAL_ERROR "building the consumer project failed")
 endif()
-execute_process(COMMAND ${WORK_DIR}/build/app RESULT_VARIABLE rc)
+execute_process(COMMAND ${WORK_DIR}/build/app ${WORK_DIR}/prefix RESULT_VARIABLE rc)
 if(rc)
   message(FATAL_ERROR "the consumer app failed")
 endif()

@@ -1,5 +1,8 @@
 // Under mpiexec: tiny-llama generation sharded over tp x pp ranks gives the
-// tokens and logits of the unsharded model in one process.
+// tokens and logits of the unsharded model in one process, also with an
+// uneven layer split served from a cache that meta-weight models compiled
+// (the warmup -> infer flow).
+#include <npucache/coordinator.h>
 #include <npucache/device.h>
 #include <npucache/error.h>
 #include <npucache/models/models.h>
@@ -7,10 +10,14 @@
 
 #include <gtest/gtest.h>
 
+#include "mpi/comm.h"
 #include "support/logits.h"
+
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 
 using namespace npucache;
 
@@ -88,4 +95,57 @@ TEST(MpiModels, IndivisibleLayoutIsAClearErrorOnEveryRank) {
       EXPECT_THROW(comm->send(PipelinePeer::next, &b, 1), CommError);
     }
   }
+}
+
+// Warmup with meta weights (prepare: trace, compile, cache; no weight
+// memory), then inference with real weights served from that cache: every
+// rank hits, and the tokens and logits are the single-process ones. Five
+// layers: pp = 2 and 4 split them unevenly (3 + 2, 2 + 1 + 1 + 1).
+TEST(MpiModels, MetaWarmupThenCachedInferenceWithUnevenLayers) {
+  const int world = MpiSession::world_size();
+  set_current_device(MpiSession::world_rank() % Platform::get().device_count());
+  models::DecoderConfig c;
+  c.layers = 5;
+  auto local = make_single_process_communicator();
+  models::Decoder reference_model(c, {});
+  const auto reference = models::greedy_generate(reference_model, kPrompt, kNewTokens, *local);
+  std::string dir;
+  if (MpiSession::world_rank() == 0)
+    dir = (std::filesystem::temp_directory_path() / ("npucache-meta-warmup-" + std::to_string(::getpid()))).string();
+  mpi::Comm::world().broadcast(dir, 0);
+  CacheOptions o;
+  o.compile.config = CompilerConfig{};
+  o.compile.config->autotune_candidates = 2;
+  o.compile.config->autotune_min_time_us = 0;
+  for (Layout l : layouts_for(world)) {
+    SCOPED_TRACE("tp " + std::to_string(l.tp) + " pp " + std::to_string(l.pp));
+    auto comm = make_mpi_communicator(l.tp, l.pp);
+    set_current_communicator(comm.get());
+    o.cache_dir = dir + "/tp" + std::to_string(l.tp) + "pp" + std::to_string(l.pp);
+    {
+      models::Decoder meta(c, models::stage_ranks(*comm), models::Weights::meta);
+      auto prompt = dist::cache_compile(meta, &models::Decoder::prompt, o);
+      auto decode = dist::cache_compile(meta, &models::Decoder::decode, o);
+      auto kv = meta.make_kv_cache(1);
+      prompt.prepare(Tensor::from_vector_i64({1, 2, 3}, {1, 3}), Tensor::from_vector_i64({0, 1, 2}, {1, 3}), kv);
+      decode.prepare(Tensor::from_vector_i64({4}, {1, 1}), Tensor::from_vector_i64({3}, {1, 1}), kv);
+      EXPECT_TRUE(prompt.status().cached);
+    }
+    models::Decoder model(c, models::stage_ranks(*comm));
+    auto prompt = dist::cache_compile(model, &models::Decoder::prompt, o);
+    auto decode = dist::cache_compile(model, &models::Decoder::decode, o);
+    auto r = models::greedy_generate(
+        model, kPrompt, kNewTokens, *comm,
+        [&](const Tensor& t, const Tensor& p, const std::vector<Tensor>& kv) { return prompt(t, p, kv); },
+        [&](const Tensor& t, const Tensor& p, const std::vector<Tensor>& kv) { return decode(t, p, kv); });
+    EXPECT_EQ(prompt.status().outcome, Outcome::hit) << prompt.status().reason;
+    EXPECT_EQ(decode.status().outcome, Outcome::hit) << decode.status().reason;
+    EXPECT_EQ(r.tokens, reference.tokens);
+    if (model.last_stage()) {
+      EXPECT_LE(npucache::testing::max_abs_difference(r.logits, reference.logits), 1e-4);
+    }
+    set_current_communicator(nullptr);
+  }
+  mpi::Comm::world().barrier();
+  if (MpiSession::world_rank() == 0) std::filesystem::remove_all(dir);
 }

@@ -1,4 +1,5 @@
 #include "compiler/autotune.h"
+#include "compiler/autotune_scratch.h"
 
 #include <npucache/device.h>
 #include <npucache/error.h>
@@ -84,19 +85,26 @@ std::vector<AutotuneDecision> autotune(DeviceProgram& p, const SymBindings& exam
     if (s.op == Op::fused) key += " code#" + std::to_string(std::hash<std::string>{}(attr_str(s.attrs.get<std::vector<int64_t>>("code"))));
     auto found = by_key.find(key);
     if (found == by_key.end()) {
-      // Scratch operands with benign values (no NaN/inf on any candidate).
-      for (auto& a : args) {
-        a.block = dev.allocate(std::max<std::size_t>(a.bytes(), 1));
-        std::memset(a.block->data(), 0, a.block->size());
-      }
-      const auto& cands = s.op == Op::matmul ? matmul_candidates() : fused_candidates();
-      const std::size_t n = std::min<std::size_t>(cands.size(), static_cast<std::size_t>(config.autotune_candidates));
+      Attrs base = evaluate_attrs(s.attrs, example);
       AutotuneDecision d;
       d.key = key;
+      const ScratchBound bound = s.op == Op::matmul
+                                     ? bound_matmul(args, base.get_bool_or("trans_b", false), kAutotuneScratchBytes)
+                                     : bound_fused(args, kAutotuneScratchBytes);
+      d.timed_on = bound.note;
+      const bool timed = bound.timed;
+      // Scratch operands with benign values (no NaN/inf on any candidate).
+      if (timed)
+        for (auto& a : args) {
+          a.block = dev.allocate(std::max<std::size_t>(a.bytes(), 1));
+          std::memset(a.block->data(), 0, a.block->size());
+        }
+      const auto& cands = s.op == Op::matmul ? matmul_candidates() : fused_candidates();
+      const std::size_t n =
+          timed ? std::min<std::size_t>(cands.size(), static_cast<std::size_t>(config.autotune_candidates)) : 0;
       d.candidates = static_cast<int>(n);
       double best = std::numeric_limits<double>::infinity();
       std::size_t best_i = 0;
-      Attrs base = evaluate_attrs(s.attrs, example);
       for (std::size_t c = 0; c < n; ++c) {
         Attrs a = base;
         for (const auto& [k, v] : cands[c]) a.set(k, v);
@@ -111,7 +119,10 @@ std::vector<AutotuneDecision> autotune(DeviceProgram& p, const SymBindings& exam
           best_i = c;
         }
       }
-      d.best_us = best;
+      // The scratch goes back to the host before the next kernel's.
+      for (auto& a : args) a.block.reset();
+      if (timed) dev.empty_cache();
+      d.best_us = n > 0 ? best : 0.0;
       d.chosen = config_str(cands[best_i]);
       found = by_key.emplace(key, decisions.size()).first;
       decisions.push_back(std::move(d));
