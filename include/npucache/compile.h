@@ -14,6 +14,7 @@
 #pragma once
 
 #include <npucache/compiler/config.h>
+#include <npucache/error.h>
 #include <npucache/nn/decompositions.h>
 #include <npucache/trace.h>
 
@@ -118,13 +119,26 @@ std::shared_ptr<CompiledFunction> make_compiled_function(const nn::Module& modul
 
 }  // namespace detail
 
+// A compiled or cached method: compile(), cache_compile() and
+// dist::cache_compile() return one; calling it runs the method's program.
+//
+// A default-constructed CompiledMethod is empty: a model can keep its cached
+// callables as members and assign them once its layers exist (TorchAir's
+// pattern, `self.cached_prompt = cache_compile(self.prompt)` in __init__).
+// Calling an empty one, or asking its status, throws ConfigError; compiles()
+// is 0. Copies share the compiled entries (and the cache entry source).
 template <class M, class R, class... P>
 class CompiledMethod {
  public:
+  CompiledMethod() = default;
   CompiledMethod(M& module, R (M::*method)(P...), std::shared_ptr<detail::CompiledFunction> engine)
       : module_(&module), method_(method), fn_(std::move(engine)) {}
 
+  // False while empty (default-constructed and not yet assigned).
+  explicit operator bool() const { return fn_ != nullptr; }
+
   R operator()(P... args) {
+    if (!fn_) throw_empty();
     const TraceOptions topts = detail::trace_options(*fn_);
     FlatArgs flat = flatten_args(topts, args...);
     std::optional<R> traced;
@@ -157,15 +171,24 @@ class CompiledMethod {
     return result;
   }
 
-  // Compiles this process did for the method (0 after a cache hit).
-  std::size_t compiles() const { return detail::compiles(*fn_); }
+  // Compiles this process did for the method (0 after a cache hit, 0 while
+  // empty).
+  std::size_t compiles() const { return fn_ ? detail::compiles(*fn_) : 0; }
   // What happened on the latest call.
-  const CallStatus& status() const { return detail::status(*fn_); }
-  const detail::CompiledFunction& engine() const { return *fn_; }
+  const CallStatus& status() const { return detail::status(engine()); }
+  const detail::CompiledFunction& engine() const {
+    if (!fn_) throw_empty();
+    return *fn_;
+  }
 
  private:
-  M* module_;
-  R (M::*method_)(P...);
+  [[noreturn]] static void throw_empty() {
+    throw ConfigError("this CompiledMethod is empty (default-constructed): assign it the result of compile(), "
+                      "cache_compile() or dist::cache_compile() before calling it");
+  }
+
+  M* module_ = nullptr;
+  R (M::*method_)(P...) = nullptr;
   std::shared_ptr<detail::CompiledFunction> fn_;
   std::vector<std::optional<R>> templates_;
 };
