@@ -13,7 +13,10 @@
 #                              --mpirun-arg /path/agent
 #   --env VAR[=VALUE]          exported to every rank (repeatable); the
 #                              NPUCACHE_* variables are exported always
-#   --npucache PATH            the npucache binary (default: build/src/npucache)
+#   --npucache PATH            the npucache binary (default: $NPUCACHE_BIN, else
+#                              the npucache next to the launcher when installed
+#                              (npucache-warmup, npucache-infer), else the source
+#                              tree's build/src/npucache)
 # Every other argument goes to `npucache <job>`.
 set -euo pipefail
 
@@ -66,9 +69,23 @@ launch_job() {
       return 2
     fi
   done
-  bin="${bin:-${NPUCACHE_BIN:-$root/build/src/npucache}}"
+  if [ -z "$bin" ]; then
+    if [ -n "${NPUCACHE_BIN:-}" ]; then
+      bin="$NPUCACHE_BIN"
+    else
+      # An installed launcher sits next to the installed npucache; the
+      # source tree's launch/ is next to build/.
+      local launcher_dir
+      launcher_dir="$(dirname "$(readlink -f "$0")")"
+      if [ -x "$launcher_dir/npucache" ] && [ ! -d "$launcher_dir/npucache" ]; then
+        bin="$launcher_dir/npucache"
+      else
+        bin="$root/build/src/npucache"
+      fi
+    fi
+  fi
   if [ ! -x "$bin" ]; then
-    echo "$me: $bin not found; build first (scripts/build.sh) or pass --npucache PATH" >&2
+    echo "$me: $bin not found; build first (scripts/build.sh), install npucache, or pass --npucache PATH" >&2
     return 2
   fi
   if ! command -v mpirun >/dev/null 2>&1; then

@@ -4,6 +4,9 @@
 #                    [--ge-cache] [--independent] [--report-json F] [--hostfile F] [--iface X]
 #                    [--mpirun-arg ARG]... [--env VAR]... [--npucache PATH]
 usage() { sed -n '2,5p' "$0" | sed 's/^# \{0,1\}//'; }
-# shellcheck source-path=SCRIPTDIR
-source "$(dirname "$0")/common.sh"
+# Installed as the command npucache-warmup (next to the npucache binary); the
+# installed copy finds common.sh in <prefix>/share/npucache/launch.
+launch_dir="$(dirname "$(readlink -f "$0")")"
+# shellcheck source=launch/common.sh
+source "$launch_dir/common.sh"
 launch_job warmup "$@"

@@ -18,6 +18,8 @@ PACKAGES=(
   libgtest-dev libgmock-dev
   libbenchmark-dev
   python3
+  python3-h5py python3-xxhash
+  man-db
 )
 
 missing=()

@@ -2,7 +2,7 @@
 # Installs dependencies, builds npucache, and runs the whole ctest suite
 # (unit tests, MPI tests under mpiexec, the install/consumer test).
 # Set NPUCACHE_SANITIZE=address or thread to run the suite under a sanitizer
-# build (in build-asan / build-tsan).
+# build (in build-address / build-thread).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 "$root/scripts/install-deps.sh"

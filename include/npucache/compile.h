@@ -14,6 +14,7 @@
 #pragma once
 
 #include <npucache/compiler/config.h>
+#include <npucache/error.h>
 #include <npucache/nn/decompositions.h>
 #include <npucache/trace.h>
 
@@ -123,13 +124,26 @@ std::shared_ptr<CompiledFunction> make_compiled_function(const nn::Module& modul
 
 }  // namespace detail
 
+// A compiled or cached method: compile(), cache_compile() and
+// dist::cache_compile() return one; calling it runs the method's program.
+//
+// A default-constructed CompiledMethod is empty: a model can keep its cached
+// callables as members and assign them once its layers exist (TorchAir's
+// pattern, `self.cached_prompt = cache_compile(self.prompt)` in __init__).
+// Calling an empty one, or asking its status, throws ConfigError; compiles()
+// is 0. Copies share the compiled entries (and the cache entry source).
 template <class M, class R, class... P>
 class CompiledMethod {
  public:
+  CompiledMethod() = default;
   CompiledMethod(M& module, R (M::*method)(P...), std::shared_ptr<detail::CompiledFunction> engine)
       : module_(&module), method_(method), fn_(std::move(engine)) {}
 
+  // False while empty (default-constructed and not yet assigned).
+  explicit operator bool() const { return fn_ != nullptr; }
+
   R operator()(P... args) {
+    if (!fn_) throw_empty();
     auto [entry, outs] = select(detail::CallKind::run, args...);
     if (templates_.size() <= entry || !templates_[entry]) {
       // A program served from the cache without a trace (the code_version
@@ -158,15 +172,20 @@ class CompiledMethod {
   // whose arguments match runs the prepared program (it then needs real
   // tensors: a meta one is a MetaTensorError naming it).
   const CallStatus& prepare(P... args) {
+    if (!fn_) throw_empty();
     select(detail::CallKind::prepare_only, args...);
     return status();
   }
 
-  // Compiles this process did for the method (0 after a cache hit).
-  std::size_t compiles() const { return detail::compiles(*fn_); }
+  // Compiles this process did for the method (0 after a cache hit, 0 while
+  // empty).
+  std::size_t compiles() const { return fn_ ? detail::compiles(*fn_) : 0; }
   // What happened on the latest call.
-  const CallStatus& status() const { return detail::status(*fn_); }
-  const detail::CompiledFunction& engine() const { return *fn_; }
+  const CallStatus& status() const { return detail::status(engine()); }
+  const detail::CompiledFunction& engine() const {
+    if (!fn_) throw_empty();
+    return *fn_;
+  }
 
  private:
   // Obtains the entry matching the call (and runs it for CallKind::run);
@@ -193,8 +212,13 @@ class CompiledMethod {
     return {entry, std::move(outs)};
   }
 
-  M* module_;
-  R (M::*method_)(P...);
+  [[noreturn]] static void throw_empty() {
+    throw ConfigError("this CompiledMethod is empty (default-constructed): assign it the result of compile(), "
+                      "cache_compile() or dist::cache_compile() before calling it");
+  }
+
+  M* module_ = nullptr;
+  R (M::*method_)(P...) = nullptr;
   std::shared_ptr<detail::CompiledFunction> fn_;
   std::vector<std::optional<R>> templates_;
 };

@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include "tools/commands.h"
+#include "tools/plugin_path.h"
 
 #include <cstdio>
 
@@ -14,6 +15,15 @@ int main(int argc, char** argv) {
   CLI::App app{"npucache: compile-cache coordinator for multi-card inference"};
   app.require_subcommand(1);
   app.set_version_flag("--version", npucache::version());
+  // Like --version: answers and exits without a subcommand (a plugin that
+  // cannot be found is an npucache::Error, exit status 1).
+  const auto print_plugin_dir = [] {
+    std::printf("%s\n", npucache::tools::hdf5_plugin_dir().c_str());
+    throw CLI::Success();
+  };
+  app.add_flag_callback("--plugin-path", print_plugin_dir,
+                        "Print the folder of the HDF5 zstd filter plugin (for HDF5_PLUGIN_PATH) and exit")
+      ->configurable(false);
   npucache::tools::add_generate_command(app);
   npucache::tools::add_cache_commands(app);
   npucache::tools::add_job_commands(app);

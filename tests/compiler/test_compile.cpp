@@ -112,3 +112,37 @@ INSTANTIATE_TEST_SUITE_P(All, CompileModes,
                            return std::string(param_info.param.mode == CompileMode::max_autotune ? "MaxAutotune" : "ReduceOverhead") +
                                   (param_info.param.dynamic ? "Dynamic" : "Static");
                          });
+
+// A model keeps its compiled callables as members, assigned once its layers
+// exist (TorchAir's pattern): an empty CompiledMethod says what to do when
+// called, and works once assigned.
+TEST(CompiledMethodMember, EmptyUntilAssignedThenRuns) {
+  struct Holder : nn::Module {
+    std::shared_ptr<nn::Linear> linear = register_module("linear", std::make_shared<nn::Linear>(2, 3));
+    CompiledMethod<Holder, Tensor, const Tensor&> cached;
+    Tensor forward(const Tensor& x) { return ops::relu(linear->forward(x)); }
+  } m;
+  m.linear->weight.copy_from({1, -1, 0.5f, 2, -2, 1});
+  m.linear->bias.copy_from({0.25f, 0, -1});
+  const Tensor x = Tensor::from_vector({1, 2, -3, 0.5f}, {2, 2});
+
+  EXPECT_FALSE(m.cached);
+  EXPECT_EQ(m.cached.compiles(), 0u);
+  try {
+    m.cached(x);
+    ADD_FAILURE() << "an empty CompiledMethod ran";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("empty"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("cache_compile()"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(m.cached.status(), ConfigError);
+
+  CompileOptions o;
+  o.config = mode_config(CompileMode::max_autotune);
+  o.method_name = "forward";  // a local class: no symbol to name it from
+  m.cached = compile(m, &Holder::forward, o);
+  EXPECT_TRUE(m.cached);
+  expect_close(m.cached(x), m.forward(x));
+  EXPECT_EQ(m.cached.compiles(), 1u);
+  EXPECT_EQ(m.cached.status().outcome, Outcome::compiled);
+}
