@@ -2,7 +2,6 @@
 # is found here; nothing is fetched at build time.
 find_package(Threads REQUIRED)
 find_package(MPI REQUIRED COMPONENTS C)
-find_package(Boost 1.74 REQUIRED COMPONENTS serialization)
 find_package(spdlog REQUIRED)
 find_package(nlohmann_json 3 REQUIRED)
 find_package(PkgConfig REQUIRED)

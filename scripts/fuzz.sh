@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Bounded mutation fuzzing of npucache's decoders (tests/fuzz/fuzz_decoders.cpp)
-# under the ASan+UBSan build (build-address): replays tests/fuzz/regressions,
-# then mutates seeds for FUZZ_SECONDS (default 300) with seed FUZZ_SEED
+# under the ASan+UBSan build (build-address): replays tests/fuzz/corpus and
+# tests/fuzz/regressions, then mutates them and fresh seeds for FUZZ_SECONDS (default 300) with seed FUZZ_SEED
 # (default: the date, so each day explores differently; printed to rerun).
 # A finding is written to build-address/fuzz-findings/ and fails the run;
 # copy it into tests/fuzz/regressions/ with the fix.
@@ -20,4 +20,4 @@ export UBSAN_OPTIONS="${UBSAN_OPTIONS:-halt_on_error=1:abort_on_error=1:print_st
 echo "fuzz: ${FUZZ_SECONDS:-300} s, seed $seed (rerun: FUZZ_SEED=$seed scripts/fuzz.sh)"
 timeout --kill-after=30 $(( ${FUZZ_SECONDS:-300} + 600 )) \
   "$BUILD_DIR/tests/fuzz_decoders" --seconds "${FUZZ_SECONDS:-300}" --seed "$seed" --findings "$findings" \
-  "$root/tests/fuzz/regressions"
+  "$root/tests/fuzz/corpus" "$root/tests/fuzz/regressions"

@@ -9,7 +9,6 @@ PACKAGES=(
   build-essential cmake pkg-config
   libopenmpi-dev openmpi-bin
   libhdf5-openmpi-dev hdf5-tools
-  libboost-serialization-dev
   libspdlog-dev libfmt-dev
   libzstd-dev
   libxxhash-dev

@@ -29,7 +29,7 @@ std::string error_stack() {
 }
 
 constexpr std::size_t kChunk = std::size_t{4} << 20;  // 4 MiB: one chunk for most artifacts
-constexpr std::size_t kImageIncrement = std::size_t{1} << 16;
+constexpr std::size_t kImageIncrement = std::size_t{1} << 20;
 
 Handle core_fapl() {
   Handle fapl(check(H5Pcreate(H5P_FILE_ACCESS), "H5Pcreate"), H5Pclose);
@@ -271,6 +271,23 @@ void write_strings(hid_t loc, const std::string& name, const std::vector<std::st
   if (n > 0) check(H5Dwrite(ds.id(), type.id(), H5S_ALL, H5S_ALL, H5P_DEFAULT, ptrs.data()), "writing " + name);
 }
 
+void write_fixed_strings(hid_t loc, const std::string& name, const std::vector<std::string>& lines) {
+  std::size_t width = 1;
+  for (const auto& l : lines) width = std::max(width, l.size());
+  std::string packed(width * lines.size(), '\0');
+  for (std::size_t i = 0; i < lines.size(); ++i) std::memcpy(packed.data() + i * width, lines[i].data(), lines[i].size());
+  const hsize_t n = lines.size();
+  Handle type(check(H5Tcopy(H5T_C_S1), "H5Tcopy"), H5Tclose);
+  check(H5Tset_size(type.id(), width), "H5Tset_size");
+  check(H5Tset_strpad(type.id(), H5T_STR_NULLPAD), "H5Tset_strpad");
+  check(H5Tset_cset(type.id(), H5T_CSET_UTF8), "H5Tset_cset");
+  Handle space(check(H5Screate_simple(1, &n, nullptr), "H5Screate_simple"), H5Sclose);
+  Handle ds(check(H5Dcreate2(loc, name.c_str(), type.id(), space.id(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+                  "creating dataset " + name),
+            H5Dclose);
+  if (n > 0) check(H5Dwrite(ds.id(), type.id(), H5S_ALL, H5S_ALL, H5P_DEFAULT, packed.data()), "writing " + name);
+}
+
 std::vector<std::string> read_strings(hid_t loc, const std::string& name) {
   Handle ds = open_dataset(loc, name);
   Handle type = vlen_string_type();
@@ -278,6 +295,24 @@ std::vector<std::string> read_strings(hid_t loc, const std::string& name) {
   hsize_t n = 0;
   if (H5Sget_simple_extent_ndims(space.id()) != 1) throw CacheError("dataset " + name + " is not one-dimensional");
   H5Sget_simple_extent_dims(space.id(), &n, nullptr);
+  Handle stored(check(H5Dget_type(ds.id()), "H5Dget_type"), H5Tclose);
+  if (H5Tget_class(stored.id()) != H5T_STRING) throw CacheError("dataset " + name + " does not hold strings");
+  if (H5Tis_variable_str(stored.id()) <= 0) {
+    const std::size_t width = H5Tget_size(stored.id());
+    if (width == 0 || width > (std::size_t{1} << 20) || n > (hsize_t{1} << 24))
+      throw CacheError("dataset " + name + " has an implausible size");
+    Handle mem(check(H5Tcopy(stored.id()), "H5Tcopy"), H5Tclose);
+    std::string packed(width * static_cast<std::size_t>(n), '\0');
+    if (n > 0) check(H5Dread(ds.id(), mem.id(), H5S_ALL, H5S_ALL, H5P_DEFAULT, packed.data()), "reading " + name);
+    std::vector<std::string> out;
+    out.reserve(static_cast<std::size_t>(n));
+    for (std::size_t i = 0; i < n; ++i) {
+      std::string line = packed.substr(i * width, width);
+      line.resize(std::strlen(line.c_str()));
+      out.push_back(std::move(line));
+    }
+    return out;
+  }
   std::vector<char*> ptrs(static_cast<std::size_t>(n), nullptr);
   if (n > 0) check(H5Dread(ds.id(), type.id(), H5S_ALL, H5S_ALL, H5P_DEFAULT, ptrs.data()), "reading " + name);
   std::vector<std::string> out;

@@ -90,8 +90,14 @@ void write_bytes(hid_t loc, const std::string& name, std::string_view bytes);
 // Throws CacheError when the dataset is larger than `cap` bytes.
 std::string read_bytes(hid_t loc, const std::string& name, std::size_t cap);
 std::size_t storage_size(hid_t loc, const std::string& name);
-// A 1-D dataset of variable-length strings (lines of text).
+// A 1-D dataset of variable-length strings (lines of text; one dataset per
+// file: each write of variable-length strings takes a global-heap
+// collection of at least 4 KiB).
 void write_strings(hid_t loc, const std::string& name, const std::vector<std::string>& lines);
+// The same as fixed-length strings (the longest one's length, NULLPAD):
+// for the many small lists of an index (an entry's parameter names).
+void write_fixed_strings(hid_t loc, const std::string& name, const std::vector<std::string>& lines);
+// Either kind.
 std::vector<std::string> read_strings(hid_t loc, const std::string& name);
 
 // A link named `link` to object `target_path` of the file `target_file`

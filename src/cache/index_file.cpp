@@ -136,7 +136,7 @@ std::string hdf5_view(const IndexFile& ix, std::size_t userblock) {
     h5::write_attr(g.id(), "global_rank", int64_t{e.meta.rank.global_rank});
     h5::write_attr(g.id(), "tp_rank", int64_t{e.meta.rank.tp_rank});
     h5::write_attr(g.id(), "pp_rank", int64_t{e.meta.rank.pp_rank});
-    h5::write_strings(g.id(), layout::kParametersDataset, e.parameters);
+    h5::write_fixed_strings(g.id(), layout::kParametersDataset, e.parameters);
     h5::external_link(g.id(), layout::kModuleDataset,
                       std::string(layout::kObjectsDir) + "/" + layout::object_file(e.graph_key),
                       std::string("/") + layout::kModuleDataset);

@@ -1,6 +1,8 @@
 // The project's logger: spdlog, logger name "npucache", level from
-// NPUCACHE_LOG_LEVEL (trace, debug, info, warn, error, critical, off;
-// default info). Lines go to stderr as "[npucache] [level] message".
+// NPUCACHE_LOG_LEVEL (trace, debug, info, warn or warning, error, critical,
+// off; default info; anything else is a warning and the default). Lines go
+// to stderr in the seed's format, "[INFO] NPUCACHE 2026-11-22 14:48:18
+// message"; the level is coloured on a terminal unless NO_COLOR is set.
 #pragma once
 
 #include <spdlog/spdlog.h>

@@ -12,9 +12,11 @@
 //
 // Seeds are made in-process (real caches of the reference models, their
 // bundle, the artifacts and frames inside them), so they follow the format
-// as it evolves. FILEs (first byte: the target, the rest: its input) are
-// replayed first: tests/fuzz/regressions/ holds every input that once
-// failed. A finding is written to DIR (default: the current directory) as
+// as it evolves. FILEs and the .bin files of DIRs (first byte: the target,
+// the rest: its input) are replayed first and then mutated with the seeds:
+// tests/fuzz/corpus/ is a checked-in corpus (seeds of an earlier format
+// version among them, which must be refused cleanly), tests/fuzz/regressions/
+// holds every input that once failed. A finding is written to DIR (default: the current directory) as
 // finding-<target>-<n>.bin, replayable as a FILE.
 #include <npucache/cache.h>
 #include <npucache/error.h>
@@ -526,12 +528,14 @@ int main(int argc, char** argv) {
     }
   }
   std::sort(replay.begin(), replay.end());
+  // Replayed inputs (the checked-in corpus, past findings) are mutated too.
   for (const auto& f : replay) {
     const std::string in = slurp(f);
     if (!run_one(in, &why)) {
       write_finding(in, f.string() + ": " + why);
       ++failures;
     }
+    if (!in.empty() && static_cast<uint8_t>(in[0]) < kTargets) seeds.inputs.push_back(in);
   }
 
   Mutator mutator(seed);
