@@ -16,6 +16,10 @@
 
 using namespace npucache;
 
+namespace {
+const mpi::Step kStep{"bench_exchange", 600};
+}
+
 int main(int argc, char** argv) {
   MpiSession mpi(&argc, &argv);
   const std::size_t mib = argc > 1 ? std::stoul(argv[1]) : 16;
@@ -28,23 +32,23 @@ int main(int argc, char** argv) {
   std::vector<double> exch, raw;
   for (int t = 0; t < kTrials + 1; ++t) {
     std::string data = world.rank() == 0 ? payload : std::string();
-    world.barrier();
+    world.barrier(kStep);
     double t0 = mpi::wtime();
     {
-      mpi::Comm group = world.split(0, world.rank());
-      group.broadcast(data, 0);
+      mpi::Comm group = world.split(0, world.rank(), kStep);
+      group.broadcast(data, 0, kStep);
       if (data.size() != n) std::abort();
     }
-    world.barrier();
+    world.barrier(kStep);
     double t1 = mpi::wtime();
     std::string buf = world.rank() == 0 ? payload : std::string();
-    world.barrier();
+    world.barrier(kStep);
     double t2 = mpi::wtime();
     // Receivers allocate their buffer in both variants (an artifact's size
     // is known only when it arrives).
     if (world.rank() != 0) buf.resize(n);
     MPI_Bcast(buf.data(), static_cast<int>(n), MPI_BYTE, 0, MPI_COMM_WORLD);
-    world.barrier();
+    world.barrier(kStep);
     double t3 = mpi::wtime();
     if (t > 0) {  // the first round warms up connections
       exch.push_back(t1 - t0);

@@ -9,19 +9,25 @@
 
 #include <CLI/CLI.hpp>
 
+#include <functional>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace npucache::tools {
 
 struct JobArgs {
+  std::string command;  // warmup or infer
   std::string model = "tiny-llama";
   int tp = 1, pp = 1;
   std::string cache_dir;
   std::string mode = "max-autotune";
   bool ge_cache = false;
   bool independent = false;
+  bool flat_exchange = false;
   std::string report_json;
+  std::string timeout = "120";  // validated by parse_timeout
   double timeout_s = 120;
   int tokens = 16;
   int autotune_candidates = 8;
@@ -31,7 +37,24 @@ struct JobArgs {
 // Registers the options shared by warmup and infer.
 void add_job_options(CLI::App* cmd, JobArgs& a);
 
+// --timeout: a positive, finite number of seconds; ConfigError (exit 2,
+// before MPI starts) for anything else.
+double parse_timeout(const std::string& text);
+
+// Runs the job identity handshake of the subcommand `command` with `fields`
+// (the options every rank must share) over MPI_COMM_WORLD.
+void agree_job(const std::string& command, const std::vector<std::pair<std::string, std::string>>& fields,
+               double timeout_s);
+
+// Runs `f`, a multi-rank job: an error is printed with the rank; an error
+// every rank agreed on (different settings) ends MPI normally with exit
+// status 2; any other error aborts the job (MPI_Abort) so no rank is left
+// waiting, after a moment that lets the other ranks print theirs.
+void guarded(const std::function<void()>& f);
+
 struct Job {
+  // Validates the arguments (before MPI starts), starts MPI, runs the job
+  // identity handshake, then makes the communicator and the model.
   explicit Job(const JobArgs& a);
   ~Job();
   JobArgs args;
