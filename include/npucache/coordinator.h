@@ -67,7 +67,12 @@ struct StepReport {
   double exchange_s = 0;  // the artifact from its owner to its group
   double load_s = 0;      // binding the received bytes
   double persist_s = 0;   // one writer per store saves every rank's entry
+  double save_s = 0;      // of which the writer's save itself
   bool all_hit = false;   // every rank hit: steps after arrival did not run
+  // When the method's coordination started and ended, seconds on the
+  // machine's monotonic clock: comparable across the ranks of one machine
+  // (the simulated hosts share it), for the critical path of a step.
+  double started_at = 0, ended_at = 0;
   std::size_t key_bytes = 0;                 // bytes of the key all-gather this rank received
   std::size_t bytes_between_hosts = 0;       // artifact bytes this rank received from another host
   std::size_t flat_bytes_between_hosts = 0;  // what it would have, had every rank its own copy from the owner

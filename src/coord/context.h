@@ -2,8 +2,9 @@
 // the first coordinated method: its own communicator (a duplicate of
 // MPI_COMM_WORLD, so its collectives never meet the model's, run by stream
 // workers, or the program's own) and the map of hosts (the ranks that share
-// memory, MPI_COMM_TYPE_SHARED). Every step of the set-up is bounded by the
-// first method's timeout.
+// memory, MPI_COMM_TYPE_SHARED, gathered host by host so that no rank
+// talks to every other). Every step of the set-up is bounded by the first
+// method's timeout.
 #pragma once
 
 #include "mpi/comm.h"
@@ -34,7 +35,9 @@ class Context {
   Hosts hosts_;
 };
 
-// Hosts from every rank's "<lowest rank of its host>\t<host name>" (pure).
-Hosts hosts_from(const std::vector<std::string>& records);
+struct TableEntry;
+// Hosts from each host's (name, ranks), numbered by their lowest rank;
+// CommError unless every rank of 0..world-1 is on exactly one host (pure).
+Hosts hosts_from(std::vector<TableEntry> hosts, int world);
 
 }  // namespace npucache::coord

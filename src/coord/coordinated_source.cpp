@@ -7,6 +7,7 @@
 #include "cache/cache_error.h"
 #include "compiler/serialize.h"
 #include "coord/context.h"
+#include "coord/host_allgather.h"
 #include "coord/reports.h"
 #include "coord/routes.h"
 #include "log/log.h"
@@ -61,6 +62,7 @@ std::shared_ptr<compiler::CompiledGraph> CoordinatedSource::obtain(const FlatArg
   dist::StepReport& steps = steps_;
   steps = {};
   steps.method = cache().method();
+  steps.started_at = now();
   const Context& ctx = Context::get(options_.timeout_s, &steps.setup_s);
   const mpi::Comm& comm = ctx.comm();
   const Hosts& hosts = ctx.hosts();
@@ -99,6 +101,7 @@ std::shared_ptr<compiler::CompiledGraph> CoordinatedSource::obtain(const FlatArg
   laps.lap(&steps.arrival_s);
   if (agreed[2] == 0) {
     steps.all_hit = true;
+    steps.ended_at = now();
     add_step_report(steps);
     return hit.graph;
   }
@@ -123,7 +126,7 @@ std::shared_ptr<compiler::CompiledGraph> CoordinatedSource::obtain(const FlatArg
   if (tr) params = cache::parameter_names(tr->graph);
   laps.lap(&steps.lookup_s);
   std::vector<RankInfo> infos;
-  for (const auto& s : comm.allgather(info.encode(), step("key all-gather"))) {
+  for (const auto& s : host_allgather(comm, hosts, info.encode(), step("key all-gather"))) {
     steps.key_bytes += s.size();
     infos.push_back(RankInfo::decode(s));
   }
@@ -202,6 +205,7 @@ std::shared_ptr<compiler::CompiledGraph> CoordinatedSource::obtain(const FlatArg
   persist_collectively(comm, infos, plan, *g, id, bytes);
   laps.lap(&steps.persist_s);
   rep.persist_s = steps.persist_s;
+  steps.ended_at = now();
   add_step_report(steps);
   return g;
 }
@@ -252,7 +256,9 @@ void CoordinatedSource::persist_collectively(const mpi::Comm& comm, const std::v
       for (auto& e : b.entries) all.entries.push_back(std::move(e));
     }
     if (!all.entries.empty()) {
+      const double t = now();
       cache().save(all.objects, all.entries);
+      steps_.save_s = now() - t;
       report().writer = true;
       steps_.entries_written = static_cast<int>(all.entries.size());
       log::info("Cache {} entries saved to {} by rank {}", all.entries.size(), cache().dir(), me);

@@ -229,6 +229,32 @@ std::vector<std::string> Comm::recv_from(const std::vector<int>& srcs, int tag, 
   return out;
 }
 
+std::string Comm::sendrecv(const std::string& data, int dst, int src, int tag, const Step& step) const {
+  const double deadline = deadline_of(step);
+  const unsigned long long n = data.size();
+  unsigned long long m = 0;
+  std::vector<MPI_Request> sends;
+  MPI_Request size_in = MPI_REQUEST_NULL;
+  check(MPI_Irecv(&m, 1, MPI_UNSIGNED_LONG_LONG, src, tag, h_->comm, &size_in), "MPI_Irecv (size)");
+  sends.push_back(MPI_REQUEST_NULL);
+  check(MPI_Isend(&n, 1, MPI_UNSIGNED_LONG_LONG, dst, tag, h_->comm, &sends.back()), "MPI_Isend (size)");
+  for (std::size_t at = 0; at < data.size(); at += kChunkBytes) {
+    sends.push_back(MPI_REQUEST_NULL);
+    check(MPI_Isend(data.data() + at, chunk_count(data.size(), at), MPI_BYTE, dst, tag + 1, h_->comm, &sends.back()),
+          "MPI_Isend");
+  }
+  wait_one(size_in, step, deadline);
+  std::string out(static_cast<std::size_t>(m), '\0');
+  std::vector<MPI_Request> all = sends;
+  for (std::size_t at = 0; at < out.size(); at += kChunkBytes) {
+    all.push_back(MPI_REQUEST_NULL);
+    check(MPI_Irecv(out.data() + at, chunk_count(out.size(), at), MPI_BYTE, src, tag + 1, h_->comm, &all.back()),
+          "MPI_Irecv");
+  }
+  wait_all(all.data(), static_cast<int>(all.size()), step, deadline);
+  return out;
+}
+
 void Comm::all_reduce_sum(float* data, std::size_t count, const Step& step) const {
   const double deadline = deadline_of(step);
   const std::size_t per = kChunkBytes / sizeof(float);

@@ -97,6 +97,9 @@ class Comm {
   void send_to(const std::vector<int>& dsts, int tag, const std::string& data, const Step& step) const;
   // One byte string from each of `srcs`, sent by send_to with `tag`.
   std::vector<std::string> recv_from(const std::vector<int>& srcs, int tag, const Step& step) const;
+  // Sends `data` to `dst` while receiving from `src` (both with `tag`, as
+  // send_to and recv_from), so ranks exchanging in a ring cannot deadlock.
+  std::string sendrecv(const std::string& data, int dst, int src, int tag, const Step& step) const;
 
   // --- Typed operations of the runtime's communicator (kernels) ------------
   // In-place sum of `count` floats.

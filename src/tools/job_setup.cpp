@@ -195,12 +195,12 @@ nlohmann::json to_json(const MethodReport& r) {
 
 // The coordinator's steps, in the order of docs/SCALING.md.
 const char* const kSteps[] = {"setup", "lookup", "arrival", "keys", "plan", "produce", "status", "exchange", "load",
-                              "persist"};
+                              "persist", "save"};
 
 nlohmann::json to_json(const dist::StepReport& s) {
   return {{"setup", s.setup_s},     {"lookup", s.lookup_s},   {"arrival", s.arrival_s}, {"keys", s.keys_s},
           {"plan", s.plan_s},       {"produce", s.produce_s}, {"status", s.status_s},   {"exchange", s.exchange_s},
-          {"load", s.load_s},       {"persist", s.persist_s}};
+          {"load", s.load_s},       {"persist", s.persist_s}, {"save", s.save_s}};
 }
 
 nlohmann::json method_json(const MethodReport& r, const dist::StepReport* s) {
@@ -213,6 +213,8 @@ nlohmann::json method_json(const MethodReport& r, const dist::StepReport* s) {
     j["bytes_between_hosts"] = s->bytes_between_hosts;
     j["flat_bytes_between_hosts"] = s->flat_bytes_between_hosts;
     j["entries_written"] = s->entries_written;
+    j["started_at"] = s->started_at;
+    j["ended_at"] = s->ended_at;
   }
   return j;
 }
@@ -244,6 +246,8 @@ void report_job(Job& job, const std::string& title, double wall_s, const std::st
   std::size_t bytes = 0, between = 0, flat_between = 0;
   std::map<std::string, std::pair<int, double>> owners;  // graph key -> (owner, compile_s)
   std::map<std::string, std::map<std::string, double>> step_max;  // method -> step -> max over ranks
+  std::map<std::string, std::map<std::string, double>> step_min;  // method -> step -> min over ranks
+  std::map<std::string, std::pair<double, double>> span;          // method -> (last start, last end)
   for (std::size_t r = 0; r < all.size(); ++r) {
     nlohmann::json methods = nlohmann::json::parse(all[r]);
     nlohmann::json keys_r = nlohmann::json::array();
@@ -266,11 +270,21 @@ void report_job(Job& job, const std::string& title, double wall_s, const std::st
       flat_between += value_or<std::size_t>(m, "flat_bytes_between_hosts", 0);
       entries_written += value_or<int>(m, "entries_written", 0);
       hosts = std::max(hosts, value_or<int>(m, "hosts", 1));
-      if (m.contains("steps"))
+      if (m.contains("steps")) {
+        const std::string method = m["method"].get<std::string>();
         for (const char* st : kSteps) {
-          double& mx = step_max[m["method"].get<std::string>()][st];
-          mx = std::max(mx, m["steps"][st].get<double>());
+          const double v = m["steps"][st].get<double>();
+          double& mx = step_max[method][st];
+          mx = std::max(mx, v);
+          auto [it, fresh] = step_min[method].try_emplace(st, v);
+          if (!fresh) it->second = std::min(it->second, v);
         }
+        auto [it, fresh] = span.try_emplace(method, m["started_at"].get<double>(), m["ended_at"].get<double>());
+        if (!fresh) {
+          it->second.first = std::max(it->second.first, m["started_at"].get<double>());
+          it->second.second = std::max(it->second.second, m["ended_at"].get<double>());
+        }
+      }
       if (m["compiled"].get<bool>())
         owners[m["graph_key"].get<std::string>()] = {static_cast<int>(r), m["compile_cpu_s"].get<double>()};
     }
@@ -278,13 +292,22 @@ void report_job(Job& job, const std::string& title, double wall_s, const std::st
     per_rank.push_back({{"rank", r}, {"graph_keys", keys_r}, {"hit", hit}, {"compile_s", elapsed},
                         {"compile_cpu_s", cs}, {"methods", methods}});
   }
-  // Each step's time on the job's critical path: the slowest rank's, summed over methods.
-  nlohmann::json steps_s = nlohmann::json::object();
+  // Each step's time, summed over methods: the slowest rank's (steps_s)
+  // and the fastest rank's (steps_min_s: for a collective, the last rank to
+  // arrive waits least, so its time is the collective's own); and the
+  // coordinator's own time (coordination_s): from the moment the last rank
+  // began a method to the moment the last rank finished it, summed over
+  // methods (the ranks' skew before that is not the coordinator's).
+  nlohmann::json steps_s = nlohmann::json::object(), steps_min_s = nlohmann::json::object();
   for (const char* st : kSteps) {
-    double sum = 0;
+    double sum = 0, sum_min = 0;
     for (const auto& [method, m] : step_max) sum += m.at(st);
+    for (const auto& [method, m] : step_min) sum_min += m.at(st);
     steps_s[st] = sum;
+    steps_min_s[st] = sum_min;
   }
+  double coordination = 0;
+  for (const auto& [method, se] : span) coordination += se.second - se.first;
   nlohmann::json report = {{"world_size", job.world()}, {"tp", job.args.tp}, {"pp", job.args.pp},
                            {"mode", job.args.mode}, {"independent", job.args.independent},
                            {"flat_exchange", job.args.flat_exchange}, {"hosts", hosts},
@@ -294,7 +317,8 @@ void report_job(Job& job, const std::string& title, double wall_s, const std::st
                            {"bytes_exchanged", bytes}, {"bytes_between_hosts", between},
                            {"flat_bytes_between_hosts", flat_between}, {"exchange_s", exchange},
                            {"exchange_gbps", exchange > 0 ? static_cast<double>(bytes) / exchange / 1e9 : 0.0},
-                           {"persist_s", persist}, {"steps_s", steps_s}, {"per_rank", per_rank}};
+                           {"persist_s", persist}, {"steps_s", steps_s}, {"steps_min_s", steps_min_s},
+                           {"coordination_s", coordination}, {"per_rank", per_rank}};
   if (!extra_json.empty()) report.update(nlohmann::json::parse(extra_json));
   std::printf("== %s: world %d on %d host%s, tp %d, pp %d, %s%s\n", title.c_str(), job.world(), hosts,
               hosts == 1 ? "" : "s", job.args.tp, job.args.pp, job.args.mode.c_str(),

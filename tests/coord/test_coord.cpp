@@ -2,10 +2,13 @@
 // identity), the routes of the node-leader exchange, the host map, and the
 // job identity handshake's messages.
 #include "coord/context.h"
+#include "coord/host_allgather.h"
 #include "coord/job_identity.h"
 #include "coord/plan.h"
 #include "coord/routes.h"
 #include "mpi/comm.h"
+
+#include <npucache/error.h>
 
 #include <gtest/gtest.h>
 
@@ -143,9 +146,11 @@ TEST(Routes, FlatTreeIgnoresHosts) {
 }
 
 TEST(Hosts, NumberedByTheirLowestRank) {
-  const Hosts h = hosts_from({"0\tb", "0\tb", "2\ta", "2\ta", "4\tc"});
+  const Hosts h = hosts_from({{"a", {3, 2}}, {"c", {4}}, {"b", {0, 1}}}, 5);
   EXPECT_EQ(h.host_of, (std::vector<int>{0, 0, 1, 1, 2}));
   EXPECT_EQ(h.names, (std::vector<std::string>{"b", "a", "c"}));
+  EXPECT_THROW(hosts_from({{"a", {0, 1}}, {"b", {1}}}, 2), CommError);
+  EXPECT_THROW(hosts_from({{"a", {0}}}, 2), CommError);
 }
 
 TEST(JobIdentity, NamesTheRanksAndTheFieldsThatDiffer) {
@@ -181,4 +186,23 @@ TEST(RankList, JoinsRanges) {
   EXPECT_EQ(mpi::rank_list({3}), "rank 3");
   EXPECT_EQ(mpi::rank_list({3, 0, 1, 2, 6}), "ranks 0-3, 6");
   EXPECT_EQ(mpi::rank_list({2, 3}), "ranks 2, 3");
+}
+
+TEST(HostAllgather, TableFoldsEqualRecordsAndRoundTrips) {
+  // Two hosts of four ranks; each tensor-parallel pair reports one record.
+  std::vector<std::pair<int, std::string>> recs;
+  for (int r = 0; r < 8; ++r) recs.emplace_back(r, "key" + std::to_string(r / 2) + "\tstore" + std::to_string(r / 4));
+  const auto entries = fold(recs);
+  ASSERT_EQ(entries.size(), 4u);
+  EXPECT_EQ(entries[0].ranks, (std::vector<int>{0, 1}));
+  const auto back = unfold(decode_table(encode_table(entries)), 8);
+  for (int r = 0; r < 8; ++r) EXPECT_EQ(back[static_cast<std::size_t>(r)], recs[static_cast<std::size_t>(r)].second);
+  // Runs keep the table small: 4 entries of 2 ranks each.
+  EXPECT_LT(encode_table(entries).size(), 4 * (4 + 12 + 4 + 8) + 4 + 1);
+}
+
+TEST(HostAllgather, AMissingOrRepeatedRankIsAnError) {
+  EXPECT_THROW(unfold({{"a", {0}}, {"b", {2}}}, 3), CommError);
+  EXPECT_THROW(unfold({{"a", {0, 1}}, {"b", {1}}}, 2), CommError);
+  EXPECT_THROW(decode_table(std::string("\x05\0\0\0", 4)), CommError);
 }
