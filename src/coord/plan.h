@@ -12,7 +12,7 @@ struct RankInfo {
   double cost = 0;     // estimated compile cost (graph size)
   bool needs = false;  // missed: needs the artifact and a new entry
   bool holds = false;  // its store has the artifact
-  std::string store;   // store identity (host, device, inode)
+  std::string store;   // store identity (marker id, device, inode: Store::identity)
 
   std::string encode() const;
   static RankInfo decode(const std::string& s);

@@ -323,7 +323,10 @@ void wait_all(MPI_Request* reqs, int n, const Step& step, double deadline, MPI_S
       std::this_thread::yield();
     } else {
       std::this_thread::sleep_for(pause);
-      pause = std::min(pause * 2, std::chrono::microseconds(1000));
+      // At most 200 us: a collective of several rounds needs a poll per
+      // round to progress (libnbc has no progress thread), so a long sleep
+      // would add to each round's latency.
+      pause = std::min(pause * 2, std::chrono::microseconds(200));
     }
   }
 }
