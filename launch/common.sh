@@ -17,7 +17,8 @@
 #                              the npucache next to the launcher when installed
 #                              (npucache-warmup, npucache-infer), else the source
 #                              tree's build/src/npucache)
-# Every other argument goes to `npucache <job>`.
+# Every other argument goes to `npucache <job>`, which checks them all
+# (`npucache <job> ... --check-args`) before mpirun starts any rank.
 set -euo pipefail
 
 launch_job() {
@@ -51,8 +52,12 @@ launch_job() {
       *) rest+=("$1"); shift ;;
     esac
   done
-  for n in "$tp" "$pp" "$dp"; do
-    case "$n" in ''|*[!0-9]*|0) echo "$me: --tp, --pp and --dp must be positive integers" >&2; usage >&2; return 2 ;; esac
+  local name n
+  for name in tp pp dp; do
+    n="${!name}"
+    case "$n" in
+      ''|*[!0-9]*|0) echo "$me: --$name needs a positive whole number, got '$n'" >&2; return 2 ;;
+    esac
   done
   if [ -n "$hostfile" ] && [ ! -r "$hostfile" ]; then
     echo "$me: hostfile $hostfile is not a readable file" >&2
@@ -92,6 +97,11 @@ launch_job() {
     echo "$me: mpirun not found; install Open MPI (scripts/install-deps.sh)" >&2
     return 2
   fi
+  # Every argument of the job is checked once, here, before any rank
+  # starts: one message instead of one per rank and mpirun's abort banner.
+  local rc=0
+  "$bin" "$job" "${rest[@]}" --check-args || rc=$?
+  [ "$rc" = 0 ] || return "$rc"
   local np=$((tp * pp * dp))
   local flags=()
   if mpirun --version 2>/dev/null | grep -q "Open MPI"; then

@@ -2,22 +2,30 @@
 //
 // Under mpirun every rank calls the same cached methods in the same order
 // (SPMD). On the first call of a method the ranks, collectively:
-//  1. check their own layout entry world<W>global_rank<R>/<func>; if every
-//     rank hits, each loads and nothing else happens;
+//  1. check their own layout entry world<W>global_rank<R>/<func>, then
+//     agree (one all-reduce) that they all call the same method and whether
+//     every rank hit; if so each loads and nothing else happens;
 //  2. the ranks that miss trace and compute graph keys;
-//  3. all-gather graph keys, estimated compile cost, and who already holds
-//     which artifact in its store (node-local stores may differ);
+//  3. all-gather graph keys, estimated compile cost, who already holds
+//     which artifact in its store, and each rank's store identity (the id
+//     in the store's marker file with the directory's device and inode:
+//     one directory shared by hosts is one store, node-local directories of
+//     the same path are different stores);
 //  4. plan: ranks grouped by graph key, one owner per key (a holder if there
 //     is one, otherwise the compiles are spread over the ranks by cost);
-//  5. owners compile (or read) the artifact and broadcast it in a
-//     communicator per key group, chunked; every rank of a group runs the
-//     same bytes;
-//  6. persist: one writer per store (ranks sharing a cache_dir on one host
-//     elect the lowest rank), every new layout entry pointing at the one
+//  5. owners compile (or read) the artifact; the outcome is agreed; the
+//     artifact crosses the network once per host (one rank per host
+//     receives it, in a tree over the hosts, and passes it on within its
+//     host), so every rank of a group runs the same bytes;
+//  6. persist: one writer per store (its lowest rank) commits the new
+//     entries of every rank sharing it, every entry pointing at the one
 //     stored copy of its artifact.
-// Errors are agreed: an owner's failure reaches every rank as a CommError
-// naming the rank and the method; a rank that never arrives gives the
-// others a CommError after `timeout_s`, not a hang.
+// Every collective and transfer is bounded by `timeout_s`: a rank that
+// stops, dies, is cut off or runs something else makes every rank that can
+// still speak throw TimeoutError naming the step and the missing ranks
+// (mpi::Comm's roll call), instead of hanging; the job must then end. An
+// owner's failure reaches every rank as a CommError naming the rank and the
+// method.
 //
 // The coordinator always shares and stores the compiled DeviceProgram (the
 // ge_cache level): sharing the graph alone would make every rank compile.
@@ -33,12 +41,48 @@
 namespace npucache::dist {
 
 struct CoordinatorOptions {
+  // Bound of each collective and transfer, seconds: positive and finite
+  // (ConfigError otherwise). It must cover the longest compile of an owner,
+  // which the other ranks wait for.
   double timeout_s = 120.0;
   bool independent = false;
+  // The artifact goes from its owner to its group in one binomial tree over
+  // ranks, ignoring hosts (the baseline of benchmarks), instead of once per
+  // host.
+  bool flat_exchange = false;
+};
+
+// What the coordinator did for one method on this rank, step by step
+// (seconds; docs/SCALING.md models each), and the artifact bytes it moved.
+struct StepReport {
+  std::string method;
+  int hosts = 1;          // hosts (shared-memory nodes) of the job
+  double setup_s = 0;     // the coordinator's communicator and host map (a process's first method)
+  double lookup_s = 0;    // this rank's own entry: trace, lookup, and on a hit the load
+  double arrival_s = 0;   // agreeing on the method and on whether every rank hit
+  double keys_s = 0;      // all-gather of graph keys, costs, holdings and stores
+  double plan_s = 0;
+  double produce_s = 0;   // owners: compile or read the artifact
+  double status_s = 0;    // agreeing on the owners' outcome
+  double exchange_s = 0;  // the artifact from its owner to its group
+  double load_s = 0;      // binding the received bytes
+  double persist_s = 0;   // one writer per store saves every rank's entry
+  double save_s = 0;      // of which the writer's save itself
+  bool all_hit = false;   // every rank hit: steps after arrival did not run
+  // When the method's coordination started and ended, seconds on the
+  // machine's monotonic clock: comparable across the ranks of one machine
+  // (the simulated hosts share it), for the critical path of a step.
+  double started_at = 0, ended_at = 0;
+  std::size_t key_bytes = 0;                 // bytes of the key all-gather this rank received
+  std::size_t bytes_between_hosts = 0;       // artifact bytes this rank received from another host
+  std::size_t flat_bytes_between_hosts = 0;  // what it would have, had every rank its own copy from the owner
+  int entries_written = 0;                   // entries this rank wrote as its store's writer
 };
 
 // Every report of this process's coordinated methods, in call order.
 std::vector<MethodReport> reports();
+// The coordinator's steps of the same methods (independent methods have none).
+std::vector<StepReport> step_reports();
 void clear_reports();
 
 namespace detail {

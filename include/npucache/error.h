@@ -53,6 +53,16 @@ class CommError : public Error {
   using Error::Error;
 };
 
+// A bounded collective or transfer did not complete within the job's
+// timeout: some rank stopped, crashed, was cut off, or is running something
+// else. The message names the step and the ranks that did not answer. The
+// communicator it ran on is unusable afterwards (MPI cannot cancel a
+// collective), so the job must end: the npucache tools abort it.
+class TimeoutError : public CommError {
+ public:
+  using CommError::CommError;
+};
+
 // The compile cache could not be read or written, or refused a file
 // (corrupt, stale, foreign-owned or symlinked). Never thrown for a miss.
 class CacheError : public Error {

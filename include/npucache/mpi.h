@@ -1,7 +1,9 @@
 // MPI integration without exposing <mpi.h>.
 //
 // MpiSession initialises MPI (with MPI_THREAD_MULTIPLE, as stream workers
-// issue collectives) for its lifetime, unless MPI was already initialised.
+// issue collectives) for its lifetime, unless MPI was already initialised;
+// MPI errors on MPI_COMM_WORLD then return to npucache, which throws
+// CommError, instead of killing the job from inside MPI.
 // Destroyed while an exception unwinds a multi-rank job it does not
 // finalize (that could wait forever on ranks still in a collective): the
 // handler is expected to report and call abort().
@@ -13,6 +15,7 @@
 // CommError saying what to call, never a silent per-rank partial result.
 #pragma once
 
+#include <limits>
 #include <memory>
 
 #include <npucache/runtime/communicator.h>
@@ -31,13 +34,21 @@ class MpiSession {
   static int world_size();
   // Terminates every rank of the job (MPI_Abort) with `code`.
   [[noreturn]] static void abort(int code);
+  // Ends MPI normally after an error every rank has agreed on (so none is
+  // left in a collective); the caller then exits with its status.
+  static void finalize();
 
  private:
   bool owns_ = false;
 };
 
 // Throws ConfigError when tp*pp does not divide the MPI world size, or
-// CommError when MPI is not initialised.
-std::unique_ptr<Communicator> make_mpi_communicator(int tp, int pp);
+// CommError when MPI is not initialised. `timeout_s` bounds the creation of
+// the groups and each collective and pipeline transfer the communicator
+// runs: one that does not complete in time throws TimeoutError naming the
+// ranks that did not answer, after which the job must end (MPI cannot
+// abandon a collective). Unbounded by default.
+std::unique_ptr<Communicator> make_mpi_communicator(int tp, int pp,
+                                                    double timeout_s = std::numeric_limits<double>::infinity());
 
 }  // namespace npucache

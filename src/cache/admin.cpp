@@ -13,6 +13,7 @@
 #include "cache/object_file.h"
 #include "cache/store.h"
 #include "log/log.h"
+#include "log/progress.h"
 
 #include <nlohmann/json.hpp>
 
@@ -279,25 +280,39 @@ Transfer export_bundle(const std::string& dir, const std::string& file) {
   if (!problems.empty()) throw CacheError(problems.front() + "; run `npucache verify --repair " + dir + "` first");
   std::set<std::string> keys;
   for (const auto& e : b.entries) keys.insert(e.graph_key);
-  for (const auto& k : keys) b.objects.push_back(s.object(k, true));
+  for (const auto& k : keys) {
+    log::Progress::note("reading object " + std::to_string(b.objects.size() + 1) + " of " + std::to_string(keys.size()));
+    b.objects.push_back(s.object(k, true));
+  }
+  log::Progress::note("compressing and writing " + file);
   const std::string bytes = write_bundle(b);
   write_file_atomically(file, bytes);
   return {b.entries.size(), b.objects.size(), bytes.size()};
 }
 
 Transfer import_bytes(std::string_view bytes, const std::string& dir) {
+  log::Progress::note("decompressing");
   Bundle b = read_bundle(bytes);
+  log::Progress::note("validating " + std::to_string(b.objects.size()) + " objects and " +
+                      std::to_string(b.entries.size()) + " entries");
   validate_bundle(b);
   const Store s = Store::open(dir, Create::yes);
   const FileLock writing = s.writing();
   std::map<std::string, std::string> stored_sum;
-  for (const auto& o : b.objects) stored_sum[o.graph_key] = s.put_object(o).stored.meta.checksum;
+  for (const auto& o : b.objects) {
+    log::Progress::note("writing object " + std::to_string(stored_sum.size() + 1) + " of " +
+                        std::to_string(b.objects.size()));
+    stored_sum[o.graph_key] = s.put_object(o).stored.meta.checksum;
+  }
   std::map<std::string, std::vector<EntryRecord>> by_model;
   for (auto& e : b.entries) {
     e.object_checksum = stored_sum.at(e.graph_key);
     by_model[layout::model_info_of(e.path)].push_back(e);
   }
-  for (const auto& [m, es] : by_model) s.update_index(m, model_components(es.front().meta.components), es, {});
+  for (const auto& [m, es] : by_model) {
+    log::Progress::note("writing the index of " + m);
+    s.update_index(m, model_components(es.front().meta.components), es, {});
+  }
   return {b.entries.size(), b.objects.size(), bytes.size()};
 }
 

@@ -118,10 +118,13 @@ std::string hdf5_view(const IndexFile& ix, std::size_t userblock) {
   }
   for (const auto& e : ix.entries) {
     h5::Handle g = h5::create_group(root, "/" + e.path);
+    // Each fact once: the entry's identity and validity components here,
+    // the model's on the root, the artifact's (checksum, sizes, timings,
+    // with_program) on its object; world size and global rank are the
+    // layout group's name (world<W>global_rank<R>), the format version the
+    // root's.
     h5::write_attr(g.id(), "name", e.meta.name);
     h5::write_attr(g.id(), "date", e.meta.date);
-    h5::write_attr(g.id(), "version", e.meta.version);
-    h5::write_attr(g.id(), "fx", e.meta.fx);
     for (const auto& n : entry_components())
       if (n != component::kFormatVersion) {
         auto it = e.meta.components.find(n);
@@ -129,11 +132,6 @@ std::string hdf5_view(const IndexFile& ix, std::size_t userblock) {
       }
     h5::write_attr(g.id(), "lookup_key", e.meta.lookup_key);
     h5::write_attr(g.id(), "graph_key", e.graph_key);
-    h5::write_attr(g.id(), "checksum", e.object_checksum);
-    h5::write_attr(g.id(), "compile_time_s", e.compile_time_s);
-    h5::write_bool_attr(g.id(), "with_program", e.with_program);
-    h5::write_attr(g.id(), "world_size", int64_t{e.meta.rank.world_size});
-    h5::write_attr(g.id(), "global_rank", int64_t{e.meta.rank.global_rank});
     h5::write_attr(g.id(), "tp_rank", int64_t{e.meta.rank.tp_rank});
     h5::write_attr(g.id(), "pp_rank", int64_t{e.meta.rank.pp_rank});
     h5::write_fixed_strings(g.id(), layout::kParametersDataset, e.parameters);

@@ -192,8 +192,13 @@ std::optional<MethodCache::Stored> MethodCache::stored_object(const GraphId& id,
   }
 }
 
-ObjectRecord MethodCache::make_object(const compiler::CompiledGraph& g, const GraphId& id, const std::string* raw) const {
-  return cache::make_object(g, id, stores_program(), id_.who, raw);
+ObjectRecord MethodCache::make_object(const compiler::CompiledGraph& g, const GraphId& id) const {
+  return cache::make_object(g, id, stores_program(), id_.who, nullptr);
+}
+
+ObjectRecord MethodCache::make_object(const compiler::CompiledGraph& g, const GraphId& id, const std::string& raw,
+                                      bool raw_has_program) const {
+  return cache::make_object(g, id, raw_has_program, id_.who, &raw);
 }
 
 EntryRecord MethodCache::make_entry(const compiler::CompiledGraph& g, const ObjectRecord& object) const {

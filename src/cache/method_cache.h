@@ -96,9 +96,14 @@ class MethodCache {
   std::optional<Stored> stored_object(const GraphId& id, const TraceResult& trace, const FlatArgs& args,
                                       const compiler::CompileStep& compile) const;
 
-  // The records of `g` under its graph id: its object (serialized, or the
-  // given bytes) and this rank's entry pointing at it.
-  ObjectRecord make_object(const compiler::CompiledGraph& g, const GraphId& id, const std::string* raw = nullptr) const;
+  // The records of `g` under its graph id: its object (serialized as this
+  // cache stores programs) and this rank's entry pointing at it.
+  ObjectRecord make_object(const compiler::CompiledGraph& g, const GraphId& id) const;
+  // The object of `g` from bytes produced elsewhere (another rank's
+  // artifact, or a stored object), which hold the program or not as
+  // `raw_has_program` says: the record says what the bytes hold.
+  ObjectRecord make_object(const compiler::CompiledGraph& g, const GraphId& id, const std::string& raw,
+                           bool raw_has_program) const;
   EntryRecord make_entry(const compiler::CompiledGraph& g, const ObjectRecord& object) const;
 
   // Stores records (this rank's, or those of every rank sharing the store):

@@ -82,14 +82,12 @@ std::string encode_object(const ObjectRecord& o) {
     h5::write_bool_attr(root, "with_program", m.with_program);
     h5::write_attr(root, "compile_time_s", m.compile_time_s);
     h5::write_attr(root, "pass_times", m.pass_times);
-    h5::write_attr(root, "mode", m.mode);
-    h5::write_bool_attr(root, "dynamic", m.dynamic);
     h5::write_attr(root, "canonical_hash", m.canonical_hash);
-    h5::write_attr(root, "producer_host", m.producer.host);
-    h5::write_attr(root, "producer_pid", static_cast<int64_t>(m.producer.pid));
-    h5::write_attr(root, "producer_rank", static_cast<int64_t>(m.producer.global_rank));
+    // Who compiled it: "host pid <pid> rank <r> npucache <version>". The
+    // key components (mode, dynamic...) are the entries' (the index's).
+    h5::write_attr(root, "producer", m.producer.host + " pid " + std::to_string(m.producer.pid) + " rank " +
+                                         std::to_string(m.producer.global_rank) + " npucache " + m.version);
     h5::write_attr(root, "date", m.date);
-    h5::write_attr(root, "producer_version", m.version);
     h5::write_bytes(root, layout::kModuleDataset, o.raw);
     h5::write_strings(root, layout::kGraphDataset, o.graph_text);
     image = h5::image_bytes(f.id());

@@ -4,6 +4,7 @@
 #include "compiler/compiled_graph.h"
 #include "compiler/memory_plan.h"
 #include "compiler/passes.h"
+#include "log/progress.h"
 
 #include <chrono>
 #include <cstdio>
@@ -16,6 +17,7 @@ class PassManager {
  public:
   explicit PassManager(std::vector<PassTiming>& out) : out_(out) {}
   Graph run_graph_pass(const std::string& name, const Graph& g, const std::function<Graph(const Graph&)>& pass) {
+    log::Progress::note("pass " + name);
     auto t0 = std::chrono::steady_clock::now();
     Graph r = pass(g);
     out_.push_back({name, since(t0), std::to_string(g.size()) + " -> " + std::to_string(r.size()) + " nodes"});
@@ -23,6 +25,7 @@ class PassManager {
   }
   template <class F>
   void run(const std::string& name, F&& f) {
+    log::Progress::note("pass " + name);
     auto t0 = std::chrono::steady_clock::now();
     std::string note = f();
     out_.push_back({name, since(t0), std::move(note)});
@@ -41,6 +44,7 @@ CompiledGraph compile_graph(TraceResult trace, const CompilerConfig& config,
                             const DecompositionTable& decompositions, const SymBindings& example,
                             bool dynamic, int device, const CompileHints* hints) {
   config.validate();
+  const log::Progress progress("compiling " + (trace.name.empty() ? std::string("a graph") : trace.name));
   auto t0 = std::chrono::steady_clock::now();
   CompiledGraph cg;
   cg.config = config;

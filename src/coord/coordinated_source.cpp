@@ -6,6 +6,10 @@
 #include "cache/bundle.h"
 #include "cache/cache_error.h"
 #include "compiler/serialize.h"
+#include "coord/context.h"
+#include "coord/host_allgather.h"
+#include "coord/reports.h"
+#include "coord/routes.h"
 #include "log/log.h"
 #include "mpi/comm.h"
 
@@ -15,7 +19,35 @@
 namespace npucache::coord {
 namespace {
 
+// Point-to-point tags on the coordinator's communicator (each uses tag and
+// tag + 1, mpi::Comm::send_to).
+constexpr int kExchangeTag = 100;
+constexpr int kEntriesTag = 102;
+constexpr int kSavedTag = 104;
+
 double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+// Seconds since the last lap, added to *into.
+class Laps {
+ public:
+  void lap(double* into) {
+    const double t = now();
+    *into += t - last_;
+    last_ = t;
+  }
+
+ private:
+  double last_ = now();
+};
+
+std::uint64_t fnv1a(const std::string& s) {
+  std::uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
 
 }  // namespace
 
@@ -27,10 +59,19 @@ std::shared_ptr<compiler::CompiledGraph> CoordinatedSource::obtain(const FlatArg
                                                                    const compiler::TraceStep& trace,
                                                                    const compiler::CompileStep& compile) {
   MethodReport& rep = report();
-  const mpi::Comm world = mpi::Comm::world();
-  const int me = world.rank();
-  world.arrive(static_cast<int>(std::hash<std::string>{}(cache().method()) & 0x3fffffff), options_.timeout_s,
-               "cache_compile of " + cache().method());
+  dist::StepReport& steps = steps_;
+  steps = {};
+  steps.method = cache().method();
+  steps.started_at = now();
+  const Context& ctx = Context::get(options_.timeout_s, &steps.setup_s);
+  const mpi::Comm& comm = ctx.comm();
+  const Hosts& hosts = ctx.hosts();
+  const int me = comm.rank();
+  steps.hosts = hosts.count();
+  auto step = [&](const std::string& what) {
+    return mpi::Step{"cache_compile of " + cache().method() + ": " + what, options_.timeout_s};
+  };
+  Laps laps;
   // 1. Own entry, decided from this rank's trace (or, on the fast path,
   // from code_version without one).
   std::optional<TraceResult> tr;
@@ -40,8 +81,30 @@ std::shared_ptr<compiler::CompiledGraph> CoordinatedSource::obtain(const FlatArg
     id = cache().graph_id(*tr);
   }
   cache::MethodCache::Lookup hit = lookup(args, tr ? &*tr : nullptr, tr ? &id : nullptr, compile);
-  const auto hits = world.allgather(hit.hit() ? "1" : "0");
-  if (hits == std::vector<std::string>(hits.size(), "1")) return hit.graph;
+  laps.lap(&steps.lookup_s);
+  // Arrival: one all-reduce says whether every rank calls this method and
+  // whether every rank hit (max of the method's hash and of its complement,
+  // max of "missed").
+  const std::uint64_t mh = fnv1a(cache().method());
+  std::vector<std::uint64_t> agreed{mh, ~mh, hit.hit() ? 0u : 1u};
+  comm.allreduce_max(agreed, step("arrival"));
+  if (agreed[0] != ~agreed[1]) {
+    const auto names = comm.allgather(cache().method(), step("arrival: naming the methods"));
+    std::string who;
+    for (std::size_t r = 0; r < names.size(); ++r)
+      if (names[r] != cache().method())
+        who += (who.empty() ? "" : ", ") + std::string("rank ") + std::to_string(r) + " '" + names[r] + "'";
+    throw CommError("the ranks call different cached methods at the same point: this rank (" + std::to_string(me) +
+                    ") calls '" + cache().method() + "', " + who +
+                    ". Every rank must call dist::cache_compile methods in the same order");
+  }
+  laps.lap(&steps.arrival_s);
+  if (agreed[2] == 0) {
+    steps.all_hit = true;
+    steps.ended_at = now();
+    add_step_report(steps);
+    return hit.graph;
+  }
   // 2-3. Misses trace; everyone reports key, cost, holdings, store.
   RankInfo info;
   info.store = cache().store_identity();
@@ -61,15 +124,22 @@ std::shared_ptr<compiler::CompiledGraph> CoordinatedSource::obtain(const FlatArg
   rep.graph_key = id.key;
   std::vector<std::string> params;  // this rank's parameter names, placeholder order
   if (tr) params = cache::parameter_names(tr->graph);
+  laps.lap(&steps.lookup_s);
   std::vector<RankInfo> infos;
-  for (const auto& s : world.allgather(info.encode())) infos.push_back(RankInfo::decode(s));
+  for (const auto& s : host_allgather(comm, hosts, info.encode(), step("key all-gather"))) {
+    steps.key_bytes += s.size();
+    infos.push_back(RankInfo::decode(s));
+  }
+  laps.lap(&steps.keys_s);
   // 4. Plan (every rank computes the same one).
   const Plan plan = make_plan(infos);
   const int group = plan.group_of[static_cast<std::size_t>(me)];
   const int owner = group >= 0 ? plan.owner[static_cast<std::size_t>(group)] : -1;
   rep.owner = owner;
-  // 5. Owners produce the artifact; failures are agreed.
-  std::string bytes, status = "ok";
+  laps.lap(&steps.plan_s);
+  // 5. Owners produce the artifact; failures are agreed (one all-reduce;
+  // the messages only when some owner failed).
+  std::string bytes, status;
   if (owner == me) {
     try {
       if (info.holds) {
@@ -81,89 +151,134 @@ std::shared_ptr<compiler::CompiledGraph> CoordinatedSource::obtain(const FlatArg
       }
     } catch (const std::exception& e) {
       status = e.what();
+      if (status.empty()) status = "failed";
     }
   }
-  const auto statuses = world.allgather(status);
-  for (int r = 0; r < world.size(); ++r)
-    if (statuses[static_cast<std::size_t>(r)] != "ok")
-      throw CommError("rank " + std::to_string(r) + " failed to compile " + cache().method() + ": " +
-                      statuses[static_cast<std::size_t>(r)]);
-  // 5b. Exchange within each key group: the owner broadcasts its bytes.
-  const bool in_exchange = group >= 0 && (infos[static_cast<std::size_t>(me)].needs || owner == me);
-  double t = now();
-  mpi::Comm gc = world.split(in_exchange ? group : -1, owner == me ? 0 : me + 1);
-  if (gc.valid() && gc.size() > 1) {
-    gc.broadcast(bytes, 0);
-    if (owner != me) {
-      rep.fetched = true;
-      rep.bytes_received = bytes.size();
+  laps.lap(&steps.produce_s);
+  std::vector<std::uint64_t> failed{status.empty() ? 0u : 1u};
+  comm.allreduce_max(failed, step("status"));
+  if (failed[0] != 0) {
+    const auto statuses = comm.allgather(status, step("status: naming the failures"));
+    for (std::size_t r = 0; r < statuses.size(); ++r)
+      if (!statuses[r].empty())
+        throw CommError("rank " + std::to_string(r) + " failed to compile " + cache().method() + ": " + statuses[r]);
+  }
+  laps.lap(&steps.status_s);
+  // 5b. Exchange within each key group, along its routes.
+  if (group >= 0) {
+    std::vector<int> receivers;
+    for (std::size_t r = 0; r < infos.size(); ++r)
+      if (plan.group_of[r] == group && infos[r].needs && static_cast<int>(r) != owner)
+        receivers.push_back(static_cast<int>(r));
+    const auto routes = options_.flat_exchange ? flat_routes(owner, receivers)
+                                               : node_leader_routes(owner, receivers, hosts.host_of);
+    if (auto it = routes.find(me); it != routes.end()) {
+      const Route& route = it->second;
+      if (route.parent >= 0) {
+        bytes = comm.recv_from({route.parent}, kExchangeTag, step("exchange"))[0];
+        rep.fetched = true;
+        rep.bytes_received = bytes.size();
+        const auto host = [&](int r) { return hosts.host_of[static_cast<std::size_t>(r)]; };
+        if (host(route.parent) != host(me)) steps.bytes_between_hosts = bytes.size();
+        if (host(owner) != host(me)) steps.flat_bytes_between_hosts = bytes.size();
+      }
+      comm.send_to(route.children, kExchangeTag, bytes, step("exchange"));
     }
   }
-  rep.exchange_s = now() - t;
+  laps.lap(&steps.exchange_s);
+  rep.exchange_s = steps.exchange_s;
   rep.artifact_bytes = bytes.size();
   if (!bytes.empty()) rep.artifact_checksum = cache::checksum(bytes);
   // The rank's compiled graph: its own hit, or the group's bytes bound to
   // its own parameter names.
+  // Bytes read from a store may hold the optimized graph without its
+  // program (a cache written without ge_cache): the rank lowers it with the
+  // stored autotune decisions, as a single-process hit does.
   std::shared_ptr<compiler::CompiledGraph> g = hit.graph;
+  bool has_program = true;
   if (!g) {
     cache::ObjectRecord obj;
     obj.graph_key = id.key;
     obj.raw = bytes;
-    bool has_program = false;
     g = cache::load_object(obj, params, &has_program);
-    g->trace.signature.bind(args);  // the cheap check of the call's inputs
+    const SymBindings b = g->trace.signature.bind(args);  // the cheap check of the call's inputs
+    if (!has_program) {
+      const compiler::CompileHints hints{&g->optimized, &g->autotune};
+      g = compile(std::move(g->trace), b, &hints);
+    }
   }
+  laps.lap(&steps.load_s);
   // 6. Persist.
-  t = now();
-  persist_collectively(world, infos, plan, *g, id, bytes);
-  rep.persist_s = now() - t;
+  persist_collectively(comm, infos, plan, *g, id, bytes, has_program);
+  laps.lap(&steps.persist_s);
+  rep.persist_s = steps.persist_s;
+  steps.ended_at = now();
+  add_step_report(steps);
   return g;
 }
 
-void CoordinatedSource::persist_collectively(const mpi::Comm& world, const std::vector<RankInfo>& infos,
+void CoordinatedSource::persist_collectively(const mpi::Comm& comm, const std::vector<RankInfo>& infos,
                                              const Plan& plan, const compiler::CompiledGraph& g,
-                                             const cache::GraphId& id, const std::string& bytes) {
-  const int me = world.rank();
+                                             const cache::GraphId& id, const std::string& bytes,
+                                             bool bytes_have_program) {
+  const int me = comm.rank();
   const RankInfo& info = infos[static_cast<std::size_t>(me)];
-  const mpi::Comm sc = world.split(plan.store_group[static_cast<std::size_t>(me)], me);
+  const int store = plan.store_group[static_cast<std::size_t>(me)];
+  const int writer = plan.store_writer[static_cast<std::size_t>(store)];
+  auto step = [&](const std::string& what) {
+    return mpi::Step{"cache_compile of " + cache().method() + ": persist (" + what + ")", options_.timeout_s};
+  };
+  // The ranks of this store with a new entry, other than its writer.
+  std::vector<int> senders;
+  for (std::size_t r = 0; r < infos.size(); ++r)
+    if (plan.store_group[r] == store && infos[r].needs && static_cast<int>(r) != writer)
+      senders.push_back(static_cast<int>(r));
   cache::Bundle mine;
   if (info.needs) {
     // The owner's bytes: one artifact per key, byte-identical on every rank.
-    cache::ObjectRecord o = cache().make_object(g, id, &bytes);
+    cache::ObjectRecord o = cache().make_object(g, id, bytes, bytes_have_program);
     cache::EntryRecord e = cache().make_entry(g, o);
     mine.entries.push_back(e);
     if (plan.ships_object[static_cast<std::size_t>(me)]) mine.objects.push_back(o);
     cache().remember(e, o);
   }
-  const auto parts = sc.gather(mine.entries.empty() ? std::string() : cache::write_bundle(mine), 0);
+  if (me != writer) {
+    if (!info.needs) return;
+    comm.send_to({writer}, kEntriesTag, cache::write_bundle(mine), step("sending the entry to the store's writer"));
+    const std::string saved =
+        comm.recv_from({writer}, kSavedTag, step("waiting for the store's writer, rank " + std::to_string(writer)))[0];
+    report().saved = saved == "1";
+    return;
+  }
+  if (senders.empty() && !info.needs) return;  // nothing new for this store
+  const auto parts = comm.recv_from(senders, kEntriesTag, step("gathering the store's entries"));
   // The store's writer commits for every rank sharing it; a failure to
   // write (a full disk, a refused or read-only directory) is logged once and
   // the job continues uncached: it never leaves the other ranks waiting.
   std::string saved = "0";
-  if (sc.rank() == 0) {
-    try {
-      cache::Bundle all;
-      for (const auto& p : parts) {
-        if (p.empty()) continue;
-        cache::Bundle b = cache::read_bundle(p);
-        for (auto& o : b.objects) all.objects.push_back(std::move(o));
-        for (auto& e : b.entries) all.entries.push_back(std::move(e));
-      }
-      if (!all.entries.empty()) {
-        cache().save(all.objects, all.entries);
-        report().writer = true;
-        log::info("Cache {} entries saved to {} by rank {}", all.entries.size(), cache().dir(), me);
-      }
-      saved = "1";
-    } catch (const CacheError& e) {
-      cache::warn_uncached(cache().dir(), "save",
-                           "could not save to the cache " + cache().dir() + " (" + e.what() +
-                               "); running uncached, the cache as it was is kept");
+  try {
+    cache::Bundle all = std::move(mine);
+    for (const auto& p : parts) {
+      cache::Bundle b = cache::read_bundle(p);
+      for (auto& o : b.objects) all.objects.push_back(std::move(o));
+      for (auto& e : b.entries) all.entries.push_back(std::move(e));
     }
+    if (!all.entries.empty()) {
+      const double t = now();
+      cache().save(all.objects, all.entries);
+      steps_.save_s = now() - t;
+      report().writer = true;
+      steps_.entries_written = static_cast<int>(all.entries.size());
+      log::info("Cache {} entries of {} saved to {} by rank {}, the writer of that store", all.entries.size(), cache().method(), cache().dir(), me);
+    }
+    saved = "1";
+  } catch (const CacheError& e) {
+    cache::warn_uncached(cache().dir(), "save",
+                         "could not save to the cache " + cache().dir() + " (" + e.what() +
+                             "); running uncached, the cache as it was is kept");
   }
-  sc.broadcast(saved, 0);
+  comm.send_to(senders, kSavedTag, saved, step("telling the store's ranks"));
   report().saved = info.needs && saved == "1";
-  world.barrier();
 }
 
 }  // namespace npucache::coord

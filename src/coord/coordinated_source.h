@@ -24,11 +24,14 @@ class CoordinatedSource final : public cache::MethodSource {
   std::shared_ptr<compiler::CompiledGraph> obtain(const FlatArgs& args, const compiler::TraceStep& trace,
                                                   const compiler::CompileStep& compile) override;
   // Step 6: one writer per store commits the new entries (and the objects
-  // its store lacks) of every rank sharing it.
-  void persist_collectively(const mpi::Comm& world, const std::vector<RankInfo>& infos, const Plan& plan,
-                            const compiler::CompiledGraph& g, const cache::GraphId& id, const std::string& bytes);
+  // its store lacks) of every rank sharing it: the others send it theirs
+  // and wait for its answer.
+  void persist_collectively(const mpi::Comm& comm, const std::vector<RankInfo>& infos, const Plan& plan,
+                            const compiler::CompiledGraph& g, const cache::GraphId& id, const std::string& bytes,
+                            bool bytes_have_program);
 
   dist::CoordinatorOptions options_;
+  dist::StepReport steps_;
 };
 
 }  // namespace npucache::coord

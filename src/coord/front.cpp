@@ -3,6 +3,7 @@
 // engine.
 #include <npucache/cache.h>
 #include <npucache/coordinator.h>
+#include <npucache/error.h>
 
 #include "cache/source.h"
 #include "compiler/engine.h"
@@ -10,6 +11,8 @@
 #include "coord/identity.h"
 #include "coord/reports.h"
 #include "log/log.h"
+
+#include <cmath>
 
 namespace npucache {
 namespace {
@@ -39,6 +42,9 @@ std::shared_ptr<detail::CompiledFunction> detail::make_cached_function(const nn:
 std::shared_ptr<detail::CompiledFunction> dist::detail::make_coordinated_function(const nn::Module& module,
                                                                                   const CacheOptions& options,
                                                                                   const CoordinatorOptions& coord) {
+  if (!(coord.timeout_s > 0) || !std::isfinite(coord.timeout_s))
+    throw ConfigError("CoordinatorOptions::timeout_s must be a positive, finite number of seconds (got " +
+                      std::to_string(coord.timeout_s) + "): it bounds every collective of the coordinator");
   CompileOptions co = resolved(options);
   auto cache = std::make_shared<cache::MethodCache>(coord::resolve_identity(module, options, *co.config, true));
   std::shared_ptr<compiler::EntrySource> source;

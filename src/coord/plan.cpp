@@ -80,6 +80,7 @@ Plan make_plan(const std::vector<RankInfo>& ranks) {
   for (std::size_t r = 0; r < n; ++r) {
     auto [it, inserted] = store_index.try_emplace(ranks[r].store, static_cast<int>(store_index.size()));
     p.store_group[r] = it->second;
+    if (inserted) p.store_writer.push_back(static_cast<int>(r));
     const auto sk = std::make_pair(ranks[r].store, ranks[r].graph_key);
     if (ranks[r].needs && !held.count(sk) && shipped.insert(sk).second) p.ships_object[r] = true;
   }

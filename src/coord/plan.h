@@ -12,7 +12,7 @@ struct RankInfo {
   double cost = 0;     // estimated compile cost (graph size)
   bool needs = false;  // missed: needs the artifact and a new entry
   bool holds = false;  // its store has the artifact
-  std::string store;   // store identity (host, device, inode)
+  std::string store;   // store identity (marker id, device, inode: Store::identity)
 
   std::string encode() const;
   static RankInfo decode(const std::string& s);
@@ -22,7 +22,8 @@ struct Plan {
   std::vector<std::string> keys;       // one per group, with some needer
   std::vector<int> owner;              // per group
   std::vector<int> group_of;           // per rank: its group, -1 when nothing to do
-  std::vector<int> store_group;        // per rank: index of its store (writer = lowest rank)
+  std::vector<int> store_group;        // per rank: index of its store
+  std::vector<int> store_writer;       // per store: its writer, the lowest rank using it
   std::vector<bool> ships_object;      // per rank: sends the object to its store's writer
   std::vector<double> load;            // per rank: estimated compile cost assigned
 };
@@ -30,7 +31,8 @@ struct Plan {
 // Groups ranks by graph key; one owner per group: a member whose store
 // holds the artifact if any, otherwise the member with the least compile
 // cost assigned so far (groups taken by decreasing cost), so compiles
-// spread over ranks instead of landing on rank 0.
+// spread over ranks instead of landing on rank 0. Ranks reporting the same
+// store identity share one store and its one writer, on one host or many.
 Plan make_plan(const std::vector<RankInfo>& ranks);
 
 }  // namespace npucache::coord

@@ -3,9 +3,11 @@
 #pragma once
 
 #include <npucache/cache.h>
+#include <npucache/coordinator.h>
 
 namespace npucache::coord {
 
 void add_report(const MethodReport& r);
+void add_step_report(const dist::StepReport& r);
 
 }  // namespace npucache::coord

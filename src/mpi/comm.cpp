@@ -4,20 +4,21 @@
 #include <npucache/mpi.h>
 
 #include "mpi/check.h"
+#include "mpi/detail/fault.h"
 
 #include <algorithm>
-#include <chrono>
 #include <climits>
 #include <cstring>
-#include <thread>
 
 namespace npucache::mpi {
 namespace {
 
-constexpr int kArriveTag = 0x4e50;  // "NP": arrival messages
-constexpr int kVerdictTag = 0x4e51;
+using detail::deadline_of;
+using detail::wait_all;
 
 int chunk_count(std::size_t bytes, std::size_t at) { return static_cast<int>(std::min(kChunkBytes, bytes - at)); }
+
+std::size_t chunks_of(std::size_t bytes) { return (bytes + kChunkBytes - 1) / kChunkBytes; }
 
 // Sizes and displacements of a variable-size collective; throws when the
 // total does not fit MPI's int displacements.
@@ -44,6 +45,11 @@ std::vector<std::string> split_parts(const std::string& all, const std::vector<i
 int record_size(const std::string& mine, const char* what) {
   if (mine.size() > static_cast<std::size_t>(INT_MAX)) throw CommError(std::string(what) + ": record too large");
   return static_cast<int>(mine.size());
+}
+
+// One request, waited for within the step.
+void wait_one(MPI_Request& r, const Step& step, double deadline, MPI_Status* st = MPI_STATUS_IGNORE) {
+  wait_all(&r, 1, step, deadline, st == MPI_STATUS_IGNORE ? MPI_STATUSES_IGNORE : st);
 }
 
 }  // namespace
@@ -78,116 +84,195 @@ Comm Comm::world() {
   return Comm(std::move(h));
 }
 
-Comm Comm::split(int color, int key) const {
+int Comm::world_rank(int r) const {
+  MPI_Group mine, world;
+  check(MPI_Comm_group(h_->comm, &mine), "MPI_Comm_group");
+  check(MPI_Comm_group(MPI_COMM_WORLD, &world), "MPI_Comm_group");
+  int out = MPI_UNDEFINED;
+  MPI_Group_translate_ranks(mine, 1, &r, world, &out);
+  MPI_Group_free(&mine);
+  MPI_Group_free(&world);
+  return out;
+}
+
+Comm Comm::dup(const Step& step) const {
   auto h = std::make_unique<Handle>();
-  check(MPI_Comm_split(h_->comm, color < 0 ? MPI_UNDEFINED : color, key, &h->comm), "MPI_Comm_split");
+  MPI_Request r = MPI_REQUEST_NULL;
+  check(MPI_Comm_idup(h_->comm, &h->comm, &r), "MPI_Comm_idup");
+  wait_one(r, step, deadline_of(step));
+  h->owned = true;
+  return Comm(std::move(h));
+}
+
+Comm Comm::split(int color, int key, const Step& step) const {
+  barrier(step);  // every member is here: the split needs only ranks just seen alive
+  auto h = std::make_unique<Handle>();
+  detail::run_watched(step, [&] {
+    check(MPI_Comm_split(h_->comm, color < 0 ? MPI_UNDEFINED : color, key, &h->comm), "MPI_Comm_split");
+  });
   h->owned = h->comm != MPI_COMM_NULL;
   return Comm(std::move(h));
 }
 
-std::vector<std::string> Comm::allgather(const std::string& mine) const {
+Comm Comm::split_shared(const Step& step) const {
+  barrier(step);
+  auto h = std::make_unique<Handle>();
+  detail::run_watched(step, [&] {
+    check(MPI_Comm_split_type(h_->comm, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &h->comm),
+          "MPI_Comm_split_type");
+  });
+  h->owned = h->comm != MPI_COMM_NULL;
+  return Comm(std::move(h));
+}
+
+std::vector<std::string> Comm::allgather(const std::string& mine, const Step& step) const {
+  const double deadline = deadline_of(step);
   int n = record_size(mine, "allgather");
   std::vector<int> sizes(static_cast<std::size_t>(size_));
-  check(MPI_Allgather(&n, 1, MPI_INT, sizes.data(), 1, MPI_INT, h_->comm), "MPI_Allgather");
+  MPI_Request r = MPI_REQUEST_NULL;
+  check(MPI_Iallgather(&n, 1, MPI_INT, sizes.data(), 1, MPI_INT, h_->comm, &r), "MPI_Iallgather");
+  wait_one(r, step, deadline);
   const std::vector<int> displs = displacements(sizes, "allgather");
   std::string all(static_cast<std::size_t>(displs.back() + sizes.back()), '\0');
-  check(MPI_Allgatherv(mine.data(), n, MPI_BYTE, all.data(), sizes.data(), displs.data(), MPI_BYTE, h_->comm),
-        "MPI_Allgatherv");
+  check(MPI_Iallgatherv(mine.data(), n, MPI_BYTE, all.data(), sizes.data(), displs.data(), MPI_BYTE, h_->comm, &r),
+        "MPI_Iallgatherv");
+  wait_one(r, step, deadline);
   return split_parts(all, sizes, displs);
 }
 
-void Comm::broadcast(std::string& data, int root) const {
+void Comm::broadcast(std::string& data, int root, const Step& step) const {
+  const double deadline = deadline_of(step);
   unsigned long long n = data.size();
-  check(MPI_Bcast(&n, 1, MPI_UNSIGNED_LONG_LONG, root, h_->comm), "MPI_Bcast (size)");
+  MPI_Request r = MPI_REQUEST_NULL;
+  check(MPI_Ibcast(&n, 1, MPI_UNSIGNED_LONG_LONG, root, h_->comm, &r), "MPI_Ibcast (size)");
+  wait_one(r, step, deadline);
   data.resize(static_cast<std::size_t>(n));
-  broadcast(data.data(), data.size(), root);
+  std::vector<MPI_Request> reqs;
+  for (std::size_t at = 0; at < data.size(); at += kChunkBytes) {
+    reqs.push_back(MPI_REQUEST_NULL);
+    check(MPI_Ibcast(data.data() + at, chunk_count(data.size(), at), MPI_BYTE, root, h_->comm, &reqs.back()),
+          "MPI_Ibcast");
+  }
+  wait_all(reqs.data(), static_cast<int>(reqs.size()), step, deadline);
 }
 
-std::vector<std::string> Comm::gather(const std::string& mine, int root) const {
+std::vector<std::string> Comm::gather(const std::string& mine, int root, const Step& step) const {
+  const double deadline = deadline_of(step);
   int n = record_size(mine, "gather");
   std::vector<int> sizes(static_cast<std::size_t>(size_));
-  check(MPI_Gather(&n, 1, MPI_INT, sizes.data(), 1, MPI_INT, root, h_->comm), "MPI_Gather");
+  MPI_Request r = MPI_REQUEST_NULL;
+  check(MPI_Igather(&n, 1, MPI_INT, sizes.data(), 1, MPI_INT, root, h_->comm, &r), "MPI_Igather");
+  wait_one(r, step, deadline);
   std::vector<int> displs(sizes.size(), 0);
   if (rank_ == root) displs = displacements(sizes, "gather");
   std::string all(rank_ == root ? static_cast<std::size_t>(displs.back() + sizes.back()) : 0, '\0');
-  check(MPI_Gatherv(mine.data(), n, MPI_BYTE, all.data(), sizes.data(), displs.data(), MPI_BYTE, root, h_->comm),
-        "MPI_Gatherv");
+  check(MPI_Igatherv(mine.data(), n, MPI_BYTE, all.data(), sizes.data(), displs.data(), MPI_BYTE, root, h_->comm,
+                     &r),
+        "MPI_Igatherv");
+  wait_one(r, step, deadline);
   if (rank_ != root) return {};
   return split_parts(all, sizes, displs);
 }
 
-void Comm::barrier() const { check(MPI_Barrier(h_->comm), "MPI_Barrier"); }
-
-void Comm::arrive(int tag, double timeout_s, const std::string& what) const {
-  if (size_ == 1) return;
-  const double deadline = MPI_Wtime() + timeout_s;
-  auto poll = [&](MPI_Request& r) {
-    int done = 0;
-    while (true) {
-      check(MPI_Test(&r, &done, MPI_STATUS_IGNORE), "MPI_Test");
-      if (done || MPI_Wtime() > deadline) return done != 0;
-      std::this_thread::sleep_for(std::chrono::microseconds(200));
-    }
-  };
-  if (rank_ == 0) {
-    std::vector<int> got(static_cast<std::size_t>(size_), -1);
-    std::vector<MPI_Request> reqs(static_cast<std::size_t>(size_), MPI_REQUEST_NULL);
-    for (int r = 1; r < size_; ++r)
-      check(MPI_Irecv(&got[static_cast<std::size_t>(r)], 1, MPI_INT, r, kArriveTag, h_->comm,
-                      &reqs[static_cast<std::size_t>(r)]),
-            "MPI_Irecv");
-    std::vector<int> missing;
-    for (int r = 1; r < size_; ++r) {
-      MPI_Request& q = reqs[static_cast<std::size_t>(r)];
-      if (!poll(q) || got[static_cast<std::size_t>(r)] != tag) {
-        if (q != MPI_REQUEST_NULL) {
-          MPI_Cancel(&q);
-          MPI_Request_free(&q);
-        }
-        missing.push_back(r);
-      }
-    }
-    int verdict = missing.empty() ? 1 : 0;
-    for (int r = 1; r < size_; ++r)
-      if (std::find(missing.begin(), missing.end(), r) == missing.end())
-        check(MPI_Send(&verdict, 1, MPI_INT, r, kVerdictTag, h_->comm), "MPI_Send");
-    if (!missing.empty()) {
-      std::string list;
-      for (int r : missing) list += (list.empty() ? "" : ", ") + std::to_string(r);
-      throw CommError(what + ": rank(s) " + list + " did not arrive within " + std::to_string(timeout_s) +
-                      " s (crashed, or never called it); giving up instead of hanging");
-    }
-    return;
-  }
-  int mine = tag, verdict = 0;
-  MPI_Request s = MPI_REQUEST_NULL, r = MPI_REQUEST_NULL;
-  check(MPI_Isend(&mine, 1, MPI_INT, 0, kArriveTag, h_->comm, &s), "MPI_Isend");
-  check(MPI_Irecv(&verdict, 1, MPI_INT, 0, kVerdictTag, h_->comm, &r), "MPI_Irecv");
-  if (!poll(r)) {
-    MPI_Cancel(&r);
-    MPI_Request_free(&r);
-    MPI_Request_free(&s);
-    throw CommError(what + ": no answer from rank 0 within " + std::to_string(timeout_s) +
-                    " s (another rank did not arrive or rank 0 failed); giving up instead of hanging");
-  }
-  MPI_Wait(&s, MPI_STATUS_IGNORE);
-  if (verdict != 1)
-    throw CommError(what + ": rank 0 reports that some rank(s) did not arrive within " + std::to_string(timeout_s) +
-                    " s; giving up instead of hanging");
+void Comm::barrier(const Step& step) const {
+  MPI_Request r = MPI_REQUEST_NULL;
+  check(MPI_Ibarrier(h_->comm, &r), "MPI_Ibarrier");
+  wait_one(r, step, deadline_of(step));
 }
 
-void Comm::all_reduce_sum(float* data, std::size_t count) const {
+void Comm::allreduce_max(std::vector<std::uint64_t>& values, const Step& step) const {
+  MPI_Request r = MPI_REQUEST_NULL;
+  check(MPI_Iallreduce(MPI_IN_PLACE, values.data(), static_cast<int>(values.size()), MPI_UINT64_T, MPI_MAX, h_->comm,
+                       &r),
+        "MPI_Iallreduce");
+  wait_one(r, step, deadline_of(step));
+}
+
+void Comm::send_to(const std::vector<int>& dsts, int tag, const std::string& data, const Step& step) const {
+  if (dsts.empty()) return;
+  const double deadline = deadline_of(step);
+  const unsigned long long n = data.size();
+  std::vector<MPI_Request> reqs;
+  reqs.reserve(dsts.size() * (1 + chunks_of(data.size())));
+  for (int d : dsts) {
+    reqs.push_back(MPI_REQUEST_NULL);
+    check(MPI_Isend(&n, 1, MPI_UNSIGNED_LONG_LONG, d, tag, h_->comm, &reqs.back()), "MPI_Isend (size)");
+    for (std::size_t at = 0; at < data.size(); at += kChunkBytes) {
+      reqs.push_back(MPI_REQUEST_NULL);
+      check(MPI_Isend(data.data() + at, chunk_count(data.size(), at), MPI_BYTE, d, tag + 1, h_->comm, &reqs.back()),
+            "MPI_Isend");
+    }
+  }
+  wait_all(reqs.data(), static_cast<int>(reqs.size()), step, deadline);
+}
+
+std::vector<std::string> Comm::recv_from(const std::vector<int>& srcs, int tag, const Step& step) const {
+  std::vector<std::string> out(srcs.size());
+  if (srcs.empty()) return out;
+  const double deadline = deadline_of(step);
+  std::vector<unsigned long long> sizes(srcs.size(), 0);
+  std::vector<MPI_Request> reqs(srcs.size(), MPI_REQUEST_NULL);
+  for (std::size_t i = 0; i < srcs.size(); ++i)
+    check(MPI_Irecv(&sizes[i], 1, MPI_UNSIGNED_LONG_LONG, srcs[i], tag, h_->comm, &reqs[i]), "MPI_Irecv (size)");
+  wait_all(reqs.data(), static_cast<int>(reqs.size()), step, deadline);
+  reqs.clear();
+  for (std::size_t i = 0; i < srcs.size(); ++i) {
+    out[i].resize(static_cast<std::size_t>(sizes[i]));
+    for (std::size_t at = 0; at < out[i].size(); at += kChunkBytes) {
+      reqs.push_back(MPI_REQUEST_NULL);
+      check(MPI_Irecv(out[i].data() + at, chunk_count(out[i].size(), at), MPI_BYTE, srcs[i], tag + 1, h_->comm,
+                      &reqs.back()),
+            "MPI_Irecv");
+    }
+  }
+  wait_all(reqs.data(), static_cast<int>(reqs.size()), step, deadline);
+  return out;
+}
+
+std::string Comm::sendrecv(const std::string& data, int dst, int src, int tag, const Step& step) const {
+  const double deadline = deadline_of(step);
+  const unsigned long long n = data.size();
+  unsigned long long m = 0;
+  std::vector<MPI_Request> sends;
+  MPI_Request size_in = MPI_REQUEST_NULL;
+  check(MPI_Irecv(&m, 1, MPI_UNSIGNED_LONG_LONG, src, tag, h_->comm, &size_in), "MPI_Irecv (size)");
+  sends.push_back(MPI_REQUEST_NULL);
+  check(MPI_Isend(&n, 1, MPI_UNSIGNED_LONG_LONG, dst, tag, h_->comm, &sends.back()), "MPI_Isend (size)");
+  for (std::size_t at = 0; at < data.size(); at += kChunkBytes) {
+    sends.push_back(MPI_REQUEST_NULL);
+    check(MPI_Isend(data.data() + at, chunk_count(data.size(), at), MPI_BYTE, dst, tag + 1, h_->comm, &sends.back()),
+          "MPI_Isend");
+  }
+  wait_one(size_in, step, deadline);
+  std::string out(static_cast<std::size_t>(m), '\0');
+  std::vector<MPI_Request> all = sends;
+  for (std::size_t at = 0; at < out.size(); at += kChunkBytes) {
+    all.push_back(MPI_REQUEST_NULL);
+    check(MPI_Irecv(out.data() + at, chunk_count(out.size(), at), MPI_BYTE, src, tag + 1, h_->comm, &all.back()),
+          "MPI_Irecv");
+  }
+  wait_all(all.data(), static_cast<int>(all.size()), step, deadline);
+  return out;
+}
+
+void Comm::all_reduce_sum(float* data, std::size_t count, const Step& step) const {
+  const double deadline = deadline_of(step);
   const std::size_t per = kChunkBytes / sizeof(float);
   for (std::size_t at = 0; at < count; at += per) {
     int n = static_cast<int>(std::min(count - at, per));
-    check(MPI_Allreduce(MPI_IN_PLACE, data + at, n, MPI_FLOAT, MPI_SUM, h_->comm), "MPI_Allreduce");
+    MPI_Request r = MPI_REQUEST_NULL;
+    check(MPI_Iallreduce(MPI_IN_PLACE, data + at, n, MPI_FLOAT, MPI_SUM, h_->comm, &r), "MPI_Iallreduce");
+    wait_one(r, step, deadline);
   }
 }
 
-void Comm::all_gather(const void* in, void* out, std::size_t bytes) const {
+void Comm::all_gather(const void* in, void* out, std::size_t bytes, const Step& step) const {
+  const double deadline = deadline_of(step);
+  MPI_Request r = MPI_REQUEST_NULL;
   if (bytes <= kChunkBytes) {
-    check(MPI_Allgather(in, static_cast<int>(bytes), MPI_BYTE, out, static_cast<int>(bytes), MPI_BYTE, h_->comm),
-          "MPI_Allgather");
+    check(MPI_Iallgather(in, static_cast<int>(bytes), MPI_BYTE, out, static_cast<int>(bytes), MPI_BYTE, h_->comm, &r),
+          "MPI_Iallgather");
+    wait_one(r, step, deadline);
     return;
   }
   // Chunk by chunk through a staging buffer, then into each rank's slot.
@@ -195,32 +280,46 @@ void Comm::all_gather(const void* in, void* out, std::size_t bytes) const {
   auto* dst = static_cast<char*>(out);
   for (std::size_t at = 0; at < bytes; at += kChunkBytes) {
     const int n = chunk_count(bytes, at);
-    check(MPI_Allgather(static_cast<const char*>(in) + at, n, MPI_BYTE, stage.data(), n, MPI_BYTE, h_->comm),
-          "MPI_Allgather");
-    for (int r = 0; r < size_; ++r)
-      std::memcpy(dst + static_cast<std::size_t>(r) * bytes + at, stage.data() + static_cast<std::size_t>(r * n),
+    check(MPI_Iallgather(static_cast<const char*>(in) + at, n, MPI_BYTE, stage.data(), n, MPI_BYTE, h_->comm, &r),
+          "MPI_Iallgather");
+    wait_one(r, step, deadline);
+    for (int q = 0; q < size_; ++q)
+      std::memcpy(dst + static_cast<std::size_t>(q) * bytes + at, stage.data() + static_cast<std::size_t>(q * n),
                   static_cast<std::size_t>(n));
   }
 }
 
-void Comm::broadcast(void* data, std::size_t bytes, int root) const {
+void Comm::broadcast(void* data, std::size_t bytes, int root, const Step& step) const {
+  const double deadline = deadline_of(step);
   auto* p = static_cast<char*>(data);
-  for (std::size_t at = 0; at < bytes; at += kChunkBytes)
-    check(MPI_Bcast(p + at, chunk_count(bytes, at), MPI_BYTE, root, h_->comm), "MPI_Bcast");
+  std::vector<MPI_Request> reqs;
+  for (std::size_t at = 0; at < bytes; at += kChunkBytes) {
+    reqs.push_back(MPI_REQUEST_NULL);
+    check(MPI_Ibcast(p + at, chunk_count(bytes, at), MPI_BYTE, root, h_->comm, &reqs.back()), "MPI_Ibcast");
+  }
+  wait_all(reqs.data(), static_cast<int>(reqs.size()), step, deadline);
 }
 
-void Comm::send(int dst, int tag, const void* data, std::size_t bytes) const {
+void Comm::send(int dst, int tag, const void* data, std::size_t bytes, const Step& step) const {
+  const double deadline = deadline_of(step);
   auto* p = static_cast<const char*>(data);
-  for (std::size_t at = 0; at < bytes; at += kChunkBytes)
-    check(MPI_Send(p + at, chunk_count(bytes, at), MPI_BYTE, dst, tag, h_->comm), "MPI_Send");
+  std::vector<MPI_Request> reqs;
+  for (std::size_t at = 0; at < bytes; at += kChunkBytes) {
+    reqs.push_back(MPI_REQUEST_NULL);
+    check(MPI_Isend(p + at, chunk_count(bytes, at), MPI_BYTE, dst, tag, h_->comm, &reqs.back()), "MPI_Isend");
+  }
+  wait_all(reqs.data(), static_cast<int>(reqs.size()), step, deadline);
 }
 
-void Comm::recv(int src, int tag, void* data, std::size_t bytes) const {
+void Comm::recv(int src, int tag, void* data, std::size_t bytes, const Step& step) const {
+  const double deadline = deadline_of(step);
   auto* p = static_cast<char*>(data);
   for (std::size_t at = 0; at < bytes; at += kChunkBytes) {
     const int n = chunk_count(bytes, at);
+    MPI_Request r = MPI_REQUEST_NULL;
     MPI_Status st;
-    check(MPI_Recv(p + at, n, MPI_BYTE, src, tag, h_->comm, &st), "MPI_Recv");
+    check(MPI_Irecv(p + at, n, MPI_BYTE, src, tag, h_->comm, &r), "MPI_Irecv");
+    wait_one(r, step, deadline, &st);
     int got = 0;
     MPI_Get_count(&st, MPI_BYTE, &got);
     if (got != n)

@@ -12,15 +12,15 @@ namespace {
 
 class MpiCommunicator final : public Communicator {
  public:
-  MpiCommunicator(int tp, int pp) : world_(mpi::Comm::world()) {
+  MpiCommunicator(int tp, int pp, double timeout_s) : world_(mpi::Comm::world()), timeout_s_(timeout_s) {
     rank_ = world_.rank();
     layout_ = ParallelLayout{world_.size(), tp, pp};
     layout_.validate();
     const int t = layout_.tp_rank(rank_), p = layout_.pp_rank(rank_), d = layout_.dp_rank(rank_);
     // color = the coordinates the group shares; key = position within it.
-    tp_ = world_.split(p + pp * d, t);
-    pp_ = world_.split(t + tp * d, p);
-    dp_ = world_.split(t + tp * p, d);
+    tp_ = world_.split(p + pp * d, t, step("creating the tp groups"));
+    pp_ = world_.split(t + tp * d, p, step("creating the pp groups"));
+    dp_ = world_.split(t + tp * p, d, step("creating the dp groups"));
   }
 
   ~MpiCommunicator() override {
@@ -50,12 +50,12 @@ class MpiCommunicator final : public Communicator {
 
   void all_reduce_sum(GroupRole g, float* data, std::size_t count) override {
     std::lock_guard lock(mu_);
-    comm(g).all_reduce_sum(data, count);
+    comm(g).all_reduce_sum(data, count, step(g, "all-reduce"));
   }
 
   void all_gather(GroupRole g, const void* in, void* out, std::size_t bytes) override {
     std::lock_guard lock(mu_);
-    comm(g).all_gather(in, out, bytes);
+    comm(g).all_gather(in, out, bytes, step(g, "all-gather"));
   }
 
   void broadcast(GroupRole g, int root, void* data, std::size_t bytes) override {
@@ -63,27 +63,32 @@ class MpiCommunicator final : public Communicator {
       throw CommError("broadcast root " + std::to_string(root) + " is not in the " +
                       std::string(group_role_name(g)) + " group of " + std::to_string(size(g)));
     std::lock_guard lock(mu_);
-    comm(g).broadcast(data, bytes, root);
+    comm(g).broadcast(data, bytes, root, step(g, "broadcast"));
   }
 
   void barrier(GroupRole g) override {
     std::lock_guard lock(mu_);
-    comm(g).barrier();
+    comm(g).barrier(step(g, "barrier"));
   }
 
   void send(PipelinePeer peer, const void* data, std::size_t bytes) override {
     const int dst = peer_rank(peer, "send to");
     std::lock_guard lock(mu_);
-    pp_.send(dst, kPipelineTag, data, bytes);
+    pp_.send(dst, kPipelineTag, data, bytes, step("pipeline send"));
   }
 
   void recv(PipelinePeer peer, void* data, std::size_t bytes) override {
     const int src = peer_rank(peer, "receive from");
-    pp_.recv(src, kPipelineTag, data, bytes);
+    pp_.recv(src, kPipelineTag, data, bytes, step("pipeline receive"));
   }
 
  private:
   static constexpr int kPipelineTag = 17;
+
+  mpi::Step step(const std::string& what) const { return {"model execution: " + what, timeout_s_}; }
+  mpi::Step step(GroupRole g, const char* what) const {
+    return step(std::string(group_role_name(g)) + " " + what);
+  }
 
   const mpi::Comm& comm(GroupRole g) const {
     switch (g) {
@@ -105,6 +110,7 @@ class MpiCommunicator final : public Communicator {
   }
 
   mpi::Comm world_;
+  double timeout_s_;
   ParallelLayout layout_;
   int rank_ = 0;
   mpi::Comm tp_, pp_, dp_;
@@ -116,10 +122,13 @@ class MpiCommunicator final : public Communicator {
 
 }  // namespace
 
-std::unique_ptr<Communicator> make_mpi_communicator(int tp, int pp) {
+std::unique_ptr<Communicator> make_mpi_communicator(int tp, int pp, double timeout_s) {
   if (!MpiSession::initialized())
     throw CommError("MPI is not initialised: create an MpiSession first (and run under mpirun)");
-  auto comm = std::make_unique<MpiCommunicator>(tp, pp);
+  if (!(timeout_s > 0))
+    throw ConfigError("the MPI communicator's timeout must be a positive number of seconds (or infinity), got " +
+                      std::to_string(timeout_s));
+  auto comm = std::make_unique<MpiCommunicator>(tp, pp, timeout_s);
   set_current_communicator(comm.get());
   return comm;
 }

@@ -2,6 +2,7 @@
 #include <npucache/mpi.h>
 
 #include "mpi/check.h"
+#include "mpi/detail/fault.h"
 #include "runtime/process.h"
 
 #include <cstdlib>
@@ -24,6 +25,9 @@ MpiSession::MpiSession(int* argc, char*** argv) {
   int provided = 0;
   mpi::check(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided), "MPI_Init_thread");
   owns_ = true;
+  // Errors come back as codes (mpi::check throws CommError with MPI's
+  // text); communicators made from the world inherit it.
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
 }
 
 MpiSession::~MpiSession() {
@@ -54,9 +58,10 @@ int MpiSession::world_size() {
   return s;
 }
 
-void MpiSession::abort(int code) {
-  MPI_Abort(MPI_COMM_WORLD, code);
-  std::abort();
+void MpiSession::finalize() {
+  if (initialized()) MPI_Finalize();
 }
+
+void MpiSession::abort(int code) { mpi::detail::abort_job(code); }
 
 }  // namespace npucache

@@ -1,4 +1,6 @@
 // The cache inspection and management commands:
+// ls, stats, verify and explain take --json (one JSON document on stdout,
+// the same facts as the text).
 //   ls [D]                     entries with their object, mode and sizes
 //   readable PATH [-o FILE]    readable text of one entry
 //   verify [D] [--repair]      checks every file and entry; exit status 1 on
@@ -15,10 +17,14 @@
 #include <npucache/error.h>
 
 #include "cache/admin.h"
+#include "log/progress.h"
 #include "tools/commands.h"
+
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
 #include <optional>
 
 namespace npucache::tools {
@@ -26,8 +32,17 @@ namespace {
 
 std::string dir_or_default(const std::string& d) { return d.empty() ? default_cache_dir() : d; }
 
-void cmd_ls(const std::string& d) {
+void print_json(const nlohmann::json& j) { std::printf("%s\n", j.dump(2).c_str()); }
+
+void cmd_ls(const std::string& d, bool json) {
   const auto l = cache::admin::ls(dir_or_default(d));
+  if (json) {
+    nlohmann::json entries = nlohmann::json::array();
+    for (const auto& e : l.entries)
+      entries.push_back({{"path", e.path}, {"object", e.graph_key}, {"mode", e.mode}, {"stored_bytes", e.stored_bytes}});
+    print_json({{"dir", l.dir}, {"entries", entries}, {"objects", l.objects}, {"problems", l.problems}});
+    return;
+  }
   std::printf("%-72s %-12s %-16s %10s\n", "entry", "object", "mode", "stored");
   for (const auto& e : l.entries)
     std::printf("%-72s %-12s %-16s %10zu\n", e.path.c_str(), e.graph_key.substr(0, 12).c_str(), e.mode.c_str(),
@@ -42,16 +57,23 @@ void cmd_readable(const std::string& path, const std::string& out) {
   else std::printf("wrote %s\n", out.c_str());
 }
 
-void cmd_verify(const std::string& d, bool repair) {
+void cmd_verify(const std::string& d, bool repair, bool json) {
   const auto v = cache::admin::verify(dir_or_default(d), repair);
+  if (!v.bad.empty() && !repair) set_exit_code(1);
+  if (json) {
+    nlohmann::json bad = nlohmann::json::array();
+    for (const auto& [what, why] : v.bad) bad.push_back({{"what", what}, {"problem", why}});
+    print_json({{"dir", dir_or_default(d)}, {"entries", v.entries}, {"objects", v.objects}, {"indexes", v.indexes},
+                {"bad", bad}, {"repaired", v.repaired}, {"ok", v.bad.empty()}});
+    return;
+  }
   for (const auto& [what, why] : v.bad) std::printf("BAD  %s: %s\n", what.c_str(), why.c_str());
   for (const auto& r : v.repaired) std::printf("repaired: %s\n", r.c_str());
   std::printf("%zu entries, %zu objects, %zu indexes checked, %zu problem(s)%s\n", v.entries, v.objects, v.indexes,
               v.bad.size(), repair && !v.bad.empty() ? ", repaired" : "");
-  if (!v.bad.empty() && !repair) set_exit_code(1);
 }
 
-void cmd_stats(const std::string& d, bool zero) {
+void cmd_stats(const std::string& d, bool zero, bool json) {
   const std::string dir = dir_or_default(d);
   if (zero) {
     cache::admin::zero_stats(dir);
@@ -61,6 +83,21 @@ void cmd_stats(const std::string& d, bool zero) {
   const auto s = cache::admin::stats(dir);
   using cache::admin::format_size;
   const auto lookups = s.counters.hits + s.counters.misses;
+  const double hit_rate = lookups ? static_cast<double>(s.counters.hits) / static_cast<double>(lookups) : 0.0;
+  if (json) {
+    print_json({{"dir", dir},
+                {"entries", s.entries},
+                {"objects", s.objects},
+                {"stored_bytes", s.stored_bytes},
+                {"raw_bytes", s.raw_bytes},
+                {"max_size_bytes", s.max_size ? nlohmann::json(*s.max_size) : nlohmann::json(nullptr)},
+                {"hits", s.counters.hits},
+                {"misses", s.counters.misses},
+                {"hit_rate", hit_rate},
+                {"saves", s.counters.saves},
+                {"compile_time_saved_s", s.counters.compile_time_saved_s}});
+    return;
+  }
   std::printf("entries          %zu\nobjects          %zu\n", s.entries, s.objects);
   std::printf("stored           %s (%zu bytes)\nraw              %s\n", format_size(s.stored_bytes).c_str(),
               s.stored_bytes, format_size(s.raw_bytes).c_str());
@@ -69,41 +106,89 @@ void cmd_stats(const std::string& d, bool zero) {
                                                   : "none (npucache config max-size SIZE sets one)");
   std::printf("hits             %llu\nmisses           %llu\nhit rate         %.1f %%\nsaves            %llu\n",
               static_cast<unsigned long long>(s.counters.hits), static_cast<unsigned long long>(s.counters.misses),
-              lookups ? 100.0 * static_cast<double>(s.counters.hits) / static_cast<double>(lookups) : 0.0,
+              100.0 * hit_rate,
               static_cast<unsigned long long>(s.counters.saves));
   std::printf("compile saved    %.3f s\n", s.counters.compile_time_saved_s);
 }
 
-void cmd_explain(const std::string& d, const std::string& entry) {
+// The last line of `explain`: what the findings mean, in one sentence.
+std::string explain_verdict(const cache::admin::Explanation& x) {
+  if (!x.entry.empty()) {
+    if (x.nearest.empty()) return "no other entry to compare with";
+    if (x.differences.empty())
+      return "no key component differs from " + x.nearest + ": the two entries differ only in where they sit " +
+             "(method, world size, rank) and serve the same program";
+    std::string names;
+    for (const auto& d : x.differences) names += (names.empty() ? "" : ", ") + d.substr(0, d.find(':'));
+    return std::to_string(x.differences.size()) + " key component(s) differ from the nearest entry (" + names +
+           "): a lookup with this entry's settings cannot be served by that one";
+  }
+  if (x.misses.empty()) return "no recorded misses";
+  static const std::map<std::string, std::string> kMeaning = {
+      {"absent", "first run of that entry: nothing to fix"},
+      {"stale", "a format or runtime version changed: rebuilt once"},
+      {"computation", "the method's code, constants or compile settings changed: rebuilt"},
+      {"signature", "inputs of other shapes or dtypes than the entry was traced for"},
+      {"corrupt", "damaged files, rebuilt: `npucache verify` checks the rest"},
+      {"refused", "the cache directory was refused as unsafe: see the warning in the log"}};
+  std::map<std::string, int> by_reason;
+  for (const auto& m : x.misses) ++by_reason[m.reason];
+  std::string parts;
+  for (const auto& [reason, n] : by_reason) {
+    const auto it = kMeaning.find(reason);
+    parts += (parts.empty() ? "" : "; ") + std::to_string(n) + " " + reason +
+             (it == kMeaning.end() ? "" : " (" + it->second + ")");
+  }
+  return std::to_string(x.misses.size()) + " recent miss(es): " + parts;
+}
+
+void cmd_explain(const std::string& d, const std::string& entry, bool json) {
   const std::string dir = dir_or_default(d);
   const auto x = cache::admin::explain(dir, entry);
-  if (!entry.empty()) {
-    if (x.nearest.empty()) {
-      std::printf("%s is the only entry\n", entry.c_str());
-      return;
+  const std::string verdict = explain_verdict(x);
+  if (json) {
+    nlohmann::json j = {{"dir", dir}, {"verdict", verdict}};
+    if (!entry.empty()) {
+      j["entry"] = entry;
+      j["nearest"] = x.nearest.empty() ? nlohmann::json(nullptr) : nlohmann::json(x.nearest);
+      j["differences"] = x.differences;
+    } else {
+      nlohmann::json misses = nlohmann::json::array();
+      for (const auto& m : x.misses)
+        misses.push_back({{"time", m.time}, {"entry", m.entry}, {"reason", m.reason}, {"differences", m.differences}});
+      j["misses"] = misses;
     }
-    std::printf("%s vs nearest entry %s:\n", entry.c_str(), x.nearest.c_str());
-    for (const auto& diff : x.differences) std::printf("  %s\n", diff.c_str());
+    print_json(j);
     return;
   }
-  if (x.misses.empty()) {
-    std::printf("no recorded misses in %s\n", dir.c_str());
-    return;
+  if (!entry.empty()) {
+    if (!x.nearest.empty()) {
+      std::printf("%s vs nearest entry %s:\n", entry.c_str(), x.nearest.c_str());
+      for (const auto& diff : x.differences) std::printf("  %s\n", diff.c_str());
+    }
+  } else {
+    for (const auto& m : x.misses) {
+      std::printf("miss %s (%s)\n", m.entry.c_str(), m.reason.c_str());
+      for (const auto& diff : m.differences) std::printf("  %s\n", diff.c_str());
+    }
   }
-  for (const auto& m : x.misses) {
-    std::printf("miss %s (%s)\n", m.entry.c_str(), m.reason.c_str());
-    for (const auto& diff : m.differences) std::printf("  %s\n", diff.c_str());
-  }
+  std::printf("verdict: %s\n", verdict.c_str());
 }
 
 void cmd_export(const std::string& d, const std::string& out) {
-  const auto t = cache::admin::export_bundle(dir_or_default(d), out);
+  const auto t = [&] {
+    const log::Progress progress("exporting " + dir_or_default(d));
+    return cache::admin::export_bundle(dir_or_default(d), out);
+  }();
   std::printf("exported %zu entries, %zu objects (%zu bytes) to %s\n", t.entries, t.objects, t.bytes, out.c_str());
 }
 
 void cmd_import(const std::string& file, const std::string& d) {
   const std::string dir = dir_or_default(d);
-  const auto t = cache::admin::import_bundle(file, dir);
+  const auto t = [&] {
+    const log::Progress progress("importing " + file);
+    return cache::admin::import_bundle(file, dir);
+  }();
   std::printf("imported %zu entries, %zu objects into %s\n", t.entries, t.objects, dir.c_str());
 }
 
@@ -151,10 +236,13 @@ void add_cache_commands(CLI::App& app) {
   auto out = std::make_shared<std::string>();
   auto entry = std::make_shared<std::string>();
   auto size = std::make_shared<std::string>();
+  auto json = std::make_shared<bool>(false);
+  const std::string dir_help = "cache directory (default: $NPUCACHE_CACHE_DIR, else .npucache)";
 
   auto* ls = app.add_subcommand("ls", "list the entries of a cache");
-  ls->add_option("dir", *dir, "cache directory");
-  ls->callback([=] { cmd_ls(*dir); });
+  ls->add_option("dir", *dir, dir_help);
+  ls->add_flag("--json", *json, "print JSON");
+  ls->callback([=] { cmd_ls(*dir, *json); });
 
   auto* readable = app.add_subcommand("readable", "print a cached entry as readable text");
   readable->add_option("path", *arg, "${cache_dir}/${model_info}/.../${func}")->required();
@@ -163,20 +251,23 @@ void add_cache_commands(CLI::App& app) {
 
   auto repair = std::make_shared<bool>(false);
   auto* verify = app.add_subcommand("verify", "check every file and entry; exit status 1 when one is damaged");
-  verify->add_option("dir", *dir, "cache directory");
+  verify->add_option("dir", *dir, dir_help);
   verify->add_flag("--repair", *repair, "remove damaged objects and entries, rewrite damaged indexes");
-  verify->callback([=] { cmd_verify(*dir, *repair); });
+  verify->add_flag("--json", *json, "print JSON");
+  verify->callback([=] { cmd_verify(*dir, *repair, *json); });
 
   auto zero = std::make_shared<bool>(false);
   auto* stats = app.add_subcommand("stats", "entries, objects, sizes, hit rate, limit, compile time saved");
-  stats->add_option("dir", *dir, "cache directory");
+  stats->add_option("dir", *dir, dir_help);
   stats->add_flag("--zero,-z", *zero, "zero the counters");
-  stats->callback([=] { cmd_stats(*dir, *zero); });
+  stats->add_flag("--json", *json, "print JSON");
+  stats->callback([=] { cmd_stats(*dir, *zero, *json); });
 
   auto* explain = app.add_subcommand("explain", "which key components made lookups miss");
-  explain->add_option("dir", *dir, "cache directory");
+  explain->add_option("dir", *dir, dir_help);
   explain->add_option("--entry", *entry, "compare this entry with its nearest neighbour");
-  explain->callback([=] { cmd_explain(*dir, *entry); });
+  explain->add_flag("--json", *json, "print JSON");
+  explain->callback([=] { cmd_explain(*dir, *entry, *json); });
 
   auto* exp = app.add_subcommand("export", "write a cache as a Mega-Cache bundle");
   exp->add_option("dir", *dir, "cache directory")->required();
@@ -185,11 +276,11 @@ void add_cache_commands(CLI::App& app) {
 
   auto* imp = app.add_subcommand("import", "fill a cache from a bundle");
   imp->add_option("file", *arg, "bundle file")->required();
-  imp->add_option("dir", *dir, "cache directory");
+  imp->add_option("dir", *dir, dir_help);
   imp->callback([=] { cmd_import(*arg, *dir); });
 
   auto* gc = app.add_subcommand("gc", "evict least recently used entries down to a size");
-  gc->add_option("dir", *dir, "cache directory");
+  gc->add_option("dir", *dir, dir_help);
   gc->add_option("--max-size", *size, "size limit of stored objects, e.g. 64M")->required();
   gc->callback([=] { cmd_gc(*dir, *size); });
 
@@ -198,11 +289,11 @@ void add_cache_commands(CLI::App& app) {
   auto* config = app.add_subcommand("config", "show or set a persistent setting: config max-size [SIZE|none]");
   config->add_option("key", *key, "the setting: max-size")->required();
   config->add_option("value", *value, "a size (64M, 5G) or none; omitted: show the setting");
-  config->add_option("--cache-dir", *dir, "cache directory (default $NPUCACHE_CACHE_DIR or .npucache)");
+  config->add_option("--cache-dir", *dir, dir_help);
   config->callback([=] { cmd_config(*dir, *key, *value); });
 
   auto* clear = app.add_subcommand("clear", "remove a cache");
-  clear->add_option("dir", *dir, "cache directory");
+  clear->add_option("dir", *dir, dir_help);
   clear->callback([=] { cmd_clear(*dir); });
 }
 

@@ -7,9 +7,11 @@
 #include <npucache/mpi.h>
 
 #include "tools/commands.h"
+#include "tools/job_setup.h"
 
 #include <chrono>
 #include <cstdio>
+#include <exception>
 #include <numeric>
 
 namespace npucache::tools {
@@ -20,14 +22,27 @@ int g_exit_code = 0;
 struct GenerateArgs {
   std::string model = "tiny-llama";
   int tp = 1, pp = 1, tokens = 16;
+  std::string timeout = "120";
   std::vector<int64_t> prompt{1, 17, 42, 99, 7, 3, 250, 12};
 };
 
 void run_generate(const GenerateArgs& a) {
+  const double timeout_s = parse_timeout(a.timeout);
   int argc = 0;
   char** argv = nullptr;
   MpiSession mpi(&argc, &argv);
-  auto comm = make_mpi_communicator(a.tp, a.pp);
+  agree_job("generate", {{"--tp", std::to_string(a.tp)}, {"--pp", std::to_string(a.pp)},
+                         {"--tokens", std::to_string(a.tokens)}, {"--timeout", a.timeout}},
+            timeout_s);
+  auto comm = make_mpi_communicator(a.tp, a.pp, timeout_s);
+  // An error unwinding a multi-rank job (about to be aborted) leaves the
+  // communicator alive: stream workers may still be in its collectives.
+  struct KeepOnError {
+    std::unique_ptr<Communicator>& c;
+    ~KeepOnError() {
+      if (std::uncaught_exceptions() > 0 && MpiSession::world_size() > 1) (void)c.release();
+    }
+  } keep{comm};
   const int rank = comm->global_rank();
   set_current_device(rank % Platform::get().device_count());
   const models::DecoderConfig config = models::resolve_model(a.model);
@@ -57,10 +72,11 @@ void add_generate_command(CLI::App& app) {
   auto args = std::make_shared<GenerateArgs>();
   CLI::App* cmd = app.add_subcommand("generate", "eager greedy generation of a decoder (use mpirun for tp*pp > 1)");
   cmd->add_option("--model", args->model, "tiny-llama (default), tiny-llama-large, a shipped config or a config.json");
-  cmd->add_option("--tp", args->tp, "tensor-parallel size")->check(CLI::PositiveNumber);
-  cmd->add_option("--pp", args->pp, "pipeline-parallel size")->check(CLI::PositiveNumber);
-  cmd->add_option("--tokens", args->tokens, "tokens to generate")->check(CLI::PositiveNumber);
-  cmd->callback([args] { run_generate(*args); });
+  cmd->add_option("--tp", args->tp, "tensor-parallel size")->check(positive_integer());
+  cmd->add_option("--pp", args->pp, "pipeline-parallel size")->check(positive_integer());
+  cmd->add_option("--tokens", args->tokens, "tokens to generate")->check(positive_integer());
+  cmd->add_option("--timeout", args->timeout, "seconds any collective may take (a positive number; default 120)");
+  cmd->callback([args] { guarded([&] { run_generate(*args); }); });
 }
 
 }  // namespace npucache::tools

@@ -39,12 +39,12 @@ void get_ready(Job& job, Methods& m) {
     m.second(in.token, in.position, scratch);
     Platform::get().device(current_device()).synchronize();
   }
-  mpi::Comm::world().barrier();
+  mpi::Comm::world().barrier({"waiting for every rank to be ready", job.args.timeout_s});
 }
 
 void run_warmup(const JobArgs& a) {
   Job job(a, models::Weights::meta);
-  mpi::Comm::world().barrier();
+  mpi::Comm::world().barrier({"starting the job", job.args.timeout_s});
   const auto t0 = Clock::now();
   auto methods = cached_methods(job);
   get_ready(job, methods);
@@ -60,7 +60,7 @@ bool reference_fits(const models::DecoderConfig& c) {
 
 void run_infer(const JobArgs& a) {
   Job job(a, models::Weights::deterministic);
-  mpi::Comm::world().barrier();
+  mpi::Comm::world().barrier({"starting the job", job.args.timeout_s});
   const auto t0 = Clock::now();
   auto methods = cached_methods(job);
   auto& [prompt, decode] = methods;
@@ -104,33 +104,26 @@ void run_infer(const JobArgs& a) {
   if (job.rank() == 0 && !match) set_exit_code(1);
 }
 
-// A rank that fails prints why and takes the job down (MPI_Abort), so the
-// other ranks are not left waiting in a collective.
-template <class F>
-void guarded(F&& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    const int rank = MpiSession::initialized() ? MpiSession::world_rank() : 0;
-    std::fprintf(stderr, "npucache: error on rank %d: %s\n", rank, e.what());
-    std::fflush(stderr);
-    if (MpiSession::initialized() && MpiSession::world_size() > 1) MpiSession::abort(1);
-    throw;
-  }
-}
-
 }  // namespace
 
 void add_job_commands(CLI::App& app) {
   auto warm = std::make_shared<JobArgs>();
+  warm->command = "warmup";
   CLI::App* w = app.add_subcommand("warmup", "compile-and-cache job for prompt and decode (run under mpirun)");
   add_job_options(w, *warm);
-  w->callback([warm] { guarded([&] { run_warmup(*warm); }); });
+  w->callback([warm] {
+    if (warm->check_only) return check_args(*warm);
+    guarded([&] { run_warmup(*warm); });
+  });
   auto inf = std::make_shared<JobArgs>();
+  inf->command = "infer";
   CLI::App* i = app.add_subcommand("infer", "multi-card greedy generation using the cache (run under mpirun)");
   add_job_options(i, *inf);
-  i->add_option("--tokens", inf->tokens, "tokens to generate")->check(CLI::PositiveNumber);
-  i->callback([inf] { guarded([&] { run_infer(*inf); }); });
+  i->add_option("--tokens", inf->tokens, "tokens to generate")->check(positive_integer());
+  i->callback([inf] {
+    if (inf->check_only) return check_args(*inf);
+    guarded([&] { run_infer(*inf); });
+  });
 }
 
 }  // namespace npucache::tools

@@ -4,7 +4,24 @@
 
 #include <CLI/CLI.hpp>
 
+#include <charconv>
+#include <string>
+
 namespace npucache::tools {
+
+// A check for whole-number options (--tp, --tokens...): "--tp: 'x' is not a
+// positive whole number" instead of the parser's range message.
+inline CLI::Validator positive_integer() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        long long v = 0;
+        const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+        if (ec != std::errc() || end != s.data() + s.size() || v <= 0)
+          return "'" + s + "' is not a positive whole number";
+        return {};
+      },
+      "POSITIVE");
+}
 
 void add_generate_command(CLI::App& app);
 void add_cache_commands(CLI::App& app);

@@ -9,12 +9,16 @@
 
 #include <CLI/CLI.hpp>
 
+#include <functional>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace npucache::tools {
 
 struct JobArgs {
+  std::string command;  // warmup or infer
   // tiny-llama, a shipped config name (llama-3-8b...) or a config.json path.
   std::string model = "tiny-llama";
   int tp = 1, pp = 1;
@@ -22,21 +26,46 @@ struct JobArgs {
   std::string mode = "max-autotune";
   bool ge_cache = false;
   bool independent = false;
+  bool flat_exchange = false;
   std::string report_json;
+  std::string timeout = "120";  // validated by parse_timeout
   double timeout_s = 120;
   int tokens = 16;
   int autotune_candidates = 8;
   std::string size = "small";  // tiny-llama config: small (default) or large
   int64_t max_seq = 0;         // caps the KV-cache length (0: the config's)
+  bool check_only = false;     // --check-args: validate, start nothing
 };
 
 // Registers the options shared by warmup and infer.
 void add_job_options(CLI::App* cmd, JobArgs& a);
 
+// Validates the arguments without MPI (mode, timeout, model config against
+// tp/pp; with --check-args also the report path): ConfigError naming the
+// argument. Sets a.timeout_s.
+void check_args(JobArgs& a);
+
+// --timeout: a positive, finite number of seconds; ConfigError (exit 2,
+// before MPI starts) for anything else.
+double parse_timeout(const std::string& text);
+
+// Runs the job identity handshake of the subcommand `command` with `fields`
+// (the options every rank must share) over MPI_COMM_WORLD.
+void agree_job(const std::string& command, const std::vector<std::pair<std::string, std::string>>& fields,
+               double timeout_s);
+
+// Runs `f`, a multi-rank job: an error is printed with the rank; an error
+// every rank agreed on (different settings) ends MPI normally with exit
+// status 2; any other error aborts the job (MPI_Abort) so no rank is left
+// waiting, after a moment that lets the other ranks print theirs.
+void guarded(const std::function<void()>& f);
+
 // A rank of a job: warmup builds the model with meta weights (it traces,
 // compiles and caches; no weight memory), infer with real ones (an
 // OutOfMemoryError naming the memory needed when a stage does not fit).
 struct Job {
+  // Validates the arguments (before MPI starts), starts MPI, runs the job
+  // identity handshake, then makes the communicator and the model.
   Job(const JobArgs& a, models::Weights weights);
   ~Job();
   JobArgs args;

@@ -9,10 +9,57 @@
 #include "tools/commands.h"
 #include "tools/plugin_path.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <string>
+#include <vector>
+
+namespace {
+
+// Edit distance, for "did you mean".
+std::size_t distance(const std::string& a, const std::string& b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diag = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// The first word that is not an option must be a subcommand: anything else
+// is named, with the nearest command and the list, and is a usage error.
+bool known_command(const CLI::App& app, int argc, char** argv) {
+  if (argc < 2 || argv[1][0] == '-') return true;
+  const std::string word = argv[1];
+  std::vector<std::string> names;
+  for (const CLI::App* s : app.get_subcommands([](const CLI::App*) { return true; })) names.push_back(s->get_name());
+  if (std::find(names.begin(), names.end(), word) != names.end()) return true;
+  std::string list, nearest;
+  std::size_t best = 3;  // suggest only close words
+  for (const auto& n : names) {
+    list += (list.empty() ? "" : ", ") + n;
+    if (const std::size_t d = distance(word, n); d < best) {
+      best = d;
+      nearest = n;
+    }
+  }
+  std::fprintf(stderr, "npucache: error: unknown command '%s'%s\nthe commands are: %s (npucache --help describes them)\n",
+               word.c_str(), nearest.empty() ? "" : ("; did you mean '" + nearest + "'?").c_str(), list.c_str());
+  return false;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"npucache: compile-cache coordinator for multi-card inference"};
+  // --help shows each option's default (inherited by the subcommands).
+  app.option_defaults()->always_capture_default();
   app.require_subcommand(1);
   app.set_version_flag("--version", npucache::version());
   // Like --version: answers and exits without a subcommand (a plugin that
@@ -27,10 +74,12 @@ int main(int argc, char** argv) {
   npucache::tools::add_generate_command(app);
   npucache::tools::add_cache_commands(app);
   npucache::tools::add_job_commands(app);
+  if (!known_command(app, argc, argv)) return 2;
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // --help and --version are successes; every usage error exits 2.
+    return app.exit(e) == 0 ? 0 : 2;
   } catch (const npucache::ConfigError& e) {
     // A bad argument or setting: the usage error status, as CLI11's.
     std::fprintf(stderr, "npucache: error: %s\n", e.what());

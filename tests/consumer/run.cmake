@@ -143,7 +143,7 @@ set(job_env ${asan_env} NPUCACHE_LOG_LEVEL=warn)
 run("npucache-warmup on 2 ranks" warm COMMAND ${CMAKE_COMMAND} -E env ${job_env}
     ${prefix}/${BINDIR}/npucache-warmup --tp 2 --pp 1 --cache-dir ${WORK_DIR}/job-cache --autotune-candidates 1
     WORKING_DIRECTORY ${WORK_DIR}/elsewhere)
-expect("npucache-warmup" "${warm}" "== warmup: world 2, tp 2, pp 1")
+expect("npucache-warmup" "${warm}" "== warmup: world 2 on 1 host, tp 2, pp 1")
 run("npucache-infer on 2 ranks" infer COMMAND ${CMAKE_COMMAND} -E env ${job_env}
     ${prefix}/${BINDIR}/npucache-infer --tp 2 --pp 1 --cache-dir ${WORK_DIR}/job-cache --tokens 4 --autotune-candidates 1
     WORKING_DIRECTORY ${WORK_DIR}/elsewhere)

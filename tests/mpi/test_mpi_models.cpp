@@ -112,7 +112,7 @@ TEST(MpiModels, MetaWarmupThenCachedInferenceWithUnevenLayers) {
   std::string dir;
   if (MpiSession::world_rank() == 0)
     dir = (std::filesystem::temp_directory_path() / ("npucache-meta-warmup-" + std::to_string(::getpid()))).string();
-  mpi::Comm::world().broadcast(dir, 0);
+  mpi::Comm::world().broadcast(dir, 0, {"test helper", 60});
   CacheOptions o;
   o.compile.config = CompilerConfig{};
   o.compile.config->autotune_candidates = 2;
@@ -146,6 +146,6 @@ TEST(MpiModels, MetaWarmupThenCachedInferenceWithUnevenLayers) {
     }
     set_current_communicator(nullptr);
   }
-  mpi::Comm::world().barrier();
+  mpi::Comm::world().barrier({"test helper", 60});
   if (MpiSession::world_rank() == 0) std::filesystem::remove_all(dir);
 }

@@ -1,5 +1,6 @@
 #include "compiler/autotune.h"
 #include "compiler/autotune_scratch.h"
+#include "log/progress.h"
 
 #include <npucache/device.h>
 #include <npucache/error.h>
@@ -126,6 +127,7 @@ std::vector<AutotuneDecision> autotune(DeviceProgram& p, const SymBindings& exam
       d.chosen = config_str(cands[best_i]);
       found = by_key.emplace(key, decisions.size()).first;
       decisions.push_back(std::move(d));
+      log::Progress::note("pass autotune, " + std::to_string(decisions.size()) + " kernels tuned");
       for (const auto& [k, v] : cands[best_i]) s.attrs.set(k, v);
     } else {
       const auto& cands = s.op == Op::matmul ? matmul_candidates() : fused_candidates();

@@ -1,0 +1,84 @@
+#include "coord/context.h"
+
+#include <npucache/error.h>
+
+#include "coord/host_allgather.h"
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <unistd.h>
+
+namespace npucache::coord {
+namespace {
+
+std::string host_name() {
+  char buf[256] = {0};
+  ::gethostname(buf, sizeof buf - 1);
+  return buf;
+}
+
+}  // namespace
+
+Hosts hosts_from(std::vector<TableEntry> hosts, int world) {
+  for (auto& e : hosts) std::sort(e.ranks.begin(), e.ranks.end());
+  std::sort(hosts.begin(), hosts.end(), [](const TableEntry& a, const TableEntry& b) {
+    return a.ranks.empty() ? false : b.ranks.empty() ? true : a.ranks.front() < b.ranks.front();
+  });
+  Hosts h;
+  h.host_of.assign(static_cast<std::size_t>(world), -1);
+  for (const auto& e : hosts) {
+    for (int r : e.ranks) {
+      if (r < 0 || r >= world || h.host_of[static_cast<std::size_t>(r)] >= 0)
+        throw CommError("coordinator set-up: rank " + std::to_string(r) + " is on two hosts or out of range");
+      h.host_of[static_cast<std::size_t>(r)] = h.count();
+    }
+    h.names.push_back(e.record);
+  }
+  for (int r = 0; r < world; ++r)
+    if (h.host_of[static_cast<std::size_t>(r)] < 0)
+      throw CommError("coordinator set-up: no host lists rank " + std::to_string(r));
+  return h;
+}
+
+const Context& Context::get(double timeout_s, double* setup_s) {
+  static std::mutex mu;
+  static std::unique_ptr<Context> ctx;
+  std::lock_guard lock(mu);
+  if (ctx) return *ctx;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto c = std::unique_ptr<Context>(new Context());
+  const mpi::Comm world = mpi::Comm::world();
+  c->comm_ = world.dup({"coordinator set-up: its communicator", timeout_s});
+  // The map of hosts without a message between every pair of ranks: each
+  // host's lowest rank describes its host (name, ranks), those ranks
+  // exchange the descriptions in a Bruck all-gather, and each passes the
+  // table down its host.
+  const mpi::Comm node = c->comm_.split_shared({"coordinator set-up: finding the hosts", timeout_s});
+  const mpi::Comm leaders =
+      c->comm_.split(node.rank() == 0 ? 0 : -1, c->comm_.rank(), {"coordinator set-up: the hosts' leaders", timeout_s});
+  std::string table;
+  const mpi::Step step{"coordinator set-up: the map of hosts", timeout_s};
+  if (leaders.valid()) {
+    TableEntry mine{host_name(), {}};
+    for (int i = 0; i < node.size(); ++i) mine.ranks.push_back(node.world_rank(i));
+    std::vector<int> peers;
+    for (int i = 0; i < leaders.size(); ++i) peers.push_back(i);
+    std::vector<TableEntry> all;
+    for (const auto& b : bruck_allgather(leaders, peers, leaders.rank(), encode_table({mine}), kHostAllgatherTag, step))
+      for (auto& e : decode_table(b)) all.push_back(std::move(e));
+    table = encode_table(all);
+  }
+  node.broadcast(table, 0, step);
+  c->hosts_ = hosts_from(decode_table(table), c->comm_.size());
+  std::vector<std::string> per_rank;
+  for (int h : c->hosts_.host_of) per_rank.push_back(c->hosts_.names[static_cast<std::size_t>(h)]);
+  mpi::set_host_names(std::move(per_rank));
+  ctx = std::move(c);
+  if (setup_s) *setup_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return *ctx;
+}
+
+}  // namespace npucache::coord

@@ -1,0 +1,208 @@
+// The coordinator's pure parts: the plan (one writer per store, by store
+// identity), the routes of the node-leader exchange, the host map, and the
+// job identity handshake's messages.
+#include "coord/context.h"
+#include "coord/host_allgather.h"
+#include "coord/job_identity.h"
+#include "coord/plan.h"
+#include "coord/routes.h"
+#include "mpi/comm.h"
+
+#include <npucache/error.h>
+
+#include <gtest/gtest.h>
+
+#include <set>
+
+using namespace npucache;
+using namespace npucache::coord;
+
+namespace {
+
+RankInfo needer(const std::string& key, const std::string& store) {
+  RankInfo r;
+  r.graph_key = key;
+  r.cost = 10;
+  r.needs = true;
+  r.store = store;
+  return r;
+}
+
+// For each receiver: how many times it receives, and from whom; the bytes
+// that cross hosts when every transfer carries one artifact.
+struct Walk {
+  std::map<int, int> received;
+  int across = 0;
+};
+
+Walk walk(const std::map<int, Route>& routes, int owner, const std::vector<int>& host_of) {
+  Walk w;
+  for (const auto& [r, route] : routes)
+    for (int c : route.children) {
+      ++w.received[c];
+      EXPECT_EQ(routes.at(c).parent, r) << "rank " << c << " has another parent than the rank sending to it";
+      if (host_of[static_cast<std::size_t>(c)] != host_of[static_cast<std::size_t>(r)]) ++w.across;
+    }
+  EXPECT_EQ(routes.at(owner).parent, -1);
+  return w;
+}
+
+}  // namespace
+
+TEST(Plan, RanksReportingOneStoreIdentityElectOneWriterOnAnyNumberOfHosts) {
+  // Four hosts of two ranks sharing one directory (one identity: marker id,
+  // device, inode), as on a network file system.
+  std::vector<RankInfo> ranks;
+  for (int r = 0; r < 8; ++r) ranks.push_back(needer(r % 2 ? "k1" : "k0", "id1:64768:1234"));
+  const Plan p = make_plan(ranks);
+  ASSERT_EQ(p.store_writer.size(), 1u);
+  EXPECT_EQ(p.store_writer[0], 0);
+  for (int g : p.store_group) EXPECT_EQ(g, 0);
+  // Exactly one rank ships each key's object to that one writer.
+  int shipped = 0;
+  for (bool b : p.ships_object) shipped += b;
+  EXPECT_EQ(shipped, 2);
+}
+
+TEST(Plan, NodeLocalDirectoriesOfOnePathAreOneStoreEach) {
+  // The same path on four hosts, each a different file system: different
+  // marker ids (and devices), so four stores, each with its own writer.
+  std::vector<RankInfo> ranks;
+  for (int r = 0; r < 8; ++r) ranks.push_back(needer("k", "id" + std::to_string(r / 2) + ":45:2"));
+  const Plan p = make_plan(ranks);
+  EXPECT_EQ(p.store_writer, (std::vector<int>{0, 2, 4, 6}));
+  for (int r = 0; r < 8; ++r) EXPECT_EQ(p.store_group[static_cast<std::size_t>(r)], r / 2);
+  int shipped = 0;
+  for (bool b : p.ships_object) shipped += b;
+  EXPECT_EQ(shipped, 4);  // each store gets the object once
+}
+
+TEST(Plan, AHolderOnAnotherHostOwnsTheKey) {
+  // Elastic reuse: the hosts that ran the job before hold the artifact.
+  std::vector<RankInfo> ranks;
+  for (int r = 0; r < 8; ++r) {
+    RankInfo i = needer("k", "store" + std::to_string(r / 2));
+    i.needs = r >= 4;  // hosts 2 and 3 are new
+    i.holds = r < 4;
+    ranks.push_back(i);
+  }
+  const Plan p = make_plan(ranks);
+  ASSERT_EQ(p.owner.size(), 1u);
+  EXPECT_LT(p.owner[0], 4);
+  for (double l : p.load) EXPECT_EQ(l, 0);  // nothing compiled
+}
+
+TEST(Routes, NodeLeaderSendsOncePerHostAndReachesEveryReceiverOnce) {
+  for (int hosts : {1, 2, 3, 4, 8, 512}) {
+    for (int per : {1, 2, 8}) {
+      std::vector<int> host_of;
+      for (int r = 0; r < hosts * per; ++r) host_of.push_back(r / per);
+      const int owner = per > 1 ? 1 : 0;  // not the host's lowest rank
+      std::vector<int> receivers;
+      for (int r = 0; r < hosts * per; ++r)
+        if (r != owner) receivers.push_back(r);
+      const auto routes = node_leader_routes(owner, receivers, host_of);
+      const Walk w = walk(routes, owner, host_of);
+      EXPECT_EQ(w.across, hosts - 1) << hosts << "x" << per;
+      EXPECT_EQ(w.received.size(), receivers.size());
+      for (const auto& [r, n] : w.received) EXPECT_EQ(n, 1) << "rank " << r;
+      // Depth: at most ceil(log2 H) + ceil(log2 R) hops.
+      int depth = 0;
+      for (int r : receivers) {
+        int d = 0;
+        for (int q = r; routes.at(q).parent >= 0; q = routes.at(q).parent) ++d;
+        depth = std::max(depth, d);
+      }
+      int bound = 0;
+      for (int n = 1; n < hosts; n *= 2) ++bound;
+      for (int n = 1; n < per; n *= 2) ++bound;
+      EXPECT_LE(depth, bound) << hosts << "x" << per;
+    }
+  }
+}
+
+TEST(Routes, OnlyHostsWithReceiversGetTheArtifact) {
+  const std::vector<int> host_of{0, 0, 1, 1, 2, 2, 3, 3};
+  const auto routes = node_leader_routes(0, {1, 5, 7}, host_of);  // hosts 0, 2, 3
+  EXPECT_FALSE(routes.count(2));
+  EXPECT_FALSE(routes.count(3));
+  EXPECT_FALSE(routes.count(4));
+  EXPECT_EQ(walk(routes, 0, host_of).across, 2);
+}
+
+TEST(Routes, FlatTreeIgnoresHosts) {
+  // A binomial tree in rank order (MPI_Bcast's) crosses hosts H - 1 times
+  // when ranks are placed host by host, but more for other placements;
+  // the node-leader tree crosses H - 1 times always.
+  const std::vector<int> receivers{1, 2, 3, 4, 5, 6, 7};
+  const std::vector<int> by_host{0, 0, 1, 1, 2, 2, 3, 3};
+  EXPECT_EQ(walk(flat_routes(0, receivers), 0, by_host).across, 3);
+  const std::vector<int> round_robin{0, 1, 2, 3, 0, 1, 2, 3};
+  EXPECT_EQ(walk(flat_routes(0, receivers), 0, round_robin).across, 6);
+  EXPECT_EQ(walk(node_leader_routes(0, receivers, round_robin), 0, round_robin).across, 3);
+  const std::vector<int> scattered{0, 1, 1, 0, 0, 1, 1, 0};
+  EXPECT_EQ(walk(flat_routes(0, receivers), 0, scattered).across, 6);
+  EXPECT_EQ(walk(node_leader_routes(0, receivers, scattered), 0, scattered).across, 1);
+}
+
+TEST(Hosts, NumberedByTheirLowestRank) {
+  const Hosts h = hosts_from({{"a", {3, 2}}, {"c", {4}}, {"b", {0, 1}}}, 5);
+  EXPECT_EQ(h.host_of, (std::vector<int>{0, 0, 1, 1, 2}));
+  EXPECT_EQ(h.names, (std::vector<std::string>{"b", "a", "c"}));
+  EXPECT_THROW(hosts_from({{"a", {0, 1}}, {"b", {1}}}, 2), CommError);
+  EXPECT_THROW(hosts_from({{"a", {0}}}, 2), CommError);
+}
+
+TEST(JobIdentity, NamesTheRanksAndTheFieldsThatDiffer) {
+  auto id = [](const std::string& pp, bool ge) {
+    JobIdentity i{{"command", "warmup"}, {"--tp", "2"}, {"--pp", pp}};
+    if (ge) i.push_back({"--ge-cache", ""});
+    return i;
+  };
+  EXPECT_EQ(describe_mismatch({id("1", false), id("1", false)}), "");
+  EXPECT_EQ(describe_mismatch({id("1", false), id("1", false), id("2", false), id("2", false)}),
+            "ranks 0, 1 have --pp 1, ranks 2, 3 have --pp 2");
+  EXPECT_EQ(describe_mismatch({id("1", false), id("1", true), id("1", false)}),
+            "ranks 0, 2 have no --ge-cache, rank 1 has --ge-cache");
+  EXPECT_EQ(describe_mismatch({id("1", false), id("2", true)}),
+            "rank 0 has --pp 1, rank 1 has --pp 2; rank 0 has no --ge-cache, rank 1 has --ge-cache");
+}
+
+TEST(JobIdentity, ADifferentSubcommandIsTheOneDifferenceNamed) {
+  JobIdentity w{{"command", "warmup"}, {"--tp", "2"}, {"--mode", "max-autotune"}};
+  JobIdentity g{{"command", "generate"}, {"--tp", "2"}, {"--tokens", "16"}};
+  EXPECT_EQ(describe_mismatch({w, w, w, g}), "ranks 0-2 run `npucache warmup`, rank 3 runs `npucache generate`");
+}
+
+TEST(JobIdentity, EncodingRoundTripsAndHashesStably) {
+  JobIdentity id{{"command", "infer"}, {"--cache-dir", "a=b\nc\\d"}};
+  EXPECT_EQ(decode(encode(id))[1].value, "a=b\nc\\d");
+  EXPECT_EQ(identity_hash(encode(id)), identity_hash(encode(id)));
+  EXPECT_NE(identity_hash(encode(id)), identity_hash(encode({{"command", "warmup"}})));
+  EXPECT_EQ(identity_hash(""), 1469598103934665603ull);  // FNV-1a offset basis: the same on every build
+}
+
+TEST(RankList, JoinsRanges) {
+  EXPECT_EQ(mpi::rank_list({3}), "rank 3");
+  EXPECT_EQ(mpi::rank_list({3, 0, 1, 2, 6}), "ranks 0-3, 6");
+  EXPECT_EQ(mpi::rank_list({2, 3}), "ranks 2, 3");
+}
+
+TEST(HostAllgather, TableFoldsEqualRecordsAndRoundTrips) {
+  // Two hosts of four ranks; each tensor-parallel pair reports one record.
+  std::vector<std::pair<int, std::string>> recs;
+  for (int r = 0; r < 8; ++r) recs.emplace_back(r, "key" + std::to_string(r / 2) + "\tstore" + std::to_string(r / 4));
+  const auto entries = fold(recs);
+  ASSERT_EQ(entries.size(), 4u);
+  EXPECT_EQ(entries[0].ranks, (std::vector<int>{0, 1}));
+  const auto back = unfold(decode_table(encode_table(entries)), 8);
+  for (int r = 0; r < 8; ++r) EXPECT_EQ(back[static_cast<std::size_t>(r)], recs[static_cast<std::size_t>(r)].second);
+  // Runs keep the table small: 4 entries of 2 ranks each.
+  EXPECT_LT(encode_table(entries).size(), 4 * (4 + 12 + 4 + 8) + 4 + 1);
+}
+
+TEST(HostAllgather, AMissingOrRepeatedRankIsAnError) {
+  EXPECT_THROW(unfold({{"a", {0}}, {"b", {2}}}, 3), CommError);
+  EXPECT_THROW(unfold({{"a", {0, 1}}, {"b", {1}}}, 2), CommError);
+  EXPECT_THROW(decode_table(std::string("\x05\0\0\0", 4)), CommError);
+}

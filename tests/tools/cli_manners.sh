@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# ctest cli_manners: the command line as a user meets it.
+#   cli_manners.sh NPUCACHE_BINARY LAUNCH_DIR
+# - usage errors (an unknown command, option or value) name the word and
+#   exit 2; --help shows defaults;
+# - --json of ls, stats, verify and explain is one JSON document with the
+#   facts of the text; explain always ends with a verdict line;
+# - a report path that cannot be written is an error before the job starts
+#   (no cache is made);
+# - log lines have the seed's format, ModelCacheMeta with the cache format
+#   version; colour only on a terminal and never with NO_COLOR; an unknown
+#   NPUCACHE_LOG_LEVEL is a warning and the default;
+# - the launch scripts reject bad arguments before starting mpirun.
+set -euo pipefail
+
+[ $# -eq 2 ] || { echo "usage: $0 NPUCACHE_BINARY LAUNCH_DIR" >&2; exit 2; }
+npucache="$1"
+launch="$2"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+cd "$work"
+fails=0
+fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
+
+# expect_exit CODE PATTERN CMD...: runs CMD, checks its exit status and
+# that its stderr (or stdout) matches the extended regular expression.
+expect_exit() {
+  local code="$1" pattern="$2"
+  shift 2
+  local rc=0
+  timeout 120 "$@" > out.txt 2> err.txt || rc=$?
+  [ "$rc" = "$code" ] || fail "'$*' exited $rc, expected $code; stderr: $(head -c 600 err.txt)"
+  grep -Eq -- "$pattern" err.txt out.txt || fail "'$*': no match for /$pattern/ in: $(head -c 600 err.txt out.txt)"
+}
+
+# 1. Usage errors: exit status 2, the word named.
+expect_exit 2 "unknown command 'lss'; did you mean 'ls'\?" "$npucache" lss
+expect_exit 2 "the commands are: .*verify.*warmup" "$npucache" frobnicate
+expect_exit 2 "not expected: --bogus" "$npucache" ls --bogus
+expect_exit 2 "--tp: 'x' is not a positive whole number" "$npucache" warmup --tp x
+expect_exit 2 "--tp: '0' is not a positive whole number" "$npucache" warmup --tp 0
+expect_exit 2 "--mode: .*reduce-overhead" "$npucache" warmup --mode fast
+expect_exit 2 "--timeout 'nan' is not a positive number" "$npucache" warmup --timeout nan
+expect_exit 2 "gc.*--max-size is required|--max-size is required" "$npucache" gc
+expect_exit 2 "'12Q'" "$npucache" gc --max-size 12Q "$work/none"
+expect_exit 0 "--tp INT:POSITIVE=1" "$npucache" warmup --help
+expect_exit 0 "--mode TEXT:\{max-autotune,reduce-overhead\}=max-autotune" "$npucache" warmup --help
+expect_exit 0 "--timeout TEXT=120" "$npucache" warmup --help
+expect_exit 0 "default: \\\$NPUCACHE_CACHE_DIR" "$npucache" stats --help
+
+# 2. A report path that cannot be written: exit 2 before the job (no cache).
+expect_exit 2 "--report-json $work/missing/r.json cannot be written \(its directory $work/missing does not exist\)" \
+  "$npucache" warmup --cache-dir "$work/never" --report-json "$work/missing/r.json"
+[ ! -e "$work/never" ] || fail "the job started (made $work/never) before the report path was refused"
+mkdir "$work/adir"
+expect_exit 2 "cannot be written \(it is a directory\)" \
+  "$npucache" warmup --cache-dir "$work/never" --report-json "$work/adir"
+
+# 3. A job (one process) with the seed's log lines; an unknown log level
+# is a warning and the default (info).
+rc=0
+NPUCACHE_LOG_LEVEL=verbose timeout 300 "$npucache" warmup --cache-dir "$work/c" --autotune-candidates 1 \
+  --report-json "$work/report.json" > job.out 2> job.err || rc=$?
+[ "$rc" = 0 ] || fail "warmup exited $rc: $(tail -5 job.err)"
+grep -Eq "^\[WARNING\] NPUCACHE [0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2} NPUCACHE_LOG_LEVEL='verbose' is not a level .*; using info" job.err \
+  || fail "no warning for an unknown log level: $(head -3 job.err)"
+meta="^\[INFO\] NPUCACHE [0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2} Cache ModelCacheMeta\(name='Decoder\.(prompt|decode)\(arg0, arg1, arg2\)', date='[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9:.]+', version='2\.0\.0', fx=None\) saved to $work/c/.+/(prompt|decode)/compiled_module$"
+[ "$(grep -Ec "$meta" job.err)" = 2 ] || fail "expected 2 ModelCacheMeta save lines in the seed's format: $(cat job.err)"
+if grep -q $'\033' job.err; then fail "colour codes in a log that is not a terminal"; fi
+python3 -c "import json,sys; r=json.load(open(sys.argv[1])); assert r['compiled'] == 2, r" "$work/report.json" \
+  || fail "the job report is not the JSON of 2 compiles"
+
+# Colour: on a terminal (script gives one) the level is coloured, never
+# with NO_COLOR.
+if command -v script > /dev/null; then
+  rm -rf "$work/c2"
+  script -qec "'$npucache' warmup --cache-dir '$work/c2' --autotune-candidates 1" /dev/null > tty.txt 2>&1 || true
+  grep -q $'\033\[[0-9;]*m' tty.txt || fail "no colour on a terminal: $(head -c 300 tty.txt | od -c | head)"
+  rm -rf "$work/c2"
+  NO_COLOR=1 script -qec "'$npucache' warmup --cache-dir '$work/c2' --autotune-candidates 1" /dev/null > tty.txt 2>&1 || true
+  grep -q 'ModelCacheMeta' tty.txt || fail "the terminal run logged nothing: $(head -c 300 tty.txt)"
+  if grep -q $'\033\[[0-9;]*m' tty.txt; then fail "colour on a terminal with NO_COLOR"; fi
+else
+  fail "script (util-linux) is missing: it gives the colour checks a terminal"
+fi
+
+# 4. --json: ls, stats, verify, explain; explain's verdict.
+"$npucache" ls "$work/c" --json > ls.json
+"$npucache" stats "$work/c" --json > stats.json
+"$npucache" verify "$work/c" --json > verify.json
+"$npucache" explain "$work/c" --json > explain.json
+python3 - "$work" <<'EOF' || fail "JSON output"
+import json, sys
+w = sys.argv[1]
+ls = json.load(open(f"{w}/ls.json"))
+assert len(ls["entries"]) == 2 and ls["objects"] == 2, ls
+assert all(e["stored_bytes"] > 0 and len(e["object"]) == 32 for e in ls["entries"]), ls
+st = json.load(open(f"{w}/stats.json"))
+assert st["entries"] == 2 and st["misses"] >= 2 and st["stored_bytes"] > 0 and st["max_size_bytes"] is None, st
+assert 0.0 <= st["hit_rate"] <= 1.0, st
+v = json.load(open(f"{w}/verify.json"))
+assert v["ok"] is True and v["bad"] == [] and v["entries"] == 2, v
+x = json.load(open(f"{w}/explain.json"))
+assert [m["reason"] for m in x["misses"]].count("absent") >= 2 and x["verdict"].startswith("2 recent miss"), x
+EOF
+"$npucache" explain "$work/c" > explain.txt
+tail -1 explain.txt | grep -q "^verdict: .*absent (first run of that entry" || fail "explain's last line: $(tail -1 explain.txt)"
+entry="$(python3 -c "import json; print(json.load(open('ls.json'))['entries'][0]['path'])")"
+"$npucache" explain "$work/c" --entry "$entry" > explain.txt
+tail -1 explain.txt | grep -q "^verdict: 2 key component(s) differ from the nearest entry (method, graph_key)" \
+  || fail "explain --entry's last line: $(tail -1 explain.txt)"
+"$npucache" stats "$work/c" > stats.txt
+grep -Eq "^stored +[0-9.]+ (B|KiB|MiB)" stats.txt || fail "stats without units: $(cat stats.txt)"
+grep -Eq "^hit rate +[0-9.]+ %" stats.txt || fail "stats without a hit rate: $(cat stats.txt)"
+"$npucache" stats --zero "$work/c" > /dev/null
+"$npucache" stats "$work/c" --json | python3 -c "import json,sys; s=json.load(sys.stdin); assert s['hits']==0 and s['misses']==0, s" \
+  || fail "stats --zero did not zero the counters"
+# verify --json exits 1 on damage, with the damage in the document.
+obj="$(ls "$work/c/objects/"*.h5 | head -1)"
+printf 'X' | dd of="$obj" bs=1 seek=600 conv=notrunc status=none
+rc=0
+"$npucache" verify "$work/c" --json > verify.json || rc=$?
+[ "$rc" = 1 ] || fail "verify --json of a damaged cache exited $rc"
+python3 -c "import json; v=json.load(open('verify.json')); assert not v['ok'] and v['bad'], v" || fail "verify --json of a damaged cache"
+
+# 5. The launch scripts check their arguments before mpirun starts any rank.
+for script in warmup infer; do
+  expect_exit 2 "--tp needs a positive whole number, got 'two'" "$launch/$script.sh" --tp two
+  grep -q "mpirun\|prterun\|exited on signal\|rank 1" err.txt && fail "$script.sh started ranks for a bad --tp"
+  expect_exit 2 "not expected: --colour" "$launch/$script.sh" --colour
+  expect_exit 2 "unknown model 'llama-9'" "$launch/$script.sh" --model llama-9
+  expect_exit 2 "num_attention_heads|heads" "$launch/$script.sh" --tp 3
+  expect_exit 2 "cannot be written" "$launch/$script.sh" --tp 1 --pp 1 --report-json "$work/missing/r.json"
+done
+
+[ "$fails" = 0 ] || { echo "$fails check(s) failed" >&2; exit 1; }
+echo "cli manners: all checks passed"
