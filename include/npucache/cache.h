@@ -46,6 +46,8 @@
 
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 #include <string_view>
 
 namespace npucache {
@@ -100,6 +102,9 @@ struct MethodReport {
   bool writer = false;            // wrote its store's transaction
   bool saved = false;             // this rank's entry was written
   std::string reason;             // why the lookup missed ("absent", "stale (...)", ...)
+  // Seconds of each compiler pass when this rank compiled, in pipeline
+  // order ("decompose", "fusion", "autotune", ...).
+  std::vector<std::pair<std::string, double>> pass_times_s;
 };
 
 namespace detail {

@@ -88,6 +88,8 @@ std::shared_ptr<compiler::CompiledGraph> MethodSource::compile_timed(TraceResult
   report_.compile_s = now() - t;
   report_.compile_cpu_s = thread_cpu() - c;
   report_.compiled = true;
+  report_.pass_times_s.clear();
+  for (const auto& p : g->timings) report_.pass_times_s.emplace_back(p.name, p.seconds);
   return g;
 }
 

@@ -257,12 +257,15 @@ ExampleInputs example_inputs() {
 namespace {
 
 nlohmann::json to_json(const MethodReport& r) {
+  nlohmann::json pass_times = nlohmann::json::object();  // of this rank's compile, when it compiled
+  for (const auto& [pass, s] : r.pass_times_s) pass_times[pass] = s;
   return {{"method", r.method},       {"graph_key", r.graph_key}, {"hit", r.hit},
           {"compiled", r.compiled},   {"fetched", r.fetched},     {"read_store", r.read_store},
           {"owner", r.owner},         {"trace_s", r.trace_s},     {"compile_s", r.compile_s},
           {"compile_cpu_s", r.compile_cpu_s},
           {"exchange_s", r.exchange_s}, {"persist_s", r.persist_s}, {"total_s", r.total_s},
-          {"bytes_received", r.bytes_received}, {"artifact_bytes", r.artifact_bytes}, {"writer", r.writer}};
+          {"bytes_received", r.bytes_received}, {"artifact_bytes", r.artifact_bytes}, {"writer", r.writer},
+          {"pass_times_s", pass_times}};
 }
 
 // The coordinator's steps, in the order of docs/SCALING.md.

@@ -67,8 +67,14 @@ grep -Eq "^\[WARNING\] NPUCACHE [0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-
 meta="^\[INFO\] NPUCACHE [0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2} Cache ModelCacheMeta\(name='Decoder\.(prompt|decode)\(arg0, arg1, arg2\)', date='[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9:.]+', version='2\.0\.0', fx=None\) saved to $work/c/.+/(prompt|decode)/compiled_module$"
 [ "$(grep -Ec "$meta" job.err)" = 2 ] || fail "expected 2 ModelCacheMeta save lines in the seed's format: $(cat job.err)"
 if grep -q $'\033' job.err; then fail "colour codes in a log that is not a terminal"; fi
-python3 -c "import json,sys; r=json.load(open(sys.argv[1])); assert r['compiled'] == 2, r" "$work/report.json" \
-  || fail "the job report is not the JSON of 2 compiles"
+python3 -c "
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r['compiled'] == 2, r
+for m in r['per_rank'][0]['methods']:
+    p = m['pass_times_s']
+    assert {'decompose', 'fusion', 'lower', 'autotune'} <= set(p) and all(v >= 0 for v in p.values()), p
+" "$work/report.json" || fail "the job report is not the JSON of 2 compiles with their pass times"
 
 # Colour: on a terminal (script gives one) the level is coloured, never
 # with NO_COLOR.

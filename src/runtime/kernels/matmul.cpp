@@ -23,8 +23,15 @@ void naive(const float* A, const float* B, float* C, int64_t M, int64_t N, int64
 }
 
 // The tiled kernels are built for AVX2+FMA as well as the baseline, the
-// best chosen at load time (GCC function multi-versioning).
+// best chosen at load time (GCC function multi-versioning). Not under
+// TSan: the clones' resolver runs while the dynamic loader relocates the
+// library, before the TSan runtime is initialised, and GCC instruments it
+// (the process dies in the loader).
+#if defined(__SANITIZE_THREAD__)
+#define NPUCACHE_VECTOR_CLONES
+#else
 #define NPUCACHE_VECTOR_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#endif
 
 NPUCACHE_VECTOR_CLONES
 void tiled(const float* A, const float* B, float* C, int64_t M, int64_t N, int64_t K, int64_t tm,
