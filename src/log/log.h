@@ -11,13 +11,29 @@ namespace npucache::log {
 
 spdlog::logger& get();
 
+// Erases a progress line (progress.h) drawn on the terminal, so a log line
+// starts at the beginning of a line; cheap when there is none.
+void clear_progress_line();
+
 template <class... A>
-void info(spdlog::format_string_t<A...> fmt, A&&... args) { get().info(fmt, std::forward<A>(args)...); }
+void info(spdlog::format_string_t<A...> fmt, A&&... args) {
+  clear_progress_line();
+  get().info(fmt, std::forward<A>(args)...);
+}
 template <class... A>
-void warn(spdlog::format_string_t<A...> fmt, A&&... args) { get().warn(fmt, std::forward<A>(args)...); }
+void warn(spdlog::format_string_t<A...> fmt, A&&... args) {
+  clear_progress_line();
+  get().warn(fmt, std::forward<A>(args)...);
+}
 template <class... A>
-void debug(spdlog::format_string_t<A...> fmt, A&&... args) { get().debug(fmt, std::forward<A>(args)...); }
+void debug(spdlog::format_string_t<A...> fmt, A&&... args) {
+  clear_progress_line();
+  get().debug(fmt, std::forward<A>(args)...);
+}
 template <class... A>
-void error(spdlog::format_string_t<A...> fmt, A&&... args) { get().error(fmt, std::forward<A>(args)...); }
+void error(spdlog::format_string_t<A...> fmt, A&&... args) {
+  clear_progress_line();
+  get().error(fmt, std::forward<A>(args)...);
+}
 
 }  // namespace npucache::log

@@ -1,7 +1,10 @@
 #include "log/progress.h"
 
+#include "log/log.h"
+
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 
@@ -9,6 +12,7 @@ namespace npucache::log {
 namespace {
 
 thread_local Progress* innermost = nullptr;
+std::atomic<bool> line_drawn{false};  // a progress line is on the terminal
 
 constexpr std::chrono::milliseconds kQuiet{1000};   // nothing before this
 constexpr std::chrono::milliseconds kRedraw{200};   // at most this often
@@ -28,10 +32,13 @@ Progress::Progress(std::string what)
 
 Progress::~Progress() {
   innermost = outer_;
-  if (shown_) {
-    std::fputs("\r\033[K", stderr);  // erase the line
-    std::fflush(stderr);
-  }
+  if (shown_) clear_progress_line();
+}
+
+void clear_progress_line() {
+  if (!line_drawn.exchange(false, std::memory_order_relaxed)) return;
+  std::fputs("\r\033[K", stderr);  // erase the line
+  std::fflush(stderr);
 }
 
 void Progress::note(const std::string& state) {
@@ -47,6 +54,7 @@ void Progress::show(const std::string& state) {
   const double s = std::chrono::duration<double>(now - start_).count();
   std::fprintf(stderr, "\r\033[K%s: %s (%.0f s)", what_.c_str(), state.c_str(), s);
   std::fflush(stderr);
+  line_drawn.store(true, std::memory_order_relaxed);
 }
 
 }  // namespace npucache::log
