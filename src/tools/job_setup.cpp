@@ -6,6 +6,7 @@
 
 #include <npucache/version.h>
 
+#include "cache/dir.h"
 #include "coord/job_identity.h"
 #include "mpi/comm.h"
 #include "tools/commands.h"
@@ -446,21 +447,12 @@ void report_job(Job& job, const std::string& title, double wall_s, const std::st
   std::printf("  wall              %.1f ms (start of cache work to every rank ready)\n", wall_s * 1e3);
   std::printf("  peak RSS          %.1f MiB (the largest of any rank)\n", static_cast<double>(peak_rss) / (1 << 20));
   if (!job.args.report_json.empty()) {
-    // Whole or not at all: written beside the target, then renamed.
-    const std::string tmp = job.args.report_json + ".tmp." + std::to_string(::getpid());
-    {
-      std::ofstream f(tmp, std::ios::trunc);
-      f << report.dump(2) << "\n";
-      f.close();
-      if (!f) {
-        std::remove(tmp.c_str());
-        throw Error("could not write the job report " + job.args.report_json + " (" + std::strerror(errno) + ")");
-      }
-    }
-    if (std::rename(tmp.c_str(), job.args.report_json.c_str()) != 0) {
-      const std::string why = std::strerror(errno);
-      std::remove(tmp.c_str());
-      throw Error("could not write the job report " + job.args.report_json + " (" + why + ")");
+    // Whole or not at all, through an exclusively created temporary that
+    // never follows a link (the report may go to a shared directory).
+    try {
+      cache::write_file_atomically(job.args.report_json, report.dump(2) + "\n");
+    } catch (const std::exception& e) {
+      throw Error("could not write the job report " + job.args.report_json + " (" + e.what() + ")");
     }
     std::printf("  report            %s\n", job.args.report_json.c_str());
   }

@@ -76,6 +76,13 @@ for m in r['per_rank'][0]['methods']:
     assert {'decompose', 'fusion', 'lower', 'autotune'} <= set(p) and all(v >= 0 for v in p.values()), p
 " "$work/report.json" || fail "the job report is not the JSON of 2 compiles with their pass times"
 
+# A link planted at the report path is replaced, never followed.
+ln -s "$work/victim" "$work/linked.json"
+timeout 300 "$npucache" warmup --cache-dir "$work/c" --autotune-candidates 1 --report-json "$work/linked.json" \
+  > /dev/null 2>&1 || fail "warmup with a linked report path failed"
+[ ! -e "$work/victim" ] || fail "the report was written through a planted link"
+[ -f "$work/linked.json" ] && [ ! -L "$work/linked.json" ] || fail "the report did not replace the planted link"
+
 # Colour: on a terminal (script gives one) the level is coloured, never
 # with NO_COLOR.
 if command -v script > /dev/null; then
