@@ -105,6 +105,11 @@ struct MethodReport {
   // Seconds of each compiler pass when this rank compiled, in pipeline
   // order ("decompose", "fusion", "autotune", ...).
   std::vector<std::pair<std::string, double>> pass_times_s;
+  // When this rank compiled: the kernel signatures it timed, and those it
+  // took from the tuning table (tuned by an earlier compile of the process
+  // or job, or another model of the same shapes).
+  int kernels_tuned = 0;
+  int kernels_reused = 0;
 };
 
 namespace detail {

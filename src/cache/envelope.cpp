@@ -16,7 +16,14 @@ constexpr std::size_t kHeader = 56;
 constexpr uint32_t kVersion = 1;
 constexpr std::size_t kRecordHead = sizeof(uint32_t) + sizeof(uint64_t);
 
-const char* magic(EnvelopeKind k) { return k == EnvelopeKind::index ? "NPUCIDX1" : "NPUCOBJ1"; }
+const char* magic(EnvelopeKind k) {
+  switch (k) {
+    case EnvelopeKind::index: return "NPUCIDX1";
+    case EnvelopeKind::object: return "NPUCOBJ1";
+    case EnvelopeKind::tuning: return "NPUCTUN1";
+  }
+  return "NPUC????";
+}
 
 uint64_t hash(std::string_view b) { return XXH3_64bits(b.data(), b.size()); }
 

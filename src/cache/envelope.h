@@ -3,7 +3,8 @@
 // npucache's own records, each checksummed, and the HDF5 view of the same
 // data follows:
 //
-//   bytes 0-7    magic "NPUCIDX1" (an index) or "NPUCOBJ1" (an object)
+//   bytes 0-7    magic "NPUCIDX1" (an index), "NPUCOBJ1" (an object) or
+//                "NPUCTUN1" (the tuning table)
 //   8-11         u32 envelope version (1)
 //   12-15        u32 userblock size U (a power of two >= 512)
 //   16-23        u64 record bytes R      24-31  u64 xxh3-64 of bytes 56..U
@@ -25,7 +26,7 @@
 
 namespace npucache::cache {
 
-enum class EnvelopeKind { index, object };
+enum class EnvelopeKind { index, object, tuning };
 
 // The bytes of a file: the header and records in a userblock of
 // `userblock` bytes, then `hdf5_image` (made with h5::create_image(userblock)).

@@ -24,7 +24,7 @@ std::string index_model_info(const std::string& file_name) {
   if (file_name.size() <= suffix.size() || file_name.compare(file_name.size() - suffix.size(), suffix.size(), suffix) != 0)
     return "";
   const std::string m = file_name.substr(0, file_name.size() - suffix.size());
-  return valid_name(m) && file_name != kFormat1File ? m : "";
+  return valid_name(m) && file_name != kFormat1File && file_name != kTuningFile ? m : "";
 }
 
 std::string object_key(const std::string& file_name) {

@@ -9,6 +9,7 @@
 //     stats.json                 hit/miss counters, last use, recent misses
 //     <model_info>.h5            the index of one model: its entries, at the seed's paths
 //     objects/<graph_key>.h5     one compiled artifact, written once, never changed
+//     tuning.h5                  the tuning table: autotune decisions by kernel signature and runtime
 //     locks/                     flock()ed files serialising writers of one index
 //     .<name>.tmp.<pid>.<n>      a write in progress (in the target's directory)
 #pragma once
@@ -40,6 +41,13 @@ inline constexpr const char* kSweepLock = "sweep.lock";
 // Held while the markers (CACHEDIR.TAG, store.json) are created or healed.
 inline constexpr const char* kStoreLock = "store.lock";
 inline constexpr const char* kIndexSuffix = ".h5";
+// The tuning table (no model_info ends without "_static"/"_dynamic" and a
+// hash, so it never names an index; index_model_info() skips it).
+inline constexpr const char* kTuningFile = "tuning.h5";
+// Held while the tuning table is merged and rewritten.
+inline constexpr const char* kTuningLock = "tuning.lock";
+// Its HDF5 view: one group per runtime, one string per decision.
+inline constexpr const char* kTuningDataset = "decisions";
 // The whole cache of format 1 (one file); recognised to report and clear.
 inline constexpr const char* kFormat1File = "cache.h5";
 

@@ -8,9 +8,13 @@
 #include "cache/registry.h"
 #include "cache/stats.h"
 #include "cache/store.h"
+#include "cache/tuning_file.h"
 #include "compiler/serialize.h"
+#include "compiler/tuning_table.h"
 
+#include <algorithm>
 #include <mutex>
+#include <tuple>
 #include <set>
 #include "log/log.h"
 
@@ -227,6 +231,7 @@ std::map<std::string, ObjectRecord> MethodCache::save(const std::vector<ObjectRe
   for (const auto& [model_info, es] : by_model)
     store.update_index(model_info, model_components(es.front().meta.components), es, {});
   writing.reset();
+  save_tuning();
   store.directory().remove_stale_temps();  // a crashed writer's leftovers (objects/: by gc and verify --repair)
   std::vector<std::string> paths;
   for (const auto& e : entries) {
@@ -239,6 +244,78 @@ std::map<std::string, ObjectRecord> MethodCache::save(const std::vector<ObjectRe
   record_save(id_.dir, paths);
   admin::enforce_limit(id_.dir, paths);
   return adopted;
+}
+
+namespace {
+
+// The tuning file's decisions: nullopt when there is none; CacheError when
+// it is damaged or not npucache's.
+std::optional<std::vector<compiler::TuningRecord>> read_tuning(const Dir& d) {
+  const std::string what = (d.path() / layout::kTuningFile).string();
+  auto bytes = d.read(layout::kTuningFile, kMaxTuningFileBytes);
+  if (!bytes) return std::nullopt;
+  return decode_tuning(*bytes, what);
+}
+
+void warn_damaged_tuning(const std::string& why) {
+  log::warn("{}; its decisions are ignored and it is rewritten on the next save", why);
+}
+
+}  // namespace
+
+void MethodCache::load_tuning() const {
+  static std::mutex mu;
+  static std::set<std::string> loaded;
+  {
+    std::lock_guard lock(mu);
+    if (!loaded.insert(id_.dir).second) return;
+  }
+  try {
+    if (!Dir::exists(id_.dir)) return;
+    const Dir d = Dir::open(id_.dir, Safety::cache, Create::no);
+    if (auto records = read_tuning(d)) {
+      const std::size_t added = compiler::TuningTable::process().merge(*records);
+      log::debug("tuning table {}/{}: {} decisions, {} new to this process", id_.dir, layout::kTuningFile,
+                 records->size(), added);
+    }
+  } catch (const CacheRefused& e) {
+    log::debug("tuning table not read: {}", e.what());
+  } catch (const CacheError& e) {
+    warn_damaged_tuning(e.what());
+  }
+}
+
+void MethodCache::save_tuning() const {
+  try {
+    const Store store = Store::open(id_.dir, Create::yes);
+    const Dir& d = store.directory();
+    FileLock lock = d.sub(layout::kLocksDir, Create::yes).lock(layout::kTuningLock);
+    compiler::TuningTable& table = compiler::TuningTable::process();
+    std::vector<compiler::TuningRecord> stored;
+    bool rewrite = false;
+    try {
+      if (auto r = read_tuning(d)) stored = std::move(*r);
+    } catch (const CacheRefused&) {
+      throw;
+    } catch (const CacheError& e) {
+      warn_damaged_tuning(e.what());
+      rewrite = true;
+    }
+    table.merge(stored);
+    const std::vector<compiler::TuningRecord> all = table.records();
+    if (all.empty()) return;
+    // The file is ordered as records() is: equal means nothing to add.
+    std::sort(stored.begin(), stored.end(), [](const auto& a, const auto& b) {
+      return std::tie(a.runtime, a.key) < std::tie(b.runtime, b.key);
+    });
+    if (!rewrite && stored == all) return;
+    d.write(layout::kTuningFile, encode_tuning(all));
+    log::debug("tuning table {}/{}: {} decisions saved", id_.dir, layout::kTuningFile, all.size());
+  } catch (const Error& e) {
+    warn_uncached(id_.dir, "tuning",
+                  "could not save the tuning table in " + id_.dir + " (" + e.what() +
+                      "); its decisions stay in this process");
+  }
 }
 
 void MethodCache::remember(const EntryRecord& entry, const ObjectRecord& object) const {

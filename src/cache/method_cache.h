@@ -114,6 +114,17 @@ class MethodCache {
   // another writer, by graph key.
   std::map<std::string, ObjectRecord> save(const std::vector<ObjectRecord>& objects,
                                            std::vector<EntryRecord> entries) const;
+  // Merges the cache directory's tuning table (layout::kTuningFile) into the
+  // process's (compiler/tuning_table.h), once per directory and process
+  // (the first compile of a MethodCache calls it). A missing file is no
+  // table; a damaged or foreign one is logged (warning), ignored and
+  // rewritten by the next save. Never throws.
+  void load_tuning() const;
+  // Merges the file's decisions and the process's under the tuning lock and
+  // rewrites the file when the process knows decisions the file lacks (or
+  // the file is damaged). save() calls it after its index updates; a
+  // failure is logged, never thrown.
+  void save_tuning() const;
   // Records that this process uses `entry` (for save_cache_artifacts()).
   void remember(const EntryRecord& entry, const ObjectRecord& object) const;
   // Removes this rank's entry (after a recompile).

@@ -82,6 +82,7 @@ MethodCache::Lookup MethodSource::lookup(const FlatArgs& args, const TraceResult
 
 std::shared_ptr<compiler::CompiledGraph> MethodSource::compile_timed(TraceResult tr, const FlatArgs& args,
                                                                      const compiler::CompileStep& compile) {
+  if (!disabled_) cache_->load_tuning();  // decisions earlier jobs made, before timing any kernel
   const double t = now(), c = thread_cpu();
   const SymBindings b = tr.signature.bind(args);
   auto g = compile(std::move(tr), b, nullptr);
@@ -90,6 +91,8 @@ std::shared_ptr<compiler::CompiledGraph> MethodSource::compile_timed(TraceResult
   report_.compiled = true;
   report_.pass_times_s.clear();
   for (const auto& p : g->timings) report_.pass_times_s.emplace_back(p.name, p.seconds);
+  report_.kernels_tuned = g->kernels_tuned;
+  report_.kernels_reused = g->kernels_reused;
   return g;
 }
 

@@ -1,8 +1,15 @@
 // Autotuning (max-autotune): for each heavy kernel of a program (matmuls,
 // including attention's, and fused kernels) time candidate configurations
 // on the simulated device with the example call's sizes and keep the
-// fastest. Kernels of equal op and operand types are tuned once. This is
+// fastest. Kernels of equal signature (`key`) are tuned once. This is
 // where max-autotune's compile time goes, as in Inductor.
+//
+// With config.shared_tuning, a signature is looked up in the process's
+// tuning table (tuning_table.h) first: a stored decision for this device's
+// runtime that compared at least as many candidates as this config asks
+// for, and names one of them, is applied without timing (`from_table`);
+// new decisions are added to the table. The chosen configuration is
+// applied to the steps the same way either way.
 //
 // Scratch: each kernel is timed on zero-filled operands allocated on the
 // device, at most kAutotuneScratchBytes of them (autotune_scratch.h: a
@@ -23,7 +30,10 @@
 namespace npucache::compiler {
 
 struct AutotuneDecision {
-  std::string key;     // "matmul f32[8, 64] f32[64, 192]"
+  // The signature: op, operand types, and the attributes that change the
+  // kernel ("matmul f32[8, 64] f32[64, 192]", " trans_b" appended for a
+  // transposed right operand; a fused kernel's code hash).
+  std::string key;
   std::string chosen;  // "tile_m=32 tile_n=256 tile_k=128"
   double best_us = 0;
   double default_us = 0;  // the first candidate (the untuned default)
@@ -33,6 +43,9 @@ struct AutotuneDecision {
   // on N 1984 of 16032 (64 MiB autotune scratch bound)") or why it was not
   // timed ("not timed: ...").
   std::string timed_on;
+  // Taken from the tuning table rather than timed by this compile (not
+  // serialized: a stored decision is applied, neither tuned nor reused).
+  bool from_table = false;
 };
 
 std::vector<AutotuneDecision> autotune(DeviceProgram& p, const SymBindings& example,

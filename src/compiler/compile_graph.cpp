@@ -96,12 +96,14 @@ CompiledGraph compile_graph(TraceResult trace, const CompilerConfig& config,
       cg.autotune = autotune(cg.program, example, config, device);
       std::size_t sliced = 0, untimed = 0;
       for (const auto& d : cg.autotune) {
-        if (d.timed_on.empty()) continue;
+        ++(d.from_table ? cg.kernels_reused : cg.kernels_tuned);
+        if (d.timed_on.empty() || d.from_table) continue;
         ++(d.candidates > 0 ? sliced : untimed);
       }
-      std::string note = std::to_string(cg.autotune.size()) + " kernels tuned";
+      std::string note = std::to_string(cg.kernels_tuned) + " kernels tuned";
       if (sliced) note += ", " + std::to_string(sliced) + " on a slice within the scratch bound";
       if (untimed) note += ", " + std::to_string(untimed) + " above it not timed";
+      if (cg.kernels_reused) note += ", " + std::to_string(cg.kernels_reused) + " reused from the tuning table";
       return note;
     });
   pm.run("memory_plan", [&] {

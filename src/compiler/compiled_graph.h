@@ -28,6 +28,10 @@ struct CompiledGraph {
   DeviceProgram program;
   std::vector<PassTiming> timings;
   std::vector<AutotuneDecision> autotune;
+  // Kernel signatures this compile timed, and those it took from the
+  // process's tuning table (both 0 when stored decisions were applied).
+  int kernels_tuned = 0;
+  int kernels_reused = 0;
   std::size_t planned_arena_bytes = 0;  // for the example call
   std::size_t unplanned_bytes = 0;      // sum of the arena buffers
   double compile_seconds = 0;

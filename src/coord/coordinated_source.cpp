@@ -1,11 +1,13 @@
 #include "coord/coordinated_source.h"
 
+#include <npucache/device.h>
 #include <npucache/error.h>
 
 #include "cache/artifact.h"
 #include "cache/bundle.h"
 #include "cache/cache_error.h"
 #include "compiler/serialize.h"
+#include "compiler/tuning_table.h"
 #include "coord/context.h"
 #include "coord/host_allgather.h"
 #include "coord/reports.h"
@@ -201,6 +203,10 @@ std::shared_ptr<compiler::CompiledGraph> CoordinatedSource::obtain(const FlatArg
     obj.graph_key = id.key;
     obj.raw = bytes;
     g = cache::load_object(obj, params, &has_program);
+    // The artifact's autotune decisions join this rank's tuning table: a
+    // later compile here (another method, model or graph of the same
+    // shapes) reuses them instead of timing.
+    compiler::merge_decisions(g->autotune, compiler::tuning_runtime(current_device()));
     const SymBindings b = g->trace.signature.bind(args);  // the cheap check of the call's inputs
     if (!has_program) {
       const compiler::CompileHints hints{&g->optimized, &g->autotune};

@@ -266,7 +266,7 @@ nlohmann::json to_json(const MethodReport& r) {
           {"compile_cpu_s", r.compile_cpu_s},
           {"exchange_s", r.exchange_s}, {"persist_s", r.persist_s}, {"total_s", r.total_s},
           {"bytes_received", r.bytes_received}, {"artifact_bytes", r.artifact_bytes}, {"writer", r.writer},
-          {"pass_times_s", pass_times}};
+          {"pass_times_s", pass_times}, {"kernels_tuned", r.kernels_tuned}, {"kernels_reused", r.kernels_reused}};
 }
 
 // The coordinator's steps, in the order of docs/SCALING.md.
@@ -331,6 +331,7 @@ void report_job(Job& job, const std::string& title, double wall_s, const std::st
   nlohmann::json per_rank = nlohmann::json::array();
   std::set<std::string> keys;
   int compiled = 0, loaded = 0, fetched = 0, writers = 0, entries_written = 0, hosts = 1;
+  int kernels_tuned = 0, kernels_reused = 0;
   double compile_cpu = 0, exchange = 0, persist = 0;
   std::size_t bytes = 0, between = 0, flat_between = 0;
   // graph key -> (the ranks that compiled it, their compile CPU summed)
@@ -354,6 +355,8 @@ void report_job(Job& job, const std::string& title, double wall_s, const std::st
       loaded += m["hit"].get<bool>();
       fetched += m["fetched"].get<bool>();
       writers += m["writer"].get<bool>();
+      kernels_tuned += value_or<int>(m, "kernels_tuned", 0);
+      kernels_reused += value_or<int>(m, "kernels_reused", 0);
       hit = hit && m["hit"].get<bool>();
       cs += m["compile_cpu_s"].get<double>();
       elapsed += m["compile_s"].get<double>();
@@ -414,7 +417,8 @@ void report_job(Job& job, const std::string& title, double wall_s, const std::st
                            {"mode", job.args.mode}, {"independent", job.args.independent},
                            {"flat_exchange", job.args.flat_exchange}, {"hosts", hosts},
                            {"unique_subgraphs", keys.size()}, {"compiled", compiled}, {"loaded", loaded},
-                           {"fetched", fetched}, {"writers", writers}, {"entries_written", entries_written},
+                           {"fetched", fetched}, {"writers", writers},
+                           {"kernels_tuned", kernels_tuned}, {"kernels_reused", kernels_reused}, {"entries_written", entries_written},
                            {"wall_s", wall_s}, {"compile_cpu_s", compile_cpu},
                            {"bytes_exchanged", bytes}, {"bytes_between_hosts", between},
                            {"flat_bytes_between_hosts", flat_between}, {"exchange_s", exchange},
@@ -437,6 +441,8 @@ void report_job(Job& job, const std::string& title, double wall_s, const std::st
                   rank_list(o.first).c_str(), o.second * 1e3);
   }
   std::printf("  compiles          %d (compile CPU %.1f ms summed over ranks)\n", compiled, compile_cpu * 1e3);
+  std::printf("  tuning            %d kernels tuned, %d reused from the tuning table\n", kernels_tuned,
+              kernels_reused);
   std::printf("  cache hits        %d of %zu rank-methods\n", loaded, all.size() * (per_rank.empty() ? 0 : per_rank[0]["methods"].size()));
   std::printf("  fetched           %d artifacts, %zu bytes exchanged in %.2f ms (%.3f GB/s)\n", fetched, bytes,
               exchange * 1e3, exchange > 0 ? static_cast<double>(bytes) / exchange / 1e9 : 0.0);

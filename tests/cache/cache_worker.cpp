@@ -2,14 +2,20 @@
 //
 //   cache_worker run DIR MODEL METHOD [--static] [--ge-cache] [--reduce-overhead]
 //                [--batch N] [--code-version V] [--fast] [--scale S] [--rng]
-//                [--world W --rank R]
+//                [--world W --rank R] [--other] [--no-shared-tuning]
 //     runs the cached method and prints "traced <n>" (how often the method
 //     body ran, i.e. was traced), "compiled <n>" (compiles this process
 //     did), "status <outcome>", "reason <why it was not a hit>" and
 //     "result <values...>". --fast opts into the code_version hit check;
 //     --scale multiplies the result by a plain member of the model (a
 //     hyper-parameter read from a flag); --world/--rank name the entry as
-//     rank R of a W-rank job's layout.
+//     rank R of a W-rank job's layout. Before them it prints "tuning <tuned>
+//     <reused>" (the kernels the compile timed and took from the tuning
+//     table), "table <n>" (decisions in the process's tuning table) and,
+//     when a decision came from the table, "same_program <0|1>": whether
+//     the program equals a fresh tuning (table off) given the same choices.
+//     --other runs another model ("Other") whose matmuls have the seed's
+//     shapes; --no-shared-tuning turns the tuning table off.
 //   cache_worker write DIR PREFIX COUNT BYTES
 //     commits COUNT entries named PREFIX<i> with objects of BYTES random
 //     bytes each, one transaction per entry (crash and concurrency tests).
@@ -19,6 +25,10 @@
 
 #include "cache/records.h"
 #include "cache/store.h"
+#include "compiler/compiled_graph.h"
+#include "compiler/engine.h"
+#include "compiler/serialize.h"
+#include "compiler/tuning_table.h"
 
 #include <cstdio>
 #include <cstring>
@@ -44,13 +54,72 @@ struct Counted : models::SeedExample {
   }
 };
 
+// Another model with the seed's matmul shapes (a linear of 2 -> 1 on
+// [batch, 2]) and another graph.
+struct Other : models::SeedExample {
+  std::string type_name() const override { return "Other"; }
+  int traced = 0;
+  Tensor prompt(const models::InputMeta& x, const std::vector<Tensor>& kv) {
+    ++traced;
+    return ops::tanh(linear1->forward(x.data)) * linear1->forward(kv.at(0));
+  }
+};
+
+template <class M>
+int run_model(M& m, const CacheOptions& o, int64_t batch, bool rng) {
+  auto fn = [&] {
+    if constexpr (std::is_same_v<M, Other>) {
+      (void)rng;
+      return cache_compile(m, &M::prompt, o);
+    } else {
+      return cache_compile(m, rng ? &M::noisy : &M::prompt, o);
+    }
+  }();
+  std::vector<float> out;
+  auto call_inputs = [&] {
+    std::vector<float> xs, ks;
+    for (int64_t i = 0; i < 2 * batch; ++i) {
+      xs.push_back(static_cast<float>(i));
+      ks.push_back(0.5f);
+    }
+    return std::pair{models::InputMeta{Tensor::from_vector(xs, {batch, 2}), true},
+                     std::vector<Tensor>{Tensor::from_vector(ks, {batch, 2})}};
+  };
+  for (int call = 0; call < 2; ++call) {
+    auto [x, kv] = call_inputs();
+    out = fn(x, kv).to_vector();
+  }
+  const int traced = m.traced;
+  const std::size_t compiles = fn.compiles();
+  const CallStatus status = fn.status();
+  // The tuning lines first: the tests compare everything from "result" on.
+  const compiler::CompiledGraph& g = detail::entry(fn.engine(), 0);
+  std::printf("tuning %d %d\ntable %zu\n", g.kernels_tuned, g.kernels_reused,
+              compiler::TuningTable::process().size());
+  if (g.kernels_reused > 0) {
+    CompileOptions fresh = o.compile;
+    fresh.config->shared_tuning = false;
+    auto plain = compile(m, &M::prompt, fresh);
+    auto [x, kv] = call_inputs();
+    plain(x, kv);
+    compiler::DeviceProgram p = detail::entry(plain.engine(), 0).program;
+    compiler::apply_autotune(p, g.autotune);
+    std::printf("same_program %d\n", compiler::serialize_program(p) == compiler::serialize_program(g.program) ? 1 : 0);
+  }
+  std::printf("traced %d\ncompiled %zu\nstatus %s\nreason %s\nresult", traced, compiles,
+              std::string(outcome_name(status.outcome)).c_str(), status.reason.c_str());
+  for (float v : out) std::printf(" %g", v);
+  std::printf("\n");
+  return 0;
+}
+
 int run(int argc, char** argv) {
   CacheOptions o;
   o.cache_dir = argv[2];
   o.compile.method_name = argv[4];
   double scale = 1.0;
   int64_t batch = 3;
-  bool rng = false;
+  bool rng = false, other = false;
   CompilerConfig c;
   c.autotune_candidates = 2;
   c.autotune_min_time_us = 0;
@@ -66,28 +135,17 @@ int run(int argc, char** argv) {
     else if (a == "--world") o.world_size = std::stoi(argv[++i]);
     else if (a == "--rank") o.global_rank = std::stoi(argv[++i]);
     else if (a == "--rng") rng = true;
+    else if (a == "--other") other = true;
+    else if (a == "--no-shared-tuning") c.shared_tuning = false;
   }
   o.compile.config = c;
+  if (other) {
+    Other m;
+    return run_model(m, o, batch, rng);
+  }
   Counted m;
   m.scale = scale;
-  auto fn = cache_compile(m, rng ? &Counted::noisy : &Counted::prompt, o);
-  int calls = argc > 0 ? 2 : 1;
-  std::vector<float> out;
-  for (int call = 0; call < calls; ++call) {
-    std::vector<float> xs, ks;
-    for (int64_t i = 0; i < 2 * batch; ++i) {
-      xs.push_back(static_cast<float>(i));
-      ks.push_back(0.5f);
-    }
-    models::InputMeta x{Tensor::from_vector(xs, {batch, 2}), true};
-    std::vector<Tensor> kv{Tensor::from_vector(ks, {batch, 2})};
-    out = fn(x, kv).to_vector();
-  }
-  std::printf("traced %d\ncompiled %zu\nstatus %s\nreason %s\nresult", m.traced, fn.compiles(),
-              std::string(outcome_name(fn.status().outcome)).c_str(), fn.status().reason.c_str());
-  for (float v : out) std::printf(" %g", v);
-  std::printf("\n");
-  return 0;
+  return run_model(m, o, batch, rng);
 }
 
 // A valid graph key for (prefix, i): 32 hex digits.

@@ -5,7 +5,10 @@
 #include <npucache/error.h>
 #include <npucache/models/models.h>
 
+#include "cache/cache_error.h"
+#include "cache/layout.h"
 #include "cache/object_file.h"
+#include "cache/tuning_file.h"
 #include "cache/store.h"
 #include "support/cache_files.h"
 
@@ -305,7 +308,7 @@ TEST_F(CacheTest, SymlinkedOrForeignFilesAreRefusedAndTheMethodRunsUncached) {
   ASSERT_EQ(sh(worker(dir)).status, 0);
   fs::path index;
   for (const auto& f : fs::directory_iterator(dir))
-    if (f.path().extension() == ".h5") index = f.path();
+    if (f.path().extension() == ".h5" && f.path().filename() != cache::layout::kTuningFile) index = f.path();
   fs::path real = dir / "real.bin";
   fs::rename(index, real);
   fs::create_symlink(real, index);
@@ -390,4 +393,126 @@ TEST_F(CacheTest, SaveAndLoadCacheArtifactsInProcess) {
   for (const auto& p : testing_support::entry_paths(other.string())) found = found || has(p, "/decode");
   EXPECT_TRUE(found);
   fs::remove_all(other);
+}
+
+namespace {
+
+// "tuning <tuned> <reused>" of a worker's output: {-1, -1} when absent.
+std::pair<int, int> tuning_counts(const std::string& output) {
+  const std::string text = "\n" + output;
+  const auto at = text.find("\ntuning ");
+  if (at == std::string::npos) return {-1, -1};
+  int tuned = -1, reused = -1;
+  if (std::sscanf(text.c_str() + at, "\ntuning %d %d", &tuned, &reused) != 2) return {-1, -1};
+  return {tuned, reused};
+}
+
+std::string file_bytes(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+}  // namespace
+
+TEST_F(CacheTest, TuningIsSharedThroughTheCacheDirectoryAcrossProcessesAndModels) {
+  Out cold = sh(worker(dir));
+  ASSERT_EQ(cold.status, 0) << cold.text;
+  const auto [tuned, reused] = tuning_counts(cold.text);
+  EXPECT_GE(tuned, 1) << cold.text;
+  EXPECT_EQ(reused, 0) << cold.text;
+  const fs::path table = dir / cache::layout::kTuningFile;
+  ASSERT_TRUE(fs::exists(table));
+  const auto records = cache::decode_tuning(file_bytes(table), table.string());
+  EXPECT_EQ(static_cast<int>(records.size()), tuned);
+  // Another model of the same matmul shapes, in another process: its matmul
+  // comes from the table, and the program is the one a fresh tuning with
+  // the same choices gives.
+  Out other = sh(worker(dir, "prompt --other"));
+  ASSERT_EQ(other.status, 0) << other.text;
+  EXPECT_TRUE(has(other.text, "compiled 1\nstatus compiled")) << other.text;
+  const auto [tuned2, reused2] = tuning_counts(other.text);
+  EXPECT_GE(reused2, 1) << other.text;
+  EXPECT_GE(tuned2, 0) << other.text;
+  EXPECT_TRUE(has(other.text, "same_program 1")) << other.text;
+  // Its new decisions (its own fused kernels) joined the file.
+  EXPECT_EQ(cache::decode_tuning(file_bytes(table), table.string()).size(), records.size() + static_cast<std::size_t>(tuned2));
+  // The table off: everything timed.
+  fs::remove_all(dir / "objects");
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.path().extension() == ".h5" && e.path() != table) fs::remove(e.path());
+  Out off = sh(worker(dir, "prompt --other --no-shared-tuning"));
+  ASSERT_EQ(off.status, 0) << off.text;
+  EXPECT_TRUE(has(off.text, "status compiled")) << off.text;
+  EXPECT_EQ(tuning_counts(off.text).second, 0) << off.text;
+  EXPECT_GE(tuning_counts(off.text).first, 1) << off.text;
+  // A person reads it with h5dump: one group per runtime, one line per decision.
+  Out h = sh("h5dump " + table.string());
+  ASSERT_EQ(h.status, 0) << h.text;
+  EXPECT_TRUE(has(h.text, "GROUP \"simnpu-v1 runtime 1.0.0\"")) << h.text;
+  EXPECT_TRUE(has(h.text, "DATASET \"decisions\"")) << h.text;
+  EXPECT_TRUE(has(h.text, "matmul f32[3, 2] f32[1, 2] trans_b | tile_")) << h.text;
+}
+
+TEST_F(CacheTest, DamagedTuningFileIsIgnoredWithAWarningAndRewritten) {
+  ASSERT_EQ(sh(worker(dir)).status, 0);
+  const std::string good = file_bytes(dir / cache::layout::kTuningFile);
+  ASSERT_GT(good.size(), 600u);
+  const std::size_t userblock = 512;  // the seed's few decisions fit the smallest userblock
+  std::vector<std::size_t> offsets = {0, 9, 13, 30, 50, 60, 70, userblock - 1, userblock + 100, good.size() / 2,
+                                      good.size() - 3};
+  int n = 0;
+  for (std::size_t at : offsets) {
+    std::string bad = good;
+    bad[at] = static_cast<char>(bad[at] ^ 0x5a);
+    const fs::path d = dir.string() + "-damaged-" + std::to_string(n++);
+    fs::remove_all(d);
+    fs::create_directories(d);
+    fs::permissions(d, fs::perms::owner_all, fs::perm_options::replace);
+    {
+      std::ofstream(d / cache::layout::kTuningFile, std::ios::binary) << bad;
+    }
+    fs::permissions(d / cache::layout::kTuningFile, fs::perms::owner_read | fs::perms::owner_write,
+                    fs::perm_options::replace);
+    Out o = sh(worker(d.string(), "prompt --other"));
+    EXPECT_EQ(o.status, 0) << "offset " << at << ": " << o.text;
+    EXPECT_TRUE(has(o.text, "status compiled")) << o.text;
+    EXPECT_TRUE(has(o.text, "tuning.h5 is damaged")) << "offset " << at << ": " << o.text;
+    EXPECT_TRUE(has(o.text, "its decisions are ignored and it is rewritten on the next save")) << o.text;
+    EXPECT_EQ(tuning_counts(o.text).second, 0) << "offset " << at << ": " << o.text;  // nothing of it used
+    const std::string now = file_bytes(d / cache::layout::kTuningFile);
+    EXPECT_NE(now, bad);
+    EXPECT_NO_THROW(cache::decode_tuning(now, "rewritten")) << "offset " << at;
+    fs::remove_all(d);
+  }
+  // A file that is not npucache's at all.
+  const fs::path d = dir.string() + "-foreign";
+  fs::remove_all(d);
+  fs::create_directories(d);
+  fs::permissions(d, fs::perms::owner_all, fs::perm_options::replace);
+  { std::ofstream(d / cache::layout::kTuningFile) << "not a tuning table\n"; }
+  fs::permissions(d / cache::layout::kTuningFile, fs::perms::owner_read | fs::perms::owner_write,
+                  fs::perm_options::replace);
+  Out o = sh(worker(d.string(), "prompt --other"));
+  EXPECT_EQ(o.status, 0) << o.text;
+  EXPECT_TRUE(has(o.text, "not npucache's")) << o.text;
+  EXPECT_NO_THROW(cache::decode_tuning(file_bytes(d / cache::layout::kTuningFile), "rewritten"));
+  // The cache tools do not take it for an index, and clear removes it.
+  Out ls = sh(std::string(NPUCACHE_CLI) + " verify " + d.string());
+  EXPECT_FALSE(has(ls.text, "tuning.h5 is damaged")) << ls.text;
+  fs::remove_all(d);
+}
+
+TEST(TuningFile, DecodesWhatItEncodesAndRejectsEveryFlippedByte) {
+  std::vector<compiler::TuningRecord> rs = {
+      {"simnpu-v1 runtime 1.0.0", "matmul f32[8, 64] f32[64, 64] trans_b", {"tile_m=32 tile_n=256 tile_k=128", 1.5, 2.5, 8, ""}},
+      {"simnpu/v2 runtime 2", "fused f32[8] code#12", {"block=256", 0, 0, 0, "not timed: too large"}}};
+  const std::string f = cache::encode_tuning(rs);
+  EXPECT_EQ(cache::decode_tuning(f, "t"), rs);
+  for (std::size_t at = 0; at < f.size(); at += 7) {
+    std::string bad = f;
+    bad[at] = static_cast<char>(bad[at] ^ 0x01);
+    EXPECT_THROW(cache::decode_tuning(bad, "t"), cache::CacheError) << "offset " << at;
+  }
+  EXPECT_THROW(cache::decode_tuning(f.substr(0, f.size() - 1), "t"), cache::CacheError);
+  EXPECT_THROW(cache::decode_tuning("", "t"), cache::CacheError);
 }

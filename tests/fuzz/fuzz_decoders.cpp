@@ -29,6 +29,8 @@
 #include "cache/index_file.h"
 #include "cache/object_file.h"
 #include "cache/stats.h"
+#include "cache/layout.h"
+#include "cache/tuning_file.h"
 #include "cache/zstd_codec.h"
 #include "compiler/executor.h"
 #include "compiler/serialize.h"
@@ -67,13 +69,17 @@ enum Target : uint8_t {
   kCompiled,       // a serialized compiled graph; run when it decodes with a program
   kZstdFrame,      // a zstd frame
   kJsonFiles,      // stats.json and config.json
+  kTuningFile,     // the tuning table file, as read from the cache directory
+  kTuningRecords,  // its records, sealed in a valid envelope (checksums fixed)
   kTargets
 };
 const char* const kTargetNames[] = {"index-file", "object-file", "bundle-file", "index-records",
-                                    "bundle-records", "compiled", "zstd-frame", "json-files"};
+                                    "bundle-records", "compiled", "zstd-frame", "json-files",
+                                    "tuning-file", "tuning-records"};
 
 struct Globals {
   std::string index_hdf5;  // the HDF5 view sealed with fuzzed index records
+  std::string tuning_hdf5;  // the HDF5 view sealed with fuzzed tuning records
   fs::path scratch;        // a directory for the JSON target
   fs::path findings = ".";
   std::string current;     // the input being run (dumped when a sanitizer aborts)
@@ -252,6 +258,16 @@ void run_target(Target t, std::string_view in) {
       cache::admin::max_size(g.scratch.string());
       break;
     }
+    case kTuningFile:
+      cache::decode_tuning(in, "fuzzed tuning table");
+      break;
+    case kTuningRecords: {
+      const auto records = split_frames(in);
+      const std::string file = cache::seal(cache::EnvelopeKind::tuning, records, g.tuning_hdf5,
+                                           cache::userblock_for(records));
+      cache::decode_tuning(file, "fuzzed tuning records");
+      break;
+    }
     default:
       break;
   }
@@ -330,7 +346,13 @@ Seeds make_seeds(const fs::path& dir) {
     const fs::path d = dir / sub;
     for (const auto& f : fs::directory_iterator(d)) {
       const std::string name = f.path().filename().string();
-      if (f.path().extension() == ".h5") {
+      if (name == cache::layout::kTuningFile) {
+        const std::string bytes = slurp(f.path());
+        s.add(kTuningFile, bytes);
+        auto env = cache::open_envelope(cache::EnvelopeKind::tuning, bytes, name);
+        if (g.tuning_hdf5.empty()) g.tuning_hdf5 = std::string(env.hdf5);
+        s.add(kTuningRecords, join_frames(env.records));
+      } else if (f.path().extension() == ".h5") {
         const std::string bytes = slurp(f.path());
         s.add(kIndexFile, bytes);
         auto env = cache::open_envelope(cache::EnvelopeKind::index, bytes, name);

@@ -1,10 +1,13 @@
 // The MPI cache coordinator under mpiexec (1, 2, 4 and 8 ranks).
+#include <npucache/trace.h>
 #include <npucache/device.h>
 #include <npucache/coordinator.h>
 #include <npucache/models/models.h>
 #include <npucache/mpi.h>
 #include <npucache/ops.h>
 
+#include "compiler/compiled_graph.h"
+#include "compiler/tuning_table.h"
 #include "support/cache_files.h"
 #include "mpi/comm.h"
 
@@ -160,6 +163,47 @@ TEST_F(Coordinator, CompilesEachUniqueSubgraphOnceThenWarmStartLoadsAll) {
   auto warm = job();
   EXPECT_EQ(total(count(warm, &MethodReport::hit)), 2 * world);
   EXPECT_EQ(total(count(warm, &MethodReport::compiled)), 0);
+}
+
+TEST_F(Coordinator, RanksThatReceiveAnArtifactReuseItsAutotuneDecisions) {
+  compiler::TuningTable::process().clear();
+  auto cold = job();
+  // A method this rank received and did not compile: compiling it here
+  // (traced and compiled, not run: the ranks' methods differ) times
+  // nothing, its decisions came with the artifact.
+  int checked = 0;
+  for (const auto& r : cold) {
+    if (!r.fetched || r.compiled) continue;
+    TraceOptions to;
+    to.method_name = r.method;
+    auto kv = model->make_kv_cache(1);
+    const CompilerConfig config = *options(r.method).compile.config;
+    auto compiled = [&](TraceResult tr, const FlatArgs& args) {
+      const SymBindings b = tr.signature.bind(args);
+      return compiler::compile_graph(std::move(tr), config, {}, b, true, current_device());
+    };
+    compiler::CompiledGraph g;
+    if (r.method == "prompt") {
+      const Tensor t = Tensor::from_vector_i64({1, 2, 3, 4, 5, 6}, {1, 6});
+      const Tensor p = Tensor::from_vector_i64({0, 1, 2, 3, 4, 5}, {1, 6});
+      g = compiled(trace_method(*model, &models::TinyLlama::prompt, to, t, p, kv), flatten_args(to, t, p, kv));
+    } else {
+      const Tensor t = Tensor::from_vector_i64({7}, {1, 1}), p = Tensor::from_vector_i64({6}, {1, 1});
+      g = compiled(trace_method(*model, &models::TinyLlama::decode, to, t, p, kv), flatten_args(to, t, p, kv));
+    }
+    EXPECT_EQ(g.kernels_tuned, 0) << r.method;
+    EXPECT_GT(g.kernels_reused, 0) << r.method;
+    ++checked;
+  }
+  if (world >= 2) {
+    EXPECT_GT(total(count(cold, &MethodReport::fetched)), 0);
+    EXPECT_GT(total(checked), 0);
+  }
+  // The compiling ranks' reports count what they timed.
+  for (const auto& r : cold)
+    if (r.compiled) {
+      EXPECT_GT(r.kernels_tuned + r.kernels_reused, 0) << r.method;
+    }
 }
 
 TEST_F(Coordinator, RemovingOneEntryMakesOnlyThatRankFetchOrLoad) {

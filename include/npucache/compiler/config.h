@@ -36,6 +36,12 @@ struct CompilerConfig {
   int autotune_repetitions = 5;       // measurements per candidate (best kept)
   int autotune_min_time_us = 200;     // a measurement repeats the kernel this long
   InputHandling input_handling = InputHandling::update_address;  // reduce-overhead
+  // Share autotune decisions through the process's tuning table (and the
+  // cache directory's tuning file): a kernel signature tuned before is not
+  // timed again. Off: every compile times its kernels (the benchmark's
+  // baseline). The program is the same either way, so this option is in
+  // neither dump() nor hash() (it does not change cache keys).
+  bool shared_tuning = true;
 
   void validate() const;
   // "mode=max-autotune\nge_config.enable_single_stream=false\n..."

@@ -1,5 +1,6 @@
 #include "compiler/autotune.h"
 #include "compiler/autotune_scratch.h"
+#include "compiler/tuning_table.h"
 #include "log/progress.h"
 
 #include <npucache/device.h>
@@ -64,6 +65,13 @@ double time_us(const runtime::KernelLaunch& l, int reps, int min_us) {
   return best;
 }
 
+// The candidate `chosen` names among the first `n`, or -1.
+int candidate_index(const std::vector<Config>& cands, std::size_t n, const std::string& chosen) {
+  for (std::size_t c = 0; c < n && c < cands.size(); ++c)
+    if (config_str(cands[c]) == chosen) return static_cast<int>(c);
+  return -1;
+}
+
 }  // namespace
 
 std::vector<AutotuneDecision> autotune(DeviceProgram& p, const SymBindings& example,
@@ -71,6 +79,8 @@ std::vector<AutotuneDecision> autotune(DeviceProgram& p, const SymBindings& exam
   std::vector<AutotuneDecision> decisions;
   std::map<std::string, std::size_t> by_key;
   Device& dev = Platform::get().device(device);
+  const std::string runtime = config.shared_tuning ? tuning_runtime(device) : std::string();
+  TuningTable& table = TuningTable::process();
   for (std::size_t si = 0; si < p.steps.size(); ++si) {
     ProgramStep& s = p.steps[si];
     if (s.op != Op::matmul && s.op != Op::fused) continue;
@@ -83,6 +93,7 @@ std::vector<AutotuneDecision> autotune(DeviceProgram& p, const SymBindings& exam
     }
     const TensorType& rt = p.buffers[static_cast<std::size_t>(s.result)].type;
     args.push_back({nullptr, 0, rt.dtype, evaluate_dims(rt.shape, example)});
+    if (s.op == Op::matmul && s.attrs.get_bool_or("trans_b", false)) key += " trans_b";
     if (s.op == Op::fused) key += " code#" + std::to_string(std::hash<std::string>{}(attr_str(s.attrs.get<std::vector<int64_t>>("code"))));
     auto found = by_key.find(key);
     if (found == by_key.end()) {
@@ -94,15 +105,34 @@ std::vector<AutotuneDecision> autotune(DeviceProgram& p, const SymBindings& exam
                                      : bound_fused(args, kAutotuneScratchBytes);
       d.timed_on = bound.note;
       const bool timed = bound.timed;
+      const auto& cands = s.op == Op::matmul ? matmul_candidates() : fused_candidates();
+      const std::size_t n =
+          timed ? std::min<std::size_t>(cands.size(), static_cast<std::size_t>(config.autotune_candidates)) : 0;
+      // A decision of the tuning table that compared at least these
+      // candidates and names one of the known ones: applied, not timed.
+      if (config.shared_tuning)
+        if (auto e = table.find(runtime, key); e && static_cast<std::size_t>(std::max(e->candidates, 0)) >= n) {
+          const int c = candidate_index(cands, std::max<std::size_t>(static_cast<std::size_t>(e->candidates), 1), e->chosen);
+          if (c >= 0) {
+            d.chosen = e->chosen;
+            d.best_us = e->best_us;
+            d.default_us = e->default_us;
+            d.candidates = e->candidates;
+            d.timed_on = e->timed_on;
+            d.from_table = true;
+            found = by_key.emplace(key, decisions.size()).first;
+            decisions.push_back(std::move(d));
+            for (const auto& [k, v] : cands[static_cast<std::size_t>(c)]) s.attrs.set(k, v);
+            decisions[found->second].steps.push_back(static_cast<int>(si));
+            continue;
+          }
+        }
       // Scratch operands with benign values (no NaN/inf on any candidate).
       if (timed)
         for (auto& a : args) {
           a.block = dev.allocate(std::max<std::size_t>(a.bytes(), 1));
           std::memset(a.block->data(), 0, a.block->size());
         }
-      const auto& cands = s.op == Op::matmul ? matmul_candidates() : fused_candidates();
-      const std::size_t n =
-          timed ? std::min<std::size_t>(cands.size(), static_cast<std::size_t>(config.autotune_candidates)) : 0;
       d.candidates = static_cast<int>(n);
       double best = std::numeric_limits<double>::infinity();
       std::size_t best_i = 0;
@@ -125,6 +155,7 @@ std::vector<AutotuneDecision> autotune(DeviceProgram& p, const SymBindings& exam
       if (timed) dev.empty_cache();
       d.best_us = n > 0 ? best : 0.0;
       d.chosen = config_str(cands[best_i]);
+      if (config.shared_tuning) table.add(runtime, key, tuning_entry(d));
       found = by_key.emplace(key, decisions.size()).first;
       decisions.push_back(std::move(d));
       log::Progress::note("pass autotune, " + std::to_string(decisions.size()) + " kernels tuned");
