@@ -12,6 +12,8 @@
 
 #include <gtest/gtest.h>
 
+#include <thread>
+
 using namespace npucache;
 using compiler::TuningTable;
 
@@ -137,4 +139,26 @@ TEST(TuningTable, MergingKeepsTheDecisionOfMoreCandidates) {
   EXPECT_EQ(t.find("r", "k")->chosen, "c");
   EXPECT_EQ(t.records().size(), 2u);
   EXPECT_FALSE(t.find("t", "k").has_value());
+}
+
+// Threads adding, finding and listing at once (run under TSan in CI): every
+// signature ends with one entry, the one that compared the most candidates.
+TEST(TuningTable, ConcurrentUseKeepsOneEntryPerSignature) {
+  TuningTable t;
+  std::vector<std::thread> threads;
+  for (int w = 0; w < 4; ++w)
+    threads.emplace_back([&t, w] {
+      for (int i = 0; i < 200; ++i) {
+        const std::string key = "k" + std::to_string(i % 50);
+        t.add("r", key, {"c" + std::to_string(w), 1, 2, w + 1, ""});
+        (void)t.find("r", key);
+        if (i % 40 == 0) (void)t.records();
+      }
+    });
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(t.size(), 50u);
+  for (const auto& r : t.records()) {
+    EXPECT_EQ(r.entry.candidates, 4) << r.key;
+    EXPECT_EQ(r.entry.chosen, "c3") << r.key;
+  }
 }
