@@ -36,6 +36,15 @@ T get(std::string_view s, std::size_t at) {
 
 }  // namespace
 
+const char* kind_name(EnvelopeKind k) {
+  switch (k) {
+    case EnvelopeKind::index: return "index";
+    case EnvelopeKind::object: return "object";
+    case EnvelopeKind::tuning: return "tuning";
+  }
+  return "unknown";
+}
+
 std::size_t userblock_for(const std::vector<std::string>& records) {
   std::size_t need = kHeader;
   for (const auto& r : records) need += kRecordHead + r.size();

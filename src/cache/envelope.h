@@ -34,6 +34,8 @@ std::string seal(EnvelopeKind kind, const std::vector<std::string>& records, std
                  std::size_t userblock);
 // The userblock size `records` need (a power of two >= 512).
 std::size_t userblock_for(const std::vector<std::string>& records);
+// "index", "object", "tuning": the `kind` attribute of the file's HDF5 view.
+const char* kind_name(EnvelopeKind kind);
 
 struct Opened {
   std::vector<std::string> records;  // the bodies that passed their checksums

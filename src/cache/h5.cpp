@@ -1,6 +1,7 @@
 #include "cache/h5.h"
 
 #include "cache/cache_error.h"
+#include "cache/layout.h"
 #include "cache/zstd_filter.h"
 
 #include <algorithm>
@@ -101,6 +102,14 @@ Handle create_image(std::size_t userblock) {
   check(H5Pset_userblock(fcpl.id(), userblock), "H5Pset_userblock");
   Handle fapl = core_fapl();
   return {check(H5Fcreate("npucache-image", H5F_ACC_TRUNC, fcpl.id(), fapl.id()), "creating a file image"), H5Fclose};
+}
+
+Handle create_view(std::size_t userblock, const std::string& kind) {
+  Handle f = create_image(userblock);
+  write_attr(f.id(), "format", std::string(layout::kFormatName));
+  write_attr(f.id(), "format_version", std::string(layout::kFormatVersion));
+  write_attr(f.id(), "kind", kind);
+  return f;
 }
 
 std::string image_bytes(hid_t file) {

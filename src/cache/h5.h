@@ -60,6 +60,10 @@ hid_t check(hid_t rc, const std::string& what);
 // A new file in memory made for a userblock of `userblock` bytes (a power
 // of two >= 512) that the caller puts in front of its image.
 Handle create_image(std::size_t userblock);
+// create_image with the root attributes every npucache view carries:
+// format "npucache", format_version, and `kind` ("index", "object",
+// "tuning": envelope.h's kind_name).
+Handle create_view(std::size_t userblock, const std::string& kind);
 // The file's image, without the userblock.
 std::string image_bytes(hid_t file);
 // A read-only file over `bytes` (copied).

@@ -104,11 +104,8 @@ EntryRecord decode_entry(std::string_view body, const IndexFile& ix, const std::
 // The HDF5 view: what h5dump, h5ls and h5py show.
 std::string hdf5_view(const IndexFile& ix, std::size_t userblock) {
   auto guard = h5::lock();
-  h5::Handle f = h5::create_image(userblock);
+  h5::Handle f = h5::create_view(userblock, kind_name(EnvelopeKind::index));
   const hid_t root = f.id();
-  h5::write_attr(root, "format", std::string(layout::kFormatName));
-  h5::write_attr(root, "format_version", std::string(layout::kFormatVersion));
-  h5::write_attr(root, "kind", std::string("index"));
   h5::write_attr(root, "model_info", ix.model_info);
   for (const auto& [k, v] : ix.model) {
     if (k == component::kDynamic || k == component::kGeCache)

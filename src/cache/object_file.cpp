@@ -71,11 +71,8 @@ std::string encode_object(const ObjectRecord& o) {
   std::string image;
   {
     auto guard = h5::lock();
-    h5::Handle f = h5::create_image(userblock);
+    h5::Handle f = h5::create_view(userblock, kind_name(EnvelopeKind::object));
     const hid_t root = f.id();
-    h5::write_attr(root, "format", std::string(layout::kFormatName));
-    h5::write_attr(root, "format_version", std::string(layout::kFormatVersion));
-    h5::write_attr(root, "kind", std::string("object"));
     h5::write_attr(root, "graph_key", o.graph_key);
     h5::write_attr(root, "checksum", m.checksum);
     h5::write_attr(root, "raw_size", static_cast<int64_t>(m.raw_size));

@@ -102,11 +102,8 @@ std::string encode_tuning(const std::vector<TuningRecord>& records) {
   std::string image;
   {
     auto guard = h5::lock();
-    h5::Handle f = h5::create_image(userblock);
+    h5::Handle f = h5::create_view(userblock, kind_name(EnvelopeKind::tuning));
     const hid_t root = f.id();
-    h5::write_attr(root, "format", std::string(layout::kFormatName));
-    h5::write_attr(root, "format_version", std::string(layout::kFormatVersion));
-    h5::write_attr(root, "kind", std::string("tuning"));
     h5::write_attr(root, "decisions", static_cast<int64_t>(records.size()));
     std::set<std::string> used;
     for (const auto& [runtime, ls] : lines) {

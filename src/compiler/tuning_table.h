@@ -68,7 +68,8 @@ class TuningTable {
 };
 
 // The runtime a decision holds for: "<device name> runtime <runtime
-// version>" of `device` (the same text as the cache key's runtime version).
+// version>" of `device`. The cache key's runtime_version component is this
+// same text (coord/identity.cpp calls it), so the two cannot drift apart.
 std::string tuning_runtime(int device);
 
 // The table entry of a decision and back (steps are per program: none).

@@ -3,24 +3,15 @@
 #include <npucache/error.h>
 
 #include "coord/host_allgather.h"
+#include "coord/identity.h"
 
 #include <algorithm>
 #include <chrono>
 #include <map>
 #include <memory>
 #include <mutex>
-#include <unistd.h>
 
 namespace npucache::coord {
-namespace {
-
-std::string host_name() {
-  char buf[256] = {0};
-  ::gethostname(buf, sizeof buf - 1);
-  return buf;
-}
-
-}  // namespace
 
 Hosts hosts_from(std::vector<TableEntry> hosts, int world) {
   for (auto& e : hosts) std::sort(e.ranks.begin(), e.ranks.end());

@@ -4,23 +4,17 @@
 #include <npucache/error.h>
 #include <npucache/mpi.h>
 
+#include "compiler/tuning_table.h"
+
 #include <filesystem>
 #include <unistd.h>
 
 namespace npucache::coord {
-namespace {
 
 std::string host_name() {
   char buf[256] = {0};
   ::gethostname(buf, sizeof buf - 1);
   return buf;
-}
-
-}  // namespace
-
-std::string runtime_version(int device) {
-  const DeviceProperties& p = Platform::get().device(device).properties();
-  return p.name + " runtime " + p.runtime_version;
 }
 
 cache::MethodIdentity resolve_identity(const nn::Module& module, const CacheOptions& o, const CompilerConfig& config,
@@ -43,7 +37,7 @@ cache::MethodIdentity resolve_identity(const nn::Module& module, const CacheOpti
   k.ge_cache = config.mode == CompileMode::max_autotune && (o.ge_cache || store_program);
   k.decompositions = cache::decomposition_names(o.compile.custom_decompositions);
   k.code_version = o.code_version;
-  k.runtime_version = runtime_version(current_device());
+  k.runtime_version = compiler::tuning_runtime(current_device());
   if (o.hit_check == HitCheck::code_version && o.code_version.empty())
     throw ConfigError("hit_check = HitCheck::code_version serves stored programs without tracing on the user's word "
                       "that code_version changes with the code: set code_version, or use the default HitCheck::trace");

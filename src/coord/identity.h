@@ -16,7 +16,8 @@ namespace npucache::coord {
 cache::MethodIdentity resolve_identity(const nn::Module& module, const CacheOptions& options,
                                        const CompilerConfig& config, bool store_program);
 
-// "simnpu-v1 runtime 1.0.0": the identity of the simulated device `device`.
-std::string runtime_version(int device);
+// This host's name (gethostname), as the coordinator's host map and the
+// producer records give it.
+std::string host_name();
 
 }  // namespace npucache::coord

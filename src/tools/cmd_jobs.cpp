@@ -112,7 +112,10 @@ void add_job_commands(CLI::App& app) {
   CLI::App* w = app.add_subcommand("warmup", "compile-and-cache job for prompt and decode (run under mpirun)");
   add_job_options(w, *warm);
   w->callback([warm] {
-    if (warm->check_only) return check_args(*warm);
+    if (warm->check_only) {
+      check_args(*warm);
+      return;
+    }
     guarded([&] { run_warmup(*warm); });
   });
   auto inf = std::make_shared<JobArgs>();
@@ -121,7 +124,10 @@ void add_job_commands(CLI::App& app) {
   add_job_options(i, *inf);
   i->add_option("--tokens", inf->tokens, "tokens to generate")->check(positive_integer());
   i->callback([inf] {
-    if (inf->check_only) return check_args(*inf);
+    if (inf->check_only) {
+      check_args(*inf);
+      return;
+    }
     guarded([&] { run_infer(*inf); });
   });
 }

@@ -53,6 +53,12 @@ std::string report_path_problem(const std::string& path) {
   return "";
 }
 
+// The error for a --report-json path that cannot be written; "" when it can.
+std::string report_path_error(const std::string& path) {
+  const std::string why = report_path_problem(path);
+  return why.empty() ? "" : "--report-json " + path + " cannot be written (" + why + "); give a writable path";
+}
+
 // The process's peak resident memory (VmHWM of /proc/self/status), 0 when
 // unknown.
 std::size_t peak_rss_bytes() {
@@ -173,17 +179,17 @@ std::vector<std::pair<std::string, std::string>> job_fields(const JobArgs& a, co
 
 }  // namespace
 
-void check_args(JobArgs& a) {
+models::DecoderConfig check_args(JobArgs& a) {
   parse_compile_mode(a.mode);
   a.timeout_s = parse_timeout(a.timeout);
-  model_config(a).validate(a.tp, a.pp);
+  models::DecoderConfig c = model_config(a);
+  c.validate(a.tp, a.pp);
   if (a.check_only && !a.report_json.empty())
-    if (const std::string why = report_path_problem(a.report_json); !why.empty())
-      throw ConfigError("--report-json " + a.report_json + " cannot be written (" + why + "); give a writable path");
+    if (std::string error = report_path_error(a.report_json); !error.empty()) throw ConfigError(error);
+  return c;
 }
 
-Job::Job(const JobArgs& a, models::Weights weights) : args(a), config(model_config(a)) {
-  check_args(args);
+Job::Job(const JobArgs& a, models::Weights weights) : args(a), config(check_args(args)) {
   int argc = 0;
   char** argv = nullptr;
   mpi = std::make_unique<MpiSession>(&argc, &argv);
@@ -192,11 +198,9 @@ Job::Job(const JobArgs& a, models::Weights weights) : args(a), config(model_conf
   agree_job(args.command, job_fields(args, config), args.timeout_s);
   if (!args.report_json.empty()) {
     // Rank 0 writes the report; every rank learns whether it can.
-    std::string why = MpiSession::world_rank() == 0 ? report_path_problem(args.report_json) : "";
-    mpi::Comm::world().broadcast(why, 0, {"checking the report path", args.timeout_s});
-    if (!why.empty())
-      throw coord::JobMismatch("--report-json " + args.report_json + " cannot be written (" + why +
-                               "); give a writable path");
+    std::string error = MpiSession::world_rank() == 0 ? report_path_error(args.report_json) : "";
+    mpi::Comm::world().broadcast(error, 0, {"checking the report path", args.timeout_s});
+    if (!error.empty()) throw coord::JobMismatch(error);
   }
   comm = make_mpi_communicator(args.tp, args.pp, args.timeout_s);
   set_current_communicator(comm.get());

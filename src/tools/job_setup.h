@@ -42,8 +42,8 @@ void add_job_options(CLI::App* cmd, JobArgs& a);
 
 // Validates the arguments without MPI (mode, timeout, model config against
 // tp/pp; with --check-args also the report path): ConfigError naming the
-// argument. Sets a.timeout_s.
-void check_args(JobArgs& a);
+// argument. Sets a.timeout_s; returns the model config.
+models::DecoderConfig check_args(JobArgs& a);
 
 // --timeout: a positive, finite number of seconds; ConfigError (exit 2,
 // before MPI starts) for anything else.

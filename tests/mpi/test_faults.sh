@@ -6,7 +6,7 @@
 #       and the missing rank within timeout + 5 s, and mpirun exits.
 # jobs: `npucache warmup` with --timeout 0, -1, nan, inf, junk (exit 2
 #       before MPI starts); an MPMD launch with different --pp, another
-#       --mode, another subcommand (every rank names the differing ranks and
+#       --mode, another model config, another subcommand (every rank names the differing ranks and
 #       fields, exit non-zero, no raw MPI error); a rank stopped (SIGSTOP)
 #       mid-warmup (the others report it within timeout + 5 s, mpirun exits).
 set -euo pipefail
@@ -84,6 +84,15 @@ jobs() {
   [ "$(count "ranks 0-2 have --mode max-autotune, rank 3 has --mode reduce-overhead")" -eq 4 ] ||
     fail "mismatched --mode not named on every rank: $out"
   echo "ok: every rank names rank 3's --mode"
+
+  say "MPMD: ranks 2, 3 with another model config (--max-seq 32)"
+  run 60 mpirun --oversubscribe -np 2 "$npucache" warmup --tp 2 --cache-dir "$work/c" --timeout 20 : \
+    -np 2 "$npucache" warmup --tp 2 --cache-dir "$work/c" --timeout 20 --max-seq 32
+  [ "$rc" -ne 0 ] || fail "mismatched model config: exit 0"
+  [ "$(count "ranks 0, 1 have no --max-seq, ranks 2, 3 have --max-seq 32")" -eq 4 ] ||
+    fail "mismatched --max-seq not named on every rank: $out"
+  [ "$(count "ranks 0, 1 have model config ")" -eq 4 ] || fail "the differing model config not named on every rank: $out"
+  echo "ok: every rank names the ranks with another model config"
 
   say "MPMD: rank 3 runs generate beside warmup"
   run 60 mpirun --oversubscribe -np 3 "$npucache" warmup --tp 2 --pp 2 --cache-dir "$work/c" --timeout 20 : \

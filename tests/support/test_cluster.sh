@@ -18,10 +18,8 @@
 # $NPUCACHE_CLUSTER_TEST_BUDGET seconds (default 480, below ctest's TIMEOUT,
 # so the teardown on exit always gets to run).
 set -euo pipefail
-
-say() { echo "== $*"; }
-fail() { echo "FAIL: $*" >&2; exit 1; }
-skip() { echo "SKIPPED: $*"; exit 77; }
+# shellcheck source=cluster_test_lib.sh
+. "$(dirname "$0")/cluster_test_lib.sh"
 
 [ $# -eq 1 ] || { echo "usage: $0 TEST_MPI_MODELS_BINARY" >&2; exit 2; }
 mpi_test="$1"
@@ -36,38 +34,7 @@ h0="${prefix}0"
 h1="${prefix}1"
 deadline=$((SECONDS + ${NPUCACHE_CLUSTER_TEST_BUDGET:-480}))
 
-# Seconds a step may take: at most $1, and never past the budget.
-limit() {
-  local left=$((deadline - SECONDS))
-  [ "$left" -gt 0 ] || fail "the test's time budget is used up"
-  if [ "$1" -lt "$left" ]; then echo "$1"; else echo "$left"; fi
-}
-
-[ "$(id -u)" -eq 0 ] || skip "needs root to create network, UTS and mount namespaces (run ctest as root)"
-for t in ip unshare nsenter mpirun timeout; do
-  command -v "$t" >/dev/null 2>&1 || skip "'$t' is not installed"
-done
-if ! reason="$(timeout 30 "$cluster" check --prefix "$prefix" 2>&1)"; then
-  skip "namespaces cannot be created on this machine: $reason"
-fi
-
-# Bounded cluster commands; `down` is always safe to repeat.
-cl() { timeout --foreground -k 5 "$(limit 30)" "$cluster" "$@"; }
-down() { cl down --prefix "$prefix" >/dev/null; }
-cleanup() {
-  local rc=$? out
-  trap - EXIT INT TERM HUP
-  # When ctest is gone, writing to its pipe would kill the teardown half-way:
-  # SIGPIPE is ignored and the output collected. Outside the budget.
-  trap '' PIPE
-  if ! out="$(timeout -k 5 30 "$cluster" down --prefix "$prefix" 2>&1)"; then
-    echo "cleanup: '$cluster down --prefix $prefix' failed; run it by hand: $out" >&2 || true
-  fi
-  exit "$rc"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM HUP
+cluster_test_start 30
 
 say "cluster $prefix; removing any leftover of an earlier run"
 down

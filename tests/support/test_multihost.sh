@@ -20,10 +20,8 @@
 # always runs). The prefix is stable per build tree (a rerun removes what a
 # killed run left) and differs between build trees.
 set -euo pipefail
-
-say() { echo "== $*"; }
-fail() { echo "FAIL: $*" >&2; exit 1; }
-skip() { echo "SKIPPED: $*"; exit 77; }
+# shellcheck source=cluster_test_lib.sh
+. "$(dirname "$0")/cluster_test_lib.sh"
 
 [ $# -eq 1 ] || { echo "usage: $0 NPUCACHE_BINARY" >&2; exit 2; }
 npucache="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
@@ -40,35 +38,8 @@ work="/tmp/npucache-multihost-work-$prefix"
 deadline=$((SECONDS + ${NPUCACHE_MULTIHOST_TEST_BUDGET:-480}))
 export NPUCACHE_LOG_LEVEL="${NPUCACHE_LOG_LEVEL:-warn}"
 
-limit() {
-  local left=$((deadline - SECONDS))
-  [ "$left" -gt 0 ] || fail "the test's time budget is used up"
-  if [ "$1" -lt "$left" ]; then echo "$1"; else echo "$left"; fi
-}
-
-[ "$(id -u)" -eq 0 ] || skip "needs root to create network, UTS and mount namespaces (run ctest as root)"
-for t in ip unshare nsenter mpirun timeout python3; do
-  command -v "$t" >/dev/null 2>&1 || skip "'$t' is not installed"
-done
-if ! reason="$(timeout 30 "$cluster" check --prefix "$prefix" 2>&1)"; then
-  skip "namespaces cannot be created on this machine: $reason"
-fi
-
-cl() { timeout --foreground -k 5 "$(limit 60)" "$cluster" "$@"; }
-down() { cl down --prefix "$prefix" >/dev/null; }
-cleanup() {
-  local rc=$? out
-  trap - EXIT INT TERM HUP
-  trap '' PIPE
-  if ! out="$(timeout -k 5 30 "$cluster" down --prefix "$prefix" 2>&1)"; then
-    echo "cleanup: '$cluster down --prefix $prefix' failed; run it by hand: $out" >&2 || true
-  fi
-  rm -rf "$work"
-  exit "$rc"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM HUP
+cluster_test_cleanup() { rm -rf "$work"; }
+cluster_test_start 60 python3
 
 up() {  # up N STORAGE
   down
