@@ -54,8 +54,8 @@ class StageModel : public nn::Module {
     const int64_t per_stage = kLayers / kPp, ffn_shard = kFfn / kTp;
     for (int64_t i = 0; i < per_stage; ++i) {
       const int64_t layer = pp_rank * per_stage + i;
-      auto up = std::make_shared<nn::ColumnParallelLinear>(kDim, kFfn, kTp);   // [kFfn/tp, kDim]
-      auto down = std::make_shared<nn::RowParallelLinear>(kFfn, kDim, kTp);    // [kDim, kFfn/tp]
+      auto up = std::make_shared<nn::ColumnParallelLinear>(kDim, kFfn, kTp);  // [kFfn/tp, kDim]
+      auto down = std::make_shared<nn::RowParallelLinear>(kFfn, kDim, kTp);   // [kDim, kFfn/tp]
       register_module("up" + std::to_string(layer), up);
       register_module("down" + std::to_string(layer), down);
       fill(up->weight, layer, 0, tp_rank * ffn_shard, 0);
@@ -137,7 +137,7 @@ float world_sum(Communicator& comm, float value) {
 }
 
 int run(const std::string& cache_dir) {
-  constexpr double kTolerance = 1e-4;  // compiled kernels sum in another order
+  constexpr double kTolerance = 1e-4;           // compiled kernels sum in another order
   auto comm = make_mpi_communicator(kTp, kPp);  // and makes it this thread's current one
   const int rank = comm->global_rank();
   set_current_device(rank % Platform::get().device_count());
@@ -176,8 +176,8 @@ int run(const std::string& cache_dir) {
                   static_cast<int>(fetched));
   }
   if (rank == 0)
-    std::printf("cached results %s\n", differing == 0.0f ? "equal the eager ones on every rank"
-                                                         : "DIFFER from the eager ones on some rank");
+    std::printf("cached results %s\n",
+                differing == 0.0f ? "equal the eager ones on every rank" : "DIFFER from the eager ones on some rank");
   return differing == 0.0f ? 0 : 1;
 }
 

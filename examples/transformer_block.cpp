@@ -186,10 +186,10 @@ int main(int argc, char** argv) try {
                 s.reason.c_str());
   }
   const bool ok = worst <= kTolerance;
-  std::printf("%d prompt tokens, %d decode steps, batch %d: cached and eager outputs and KV caches %s "
-              "(largest relative difference %.2e)\n",
-              static_cast<int>(kPrompt), static_cast<int>(kSteps), static_cast<int>(kBatch),
-              ok ? "agree" : "DIFFER", worst);
+  std::printf(
+      "%d prompt tokens, %d decode steps, batch %d: cached and eager outputs and KV caches %s "
+      "(largest relative difference %.2e)\n",
+      static_cast<int>(kPrompt), static_cast<int>(kSteps), static_cast<int>(kBatch), ok ? "agree" : "DIFFER", worst);
   return ok ? 0 : 1;
 } catch (const std::exception& e) {
   std::fprintf(stderr, "transformer_block: %s\n", e.what());

@@ -20,12 +20,12 @@
 #include "compiler/serialize.h"
 #include "harness.h"
 
+#include <sys/wait.h>
+#include <unistd.h>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <string>
-#include <sys/wait.h>
-#include <unistd.h>
 
 using namespace npucache;
 namespace fs = std::filesystem;
@@ -132,8 +132,8 @@ Result spawn(const char* self, const std::string& dir, const Options& opt) {
   int status = 0;
   ::waitpid(pid, &status, 0);
   Result r{};
-  if (n <= 0 || std::sscanf(buf, "%lf %lf %lf %lf %zu %zu", &r.ready, &r.trace, &r.first, &r.floor, &r.raw,
-                            &r.stored) != 6) {
+  if (n <= 0 ||
+      std::sscanf(buf, "%lf %lf %lf %lf %zu %zu", &r.ready, &r.trace, &r.first, &r.floor, &r.raw, &r.stored) != 6) {
     std::fprintf(stderr, "child failed: %s\n", opt.label().c_str());
     std::exit(1);
   }
@@ -172,9 +172,10 @@ int main(int argc, char** argv) {
   if (argc >= 8 && std::string(argv[1]) == "child") return child(argv[2], argc, argv);
   const int trials = argc > 1 ? std::atoi(argv[1]) : 5;
   const std::string dir = (fs::temp_directory_path() / ("npucache-bench-" + std::to_string(::getpid()))).string();
-  std::printf("tiny-llama prompt+decode through cache_compile, a new process per start, median of %d alternated "
-              "trials\n",
-              trials);
+  std::printf(
+      "tiny-llama prompt+decode through cache_compile, a new process per start, median of %d alternated "
+      "trials\n",
+      trials);
   for (const char* size : {"small", "large"}) {
     Options verified;
     verified.size = size;

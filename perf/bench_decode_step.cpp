@@ -8,8 +8,8 @@
 #include <npucache/runtime/stream.h>
 
 #include "compiler/compiled_graph.h"
-#include "harness.h"
 #include "compiler/engine.h"
+#include "harness.h"
 
 #include <cstdio>
 
@@ -42,18 +42,17 @@ int main() {
     };
   };
   constexpr int kTrials = 200;
-  auto t = perf::interleaved({variant(0, [&] { return m.decode(tok, pos, kv); }),
-                              variant(1, [&] { return program(tok, pos, kv); }),
-                              variant(2, [&] { return replay(tok, pos, kv); }),
-                              variant(3, [&] { return single(tok, pos, kv); })},
-                             kTrials);
+  auto t = perf::interleaved(
+      {variant(0, [&] { return m.decode(tok, pos, kv); }), variant(1, [&] { return program(tok, pos, kv); }),
+       variant(2, [&] { return replay(tok, pos, kv); }), variant(3, [&] { return single(tok, pos, kv); })},
+      kTrials);
   std::size_t kernels = 0;
   for (const auto& s : detail::entry(program.engine(), 0).program.steps) kernels += s.op != Op::placeholder;
   std::printf("tiny-llama decode step, median host time of %d interleaved trials\n", kTrials);
   std::printf("  eager                        %9.1f us/step   (step incl. device %8.1f us)\n", t[0] * 1e6,
               perf::median(device_time[0]) * 1e6);
-  std::printf("  max-autotune program         %9.1f us/step   (step incl. device %8.1f us, %zu kernels)\n",
-              t[1] * 1e6, perf::median(device_time[1]) * 1e6, kernels);
+  std::printf("  max-autotune program         %9.1f us/step   (step incl. device %8.1f us, %zu kernels)\n", t[1] * 1e6,
+              perf::median(device_time[1]) * 1e6, kernels);
   std::printf("  max-autotune, single stream  %9.1f us/step   (step incl. device %8.1f us)\n", t[3] * 1e6,
               perf::median(device_time[3]) * 1e6);
   std::printf("  reduce-overhead replay       %9.1f us/step   (step incl. device %8.1f us)\n", t[2] * 1e6,

@@ -64,9 +64,12 @@ int main(int argc, char** argv) {
   std::string json;
   for (int i = 1, pos = 0; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--json" && i + 1 < argc) json = argv[++i];
-    else if (pos++ == 0) mib = std::stoul(a);
-    else trials = std::stoi(a);
+    if (a == "--json" && i + 1 < argc)
+      json = argv[++i];
+    else if (pos++ == 0)
+      mib = std::stoul(a);
+    else
+      trials = std::stoi(a);
   }
   const auto& ctx = coord::Context::get(600, nullptr);
   const mpi::Comm& comm = ctx.comm();
@@ -116,7 +119,8 @@ int main(int argc, char** argv) {
   auto across = [&](const std::map<int, coord::Route>& routes) {
     long long k = 0;
     for (const auto& [r, route] : routes)
-      for (int c : route.children) k += hosts.host_of[static_cast<std::size_t>(c)] != hosts.host_of[static_cast<std::size_t>(r)];
+      for (int c : route.children)
+        k += hosts.host_of[static_cast<std::size_t>(c)] != hosts.host_of[static_cast<std::size_t>(r)];
     return k * static_cast<long long>(n);
   };
   long long remote = 0;  // receivers on another host than the root: a copy each
@@ -139,15 +143,15 @@ int main(int argc, char** argv) {
        << ", \"counted\": " << counted << "}";
   }
   js << "}}";
-  const double lb = perf::median(bytes[0]) - base, fb = perf::median(bytes[1]) - base, bb = perf::median(bytes[2]) - base;
+  const double lb = perf::median(bytes[0]) - base, fb = perf::median(bytes[1]) - base,
+               bb = perf::median(bytes[2]) - base;
   if (hosts.count() > 1) {
     const double per_host = static_cast<double>(world) / hosts.count();
     std::printf("  node-leader / one copy per remote rank (%lld bytes): %.3f (goal <= 1/%g + 0.10 = %.3f)\n", remote,
                 lb / static_cast<double>(remote), per_host, 1 / per_host + 0.10);
     std::printf("  node-leader / flat routes: %.3f; node-leader / MPI_Bcast: %.3f\n", lb / fb, lb / bb);
   }
-  std::printf("  throughput node-leader / MPI_Bcast %.1f%%\n",
-              100.0 * perf::median(secs[2]) / perf::median(secs[0]));
+  std::printf("  throughput node-leader / MPI_Bcast %.1f%%\n", 100.0 * perf::median(secs[2]) / perf::median(secs[0]));
   if (!json.empty()) std::ofstream(json) << js.str() << "\n";
   return 0;
 }

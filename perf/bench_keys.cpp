@@ -26,8 +26,10 @@ int main(int argc, char** argv) {
   std::string json;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--json" && i + 1 < argc) json = argv[++i];
-    else trials = std::stoi(a);
+    if (a == "--json" && i + 1 < argc)
+      json = argv[++i];
+    else
+      trials = std::stoi(a);
   }
   const mpi::Step step{"bench_keys", 600};
   const auto& ctx = coord::Context::get(600, nullptr);
@@ -36,8 +38,8 @@ int main(int argc, char** argv) {
   const int me = comm.rank(), world = comm.size();
   // A coordinator record: 32-hex graph key, cost, needs, holds, store identity.
   char rec[256];
-  std::snprintf(rec, sizeof rec, "%032x\t1234.000000\t1\t0\t%032x:2049:%d", me / 2 + 0x5eed, hosts.host_of[static_cast<std::size_t>(me)] + 77,
-                hosts.host_of[static_cast<std::size_t>(me)]);
+  std::snprintf(rec, sizeof rec, "%032x\t1234.000000\t1\t0\t%032x:2049:%d", me / 2 + 0x5eed,
+                hosts.host_of[static_cast<std::size_t>(me)] + 77, hosts.host_of[static_cast<std::size_t>(me)]);
   const std::string mine = rec;
   std::vector<double> flat, hier;
   for (int t = 0; t < trials + 1; ++t) {
@@ -60,9 +62,10 @@ int main(int argc, char** argv) {
   while ((1 << log2h) < hosts.count()) ++log2h;
   const int per_host = (world + hosts.count() - 1) / hosts.count();
   const double f = perf::median(flat), h = perf::median(hier);
-  std::printf("key all-gather of %zu-byte records, %d ranks on %d host%s, median of %d interleaved trials (barriers "
-              "included)\n",
-              mine.size(), world, hosts.count(), hosts.count() == 1 ? "" : "s", trials);
+  std::printf(
+      "key all-gather of %zu-byte records, %d ranks on %d host%s, median of %d interleaved trials (barriers "
+      "included)\n",
+      mine.size(), world, hosts.count(), hosts.count() == 1 ? "" : "s", trials);
   std::printf("  MPI_Iallgatherv (flat)   %8.3f ms   sends per rank %d\n", f * 1e3, 2 * (world - 1));
   std::printf("  host-by-host             %8.3f ms   sends per leader %d, per other rank 1 + tree\n", h * 1e3,
               log2h + 1);

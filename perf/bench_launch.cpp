@@ -29,30 +29,29 @@ int main() {
   for (int i = 0; i < kKernels; ++i) launch();
   auto graph = s.end_capture();
 
-  auto t = perf::interleaved(
-      {[&] {
-         double t0 = perf::now_s();
-         for (int i = 0; i < kKernels; ++i) launch();
-         double dt = perf::now_s() - t0;
-         s.synchronize();
-         return dt;
-       },
-       [&] {
-         double t0 = perf::now_s();
-         Tensor y = x;
-         for (int i = 0; i < kKernels; ++i) y = y + x;
-         double dt = perf::now_s() - t0;
-         s.synchronize();
-         return dt;
-       },
-       [&] {
-         double t0 = perf::now_s();
-         graph->replay(s);
-         double dt = perf::now_s() - t0;
-         s.synchronize();
-         return dt;
-       }},
-      kTrials);
+  auto t = perf::interleaved({[&] {
+                                double t0 = perf::now_s();
+                                for (int i = 0; i < kKernels; ++i) launch();
+                                double dt = perf::now_s() - t0;
+                                s.synchronize();
+                                return dt;
+                              },
+                              [&] {
+                                double t0 = perf::now_s();
+                                Tensor y = x;
+                                for (int i = 0; i < kKernels; ++i) y = y + x;
+                                double dt = perf::now_s() - t0;
+                                s.synchronize();
+                                return dt;
+                              },
+                              [&] {
+                                double t0 = perf::now_s();
+                                graph->replay(s);
+                                double dt = perf::now_s() - t0;
+                                s.synchronize();
+                                return dt;
+                              }},
+                             kTrials);
   const double raw = t[0] / kKernels * 1e6, op = t[1] / kKernels * 1e6, replay = t[2] / kKernels * 1e6;
   std::printf("launch overhead, %d tiny kernels per step, median of %d interleaved trials\n", kKernels, kTrials);
   std::printf("  eager runtime::Stream::launch      %8.3f us/kernel\n", raw);

@@ -32,7 +32,8 @@ int main(int argc, char** argv) {
       return perf::now_s() - t0;
     };
   };
-  std::vector<std::tuple<int64_t, int64_t, int64_t>> tiles{{8, 64, 64}, {16, 128, 64}, {32, 256, 128}, {64, 256, 256}, {32, 512, 32}};
+  std::vector<std::tuple<int64_t, int64_t, int64_t>> tiles{
+      {8, 64, 64}, {16, 128, 64}, {32, 256, 128}, {64, 256, 256}, {32, 512, 32}};
   std::vector<std::function<double()>> variants{run(0, 0, 0)};
   for (auto [m, nn, k] : tiles) variants.push_back(run(m, nn, k));
   auto t = perf::interleaved(variants, 7);

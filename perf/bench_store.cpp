@@ -114,9 +114,12 @@ int main(int argc, char** argv) {
   int trials = 9;
   std::size_t total_mb = 100;
   for (int i = 1; i + 1 < argc; i += 2) {
-    if (std::strcmp(argv[i], "--dir") == 0) root = argv[i + 1];
-    else if (std::strcmp(argv[i], "--trials") == 0) trials = std::stoi(argv[i + 1]);
-    else if (std::strcmp(argv[i], "--total-mb") == 0) total_mb = std::stoull(argv[i + 1]);
+    if (std::strcmp(argv[i], "--dir") == 0)
+      root = argv[i + 1];
+    else if (std::strcmp(argv[i], "--trials") == 0)
+      trials = std::stoi(argv[i + 1]);
+    else if (std::strcmp(argv[i], "--total-mb") == 0)
+      total_mb = std::stoull(argv[i + 1]);
   }
   fs::create_directories(root);
   fs::permissions(root, fs::perms::owner_all, fs::perm_options::replace);
@@ -181,8 +184,7 @@ int main(int argc, char** argv) {
       // frame found in it, and checksum what comes out.
       const auto at = file.find("\x28\xb5\x2f\xfd");
       const std::size_t frame = ZSTD_findFrameCompressedSize(file.data() + at, file.size() - at);
-      const std::string raw =
-          cache::zstd_decompress(std::string_view(file).substr(at, frame), std::size_t{64} << 20);
+      const std::string raw = cache::zstd_decompress(std::string_view(file).substr(at, frame), std::size_t{64} << 20);
       volatile uint64_t h = XXH3_64bits(raw.data(), raw.size());
       (void)h;
       return perf::now_s() - t0;

@@ -67,8 +67,9 @@ Sum job(bool shared) {
 }  // namespace
 
 int main() {
-  std::printf("one job: tiny-llama (4 layers) and a 6-layer model of the same shapes, prompt (S=16) and decode "
-              "each, max-autotune with the default config\n");
+  std::printf(
+      "one job: tiny-llama (4 layers) and a 6-layer model of the same shapes, prompt (S=16) and decode "
+      "each, max-autotune with the default config\n");
   const Sum off = job(false);
   const Sum on = job(true);
   auto row = [](const char* name, const Sum& s) {

@@ -6,7 +6,7 @@
 set -euo pipefail
 
 PACKAGES=(
-  build-essential cmake pkg-config
+  build-essential cmake pkg-config clang-format
   libopenmpi-dev openmpi-bin
   libhdf5-openmpi-dev hdf5-tools
   libspdlog-dev libfmt-dev

@@ -46,9 +46,9 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
-#include <string_view>
 
 namespace npucache {
 
@@ -119,8 +119,7 @@ std::shared_ptr<CompiledFunction> make_cached_function(const nn::Module& module,
 
 template <class M, class R, class... P>
 CompiledMethod<M, R, P...> cache_compile(M& module, R (M::*method)(P...), CacheOptions options = {}) {
-  static_assert(std::is_base_of_v<nn::Module, M>,
-                "cache_compile accepts only methods of an nn::Module instance");
+  static_assert(std::is_base_of_v<nn::Module, M>, "cache_compile accepts only methods of an nn::Module instance");
   options.compile.method_name =
       detail::default_method_name(options.compile.method_name, method_name(module, method), module.type_name());
   return CompiledMethod<M, R, P...>(module, method, detail::make_cached_function(module, options));

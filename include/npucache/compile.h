@@ -154,8 +154,9 @@ class CompiledMethod {
       } else if constexpr (std::is_default_constructible_v<R>) {
         return detail::build_result<R>(detail::output_paths(*fn_, entry), outs);
       } else {
-        throw TraceError("a cached method served without a trace must return Tensor or a default-constructible "
-                         "type; trace it once (the default hit check) or give the result type a default constructor");
+        throw TraceError(
+            "a cached method served without a trace must return Tensor or a default-constructible "
+            "type; trace it once (the default hit check) or give the result type a default constructor");
       }
     }
     R result = *templates_.at(entry);
@@ -213,8 +214,9 @@ class CompiledMethod {
   }
 
   [[noreturn]] static void throw_empty() {
-    throw ConfigError("this CompiledMethod is empty (default-constructed): assign it the result of compile(), "
-                      "cache_compile() or dist::cache_compile() before calling it");
+    throw ConfigError(
+        "this CompiledMethod is empty (default-constructed): assign it the result of compile(), "
+        "cache_compile() or dist::cache_compile() before calling it");
   }
 
   M* module_ = nullptr;
@@ -226,7 +228,8 @@ class CompiledMethod {
 template <class M, class R, class... P>
 CompiledMethod<M, R, P...> compile(M& module, R (M::*method)(P...), CompileOptions options = {}) {
   static_assert(std::is_base_of_v<nn::Module, M>, "compile accepts only methods of an nn::Module instance");
-  options.method_name = detail::default_method_name(options.method_name, method_name(module, method), module.type_name());
+  options.method_name =
+      detail::default_method_name(options.method_name, method_name(module, method), module.type_name());
   return CompiledMethod<M, R, P...>(module, method, detail::make_compiled_function(module, std::move(options)));
 }
 

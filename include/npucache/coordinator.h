@@ -56,11 +56,11 @@ struct CoordinatorOptions {
 // (seconds; docs/SCALING.md models each), and the artifact bytes it moved.
 struct StepReport {
   std::string method;
-  int hosts = 1;          // hosts (shared-memory nodes) of the job
-  double setup_s = 0;     // the coordinator's communicator and host map (a process's first method)
-  double lookup_s = 0;    // this rank's own entry: trace, lookup, and on a hit the load
-  double arrival_s = 0;   // agreeing on the method and on whether every rank hit
-  double keys_s = 0;      // all-gather of graph keys, costs, holdings and stores
+  int hosts = 1;         // hosts (shared-memory nodes) of the job
+  double setup_s = 0;    // the coordinator's communicator and host map (a process's first method)
+  double lookup_s = 0;   // this rank's own entry: trace, lookup, and on a hit the load
+  double arrival_s = 0;  // agreeing on the method and on whether every rank hit
+  double keys_s = 0;     // all-gather of graph keys, costs, holdings and stores
   double plan_s = 0;
   double produce_s = 0;   // owners: compile or read the artifact
   double status_s = 0;    // agreeing on the owners' outcome
@@ -94,8 +94,7 @@ std::shared_ptr<npucache::detail::CompiledFunction> make_coordinated_function(co
 template <class M, class R, class... P>
 CompiledMethod<M, R, P...> cache_compile(M& module, R (M::*method)(P...), CacheOptions options = {},
                                          CoordinatorOptions coord = {}) {
-  static_assert(std::is_base_of_v<nn::Module, M>,
-                "cache_compile accepts only methods of an nn::Module instance");
+  static_assert(std::is_base_of_v<nn::Module, M>, "cache_compile accepts only methods of an nn::Module instance");
   options.compile.method_name = npucache::detail::default_method_name(options.compile.method_name,
                                                                       method_name(module, method), module.type_name());
   return CompiledMethod<M, R, P...>(module, method, detail::make_coordinated_function(module, options, coord));

@@ -30,10 +30,10 @@ class CachingAllocator;
 }  // namespace runtime
 
 struct DeviceProperties {
-  std::string name;              // "simnpu-v1"
-  std::size_t memory_capacity;   // bytes
+  std::string name;             // "simnpu-v1"
+  std::size_t memory_capacity;  // bytes
   int compute_cores;
-  std::string runtime_version;   // "simnpu-runtime 1.0.0"
+  std::string runtime_version;  // "simnpu-runtime 1.0.0"
 };
 
 struct PlatformConfig {

@@ -34,9 +34,7 @@ class Module {
 
   std::vector<std::pair<std::string, Tensor>> named_parameters() const;
   std::vector<std::pair<std::string, Tensor>> named_buffers() const;
-  const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& children() const {
-    return children_;
-  }
+  const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& children() const { return children_; }
 
  protected:
   // Registers and returns `t`; throws ConfigError on a duplicate or empty
@@ -52,8 +50,7 @@ class Module {
  private:
   void check_name(const std::string& name) const;
   void add_child(const std::string& name, std::shared_ptr<Module> m);
-  void collect(const std::string& prefix, bool buffers,
-               std::vector<std::pair<std::string, Tensor>>& out) const;
+  void collect(const std::string& prefix, bool buffers, std::vector<std::pair<std::string, Tensor>>& out) const;
 
   std::vector<std::pair<std::string, Tensor>> params_;
   std::vector<std::pair<std::string, Tensor>> buffers_;

@@ -55,8 +55,8 @@ Tensor rope(const Tensor& x, const Tensor& positions, double theta = 10000.0);
 // q [B, Hq, Sq, D], k/v [B, Hkv, Sk, D]. With `positions` [B, Sq] and
 // causal, query i attends to keys j <= positions[b, i]; without, causal
 // aligns the last query with the last key.
-Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal,
-                 const Tensor& positions = Tensor(), double scale = 0.0);
+Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, const Tensor& positions = Tensor(),
+                 double scale = 0.0);
 
 Tensor reshape(const Tensor& x, Shape shape);
 Tensor permute(const Tensor& x, std::vector<int64_t> perm);

@@ -48,8 +48,7 @@ class Tensor {
   int device() const;
 
   // Eager tensors from host data, on the current device.
-  static Tensor from_vector(const std::vector<float>& data, const std::vector<int64_t>& dims,
-                            DType dtype = DType::f32);
+  static Tensor from_vector(const std::vector<float>& data, const std::vector<int64_t>& dims, DType dtype = DType::f32);
   static Tensor from_vector_i64(const std::vector<int64_t>& data, const std::vector<int64_t>& dims);
   // A meta tensor of this type on the current device: no memory is allocated.
   static Tensor meta(const std::vector<int64_t>& dims, DType dtype = DType::f32);

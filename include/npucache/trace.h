@@ -25,9 +25,9 @@
 #include <cstring>
 #include <string>
 #include <tuple>
-#include <utility>
 #include <type_traits>
 #include <typeinfo>
+#include <utility>
 #include <vector>
 
 #include <npucache/error.h>
@@ -71,7 +71,9 @@ class FieldAdaptor {
 };
 
 template <class T>
-concept Visitable = requires(T& t, FieldAdaptor& a) { t.visit(a); };
+concept Visitable = requires(T& t, FieldAdaptor& a) {
+  t.visit(a);
+};
 
 template <class T>
 void flatten(const std::string& path, T& value, FlattenVisitor& v) {
@@ -79,8 +81,7 @@ void flatten(const std::string& path, T& value, FlattenVisitor& v) {
     v.tensor(path, value);
   } else if constexpr (detail::is_vector<T>::value) {
     if (const std::size_t n = v.sequence_size(path, value.size()); n != value.size()) value.resize(n);
-    for (std::size_t i = 0; i < value.size(); ++i)
-      flatten(path + "[" + std::to_string(i) + "]", value[i], v);
+    for (std::size_t i = 0; i < value.size(); ++i) flatten(path + "[" + std::to_string(i) + "]", value[i], v);
   } else if constexpr (std::is_same_v<T, bool>) {
     v.value(path, value ? "true" : "false");
   } else if constexpr (std::is_integral_v<T>) {
@@ -104,8 +105,8 @@ void FieldAdaptor::operator()(const char* name, T& field) {
 
 struct TraceOptions {
   bool dynamic = true;
-  std::string method_name = "forward";     // names the graph and cache entries
-  std::vector<std::string> arg_names;      // default arg0, arg1, ...
+  std::string method_name = "forward";  // names the graph and cache entries
+  std::vector<std::string> arg_names;   // default arg0, arg1, ...
 };
 
 struct InputSpec {
@@ -162,8 +163,7 @@ class TraceSession {
   void guard(const std::string& path, const std::string& value);
   // Validates and returns the graph; throws TraceError when `outputs` holds
   // no traced tensor.
-  TraceResult finish(const std::vector<std::pair<std::string, Tensor>>& outputs,
-                     const std::string& name);
+  TraceResult finish(const std::vector<std::pair<std::string, Tensor>>& outputs, const std::string& name);
 
  private:
   std::unique_ptr<detail::TraceState> state_;
@@ -174,9 +174,7 @@ struct FlatArgs : FlattenVisitor {
   std::vector<std::pair<std::string, Tensor>> tensors;
   std::vector<GuardSpec> values;
   void tensor(const std::string& path, Tensor& t) override { tensors.emplace_back(path, t); }
-  void value(const std::string& path, const std::string& repr) override {
-    values.push_back({path, repr});
-  }
+  void value(const std::string& path, const std::string& repr) override { values.push_back({path, repr}); }
 };
 
 std::string arg_name(const TraceOptions& options, std::size_t i);
@@ -207,10 +205,9 @@ detail::MemberFunctionName method_name(const M& module, R (M::*method)(P...)) {
 // Like trace_method, also returning the method's (traced) result, whose
 // structure a compiled call reuses to shape its outputs.
 template <class M, class R, class... P, class... A>
-std::pair<TraceResult, R> trace_method_with_result(M& module, R (M::*method)(P...),
-                                                   const TraceOptions& options, A&&... args) {
-  static_assert(std::is_base_of_v<nn::Module, M>,
-                "trace_method accepts only methods of an nn::Module instance");
+std::pair<TraceResult, R> trace_method_with_result(M& module, R (M::*method)(P...), const TraceOptions& options,
+                                                   A&&... args) {
+  static_assert(std::is_base_of_v<nn::Module, M>, "trace_method accepts only methods of an nn::Module instance");
   static_assert(sizeof...(P) == sizeof...(A), "wrong number of arguments for the method");
   TraceSession session(module, options);
   std::tuple<std::decay_t<P>...> copies(std::forward<A>(args)...);
@@ -231,8 +228,7 @@ std::pair<TraceResult, R> trace_method_with_result(M& module, R (M::*method)(P..
 }
 
 template <class M, class R, class... P, class... A>
-TraceResult trace_method(M& module, R (M::*method)(P...), const TraceOptions& options,
-                         A&&... args) {
+TraceResult trace_method(M& module, R (M::*method)(P...), const TraceOptions& options, A&&... args) {
   return trace_method_with_result(module, method, options, std::forward<A>(args)...).first;
 }
 

@@ -17,15 +17,15 @@
 
 #include <nlohmann/json.hpp>
 
+#include <fcntl.h>
+#include <unistd.h>
 #include <algorithm>
 #include <cctype>
 #include <climits>
 #include <cmath>
 #include <cstring>
-#include <fcntl.h>
 #include <map>
 #include <set>
-#include <unistd.h>
 
 namespace npucache::cache::admin {
 namespace fs = std::filesystem;
@@ -120,8 +120,8 @@ Listing ls(const std::string& dir) {
   out.dir = s.dir().string();
   for (const auto& e : all_entries(s, &out.problems)) {
     auto mode = e.meta.components.find(component::kMode);
-    out.entries.push_back({e.path, e.graph_key, mode != e.meta.components.end() ? mode->second : "?",
-                           file_size(s, e.graph_key)});
+    out.entries.push_back(
+        {e.path, e.graph_key, mode != e.meta.components.end() ? mode->second : "?", file_size(s, e.graph_key)});
   }
   out.objects = s.object_keys().size();
   return out;
@@ -158,8 +158,9 @@ VerifyResult verify(const std::string& dir, bool repair) {
     } catch (const CacheRefused&) {
       throw;
     } catch (const CacheError& e) {
-      out.bad.emplace_back(s.index_path(m).string(), std::string(e.what()) + "; its entries are lost (the next "
-                                                                              "run re-makes them with a trace, no compile)");
+      out.bad.emplace_back(s.index_path(m).string(), std::string(e.what()) +
+                                                         "; its entries are lost (the next "
+                                                         "run re-makes them with a trace, no compile)");
       if (repair) {
         s.remove_index(m);
         out.repaired.push_back("removed unreadable index " + s.index_path(m).string());
@@ -204,8 +205,9 @@ VerifyResult verify(const std::string& dir, bool repair) {
       const bool gone = !s.directory().stat(layout::index_file(m));
       out.repaired.push_back((gone ? "removed index " : "rewrote index ") + s.index_path(m).string() + " (" +
                              std::to_string(broken.size()) + " broken entries removed" +
-                             (restamp.empty() ? "" : ", " + std::to_string(restamp.size()) +
-                                                          " entries now record their rebuilt object's checksum") +
+                             (restamp.empty() ? ""
+                                              : ", " + std::to_string(restamp.size()) +
+                                                    " entries now record their rebuilt object's checksum") +
                              ")");
     }
   }
@@ -262,7 +264,8 @@ Explanation explain(const std::string& dir, const std::string& entry) {
   for (const auto& e : all) {
     if (e.path == target->path) continue;
     auto diffs = differing_components(e.meta.components, target->meta.components);
-    if (e.graph_key != target->graph_key) diffs.push_back("graph_key: stored '" + e.graph_key + "', here '" + target->graph_key + "'");
+    if (e.graph_key != target->graph_key)
+      diffs.push_back("graph_key: stored '" + e.graph_key + "', here '" + target->graph_key + "'");
     if (diffs.size() < best) {
       best = diffs.size();
       out.nearest = e.path;
@@ -281,7 +284,8 @@ Transfer export_bundle(const std::string& dir, const std::string& file) {
   std::set<std::string> keys;
   for (const auto& e : b.entries) keys.insert(e.graph_key);
   for (const auto& k : keys) {
-    log::Progress::note("reading object " + std::to_string(b.objects.size() + 1) + " of " + std::to_string(keys.size()));
+    log::Progress::note("reading object " + std::to_string(b.objects.size() + 1) + " of " +
+                        std::to_string(keys.size()));
     b.objects.push_back(s.object(k, true));
   }
   log::Progress::note("compressing and writing " + file);
@@ -325,7 +329,8 @@ Transfer import_bundle(const std::string& file, const std::string& dir) {
 
 std::size_t parse_size(const std::string& text) {
   auto bad = [&]() {
-    return ConfigError("size '" + text + "' is not a size: give a number of bytes with an optional unit K, M, G or T "
+    return ConfigError("size '" + text +
+                       "' is not a size: give a number of bytes with an optional unit K, M, G or T "
                        "(powers of 1024), e.g. 64M or 1.5G");
   };
   std::size_t i = 0;
@@ -334,10 +339,10 @@ std::size_t parse_size(const std::string& text) {
   std::string unit = text.substr(i);
   if (number.empty() || std::count(number.begin(), number.end(), '.') > 1 || number == ".") throw bad();
   for (auto& c : unit) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  static const std::map<std::string, double> units = {
-      {"", 1.0},     {"B", 1.0},     {"K", 0x1p10}, {"KB", 0x1p10}, {"KIB", 0x1p10}, {"M", 0x1p20},
-      {"MB", 0x1p20}, {"MIB", 0x1p20}, {"G", 0x1p30}, {"GB", 0x1p30}, {"GIB", 0x1p30}, {"T", 0x1p40},
-      {"TB", 0x1p40}, {"TIB", 0x1p40}};
+  static const std::map<std::string, double> units = {{"", 1.0},       {"B", 1.0},     {"K", 0x1p10},   {"KB", 0x1p10},
+                                                      {"KIB", 0x1p10}, {"M", 0x1p20},  {"MB", 0x1p20},  {"MIB", 0x1p20},
+                                                      {"G", 0x1p30},   {"GB", 0x1p30}, {"GIB", 0x1p30}, {"T", 0x1p40},
+                                                      {"TB", 0x1p40},  {"TIB", 0x1p40}};
   auto u = units.find(unit);
   if (u == units.end()) throw bad();
   const double v = std::stod(number) * u->second;
@@ -504,8 +509,7 @@ ClearResult clear(const std::string& dir) {
         empty = false;
       }
     }
-    if (empty && ::unlinkat(d.fd(), sub, AT_REMOVEDIR) != 0)
-      out.left.push_back((d.path() / sub).string());
+    if (empty && ::unlinkat(d.fd(), sub, AT_REMOVEDIR) != 0) out.left.push_back((d.path() / sub).string());
   }
   return out;
 }

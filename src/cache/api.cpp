@@ -33,7 +33,8 @@ std::string readable_cache(const std::string& path, const std::string& file) {
 std::string save_cache_artifacts() { return cache::write_bundle(cache::remembered()); }
 
 void load_cache_artifacts(std::string_view bytes, const std::string& cache_dir) {
-  cache::admin::import_bytes(bytes, cache_dir.empty() ? default_cache_dir() : std::filesystem::absolute(cache_dir).string());
+  cache::admin::import_bytes(bytes,
+                             cache_dir.empty() ? default_cache_dir() : std::filesystem::absolute(cache_dir).string());
 }
 
 }  // namespace npucache

@@ -7,9 +7,9 @@
 #include "compiler/serialize.h"
 
 #include <chrono>
-#include <map>
 #include <cstdio>
 #include <ctime>
+#include <map>
 
 namespace npucache::cache {
 namespace {
@@ -98,8 +98,7 @@ void check_binds(const compiler::CompiledGraph& g, const nn::Module& module) {
     if (b.kind != compiler::BufferKind::parameter) continue;
     const std::string& name = p.parameters.at(static_cast<std::size_t>(b.index)).name;
     auto it = has.find(name);
-    if (it == has.end())
-      throw CacheError("its program reads parameter '" + name + "', which the module does not have");
+    if (it == has.end()) throw CacheError("its program reads parameter '" + name + "', which the module does not have");
     if (!(it->second == b.type))
       throw CacheError("its program reads parameter '" + name + "' as " + type_str(b.type) + ", the module's is " +
                        type_str(it->second));

@@ -4,9 +4,9 @@
 #include "cache/cache_error.h"
 #include "cache/keys.h"
 #include "cache/layout.h"
-#include "compiler/wire.h"
 #include "cache/zstd_codec.h"
 #include "compiler/serialize.h"
+#include "compiler/wire.h"
 
 #include <xxhash.h>
 
@@ -185,7 +185,9 @@ Bundle read_bundle(std::string_view bytes) {
   if (XXH3_64bits(payload.data(), payload.size()) != get<uint64_t>(bytes, 28))
     throw CacheError("bundle checksum mismatch: the bundle is corrupt");
   const std::string raw = zstd_decompress(payload, static_cast<std::size_t>(raw_len));
-  if (raw.size() != raw_len) throw CacheError("bundle decodes to " + std::to_string(raw.size()) + " bytes, its header says " + std::to_string(raw_len));
+  if (raw.size() != raw_len)
+    throw CacheError("bundle decodes to " + std::to_string(raw.size()) + " bytes, its header says " +
+                     std::to_string(raw_len));
   try {
     ByteReader r(raw, "bundle");
     Bundle b;
@@ -230,8 +232,9 @@ void validate_bundle(const Bundle& b) {
     constexpr int kMaxRanks = 1 << 30;
     if (r.world_size < 1 || r.world_size > kMaxRanks || r.global_rank < 0 || r.global_rank >= r.world_size ||
         r.tp_rank < 0 || r.tp_rank >= r.world_size || r.pp_rank < 0 || r.pp_rank >= r.world_size)
-      throw bad("entry " + e.path + " names rank " + std::to_string(r.global_rank) + " (tp " + std::to_string(r.tp_rank) +
-                ", pp " + std::to_string(r.pp_rank) + ") of a " + std::to_string(r.world_size) + "-rank job");
+      throw bad("entry " + e.path + " names rank " + std::to_string(r.global_rank) + " (tp " +
+                std::to_string(r.tp_rank) + ", pp " + std::to_string(r.pp_rank) + ") of a " +
+                std::to_string(r.world_size) + "-rank job");
     const Components mc = model_components(e.meta.components);
     if (auto [m, fresh] = model.emplace(e.meta.model_info, mc); !fresh && m->second != mc)
       throw bad("entries of model " + e.meta.model_info + " disagree on its model components");

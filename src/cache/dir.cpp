@@ -3,15 +3,15 @@
 #include "cache/cache_error.h"
 #include "cache/layout.h"
 
-#include <algorithm>
-#include <cerrno>
-#include <csignal>
-#include <cstring>
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <algorithm>
+#include <cerrno>
+#include <csignal>
+#include <cstring>
 
 namespace npucache::cache {
 namespace fs = std::filesystem;
@@ -32,13 +32,14 @@ void check_safe(const struct stat& st, const fs::path& p) {
                        "); another user could make this process run code it did not compile. Use a cache_dir of "
                        "your own");
   if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0 && (st.st_mode & S_ISVTX) == 0)
-    throw CacheRefused("refusing to use cache directory " + p.string() +
-                       ": other users can write to it (mode " + [&] {
+    throw CacheRefused("refusing to use cache directory " + p.string() + ": other users can write to it (mode " +
+                       [&] {
                          char b[8];
                          std::snprintf(b, sizeof b, "%04o", static_cast<unsigned>(st.st_mode & 07777));
                          return std::string(b);
-                       }() + ") and it has no sticky bit, so they could replace cache files; chmod 700 it or use "
-                             "another cache_dir");
+                       }() +
+                       ") and it has no sticky bit, so they could replace cache files; chmod 700 it or use "
+                       "another cache_dir");
 }
 
 int open_dir_at(int at, const std::string& name, const fs::path& full) {
@@ -161,9 +162,7 @@ std::optional<std::string> Dir::read(const std::string& name, std::size_t cap) c
   return read_up_to(name, cap, false);
 }
 
-std::optional<std::string> Dir::head(const std::string& name, std::size_t n) const {
-  return read_up_to(name, n, true);
-}
+std::optional<std::string> Dir::head(const std::string& name, std::size_t n) const { return read_up_to(name, n, true); }
 
 std::optional<std::string> Dir::read_up_to(const std::string& name, std::size_t cap, bool truncate) const {
   const fs::path full = path_ / name;
@@ -187,8 +186,10 @@ std::optional<std::string> Dir::read_up_to(const std::string& name, std::size_t 
                        ", not by the current user (uid " + std::to_string(::geteuid()) + ")");
   if (truncate && static_cast<uint64_t>(st.st_size) > cap) st.st_size = static_cast<off_t>(cap);
   if (static_cast<uint64_t>(st.st_size) > cap)
-    throw CacheError(full.string() + " is " + std::to_string(st.st_size) + " bytes, more than a cache file of its kind "
-                     "can be (" + std::to_string(cap) + "): it is damaged or not npucache's");
+    throw CacheError(full.string() + " is " + std::to_string(st.st_size) +
+                     " bytes, more than a cache file of its kind "
+                     "can be (" +
+                     std::to_string(cap) + "): it is damaged or not npucache's");
   std::string out(static_cast<std::size_t>(st.st_size), '\0');
   std::size_t got = 0;
   while (got < out.size()) {

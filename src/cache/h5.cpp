@@ -18,7 +18,8 @@ void quiet() {
 
 herr_t collect(unsigned n, const H5E_error2_t* e, void* data) {
   auto* out = static_cast<std::string*>(data);
-  if (n < 4) *out += std::string(n ? "; " : "") + (e->desc ? e->desc : "") + " (" + (e->func_name ? e->func_name : "") + ")";
+  if (n < 4)
+    *out += std::string(n ? "; " : "") + (e->desc ? e->desc : "") + " (" + (e->func_name ? e->func_name : "") + ")";
   return 0;
 }
 
@@ -57,8 +58,9 @@ Handle bool_type() {
 Handle scalar_attr(hid_t obj, const std::string& name, hid_t type) {
   if (H5Aexists(obj, name.c_str()) > 0) check(H5Adelete(obj, name.c_str()), "replacing attribute " + name);
   Handle space(check(H5Screate(H5S_SCALAR), "H5Screate"), H5Sclose);
-  return {check(H5Acreate2(obj, name.c_str(), type, space.id(), H5P_DEFAULT, H5P_DEFAULT), "creating attribute " + name),
-          H5Aclose};
+  return {
+      check(H5Acreate2(obj, name.c_str(), type, space.id(), H5P_DEFAULT, H5P_DEFAULT), "creating attribute " + name),
+      H5Aclose};
 }
 
 Handle open_attr(hid_t obj, const std::string& name, H5T_class_t want, const char* kind) {
@@ -256,7 +258,8 @@ std::string read_bytes(hid_t loc, const std::string& name, std::size_t cap) {
   if (H5Sget_simple_extent_ndims(space.id()) != 1) throw CacheError("dataset " + name + " is not one-dimensional");
   hsize_t n = 0;
   H5Sget_simple_extent_dims(space.id(), &n, nullptr);
-  if (n > cap) throw CacheError("dataset " + name + " claims " + std::to_string(n) + " bytes, more than " + std::to_string(cap));
+  if (n > cap)
+    throw CacheError("dataset " + name + " claims " + std::to_string(n) + " bytes, more than " + std::to_string(cap));
   std::string out(static_cast<std::size_t>(n), '\0');
   if (n > 0) check(H5Dread(ds.id(), H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()), "reading " + name);
   return out;
@@ -284,7 +287,8 @@ void write_fixed_strings(hid_t loc, const std::string& name, const std::vector<s
   std::size_t width = 1;
   for (const auto& l : lines) width = std::max(width, l.size());
   std::string packed(width * lines.size(), '\0');
-  for (std::size_t i = 0; i < lines.size(); ++i) std::memcpy(packed.data() + i * width, lines[i].data(), lines[i].size());
+  for (std::size_t i = 0; i < lines.size(); ++i)
+    std::memcpy(packed.data() + i * width, lines[i].data(), lines[i].size());
   const hsize_t n = lines.size();
   Handle type(check(H5Tcopy(H5T_C_S1), "H5Tcopy"), H5Tclose);
   check(H5Tset_size(type.id(), width), "H5Tset_size");
@@ -331,8 +335,7 @@ std::vector<std::string> read_strings(hid_t loc, const std::string& name) {
   return out;
 }
 
-void external_link(hid_t loc, const std::string& link, const std::string& target_file,
-                   const std::string& target_path) {
+void external_link(hid_t loc, const std::string& link, const std::string& target_file, const std::string& target_path) {
   Handle lcpl(check(H5Pcreate(H5P_LINK_CREATE), "H5Pcreate"), H5Pclose);
   check(H5Pset_create_intermediate_group(lcpl.id(), 1), "H5Pset_create_intermediate_group");
   check(H5Lcreate_external(target_file.c_str(), target_path.c_str(), loc, link.c_str(), lcpl.id(), H5P_DEFAULT),

@@ -106,8 +106,7 @@ std::vector<std::string> read_strings(hid_t loc, const std::string& name);
 
 // A link named `link` to object `target_path` of the file `target_file`
 // (resolved by HDF5 tools relative to the linking file's directory).
-void external_link(hid_t loc, const std::string& link, const std::string& target_file,
-                   const std::string& target_path);
+void external_link(hid_t loc, const std::string& link, const std::string& target_file, const std::string& target_path);
 // The (file, path) an external link names.
 std::pair<std::string, std::string> read_external_link(hid_t loc, const std::string& link);
 

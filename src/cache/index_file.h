@@ -24,10 +24,10 @@ struct IndexFile {
 std::string encode_index(const IndexFile& index);
 
 struct DecodedIndex {
-  IndexFile index;               // what could be read
-  std::size_t damaged = 0;       // entries (or the model record) that could not
-  bool intact = false;           // every record read
-  bool hdf5_intact = false;      // the HDF5 view is undamaged
+  IndexFile index;           // what could be read
+  std::size_t damaged = 0;   // entries (or the model record) that could not
+  bool intact = false;       // every record read
+  bool hdf5_intact = false;  // the HDF5 view is undamaged
 };
 // Reads what is readable; throws CacheError (naming `what`) when nothing
 // can be trusted (a damaged header or model record).

@@ -63,10 +63,9 @@ std::string decomposition_names(const DecompositionTable& t) {
 
 const std::vector<std::string>& component_names() {
   using namespace component;
-  static const std::vector<std::string> names = {kModelClass, kParameterSignature, kConfig,   kMode,
-                                                 kDynamic,    kGeCache,            kDecompositions,
-                                                 kMethod,     kRuntimeVersion,     kFormatVersion,
-                                                 kCodeVersion};
+  static const std::vector<std::string> names = {
+      kModelClass, kParameterSignature, kConfig,        kMode,       kDynamic, kGeCache, kDecompositions,
+      kMethod,     kRuntimeVersion,     kFormatVersion, kCodeVersion};
   return names;
 }
 
@@ -124,8 +123,8 @@ LookupKey lookup_key(const KeyInputs& in) {
 
 GraphId graph_id(const TraceResult& traced, const KeyInputs& in) {
   const std::string canonical = canonical_hash(traced.graph).hex();
-  std::string s = canonical + "|" + checksum(signature_text(traced)) + "|" + in.config.hash().hex() + "|" + in.runtime_version +
-                  "|" + in.decompositions + "|" +
+  std::string s = canonical + "|" + checksum(signature_text(traced)) + "|" + in.config.hash().hex() + "|" +
+                  in.runtime_version + "|" + in.decompositions + "|" +
                   (in.ge_cache && in.config.mode == CompileMode::max_autotune ? "program" : "graph") + "|" +
                   (in.dynamic ? "dynamic" : "static") + "|" + layout::kFormatVersion;
   XXH128_hash_t h = XXH3_128bits(s.data(), s.size());

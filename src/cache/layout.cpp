@@ -1,16 +1,17 @@
 #include "cache/layout.h"
 
+#include <unistd.h>
 #include <atomic>
 #include <cctype>
 #include <cstdlib>
 #include <string_view>
-#include <unistd.h>
 
 namespace npucache::cache::layout {
 
 std::string entry_path(const std::string& model_info, const std::string& func, int world_size, int global_rank) {
   if (world_size > 1)
-    return model_info + "/world" + std::to_string(world_size) + "global_rank" + std::to_string(global_rank) + "/" + func;
+    return model_info + "/world" + std::to_string(world_size) + "global_rank" + std::to_string(global_rank) + "/" +
+           func;
   return model_info + "/" + func;
 }
 
@@ -21,7 +22,8 @@ std::string object_file(const std::string& graph_key) { return graph_key + ".h5"
 
 std::string index_model_info(const std::string& file_name) {
   const std::string suffix = kIndexSuffix;
-  if (file_name.size() <= suffix.size() || file_name.compare(file_name.size() - suffix.size(), suffix.size(), suffix) != 0)
+  if (file_name.size() <= suffix.size() ||
+      file_name.compare(file_name.size() - suffix.size(), suffix.size(), suffix) != 0)
     return "";
   const std::string m = file_name.substr(0, file_name.size() - suffix.size());
   return valid_name(m) && file_name != kFormat1File && file_name != kTuningFile ? m : "";

@@ -14,8 +14,8 @@
 
 #include <algorithm>
 #include <mutex>
-#include <tuple>
 #include <set>
+#include <tuple>
 #include "log/log.h"
 
 namespace npucache::cache {
@@ -38,7 +38,8 @@ MethodCache::MethodCache(MethodIdentity id)
       key_(lookup_key(id_.key)),
       path_(layout::entry_path(key_.model_info, id_.key.method, id_.who.world_size, id_.who.global_rank)) {
   if (!layout::valid_name(id_.key.method))
-    throw ConfigError("method name '" + id_.key.method + "' cannot name a cache entry: use letters, digits, '_', "
+    throw ConfigError("method name '" + id_.key.method +
+                      "' cannot name a cache entry: use letters, digits, '_', "
                       "'.' and '-' (not starting with '.'), e.g. CompileOptions::method_name = \"prompt\"");
   if (!layout::valid_entry_path(path_))
     throw ConfigError("cache entry path '" + path_ + "' is malformed (world size " +
@@ -161,8 +162,8 @@ std::string MethodCache::object_bytes(const std::string& key) const {
 }
 
 std::optional<MethodCache::Stored> MethodCache::stored_object(const GraphId& id, const TraceResult& trace,
-                                                               const FlatArgs& args,
-                                                               const compiler::CompileStep& compile) const {
+                                                              const FlatArgs& args,
+                                                              const compiler::CompileStep& compile) const {
   try {
     if (!Dir::exists(id_.dir)) return std::nullopt;
     const Store store = Store::open(id_.dir, Create::no);
@@ -305,16 +306,15 @@ void MethodCache::save_tuning() const {
     const std::vector<compiler::TuningRecord> all = table.records();
     if (all.empty()) return;
     // The file is ordered as records() is: equal means nothing to add.
-    std::sort(stored.begin(), stored.end(), [](const auto& a, const auto& b) {
-      return std::tie(a.runtime, a.key) < std::tie(b.runtime, b.key);
-    });
+    std::sort(stored.begin(), stored.end(),
+              [](const auto& a, const auto& b) { return std::tie(a.runtime, a.key) < std::tie(b.runtime, b.key); });
     if (!rewrite && stored == all) return;
     d.write(layout::kTuningFile, encode_tuning(all));
     log::debug("tuning table {}/{}: {} decisions saved", id_.dir, layout::kTuningFile, all.size());
   } catch (const Error& e) {
-    warn_uncached(id_.dir, "tuning",
-                  "could not save the tuning table in " + id_.dir + " (" + e.what() +
-                      "); its decisions stay in this process");
+    warn_uncached(
+        id_.dir, "tuning",
+        "could not save the tuning table in " + id_.dir + " (" + e.what() + "); its decisions stay in this process");
   }
 }
 

@@ -30,10 +30,10 @@ namespace npucache::cache {
 class Store;
 
 struct MethodIdentity {
-  std::string dir;          // absolute cache directory
-  Producer who;             // the rank this entry is for, and its process
-  KeyInputs key;            // module, method, config, ..., runtime version
-  bool fast_path = false;   // serve without tracing when code_version matches
+  std::string dir;         // absolute cache directory
+  Producer who;            // the rank this entry is for, and its process
+  KeyInputs key;           // module, method, config, ..., runtime version
+  bool fast_path = false;  // serve without tracing when code_version matches
 };
 
 class MethodCache {

@@ -82,8 +82,9 @@ std::string encode_object(const ObjectRecord& o) {
     h5::write_attr(root, "canonical_hash", m.canonical_hash);
     // Who compiled it: "host pid <pid> rank <r> npucache <version>". The
     // key components (mode, dynamic...) are the entries' (the index's).
-    h5::write_attr(root, "producer", m.producer.host + " pid " + std::to_string(m.producer.pid) + " rank " +
-                                         std::to_string(m.producer.global_rank) + " npucache " + m.version);
+    h5::write_attr(root, "producer",
+                   m.producer.host + " pid " + std::to_string(m.producer.pid) + " rank " +
+                       std::to_string(m.producer.global_rank) + " npucache " + m.version);
     h5::write_attr(root, "date", m.date);
     h5::write_bytes(root, layout::kModuleDataset, o.raw);
     h5::write_strings(root, layout::kGraphDataset, o.graph_text);

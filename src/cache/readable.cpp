@@ -28,7 +28,8 @@ std::string readable_entry(const EntryRecord& e, const ObjectRecord& o) {
          std::to_string(g->program.num_streams) + " streams)\n";
     for (std::size_t i = 0; i < g->program.steps.size(); ++i) {
       const auto& st = g->program.steps[i];
-      s += "step " + std::to_string(i) + " stream " + std::to_string(st.stream) + ": " + std::string(op_name(st.op)) + "(";
+      s += "step " + std::to_string(i) + " stream " + std::to_string(st.stream) + ": " + std::string(op_name(st.op)) +
+           "(";
       for (std::size_t k = 0; k < st.operands.size(); ++k) s += (k ? ", b" : "b") + std::to_string(st.operands[k]);
       s += ") -> b" + std::to_string(st.result);
       for (const char* a : {"tile_m", "tile_n", "tile_k", "block"})
@@ -43,7 +44,7 @@ std::string readable_entry(const EntryRecord& e, const ObjectRecord& o) {
 
 std::pair<std::string, std::string> split_cache_path(const std::string& path) {
   fs::path p = fs::absolute(path).lexically_normal();
-  if (p.filename().empty()) p = p.parent_path();  // a trailing slash
+  if (p.filename().empty()) p = p.parent_path();                    // a trailing slash
   if (p.filename() == layout::kModuleDataset) p = p.parent_path();  // the seed's .../<func>/compiled_module
   fs::path rest;
   for (fs::path at = p; !at.empty(); at = at.parent_path()) {

@@ -25,18 +25,18 @@ struct Producer {
 
 // Facts about an object's bytes and how they were produced.
 struct ObjectMeta {
-  std::string checksum;          // xxh3-64 of the uncompressed bytes, 16 hex digits
-  uint64_t raw_size = 0;         // uncompressed bytes
-  uint64_t stored_size = 0;      // bytes of the object's file (not stored: the file's size)
-  bool with_program = false;     // holds the compiled DeviceProgram
+  std::string checksum;       // xxh3-64 of the uncompressed bytes, 16 hex digits
+  uint64_t raw_size = 0;      // uncompressed bytes
+  uint64_t stored_size = 0;   // bytes of the object's file (not stored: the file's size)
+  bool with_program = false;  // holds the compiled DeviceProgram
   double compile_time_s = 0;
-  std::string pass_times;        // "decompose=1.2ms; ..."
-  std::string mode;              // compile mode name
+  std::string pass_times;  // "decompose=1.2ms; ..."
+  std::string mode;        // compile mode name
   bool dynamic = true;
-  std::string canonical_hash;    // of the traced graph
-  Producer producer;             // producer.global_rank: the rank that compiled it
-  std::string date;              // "2026-11-21 23:50:01.123456"
-  std::string version;           // library version of the producer
+  std::string canonical_hash;  // of the traced graph
+  Producer producer;           // producer.global_rank: the rank that compiled it
+  std::string date;            // "2026-11-21 23:50:01.123456"
+  std::string version;         // library version of the producer
 };
 
 struct ObjectRecord {
@@ -48,18 +48,18 @@ struct ObjectRecord {
 
 // The seed's ModelCacheMeta fields and the key of an entry.
 struct EntryMeta {
-  std::string name;        // "Model.prompt(x, y)"
+  std::string name;  // "Model.prompt(x, y)"
   std::string date;
   std::string version;
   std::string fx = "None";
   std::string lookup_key;  // 16 hex digits over every component
   std::string model_info;
-  Components components;   // identity and validity components (keys.h)
-  Producer rank;           // the rank this entry is for
+  Components components;  // identity and validity components (keys.h)
+  Producer rank;          // the rank this entry is for
 };
 
 struct EntryRecord {
-  std::string path;                     // "<model_info>/[world8global_rank3/]<func>"
+  std::string path;  // "<model_info>/[world8global_rank3/]<func>"
   EntryMeta meta;
   std::vector<std::string> parameters;  // parameter/buffer names, placeholder order
   std::string graph_key;                // the object it uses

@@ -17,9 +17,7 @@ namespace {
 
 constexpr std::size_t kRecentMisses = 20;
 
-double now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
+double now() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
 
 // 16 MiB: stats.json holds counters, a last-use time per entry and 20
 // misses; anything larger is not ours.
@@ -84,7 +82,8 @@ void update(const fs::path& dir, F&& change) {
     j["last_used"] = s.last_used;
     j["recent_misses"] = nlohmann::json::array();
     for (const auto& m : s.recent_misses)
-      j["recent_misses"].push_back({{"time", m.time}, {"entry", m.entry}, {"reason", m.reason}, {"differences", m.differences}});
+      j["recent_misses"].push_back(
+          {{"time", m.time}, {"entry", m.entry}, {"reason", m.reason}, {"differences", m.differences}});
     d.write(layout::kStatsFile, j.dump(1) + "\n");
     // Every process that used the cache ends here: damaged markers heal.
     Store::open(dir, Create::no).heal_markers();

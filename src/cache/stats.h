@@ -17,13 +17,13 @@ namespace npucache::cache {
 struct MissRecord {
   double time = 0;
   std::string entry;
-  std::string reason;                   // "absent", "stale", "corrupt", ...
+  std::string reason;                    // "absent", "stale", "corrupt", ...
   std::vector<std::string> differences;  // "component: stored 'a', now 'b'"
 };
 
 struct CacheStats {
   uint64_t hits = 0, misses = 0, saves = 0;
-  double compile_time_saved_s = 0;  // compile time of the entries served by hits
+  double compile_time_saved_s = 0;          // compile time of the entries served by hits
   std::map<std::string, double> last_used;  // entry path -> unix time
   std::vector<MissRecord> recent_misses;    // newest last, at most 20
 };

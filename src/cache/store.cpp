@@ -5,16 +5,16 @@
 #include "cache/object_file.h"
 #include "log/log.h"
 
-#include <nlohmann/json.hpp>
 #include <xxhash.h>
+#include <nlohmann/json.hpp>
 
+#include <sys/stat.h>
+#include <unistd.h>
 #include <algorithm>
 #include <chrono>
 #include <map>
 #include <mutex>
 #include <random>
-#include <sys/stat.h>
-#include <unistd.h>
 
 namespace npucache::cache {
 namespace fs = std::filesystem;
@@ -90,9 +90,10 @@ void note_format1(const Dir& d) {
   static std::once_flag once;
   if (d.stat(layout::kFormat1File))
     std::call_once(once, [&] {
-      log::warn("{} holds a cache of format 1 ({}), which this version (format {}) does not read; `npucache clear {}` "
-                "removes it",
-                d.path().string(), layout::kFormat1File, layout::kFormatVersion, d.path().string());
+      log::warn(
+          "{} holds a cache of format 1 ({}), which this version (format {}) does not read; `npucache clear {}` "
+          "removes it",
+          d.path().string(), layout::kFormat1File, layout::kFormatVersion, d.path().string());
     });
 }
 
@@ -113,7 +114,8 @@ std::string Store::check_markers() const {
   std::string problems;
   auto tag = dir_.read(layout::kCacheDirTag, 4096);
   if (tag && *tag != cachedir_tag()) problems += std::string(layout::kCacheDirTag) + " is damaged; ";
-  if (dir_.stat(layout::kStoreFile) && read_store_id(dir_).empty()) problems += std::string(layout::kStoreFile) + " is damaged; ";
+  if (dir_.stat(layout::kStoreFile) && read_store_id(dir_).empty())
+    problems += std::string(layout::kStoreFile) + " is damaged; ";
   return problems;
 }
 
@@ -134,7 +136,8 @@ std::string Store::identity() const {
     heal_markers();
     id = read_store_id(dir_);
   }
-  if (id.size() != 32) throw CacheError(dir_.path().string() + "/" + layout::kStoreFile + " is damaged: it names no store");
+  if (id.size() != 32)
+    throw CacheError(dir_.path().string() + "/" + layout::kStoreFile + " is damaged: it names no store");
   struct stat st;
   if (::fstat(dir_.fd(), &st) != 0) throw CacheError("cannot inspect " + dir_.path().string());
   return id + ":" + std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino);

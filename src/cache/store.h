@@ -78,8 +78,8 @@ class Store {
   // Under the model's index lock: entries `put` added or replaced, `remove`
   // removed; a damaged index is salvaged into the new one. Returns the
   // number of entries the index lost to damage (0 normally).
-  std::size_t update_index(const std::string& model_info, const Components& model,
-                           const std::vector<EntryRecord>& put, const std::vector<std::string>& remove) const;
+  std::size_t update_index(const std::string& model_info, const Components& model, const std::vector<EntryRecord>& put,
+                           const std::vector<std::string>& remove) const;
   // Whether the model's index, as last read, has damaged records or a
   // damaged HDF5 view (then heal_index rewrites it).
   bool index_damaged(const std::string& model_info) const;

@@ -117,7 +117,8 @@ std::string encode_tuning(const std::vector<TuningRecord>& records) {
 }
 
 std::vector<TuningRecord> decode_tuning(std::string_view file, const std::string& what) {
-  if (file.size() > kMaxTuningFileBytes) throw CacheError(what + " is " + std::to_string(file.size()) + " bytes, too large");
+  if (file.size() > kMaxTuningFileBytes)
+    throw CacheError(what + " is " + std::to_string(file.size()) + " bytes, too large");
   const Opened o = open_envelope(EnvelopeKind::tuning, file, what);
   if (!o.records_intact)
     throw CacheError(what + " is damaged: its records fail their checksums (" + std::to_string(o.damaged_records) +

@@ -48,8 +48,8 @@ struct AutotuneDecision {
   bool from_table = false;
 };
 
-std::vector<AutotuneDecision> autotune(DeviceProgram& p, const SymBindings& example,
-                                       const CompilerConfig& config, int device);
+std::vector<AutotuneDecision> autotune(DeviceProgram& p, const SymBindings& example, const CompilerConfig& config,
+                                       int device);
 // Gives the steps of earlier decisions their chosen configuration; throws
 // VerifyError when a decision names a step that is no tunable kernel.
 void apply_autotune(DeviceProgram& p, const std::vector<AutotuneDecision>& decisions);

@@ -40,9 +40,8 @@ class PassManager {
 
 }  // namespace
 
-CompiledGraph compile_graph(TraceResult trace, const CompilerConfig& config,
-                            const DecompositionTable& decompositions, const SymBindings& example,
-                            bool dynamic, int device, const CompileHints* hints) {
+CompiledGraph compile_graph(TraceResult trace, const CompilerConfig& config, const DecompositionTable& decompositions,
+                            const SymBindings& example, bool dynamic, int device, const CompileHints* hints) {
   config.validate();
   const log::Progress progress("compiling " + (trace.name.empty() ? std::string("a graph") : trace.name));
   auto t0 = std::chrono::steady_clock::now();
@@ -72,8 +71,8 @@ CompiledGraph compile_graph(TraceResult trace, const CompilerConfig& config,
     if (config.fusion) {
       FusionStats st;
       g = pm.run_graph_pass("fusion", g, [&](const Graph& x) { return fuse(x, &st); });
-      cg.timings.back().note += ", " + std::to_string(st.groups) + " fused kernels of " +
-                                std::to_string(st.fused_ops) + " ops";
+      cg.timings.back().note +=
+          ", " + std::to_string(st.groups) + " fused kernels of " + std::to_string(st.fused_ops) + " ops";
     }
   }
   verify(g);

@@ -21,10 +21,10 @@ struct PassTiming {
 };
 
 struct CompiledGraph {
-  TraceResult trace;          // the graph as traced, its signature, outputs, name
+  TraceResult trace;  // the graph as traced, its signature, outputs, name
   CompilerConfig config;
   bool dynamic = true;
-  Graph optimized;            // after the graph passes (archived when the program is not)
+  Graph optimized;  // after the graph passes (archived when the program is not)
   DeviceProgram program;
   std::vector<PassTiming> timings;
   std::vector<AutotuneDecision> autotune;
@@ -51,9 +51,8 @@ struct CompileHints {
 // passes and autotuning are skipped: the hinted graph is verified, lowered
 // and given the hinted decisions. Throws ConfigError for what the mode
 // cannot lower, VerifyError for an ill-typed decomposition or hint.
-CompiledGraph compile_graph(TraceResult trace, const CompilerConfig& config,
-                            const DecompositionTable& decompositions, const SymBindings& example,
-                            bool dynamic, int device, const CompileHints* hints = nullptr);
+CompiledGraph compile_graph(TraceResult trace, const CompilerConfig& config, const DecompositionTable& decompositions,
+                            const SymBindings& example, bool dynamic, int device, const CompileHints* hints = nullptr);
 
 // "decompose 1.2 ms (120 -> 340 nodes)\n..."
 std::string format_timings(const std::vector<PassTiming>& timings);

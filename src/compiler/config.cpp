@@ -12,37 +12,30 @@ std::string_view compile_mode_name(CompileMode m) {
 CompileMode parse_compile_mode(std::string_view name) {
   if (name == "max-autotune") return CompileMode::max_autotune;
   if (name == "reduce-overhead") return CompileMode::reduce_overhead;
-  throw ConfigError("unknown compile mode '" + std::string(name) +
-                    "'; expected 'max-autotune' or 'reduce-overhead'");
+  throw ConfigError("unknown compile mode '" + std::string(name) + "'; expected 'max-autotune' or 'reduce-overhead'");
 }
 
 void CompilerConfig::validate() const {
   if (mode != CompileMode::max_autotune && mode != CompileMode::reduce_overhead)
     throw ConfigError("CompilerConfig.mode has an invalid value");
-  if (max_streams < 1)
-    throw ConfigError("CompilerConfig.max_streams must be >= 1, got " + std::to_string(max_streams));
+  if (max_streams < 1) throw ConfigError("CompilerConfig.max_streams must be >= 1, got " + std::to_string(max_streams));
   if (autotune_candidates < 1)
-    throw ConfigError("CompilerConfig.autotune_candidates must be >= 1, got " +
-                      std::to_string(autotune_candidates));
+    throw ConfigError("CompilerConfig.autotune_candidates must be >= 1, got " + std::to_string(autotune_candidates));
   if (autotune_min_time_us < 0)
-    throw ConfigError("CompilerConfig.autotune_min_time_us must be >= 0, got " +
-                      std::to_string(autotune_min_time_us));
+    throw ConfigError("CompilerConfig.autotune_min_time_us must be >= 0, got " + std::to_string(autotune_min_time_us));
   if (autotune_repetitions < 1)
-    throw ConfigError("CompilerConfig.autotune_repetitions must be >= 1, got " +
-                      std::to_string(autotune_repetitions));
+    throw ConfigError("CompilerConfig.autotune_repetitions must be >= 1, got " + std::to_string(autotune_repetitions));
 }
 
 std::string CompilerConfig::dump() const {
   auto b = [](bool v) { return v ? "true" : "false"; };
   return "mode=" + std::string(compile_mode_name(mode)) + "\n" +
-         "ge_config.enable_single_stream=" + b(ge_config.enable_single_stream) + "\n" +
-         "fusion=" + b(fusion) + "\n" + "memory_planning=" + b(memory_planning) + "\n" +
-         "max_streams=" + std::to_string(max_streams) + "\n" +
+         "ge_config.enable_single_stream=" + b(ge_config.enable_single_stream) + "\n" + "fusion=" + b(fusion) + "\n" +
+         "memory_planning=" + b(memory_planning) + "\n" + "max_streams=" + std::to_string(max_streams) + "\n" +
          "autotune_candidates=" + std::to_string(autotune_candidates) + "\n" +
          "autotune_repetitions=" + std::to_string(autotune_repetitions) + "\n" +
          "autotune_min_time_us=" + std::to_string(autotune_min_time_us) + "\n" +
-         "input_handling=" + (input_handling == InputHandling::update_address ? "update_address" : "copy") +
-         "\n";
+         "input_handling=" + (input_handling == InputHandling::update_address ? "update_address" : "copy") + "\n";
 }
 
 Hash128 CompilerConfig::hash() const {
@@ -55,12 +48,12 @@ Hash128 CompilerConfig::hash() const {
 
 NpuBackend get_npu_backend(const CompilerConfig& config) { return NpuBackend(config); }
 
-CompilerConfig resolve_config(const std::optional<CompilerConfig>& config,
-                              const std::optional<NpuBackend>& backend) {
+CompilerConfig resolve_config(const std::optional<CompilerConfig>& config, const std::optional<NpuBackend>& backend) {
   if (config && backend && !(*config == backend->config()))
-    throw ConfigError("config in current backend is different from the config passed to the "
-                      "compile: pass only one of them, or the same config.\nbackend:\n" +
-                      backend->config().dump() + "config:\n" + config->dump());
+    throw ConfigError(
+        "config in current backend is different from the config passed to the "
+        "compile: pass only one of them, or the same config.\nbackend:\n" +
+        backend->config().dump() + "config:\n" + config->dump());
   CompilerConfig c = config ? *config : backend ? backend->config() : CompilerConfig{};
   c.validate();
   return c;

@@ -25,8 +25,9 @@ class CompiledFunction {
   CompiledFunction(const nn::Module& module, CompileOptions options, std::shared_ptr<compiler::EntrySource> source)
       : module_(module), options_(std::move(options)), source_(std::move(source)) {
     if (!options_.fullgraph)
-      throw ConfigError("fullgraph=false is not supported: npucache compiles whole graphs only; a "
-                        "method must trace to one full graph");
+      throw ConfigError(
+          "fullgraph=false is not supported: npucache compiles whole graphs only; a "
+          "method must trace to one full graph");
     config_ = resolve_config(options_.config, options_.backend);
   }
 

@@ -1,8 +1,8 @@
 #include "compiler/executor.h"
 
-#include <npucache/runtime/communicator.h>
 #include <npucache/device.h>
 #include <npucache/error.h>
+#include <npucache/runtime/communicator.h>
 
 #include "nn/interop.h"
 
@@ -13,8 +13,8 @@ struct ProgramRunner::Prepared {
   std::vector<std::size_t> bytes;          // per buffer
   MemoryPlan plan;
   std::vector<std::shared_ptr<const Attrs>> attrs;  // per step, SymExprs evaluated
-  std::vector<bool> needs_event;                     // per step: a consumer on another stream
-  std::vector<bool> used;                            // per buffer root: some step touches it
+  std::vector<bool> needs_event;                    // per step: a consumer on another stream
+  std::vector<bool> used;                           // per buffer root: some step touches it
 };
 
 struct ProgramRunner::Captured {
@@ -31,7 +31,6 @@ std::vector<int64_t> binding_key(const SymBindings& b) {
   for (const auto& [s, v] : b) k.push_back(v);
   return k;
 }
-
 
 runtime::BlockPtr captured_block(const runtime::TaskGraph& g, const runtime::Block* b) {
   for (const auto& l : g.launches())
@@ -83,15 +82,18 @@ ProgramRunner::Prepared& ProgramRunner::prepare(const SymBindings& b) {
     for (int64_t d : prep->dims.back())
       if (d < 0 || __builtin_mul_overflow(n, d, &n) || n > (int64_t{1} << 48))
         throw ShapeError("buffer " + std::to_string(i) + " of the compiled program has shape " +
-                         shape_str(shape_of(prep->dims.back())) + " under this call's sizes: the program or the "
+                         shape_str(shape_of(prep->dims.back())) +
+                         " under this call's sizes: the program or the "
                          "call's sizes are invalid");
     prep->bytes.push_back(static_cast<std::size_t>(n) * dtype_size(buf.type.dtype));
   }
   // A view reads its root's storage: it may not be larger.
   for (std::size_t i = 0; i < p.buffers.size(); ++i)
-    if (p.buffers[i].kind == BufferKind::view && prep->bytes[i] > prep->bytes[static_cast<std::size_t>(p.root(static_cast<int>(i)))])
-      throw ShapeError("buffer " + std::to_string(i) + " of the compiled program views " + std::to_string(prep->bytes[i]) +
-                       " bytes of a buffer of " + std::to_string(prep->bytes[static_cast<std::size_t>(p.root(static_cast<int>(i)))]) +
+    if (p.buffers[i].kind == BufferKind::view &&
+        prep->bytes[i] > prep->bytes[static_cast<std::size_t>(p.root(static_cast<int>(i)))])
+      throw ShapeError("buffer " + std::to_string(i) + " of the compiled program views " +
+                       std::to_string(prep->bytes[i]) + " bytes of a buffer of " +
+                       std::to_string(prep->bytes[static_cast<std::size_t>(p.root(static_cast<int>(i)))]) +
                        ": the program is invalid");
   prep->plan = plan_memory(p, *hb_, prep->bytes);
   prep->needs_event.assign(p.steps.size(), false);
@@ -103,7 +105,8 @@ ProgramRunner::Prepared& ProgramRunner::prepare(const SymBindings& b) {
   for (const auto& s : p.steps) {
     prep->attrs.push_back(std::make_shared<const Attrs>(evaluate_attrs(s.attrs, b)));
     for (int d : s.deps)
-      if (p.steps[static_cast<std::size_t>(d)].stream != s.stream) prep->needs_event[static_cast<std::size_t>(d)] = true;
+      if (p.steps[static_cast<std::size_t>(d)].stream != s.stream)
+        prep->needs_event[static_cast<std::size_t>(d)] = true;
   }
   return *prepared_.emplace(std::move(key), std::move(prep)).first->second;
 }
@@ -111,7 +114,7 @@ ProgramRunner::Prepared& ProgramRunner::prepare(const SymBindings& b) {
 const MemoryPlan& ProgramRunner::memory_plan(const SymBindings& b) { return prepare(b).plan; }
 
 std::vector<runtime::BlockPtr> ProgramRunner::bind_blocks(Prepared& prep, const std::vector<Tensor>& inputs,
-                                                 const std::vector<Tensor>& params, bool intermediates) {
+                                                          const std::vector<Tensor>& params, bool intermediates) {
   const DeviceProgram& p = *program_;
   if (static_cast<int>(inputs.size()) != p.num_inputs)
     throw TraceError("compiled program takes " + std::to_string(p.num_inputs) + " tensor inputs, got " +
@@ -126,8 +129,8 @@ std::vector<runtime::BlockPtr> ProgramRunner::bind_blocks(Prepared& prep, const 
     const BufferDesc& d = p.buffers[i];
     switch (d.kind) {
       case BufferKind::input: {
-        const auto impl = eager_impl(inputs[static_cast<std::size_t>(d.index)],
-                                      [&] { return "input " + std::to_string(d.index); });
+        const auto impl =
+            eager_impl(inputs[static_cast<std::size_t>(d.index)], [&] { return "input " + std::to_string(d.index); });
         if (!same_type(impl.type, d.type.dtype, prep.dims[i]))
           throw TraceError("input " + std::to_string(d.index) + " is " + type_str(impl.type) +
                            ", the program was compiled for " + type_str({d.type.dtype, shape_of(prep.dims[i])}));
@@ -139,25 +142,20 @@ std::vector<runtime::BlockPtr> ProgramRunner::bind_blocks(Prepared& prep, const 
       }
       case BufferKind::parameter: {
         const auto& ref = p.parameters[static_cast<std::size_t>(d.index)];
-        const auto impl = eager_impl(params[static_cast<std::size_t>(d.index)],
-                                      [&] { return "parameter '" + ref.name + "'"; });
+        const auto impl =
+            eager_impl(params[static_cast<std::size_t>(d.index)], [&] { return "parameter '" + ref.name + "'"; });
         if (!same_type(impl.type, d.type.dtype, prep.dims[i]))
           throw TraceError("parameter '" + ref.name + "' is " + type_str(impl.type) + ", the program expects " +
                            type_str(d.type));
         blocks[i] = impl.block;
         break;
       }
-      case BufferKind::arena:
-        blocks[i] = arena;
-        break;
-      case BufferKind::output:
-        blocks[i] = dev.allocate(std::max<std::size_t>(prep.bytes[i], 1));
-        break;
+      case BufferKind::arena: blocks[i] = arena; break;
+      case BufferKind::output: blocks[i] = dev.allocate(std::max<std::size_t>(prep.bytes[i], 1)); break;
       case BufferKind::temp:
         if (intermediates) blocks[i] = dev.allocate(std::max<std::size_t>(prep.bytes[i], 1));
         break;
-      case BufferKind::view:
-        break;
+      case BufferKind::view: break;
     }
   }
   return blocks;
@@ -169,10 +167,12 @@ void ProgramRunner::launch_all(Prepared& prep, std::vector<runtime::BlockPtr>& b
     const int r = p.root(b);
     const auto ri = static_cast<std::size_t>(r);
     std::size_t offset = 0;
-    if (p.buffers[ri].kind == BufferKind::arena) offset = static_cast<std::size_t>(prep.plan.offsets[ri]);
-    else if (p.buffers[ri].kind == BufferKind::input || p.buffers[ri].kind == BufferKind::parameter) offset = 0;
+    if (p.buffers[ri].kind == BufferKind::arena)
+      offset = static_cast<std::size_t>(prep.plan.offsets[ri]);
+    else if (p.buffers[ri].kind == BufferKind::input || p.buffers[ri].kind == BufferKind::parameter)
+      offset = 0;
     return runtime::TensorArg{blocks[ri], offset, p.buffers[static_cast<std::size_t>(b)].type.dtype,
-                     prep.dims[static_cast<std::size_t>(b)]};
+                              prep.dims[static_cast<std::size_t>(b)]};
   };
   std::vector<runtime::Event> events(p.steps.size());
   const bool multi = streams_.size() > 1;
@@ -204,7 +204,8 @@ void ProgramRunner::launch_all(Prepared& prep, std::vector<runtime::BlockPtr>& b
     }
 }
 
-std::vector<Tensor> ProgramRunner::make_outputs(const Prepared& prep, const std::vector<runtime::BlockPtr>& blocks) const {
+std::vector<Tensor> ProgramRunner::make_outputs(const Prepared& prep,
+                                                const std::vector<runtime::BlockPtr>& blocks) const {
   const DeviceProgram& p = *program_;
   std::vector<Tensor> out;
   for (int o : p.outputs) {

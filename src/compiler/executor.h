@@ -35,10 +35,10 @@ class ProgramRunner {
   ProgramRunner(std::shared_ptr<const DeviceProgram> program, int device);
   ~ProgramRunner();
 
-  std::vector<Tensor> run(const std::vector<Tensor>& inputs, const std::vector<Tensor>& params,
-                          const SymBindings& b, Communicator& comm);
-  std::vector<Tensor> replay(const std::vector<Tensor>& inputs, const std::vector<Tensor>& params,
-                             const SymBindings& b, Communicator& comm, InputHandling handling);
+  std::vector<Tensor> run(const std::vector<Tensor>& inputs, const std::vector<Tensor>& params, const SymBindings& b,
+                          Communicator& comm);
+  std::vector<Tensor> replay(const std::vector<Tensor>& inputs, const std::vector<Tensor>& params, const SymBindings& b,
+                             Communicator& comm, InputHandling handling);
 
   // The plan for a binding (prepared on first use).
   const MemoryPlan& memory_plan(const SymBindings& b);
@@ -54,7 +54,7 @@ class ProgramRunner {
   // Storage for every buffer root; `intermediates` false skips the arena
   // and temporaries (a replay uses the captured ones).
   std::vector<runtime::BlockPtr> bind_blocks(Prepared& prep, const std::vector<Tensor>& inputs,
-                                    const std::vector<Tensor>& params, bool intermediates = true);
+                                             const std::vector<Tensor>& params, bool intermediates = true);
   std::vector<Tensor> make_outputs(const Prepared& prep, const std::vector<runtime::BlockPtr>& blocks) const;
 
   std::shared_ptr<const DeviceProgram> program_;

@@ -35,7 +35,6 @@ class HappensBefore {
 };
 
 // `bytes` holds each buffer's size in bytes under the current binding.
-MemoryPlan plan_memory(const DeviceProgram& p, const HappensBefore& hb,
-                       const std::vector<std::size_t>& bytes);
+MemoryPlan plan_memory(const DeviceProgram& p, const HappensBefore& hb, const std::vector<std::size_t>& bytes);
 
 }  // namespace npucache::compiler

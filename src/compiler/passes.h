@@ -4,8 +4,8 @@
 #pragma once
 
 #include <npucache/compiler/config.h>
-#include <npucache/nn/decompositions.h>
 #include <npucache/ir/graph.h>
+#include <npucache/nn/decompositions.h>
 
 #include "compiler/program.h"
 

@@ -34,7 +34,7 @@ struct ProgramStep {
   std::vector<int> operands;  // buffer ids
   int result = -1;            // buffer id
   int stream = 0;
-  std::vector<int> deps;      // earlier step indices
+  std::vector<int> deps;  // earlier step indices
 };
 
 struct ParameterRef {

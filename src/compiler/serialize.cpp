@@ -90,10 +90,14 @@ void put(ByteWriter& w, const Attrs& attrs) {
     std::visit(
         [&](const auto& x) {
           using T = std::decay_t<decltype(x)>;
-          if constexpr (std::is_same_v<T, bool>) w.u8(x ? 1 : 0);
-          else if constexpr (std::is_same_v<T, int64_t>) w.i64(x);
-          else if constexpr (std::is_same_v<T, double>) w.f64(x);
-          else if constexpr (std::is_same_v<T, std::string>) w.str(x);
+          if constexpr (std::is_same_v<T, bool>)
+            w.u8(x ? 1 : 0);
+          else if constexpr (std::is_same_v<T, int64_t>)
+            w.i64(x);
+          else if constexpr (std::is_same_v<T, double>)
+            w.f64(x);
+          else if constexpr (std::is_same_v<T, std::string>)
+            w.str(x);
           else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
             w.u32(static_cast<uint32_t>(x.size()));
             for (int64_t i : x) w.i64(i);

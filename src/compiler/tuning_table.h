@@ -31,11 +31,11 @@
 namespace npucache::compiler {
 
 struct TuningEntry {
-  std::string chosen;     // "tile_m=32 tile_n=256 tile_k=128"
+  std::string chosen;  // "tile_m=32 tile_n=256 tile_k=128"
   double best_us = 0;
   double default_us = 0;
-  int candidates = 0;     // candidates compared (0: not timed, the default)
-  std::string timed_on;   // as AutotuneDecision::timed_on
+  int candidates = 0;    // candidates compared (0: not timed, the default)
+  std::string timed_on;  // as AutotuneDecision::timed_on
   friend bool operator==(const TuningEntry&, const TuningEntry&) = default;
 };
 

@@ -30,8 +30,8 @@ void validate_program(const DeviceProgram& p) {
       case BufferKind::view:
         if (b.index < 0 || b.index >= i) bad(which + " is a view of buffer " + std::to_string(b.index));
         break;
-      case BufferKind::arena: case BufferKind::temp:
-        break;
+      case BufferKind::arena:
+      case BufferKind::temp: break;
     }
     for (const auto& d : b.type.shape)
       if (auto c = d.try_constant(); c && (*c < 0 || *c > (int64_t{1} << 40)))

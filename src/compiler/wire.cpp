@@ -19,8 +19,8 @@ void ByteWriter::strings(const std::vector<std::string>& v) {
 }
 
 void ByteReader::fail(const std::string& why) const {
-  throw Error(what_ + " is damaged: " + why + " (at byte " + std::to_string(at_) + " of " +
-                   std::to_string(in_.size()) + ")");
+  throw Error(what_ + " is damaged: " + why + " (at byte " + std::to_string(at_) + " of " + std::to_string(in_.size()) +
+              ")");
 }
 
 void ByteReader::raw(void* p, std::size_t n) {

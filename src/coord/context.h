@@ -15,8 +15,8 @@
 namespace npucache::coord {
 
 struct Hosts {
-  std::vector<int> host_of;         // per rank: its host, hosts numbered by their lowest rank
-  std::vector<std::string> names;   // per host: its name
+  std::vector<int> host_of;        // per rank: its host, hosts numbered by their lowest rank
+  std::vector<std::string> names;  // per host: its name
   int count() const { return static_cast<int>(names.size()); }
 };
 

@@ -172,8 +172,8 @@ std::shared_ptr<compiler::CompiledGraph> CoordinatedSource::obtain(const FlatArg
     for (std::size_t r = 0; r < infos.size(); ++r)
       if (plan.group_of[r] == group && infos[r].needs && static_cast<int>(r) != owner)
         receivers.push_back(static_cast<int>(r));
-    const auto routes = options_.flat_exchange ? flat_routes(owner, receivers)
-                                               : node_leader_routes(owner, receivers, hosts.host_of);
+    const auto routes =
+        options_.flat_exchange ? flat_routes(owner, receivers) : node_leader_routes(owner, receivers, hosts.host_of);
     if (auto it = routes.find(me); it != routes.end()) {
       const Route& route = it->second;
       if (route.parent >= 0) {
@@ -275,7 +275,8 @@ void CoordinatedSource::persist_collectively(const mpi::Comm& comm, const std::v
       steps_.save_s = now() - t;
       report().writer = true;
       steps_.entries_written = static_cast<int>(all.entries.size());
-      log::info("Cache {} entries of {} saved to {} by rank {}, the writer of that store", all.entries.size(), cache().method(), cache().dir(), me);
+      log::info("Cache {} entries of {} saved to {} by rank {}, the writer of that store", all.entries.size(),
+                cache().method(), cache().dir(), me);
     }
     saved = "1";
   } catch (const CacheError& e) {

@@ -31,9 +31,10 @@ std::shared_ptr<detail::CompiledFunction> detail::make_cached_function(const nn:
                                                                        const CacheOptions& options) {
   CompileOptions co = resolved(options);
   if (options.ge_cache && co.config->mode == CompileMode::reduce_overhead)
-    log::warn("ge_cache has no effect in reduce-overhead mode (only max-autotune caches the compiled program); "
-              "{} caches its graph only",
-              co.method_name);
+    log::warn(
+        "ge_cache has no effect in reduce-overhead mode (only max-autotune caches the compiled program); "
+        "{} caches its graph only",
+        co.method_name);
   auto cache = std::make_shared<cache::MethodCache>(coord::resolve_identity(module, options, *co.config, false));
   auto source = std::make_shared<cache::LocalSource>(std::move(cache), nullptr);
   return make_function(module, std::move(co), std::move(source));

@@ -40,7 +40,8 @@ class Reader {
 
  private:
   void need(std::size_t n) const {
-    if (s_.size() - at_ < n) throw CommError("key all-gather: a truncated table (" + std::to_string(s_.size()) + " bytes)");
+    if (s_.size() - at_ < n)
+      throw CommError("key all-gather: a truncated table (" + std::to_string(s_.size()) + " bytes)");
   }
   const std::string& s_;
   std::size_t at_ = 0;
@@ -156,7 +157,8 @@ std::vector<std::string> host_allgather(const mpi::Comm& comm, const Hosts& host
   if (world == 1) return {mine};
   const int nhosts = hosts.count();
   std::vector<std::vector<int>> members(static_cast<std::size_t>(nhosts));
-  for (int r = 0; r < world; ++r) members[static_cast<std::size_t>(hosts.host_of[static_cast<std::size_t>(r)])].push_back(r);
+  for (int r = 0; r < world; ++r)
+    members[static_cast<std::size_t>(hosts.host_of[static_cast<std::size_t>(r)])].push_back(r);
   const int host = hosts.host_of[static_cast<std::size_t>(me)];
   const std::vector<int>& local = members[static_cast<std::size_t>(host)];
   const int leader = local.front();

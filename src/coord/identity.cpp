@@ -6,8 +6,8 @@
 
 #include "compiler/tuning_table.h"
 
-#include <filesystem>
 #include <unistd.h>
+#include <filesystem>
 
 namespace npucache::coord {
 
@@ -39,8 +39,9 @@ cache::MethodIdentity resolve_identity(const nn::Module& module, const CacheOpti
   k.code_version = o.code_version;
   k.runtime_version = compiler::tuning_runtime(current_device());
   if (o.hit_check == HitCheck::code_version && o.code_version.empty())
-    throw ConfigError("hit_check = HitCheck::code_version serves stored programs without tracing on the user's word "
-                      "that code_version changes with the code: set code_version, or use the default HitCheck::trace");
+    throw ConfigError(
+        "hit_check = HitCheck::code_version serves stored programs without tracing on the user's word "
+        "that code_version changes with the code: set code_version, or use the default HitCheck::trace");
   id.fast_path = o.hit_check == HitCheck::code_version;
   return id;
 }

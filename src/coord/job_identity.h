@@ -22,7 +22,7 @@
 namespace npucache::coord {
 
 struct JobField {
-  std::string name;   // as the user gave it: "--pp"; "command" is the subcommand
+  std::string name;  // as the user gave it: "--pp"; "command" is the subcommand
   std::string value;
 };
 using JobIdentity = std::vector<JobField>;

@@ -10,7 +10,8 @@
 namespace npucache::coord {
 
 std::string RankInfo::encode() const {
-  return graph_key + "\t" + std::to_string(cost) + "\t" + (needs ? "1" : "0") + "\t" + (holds ? "1" : "0") + "\t" + store;
+  return graph_key + "\t" + std::to_string(cost) + "\t" + (needs ? "1" : "0") + "\t" + (holds ? "1" : "0") + "\t" +
+         store;
 }
 
 RankInfo RankInfo::decode(const std::string& s) {

@@ -19,13 +19,13 @@ struct RankInfo {
 };
 
 struct Plan {
-  std::vector<std::string> keys;       // one per group, with some needer
-  std::vector<int> owner;              // per group
-  std::vector<int> group_of;           // per rank: its group, -1 when nothing to do
-  std::vector<int> store_group;        // per rank: index of its store
-  std::vector<int> store_writer;       // per store: its writer, the lowest rank using it
-  std::vector<bool> ships_object;      // per rank: sends the object to its store's writer
-  std::vector<double> load;            // per rank: estimated compile cost assigned
+  std::vector<std::string> keys;   // one per group, with some needer
+  std::vector<int> owner;          // per group
+  std::vector<int> group_of;       // per rank: its group, -1 when nothing to do
+  std::vector<int> store_group;    // per rank: index of its store
+  std::vector<int> store_writer;   // per store: its writer, the lowest rank using it
+  std::vector<bool> ships_object;  // per rank: sends the object to its store's writer
+  std::vector<double> load;        // per rank: estimated compile cost assigned
 };
 
 // Groups ranks by graph key; one owner per group: a member whose store

@@ -1,5 +1,5 @@
-#include <npucache/ir/attrs.h>
 #include <npucache/error.h>
+#include <npucache/ir/attrs.h>
 
 #include <algorithm>
 #include <sstream>
@@ -34,13 +34,9 @@ int64_t Attrs::get_int_or(const std::string& key, int64_t fallback) const {
 double Attrs::get_double_or(const std::string& key, double fallback) const {
   return has(key) ? get<double>(key) : fallback;
 }
-bool Attrs::get_bool_or(const std::string& key, bool fallback) const {
-  return has(key) ? get<bool>(key) : fallback;
-}
+bool Attrs::get_bool_or(const std::string& key, bool fallback) const { return has(key) ? get<bool>(key) : fallback; }
 
-void throw_attr_error(const std::string& key, const char* why) {
-  throw ShapeError("attribute '" + key + "' " + why);
-}
+void throw_attr_error(const std::string& key, const char* why) { throw ShapeError("attribute '" + key + "' " + why); }
 
 namespace {
 std::string double_str(double d) {

@@ -1,5 +1,5 @@
-#include <npucache/ir/dtype.h>
 #include <npucache/error.h>
+#include <npucache/ir/dtype.h>
 
 namespace npucache {
 
@@ -30,8 +30,7 @@ std::string_view dtype_name(DType t) {
 DType dtype_from_name(std::string_view name) {
   for (DType t : {DType::f32, DType::f16, DType::bf16, DType::i32, DType::i64, DType::boolean})
     if (dtype_name(t) == name) return t;
-  throw ConfigError("unknown dtype '" + std::string(name) +
-                    "'; expected one of f32, f16, bf16, i32, i64, bool");
+  throw ConfigError("unknown dtype '" + std::string(name) + "'; expected one of f32, f16, bf16, i32, i64, bool");
 }
 
 bool is_floating(DType t) { return t == DType::f32 || t == DType::f16 || t == DType::bf16; }

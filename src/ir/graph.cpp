@@ -3,9 +3,7 @@
 
 namespace npucache {
 
-std::string type_str(const TensorType& t) {
-  return std::string(dtype_name(t.dtype)) + shape_str(t.shape);
-}
+std::string type_str(const TensorType& t) { return std::string(dtype_name(t.dtype)) + shape_str(t.shape); }
 
 std::string_view placeholder_kind_name(PlaceholderKind k) {
   switch (k) {
@@ -58,8 +56,7 @@ ValueId Graph::add_node(Op op, std::vector<ValueId> inputs, Attrs attrs, DimUnif
   return add_typed_node(op, std::move(inputs), std::move(attrs), std::move(t), std::move(name));
 }
 
-ValueId Graph::add_typed_node(Op op, std::vector<ValueId> inputs, Attrs attrs, TensorType type,
-                              std::string name) {
+ValueId Graph::add_typed_node(Op op, std::vector<ValueId> inputs, Attrs attrs, TensorType type, std::string name) {
   for (ValueId v : inputs)
     if (v < 0 || static_cast<std::size_t>(v) >= nodes_.size())
       throw VerifyError("node input %" + std::to_string(v) + " of " + std::string(op_name(op)) +
@@ -82,16 +79,15 @@ void Graph::set_outputs(std::vector<ValueId> outputs) {
 
 const Node& Graph::node(ValueId id) const {
   if (id < 0 || static_cast<std::size_t>(id) >= nodes_.size())
-    throw VerifyError("value %" + std::to_string(id) + " is not in the graph (" +
-                      std::to_string(nodes_.size()) + " nodes)");
+    throw VerifyError("value %" + std::to_string(id) + " is not in the graph (" + std::to_string(nodes_.size()) +
+                      " nodes)");
   return nodes_[static_cast<std::size_t>(id)];
 }
 
 std::vector<ValueId> Graph::placeholders(PlaceholderKind kind) const {
   std::vector<ValueId> out;
   for (std::size_t i = 0; i < nodes_.size(); ++i)
-    if (nodes_[i].op == Op::placeholder && nodes_[i].kind == kind)
-      out.push_back(static_cast<ValueId>(i));
+    if (nodes_[i].op == Op::placeholder && nodes_[i].kind == kind) out.push_back(static_cast<ValueId>(i));
   return out;
 }
 
@@ -125,13 +121,11 @@ Graph Graph::from_parts(std::vector<Node> nodes, std::vector<ValueId> outputs) {
 }
 
 bool operator==(const Node& a, const Node& b) {
-  return a.op == b.op && a.inputs == b.inputs && a.attrs == b.attrs && a.type == b.type &&
-         a.name == b.name && a.kind == b.kind && a.target == b.target;
+  return a.op == b.op && a.inputs == b.inputs && a.attrs == b.attrs && a.type == b.type && a.name == b.name &&
+         a.kind == b.kind && a.target == b.target;
 }
 
-bool operator==(const Graph& a, const Graph& b) {
-  return a.nodes_ == b.nodes_ && a.outputs_ == b.outputs_;
-}
+bool operator==(const Graph& a, const Graph& b) { return a.nodes_ == b.nodes_ && a.outputs_ == b.outputs_; }
 
 const Node* first_rng_node(const Graph& g) {
   for (const Node& n : g.nodes())

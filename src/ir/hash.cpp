@@ -46,7 +46,8 @@ class CanonicalEncoder {
   void run() {
     h_.u64(kHashEncodingVersion);
     order_ = canonical_order(g_);
-    for (std::size_t i = 0; i < order_.size(); ++i) index_[static_cast<std::size_t>(order_[i])] = static_cast<int64_t>(i);
+    for (std::size_t i = 0; i < order_.size(); ++i)
+      index_[static_cast<std::size_t>(order_[i])] = static_cast<int64_t>(i);
     h_.u64(order_.size());
     for (ValueId v : order_) encode(g_.node(v));
     h_.u64(g_.outputs().size());
@@ -84,21 +85,25 @@ class CanonicalEncoder {
 
   void attr(const AttrValue& v) {
     h_.u64(v.index());
-    if (const auto* b = std::get_if<bool>(&v)) h_.u64(*b);
-    else if (const auto* i = std::get_if<int64_t>(&v)) h_.i64(*i);
+    if (const auto* b = std::get_if<bool>(&v))
+      h_.u64(*b);
+    else if (const auto* i = std::get_if<int64_t>(&v))
+      h_.i64(*i);
     else if (const auto* d = std::get_if<double>(&v)) {
       uint64_t bits;
       static_assert(sizeof bits == sizeof *d);
       std::memcpy(&bits, d, sizeof bits);
       h_.u64(bits);
-    } else if (const auto* s = std::get_if<std::string>(&v)) h_.str(*s);
+    } else if (const auto* s = std::get_if<std::string>(&v))
+      h_.str(*s);
     else if (const auto* iv = std::get_if<std::vector<int64_t>>(&v)) {
       h_.u64(iv->size());
       for (int64_t x : *iv) h_.i64(x);
     } else if (const auto* sv = std::get_if<std::vector<SymExpr>>(&v)) {
       h_.u64(sv->size());
       for (const auto& x : *sv) expr(x);
-    } else if (const auto* t = std::get_if<DType>(&v)) h_.u64(static_cast<uint64_t>(*t));
+    } else if (const auto* t = std::get_if<DType>(&v))
+      h_.u64(static_cast<uint64_t>(*t));
   }
 
   void encode(const Node& n) {

@@ -30,8 +30,7 @@ void InferCtx::require_integral(std::size_t i) const {
 
 void InferCtx::require_rank(std::size_t i, std::size_t r) const {
   if (rank(i) != r)
-    fail("operand " + std::to_string(i) + " must have rank " + std::to_string(r) + ", not " +
-         std::to_string(rank(i)));
+    fail("operand " + std::to_string(i) + " must have rank " + std::to_string(r) + ", not " + std::to_string(rank(i)));
 }
 
 void InferCtx::require_dim_equal(const SymExpr& a, const SymExpr& b, const std::string& what) const {
@@ -47,8 +46,7 @@ int64_t InferCtx::require_constant(const SymExpr& d, const std::string& what) co
 int64_t InferCtx::norm_dim(int64_t dim, std::size_t r) const {
   auto n = static_cast<int64_t>(r);
   int64_t d = dim < 0 ? dim + n : dim;
-  if (d < 0 || d >= n)
-    fail("dim " + std::to_string(dim) + " out of range for rank " + std::to_string(r));
+  if (d < 0 || d >= n) fail("dim " + std::to_string(dim) + " out of range for rank " + std::to_string(r));
   return d;
 }
 
@@ -73,8 +71,7 @@ Shape InferCtx::broadcast(const Shape& a, const Shape& b) const {
 
 }  // namespace ir
 
-TensorType infer_type(Op op, const std::vector<const TensorType*>& inputs, const Attrs& attrs,
-                      DimUnifier& unifier) {
+TensorType infer_type(Op op, const std::vector<const TensorType*>& inputs, const Attrs& attrs, DimUnifier& unifier) {
   const OpInfo& info = op_info(op);
   ir::InferCtx c{op, inputs, attrs, unifier};
   auto n = static_cast<int>(inputs.size());
@@ -85,28 +82,68 @@ TensorType infer_type(Op op, const std::vector<const TensorType*>& inputs, const
     c.fail("expects " + want + " inputs, got " + std::to_string(n));
   }
   switch (op) {
-    case Op::placeholder:
-      c.fail("placeholders have no inferred type");
-    case Op::add: case Op::sub: case Op::mul: case Op::div: case Op::maximum:
-    case Op::minimum: case Op::pow: case Op::eq: case Op::ne: case Op::lt: case Op::le:
-    case Op::gt: case Op::ge: case Op::where: case Op::neg: case Op::abs: case Op::exp:
-    case Op::log: case Op::sqrt: case Op::rsqrt: case Op::sin: case Op::cos:
-    case Op::reciprocal: case Op::relu: case Op::sigmoid: case Op::tanh: case Op::gelu:
-    case Op::silu: case Op::cast:
-      return ir::infer_elementwise(c);
-    case Op::matmul: case Op::linear: case Op::sum: case Op::mean: case Op::max:
-    case Op::argmax: case Op::softmax: case Op::rmsnorm: case Op::layernorm: case Op::rope:
-    case Op::attention:
-      return ir::infer_linalg(c);
-    case Op::reshape: case Op::permute: case Op::transpose: case Op::expand: case Op::slice:
-    case Op::concat: case Op::gather: case Op::embedding:
-      return ir::infer_layout(c);
-    case Op::full: case Op::arange: case Op::buffer_update: case Op::all_reduce:
-    case Op::all_gather: case Op::group_rank: case Op::send: case Op::recv: case Op::randn:
-    case Op::bernoulli: case Op::dropout: case Op::fused:
-      return ir::infer_special(c);
-    case Op::kCount:
-      break;
+    case Op::placeholder: c.fail("placeholders have no inferred type");
+    case Op::add:
+    case Op::sub:
+    case Op::mul:
+    case Op::div:
+    case Op::maximum:
+    case Op::minimum:
+    case Op::pow:
+    case Op::eq:
+    case Op::ne:
+    case Op::lt:
+    case Op::le:
+    case Op::gt:
+    case Op::ge:
+    case Op::where:
+    case Op::neg:
+    case Op::abs:
+    case Op::exp:
+    case Op::log:
+    case Op::sqrt:
+    case Op::rsqrt:
+    case Op::sin:
+    case Op::cos:
+    case Op::reciprocal:
+    case Op::relu:
+    case Op::sigmoid:
+    case Op::tanh:
+    case Op::gelu:
+    case Op::silu:
+    case Op::cast: return ir::infer_elementwise(c);
+    case Op::matmul:
+    case Op::linear:
+    case Op::sum:
+    case Op::mean:
+    case Op::max:
+    case Op::argmax:
+    case Op::softmax:
+    case Op::rmsnorm:
+    case Op::layernorm:
+    case Op::rope:
+    case Op::attention: return ir::infer_linalg(c);
+    case Op::reshape:
+    case Op::permute:
+    case Op::transpose:
+    case Op::expand:
+    case Op::slice:
+    case Op::concat:
+    case Op::gather:
+    case Op::embedding: return ir::infer_layout(c);
+    case Op::full:
+    case Op::arange:
+    case Op::buffer_update:
+    case Op::all_reduce:
+    case Op::all_gather:
+    case Op::group_rank:
+    case Op::send:
+    case Op::recv:
+    case Op::randn:
+    case Op::bernoulli:
+    case Op::dropout:
+    case Op::fused: return ir::infer_special(c);
+    case Op::kCount: break;
   }
   c.fail("invalid op");
 }

@@ -17,8 +17,7 @@ TensorType reshape_type(const InferCtx& c) {
       if (infer_at >= 0) c.fail("reshape allows only one -1 dim, got " + shape_str(out));
       infer_at = static_cast<int>(i);
     } else {
-      if (auto v = out[i].try_constant(); v && *v < 0)
-        c.fail("negative dim in target shape " + shape_str(out));
+      if (auto v = out[i].try_constant(); v && *v < 0) c.fail("negative dim in target shape " + shape_str(out));
       known = known * out[i];
     }
   }
@@ -30,12 +29,12 @@ TensorType reshape_type(const InferCtx& c) {
       SymExpr k(c.require_constant(known, "known dims' product"));
       q = t.div_exact(k);
     }
-    if (!q) c.fail("cannot infer -1 in " + shape_str(out) + ": " + total.str() +
-                   " elements are not divisible by " + known.str());
+    if (!q)
+      c.fail("cannot infer -1 in " + shape_str(out) + ": " + total.str() + " elements are not divisible by " +
+             known.str());
     out[static_cast<std::size_t>(infer_at)] = *q;
   } else if (!(known == total) && !c.unifier.unify(known, total)) {
-    c.fail("target shape " + shape_str(out) + " has " + known.str() + " elements, input has " +
-           total.str());
+    c.fail("target shape " + shape_str(out) + " has " + known.str() + " elements, input has " + total.str());
   }
   return {c.operand(0).dtype, out};
 }
@@ -60,8 +59,7 @@ TensorType expand_type(const InferCtx& c) {
   if (target.size() < in.size()) c.fail("expand target " + shape_str(target) + " has lower rank");
   std::size_t off = target.size() - in.size();
   for (std::size_t i = 0; i < in.size(); ++i)
-    if (!(in[i] == SymExpr(1)))
-      c.require_dim_equal(in[i], target[off + i], "expanded dim must be 1 or equal");
+    if (!(in[i] == SymExpr(1))) c.require_dim_equal(in[i], target[off + i], "expanded dim must be 1 or equal");
   return {c.operand(0).dtype, target};
 }
 
@@ -75,8 +73,7 @@ TensorType slice_type(const InferCtx& c) {
   auto l = len.try_constant();
   auto n = out[d].try_constant();
   if ((s && *s < 0) || (l && *l < 0) || (s && l && n && *s + *l > *n))
-    c.fail("slice [" + bounds[0].str() + ", " + bounds[1].str() + ") out of range for dim of size " +
-           out[d].str());
+    c.fail("slice [" + bounds[0].str() + ", " + bounds[1].str() + ") out of range for dim of size " + out[d].str());
   out[d] = len;
   return {c.operand(0).dtype, out};
 }

@@ -113,17 +113,19 @@ TensorType infer_linalg(const InferCtx& c) {
   switch (c.op) {
     case Op::matmul: return matmul_type(c);
     case Op::linear: return linear_type(c);
-    case Op::sum: case Op::mean: case Op::max: {
+    case Op::sum:
+    case Op::mean:
+    case Op::max: {
       if (c.op != Op::max) c.require_floating(0);
       return reduce_type(c, c.operand(0).dtype, c.attrs.get<std::vector<int64_t>>("dims"));
     }
-    case Op::argmax:
-      return reduce_type(c, DType::i64, {c.attrs.get_int("dim")});
+    case Op::argmax: return reduce_type(c, DType::i64, {c.attrs.get_int("dim")});
     case Op::softmax:
       c.require_floating(0);
       c.norm_dim(c.attrs.get_int("dim"), c.rank(0));
       return c.operand(0);
-    case Op::rmsnorm: case Op::layernorm: return norm_type(c);
+    case Op::rmsnorm:
+    case Op::layernorm: return norm_type(c);
     case Op::rope: return rope_type(c);
     case Op::attention: return attention_type(c);
     default: c.fail("not a linear-algebra op");

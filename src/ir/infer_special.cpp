@@ -23,8 +23,7 @@ TensorType buffer_update_type(const InferCtx& c) {
   const Shape& buf = c.operand(0).shape;
   const Shape& pos = c.operand(1).shape;
   const Shape& val = c.operand(2).shape;
-  if (buf.size() < 2 || val.size() != buf.size())
-    c.fail("buffer and values must have equal rank >= 2");
+  if (buf.size() < 2 || val.size() != buf.size()) c.fail("buffer and values must have equal rank >= 2");
   c.require_dim_equal(buf[0], val[0], "batch of buffer and values differs");
   c.require_dim_equal(pos[0], val[0], "batch of positions and values differs");
   c.require_dim_equal(pos[1], val[1], "positions and values differ in length");
@@ -37,8 +36,7 @@ TensorType buffer_update_type(const InferCtx& c) {
 
 TensorType infer_special(const InferCtx& c) {
   switch (c.op) {
-    case Op::full:
-      return {c.attrs.get<DType>("dtype"), c.attrs.get<std::vector<SymExpr>>("shape")};
+    case Op::full: return {c.attrs.get<DType>("dtype"), c.attrs.get<std::vector<SymExpr>>("shape")};
     case Op::arange: {
       const auto& shape = c.attrs.get<std::vector<SymExpr>>("shape");
       if (shape.size() != 1) c.fail("arange shape must have one dim");
@@ -58,25 +56,17 @@ TensorType infer_special(const InferCtx& c) {
       out[d] = out[d] * SymExpr(size);
       return {c.operand(0).dtype, out};
     }
-    case Op::group_rank:
-      check_group(c);
-      return {DType::i64, {}};
-    case Op::send:
-      check_peer(c);
-      return c.operand(0);
-    case Op::recv:
-      check_peer(c);
-      return {c.attrs.get<DType>("dtype"), c.attrs.get<std::vector<SymExpr>>("shape")};
+    case Op::group_rank: check_group(c); return {DType::i64, {}};
+    case Op::send: check_peer(c); return c.operand(0);
+    case Op::recv: check_peer(c); return {c.attrs.get<DType>("dtype"), c.attrs.get<std::vector<SymExpr>>("shape")};
     case Op::randn: {
       DType t = c.attrs.get<DType>("dtype");
       if (!is_floating(t)) c.fail("randn needs a floating dtype");
       return {t, c.attrs.get<std::vector<SymExpr>>("shape")};
     }
-    case Op::bernoulli: case Op::dropout:
-      c.require_floating(0);
-      return c.operand(0);
-    case Op::fused:
-      return infer_fused(c);
+    case Op::bernoulli:
+    case Op::dropout: c.require_floating(0); return c.operand(0);
+    case Op::fused: return infer_fused(c);
     default: c.fail("not a special op");
   }
 }
@@ -96,8 +86,9 @@ TensorType infer_fused(const InferCtx& c) {
     const Op op = static_cast<Op>(code[j]);
     auto operand = [&](int64_t r, bool required) {
       if (r == -1 && !required) return;
-      if (r < 0 || r >= reg) c.fail("instruction " + std::to_string(j / 4) + " reads register " + std::to_string(r) +
-                                    ", which does not exist yet");
+      if (r < 0 || r >= reg)
+        c.fail("instruction " + std::to_string(j / 4) + " reads register " + std::to_string(r) +
+               ", which does not exist yet");
     };
     // Slots an op does not use hold -1 (the kernel reads no others).
     auto unused = [&](std::size_t slot) {
@@ -116,10 +107,14 @@ TensorType infer_fused(const InferCtx& c) {
         op == Op::placeholder || op == Op::fused)
       c.fail("op " + std::string(op_name(op)) + " cannot be fused");
     operand(code[j + 1], true);
-    if (info.max_inputs >= 2) operand(code[j + 2], info.min_inputs >= 2);
-    else unused(2);
-    if (info.max_inputs >= 3) operand(code[j + 3], info.min_inputs >= 3);
-    else unused(3);
+    if (info.max_inputs >= 2)
+      operand(code[j + 2], info.min_inputs >= 2);
+    else
+      unused(2);
+    if (info.max_inputs >= 3)
+      operand(code[j + 3], info.min_inputs >= 3);
+    else
+      unused(3);
   }
   const Shape iter = c.attrs.get<std::vector<SymExpr>>("iter_shape");
   for (std::size_t i = 0; i < c.in.size(); ++i) {
@@ -127,7 +122,8 @@ TensorType infer_fused(const InferCtx& c) {
     if (s.size() > iter.size()) c.fail("operand " + std::to_string(i) + " has a higher rank than the iteration space");
     for (std::size_t d = 0; d < s.size(); ++d) {
       const SymExpr& it = iter[iter.size() - s.size() + d];
-      if (!(s[d] == it) && !(s[d] == SymExpr(1))) c.fail("operand " + std::to_string(i) + " does not broadcast to the iteration space");
+      if (!(s[d] == it) && !(s[d] == SymExpr(1)))
+        c.fail("operand " + std::to_string(i) + " does not broadcast to the iteration space");
     }
   }
   const Shape shape = c.attrs.get<std::vector<SymExpr>>("shape");
@@ -136,7 +132,8 @@ TensorType infer_fused(const InferCtx& c) {
     if (!(shape == iter)) c.fail("the result shape differs from the iteration space");
   } else {
     const Op rop = static_cast<Op>(reduce);
-    if (reduce < 0 || reduce >= static_cast<int64_t>(Op::kCount) || (rop != Op::sum && rop != Op::mean && rop != Op::max))
+    if (reduce < 0 || reduce >= static_cast<int64_t>(Op::kCount) ||
+        (rop != Op::sum && rop != Op::mean && rop != Op::max))
       c.fail("reduce is not sum, mean or max");
     if (iter.empty()) c.fail("a reduction needs an iteration space of rank >= 1");
     Shape want(iter.begin(), iter.end() - 1);

@@ -78,8 +78,7 @@ constexpr Entry kTable[] = {
     {Op::dropout, {"dropout", 1, 1, true, true, true}},
     {Op::fused, {"fused", 0, kMany, false, false, false}},
 };
-static_assert(std::size(kTable) == static_cast<std::size_t>(Op::kCount),
-              "every Op needs an entry in kTable");
+static_assert(std::size(kTable) == static_cast<std::size_t>(Op::kCount), "every Op needs an entry in kTable");
 
 constexpr bool table_in_order() {
   for (std::size_t i = 0; i < std::size(kTable); ++i)

@@ -32,8 +32,7 @@ std::string print_graph(const Graph& g) {
     s += ") : " + type_str(n.type) + "\n";
   }
   s += "  return (";
-  for (std::size_t i = 0; i < g.outputs().size(); ++i)
-    s += (i ? ", %" : "%") + g.node(g.outputs()[i]).name;
+  for (std::size_t i = 0; i < g.outputs().size(); ++i) s += (i ? ", %" : "%") + g.node(g.outputs()[i]).name;
   return s + ")\n";
 }
 

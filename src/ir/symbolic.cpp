@@ -30,8 +30,8 @@ constexpr std::size_t kMaxDegree = 64;
 void check_size(std::size_t terms, std::size_t degree) {
   if (terms > kMaxTerms || degree > kMaxDegree)
     throw ShapeError("a dimension expression with " + std::to_string(terms) + " terms of degree up to " +
-                     std::to_string(degree) + " is larger than any shape needs (at most " +
-                     std::to_string(kMaxTerms) + " terms of degree " + std::to_string(kMaxDegree) + ")");
+                     std::to_string(degree) + " is larger than any shape needs (at most " + std::to_string(kMaxTerms) +
+                     " terms of degree " + std::to_string(kMaxDegree) + ")");
 }
 
 }  // namespace
@@ -69,9 +69,7 @@ void SymExpr::normalize() {
   }
 }
 
-bool SymExpr::is_constant() const {
-  return terms_.empty() || (terms_.size() == 1 && terms_.begin()->first.empty());
-}
+bool SymExpr::is_constant() const { return terms_.empty() || (terms_.size() == 1 && terms_.begin()->first.empty()); }
 
 std::optional<int64_t> SymExpr::try_constant() const {
   if (terms_.empty()) return 0;
@@ -104,8 +102,7 @@ int64_t SymExpr::evaluate(const SymBindings& bindings) const {
     for (const auto& s : m) {
       auto it = bindings.find(s);
       if (it == bindings.end())
-        throw ShapeError("unknown symbol '" + s + "' in dimension '" + str() +
-                         "': no value is bound to it");
+        throw ShapeError("unknown symbol '" + s + "' in dimension '" + str() + "': no value is bound to it");
       v = mul(v, it->second);
     }
     total = add(total, v);
@@ -225,8 +222,9 @@ std::vector<int64_t> concrete_dims(const Shape& shape) {
   out.reserve(shape.size());
   for (const auto& d : shape) {
     auto c = d.try_constant();
-    if (!c) throw ShapeError("shape " + shape_str(shape) + " has symbolic dimension '" + d.str() +
-                             "' where concrete sizes are required");
+    if (!c)
+      throw ShapeError("shape " + shape_str(shape) + " has symbolic dimension '" + d.str() +
+                       "' where concrete sizes are required");
     out.push_back(*c);
   }
   return out;

@@ -22,8 +22,7 @@ void verify(const Graph& g) {
     std::vector<const TensorType*> types;
     for (ValueId v : n.inputs) {
       if (v < 0 || static_cast<std::size_t>(v) >= i)
-        throw VerifyError(where + ": input %" + std::to_string(v) +
-                          " is not defined before the node");
+        throw VerifyError(where + ": input %" + std::to_string(v) + " is not defined before the node");
       types.push_back(&nodes[static_cast<std::size_t>(v)].type);
     }
     TensorType inferred;
@@ -33,8 +32,8 @@ void verify(const Graph& g) {
       throw VerifyError(where + ": " + e.what());
     }
     if (!(inferred == n.type))
-      throw VerifyError(where + ": recorded type " + type_str(n.type) +
-                        " differs from inferred type " + type_str(inferred));
+      throw VerifyError(where + ": recorded type " + type_str(n.type) + " differs from inferred type " +
+                        type_str(inferred));
   }
   if (g.outputs().empty()) throw VerifyError("graph has no outputs");
   for (ValueId v : g.outputs())

@@ -31,8 +31,8 @@ spdlog::logger& get() {
     if (!l) {
       // Colour only on a terminal, and never when NO_COLOR is set (no-color.org).
       const char* no_color = std::getenv("NO_COLOR");
-      l = spdlog::stderr_color_mt("npucache", no_color && *no_color ? spdlog::color_mode::never
-                                                                    : spdlog::color_mode::automatic);
+      l = spdlog::stderr_color_mt("npucache",
+                                  no_color && *no_color ? spdlog::color_mode::never : spdlog::color_mode::automatic);
     }
     auto formatter = std::make_unique<spdlog::pattern_formatter>();
     formatter->add_flag<UpperLevel>('*').set_pattern("[%^%*%$] NPUCACHE %Y-%m-%d %H:%M:%S %v");

@@ -14,8 +14,8 @@ namespace {
 thread_local Progress* innermost = nullptr;
 std::atomic<bool> line_drawn{false};  // a progress line is on the terminal
 
-constexpr std::chrono::milliseconds kQuiet{1000};   // nothing before this
-constexpr std::chrono::milliseconds kRedraw{200};   // at most this often
+constexpr std::chrono::milliseconds kQuiet{1000};  // nothing before this
+constexpr std::chrono::milliseconds kRedraw{200};  // at most this often
 
 bool terminal() {
   const char* term = std::getenv("TERM");
@@ -25,7 +25,10 @@ bool terminal() {
 }  // namespace
 
 Progress::Progress(std::string what)
-    : what_(std::move(what)), outer_(innermost), start_(std::chrono::steady_clock::now()), last_(start_),
+    : what_(std::move(what)),
+      outer_(innermost),
+      start_(std::chrono::steady_clock::now()),
+      last_(start_),
       tty_(terminal()) {
   innermost = this;
 }

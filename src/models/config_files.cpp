@@ -73,7 +73,8 @@ std::string find_shipped_config(const std::string& name) {
   std::string names, dirs;
   for (const auto& n : shipped_config_names()) names += (names.empty() ? "" : ", ") + n;
   for (const auto& d : config_search_path()) dirs += (dirs.empty() ? "" : ", ") + d;
-  throw ConfigError("unknown model '" + name + "': not tiny-llama, not a path to a config.json, and no shipped config " +
+  throw ConfigError("unknown model '" + name +
+                    "': not tiny-llama, not a path to a config.json, and no shipped config " +
                     "of that name (shipped: " + (names.empty() ? "none found" : names) + "; searched " + dirs +
                     "; NPUCACHE_CONFIG_PATH adds directories)");
 }

@@ -57,9 +57,12 @@ class DecoderLayer : public nn::Module {
   DecoderLayer(const DecoderConfig& c, const StageRanks& r, int64_t index, const Filler& fill) : c_(c), tp_(r.tp) {
     const int64_t hd = c.head_dim();
     attn_norm = register_module("attn_norm", std::make_shared<nn::RMSNorm>(c.hidden, c.eps));
-    q_proj = register_module("q_proj", std::make_shared<nn::ColumnParallelLinear>(c.hidden, c.heads * hd, r.tp, c.qkv_bias));
-    k_proj = register_module("k_proj", std::make_shared<nn::ColumnParallelLinear>(c.hidden, c.kv_heads * hd, r.tp, c.qkv_bias));
-    v_proj = register_module("v_proj", std::make_shared<nn::ColumnParallelLinear>(c.hidden, c.kv_heads * hd, r.tp, c.qkv_bias));
+    q_proj =
+        register_module("q_proj", std::make_shared<nn::ColumnParallelLinear>(c.hidden, c.heads * hd, r.tp, c.qkv_bias));
+    k_proj = register_module("k_proj",
+                             std::make_shared<nn::ColumnParallelLinear>(c.hidden, c.kv_heads * hd, r.tp, c.qkv_bias));
+    v_proj = register_module("v_proj",
+                             std::make_shared<nn::ColumnParallelLinear>(c.hidden, c.kv_heads * hd, r.tp, c.qkv_bias));
     o_proj = register_module("o_proj", std::make_shared<nn::RowParallelLinear>(c.heads * hd, c.hidden, r.tp, c.o_bias));
     mlp_norm = register_module("mlp_norm", std::make_shared<nn::RMSNorm>(c.hidden, c.eps));
     gate = register_module("gate", std::make_shared<nn::ColumnParallelLinear>(c.hidden, c.intermediate, r.tp));
@@ -82,8 +85,7 @@ class DecoderLayer : public nn::Module {
   }
 
   // x [B, S, hidden]; k_cache/v_cache [B, max_seq, kv_heads/tp, hd].
-  Tensor forward(const Tensor& x, const Tensor& positions, const Tensor& k_cache,
-                 const Tensor& v_cache) const {
+  Tensor forward(const Tensor& x, const Tensor& positions, const Tensor& k_cache, const Tensor& v_cache) const {
     const int64_t hd = c_.head_dim();
     const int64_t hq = c_.heads / tp_, hkv = c_.kv_heads / tp_;
     const SymExpr B = x.size(0), S = x.size(1);
@@ -93,8 +95,8 @@ class DecoderLayer : public nn::Module {
     Tensor v = v_proj->forward(h).reshape({B, S, hkv, hd});
     Tensor kc = ops::buffer_update(k_cache, positions, k);
     Tensor vc = ops::buffer_update(v_cache, positions, v);
-    Tensor a = ops::attention(q.permute({0, 2, 1, 3}), kc.permute({0, 2, 1, 3}),
-                              vc.permute({0, 2, 1, 3}), true, positions);
+    Tensor a =
+        ops::attention(q.permute({0, 2, 1, 3}), kc.permute({0, 2, 1, 3}), vc.permute({0, 2, 1, 3}), true, positions);
     Tensor attn = o_proj->forward(a.permute({0, 2, 1, 3}).reshape({B, S, hq * hd}));
     Tensor x2 = x + attn;
     Tensor m = mlp_norm->forward(x2);
@@ -136,8 +138,8 @@ Decoder::Decoder(const DecoderConfig& config, const StageRanks& ranks, Weights w
     const std::size_t free = capacity > in_use ? capacity - in_use : 0;
     if (need.total() > free)
       throw OutOfMemoryError(
-          config_.name + " stage " + std::to_string(ranks.pp_rank) + " of pp " + std::to_string(ranks.pp) +
-          " at tp " + std::to_string(ranks.tp) + " needs " + human(need.total()) + " of device memory to run with real weights (" +
+          config_.name + " stage " + std::to_string(ranks.pp_rank) + " of pp " + std::to_string(ranks.pp) + " at tp " +
+          std::to_string(ranks.tp) + " needs " + human(need.total()) + " of device memory to run with real weights (" +
           human(need.weights) + " of weights, " + human(need.kv_cache) + " of KV cache), more than the " + human(free) +
           " free on device " + std::to_string(dev.id()) + " (capacity " + human(capacity) +
           ", NPUCACHE_SIM_DEVICE_MEMORY); shard it over more ranks (tp x pp), raise NPUCACHE_SIM_DEVICE_MEMORY, "
@@ -199,9 +201,8 @@ Tensor Decoder::run(const Tensor& tokens, const Tensor& positions, const std::ve
                       std::to_string(2 * layers_.size()) + " kv tensors (keys and values of " +
                       std::to_string(layers_.size()) + " layers), got " + std::to_string(kv.size()) +
                       "; use make_kv_cache");
-  Tensor h = first_stage()
-                 ? embed_->forward(tokens)
-                 : ops::recv({tokens.size(0), tokens.size(1), config_.hidden}, DType::f32, "prev");
+  Tensor h = first_stage() ? embed_->forward(tokens)
+                           : ops::recv({tokens.size(0), tokens.size(1), config_.hidden}, DType::f32, "prev");
   for (std::size_t i = 0; i < layers_.size(); ++i) h = layers_[i]->forward(h, positions, kv[2 * i], kv[2 * i + 1]);
   if (!last_stage()) return ops::send(h, "next");
   return head(norm_->forward(h));

@@ -30,20 +30,23 @@ void DecoderConfig::validate(int tp, int pp) const {
     if (!ok) throw ConfigError(name + ": " + what);
   };
   need(tp >= 1 && pp >= 1, "tp and pp must be >= 1 (tp = " + std::to_string(tp) + ", pp = " + std::to_string(pp) + ")");
-  const std::pair<const char*, int64_t> sizes[] = {
-      {"vocab_size", vocab},        {"hidden_size", hidden},     {"num_hidden_layers", layers},
-      {"num_attention_heads", heads}, {"num_key_value_heads", kv_heads}, {"intermediate_size", intermediate},
-      {"max_seq (the KV-cache length)", max_seq}};
+  const std::pair<const char*, int64_t> sizes[] = {{"vocab_size", vocab},
+                                                   {"hidden_size", hidden},
+                                                   {"num_hidden_layers", layers},
+                                                   {"num_attention_heads", heads},
+                                                   {"num_key_value_heads", kv_heads},
+                                                   {"intermediate_size", intermediate},
+                                                   {"max_seq (the KV-cache length)", max_seq}};
   for (const auto& [field, v] : sizes) need(v >= 1, std::string(field) + " must be >= 1, not " + num(v));
   need(hidden % heads == 0,
        "hidden_size (" + num(hidden) + ") is not divisible by num_attention_heads (" + num(heads) + ")");
-  need(head_dim() % 2 == 0, "the head dim hidden_size / num_attention_heads (" + num(head_dim()) +
-                                ") must be even for rotary embeddings");
+  need(head_dim() % 2 == 0,
+       "the head dim hidden_size / num_attention_heads (" + num(head_dim()) + ") must be even for rotary embeddings");
   need(heads % kv_heads == 0,
        "num_key_value_heads (" + num(kv_heads) + ") does not divide num_attention_heads (" + num(heads) + ")");
-  need(heads % tp == 0 && kv_heads % tp == 0,
-       "num_attention_heads (" + num(heads) + ") and num_key_value_heads (" + num(kv_heads) +
-           ") must be divisible by tp = " + std::to_string(tp) + " (each rank holds whole heads)");
+  need(heads % tp == 0 && kv_heads % tp == 0, "num_attention_heads (" + num(heads) + ") and num_key_value_heads (" +
+                                                  num(kv_heads) + ") must be divisible by tp = " + std::to_string(tp) +
+                                                  " (each rank holds whole heads)");
   need(intermediate % tp == 0,
        "intermediate_size (" + num(intermediate) + ") is not divisible by tp = " + std::to_string(tp));
   need(vocab % tp == 0, "vocab_size (" + num(vocab) + ") is not divisible by tp = " + std::to_string(tp));

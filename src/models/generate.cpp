@@ -11,9 +11,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 int64_t argmax_row(const std::vector<float>& v, std::size_t from, std::size_t n) {
   std::size_t best = from;
@@ -24,15 +22,14 @@ int64_t argmax_row(const std::vector<float>& v, std::size_t from, std::size_t n)
 
 }  // namespace
 
-GenerationResult greedy_generate(Decoder& model, const std::vector<int64_t>& prompt, int new_tokens,
-                                 Communicator& comm, StepFn prompt_fn, StepFn decode_fn) {
+GenerationResult greedy_generate(Decoder& model, const std::vector<int64_t>& prompt, int new_tokens, Communicator& comm,
+                                 StepFn prompt_fn, StepFn decode_fn) {
   const auto& cfg = model.config();
   if (prompt.empty()) throw ConfigError("greedy_generate needs a non-empty prompt");
   if (new_tokens < 1) throw ConfigError("greedy_generate needs new_tokens >= 1");
   if (static_cast<int64_t>(prompt.size()) + new_tokens > cfg.max_seq)
-    throw ConfigError("prompt (" + std::to_string(prompt.size()) + ") + new tokens (" +
-                      std::to_string(new_tokens) + ") exceed the model's max_seq " +
-                      std::to_string(cfg.max_seq));
+    throw ConfigError("prompt (" + std::to_string(prompt.size()) + ") + new tokens (" + std::to_string(new_tokens) +
+                      ") exceed the model's max_seq " + std::to_string(cfg.max_seq));
   if (!prompt_fn)
     prompt_fn = [&](const Tensor& t, const Tensor& p, const std::vector<Tensor>& kv) { return model.prompt(t, p, kv); };
   if (!decode_fn)

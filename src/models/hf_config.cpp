@@ -83,8 +83,8 @@ class Fields {
 const Family& architecture(const Fields& f) {
   const json& a = f.at("architectures");
   if (!a.is_array() || a.size() != 1 || !a[0].is_string())
-    f.fail("architectures", "must list exactly one architecture, not " + a.dump() + "; supported: " +
-                                supported_architectures());
+    f.fail("architectures",
+           "must list exactly one architecture, not " + a.dump() + "; supported: " + supported_architectures());
   const std::string name = a[0].get<std::string>();
   for (const auto& fam : kFamilies)
     if (name == fam.architecture) return fam;
@@ -161,16 +161,16 @@ DecoderConfig load_hf_config(const std::string& path) {
   text << in.rdbuf();
   DecoderConfig c = parse_hf_config(text.str(), path);
   const std::filesystem::path p(path);
-  c.name = p.filename() == "config.json" && p.has_parent_path() ? p.parent_path().filename().string()
-                                                                 : p.stem().string();
+  c.name =
+      p.filename() == "config.json" && p.has_parent_path() ? p.parent_path().filename().string() : p.stem().string();
   return c;
 }
 
 DecoderConfig resolve_model(const std::string& model) {
   if (model == "tiny-llama") return DecoderConfig{};
   if (model == "tiny-llama-large") return DecoderConfig::large();
-  const bool is_path = model.find('/') != std::string::npos ||
-                       (model.size() > 5 && model.compare(model.size() - 5, 5, ".json") == 0);
+  const bool is_path =
+      model.find('/') != std::string::npos || (model.size() > 5 && model.compare(model.size() - 5, 5, ".json") == 0);
   return load_hf_config(is_path ? model : find_shipped_config(model));
 }
 

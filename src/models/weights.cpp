@@ -30,8 +30,8 @@ std::vector<float> full_weights(uint64_t seed, const std::string& name, int64_t 
   return w;
 }
 
-void fill_shard(Tensor& t, uint64_t seed, const std::string& name, int64_t rows, int64_t cols,
-                int axis, int rank, int parts, double scale) {
+void fill_shard(Tensor& t, uint64_t seed, const std::string& name, int64_t rows, int64_t cols, int axis, int rank,
+                int parts, double scale) {
   const int64_t lr = axis == 0 ? rows / parts : rows;
   const int64_t lc = axis == 1 ? cols / parts : cols;
   const uint64_t base = stream_base(seed, name);

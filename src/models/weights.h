@@ -18,7 +18,7 @@ std::vector<float> full_weights(uint64_t seed, const std::string& name, int64_t 
 // Only the shard's elements are generated (a rank never holds the full
 // matrix); they equal the same elements of full_weights. A vector (a bias)
 // is a [rows, 1] matrix.
-void fill_shard(Tensor& t, uint64_t seed, const std::string& name, int64_t rows, int64_t cols,
-                int axis, int rank, int parts, double scale);
+void fill_shard(Tensor& t, uint64_t seed, const std::string& name, int64_t rows, int64_t cols, int axis, int rank,
+                int parts, double scale);
 
 }  // namespace npucache::models

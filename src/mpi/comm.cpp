@@ -118,8 +118,7 @@ Comm Comm::split_shared(const Step& step) const {
   barrier(step);
   auto h = std::make_unique<Handle>();
   detail::run_watched(step, [&] {
-    check(MPI_Comm_split_type(h_->comm, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &h->comm),
-          "MPI_Comm_split_type");
+    check(MPI_Comm_split_type(h_->comm, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &h->comm), "MPI_Comm_split_type");
   });
   h->owned = h->comm != MPI_COMM_NULL;
   return Comm(std::move(h));
@@ -166,8 +165,7 @@ std::vector<std::string> Comm::gather(const std::string& mine, int root, const S
   std::vector<int> displs(sizes.size(), 0);
   if (rank_ == root) displs = displacements(sizes, "gather");
   std::string all(rank_ == root ? static_cast<std::size_t>(displs.back() + sizes.back()) : 0, '\0');
-  check(MPI_Igatherv(mine.data(), n, MPI_BYTE, all.data(), sizes.data(), displs.data(), MPI_BYTE, root, h_->comm,
-                     &r),
+  check(MPI_Igatherv(mine.data(), n, MPI_BYTE, all.data(), sizes.data(), displs.data(), MPI_BYTE, root, h_->comm, &r),
         "MPI_Igatherv");
   wait_one(r, step, deadline);
   if (rank_ != root) return {};
@@ -182,9 +180,9 @@ void Comm::barrier(const Step& step) const {
 
 void Comm::allreduce_max(std::vector<std::uint64_t>& values, const Step& step) const {
   MPI_Request r = MPI_REQUEST_NULL;
-  check(MPI_Iallreduce(MPI_IN_PLACE, values.data(), static_cast<int>(values.size()), MPI_UINT64_T, MPI_MAX, h_->comm,
-                       &r),
-        "MPI_Iallreduce");
+  check(
+      MPI_Iallreduce(MPI_IN_PLACE, values.data(), static_cast<int>(values.size()), MPI_UINT64_T, MPI_MAX, h_->comm, &r),
+      "MPI_Iallreduce");
   wait_one(r, step, deadline_of(step));
 }
 

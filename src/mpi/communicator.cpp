@@ -60,8 +60,8 @@ class MpiCommunicator final : public Communicator {
 
   void broadcast(GroupRole g, int root, void* data, std::size_t bytes) override {
     if (root < 0 || root >= size(g))
-      throw CommError("broadcast root " + std::to_string(root) + " is not in the " +
-                      std::string(group_role_name(g)) + " group of " + std::to_string(size(g)));
+      throw CommError("broadcast root " + std::to_string(root) + " is not in the " + std::string(group_role_name(g)) +
+                      " group of " + std::to_string(size(g)));
     std::lock_guard lock(mu_);
     comm(g).broadcast(data, bytes, root, step(g, "broadcast"));
   }
@@ -86,9 +86,7 @@ class MpiCommunicator final : public Communicator {
   static constexpr int kPipelineTag = 17;
 
   mpi::Step step(const std::string& what) const { return {"model execution: " + what, timeout_s_}; }
-  mpi::Step step(GroupRole g, const char* what) const {
-    return step(std::string(group_role_name(g)) + " " + what);
-  }
+  mpi::Step step(GroupRole g, const char* what) const { return step(std::string(group_role_name(g)) + " " + what); }
 
   const mpi::Comm& comm(GroupRole g) const {
     switch (g) {

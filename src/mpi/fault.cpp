@@ -190,7 +190,9 @@ std::string describe(const Verdict& v, const Step& mine, int world, const std::v
   if (missing.empty()) {
     msg += ": every rank answered the roll call, so a rank was slow rather than gone (raise --timeout)";
   } else {
-    msg += ": " + with_hosts(missing, hosts, world) + " did not answer (stopped, crashed, cut off from the network, busy outside npucache, or running another command)";
+    msg += ": " + with_hosts(missing, hosts, world) +
+           " did not answer (stopped, crashed, cut off from the network, busy outside npucache, or running another "
+           "command)";
   }
   std::map<std::string, std::vector<int>> waiting;
   for (const auto& [r, s] : v.answered) waiting[s].push_back(r);
@@ -261,8 +263,8 @@ std::string roll_call(const Step& step, bool timed_out) {
   std::vector<int> others;
   for (int r : reps)
     if (r != me) others.push_back(r);
-  return "step '" + step.name + "' did not complete within " + seconds(step.timeout_s) +
-         " s, and no reporter (" + rank_list(others) +
+  return "step '" + step.name + "' did not complete within " + seconds(step.timeout_s) + " s, and no reporter (" +
+         rank_list(others) +
          ") answered the roll call, so which ranks are missing is unknown (the reporters are among them). The job "
          "cannot go on: end it and start it again";
 }

@@ -1,6 +1,6 @@
 // The default decompositions of composite ops into primitives.
-#include <npucache/nn/decompositions.h>
 #include <npucache/error.h>
+#include <npucache/nn/decompositions.h>
 
 #include <cmath>
 #include <limits>
@@ -96,9 +96,8 @@ Tensor dropout(const std::vector<Tensor>& in, const Attrs& a) {
 
 const Decomposition* default_decomposition(Op op) {
   static const std::map<Op, Decomposition> table = {
-      {Op::linear, linear},       {Op::gelu, gelu},           {Op::silu, silu},
-      {Op::transpose, transpose}, {Op::rmsnorm, rmsnorm},     {Op::layernorm, layernorm},
-      {Op::attention, attention}, {Op::dropout, dropout},
+      {Op::linear, linear},   {Op::gelu, gelu},           {Op::silu, silu},           {Op::transpose, transpose},
+      {Op::rmsnorm, rmsnorm}, {Op::layernorm, layernorm}, {Op::attention, attention}, {Op::dropout, dropout},
   };
   auto it = table.find(op);
   return it == table.end() ? nullptr : &it->second;

@@ -1,11 +1,11 @@
 // ops::apply: the one place an op is either recorded (tracing) or run
 // (eager: composite ops through their decomposition, primitive ops as a
 // kernel launch on the current device's stream).
-#include <npucache/runtime/communicator.h>
-#include <npucache/nn/decompositions.h>
 #include <npucache/device.h>
 #include <npucache/error.h>
+#include <npucache/nn/decompositions.h>
 #include <npucache/ops.h>
+#include <npucache/runtime/communicator.h>
 #include <npucache/runtime/stream.h>
 
 #include "nn/detail/tensor_impl.h"
@@ -18,8 +18,8 @@ namespace {
 Tensor run_eager(Op op, const std::vector<Tensor>& inputs, const Attrs& attrs) {
   for (std::size_t i = 0; i < inputs.size(); ++i)
     if (inputs[i].impl()->meta)
-      throw MetaTensorError(nn::meta_tensor_message(
-          std::string(op_name(op)) + ": operand " + std::to_string(i), inputs[i].impl()->type));
+      throw MetaTensorError(
+          nn::meta_tensor_message(std::string(op_name(op)) + ": operand " + std::to_string(i), inputs[i].impl()->type));
   if (op_info(op).composite) {
     const Decomposition* d = default_decomposition(op);
     if (d == nullptr) throw Error("composite op " + std::string(op_name(op)) + " has no decomposition");

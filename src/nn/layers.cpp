@@ -23,9 +23,7 @@ Tensor Linear::forward(const Tensor& x) const { return ops::linear(x, weight, bi
 Embedding::Embedding(int64_t num, int64_t dim) { weight = register_parameter("weight", zeros({num, dim})); }
 Tensor Embedding::forward(const Tensor& ids) const { return ops::embedding(weight, ids); }
 
-RMSNorm::RMSNorm(int64_t dim, double e) : eps(e) {
-  weight = register_parameter("weight", new_parameter({dim}, 1.0f));
-}
+RMSNorm::RMSNorm(int64_t dim, double e) : eps(e) { weight = register_parameter("weight", new_parameter({dim}, 1.0f)); }
 Tensor RMSNorm::forward(const Tensor& x) const { return ops::rmsnorm(x, weight, eps); }
 
 LayerNorm::LayerNorm(int64_t dim, double e) : eps(e) {
@@ -34,8 +32,7 @@ LayerNorm::LayerNorm(int64_t dim, double e) : eps(e) {
 }
 Tensor LayerNorm::forward(const Tensor& x) const { return ops::layernorm(x, weight, bias, eps); }
 
-ColumnParallelLinear::ColumnParallelLinear(int64_t in, int64_t out, int64_t tp_size, bool with_bias,
-                                           bool gather)
+ColumnParallelLinear::ColumnParallelLinear(int64_t in, int64_t out, int64_t tp_size, bool with_bias, bool gather)
     : tp(tp_size), gather_output(gather) {
   int64_t local = shard_size(out, tp, "ColumnParallelLinear out_features");
   weight = register_parameter("weight", zeros({local, in}));
@@ -46,8 +43,7 @@ Tensor ColumnParallelLinear::forward(const Tensor& x) const {
   return gather_output && tp > 1 ? ops::all_gather(y, "tp", -1, tp) : y;
 }
 
-RowParallelLinear::RowParallelLinear(int64_t in, int64_t out, int64_t tp_size, bool with_bias)
-    : tp(tp_size) {
+RowParallelLinear::RowParallelLinear(int64_t in, int64_t out, int64_t tp_size, bool with_bias) : tp(tp_size) {
   int64_t local = shard_size(in, tp, "RowParallelLinear in_features");
   weight = register_parameter("weight", zeros({out, local}));
   if (with_bias) bias = register_parameter("bias", zeros({out}));

@@ -45,7 +45,7 @@ const void* target_of(const void* object, const unsigned char* pmf, std::size_t 
 std::string from_symtab(const char* path, uintptr_t bias, const void* fn) {
   const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return {};
-  struct stat st{};
+  struct stat st {};
   if (::fstat(fd, &st) != 0 || st.st_size < static_cast<off_t>(sizeof(Elf64_Ehdr))) {
     ::close(fd);
     return {};
@@ -71,8 +71,7 @@ std::string from_symtab(const char* path, uintptr_t bias, const void* fn) {
     const auto* syms = reinterpret_cast<const Elf64_Sym*>(bytes + sh[i].sh_offset);
     const std::size_t n = sh[i].sh_size / sizeof(Elf64_Sym);
     for (std::size_t k = 0; k < n; ++k)
-      if (ELF64_ST_TYPE(syms[k].st_info) == STT_FUNC && syms[k].st_value == want &&
-          syms[k].st_name < strtab.sh_size) {
+      if (ELF64_ST_TYPE(syms[k].st_info) == STT_FUNC && syms[k].st_value == want && syms[k].st_name < strtab.sh_size) {
         const char* name = reinterpret_cast<const char*>(bytes + strtab.sh_offset + syms[k].st_name);
         return std::string(name, strnlen(name, strtab.sh_size - syms[k].st_name));
       }
@@ -96,7 +95,8 @@ std::string unqualified(const std::string& demangled) {
   std::size_t open = std::string::npos;
   for (std::size_t i = end + 1; i-- > 0;) {
     const char c = demangled[i];
-    if (c == ')' || c == '>') ++depth;
+    if (c == ')' || c == '>')
+      ++depth;
     else if (c == '(' || c == '<') {
       if (--depth == 0 && c == '(') {
         open = i;
@@ -109,8 +109,10 @@ std::string unqualified(const std::string& demangled) {
   depth = 0;
   for (std::size_t i = open; i-- > 0;) {
     const char c = demangled[i];
-    if (c == ')' || c == '>') ++depth;
-    else if (c == '(' || c == '<') --depth;
+    if (c == ')' || c == '>')
+      ++depth;
+    else if (c == '(' || c == '<')
+      --depth;
     else if (depth == 0 && c == ':' && i > 0 && demangled[i - 1] == ':') {
       start = i + 1;
       break;
@@ -135,7 +137,8 @@ int find_object(dl_phdr_info* info, std::size_t, void* data) {
   const auto addr = reinterpret_cast<uintptr_t>(o->address);
   for (int i = 0; i < info->dlpi_phnum; ++i) {
     const auto& ph = info->dlpi_phdr[i];
-    if (ph.p_type == PT_LOAD && addr >= info->dlpi_addr + ph.p_vaddr && addr < info->dlpi_addr + ph.p_vaddr + ph.p_memsz) {
+    if (ph.p_type == PT_LOAD && addr >= info->dlpi_addr + ph.p_vaddr &&
+        addr < info->dlpi_addr + ph.p_vaddr + ph.p_memsz) {
       // The main program has no name here: read the running image.
       o->path = info->dlpi_name && *info->dlpi_name ? info->dlpi_name : "/proc/self/exe";
       o->bias = info->dlpi_addr;

@@ -25,8 +25,7 @@ Tensor new_parameter(const std::vector<int64_t>& dims, float value) {
 std::string Module::type_name() const {
   const char* mangled = typeid(*this).name();
   int status = 0;
-  std::unique_ptr<char, void (*)(void*)> d(abi::__cxa_demangle(mangled, nullptr, nullptr, &status),
-                                           std::free);
+  std::unique_ptr<char, void (*)(void*)> d(abi::__cxa_demangle(mangled, nullptr, nullptr, &status), std::free);
   return status == 0 && d ? std::string(d.get()) : std::string(mangled);
 }
 
@@ -59,8 +58,7 @@ void Module::add_child(const std::string& name, std::shared_ptr<Module> m) {
   children_.emplace_back(name, std::move(m));
 }
 
-void Module::collect(const std::string& prefix, bool buffers,
-                     std::vector<std::pair<std::string, Tensor>>& out) const {
+void Module::collect(const std::string& prefix, bool buffers, std::vector<std::pair<std::string, Tensor>>& out) const {
   for (const auto& [n, t] : buffers ? buffers_ : params_) out.emplace_back(prefix + n, t);
   for (const auto& [n, m] : children_) m->collect(prefix + n + ".", buffers, out);
 }

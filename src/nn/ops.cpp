@@ -46,26 +46,21 @@ Tensor argmax(const Tensor& x, int64_t dim, bool keepdim) {
   return apply(Op::argmax, {x}, Attrs{{"dim", dim}, {"keepdim", keepdim}});
 }
 Tensor softmax(const Tensor& x, int64_t dim) { return apply(Op::softmax, {x}, Attrs{{"dim", dim}}); }
-Tensor rmsnorm(const Tensor& x, const Tensor& w, double eps) {
-  return apply(Op::rmsnorm, {x, w}, Attrs{{"eps", eps}});
-}
+Tensor rmsnorm(const Tensor& x, const Tensor& w, double eps) { return apply(Op::rmsnorm, {x, w}, Attrs{{"eps", eps}}); }
 Tensor layernorm(const Tensor& x, const Tensor& w, const Tensor& b, double eps) {
   return apply(Op::layernorm, {x, w, b}, Attrs{{"eps", eps}});
 }
 Tensor rope(const Tensor& x, const Tensor& positions, double theta) {
   return apply(Op::rope, {x, positions}, Attrs{{"theta", theta}});
 }
-Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal,
-                 const Tensor& positions, double scale) {
+Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, const Tensor& positions,
+                 double scale) {
   Attrs a{{"causal", causal}, {"scale", scale}};
-  return positions.defined() ? apply(Op::attention, {q, k, v, positions}, a)
-                             : apply(Op::attention, {q, k, v}, a);
+  return positions.defined() ? apply(Op::attention, {q, k, v, positions}, a) : apply(Op::attention, {q, k, v}, a);
 }
 
 Tensor reshape(const Tensor& x, Shape shape) { return apply(Op::reshape, {x}, Attrs{{"shape", shape}}); }
-Tensor permute(const Tensor& x, std::vector<int64_t> perm) {
-  return apply(Op::permute, {x}, Attrs{{"perm", perm}});
-}
+Tensor permute(const Tensor& x, std::vector<int64_t> perm) { return apply(Op::permute, {x}, Attrs{{"perm", perm}}); }
 Tensor transpose(const Tensor& x, int64_t d0, int64_t d1) {
   return apply(Op::transpose, {x}, Attrs{{"dim0", d0}, {"dim1", d1}});
 }
@@ -83,9 +78,7 @@ Tensor full(Shape shape, double value, DType dtype) {
   return apply(Op::full, {}, Attrs{{"shape", shape}, {"value", value}, {"dtype", dtype}});
 }
 Tensor scalar(double value, DType dtype) { return full({}, value, dtype); }
-Tensor arange(SymExpr n, DType dtype) {
-  return apply(Op::arange, {}, Attrs{{"shape", Shape{n}}, {"dtype", dtype}});
-}
+Tensor arange(SymExpr n, DType dtype) { return apply(Op::arange, {}, Attrs{{"shape", Shape{n}}, {"dtype", dtype}}); }
 
 Tensor buffer_update(const Tensor& buffer, const Tensor& positions, const Tensor& values) {
   return apply(Op::buffer_update, {buffer, positions, values});

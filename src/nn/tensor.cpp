@@ -37,8 +37,7 @@ SymExpr Tensor::size(int64_t dim) const {
   auto r = static_cast<int64_t>(s.size());
   int64_t d = dim < 0 ? dim + r : dim;
   if (d < 0 || d >= r)
-    throw ShapeError("size(" + std::to_string(dim) + ") out of range for a tensor of rank " +
-                     std::to_string(r));
+    throw ShapeError("size(" + std::to_string(dim) + ") out of range for a tensor of rank " + std::to_string(r));
   return s[static_cast<std::size_t>(d)];
 }
 
@@ -88,8 +87,7 @@ Tensor Tensor::meta(const std::vector<int64_t>& dims, DType dtype) {
   return Tensor(std::move(impl));
 }
 
-Tensor Tensor::from_vector(const std::vector<float>& data, const std::vector<int64_t>& dims,
-                           DType dtype) {
+Tensor Tensor::from_vector(const std::vector<float>& data, const std::vector<int64_t>& dims, DType dtype) {
   Tensor t(new_eager(dtype, dims));
   t.copy_from(data);
   return t;
@@ -117,8 +115,7 @@ void Tensor::copy_from(const std::vector<float>& data) {
     std::memcpy(a.data(), data.data(), data.size() * sizeof(float));
     return;
   }
-  for (int64_t i = 0; i < a.numel(); ++i)
-    a.store(i, data[static_cast<std::size_t>(i)]);
+  for (int64_t i = 0; i < a.numel(); ++i) a.store(i, data[static_cast<std::size_t>(i)]);
 }
 
 std::vector<float> Tensor::to_vector() const {
@@ -131,8 +128,7 @@ std::vector<float> Tensor::to_vector() const {
     std::memcpy(out.data(), a.data(), out.size() * sizeof(float));
     return out;
   }
-  for (int64_t i = 0; i < a.numel(); ++i)
-    out[static_cast<std::size_t>(i)] = static_cast<float>(a.load(i));
+  for (int64_t i = 0; i < a.numel(); ++i) out[static_cast<std::size_t>(i)] = static_cast<float>(a.load(i));
   return out;
 }
 
@@ -142,8 +138,7 @@ std::vector<int64_t> Tensor::to_vector_i64() const {
   Platform::get().device(impl.device).synchronize();
   runtime::TensorArg a = arg_of(impl);
   std::vector<int64_t> out(static_cast<std::size_t>(a.numel()));
-  for (int64_t i = 0; i < a.numel(); ++i)
-    out[static_cast<std::size_t>(i)] = static_cast<int64_t>(a.load(i));
+  for (int64_t i = 0; i < a.numel(); ++i) out[static_cast<std::size_t>(i)] = static_cast<int64_t>(a.load(i));
   return out;
 }
 
@@ -151,8 +146,7 @@ float Tensor::item() const {
   const auto& impl = checked();
   require_eager(impl, "item");
   auto v = to_vector();
-  if (v.size() != 1)
-    throw ShapeError("item() needs a one-element tensor, not " + type_str(impl.type));
+  if (v.size() != 1) throw ShapeError("item() needs a one-element tensor, not " + type_str(impl.type));
   return v[0];
 }
 

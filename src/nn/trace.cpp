@@ -13,8 +13,7 @@ namespace npucache {
 
 void detail::throw_not_flattenable(const std::string& path, const char* mangled) {
   int status = 0;
-  std::unique_ptr<char, void (*)(void*)> d(abi::__cxa_demangle(mangled, nullptr, nullptr, &status),
-                                           std::free);
+  std::unique_ptr<char, void (*)(void*)> d(abi::__cxa_demangle(mangled, nullptr, nullptr, &status), std::free);
   throw TraceError("argument '" + path + "' has type '" + (status == 0 && d ? d.get() : mangled) +
                    "', which cannot be traced: use a Tensor, std::vector, bool, integer, "
                    "floating or std::string, or give the struct a member "
@@ -54,8 +53,7 @@ void TraceSession::guard(const std::string& path, const std::string& value) {
   state_->signature.guards.push_back({path, value});
 }
 
-TraceResult TraceSession::finish(const std::vector<std::pair<std::string, Tensor>>& outputs,
-                                 const std::string& name) {
+TraceResult TraceSession::finish(const std::vector<std::pair<std::string, Tensor>>& outputs, const std::string& name) {
   TraceResult r;
   std::vector<ValueId> outs;
   for (const auto& [path, t] : outputs) {
@@ -64,8 +62,9 @@ TraceResult TraceSession::finish(const std::vector<std::pair<std::string, Tensor
     r.output_paths.push_back(path);
   }
   if (outs.empty())
-    throw TraceError(name + " returns no tensor; a traced method must return a Tensor, a "
-                            "std::vector<Tensor> or a struct of tensors");
+    throw TraceError(name +
+                     " returns no tensor; a traced method must return a Tensor, a "
+                     "std::vector<Tensor> or a struct of tensors");
   std::vector<Shape> input_shapes;
   for (const auto& in : state_->signature.inputs) input_shapes.push_back(in.type.shape);
   auto subst = state_->shapes.final_substitutions(input_shapes);
@@ -122,8 +121,7 @@ SymBindings InputSignature::bind_refs(const std::vector<std::pair<const std::str
         auto [it, inserted] = b.try_emplace(*s, actual);
         if (!inserted && it->second != actual)
           throw TraceError(where() + " dim " + std::to_string(d) + " is " + std::to_string(actual) +
-                           " but the trace requires it to equal " + *s + " = " +
-                           std::to_string(it->second));
+                           " but the trace requires it to equal " + *s + " = " + std::to_string(it->second));
       }
     }
   }
@@ -133,16 +131,16 @@ SymBindings InputSignature::bind_refs(const std::vector<std::pair<const std::str
       if (want.as_symbol()) continue;
       int64_t actual = tensors[i].second->shape[d].constant();
       if (want.evaluate(b) != actual)
-        throw TraceError("input '" + inputs[i].path + "' dim " + std::to_string(d) + " is " +
-                         std::to_string(actual) + ", the trace was specialised to " + want.str());
+        throw TraceError("input '" + inputs[i].path + "' dim " + std::to_string(d) + " is " + std::to_string(actual) +
+                         ", the trace was specialised to " + want.str());
     }
   if (values.size() != guards.size())
     throw TraceError("call has " + std::to_string(values.size()) + " plain-value inputs, the trace has " +
                      std::to_string(guards.size()));
   for (std::size_t i = 0; i < guards.size(); ++i)
     if (values[i].path != guards[i].path || values[i].value != guards[i].value)
-      throw TraceError("guard failed: '" + guards[i].path + "' was " + guards[i].value +
-                       " when traced, now " + values[i].value);
+      throw TraceError("guard failed: '" + guards[i].path + "' was " + guards[i].value + " when traced, now " +
+                       values[i].value);
   return b;
 }
 

@@ -98,8 +98,7 @@ std::map<std::string, SymExpr> ShapeEnv::final_substitutions(const std::vector<S
   return out;
 }
 
-TraceState::TraceState(const nn::Module* module, const TraceOptions& opts)
-    : id(g_next_trace_id++), options(opts) {
+TraceState::TraceState(const nn::Module* module, const TraceOptions& opts) : id(g_next_trace_id++), options(opts) {
   if (module == nullptr) return;
   for (const auto& [name, t] : module->named_parameters())
     if (t.defined()) module_tensors[t.impl().get()] = {name, PlaceholderKind::parameter};

@@ -8,10 +8,10 @@
 
 namespace npucache::runtime {
 namespace {
-constexpr std::size_t kSmallGranule = 512;            // keeps small tensors dense
-constexpr std::size_t kLargeThreshold = 1 << 20;      // above this, round to large pages
-constexpr std::size_t kLargeGranule = 2 << 20;        // limits fragmentation of big blocks
-constexpr std::size_t kAlignment = 64;                // a cache line: SIMD-friendly
+constexpr std::size_t kSmallGranule = 512;        // keeps small tensors dense
+constexpr std::size_t kLargeThreshold = 1 << 20;  // above this, round to large pages
+constexpr std::size_t kLargeGranule = 2 << 20;    // limits fragmentation of big blocks
+constexpr std::size_t kAlignment = 64;            // a cache line: SIMD-friendly
 }  // namespace
 
 std::string format_bytes(std::size_t bytes) {
@@ -64,17 +64,16 @@ BlockPtr CachingAllocator::allocate(std::size_t bytes) {
       if (stats_.reserved + size > stats_.capacity) {
         std::size_t free_mem = stats_.capacity - stats_.allocated;
         throw OutOfMemoryError("device " + std::to_string(device_) + " (" + device_name_ +
-                               "): out of memory allocating " + format_bytes(bytes) +
-                               "; capacity " + format_bytes(stats_.capacity) + ", allocated " +
-                               format_bytes(stats_.allocated) + ", free " +
-                               format_bytes(free_mem) +
+                               "): out of memory allocating " + format_bytes(bytes) + "; capacity " +
+                               format_bytes(stats_.capacity) + ", allocated " + format_bytes(stats_.allocated) +
+                               ", free " + format_bytes(free_mem) +
                                ". Free tensors, use a smaller model or batch, or raise "
                                "NPUCACHE_SIM_DEVICE_MEMORY");
       }
       ptr = std::aligned_alloc(kAlignment, size);
       if (ptr == nullptr)
-        throw OutOfMemoryError("device " + std::to_string(device_) + ": host allocation of " +
-                               format_bytes(size) + " failed");
+        throw OutOfMemoryError("device " + std::to_string(device_) + ": host allocation of " + format_bytes(size) +
+                               " failed");
       got = size;
       stats_.reserved += size;
     }

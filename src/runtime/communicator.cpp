@@ -1,6 +1,6 @@
 // Group names, layout validation and the single-process communicator.
-#include <npucache/runtime/communicator.h>
 #include <npucache/error.h>
+#include <npucache/runtime/communicator.h>
 
 #include <cstring>
 
@@ -27,12 +27,12 @@ GroupRole group_role_from_name(std::string_view name) {
 
 void ParallelLayout::validate() const {
   if (tp < 1 || pp < 1 || world_size < 1)
-    throw ConfigError("tp (" + std::to_string(tp) + "), pp (" + std::to_string(pp) +
-                      ") and world size (" + std::to_string(world_size) + ") must be >= 1");
+    throw ConfigError("tp (" + std::to_string(tp) + "), pp (" + std::to_string(pp) + ") and world size (" +
+                      std::to_string(world_size) + ") must be >= 1");
   if (world_size % (tp * pp) != 0)
-    throw ConfigError("tp*pp = " + std::to_string(tp) + "*" + std::to_string(pp) + " = " +
-                      std::to_string(tp * pp) + " does not divide the world size " +
-                      std::to_string(world_size) + "; launch a multiple of tp*pp ranks");
+    throw ConfigError("tp*pp = " + std::to_string(tp) + "*" + std::to_string(pp) + " = " + std::to_string(tp * pp) +
+                      " does not divide the world size " + std::to_string(world_size) +
+                      "; launch a multiple of tp*pp ranks");
 }
 
 namespace {
@@ -56,8 +56,9 @@ class SingleProcessCommunicator final : public Communicator {
 
  private:
   [[noreturn]] static void no_peer() {
-    throw CommError("a single-process job has no other pipeline stage to send to or receive "
-                    "from; run pipeline-parallel models under mpirun with pp > 1");
+    throw CommError(
+        "a single-process job has no other pipeline stage to send to or receive "
+        "from; run pipeline-parallel models under mpirun with pp > 1");
   }
   ParallelLayout layout_;
 };

@@ -50,7 +50,8 @@ std::unique_ptr<Platform> g_platform;
 
 PlatformConfig PlatformConfig::from_env() {
   PlatformConfig c;
-  if (const char* v = std::getenv("NPUCACHE_SIM_DEVICES")) c.num_devices = parse_positive_int(v, "NPUCACHE_SIM_DEVICES");
+  if (const char* v = std::getenv("NPUCACHE_SIM_DEVICES"))
+    c.num_devices = parse_positive_int(v, "NPUCACHE_SIM_DEVICES");
   if (const char* v = std::getenv("NPUCACHE_SIM_DEVICE_MEMORY"))
     c.memory_capacity = parse_bytes(v, "NPUCACHE_SIM_DEVICE_MEMORY");
   if (const char* v = std::getenv("NPUCACHE_SIM_RUNTIME_VERSION"); v && *v) c.runtime_version = v;
@@ -131,8 +132,7 @@ Device& Platform::device(int id) {
   std::lock_guard lock(mu_);
   auto& d = devices_[static_cast<std::size_t>(id)];
   if (!d) {
-    DeviceProperties p{"simnpu-v1", config_.memory_capacity, config_.compute_cores,
-                       config_.runtime_version};
+    DeviceProperties p{"simnpu-v1", config_.memory_capacity, config_.compute_cores, config_.runtime_version};
     d = std::make_unique<Device>(id, std::move(p), config_.launch_latency_us);
   }
   return *d;

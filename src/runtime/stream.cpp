@@ -106,30 +106,26 @@ void Stream::set_rng_seed(uint64_t seed) {
 namespace {
 
 void validate_launch(const KernelLaunch& l, const Device& device) {
-  if (l.args.empty())
-    throw DeviceError(std::string("launch of ") + std::string(op_name(l.op)) + " has no operands");
+  if (l.args.empty()) throw DeviceError(std::string("launch of ") + std::string(op_name(l.op)) + " has no operands");
   if (op_info(l.op).composite)
-    throw DeviceError("op '" + std::string(op_name(l.op)) +
-                      "' is composite and has no kernel; decompose it first");
+    throw DeviceError("op '" + std::string(op_name(l.op)) + "' is composite and has no kernel; decompose it first");
   for (std::size_t i = 0; i < l.args.size(); ++i) {
     const TensorArg& a = l.args[i];
     if (!a.block)
-      throw DeviceError("launch of " + std::string(op_name(l.op)) + ": operand " +
-                        std::to_string(i) + " has no buffer");
+      throw DeviceError("launch of " + std::string(op_name(l.op)) + ": operand " + std::to_string(i) +
+                        " has no buffer");
     if (a.block->device() != device.id())
       throw DeviceError("launch of " + std::string(op_name(l.op)) + " on a stream of device " +
-                        std::to_string(device.id()) + ": operand " + std::to_string(i) +
-                        " lives on device " + std::to_string(a.block->device()) +
-                        "; copy it to this device first");
+                        std::to_string(device.id()) + ": operand " + std::to_string(i) + " lives on device " +
+                        std::to_string(a.block->device()) + "; copy it to this device first");
     for (int64_t d : a.dims)
       if (d < 0)
-        throw DeviceError("launch of " + std::string(op_name(l.op)) + ": operand " +
-                          std::to_string(i) + " has a negative dim");
+        throw DeviceError("launch of " + std::string(op_name(l.op)) + ": operand " + std::to_string(i) +
+                          " has a negative dim");
     if (a.offset + a.bytes() > a.block->size())
-      throw DeviceError("launch of " + std::string(op_name(l.op)) + ": operand " +
-                        std::to_string(i) + " needs " + std::to_string(a.bytes()) +
-                        " bytes at offset " + std::to_string(a.offset) + " but its buffer has " +
-                        std::to_string(a.block->size()));
+      throw DeviceError("launch of " + std::string(op_name(l.op)) + ": operand " + std::to_string(i) + " needs " +
+                        std::to_string(a.bytes()) + " bytes at offset " + std::to_string(a.offset) +
+                        " but its buffer has " + std::to_string(a.block->size()));
   }
 }
 
@@ -157,18 +153,16 @@ void Stream::launch(KernelLaunch launch) {
   impl_->enqueue([l = std::move(launch)] { run_kernel(l); });
 }
 
-void Stream::copy(BlockPtr dst, std::size_t dst_offset, BlockPtr src, std::size_t src_offset,
-                  std::size_t bytes) {
+void Stream::copy(BlockPtr dst, std::size_t dst_offset, BlockPtr src, std::size_t src_offset, std::size_t bytes) {
   if (!dst || !src) throw DeviceError("copy with a null buffer");
   if (dst_offset + bytes > dst->size() || src_offset + bytes > src->size())
     throw DeviceError("copy of " + std::to_string(bytes) + " bytes exceeds a buffer (source " +
-                      std::to_string(src->size()) + " bytes, destination " +
-                      std::to_string(dst->size()) + " bytes)");
+                      std::to_string(src->size()) + " bytes, destination " + std::to_string(dst->size()) + " bytes)");
   if (impl_->capture) throw DeviceError("copies cannot be captured; copy inputs before begin_capture");
   ++impl_->launches;
   impl_->enqueue([dst = std::move(dst), src = std::move(src), dst_offset, src_offset, bytes] {
-    std::memmove(static_cast<char*>(dst->data()) + dst_offset,
-                 static_cast<const char*>(src->data()) + src_offset, bytes);
+    std::memmove(static_cast<char*>(dst->data()) + dst_offset, static_cast<const char*>(src->data()) + src_offset,
+                 bytes);
   });
 }
 
@@ -222,8 +216,7 @@ std::unique_ptr<TaskGraph> Stream::end_capture() {
   return std::move(impl_->capture);
 }
 
-void TaskGraph::replay(Stream& stream, const std::vector<std::pair<const Block*, BlockPtr>>& inputs,
-                       InputMode mode) {
+void TaskGraph::replay(Stream& stream, const std::vector<std::pair<const Block*, BlockPtr>>& inputs, InputMode mode) {
   const std::vector<std::pair<const Block*, BlockPtr>> none;
   if (mode == InputMode::update_address)
     replay_with(stream, inputs, none);
@@ -236,7 +229,7 @@ void TaskGraph::replay_with(Stream& stream, const std::vector<std::pair<const Bl
   if (stream.capturing()) throw DeviceError("cannot replay a task graph into a capturing stream");
   if (!rebind.empty() && launches_.use_count() > 1)
     launches_ = std::make_shared<std::vector<KernelLaunch>>(*launches_);  // a replay is in flight
-  std::vector<std::pair<BlockPtr, BlockPtr>> copies;  // (bound, new contents)
+  std::vector<std::pair<BlockPtr, BlockPtr>> copies;                      // (bound, new contents)
   auto check = [&](const BlockPtr& fresh) {
     if (!fresh) throw DeviceError("task graph input rebound to a null buffer");
     if (fresh->device() != stream.device().id())
@@ -246,8 +239,8 @@ void TaskGraph::replay_with(Stream& stream, const std::vector<std::pair<const Bl
   auto fits = [](const TensorArg& a, const BlockPtr& fresh) {
     if (a.offset + a.bytes() > fresh->size())
       throw DeviceError("task graph input buffer of " + std::to_string(fresh->size()) +
-                        " bytes is smaller than the captured operand (" +
-                        std::to_string(a.offset + a.bytes()) + " bytes)");
+                        " bytes is smaller than the captured operand (" + std::to_string(a.offset + a.bytes()) +
+                        " bytes)");
   };
   for (const auto& [bound, fresh] : copy_in) {
     check(fresh);

@@ -39,7 +39,8 @@ void cmd_ls(const std::string& d, bool json) {
   if (json) {
     nlohmann::json entries = nlohmann::json::array();
     for (const auto& e : l.entries)
-      entries.push_back({{"path", e.path}, {"object", e.graph_key}, {"mode", e.mode}, {"stored_bytes", e.stored_bytes}});
+      entries.push_back(
+          {{"path", e.path}, {"object", e.graph_key}, {"mode", e.mode}, {"stored_bytes", e.stored_bytes}});
     print_json({{"dir", l.dir}, {"entries", entries}, {"objects", l.objects}, {"problems", l.problems}});
     return;
   }
@@ -53,8 +54,10 @@ void cmd_ls(const std::string& d, bool json) {
 
 void cmd_readable(const std::string& path, const std::string& out) {
   std::string text = readable_cache(path, out);
-  if (out.empty()) std::fputs(text.c_str(), stdout);
-  else std::printf("wrote %s\n", out.c_str());
+  if (out.empty())
+    std::fputs(text.c_str(), stdout);
+  else
+    std::printf("wrote %s\n", out.c_str());
 }
 
 void cmd_verify(const std::string& d, bool repair, bool json) {
@@ -63,8 +66,13 @@ void cmd_verify(const std::string& d, bool repair, bool json) {
   if (json) {
     nlohmann::json bad = nlohmann::json::array();
     for (const auto& [what, why] : v.bad) bad.push_back({{"what", what}, {"problem", why}});
-    print_json({{"dir", dir_or_default(d)}, {"entries", v.entries}, {"objects", v.objects}, {"indexes", v.indexes},
-                {"bad", bad}, {"repaired", v.repaired}, {"ok", v.bad.empty()}});
+    print_json({{"dir", dir_or_default(d)},
+                {"entries", v.entries},
+                {"objects", v.objects},
+                {"indexes", v.indexes},
+                {"bad", bad},
+                {"repaired", v.repaired},
+                {"ok", v.bad.empty()}});
     return;
   }
   for (const auto& [what, why] : v.bad) std::printf("BAD  %s: %s\n", what.c_str(), why.c_str());
@@ -101,13 +109,16 @@ void cmd_stats(const std::string& d, bool zero, bool json) {
   std::printf("entries          %zu\nobjects          %zu\n", s.entries, s.objects);
   std::printf("stored           %s (%zu bytes)\nraw              %s\n", format_size(s.stored_bytes).c_str(),
               s.stored_bytes, format_size(s.raw_bytes).c_str());
-  std::printf("limit            %s\n", s.max_size ? (format_size(*s.max_size) + " (" +
-                                                     std::to_string(s.max_size ? 100 * s.stored_bytes / std::max<std::size_t>(*s.max_size, 1) : 0) + "% used)").c_str()
-                                                  : "none (npucache config max-size SIZE sets one)");
+  std::printf(
+      "limit            %s\n",
+      s.max_size
+          ? (format_size(*s.max_size) + " (" +
+             std::to_string(s.max_size ? 100 * s.stored_bytes / std::max<std::size_t>(*s.max_size, 1) : 0) + "% used)")
+                .c_str()
+          : "none (npucache config max-size SIZE sets one)");
   std::printf("hits             %llu\nmisses           %llu\nhit rate         %.1f %%\nsaves            %llu\n",
               static_cast<unsigned long long>(s.counters.hits), static_cast<unsigned long long>(s.counters.misses),
-              100.0 * hit_rate,
-              static_cast<unsigned long long>(s.counters.saves));
+              100.0 * hit_rate, static_cast<unsigned long long>(s.counters.saves));
   std::printf("compile saved    %.3f s\n", s.counters.compile_time_saved_s);
 }
 

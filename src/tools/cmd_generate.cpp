@@ -31,8 +31,11 @@ void run_generate(const GenerateArgs& a) {
   int argc = 0;
   char** argv = nullptr;
   MpiSession mpi(&argc, &argv);
-  agree_job("generate", {{"--tp", std::to_string(a.tp)}, {"--pp", std::to_string(a.pp)},
-                         {"--tokens", std::to_string(a.tokens)}, {"--timeout", a.timeout}},
+  agree_job("generate",
+            {{"--tp", std::to_string(a.tp)},
+             {"--pp", std::to_string(a.pp)},
+             {"--tokens", std::to_string(a.tokens)},
+             {"--timeout", a.timeout}},
             timeout_s);
   auto comm = make_mpi_communicator(a.tp, a.pp, timeout_s);
   // An error unwinding a multi-rank job (about to be aborted) leaves the
@@ -58,8 +61,8 @@ void run_generate(const GenerateArgs& a) {
     double mean = r.token_latency_s.empty() ? 0.0
                                             : std::accumulate(r.token_latency_s.begin(), r.token_latency_s.end(), 0.0) /
                                                   static_cast<double>(r.token_latency_s.size());
-    std::printf("\nmodel build %.1f ms, time to first token %.2f ms, per-token latency %.2f ms\n",
-                build_s * 1e3, r.time_to_first_token_s * 1e3, mean * 1e3);
+    std::printf("\nmodel build %.1f ms, time to first token %.2f ms, per-token latency %.2f ms\n", build_s * 1e3,
+                r.time_to_first_token_s * 1e3, mean * 1e3);
   }
 }
 

@@ -80,7 +80,8 @@ void run_infer(const JobArgs& a) {
     models::Decoder ref(job.config, {});
     match = models::greedy_generate(ref, prompt_tokens, a.tokens, *local).tokens == r.tokens;
   }
-  const double per_token = r.token_latency_s.empty() ? 0.0
+  const double per_token = r.token_latency_s.empty()
+                               ? 0.0
                                : std::accumulate(r.token_latency_s.begin(), r.token_latency_s.end(), 0.0) /
                                      static_cast<double>(r.token_latency_s.size());
   std::string tokens;

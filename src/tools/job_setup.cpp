@@ -13,16 +13,16 @@
 
 #include <nlohmann/json.hpp>
 
-#include <algorithm>
 #include <unistd.h>
+#include <algorithm>
 
 #include <cerrno>
 #include <chrono>
 #include <cmath>
-#include <cstring>
-#include <filesystem>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
@@ -45,7 +45,8 @@ std::string report_path_problem(const std::string& path) {
   std::error_code ec;
   const fs::path p(path);
   if (fs::is_directory(p, ec)) return "it is a directory";
-  if (fs::exists(p, ec)) return ::access(path.c_str(), W_OK) == 0 ? "" : std::string("it is not writable: ") + std::strerror(errno);
+  if (fs::exists(p, ec))
+    return ::access(path.c_str(), W_OK) == 0 ? "" : std::string("it is not writable: ") + std::strerror(errno);
   const fs::path parent = p.has_parent_path() ? p.parent_path() : fs::path(".");
   if (!fs::is_directory(parent, ec)) return "its directory " + parent.string() + " does not exist";
   if (::access(parent.c_str(), W_OK | X_OK) != 0)
@@ -88,7 +89,8 @@ void add_job_options(CLI::App* cmd, JobArgs& a) {
   cmd->add_flag("--flat-exchange", a.flat_exchange,
                 "send each artifact in one tree over ranks, ignoring hosts (benchmark baseline)");
   cmd->add_option("--autotune-candidates", a.autotune_candidates, "tilings timed per heavy kernel");
-  cmd->add_option("--size", a.size, "tiny-llama size: small (default) or large")->check(CLI::IsMember({"small", "large"}));
+  cmd->add_option("--size", a.size, "tiny-llama size: small (default) or large")
+      ->check(CLI::IsMember({"small", "large"}));
   cmd->add_flag("--check-args", a.check_only,
                 "check the arguments (model config, tp/pp, report path) without starting MPI, then exit "
                 "(the launch scripts run this before mpirun)");
@@ -148,7 +150,8 @@ namespace {
 
 std::string config_hash(const models::DecoderConfig& c) {
   char buf[768];
-  std::snprintf(buf, sizeof buf, "arch=%s vocab=%lld hidden=%lld layers=%lld heads=%lld kv_heads=%lld "
+  std::snprintf(buf, sizeof buf,
+                "arch=%s vocab=%lld hidden=%lld layers=%lld heads=%lld kv_heads=%lld "
                 "intermediate=%lld max_seq=%lld rope_theta=%.17g eps=%.17g qkv_bias=%d o_bias=%d tie=%d seed=%llu",
                 c.architecture.c_str(), static_cast<long long>(c.vocab), static_cast<long long>(c.hidden),
                 static_cast<long long>(c.layers), static_cast<long long>(c.heads), static_cast<long long>(c.kv_heads),
@@ -163,11 +166,14 @@ std::string config_hash(const models::DecoderConfig& c) {
 // The options every rank of a job must share (the cache directory may
 // differ: node-local directories).
 std::vector<std::pair<std::string, std::string>> job_fields(const JobArgs& a, const models::DecoderConfig& c) {
-  std::vector<std::pair<std::string, std::string>> f{
-      {"--model", a.model},       {"model config", config_hash(c)},
-      {"--size", a.size},         {"--tp", std::to_string(a.tp)},
-      {"--pp", std::to_string(a.pp)}, {"--mode", a.mode},
-      {"--timeout", a.timeout},   {"--autotune-candidates", std::to_string(a.autotune_candidates)}};
+  std::vector<std::pair<std::string, std::string>> f{{"--model", a.model},
+                                                     {"model config", config_hash(c)},
+                                                     {"--size", a.size},
+                                                     {"--tp", std::to_string(a.tp)},
+                                                     {"--pp", std::to_string(a.pp)},
+                                                     {"--mode", a.mode},
+                                                     {"--timeout", a.timeout},
+                                                     {"--autotune-candidates", std::to_string(a.autotune_candidates)}};
   // Flags: present when given, so a difference reads "rank 3 has --ge-cache, ranks 0-2 have no --ge-cache".
   if (a.ge_cache) f.emplace_back("--ge-cache", "");
   if (a.independent) f.emplace_back("--independent", "");
@@ -210,12 +216,13 @@ Job::Job(const JobArgs& a, models::Weights weights) : args(a), config(check_args
 
 models::DecoderConfig model_config(const JobArgs& a) {
   if (a.model == "seed-example" || a.model == "mlp")
-    throw ConfigError("--model '" + a.model + "': the multi-rank jobs run the sharded decoder (tiny-llama or a "
+    throw ConfigError("--model '" + a.model +
+                      "': the multi-rank jobs run the sharded decoder (tiny-llama or a "
                       "config.json); seed-example and mlp are single-stage examples of the library");
   if (a.size != "small" && a.model != "tiny-llama")
     throw ConfigError("--size " + a.size + " applies to tiny-llama only, not to --model '" + a.model + "'");
-  models::DecoderConfig c = models::resolve_model(a.model == "tiny-llama" && a.size == "large" ? "tiny-llama-large"
-                                                                                               : a.model);
+  models::DecoderConfig c =
+      models::resolve_model(a.model == "tiny-llama" && a.size == "large" ? "tiny-llama-large" : a.model);
   if (a.max_seq > 0) c.max_seq = std::min(c.max_seq, a.max_seq);
   return c;
 }
@@ -264,23 +271,35 @@ namespace {
 nlohmann::json to_json(const MethodReport& r) {
   nlohmann::json pass_times = nlohmann::json::object();  // of this rank's compile, when it compiled
   for (const auto& [pass, s] : r.pass_times_s) pass_times[pass] = s;
-  return {{"method", r.method},       {"graph_key", r.graph_key}, {"hit", r.hit},
-          {"compiled", r.compiled},   {"fetched", r.fetched},     {"read_store", r.read_store},
-          {"owner", r.owner},         {"trace_s", r.trace_s},     {"compile_s", r.compile_s},
+  return {{"method", r.method},
+          {"graph_key", r.graph_key},
+          {"hit", r.hit},
+          {"compiled", r.compiled},
+          {"fetched", r.fetched},
+          {"read_store", r.read_store},
+          {"owner", r.owner},
+          {"trace_s", r.trace_s},
+          {"compile_s", r.compile_s},
           {"compile_cpu_s", r.compile_cpu_s},
-          {"exchange_s", r.exchange_s}, {"persist_s", r.persist_s}, {"total_s", r.total_s},
-          {"bytes_received", r.bytes_received}, {"artifact_bytes", r.artifact_bytes}, {"writer", r.writer},
-          {"pass_times_s", pass_times}, {"kernels_tuned", r.kernels_tuned}, {"kernels_reused", r.kernels_reused}};
+          {"exchange_s", r.exchange_s},
+          {"persist_s", r.persist_s},
+          {"total_s", r.total_s},
+          {"bytes_received", r.bytes_received},
+          {"artifact_bytes", r.artifact_bytes},
+          {"writer", r.writer},
+          {"pass_times_s", pass_times},
+          {"kernels_tuned", r.kernels_tuned},
+          {"kernels_reused", r.kernels_reused}};
 }
 
 // The coordinator's steps, in the order of docs/SCALING.md.
-const char* const kSteps[] = {"setup", "lookup", "arrival", "keys", "plan", "produce", "status", "exchange", "load",
-                              "persist", "save"};
+const char* const kSteps[] = {"setup",  "lookup",   "arrival", "keys",    "plan", "produce",
+                              "status", "exchange", "load",    "persist", "save"};
 
 nlohmann::json to_json(const dist::StepReport& s) {
-  return {{"setup", s.setup_s},     {"lookup", s.lookup_s},   {"arrival", s.arrival_s}, {"keys", s.keys_s},
-          {"plan", s.plan_s},       {"produce", s.produce_s}, {"status", s.status_s},   {"exchange", s.exchange_s},
-          {"load", s.load_s},       {"persist", s.persist_s}, {"save", s.save_s}};
+  return {{"setup", s.setup_s}, {"lookup", s.lookup_s},   {"arrival", s.arrival_s}, {"keys", s.keys_s},
+          {"plan", s.plan_s},   {"produce", s.produce_s}, {"status", s.status_s},   {"exchange", s.exchange_s},
+          {"load", s.load_s},   {"persist", s.persist_s}, {"save", s.save_s}};
 }
 
 nlohmann::json method_json(const MethodReport& r, const dist::StepReport* s) {
@@ -386,16 +405,20 @@ void report_job(Job& job, const std::string& title, double wall_s, const std::st
           it->second.second = std::max(it->second.second, m["ended_at"].get<double>());
         }
       }
-      if (m["compiled"].get<bool>())
-      {
+      if (m["compiled"].get<bool>()) {
         auto& o = owners[m["graph_key"].get<std::string>()];
         o.first.push_back(static_cast<int>(r));
         o.second += m["compile_cpu_s"].get<double>();
       }
     }
     compile_cpu += cs;
-    per_rank.push_back({{"rank", r}, {"graph_keys", keys_r}, {"hit", hit}, {"compile_s", elapsed},
-                        {"compile_cpu_s", cs}, {"peak_rss_bytes", rss}, {"methods", methods}});
+    per_rank.push_back({{"rank", r},
+                        {"graph_keys", keys_r},
+                        {"hit", hit},
+                        {"compile_s", elapsed},
+                        {"compile_cpu_s", cs},
+                        {"peak_rss_bytes", rss},
+                        {"methods", methods}});
   }
   // Each step's time, summed over methods: the slowest rank's (steps_s)
   // and the fastest rank's (steps_min_s: for a collective, the last rank to
@@ -415,20 +438,38 @@ void report_job(Job& job, const std::string& title, double wall_s, const std::st
   for (const auto& [method, se] : span) coordination += se.second - se.first;
   const auto& c = job.config;
   const bool meta = job.model->weights() == models::Weights::meta;
-  nlohmann::json report = {{"model", c.name}, {"architecture", c.architecture}, {"layers", c.layers},
-                           {"weights", meta ? "meta" : "deterministic"}, {"max_peak_rss_bytes", peak_rss},
-                           {"world_size", job.world()}, {"tp", job.args.tp}, {"pp", job.args.pp},
-                           {"mode", job.args.mode}, {"independent", job.args.independent},
-                           {"flat_exchange", job.args.flat_exchange}, {"hosts", hosts},
-                           {"unique_subgraphs", keys.size()}, {"compiled", compiled}, {"loaded", loaded},
-                           {"fetched", fetched}, {"writers", writers},
-                           {"kernels_tuned", kernels_tuned}, {"kernels_reused", kernels_reused}, {"entries_written", entries_written},
-                           {"wall_s", wall_s}, {"compile_cpu_s", compile_cpu},
-                           {"bytes_exchanged", bytes}, {"bytes_between_hosts", between},
-                           {"flat_bytes_between_hosts", flat_between}, {"exchange_s", exchange},
+  nlohmann::json report = {{"model", c.name},
+                           {"architecture", c.architecture},
+                           {"layers", c.layers},
+                           {"weights", meta ? "meta" : "deterministic"},
+                           {"max_peak_rss_bytes", peak_rss},
+                           {"world_size", job.world()},
+                           {"tp", job.args.tp},
+                           {"pp", job.args.pp},
+                           {"mode", job.args.mode},
+                           {"independent", job.args.independent},
+                           {"flat_exchange", job.args.flat_exchange},
+                           {"hosts", hosts},
+                           {"unique_subgraphs", keys.size()},
+                           {"compiled", compiled},
+                           {"loaded", loaded},
+                           {"fetched", fetched},
+                           {"writers", writers},
+                           {"kernels_tuned", kernels_tuned},
+                           {"kernels_reused", kernels_reused},
+                           {"entries_written", entries_written},
+                           {"wall_s", wall_s},
+                           {"compile_cpu_s", compile_cpu},
+                           {"bytes_exchanged", bytes},
+                           {"bytes_between_hosts", between},
+                           {"flat_bytes_between_hosts", flat_between},
+                           {"exchange_s", exchange},
                            {"exchange_gbps", exchange > 0 ? static_cast<double>(bytes) / exchange / 1e9 : 0.0},
-                           {"persist_s", persist}, {"steps_s", steps_s}, {"steps_min_s", steps_min_s},
-                           {"coordination_s", coordination}, {"per_rank", per_rank}};
+                           {"persist_s", persist},
+                           {"steps_s", steps_s},
+                           {"steps_min_s", steps_min_s},
+                           {"coordination_s", coordination},
+                           {"per_rank", per_rank}};
   if (!extra_json.empty()) report.update(nlohmann::json::parse(extra_json));
   std::printf("== %s: world %d on %d host%s, tp %d, pp %d, %s%s\n", title.c_str(), job.world(), hosts,
               hosts == 1 ? "" : "s", job.args.tp, job.args.pp, job.args.mode.c_str(),
@@ -445,13 +486,12 @@ void report_job(Job& job, const std::string& title, double wall_s, const std::st
                   rank_list(o.first).c_str(), o.second * 1e3);
   }
   std::printf("  compiles          %d (compile CPU %.1f ms summed over ranks)\n", compiled, compile_cpu * 1e3);
-  std::printf("  tuning            %d kernels tuned, %d reused from the tuning table\n", kernels_tuned,
-              kernels_reused);
-  std::printf("  cache hits        %d of %zu rank-methods\n", loaded, all.size() * (per_rank.empty() ? 0 : per_rank[0]["methods"].size()));
+  std::printf("  tuning            %d kernels tuned, %d reused from the tuning table\n", kernels_tuned, kernels_reused);
+  std::printf("  cache hits        %d of %zu rank-methods\n", loaded,
+              all.size() * (per_rank.empty() ? 0 : per_rank[0]["methods"].size()));
   std::printf("  fetched           %d artifacts, %zu bytes exchanged in %.2f ms (%.3f GB/s)\n", fetched, bytes,
               exchange * 1e3, exchange > 0 ? static_cast<double>(bytes) / exchange / 1e9 : 0.0);
-  if (hosts > 1)
-    std::printf("  between hosts     %zu bytes (a flat broadcast: %zu)\n", between, flat_between);
+  if (hosts > 1) std::printf("  between hosts     %zu bytes (a flat broadcast: %zu)\n", between, flat_between);
   std::printf("  persist           %.2f ms, %d writer%s, %d entries\n", persist * 1e3, writers, writers == 1 ? "" : "s",
               entries_written);
   std::printf("  wall              %.1f ms (start of cache work to every rank ready)\n", wall_s * 1e3);

@@ -3,8 +3,8 @@
 #include <npucache/mpi.h>
 #include <npucache/version.h>
 
-#include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
+#include <CLI/CLI.hpp>
 
 #include "tools/commands.h"
 #include "tools/plugin_path.h"
@@ -49,7 +49,8 @@ bool known_command(const CLI::App& app, int argc, char** argv) {
       nearest = n;
     }
   }
-  std::fprintf(stderr, "npucache: error: unknown command '%s'%s\nthe commands are: %s (npucache --help describes them)\n",
+  std::fprintf(stderr,
+               "npucache: error: unknown command '%s'%s\nthe commands are: %s (npucache --help describes them)\n",
                word.c_str(), nearest.empty() ? "" : ("; did you mean '" + nearest + "'?").c_str(), list.c_str());
   return false;
 }

@@ -94,8 +94,7 @@ int run_model(M& m, const CacheOptions& o, int64_t batch, bool rng) {
   const CallStatus status = fn.status();
   // The tuning lines first: the tests compare everything from "result" on.
   const compiler::CompiledGraph& g = detail::entry(fn.engine(), 0);
-  std::printf("tuning %d %d\ntable %zu\n", g.kernels_tuned, g.kernels_reused,
-              compiler::TuningTable::process().size());
+  std::printf("tuning %d %d\ntable %zu\n", g.kernels_tuned, g.kernels_reused, compiler::TuningTable::process().size());
   if (g.kernels_reused > 0) {
     CompileOptions fresh = o.compile;
     fresh.config->shared_tuning = false;
@@ -125,18 +124,30 @@ int run(int argc, char** argv) {
   c.autotune_min_time_us = 0;
   for (int i = 5; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--static") o.compile.dynamic = false;
-    else if (a == "--ge-cache") o.ge_cache = true;
-    else if (a == "--reduce-overhead") c.mode = CompileMode::reduce_overhead;
-    else if (a == "--batch") batch = std::stoll(argv[++i]);
-    else if (a == "--code-version") o.code_version = argv[++i];
-    else if (a == "--fast") o.hit_check = HitCheck::code_version;
-    else if (a == "--scale") scale = std::stod(argv[++i]);
-    else if (a == "--world") o.world_size = std::stoi(argv[++i]);
-    else if (a == "--rank") o.global_rank = std::stoi(argv[++i]);
-    else if (a == "--rng") rng = true;
-    else if (a == "--other") other = true;
-    else if (a == "--no-shared-tuning") c.shared_tuning = false;
+    if (a == "--static")
+      o.compile.dynamic = false;
+    else if (a == "--ge-cache")
+      o.ge_cache = true;
+    else if (a == "--reduce-overhead")
+      c.mode = CompileMode::reduce_overhead;
+    else if (a == "--batch")
+      batch = std::stoll(argv[++i]);
+    else if (a == "--code-version")
+      o.code_version = argv[++i];
+    else if (a == "--fast")
+      o.hit_check = HitCheck::code_version;
+    else if (a == "--scale")
+      scale = std::stod(argv[++i]);
+    else if (a == "--world")
+      o.world_size = std::stoi(argv[++i]);
+    else if (a == "--rank")
+      o.global_rank = std::stoi(argv[++i]);
+    else if (a == "--rng")
+      rng = true;
+    else if (a == "--other")
+      other = true;
+    else if (a == "--no-shared-tuning")
+      c.shared_tuning = false;
   }
   o.compile.config = c;
   if (other) {

@@ -9,8 +9,8 @@
 //     HIT_CHECK  trace | code_version
 // prints "status <outcome> compiled <n> maxdiff <max |cached - eager|>
 // bits <xxh64 of the cached results' bytes>".
-#include <npucache/npucache.h>
 #include <npucache/models/models.h>
+#include <npucache/npucache.h>
 
 #include <xxhash.h>
 
@@ -36,7 +36,8 @@ void both(M& m, F method, const CacheOptions& o, std::vector<Result>& out, int c
     r.eager = (m.*method)(args...).to_vector();
     out.push_back(std::move(r));
   }
-  std::printf("status %s compiled %zu\n", std::string(outcome_name(cached.status().outcome)).c_str(), cached.compiles());
+  std::printf("status %s compiled %zu\n", std::string(outcome_name(cached.status().outcome)).c_str(),
+              cached.compiles());
 }
 
 int run(int argc, char** argv) {
@@ -96,7 +97,8 @@ int run(int argc, char** argv) {
       maxdiff = std::max(maxdiff, static_cast<double>(std::fabs(r.eager[i] - r.cached[i])));
     bytes.append(reinterpret_cast<const char*>(r.cached.data()), r.cached.size() * sizeof(float));
   }
-  std::printf("maxdiff %.3g bits %016llx\n", maxdiff, static_cast<unsigned long long>(XXH64(bytes.data(), bytes.size(), 0)));
+  std::printf("maxdiff %.3g bits %016llx\n", maxdiff,
+              static_cast<unsigned long long>(XXH64(bytes.data(), bytes.size(), 0)));
   return 0;
 }
 

@@ -8,14 +8,17 @@
 #include "cache/cache_error.h"
 #include "cache/layout.h"
 #include "cache/object_file.h"
-#include "cache/tuning_file.h"
 #include "cache/store.h"
+#include "cache/tuning_file.h"
 #include "support/cache_files.h"
 
 #include "support/process.h"
 
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <array>
 #include <chrono>
 #include <csignal>
@@ -23,19 +26,16 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
-#include <sys/stat.h>
-#include <sys/wait.h>
 #include <thread>
-#include <unistd.h>
 
 using namespace npucache;
 namespace fs = std::filesystem;
 
 namespace {
 
+using testing_support::has;
 using testing_support::Out;
 using testing_support::sh;
-using testing_support::has;
 
 std::string worker(const std::string& dir, const std::string& args = "prompt") {
   return std::string(CACHE_WORKER) + " run " + dir + " seed " + args;
@@ -45,7 +45,7 @@ class CacheTest : public ::testing::Test {
  protected:
   void SetUp() override {
     dir = fs::temp_directory_path() / ("npucache-test-" + std::to_string(::getpid()) + "-" +
-                                      ::testing::UnitTest::GetInstance()->current_test_info()->name());
+                                       ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir);
   }
   void TearDown() override { fs::remove_all(dir); }
@@ -111,7 +111,8 @@ TEST_F(CacheTest, RngGraphIsRefusedAndNothingWritten) {
 TEST_F(CacheTest, StaleRuntimeVersionIsRecompiledAndReplaced) {
   ASSERT_EQ(sh(worker(dir)).status, 0);
   Out o = sh("NPUCACHE_SIM_RUNTIME_VERSION=9.9.9 " + worker(dir));
-  EXPECT_TRUE(has(o.text, "is stale (runtime_version: stored 'simnpu-v1 runtime 1.0.0', now 'simnpu-v1 runtime 9.9.9')"))
+  EXPECT_TRUE(
+      has(o.text, "is stale (runtime_version: stored 'simnpu-v1 runtime 1.0.0', now 'simnpu-v1 runtime 9.9.9')"))
       << o.text;
   EXPECT_TRUE(has(o.text, "compiled 1\nstatus compiled\nreason stale (runtime_version")) << o.text;
   EXPECT_TRUE(has(sh("NPUCACHE_SIM_RUNTIME_VERSION=9.9.9 " + worker(dir)).text, "compiled 0"));  // replaced
@@ -167,7 +168,8 @@ TEST_F(CacheTest, StaleEntryIsReportedWithTheComponent) {
     testing_support::put_entry(dir, e);
   }
   Out o = sh(worker(dir, "prompt --code-version v1"));
-  EXPECT_TRUE(has(o.text, "is stale (runtime_version: stored 'simnpu-v1 runtime 0.0.1', now 'simnpu-v1 runtime 1.0.0')"))
+  EXPECT_TRUE(
+      has(o.text, "is stale (runtime_version: stored 'simnpu-v1 runtime 0.0.1', now 'simnpu-v1 runtime 1.0.0')"))
       << o.text;
   EXPECT_TRUE(has(o.text, "compiled 0\nstatus hit")) << o.text;  // its object is this runtime's: reused
   EXPECT_TRUE(has(sh(worker(dir, "prompt --code-version v1")).text, "compiled 0\nstatus hit\nreason \n"));  // replaced
@@ -196,7 +198,7 @@ TEST_F(CacheTest, CorruptEntryIsReportedRebuiltAndOthersUntouched) {
   EXPECT_TRUE(has(o.text, "is unusable")) << o.text;
   EXPECT_TRUE(has(o.text, "cannot be decoded")) << o.text;
   EXPECT_TRUE(has(o.text, "compiled 1")) << o.text;
-  EXPECT_TRUE(has(sh(worker(dir)).text, "compiled 0"));                   // rebuilt
+  EXPECT_TRUE(has(sh(worker(dir)).text, "compiled 0"));                     // rebuilt
   EXPECT_TRUE(has(sh(worker(dir, "prompt --static")).text, "compiled 0"));  // untouched
   // An index whose HDF5 view is truncated still serves (its records are
   // intact); verify reports the view, and the reader rewrites it.
@@ -257,7 +259,8 @@ TEST_F(CacheTest, H5dumpShowsTheSeedPathsAndThePluginDecodes) {
   EXPECT_TRUE(has(h.text, "ATTRIBUTE \"runtime_version\"")) << h.text;
   Out ls = sh("h5ls -r " + index.string());
   EXPECT_EQ(ls.status, 0) << ls.text;
-  EXPECT_TRUE(has(ls.text, "/" + entries[0].substr(model_info.size() + 1) + "/compiled_module External Link")) << ls.text;
+  EXPECT_TRUE(has(ls.text, "/" + entries[0].substr(model_info.size() + 1) + "/compiled_module External Link"))
+      << ls.text;
   // The bytes decode through the plugin, following the external link.
   const std::string ds = "/" + entries[0] + "/compiled_module";
   Out plain = sh("cd " + dir.string() + " && HDF5_PLUGIN_PATH=/nonexistent h5dump -d " + ds + " " + index.string());
@@ -265,7 +268,8 @@ TEST_F(CacheTest, H5dumpShowsTheSeedPathsAndThePluginDecodes) {
   Out decoded = sh("cd / && HDF5_PLUGIN_PATH=" + std::string(PLUGIN_DIR) + " h5dump -d " + ds + " " + index.string());
   EXPECT_EQ(decoded.status, 0) << decoded.text;
   EXPECT_TRUE(has(decoded.text, "DATA {")) << decoded.text;
-  Out object = sh("h5dump -H -p " + (dir / "objects").string() + "/" + testing_support::entries(dir.string())[0].graph_key + ".h5");
+  Out object = sh("h5dump -H -p " + (dir / "objects").string() + "/" +
+                  testing_support::entries(dir.string())[0].graph_key + ".h5");
   EXPECT_TRUE(has(object.text, "FILTER_ID 32015")) << object.text;
 }
 
@@ -297,8 +301,8 @@ TEST_F(CacheTest, KillDuringSaveLeavesAValidCache) {
 }
 
 TEST_F(CacheTest, ConcurrentWritersLoseNoEntry) {
-  Out a_b = sh(std::string("(") + CACHE_WORKER + " write " + dir.string() + " a 12 20000 & " + CACHE_WORKER + " write " +
-               dir.string() + " b 12 20000 & wait)");
+  Out a_b = sh(std::string("(") + CACHE_WORKER + " write " + dir.string() + " a 12 20000 & " + CACHE_WORKER +
+               " write " + dir.string() + " b 12 20000 & wait)");
   ASSERT_EQ(a_b.status, 0) << a_b.text;
   auto paths = entry_paths();
   EXPECT_EQ(paths.size(), 24u);
@@ -363,7 +367,8 @@ TEST_F(CacheTest, ExportImportGcAndStatsCommands) {
   Out verify = sh(cli + " verify " + other.string());
   EXPECT_EQ(verify.status, 0) << verify.text;
   EXPECT_TRUE(has(sh(worker(other.string())).text, "compiled 1"));  // evicted: compiled again
-  Out readable = sh(cli + " readable " + (other / testing_support::entry_paths(other.string())[0] / "compiled_module").string());
+  Out readable =
+      sh(cli + " readable " + (other / testing_support::entry_paths(other.string())[0] / "compiled_module").string());
   EXPECT_EQ(readable.status, 0) << readable.text;
   EXPECT_TRUE(has(readable.text, "## traced graph")) << readable.text;
   EXPECT_TRUE(has(readable.text, "linear(")) << readable.text;
@@ -435,7 +440,8 @@ TEST_F(CacheTest, TuningIsSharedThroughTheCacheDirectoryAcrossProcessesAndModels
   EXPECT_GE(tuned2, 0) << other.text;
   EXPECT_TRUE(has(other.text, "same_program 1")) << other.text;
   // Its new decisions (its own fused kernels) joined the file.
-  EXPECT_EQ(cache::decode_tuning(file_bytes(table), table.string()).size(), records.size() + static_cast<std::size_t>(tuned2));
+  EXPECT_EQ(cache::decode_tuning(file_bytes(table), table.string()).size(),
+            records.size() + static_cast<std::size_t>(tuned2));
   // The table off: everything timed.
   fs::remove_all(dir / "objects");
   for (const auto& e : fs::directory_iterator(dir))
@@ -458,8 +464,8 @@ TEST_F(CacheTest, DamagedTuningFileIsIgnoredWithAWarningAndRewritten) {
   const std::string good = file_bytes(dir / cache::layout::kTuningFile);
   ASSERT_GT(good.size(), 600u);
   const std::size_t userblock = 512;  // the seed's few decisions fit the smallest userblock
-  std::vector<std::size_t> offsets = {0, 9, 13, 30, 50, 60, 70, userblock - 1, userblock + 100, good.size() / 2,
-                                      good.size() - 3};
+  std::vector<std::size_t> offsets = {
+      0, 9, 13, 30, 50, 60, 70, userblock - 1, userblock + 100, good.size() / 2, good.size() - 3};
   int n = 0;
   for (std::size_t at : offsets) {
     std::string bad = good;
@@ -468,9 +474,7 @@ TEST_F(CacheTest, DamagedTuningFileIsIgnoredWithAWarningAndRewritten) {
     fs::remove_all(d);
     fs::create_directories(d);
     fs::permissions(d, fs::perms::owner_all, fs::perm_options::replace);
-    {
-      std::ofstream(d / cache::layout::kTuningFile, std::ios::binary) << bad;
-    }
+    { std::ofstream(d / cache::layout::kTuningFile, std::ios::binary) << bad; }
     fs::permissions(d / cache::layout::kTuningFile, fs::perms::owner_read | fs::perms::owner_write,
                     fs::perm_options::replace);
     Out o = sh(worker(d.string(), "prompt --other"));
@@ -504,7 +508,9 @@ TEST_F(CacheTest, DamagedTuningFileIsIgnoredWithAWarningAndRewritten) {
 
 TEST(TuningFile, DecodesWhatItEncodesAndRejectsEveryFlippedByte) {
   std::vector<compiler::TuningRecord> rs = {
-      {"simnpu-v1 runtime 1.0.0", "matmul f32[8, 64] f32[64, 64] trans_b", {"tile_m=32 tile_n=256 tile_k=128", 1.5, 2.5, 8, ""}},
+      {"simnpu-v1 runtime 1.0.0",
+       "matmul f32[8, 64] f32[64, 64] trans_b",
+       {"tile_m=32 tile_n=256 tile_k=128", 1.5, 2.5, 8, ""}},
       {"simnpu/v2 runtime 2", "fused f32[8] code#12", {"block=256", 0, 0, 0, "not timed: too large"}}};
   const std::string f = cache::encode_tuning(rs);
   EXPECT_EQ(cache::decode_tuning(f, "t"), rs);

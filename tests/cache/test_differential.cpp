@@ -4,13 +4,13 @@
 // and warm results are bit for bit the same (the same program ran).
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
 #include <array>
 #include <cstdio>
 #include <filesystem>
 #include <sstream>
 #include <string>
-#include <sys/wait.h>
-#include <unistd.h>
 
 namespace fs = std::filesystem;
 
@@ -33,8 +33,10 @@ Outcome run(const std::string& args) {
   std::string l, skip;
   while (std::getline(lines, l)) {
     std::istringstream in(l);
-    if (l.rfind("status ", 0) == 0) in >> skip >> r.outcome >> skip >> r.compiled;
-    else if (l.rfind("maxdiff ", 0) == 0) in >> skip >> r.maxdiff >> skip >> r.bits;
+    if (l.rfind("status ", 0) == 0)
+      in >> skip >> r.outcome >> skip >> r.compiled;
+    else if (l.rfind("maxdiff ", 0) == 0)
+      in >> skip >> r.maxdiff >> skip >> r.bits;
   }
   return r;
 }
@@ -57,8 +59,8 @@ TEST_P(Differential, CachedColdAndWarmEqualEager) {
   const auto& [model, mode, dynamic, ge, check] = GetParam();
   const fs::path dir = fs::temp_directory_path() / ("npucache-diff-" + std::to_string(::getpid()));
   fs::remove_all(dir);
-  const std::string args = model + " " + dir.string() + " " + mode + " " + std::to_string(dynamic) + " " +
-                           std::to_string(ge) + " " + check;
+  const std::string args =
+      model + " " + dir.string() + " " + mode + " " + std::to_string(dynamic) + " " + std::to_string(ge) + " " + check;
   Outcome cold = run(args), warm = run(args);
   fs::remove_all(dir);
   ASSERT_EQ(cold.status, 0) << cold.text;
@@ -73,6 +75,7 @@ TEST_P(Differential, CachedColdAndWarmEqualEager) {
 
 INSTANTIATE_TEST_SUITE_P(AllOptions, Differential,
                          ::testing::Combine(::testing::Values("seed", "mlp", "tiny-llama"),
-                                            ::testing::Values("max-autotune", "reduce-overhead"), ::testing::Values(0, 1),
-                                            ::testing::Values(0, 1), ::testing::Values("trace", "code_version")),
+                                            ::testing::Values("max-autotune", "reduce-overhead"),
+                                            ::testing::Values(0, 1), ::testing::Values(0, 1),
+                                            ::testing::Values("trace", "code_version")),
                          combo_name);

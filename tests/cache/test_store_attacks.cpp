@@ -19,14 +19,14 @@
 
 #include <xxhash.h>
 
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <random>
 #include <set>
-#include <sys/mount.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 using namespace npucache;
 using testing_support::has;
@@ -319,14 +319,16 @@ TEST_F(StoreAttack, HostileDirectoriesAreRefusedAndLinksNeverFollowed) {
   fs::permissions(dir, fs::perms::all | fs::perms::sticky_bit, fs::perm_options::replace);
   const fs::path victim = base / "victim";
   spit(victim, "precious");
-  fs::permissions(victim, fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read |
-                              fs::perms::others_read, fs::perm_options::replace);
+  fs::permissions(victim,
+                  fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read | fs::perms::others_read,
+                  fs::perm_options::replace);
   const pid_t next = ::getpid();
   for (pid_t p = next; p < next + 64; ++p)
     for (const char* name : {"stats.json", "store.json", "CACHEDIR.TAG"})
       for (int k = 0; k < 4; ++k) {
         std::error_code ec;
-        fs::create_symlink(victim, dir / ("." + std::string(name) + ".tmp." + std::to_string(p) + "." + std::to_string(k)), ec);
+        fs::create_symlink(victim,
+                           dir / ("." + std::string(name) + ".tmp." + std::to_string(p) + "." + std::to_string(k)), ec);
       }
   Out s = sh(worker(dir) + " && " + worker(dir));
   EXPECT_EQ(s.status, 0) << s.text;

@@ -10,7 +10,8 @@ using compiler::scratch_bytes;
 namespace {
 
 std::vector<runtime::TensorArg> matmul(std::vector<int64_t> a, std::vector<int64_t> b, std::vector<int64_t> c) {
-  return {{nullptr, 0, DType::f32, std::move(a)}, {nullptr, 0, DType::f32, std::move(b)},
+  return {{nullptr, 0, DType::f32, std::move(a)},
+          {nullptr, 0, DType::f32, std::move(b)},
           {nullptr, 0, DType::f32, std::move(c)}};
 }
 

@@ -104,14 +104,14 @@ TEST_P(CompileModes, TinyLlamaPromptAndDecodeMatchEager) {
   EXPECT_EQ(decode.compiles(), 1u);  // decode's shapes never change
 }
 
-INSTANTIATE_TEST_SUITE_P(All, CompileModes,
-                         ::testing::Values(Case{CompileMode::max_autotune, true}, Case{CompileMode::max_autotune, false},
-                                           Case{CompileMode::reduce_overhead, true},
-                                           Case{CompileMode::reduce_overhead, false}),
-                         [](const auto& param_info) {
-                           return std::string(param_info.param.mode == CompileMode::max_autotune ? "MaxAutotune" : "ReduceOverhead") +
-                                  (param_info.param.dynamic ? "Dynamic" : "Static");
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    All, CompileModes,
+    ::testing::Values(Case{CompileMode::max_autotune, true}, Case{CompileMode::max_autotune, false},
+                      Case{CompileMode::reduce_overhead, true}, Case{CompileMode::reduce_overhead, false}),
+    [](const auto& param_info) {
+      return std::string(param_info.param.mode == CompileMode::max_autotune ? "MaxAutotune" : "ReduceOverhead") +
+             (param_info.param.dynamic ? "Dynamic" : "Static");
+    });
 
 // A model keeps its compiled callables as members, assigned once its layers
 // exist (TorchAir's pattern): an empty CompiledMethod says what to do when

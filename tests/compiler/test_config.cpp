@@ -8,8 +8,8 @@
 
 #include <gtest/gtest.h>
 
-#include "support/error_message.h"
 #include "compiler/engine.h"
+#include "support/error_message.h"
 
 using namespace npucache;
 

@@ -24,8 +24,12 @@ Attrs scalar_attrs(double v) { return Attrs{{"shape", Shape{}}, {"value", v}, {"
 
 struct Builder {
   Graph g;
-  ValueId in(Shape s, DType t = DType::f32) { return g.add_placeholder(PlaceholderKind::input, "x" + std::to_string(g.size()), {t, s}); }
-  ValueId param(Shape s) { return g.add_placeholder(PlaceholderKind::parameter, "w" + std::to_string(g.size()), {DType::f32, s}); }
+  ValueId in(Shape s, DType t = DType::f32) {
+    return g.add_placeholder(PlaceholderKind::input, "x" + std::to_string(g.size()), {t, s});
+  }
+  ValueId param(Shape s) {
+    return g.add_placeholder(PlaceholderKind::parameter, "w" + std::to_string(g.size()), {DType::f32, s});
+  }
   ValueId op(Op o, std::vector<ValueId> in, Attrs a = {}) { return g.add_node(o, std::move(in), std::move(a)); }
 };
 
@@ -51,7 +55,8 @@ TEST(Decompose, CustomDecompositionTakesPrecedence) {
   auto y = b.in({4});
   b.g.set_outputs({b.op(Op::add, {x, y})});
   DecompositionTable t;
-  t[Op::add] = {"test.add_as_sub_neg", [](const std::vector<Tensor>& in, const Attrs&) { return in[0] - ops::neg(in[1]); }};
+  t[Op::add] = {"test.add_as_sub_neg",
+                [](const std::vector<Tensor>& in, const Attrs&) { return in[0] - ops::neg(in[1]); }};
   Graph d = decompose(b.g, t);
   EXPECT_EQ(count(d, Op::add), 0);
   EXPECT_EQ(count(d, Op::sub), 1);
@@ -106,7 +111,7 @@ TEST(Dce, DropsUnusedKeepsSideEffectsAndInputs) {
   Builder b;
   auto x = b.in({4});
   auto unused_in = b.in({2});
-  b.op(Op::exp, {x});                                            // dead
+  b.op(Op::exp, {x});                                              // dead
   b.op(Op::all_reduce, {x}, Attrs{{"group", std::string("tp")}});  // side effect
   b.g.set_outputs({b.op(Op::relu, {x})});
   Graph d = eliminate_dead_code(b.g);
@@ -189,7 +194,7 @@ TEST(MemoryPlan, ReusesMemoryOnlyBetweenOrderedBuffers) {
     HappensBefore hb(p);
     std::vector<std::size_t> bytes(p.buffers.size(), 4096);
     MemoryPlan plan = plan_memory(p, hb, bytes);
-    EXPECT_EQ(plan.sum_bytes, 9u * 4096);  // 9 intermediates, the last is an output
+    EXPECT_EQ(plan.sum_bytes, 9u * 4096);                                  // 9 intermediates, the last is an output
     EXPECT_LE(plan.arena_bytes, 2u * 4096) << "single stream " << single;  // a chain needs two slots
     // No two buffers that may be live together overlap.
     for (std::size_t a = 0; a < p.buffers.size(); ++a)
@@ -210,7 +215,8 @@ TEST(Serialize, RoundTripIsByteIdentical) {
   Builder b;
   auto x = b.in({SymExpr::symbol("s0"), 8});
   auto w = b.param({16, 8});
-  b.g.set_outputs({b.op(Op::relu, {b.op(Op::matmul, {x, b.op(Op::permute, {w}, Attrs{{"perm", std::vector<int64_t>{1, 0}}})})})});
+  b.g.set_outputs(
+      {b.op(Op::relu, {b.op(Op::matmul, {x, b.op(Op::permute, {w}, Attrs{{"perm", std::vector<int64_t>{1, 0}}})})})});
   DeviceProgram p = lower(decompose(b.g), true);
   p.steps[1].attrs.set("tile_m", int64_t{16});
   std::string bytes = serialize_program(p);

@@ -27,9 +27,9 @@
 #include "cache/bundle.h"
 #include "cache/envelope.h"
 #include "cache/index_file.h"
+#include "cache/layout.h"
 #include "cache/object_file.h"
 #include "cache/stats.h"
-#include "cache/layout.h"
 #include "cache/tuning_file.h"
 #include "cache/zstd_codec.h"
 #include "compiler/executor.h"
@@ -37,12 +37,13 @@
 
 #include <xxhash.h>
 
+#include <fcntl.h>
+#include <unistd.h>
 #include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
-#include <fcntl.h>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -50,7 +51,6 @@
 #include <optional>
 #include <random>
 #include <string>
-#include <unistd.h>
 #include <vector>
 
 extern "C" void __sanitizer_set_death_callback(void (*)(void)) __attribute__((weak));
@@ -73,16 +73,15 @@ enum Target : uint8_t {
   kTuningRecords,  // its records, sealed in a valid envelope (checksums fixed)
   kTargets
 };
-const char* const kTargetNames[] = {"index-file", "object-file", "bundle-file", "index-records",
-                                    "bundle-records", "compiled", "zstd-frame", "json-files",
-                                    "tuning-file", "tuning-records"};
+const char* const kTargetNames[] = {"index-file", "object-file", "bundle-file", "index-records", "bundle-records",
+                                    "compiled",   "zstd-frame",  "json-files",  "tuning-file",   "tuning-records"};
 
 struct Globals {
-  std::string index_hdf5;  // the HDF5 view sealed with fuzzed index records
+  std::string index_hdf5;   // the HDF5 view sealed with fuzzed index records
   std::string tuning_hdf5;  // the HDF5 view sealed with fuzzed tuning records
-  fs::path scratch;        // a directory for the JSON target
+  fs::path scratch;         // a directory for the JSON target
   fs::path findings = ".";
-  std::string current;     // the input being run (dumped when a sanitizer aborts)
+  std::string current;  // the input being run (dumped when a sanitizer aborts)
   int findings_written = 0;
   uint64_t accepted[kTargets] = {};  // inputs decoded without an error
   uint64_t programs_run = 0;
@@ -203,12 +202,14 @@ void run_program(const compiler::CompiledGraph& cg) {
     for (std::size_t i = 0; i < p.steps.size(); ++i) {
       std::string ops;
       for (int o : p.steps[i].operands) ops += " " + std::to_string(o);
-      std::fprintf(stderr, "step %zu: %s(%s) -> %d %s\n", i, std::string(op_name(p.steps[i].op)).c_str(),
-                   ops.c_str(), p.steps[i].result, [&] {
+      std::fprintf(stderr, "step %zu: %s(%s) -> %d %s\n", i, std::string(op_name(p.steps[i].op)).c_str(), ops.c_str(),
+                   p.steps[i].result,
+                   [&] {
                      std::string a;
                      for (const auto& [k, v] : p.steps[i].attrs.items()) a += " " + k + "=" + attr_str(v);
                      return a;
-                   }().c_str());
+                   }()
+                       .c_str());
     }
   }
   compiler::ProgramRunner runner(std::make_shared<const compiler::DeviceProgram>(p), 0);
@@ -218,36 +219,28 @@ void run_program(const compiler::CompiledGraph& cg) {
 
 void run_target(Target t, std::string_view in) {
   switch (t) {
-    case kIndexFile:
-      cache::decode_index(in, "fuzzed index");
-      break;
+    case kIndexFile: cache::decode_index(in, "fuzzed index"); break;
     case kObjectFile: {
       auto o = cache::decode_object(in, "fuzzed object", true);
       compiler::deserialize_compiled(o.raw);
       break;
     }
-    case kBundleFile:
-      cache::validate_bundle(cache::read_bundle(in));
-      break;
+    case kBundleFile: cache::validate_bundle(cache::read_bundle(in)); break;
     case kIndexRecords: {
       const auto records = split_frames(in);
-      const std::string file = cache::seal(cache::EnvelopeKind::index, records, g.index_hdf5,
-                                           cache::userblock_for(records));
+      const std::string file =
+          cache::seal(cache::EnvelopeKind::index, records, g.index_hdf5, cache::userblock_for(records));
       cache::decode_index(file, "fuzzed index records");
       break;
     }
-    case kBundleRecords:
-      cache::validate_bundle(cache::read_bundle(frame_bundle(in)));
-      break;
+    case kBundleRecords: cache::validate_bundle(cache::read_bundle(frame_bundle(in))); break;
     case kCompiled: {
       bool has_program = false;
       auto cg = compiler::deserialize_compiled(in, &has_program);
       if (has_program) run_program(cg);
       break;
     }
-    case kZstdFrame:
-      cache::zstd_decompress(in, std::size_t{1} << 20);
-      break;
+    case kZstdFrame: cache::zstd_decompress(in, std::size_t{1} << 20); break;
     case kJsonFiles: {
       const auto parts = split_frames(in);
       for (std::size_t i = 0; i < 2; ++i) {
@@ -258,18 +251,15 @@ void run_target(Target t, std::string_view in) {
       cache::admin::max_size(g.scratch.string());
       break;
     }
-    case kTuningFile:
-      cache::decode_tuning(in, "fuzzed tuning table");
-      break;
+    case kTuningFile: cache::decode_tuning(in, "fuzzed tuning table"); break;
     case kTuningRecords: {
       const auto records = split_frames(in);
-      const std::string file = cache::seal(cache::EnvelopeKind::tuning, records, g.tuning_hdf5,
-                                           cache::userblock_for(records));
+      const std::string file =
+          cache::seal(cache::EnvelopeKind::tuning, records, g.tuning_hdf5, cache::userblock_for(records));
       cache::decode_tuning(file, "fuzzed tuning records");
       break;
     }
-    default:
-      break;
+    default: break;
   }
 }
 
@@ -298,7 +288,9 @@ bool run_one(const std::string& input, std::string* finding) {
 
 struct Seeds {
   std::vector<std::string> inputs;  // target byte + input
-  void add(Target t, std::string_view bytes) { inputs.push_back(std::string(1, static_cast<char>(t)) + std::string(bytes)); }
+  void add(Target t, std::string_view bytes) {
+    inputs.push_back(std::string(1, static_cast<char>(t)) + std::string(bytes));
+  }
 };
 
 std::string slurp(const fs::path& p) {
@@ -397,8 +389,20 @@ class Mutator {
   uint64_t below(uint64_t n) { return n == 0 ? 0 : rng_() % n; }
 
   void once(std::string& s, std::string_view other) {
-    static const uint64_t kInteresting[] = {0, 1, 0x7f, 0x80, 0xff, 0x7fff, 0xffff, 0x7fffffff, 0xffffffff,
-                                            0x100000000ull, 0x7fffffffffffffffull, 0xffffffffffffffffull, 4096, 65536};
+    static const uint64_t kInteresting[] = {0,
+                                            1,
+                                            0x7f,
+                                            0x80,
+                                            0xff,
+                                            0x7fff,
+                                            0xffff,
+                                            0x7fffffff,
+                                            0xffffffff,
+                                            0x100000000ull,
+                                            0x7fffffffffffffffull,
+                                            0xffffffffffffffffull,
+                                            4096,
+                                            65536};
     const uint64_t kind = below(9);
     if (s.empty() && kind != 6) {
       s.push_back(static_cast<char>(below(256)));
@@ -458,8 +462,8 @@ class Mutator {
 
 void write_finding(const std::string& input, const std::string& why) {
   const auto t = static_cast<uint8_t>(input[0]);
-  const fs::path p = g.findings / ("finding-" + std::string(kTargetNames[t]) + "-" +
-                                   std::to_string(g.findings_written++) + ".bin");
+  const fs::path p =
+      g.findings / ("finding-" + std::string(kTargetNames[t]) + "-" + std::to_string(g.findings_written++) + ".bin");
   std::ofstream(p, std::ios::binary) << input;
   std::fprintf(stderr, "FINDING (%s): %s\n  input written to %s\n", kTargetNames[t], why.c_str(), p.c_str());
 }
@@ -481,23 +485,31 @@ int main(int argc, char** argv) {
       }
       return argv[++i];
     };
-    if (a == "--seconds") seconds = std::stod(value());
-    else if (a == "--runs") runs = std::stoull(value());
-    else if (a == "--seed") seed = std::stoull(value());
-    else if (a == "--findings") g.findings = value();
-    else if (a == "--write-seeds") write_seeds = value();
-    else if (a == "--verbose") g.verbose = true;
+    if (a == "--seconds")
+      seconds = std::stod(value());
+    else if (a == "--runs")
+      runs = std::stoull(value());
+    else if (a == "--seed")
+      seed = std::stoull(value());
+    else if (a == "--findings")
+      g.findings = value();
+    else if (a == "--write-seeds")
+      write_seeds = value();
+    else if (a == "--verbose")
+      g.verbose = true;
     else if (!a.empty() && a[0] == '-') {
       std::fprintf(stderr, "fuzz_decoders: unknown option %s\n", a.c_str());
       return 2;
-    } else files.push_back(a);
+    } else
+      files.push_back(a);
   }
   crash_path = (fs::absolute(g.findings) / ("finding-crash-" + std::to_string(::getpid()) + ".bin")).string();
   // ASan reports end in the death callback; UBSan (abort_on_error, as
   // scripts/fuzz.sh sets) and plain builds end in a signal.
   if (__sanitizer_set_death_callback) __sanitizer_set_death_callback(dump_current);
-  const std::vector<int> signals = __sanitizer_set_death_callback ? std::vector<int>{SIGABRT}
-                                                                   : std::vector<int>{SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
+  const std::vector<int> signals = __sanitizer_set_death_callback
+                                       ? std::vector<int>{SIGABRT}
+                                       : std::vector<int>{SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
   for (int sig : signals) ::signal(sig, on_fatal_signal);
   ::setenv("NPUCACHE_LOG_LEVEL", "error", 0);  // the damage the fuzzing makes is expected
 
@@ -526,8 +538,8 @@ int main(int argc, char** argv) {
   if (!write_seeds.empty()) {
     fs::create_directories(write_seeds);
     for (std::size_t i = 0; i < seeds.inputs.size(); ++i)
-      std::ofstream(write_seeds / ("seed-" + std::string(kTargetNames[static_cast<uint8_t>(seeds.inputs[i][0])]) +
-                                   "-" + std::to_string(i) + ".bin"),
+      std::ofstream(write_seeds / ("seed-" + std::string(kTargetNames[static_cast<uint8_t>(seeds.inputs[i][0])]) + "-" +
+                                   std::to_string(i) + ".bin"),
                     std::ios::binary)
           << seeds.inputs[i];
   }

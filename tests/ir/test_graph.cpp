@@ -63,8 +63,7 @@ TEST(Infer, LinearAlgebraAndReductions) {
   EXPECT_EQ(t.type(t.g.add_node(Op::matmul, {x, m})).shape, (Shape{s("b"), s("s"), 5}));
   EXPECT_EQ(t.type(t.g.add_node(Op::sum, {x}, Attrs{{"dims", std::vector<int64_t>{-1}}, {"keepdim", true}})).shape,
             (Shape{s("b"), s("s"), 1}));
-  EXPECT_EQ(t.type(t.g.add_node(Op::mean, {x}, Attrs{{"dims", std::vector<int64_t>{0, 2}}})).shape,
-            (Shape{s("s")}));
+  EXPECT_EQ(t.type(t.g.add_node(Op::mean, {x}, Attrs{{"dims", std::vector<int64_t>{0, 2}}})).shape, (Shape{s("s")}));
   auto am = t.g.add_node(Op::argmax, {x}, Attrs{{"dim", int64_t{-1}}});
   EXPECT_EQ(t.type(am), (TensorType{DType::i64, {s("b"), s("s")}}));
   auto nw = t.in({DType::f32, {8}});
@@ -120,13 +119,15 @@ TEST(Infer, CommunicationConstantsAndRng) {
   G t;
   auto x = t.in({DType::f32, {2, 8}});
   EXPECT_EQ(t.type(t.g.add_node(Op::all_reduce, {x}, Attrs{{"group", std::string("tp")}})), t.type(x));
-  auto ag = t.g.add_node(Op::all_gather, {x}, Attrs{{"group", std::string("tp")}, {"dim", int64_t{-1}}, {"size", int64_t{4}}});
+  auto ag = t.g.add_node(Op::all_gather, {x},
+                         Attrs{{"group", std::string("tp")}, {"dim", int64_t{-1}}, {"size", int64_t{4}}});
   EXPECT_EQ(t.type(ag).shape, (Shape{2, 32}));
   EXPECT_THROW(t.g.add_node(Op::all_reduce, {x}, Attrs{{"group", std::string("ep")}}), ShapeError);
   EXPECT_THROW(t.g.add_node(Op::send, {x}, Attrs{{"peer", std::string("up")}}), ShapeError);
   auto gr = t.g.add_node(Op::group_rank, {}, Attrs{{"group", std::string("tp")}});
   EXPECT_EQ(t.type(gr), (TensorType{DType::i64, {}}));
-  auto rv = t.g.add_node(Op::recv, {}, Attrs{{"shape", Shape{2, 8}}, {"dtype", DType::f32}, {"peer", std::string("prev")}});
+  auto rv =
+      t.g.add_node(Op::recv, {}, Attrs{{"shape", Shape{2, 8}}, {"dtype", DType::f32}, {"peer", std::string("prev")}});
   EXPECT_EQ(t.type(rv), t.type(x));
   auto f = t.g.add_node(Op::full, {}, Attrs{{"shape", Shape{}}, {"value", 1.5}, {"dtype", DType::f32}});
   EXPECT_EQ(t.type(f).shape, Shape{});

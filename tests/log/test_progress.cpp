@@ -9,8 +9,8 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <thread>
 
@@ -84,6 +84,4 @@ TEST(Progress, NothingOnAPipe) {
   ::close(fds[0]);
 }
 
-TEST(Progress, NoteWithoutAScopeDoesNothing) {
-  EXPECT_NO_THROW(log::Progress::note("nothing to show"));
-}
+TEST(Progress, NoteWithoutAScopeDoesNothing) { EXPECT_NO_THROW(log::Progress::note("nothing to show")); }

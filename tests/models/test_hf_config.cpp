@@ -134,8 +134,7 @@ TEST(HfConfig, MalformedFilesAreClearErrors) {
     models::load_hf_config("/nonexistent/config.json");
     FAIL();
   } catch (const ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find("cannot read the model config '/nonexistent/config.json'"),
-              std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("cannot read the model config '/nonexistent/config.json'"), std::string::npos);
   }
 }
 

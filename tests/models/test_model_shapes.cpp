@@ -121,18 +121,17 @@ TEST(ModelShapes, UniqueStageGraphsOfShippedConfigs) {
     std::size_t unique;
   };
   const Case cases[] = {
-      {"llama-3-8b", {1, 1}, 2},   // one stage: prompt and decode
-      {"llama-3-8b", {2, 2}, 4},   // first and last
-      {"llama-3-8b", {8, 4}, 6},   // first, middle (2 equal), last
-      {"llama-3-8b", {2, 3}, 6},   // 11, 11, 10: first, middle, last
-      {"llama-3-8b", {1, 5}, 8},   // 7, 7, 6, 6, 6: first, middle of 7, middle of 6, last
-      {"llama-3-70b", {8, 4}, 6},  // 20 each
-      {"llama-3-70b", {8, 3}, 6},  // 27, 27, 26
-      {"llama-3-70b", {4, 6}, 8},  // 14, 14, 13, 13, 13, 13
-      {"qwen2.5-7b", {4, 4}, 6},   // 7 each
-      {"qwen2.5-7b", {2, 6}, 8},   // 5, 5, 4, 4, 4, 4
-      {"mistral-7b", {8, 4}, 6},
-      {"mistral-7b", {2, 5}, 8},   // 7, 7, 6, 6, 6
+      {"llama-3-8b", {1, 1}, 2},                              // one stage: prompt and decode
+      {"llama-3-8b", {2, 2}, 4},                              // first and last
+      {"llama-3-8b", {8, 4}, 6},                              // first, middle (2 equal), last
+      {"llama-3-8b", {2, 3}, 6},                              // 11, 11, 10: first, middle, last
+      {"llama-3-8b", {1, 5}, 8},                              // 7, 7, 6, 6, 6: first, middle of 7, middle of 6, last
+      {"llama-3-70b", {8, 4}, 6},                             // 20 each
+      {"llama-3-70b", {8, 3}, 6},                             // 27, 27, 26
+      {"llama-3-70b", {4, 6}, 8},                             // 14, 14, 13, 13, 13, 13
+      {"qwen2.5-7b", {4, 4}, 6},                              // 7 each
+      {"qwen2.5-7b", {2, 6}, 8},                              // 5, 5, 4, 4, 4, 4
+      {"mistral-7b", {8, 4}, 6},  {"mistral-7b", {2, 5}, 8},  // 7, 7, 6, 6, 6
   };
   for (const Case& c : cases) {
     const auto config = shipped(c.config);
@@ -169,14 +168,17 @@ TEST(ModelShapes, RealWeightsThatDoNotFitNameTheMemoryNeeded) {
   const auto need = models::stage_memory(c, {8, 4, 0, 0});
   // 20 layers of 8192 x (1024 + 128 + 128) + 1024 x 8192 + 3 x 8192 x 3584
   // f32 weights, plus the embedding shard 16032 x 8192 and 40 norms.
-  EXPECT_NEAR(static_cast<double>(need.weights), 20 * 4.0 * (8192 * 2304.0 + 3 * 8192 * 3584.0 + 2 * 8192) +
-                                                     4.0 * 16032 * 8192, 1e6);
+  EXPECT_NEAR(static_cast<double>(need.weights),
+              20 * 4.0 * (8192 * 2304.0 + 3 * 8192 * 3584.0 + 2 * 8192) + 4.0 * 16032 * 8192, 1e6);
   try {
     models::Decoder m(c, {8, 4, 0, 0});
     FAIL() << "a 70B stage of " << need.total() << " bytes was built with real weights";
   } catch (const OutOfMemoryError& e) {
     const std::string msg = e.what();
-    EXPECT_NE(msg.find("llama-3-70b stage 0 of pp 4 at tp 8 needs 8.62 GiB of device memory to run with real weights (8.46 GiB of weights, 160.0 MiB of KV cache)"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("llama-3-70b stage 0 of pp 4 at tp 8 needs 8.62 GiB of device memory to run with real weights "
+                       "(8.46 GiB of weights, 160.0 MiB of KV cache)"),
+              std::string::npos)
+        << msg;
     EXPECT_NE(msg.find("NPUCACHE_SIM_DEVICE_MEMORY"), std::string::npos) << msg;
   }
   models::Decoder meta(c, {8, 4, 0, 0}, models::Weights::meta);

@@ -69,15 +69,17 @@ void expect_close(const Run& got, const Run& want, const std::string& what) {
   ASSERT_EQ(got.prompt.size(), want.prompt.size()) << what;
   ASSERT_EQ(got.decode.size(), want.decode.size()) << what;
   float worst = 0;
-  for (std::size_t i = 0; i < want.prompt.size(); ++i) worst = std::max(worst, std::fabs(got.prompt[i] - want.prompt[i]));
-  for (std::size_t i = 0; i < want.decode.size(); ++i) worst = std::max(worst, std::fabs(got.decode[i] - want.decode[i]));
+  for (std::size_t i = 0; i < want.prompt.size(); ++i)
+    worst = std::max(worst, std::fabs(got.prompt[i] - want.prompt[i]));
+  for (std::size_t i = 0; i < want.decode.size(); ++i)
+    worst = std::max(worst, std::fabs(got.decode[i] - want.decode[i]));
   EXPECT_LE(worst, kTol) << what;
 }
 
 std::string temp_dir() {
-  const auto d = std::filesystem::temp_directory_path() /
-                 ("npucache-slice-" + std::to_string(::getpid()) + "-" +
-                  ::testing::UnitTest::GetInstance()->current_test_info()->name());
+  const auto d =
+      std::filesystem::temp_directory_path() / ("npucache-slice-" + std::to_string(::getpid()) + "-" +
+                                                ::testing::UnitTest::GetInstance()->current_test_info()->name());
   std::filesystem::remove_all(d);
   return d.string();
 }
@@ -86,7 +88,9 @@ void check_slice(const std::string& name) {
   const models::DecoderConfig c = slice(name);
   models::Decoder model(c, {});
   auto eager = [&](auto method) {
-    return [&, method](const Tensor& t, const Tensor& p, const std::vector<Tensor>& kv) { return (model.*method)(t, p, kv); };
+    return [&, method](const Tensor& t, const Tensor& p, const std::vector<Tensor>& kv) {
+      return (model.*method)(t, p, kv);
+    };
   };
   const Run want = run(model, eager(&models::Decoder::prompt), eager(&models::Decoder::decode));
   float magnitude = 0;

@@ -67,7 +67,8 @@ TEST(Models, BadConfigurationsAreClearErrors) {
     models::TinyLlama m(c, {1, 5, 0, 0});  // pp = 3 is an uneven split now; 5 stages leave one empty
     FAIL();
   } catch (const ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find("num_hidden_layers (4) is smaller than pp = 5"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("num_hidden_layers (4) is smaller than pp = 5"), std::string::npos)
+        << e.what();
   }
   EXPECT_THROW(models::TinyLlama(c, {4, 1, 0, 0}), ConfigError);  // kv_heads 2 over tp 4
   EXPECT_THROW(models::TinyLlama(c, {2, 1, 2, 0}), ConfigError);  // rank outside tp

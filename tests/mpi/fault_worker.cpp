@@ -39,16 +39,26 @@ int main(int argc, char** argv) {
   try {
     std::string s = "x";
     std::vector<std::uint64_t> v{1};
-    if (op == "allgather") world.allgather(s, step);
-    else if (op == "broadcast") world.broadcast(s, victim, step);
-    else if (op == "gather") world.gather(s, victim == 0 ? 1 : 0, step);
-    else if (op == "barrier") world.barrier(step);
-    else if (op == "allreduce") world.allreduce_max(v, step);
-    else if (op == "recv") world.recv_from({victim}, 7, step);
-    else if (op == "dup") world.dup(step);
-    else if (op == "split") world.split(0, me, step);
-    else if (op == "split_shared") world.split_shared(step);
-    else if (op == "watchdog") mpi::detail::run_watched(step, [] { MPI_Barrier(MPI_COMM_WORLD); });
+    if (op == "allgather")
+      world.allgather(s, step);
+    else if (op == "broadcast")
+      world.broadcast(s, victim, step);
+    else if (op == "gather")
+      world.gather(s, victim == 0 ? 1 : 0, step);
+    else if (op == "barrier")
+      world.barrier(step);
+    else if (op == "allreduce")
+      world.allreduce_max(v, step);
+    else if (op == "recv")
+      world.recv_from({victim}, 7, step);
+    else if (op == "dup")
+      world.dup(step);
+    else if (op == "split")
+      world.split(0, me, step);
+    else if (op == "split_shared")
+      world.split_shared(step);
+    else if (op == "watchdog")
+      mpi::detail::run_watched(step, [] { MPI_Barrier(MPI_COMM_WORLD); });
     else {
       std::fprintf(stderr, "fault_worker: unknown op %s\n", op.c_str());
       MpiSession::abort(2);

@@ -1,15 +1,15 @@
 // The MPI cache coordinator under mpiexec (1, 2, 4 and 8 ranks).
-#include <npucache/trace.h>
-#include <npucache/device.h>
 #include <npucache/coordinator.h>
+#include <npucache/device.h>
 #include <npucache/models/models.h>
 #include <npucache/mpi.h>
 #include <npucache/ops.h>
+#include <npucache/trace.h>
 
 #include "compiler/compiled_graph.h"
 #include "compiler/tuning_table.h"
-#include "support/cache_files.h"
 #include "mpi/comm.h"
+#include "support/cache_files.h"
 
 #include <gtest/gtest.h>
 
@@ -85,7 +85,7 @@ class Coordinator : public ::testing::Test {
 
   // One job: both methods cached and run once.
   std::vector<MethodReport> job(const std::string& d = "", dist::CoordinatorOptions co = {},
-                                      const CacheOptions* base = nullptr) {
+                                const CacheOptions* base = nullptr) {
     dist::clear_reports();
     CacheOptions po = base ? *base : options("prompt", d), dopt = base ? *base : options("decode", d);
     po.compile.method_name = "prompt";
@@ -232,7 +232,7 @@ TEST_F(Coordinator, NodeLocalCacheDirectories) {
   const std::string local = dir + (rank < (world + 1) / 2 ? "/node0" : "/node1");
   auto cold = job(local);
   EXPECT_EQ(total(count(cold, &MethodReport::compiled)), static_cast<int>(all_keys(cold).size()));
-  EXPECT_EQ(total(count(cold, &MethodReport::writer)) , world > 1 ? 2 * 2 : 2);  // one writer per store and method
+  EXPECT_EQ(total(count(cold, &MethodReport::writer)), world > 1 ? 2 * 2 : 2);  // one writer per store and method
   auto warm = job(local);
   EXPECT_EQ(total(count(warm, &MethodReport::hit)), 2 * world);
 }
@@ -307,9 +307,10 @@ TEST_F(Coordinator, IndependentModeCompilesOnEveryRank) {
 TEST_F(Coordinator, OwnerCompileFailureReachesEveryRank) {
   CacheOptions o = options("prompt");
   o.compile.custom_decompositions[Op::silu] = {"test.fail_on_rank0", [](const std::vector<Tensor>& in, const Attrs&) {
-                                         if (MpiSession::world_rank() == 0) throw Error("injected compile failure");
-                                         return in[0] * ops::sigmoid(in[0]);
-                                       }};
+                                                 if (MpiSession::world_rank() == 0)
+                                                   throw Error("injected compile failure");
+                                                 return in[0] * ops::sigmoid(in[0]);
+                                               }};
   try {
     job("", {}, &o);
     ADD_FAILURE() << "no error";

@@ -48,9 +48,7 @@ TEST(Meta, ScopeMakesMetaParametersWithoutDeviceMemory) {
   {
     nn::MetaScope scope;
     EXPECT_TRUE(nn::MetaScope::active());
-    {
-      nn::MetaScope nested;
-    }
+    { nn::MetaScope nested; }
     EXPECT_TRUE(nn::MetaScope::active());  // nesting restores the outer scope
     m = std::make_shared<Mlp>();
   }

@@ -1,6 +1,6 @@
 #include <npucache/error.h>
-#include <npucache/module.h>
 #include <npucache/models/models.h>
+#include <npucache/module.h>
 
 #include <gtest/gtest.h>
 

@@ -67,10 +67,9 @@ TEST(Trace, SignatureBindsAndRejectsMismatches) {
   std::vector<Tensor> kv{Tensor::from_vector({1, 1, 1, 1, 1, 1}, {3, 2})};
   TraceResult r = trace_method(m, &models::SeedExample::prompt, {}, x, kv);
   auto call = [](int64_t b0, int64_t b1, const std::string& guard) {
-    return std::make_pair(
-        std::vector<std::pair<std::string, TensorType>>{{"arg0.data", {DType::f32, {b0, 2}}},
-                                                        {"arg1[0]", {DType::f32, {b1, 2}}}},
-        std::vector<GuardSpec>{{"arg0.is_prompt", guard}});
+    return std::make_pair(std::vector<std::pair<std::string, TensorType>>{{"arg0.data", {DType::f32, {b0, 2}}},
+                                                                          {"arg1[0]", {DType::f32, {b1, 2}}}},
+                          std::vector<GuardSpec>{{"arg0.is_prompt", guard}});
   };
   auto [t1, g1] = call(5, 5, "true");
   EXPECT_EQ(r.signature.bind(t1, g1).at("s0"), 5);

@@ -89,8 +89,8 @@ TEST(Capture, ReplayWithUpdatedInputAddressesAndCopyMode) {
   std::memcpy(other->data(), four.data(), 1024 * 4);
   graph->replay(s, {{fresh.get(), other}}, runtime::TaskGraph::InputMode::copy);
   s.synchronize();
-  EXPECT_EQ(read(c.out)[5], 12.0f);                          // 4*4 - 4
-  EXPECT_EQ(static_cast<float*>(fresh->data())[5], 4.0f);    // copied in
+  EXPECT_EQ(read(c.out)[5], 12.0f);                        // 4*4 - 4
+  EXPECT_EQ(static_cast<float*>(fresh->data())[5], 4.0f);  // copied in
 
   runtime::BlockPtr unknown = c.d.allocate(1024 * 4);
   EXPECT_THROW(graph->replay(s, {{unknown.get(), other}}), DeviceError);

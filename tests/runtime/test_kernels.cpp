@@ -62,23 +62,29 @@ TEST(Kernels, MatmulEveryTilingMatchesReference) {
     for (int64_t i = 0; i < M; ++i)
       for (int64_t j = 0; j < N; ++j) {
         double s = 0;
-        for (int64_t k = 0; k < K; ++k) s += av[static_cast<std::size_t>((b * M + i) * K + k)] * bv[static_cast<std::size_t>(k * N + j)];
+        for (int64_t k = 0; k < K; ++k)
+          s += av[static_cast<std::size_t>((b * M + i) * K + k)] * bv[static_cast<std::size_t>(k * N + j)];
         ref[static_cast<std::size_t>((b * M + i) * N + j)] = s;
       }
-  for (auto [tm, tn, tk] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{{0, 0, 0}, {1, 1, 1}, {8, 16, 4}, {32, 256, 128}, {64, 8, 64}}) {
-    auto out = run(Op::matmul, {make(DType::f32, {B, M, K}, av), make(DType::f32, {K, N}, bv), make(DType::f32, {B, M, N})},
-                   Attrs{{"tile_m", tm}, {"tile_n", tn}, {"tile_k", tk}});
+  for (auto [tm, tn, tk] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
+           {0, 0, 0}, {1, 1, 1}, {8, 16, 4}, {32, 256, 128}, {64, 8, 64}}) {
+    auto out =
+        run(Op::matmul, {make(DType::f32, {B, M, K}, av), make(DType::f32, {K, N}, bv), make(DType::f32, {B, M, N})},
+            Attrs{{"tile_m", tm}, {"tile_n", tn}, {"tile_k", tk}});
     expect_close(out, ref, 1e-4);
   }
 }
 
 TEST(Kernels, ReductionsSoftmaxArgmax) {
   std::vector<double> x{1, 5, 3, -2, 4, 0};
-  auto sum = run(Op::sum, {make(DType::f32, {2, 3}, x), make(DType::f32, {2})}, Attrs{{"dims", std::vector<int64_t>{1}}});
+  auto sum =
+      run(Op::sum, {make(DType::f32, {2, 3}, x), make(DType::f32, {2})}, Attrs{{"dims", std::vector<int64_t>{1}}});
   expect_close(sum, {9, 2}, 1e-6);
-  auto mean0 = run(Op::mean, {make(DType::f32, {2, 3}, x), make(DType::f32, {3})}, Attrs{{"dims", std::vector<int64_t>{0}}});
+  auto mean0 =
+      run(Op::mean, {make(DType::f32, {2, 3}, x), make(DType::f32, {3})}, Attrs{{"dims", std::vector<int64_t>{0}}});
   expect_close(mean0, {-0.5, 4.5, 1.5}, 1e-6);
-  auto mx = run(Op::max, {make(DType::f32, {2, 3}, x), make(DType::f32, {})}, Attrs{{"dims", std::vector<int64_t>{0, 1}}});
+  auto mx =
+      run(Op::max, {make(DType::f32, {2, 3}, x), make(DType::f32, {})}, Attrs{{"dims", std::vector<int64_t>{0, 1}}});
   expect_close(mx, {5}, 0);
   auto am = run(Op::argmax, {make(DType::f32, {2, 3}, x), make(DType::i64, {2})}, Attrs{{"dim", int64_t{1}}});
   expect_close(am, {1, 1}, 0);
@@ -100,17 +106,23 @@ TEST(Kernels, LayoutKernels) {
   auto s = run(Op::slice, {make(DType::i64, {2, 3, 4}, x), make(DType::i64, {2, 1, 4})},
                Attrs{{"dim", int64_t{1}}, {"bounds", Shape{2, 3}}});
   expect_close(s, {8, 9, 10, 11, 20, 21, 22, 23}, 0);
-  auto c = run(Op::concat, {make(DType::f32, {2, 1}, {1, 2}), make(DType::f32, {2, 2}, {3, 4, 5, 6}), make(DType::f32, {2, 3})},
+  auto c = run(Op::concat,
+               {make(DType::f32, {2, 1}, {1, 2}), make(DType::f32, {2, 2}, {3, 4, 5, 6}), make(DType::f32, {2, 3})},
                Attrs{{"dim", int64_t{1}}});
   expect_close(c, {1, 3, 4, 2, 5, 6}, 0);
-  auto g = run(Op::gather, {make(DType::f32, {2, 3}, {1, 2, 3, 4, 5, 6}), make(DType::i64, {2, 2}, {2, 0, 1, 1}), make(DType::f32, {2, 2})},
-               Attrs{{"dim", int64_t{1}}});
+  auto g = run(
+      Op::gather,
+      {make(DType::f32, {2, 3}, {1, 2, 3, 4, 5, 6}), make(DType::i64, {2, 2}, {2, 0, 1, 1}), make(DType::f32, {2, 2})},
+      Attrs{{"dim", int64_t{1}}});
   expect_close(g, {3, 1, 5, 5}, 0);
-  auto e = run(Op::expand, {make(DType::f32, {2, 1}, {7, 8}), make(DType::f32, {2, 2, 3})}, Attrs{{"shape", Shape{2, 2, 3}}});
+  auto e = run(Op::expand, {make(DType::f32, {2, 1}, {7, 8}), make(DType::f32, {2, 2, 3})},
+               Attrs{{"shape", Shape{2, 2, 3}}});
   expect_close(e, {7, 7, 7, 8, 8, 8, 7, 7, 7, 8, 8, 8}, 0);
-  auto cast = run(Op::cast, {make(DType::f32, {3}, {1.7, -2.2, 0}), make(DType::i32, {3})}, Attrs{{"dtype", DType::i32}});
+  auto cast =
+      run(Op::cast, {make(DType::f32, {3}, {1.7, -2.2, 0}), make(DType::i32, {3})}, Attrs{{"dtype", DType::i32}});
   expect_close(cast, {1, -2, 0}, 0);
-  auto emb = run(Op::embedding, {make(DType::f32, {3, 2}, {0, 1, 2, 3, 4, 5}), make(DType::i32, {3}, {2, -1, 0}), make(DType::f32, {3, 2})});
+  auto emb = run(Op::embedding, {make(DType::f32, {3, 2}, {0, 1, 2, 3, 4, 5}), make(DType::i32, {3}, {2, -1, 0}),
+                                 make(DType::f32, {3, 2})});
   expect_close(emb, {4, 5, 0, 0, 0, 1}, 0);
 }
 
@@ -118,8 +130,9 @@ TEST(Kernels, RopeMatchesReference) {
   const int64_t B = 1, S = 3, H = 2, D = 4;
   auto xv = random_values(B * S * H * D, 3);
   std::vector<double> pos{0, 5, 11};
-  auto out = run(Op::rope, {make(DType::f32, {B, S, H, D}, xv), make(DType::i64, {B, S}, pos), make(DType::f32, {B, S, H, D})},
-                 Attrs{{"theta", 10000.0}});
+  auto out =
+      run(Op::rope, {make(DType::f32, {B, S, H, D}, xv), make(DType::i64, {B, S}, pos), make(DType::f32, {B, S, H, D})},
+          Attrs{{"theta", 10000.0}});
   for (int64_t s = 0; s < S; ++s)
     for (int64_t h = 0; h < H; ++h)
       for (int64_t i = 0; i < D / 2; ++i) {
@@ -133,7 +146,8 @@ TEST(Kernels, RopeMatchesReference) {
 TEST(Kernels, ElementwiseFloatAndInteger) {
   auto f = run(Op::div, {make(DType::f32, {3}, {1, 4, 9}), make(DType::f32, {1}, {2}), make(DType::f32, {3})});
   expect_close(f, {0.5, 2, 4.5}, 1e-7);
-  auto i = run(Op::sub, {make(DType::i64, {2, 1}, {10, 20}), make(DType::i64, {3}, {1, 2, 3}), make(DType::i64, {2, 3})});
+  auto i =
+      run(Op::sub, {make(DType::i64, {2, 1}, {10, 20}), make(DType::i64, {3}, {1, 2, 3}), make(DType::i64, {2, 3})});
   expect_close(i, {9, 8, 7, 19, 18, 17}, 0);
   auto cmp = run(Op::le, {make(DType::i64, {3}, {1, 2, 3}), make(DType::i64, {1}, {2}), make(DType::boolean, {3})});
   expect_close(cmp, {1, 1, 0}, 0);
@@ -142,7 +156,11 @@ TEST(Kernels, ElementwiseFloatAndInteger) {
     auto y = run(op, {make(DType::f32, {2}, xs), make(DType::f32, {2})});
     for (int k = 0; k < 2; ++k) {
       double v = xs[static_cast<std::size_t>(k)];
-      double want = op == Op::exp ? std::exp(v) : op == Op::sigmoid ? 1 / (1 + std::exp(-v)) : op == Op::tanh ? std::tanh(v) : op == Op::rsqrt ? 1 / std::sqrt(v) : std::sin(v);
+      double want = op == Op::exp       ? std::exp(v)
+                    : op == Op::sigmoid ? 1 / (1 + std::exp(-v))
+                    : op == Op::tanh    ? std::tanh(v)
+                    : op == Op::rsqrt   ? 1 / std::sqrt(v)
+                                        : std::sin(v);
       EXPECT_NEAR(y[static_cast<std::size_t>(k)], want, 1e-6) << op_name(op);
     }
   }
@@ -150,7 +168,8 @@ TEST(Kernels, ElementwiseFloatAndInteger) {
 
 TEST(Kernels, HalfConversionRoundTrip) {
   for (float v : {0.0f, 1.0f, -2.5f, 65504.0f, 6.1035156e-05f, 5.9604645e-08f, 0.1f})
-    EXPECT_NEAR(runtime::kernels::half_to_float(runtime::kernels::float_to_half(v)), v, std::fabs(v) * 1e-3 + 1e-8) << v;
+    EXPECT_NEAR(runtime::kernels::half_to_float(runtime::kernels::float_to_half(v)), v, std::fabs(v) * 1e-3 + 1e-8)
+        << v;
   EXPECT_TRUE(std::isinf(runtime::kernels::half_to_float(runtime::kernels::float_to_half(1e6f))));
   EXPECT_EQ(runtime::kernels::bf16_to_float(runtime::kernels::float_to_bf16(3.0f)), 3.0f);
 }

@@ -2,10 +2,10 @@
 // output.
 #pragma once
 
+#include <sys/wait.h>
 #include <array>
 #include <cstdio>
 #include <string>
-#include <sys/wait.h>
 
 namespace npucache::testing_support {
 

@@ -6,20 +6,20 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
 #include <array>
 #include <cstdio>
 #include <filesystem>
 #include <string>
-#include <sys/wait.h>
-#include <unistd.h>
 
 namespace fs = std::filesystem;
 
 namespace {
 
+using npucache::testing_support::has;
 using npucache::testing_support::Out;
 using npucache::testing_support::sh;
-using npucache::testing_support::has;
 
 // The line of `label` in a worker's output.
 std::string line(const std::string& text, const std::string& label) {
@@ -32,7 +32,7 @@ class UserModels : public ::testing::Test {
  protected:
   void SetUp() override {
     dir = fs::temp_directory_path() / ("npucache-user-" + std::to_string(::getpid()) + "-" +
-                                      ::testing::UnitTest::GetInstance()->current_test_info()->name());
+                                       ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir);
   }
   void TearDown() override { fs::remove_all(dir); }
@@ -58,7 +58,9 @@ TEST_F(UserModels, TwoUnnamedMethodsNeverShareAnEntry) {
     EXPECT_TRUE(has(p, "/prompt values")) << p;
     EXPECT_TRUE(has(d, "/decode values")) << d;
     // One model_info for the model: the entries differ only in ${func}.
-    const auto entry = [](const std::string& l) { return l.substr(l.find("entry ") + 6, l.find(" values") - l.find("entry ") - 6); };
+    const auto entry = [](const std::string& l) {
+      return l.substr(l.find("entry ") + 6, l.find(" values") - l.find("entry ") - 6);
+    };
     EXPECT_EQ(fs::path(entry(p)).parent_path(), fs::path(entry(d)).parent_path()) << p << "\n" << d;
   }
 }
@@ -128,7 +130,8 @@ TEST_F(UserModels, StructReturningMethodWorksColdAndWarm) {
       EXPECT_TRUE(has(line(o.text, "struct"), "match yes")) << flags << "\n" << o.text;
       EXPECT_TRUE(has(line(o.text, "struct-again"), "match yes")) << flags << "\n" << o.text;
       EXPECT_TRUE(has(o.text, "extras 2")) << o.text;
-      EXPECT_TRUE(has(line(o.text, "struct"), round == 0 ? "status compiled" : "status hit")) << flags << "\n" << o.text;
+      EXPECT_TRUE(has(line(o.text, "struct"), round == 0 ? "status compiled" : "status hit")) << flags << "\n"
+                                                                                              << o.text;
     }
   }
 }

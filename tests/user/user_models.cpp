@@ -184,9 +184,12 @@ int main(int argc, char** argv) {
   }
   dir = argv[2];
   for (int i = 3; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--scale") == 0 && i + 1 < argc) g_scale = std::stod(argv[++i]);
-    else if (std::strcmp(argv[i], "--fast") == 0 && i + 1 < argc) g_fast = argv[++i];
-    else if (std::strcmp(argv[i], "--ge-cache") == 0) g_ge_cache = true;
+    if (std::strcmp(argv[i], "--scale") == 0 && i + 1 < argc)
+      g_scale = std::stod(argv[++i]);
+    else if (std::strcmp(argv[i], "--fast") == 0 && i + 1 < argc)
+      g_fast = argv[++i];
+    else if (std::strcmp(argv[i], "--ge-cache") == 0)
+      g_ge_cache = true;
   }
   try {
     return run(argv[1]);

@@ -29,12 +29,12 @@ struct GeConfig {
 struct CompilerConfig {
   CompileMode mode = CompileMode::max_autotune;
   GeConfig ge_config;
-  bool fusion = true;                 // fuse elementwise/reduction chains
-  bool memory_planning = true;        // one arena with reused offsets
-  int max_streams = 2;                // multi-stream mode: streams used at most
-  int autotune_candidates = 8;        // tilings timed per heavy kernel (max-autotune)
-  int autotune_repetitions = 5;       // measurements per candidate (best kept)
-  int autotune_min_time_us = 200;     // a measurement repeats the kernel this long
+  bool fusion = true;                                            // fuse elementwise/reduction chains
+  bool memory_planning = true;                                   // one arena with reused offsets
+  int max_streams = 2;                                           // multi-stream mode: streams used at most
+  int autotune_candidates = 8;                                   // tilings timed per heavy kernel (max-autotune)
+  int autotune_repetitions = 5;                                  // measurements per candidate (best kept)
+  int autotune_min_time_us = 200;                                // a measurement repeats the kernel this long
   InputHandling input_handling = InputHandling::update_address;  // reduce-overhead
   // Share autotune decisions through the process's tuning table (and the
   // cache directory's tuning file): a kernel signature tuned before is not
@@ -65,7 +65,6 @@ NpuBackend get_npu_backend(const CompilerConfig& config = {});
 // The effective config of a compile: the config, the backend's config, or
 // the default. Both given and different: ConfigError "config in current
 // backend is different from the config ...".
-CompilerConfig resolve_config(const std::optional<CompilerConfig>& config,
-                              const std::optional<NpuBackend>& backend);
+CompilerConfig resolve_config(const std::optional<CompilerConfig>& config, const std::optional<NpuBackend>& backend);
 
 }  // namespace npucache

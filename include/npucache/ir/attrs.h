@@ -15,8 +15,7 @@
 
 namespace npucache {
 
-using AttrValue = std::variant<bool, int64_t, double, std::string, std::vector<int64_t>,
-                               std::vector<SymExpr>, DType>;
+using AttrValue = std::variant<bool, int64_t, double, std::string, std::vector<int64_t>, std::vector<SymExpr>, DType>;
 
 class Attrs {
  public:

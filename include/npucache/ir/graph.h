@@ -42,9 +42,9 @@ struct Node {
   std::vector<ValueId> inputs;
   Attrs attrs;
   TensorType type;
-  std::string name;                           // value name, unique in the graph
+  std::string name;  // value name, unique in the graph
   PlaceholderKind kind = PlaceholderKind::none;
-  std::string target;                         // parameter/buffer name, input path
+  std::string target;  // parameter/buffer name, input path
 };
 
 // Decides whether two dims are equal, and whether a dim is a known
@@ -64,11 +64,9 @@ class Graph {
   ValueId add_placeholder(PlaceholderKind kind, const std::string& target, TensorType type);
   // Infers the output type; throws ShapeError naming the node, the op and the
   // offending operand types.
-  ValueId add_node(Op op, std::vector<ValueId> inputs, Attrs attrs = {},
-                   DimUnifier* unifier = nullptr);
+  ValueId add_node(Op op, std::vector<ValueId> inputs, Attrs attrs = {}, DimUnifier* unifier = nullptr);
   // Adds a node with a known type (deserialization, passes); verify() checks it.
-  ValueId add_typed_node(Op op, std::vector<ValueId> inputs, Attrs attrs, TensorType type,
-                         std::string name = {});
+  ValueId add_typed_node(Op op, std::vector<ValueId> inputs, Attrs attrs, TensorType type, std::string name = {});
   void set_outputs(std::vector<ValueId> outputs);
 
   const std::vector<Node>& nodes() const { return nodes_; }
@@ -97,8 +95,7 @@ bool operator==(const Node& a, const Node& b);
 
 // Output type of `op` applied to operands of types `inputs`; throws
 // ShapeError describing the mismatch (without the node name).
-TensorType infer_type(Op op, const std::vector<const TensorType*>& inputs, const Attrs& attrs,
-                      DimUnifier& unifier);
+TensorType infer_type(Op op, const std::vector<const TensorType*>& inputs, const Attrs& attrs, DimUnifier& unifier);
 
 // Type-checks every node: inputs defined earlier, arity, and the recorded
 // type equal to the inferred one. Throws VerifyError naming the node, the op

@@ -15,28 +15,74 @@ namespace npucache {
 enum class Op : uint16_t {
   placeholder,
   // elementwise binary (broadcasting, equal dtypes)
-  add, sub, mul, div, maximum, minimum, pow,
+  add,
+  sub,
+  mul,
+  div,
+  maximum,
+  minimum,
+  pow,
   // comparisons (broadcasting, bool result)
-  eq, ne, lt, le, gt, ge,
+  eq,
+  ne,
+  lt,
+  le,
+  gt,
+  ge,
   where,
   // elementwise unary
-  neg, abs, exp, log, sqrt, rsqrt, sin, cos, reciprocal, relu, sigmoid, tanh,
-  gelu, silu,
+  neg,
+  abs,
+  exp,
+  log,
+  sqrt,
+  rsqrt,
+  sin,
+  cos,
+  reciprocal,
+  relu,
+  sigmoid,
+  tanh,
+  gelu,
+  silu,
   // linear algebra
-  matmul, linear,
+  matmul,
+  linear,
   // reductions
-  sum, mean, max, argmax, softmax,
+  sum,
+  mean,
+  max,
+  argmax,
+  softmax,
   // norms, position encoding, attention
-  rmsnorm, layernorm, rope, attention,
+  rmsnorm,
+  layernorm,
+  rope,
+  attention,
   // layout
-  reshape, permute, transpose, expand, slice, concat, gather, embedding,
-  cast, full, arange,
+  reshape,
+  permute,
+  transpose,
+  expand,
+  slice,
+  concat,
+  gather,
+  embedding,
+  cast,
+  full,
+  arange,
   // in-place update of a buffer (KV cache write)
   buffer_update,
   // communication
-  all_reduce, all_gather, group_rank, send, recv,
+  all_reduce,
+  all_gather,
+  group_rank,
+  send,
+  recv,
   // random numbers
-  randn, bernoulli, dropout,
+  randn,
+  bernoulli,
+  dropout,
   // compiler-internal: a fused elementwise/reduction kernel (see
   // src/compiler/fusion.h); its output type is in its attributes
   fused,
@@ -47,9 +93,9 @@ struct OpInfo {
   std::string_view name;
   int min_inputs;
   int max_inputs;
-  bool composite;     // has a default decomposition, no kernel
-  bool side_effect;   // must not be removed or merged (comm, in-place, rng)
-  bool rng;           // draws random numbers
+  bool composite;    // has a default decomposition, no kernel
+  bool side_effect;  // must not be removed or merged (comm, in-place, rng)
+  bool rng;          // draws random numbers
 };
 
 const OpInfo& op_info(Op op);

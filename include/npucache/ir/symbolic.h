@@ -23,8 +23,8 @@ using SymBindings = std::map<std::string, int64_t>;
 
 class SymExpr {
  public:
-  SymExpr() = default;                 // the constant 0
-  SymExpr(int64_t constant);           // NOLINT: implicit, dims are ints
+  SymExpr() = default;                                                // the constant 0
+  SymExpr(int64_t constant);                                          // NOLINT: implicit, dims are ints
   SymExpr(int constant) : SymExpr(static_cast<int64_t>(constant)) {}  // NOLINT
   static SymExpr symbol(const std::string& name);
 

@@ -50,10 +50,10 @@ class SimpleMLP : public nn::Module {
 };
 
 struct GenerationResult {
-  std::vector<int64_t> tokens;            // generated tokens (batch row 0)
-  std::vector<std::vector<float>> logits; // last-position logits per step (last stage only)
+  std::vector<int64_t> tokens;             // generated tokens (batch row 0)
+  std::vector<std::vector<float>> logits;  // last-position logits per step (last stage only)
   double time_to_first_token_s = 0;
-  std::vector<double> token_latency_s;    // decode steps
+  std::vector<double> token_latency_s;  // decode steps
 };
 
 // Greedy generation of `new_tokens` tokens after `prompt` (batch 1) on every
@@ -62,8 +62,7 @@ struct GenerationResult {
 // methods; cached or compiled callables may be passed instead.
 // One model call (tokens, positions, kv) -> logits or hidden states.
 using StepFn = std::function<Tensor(const Tensor&, const Tensor&, const std::vector<Tensor>&)>;
-GenerationResult greedy_generate(Decoder& model, const std::vector<int64_t>& prompt,
-                                 int new_tokens, Communicator& comm, StepFn prompt_fn = nullptr,
-                                 StepFn decode_fn = nullptr);
+GenerationResult greedy_generate(Decoder& model, const std::vector<int64_t>& prompt, int new_tokens, Communicator& comm,
+                                 StepFn prompt_fn = nullptr, StepFn decode_fn = nullptr);
 
 }  // namespace npucache::models

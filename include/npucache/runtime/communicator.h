@@ -36,9 +36,7 @@ struct ParallelLayout {
   int tp_rank(int global_rank) const { return global_rank % tp; }
   int pp_rank(int global_rank) const { return (global_rank / tp) % pp; }
   int dp_rank(int global_rank) const { return global_rank / (tp * pp); }
-  int global_rank(int tp_rank, int pp_rank, int dp_rank) const {
-    return dp_rank * tp * pp + pp_rank * tp + tp_rank;
-  }
+  int global_rank(int tp_rank, int pp_rank, int dp_rank) const { return dp_rank * tp * pp + pp_rank * tp + tp_rank; }
 };
 
 enum class PipelinePeer { next, prev };

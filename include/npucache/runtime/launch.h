@@ -11,8 +11,8 @@
 #include <vector>
 
 #include <npucache/ir/attrs.h>
-#include <npucache/runtime/memory.h>
 #include <npucache/ir/op.h>
+#include <npucache/runtime/memory.h>
 
 namespace npucache {
 class Communicator;
@@ -38,10 +38,10 @@ struct TensorArg {
 struct KernelLaunch {
   Op op = Op::placeholder;
   std::shared_ptr<const Attrs> attrs;
-  std::vector<TensorArg> args;      // inputs..., output
-  Communicator* comm = nullptr;     // for collective and point-to-point ops
-  uint64_t rng_seed = 0;            // for rng ops: the stream's seed and
-  uint64_t rng_offset = 0;          // the launch's offset in its sequence
+  std::vector<TensorArg> args;   // inputs..., output
+  Communicator* comm = nullptr;  // for collective and point-to-point ops
+  uint64_t rng_seed = 0;         // for rng ops: the stream's seed and
+  uint64_t rng_offset = 0;       // the launch's offset in its sequence
 };
 
 // Runs the kernel of `launch` on the calling thread. Throws DeviceError for

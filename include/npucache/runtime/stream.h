@@ -98,8 +98,7 @@ class TaskGraph {
   // the new one, in copy mode the new contents are copied into the captured
   // block first. Throws DeviceError when a captured block is unknown to the
   // graph or the new buffer is smaller.
-  void replay(Stream& stream,
-              const std::vector<std::pair<const Block*, BlockPtr>>& inputs = {},
+  void replay(Stream& stream, const std::vector<std::pair<const Block*, BlockPtr>>& inputs = {},
               InputMode mode = InputMode::update_address);
   // Both at once: `rebind` pairs are redirected, `copy_in` pairs copied.
   void replay_with(Stream& stream, const std::vector<std::pair<const Block*, BlockPtr>>& rebind,

@@ -20,18 +20,18 @@ using Config = std::vector<std::pair<std::string, int64_t>>;
 // Candidate tilings, the untuned default first.
 const std::vector<Config>& matmul_candidates() {
   static const std::vector<Config> c = {
-      {{"tile_m", 32}, {"tile_n", 256}, {"tile_k", 128}}, {{"tile_m", 16}, {"tile_n", 128}, {"tile_k", 64}},
-      {{"tile_m", 64}, {"tile_n", 256}, {"tile_k", 64}},  {{"tile_m", 8}, {"tile_n", 64}, {"tile_k", 256}},
-      {{"tile_m", 32}, {"tile_n", 512}, {"tile_k", 32}},  {{"tile_m", 4}, {"tile_n", 1024}, {"tile_k", 128}},
+      {{"tile_m", 32}, {"tile_n", 256}, {"tile_k", 128}},  {{"tile_m", 16}, {"tile_n", 128}, {"tile_k", 64}},
+      {{"tile_m", 64}, {"tile_n", 256}, {"tile_k", 64}},   {{"tile_m", 8}, {"tile_n", 64}, {"tile_k", 256}},
+      {{"tile_m", 32}, {"tile_n", 512}, {"tile_k", 32}},   {{"tile_m", 4}, {"tile_n", 1024}, {"tile_k", 128}},
       {{"tile_m", 128}, {"tile_n", 128}, {"tile_k", 128}}, {{"tile_m", 16}, {"tile_n", 64}, {"tile_k", 512}},
-      {{"tile_m", 2}, {"tile_n", 256}, {"tile_k", 1024}}, {{"tile_m", 0}, {"tile_n", 0}, {"tile_k", 0}},
+      {{"tile_m", 2}, {"tile_n", 256}, {"tile_k", 1024}},  {{"tile_m", 0}, {"tile_n", 0}, {"tile_k", 0}},
   };
   return c;
 }
 
 const std::vector<Config>& fused_candidates() {
   static const std::vector<Config> c = {
-      {{"block", 1024}}, {{"block", 256}}, {{"block", 512}},  {{"block", 2048}},
+      {{"block", 1024}}, {{"block", 256}},  {{"block", 512}}, {{"block", 2048}},
       {{"block", 4096}}, {{"block", 8192}}, {{"block", 128}}, {{"block", 16384}},
   };
   return c;
@@ -42,7 +42,6 @@ std::string config_str(const Config& c) {
   for (const auto& [k, v] : c) s += (s.empty() ? "" : " ") + k + "=" + std::to_string(v);
   return s;
 }
-
 
 // Best of `reps` measurements; each runs the kernel back to back for at
 // least `min_us` (after one warm-up run) and reports the mean per run, so
@@ -74,8 +73,8 @@ int candidate_index(const std::vector<Config>& cands, std::size_t n, const std::
 
 }  // namespace
 
-std::vector<AutotuneDecision> autotune(DeviceProgram& p, const SymBindings& example,
-                                       const CompilerConfig& config, int device) {
+std::vector<AutotuneDecision> autotune(DeviceProgram& p, const SymBindings& example, const CompilerConfig& config,
+                                       int device) {
   std::vector<AutotuneDecision> decisions;
   std::map<std::string, std::size_t> by_key;
   Device& dev = Platform::get().device(device);
@@ -94,7 +93,8 @@ std::vector<AutotuneDecision> autotune(DeviceProgram& p, const SymBindings& exam
     const TensorType& rt = p.buffers[static_cast<std::size_t>(s.result)].type;
     args.push_back({nullptr, 0, rt.dtype, evaluate_dims(rt.shape, example)});
     if (s.op == Op::matmul && s.attrs.get_bool_or("trans_b", false)) key += " trans_b";
-    if (s.op == Op::fused) key += " code#" + std::to_string(std::hash<std::string>{}(attr_str(s.attrs.get<std::vector<int64_t>>("code"))));
+    if (s.op == Op::fused)
+      key += " code#" + std::to_string(std::hash<std::string>{}(attr_str(s.attrs.get<std::vector<int64_t>>("code"))));
     auto found = by_key.find(key);
     if (found == by_key.end()) {
       Attrs base = evaluate_attrs(s.attrs, example);
@@ -112,7 +112,8 @@ std::vector<AutotuneDecision> autotune(DeviceProgram& p, const SymBindings& exam
       // candidates and names one of the known ones: applied, not timed.
       if (config.shared_tuning)
         if (auto e = table.find(runtime, key); e && static_cast<std::size_t>(std::max(e->candidates, 0)) >= n) {
-          const int c = candidate_index(cands, std::max<std::size_t>(static_cast<std::size_t>(e->candidates), 1), e->chosen);
+          const int c =
+              candidate_index(cands, std::max<std::size_t>(static_cast<std::size_t>(e->candidates), 1), e->chosen);
           if (c >= 0) {
             d.chosen = e->chosen;
             d.best_us = e->best_us;
@@ -186,7 +187,8 @@ void apply_autotune(DeviceProgram& p, const std::vector<AutotuneDecision>& decis
     }
     for (int si : d.steps) {
       if (si < 0 || static_cast<std::size_t>(si) >= p.steps.size() ||
-          (p.steps[static_cast<std::size_t>(si)].op != Op::matmul && p.steps[static_cast<std::size_t>(si)].op != Op::fused))
+          (p.steps[static_cast<std::size_t>(si)].op != Op::matmul &&
+           p.steps[static_cast<std::size_t>(si)].op != Op::fused))
         throw VerifyError("autotune decision for '" + d.key + "' names step " + std::to_string(si) +
                           ", which is no tunable kernel of the program");
       for (const auto& [k, v] : chosen) p.steps[static_cast<std::size_t>(si)].attrs.set(k, v);

@@ -32,7 +32,7 @@ int64_t fit_dim(std::vector<runtime::TensorArg>& args, int64_t full, std::size_t
 
 std::string budget_str(std::size_t budget) {
   return budget % (std::size_t{1} << 20) == 0 ? std::to_string(budget >> 20) + " MiB"
-                                               : std::to_string(budget) + " bytes";
+                                              : std::to_string(budget) + " bytes";
 }
 
 }  // namespace
@@ -45,7 +45,8 @@ ScratchBound bound_matmul(std::vector<runtime::TensorArg>& args, bool trans_b, s
   auto& c = args[2].dims;
   std::string note;
   auto say = [&](const std::string& what, int64_t got, int64_t full) {
-    if (got != full) note += (note.empty() ? "" : ", ") + what + " " + std::to_string(got) + " of " + std::to_string(full);
+    if (got != full)
+      note += (note.empty() ? "" : ", ") + what + " " + std::to_string(got) + " of " + std::to_string(full);
   };
   // Batch elements repeat the same 2-D kernel: one is the most faithful
   // slice. Then rows, to at most half the budget, so the columns (a

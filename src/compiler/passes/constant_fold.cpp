@@ -80,9 +80,9 @@ Graph fold_constants(const Graph& g) {
     std::optional<double> folded;
     if (all_const) folded = is_layout(n.op) ? std::optional<double>(vals[0]) : evaluate(n.op, vals, n.type.dtype);
     if (folded) {
-      rw.set(id, out.add_typed_node(Op::full, {},
-                                    Attrs{{"shape", n.type.shape}, {"value", *folded}, {"dtype", n.type.dtype}},
-                                    n.type));
+      rw.set(id,
+             out.add_typed_node(Op::full, {},
+                                Attrs{{"shape", n.type.shape}, {"value", *folded}, {"dtype", n.type.dtype}}, n.type));
     } else {
       rw.copy(id);
     }

@@ -11,9 +11,7 @@ constexpr int kMaxRounds = 8;  // custom decompositions may emit composite ops
 
 bool needs_rewrite(const Graph& g, const DecompositionTable& custom, bool first_round) {
   for (const Node& n : g.nodes())
-    if (n.op != Op::placeholder &&
-        (op_info(n.op).composite || (first_round && custom.count(n.op))))
-      return true;
+    if (n.op != Op::placeholder && (op_info(n.op).composite || (first_round && custom.count(n.op)))) return true;
   return false;
 }
 
@@ -30,24 +28,28 @@ Graph one_round(const Graph& g, const DecompositionTable& custom, bool first_rou
     std::vector<Tensor> in;
     for (ValueId v : n.inputs) in.push_back(vals[static_cast<std::size_t>(v)]);
     auto c = first_round ? custom.find(n.op) : custom.end();
-    const Decomposition* d = c != custom.end() ? &c->second.fn : op_info(n.op).composite ? default_decomposition(n.op) : nullptr;
+    const Decomposition* d = c != custom.end()         ? &c->second.fn
+                             : op_info(n.op).composite ? default_decomposition(n.op)
+                                                       : nullptr;
     Tensor out;
     if (d == nullptr) {
       out = st.record(n.op, in, n.attrs);
     } else {
-      const std::string who = c != custom.end() ? "custom decomposition '" + c->second.name + "'" : "default decomposition";
+      const std::string who =
+          c != custom.end() ? "custom decomposition '" + c->second.name + "'" : "default decomposition";
       try {
         out = (*d)(in, n.attrs);
       } catch (const Error& e) {
-        throw VerifyError("node '" + n.name + "' (" + std::string(op_name(n.op)) + "): " + who + " failed: " + e.what());
+        throw VerifyError("node '" + n.name + "' (" + std::string(op_name(n.op)) + "): " + who +
+                          " failed: " + e.what());
       }
       if (!out.defined() || !out.is_traced())
         throw VerifyError("node '" + n.name + "' (" + std::string(op_name(n.op)) + "): " + who +
                           " returned no traced tensor");
       TensorType got = out.type();
       if (!(got == n.type))
-        throw VerifyError("node '" + n.name + "' (" + std::string(op_name(n.op)) + "): " + who +
-                          " returned " + type_str(got) + " but the op's type is " + type_str(n.type));
+        throw VerifyError("node '" + n.name + "' (" + std::string(op_name(n.op)) + "): " + who + " returned " +
+                          type_str(got) + " but the op's type is " + type_str(n.type));
     }
     vals[i] = out;
   }

@@ -26,7 +26,8 @@ Graph fold_transposes(const Graph& g) {
       if (b.op == Op::permute && swaps_last_two(b.attrs.get<std::vector<int64_t>>("perm"))) {
         Attrs a = n.attrs;
         a.set("trans_b", true);
-        rw.set(id, rw.out().add_typed_node(Op::matmul, {rw.map(n.inputs[0]), rw.map(b.inputs[0])}, std::move(a), n.type));
+        rw.set(id,
+               rw.out().add_typed_node(Op::matmul, {rw.map(n.inputs[0]), rw.map(b.inputs[0])}, std::move(a), n.type));
         continue;
       }
     }

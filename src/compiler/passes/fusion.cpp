@@ -18,14 +18,34 @@ bool is_f32ish(DType t) { return t == DType::f32 || t == DType::boolean; }
 
 bool fusable_elementwise(const Graph& g, const Node& n) {
   switch (n.op) {
-    case Op::add: case Op::sub: case Op::mul: case Op::div: case Op::maximum: case Op::minimum:
-    case Op::pow: case Op::eq: case Op::ne: case Op::lt: case Op::le: case Op::gt: case Op::ge:
-    case Op::where: case Op::neg: case Op::abs: case Op::exp: case Op::log: case Op::sqrt:
-    case Op::rsqrt: case Op::sin: case Op::cos: case Op::reciprocal: case Op::relu:
-    case Op::sigmoid: case Op::tanh: case Op::full:
-      break;
-    default:
-      return false;
+    case Op::add:
+    case Op::sub:
+    case Op::mul:
+    case Op::div:
+    case Op::maximum:
+    case Op::minimum:
+    case Op::pow:
+    case Op::eq:
+    case Op::ne:
+    case Op::lt:
+    case Op::le:
+    case Op::gt:
+    case Op::ge:
+    case Op::where:
+    case Op::neg:
+    case Op::abs:
+    case Op::exp:
+    case Op::log:
+    case Op::sqrt:
+    case Op::rsqrt:
+    case Op::sin:
+    case Op::cos:
+    case Op::reciprocal:
+    case Op::relu:
+    case Op::sigmoid:
+    case Op::tanh:
+    case Op::full: break;
+    default: return false;
   }
   if (!is_f32ish(n.type.dtype)) return false;
   for (ValueId in : n.inputs)
@@ -140,8 +160,8 @@ Graph fuse(const Graph& g, FusionStats* stats) {
       const Node& node = g.node(m);
       if (grp.reduction && m == grp.root) continue;
       if (node.op == Op::full) {
-        code.insert(code.end(), {static_cast<int64_t>(Op::full), static_cast<int64_t>(consts.size()),
-                                 kFusedNoOperand, kFusedNoOperand});
+        code.insert(code.end(), {static_cast<int64_t>(Op::full), static_cast<int64_t>(consts.size()), kFusedNoOperand,
+                                 kFusedNoOperand});
         consts.push_back(node.attrs.get<double>("value"));
       } else {
         int64_t ops[3] = {kFusedNoOperand, kFusedNoOperand, kFusedNoOperand};
@@ -152,8 +172,11 @@ Graph fuse(const Graph& g, FusionStats* stats) {
       reg[m] = next++;
     }
     const Node& root = g.node(grp.root);
-    Attrs a{{"code", code}, {"iter_shape", grp.iter_shape}, {"shape", root.type.shape},
-            {"dtype", root.type.dtype}, {"block", kFusedDefaultBlock}};
+    Attrs a{{"code", code},
+            {"iter_shape", grp.iter_shape},
+            {"shape", root.type.shape},
+            {"dtype", root.type.dtype},
+            {"block", kFusedDefaultBlock}};
     for (std::size_t k = 0; k < consts.size(); ++k) a.set("c" + std::to_string(k), consts[k]);
     a.set("num_consts", static_cast<int64_t>(consts.size()));
     if (grp.reduction) {

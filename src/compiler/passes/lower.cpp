@@ -33,10 +33,10 @@ Attrs evaluate_attrs(const Attrs& a, const SymBindings& b) {
 DeviceProgram lower(const Graph& g, bool memory_planning) {
   DeviceProgram p;
   const auto& nodes = g.nodes();
-  std::vector<int> producer(nodes.size(), -1);  // step writing each buffer's value
+  std::vector<int> producer(nodes.size(), -1);          // step writing each buffer's value
   std::vector<std::vector<int>> readers(nodes.size());  // steps reading each root so far
   std::vector<int> last_writer(nodes.size(), -1);       // last step writing each root
-  int last_ordered = -1;  // last side-effecting step (comm, rng, in-place)
+  int last_ordered = -1;                                // last side-effecting step (comm, rng, in-place)
   for (std::size_t i = 0; i < nodes.size(); ++i) {
     const Node& n = nodes[i];
     BufferDesc b;

@@ -33,8 +33,7 @@ double deadline_of(const Step& step);
 // Polls `reqs` until every one completed (statuses filled when not
 // MPI_STATUSES_IGNORE). At `deadline`, or when another rank reports a
 // timeout, runs the roll call and throws TimeoutError.
-void wait_all(MPI_Request* reqs, int n, const Step& step, double deadline,
-              MPI_Status* statuses = MPI_STATUSES_IGNORE);
+void wait_all(MPI_Request* reqs, int n, const Step& step, double deadline, MPI_Status* statuses = MPI_STATUSES_IGNORE);
 
 // The roll call for `step` (this rank's own deadline passed when
 // `timed_out`, else it joined another rank's), then TimeoutError.

@@ -10,15 +10,12 @@ namespace npucache::runtime::kernels {
 namespace {
 
 Communicator& comm_of(const KernelLaunch& l) {
-  if (l.comm == nullptr)
-    kernel_fail(l, "needs a communicator; run distributed models with one bound to the thread");
+  if (l.comm == nullptr) kernel_fail(l, "needs a communicator; run distributed models with one bound to the thread");
   check_communicator_set(l.comm, op_name(l.op));
   return *l.comm;
 }
 
-GroupRole group_of(const KernelLaunch& l) {
-  return group_role_from_name(l.attrs->get<std::string>("group"));
-}
+GroupRole group_of(const KernelLaunch& l) { return group_role_from_name(l.attrs->get<std::string>("group")); }
 
 PipelinePeer peer_of(const KernelLaunch& l) {
   return l.attrs->get<std::string>("peer") == "next" ? PipelinePeer::next : PipelinePeer::prev;
@@ -58,14 +55,11 @@ void comm_kernel(const KernelLaunch& l) {
       const TensorArg& out = l.args[1];
       if (in.dtype != DType::f32) kernel_fail(l, "supports f32 only");
       if (out.data() != in.data()) std::memcpy(out.data(), in.data(), in.bytes());
-      comm_of(l).all_reduce_sum(group_of(l), static_cast<float*>(out.data()),
-                                static_cast<std::size_t>(out.numel()));
+      comm_of(l).all_reduce_sum(group_of(l), static_cast<float*>(out.data()), static_cast<std::size_t>(out.numel()));
       return;
     }
     case Op::all_gather: return all_gather(l);
-    case Op::group_rank:
-      *static_cast<int64_t*>(l.args.back().data()) = comm_of(l).rank(group_of(l));
-      return;
+    case Op::group_rank: *static_cast<int64_t*>(l.args.back().data()) = comm_of(l).rank(group_of(l)); return;
     case Op::send: {
       const TensorArg& in = l.args[0];
       comm_of(l).send(peer_of(l), in.data(), in.bytes());

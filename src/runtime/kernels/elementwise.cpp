@@ -16,8 +16,10 @@ T binary_op(Op op, T a, T b) {
     case Op::sub: return a - b;
     case Op::mul: return a * b;
     case Op::div:
-      if constexpr (std::is_integral_v<T>) return b == 0 ? T{0} : static_cast<T>(a / b);
-      else return a / b;
+      if constexpr (std::is_integral_v<T>)
+        return b == 0 ? T{0} : static_cast<T>(a / b);
+      else
+        return a / b;
     case Op::maximum: return std::max(a, b);
     case Op::minimum: return std::min(a, b);
     case Op::pow: return static_cast<T>(std::pow(a, b));
@@ -57,8 +59,7 @@ float unary_op(Op op, float x) {
 }
 
 bool is_compare(Op op) {
-  return op == Op::eq || op == Op::ne || op == Op::lt || op == Op::le || op == Op::gt ||
-         op == Op::ge;
+  return op == Op::eq || op == Op::ne || op == Op::lt || op == Op::le || op == Op::gt || op == Op::ge;
 }
 
 // Binary op whose operands are both native T (f32, i32, i64) or staged f32.
@@ -69,9 +70,7 @@ void binary_native(const KernelLaunch& l, const T* a, const T* b) {
   if (is_compare(op)) {
     auto* o = static_cast<uint8_t*>(out.data());
     for_each_broadcast<2>(out.dims, {&l.args[0].dims, &l.args[1].dims},
-                          [&](int64_t i, const std::array<int64_t, 2>& j) {
-                            o[i] = compare_op(op, a[j[0]], b[j[1]]);
-                          });
+                          [&](int64_t i, const std::array<int64_t, 2>& j) { o[i] = compare_op(op, a[j[0]], b[j[1]]); });
     return;
   }
   if constexpr (std::is_same_v<T, float>) {
@@ -87,18 +86,16 @@ void binary_native(const KernelLaunch& l, const T* a, const T* b) {
                               [&](int64_t i, const std::array<int64_t, 2>& j) { op_[i] = a[j[0]] * b[j[1]]; });
         break;
       default:
-        for_each_broadcast<2>(out.dims, {&l.args[0].dims, &l.args[1].dims},
-                              [&](int64_t i, const std::array<int64_t, 2>& j) {
-                                op_[i] = binary_op<float>(op, a[j[0]], b[j[1]]);
-                              });
+        for_each_broadcast<2>(
+            out.dims, {&l.args[0].dims, &l.args[1].dims},
+            [&](int64_t i, const std::array<int64_t, 2>& j) { op_[i] = binary_op<float>(op, a[j[0]], b[j[1]]); });
     }
     o.commit();
   } else {
     auto* o = static_cast<T*>(out.data());
-    for_each_broadcast<2>(out.dims, {&l.args[0].dims, &l.args[1].dims},
-                          [&](int64_t i, const std::array<int64_t, 2>& j) {
-                            o[i] = binary_op<T>(op, a[j[0]], b[j[1]]);
-                          });
+    for_each_broadcast<2>(
+        out.dims, {&l.args[0].dims, &l.args[1].dims},
+        [&](int64_t i, const std::array<int64_t, 2>& j) { o[i] = binary_op<T>(op, a[j[0]], b[j[1]]); });
   }
 }
 
@@ -116,13 +113,12 @@ void binary_kernel(const KernelLaunch& l) {
                                  static_cast<const int32_t*>(l.args[1].data()));
   } else {  // bool comparisons
     const TensorArg& out = l.args[2];
-    for_each_broadcast<2>(out.dims, {&l.args[0].dims, &l.args[1].dims},
-                          [&](int64_t i, const std::array<int64_t, 2>& j) {
-                            double a = load_as_double(l.args[0], j[0]);
-                            double b = load_as_double(l.args[1], j[1]);
-                            store_from_double(out, i, is_compare(l.op) ? compare_op(l.op, a, b)
-                                                                       : binary_op(l.op, a, b));
-                          });
+    for_each_broadcast<2>(
+        out.dims, {&l.args[0].dims, &l.args[1].dims}, [&](int64_t i, const std::array<int64_t, 2>& j) {
+          double a = load_as_double(l.args[0], j[0]);
+          double b = load_as_double(l.args[1], j[1]);
+          store_from_double(out, i, is_compare(l.op) ? compare_op(l.op, a, b) : binary_op(l.op, a, b));
+        });
   }
 }
 
@@ -133,17 +129,15 @@ void where_kernel(const KernelLaunch& l) {
     FloatIn a(l.args[1]), b(l.args[2]);
     FloatOut o(out);
     float* op_ = o.data();
-    for_each_broadcast<3>(out.dims, {&l.args[0].dims, &l.args[1].dims, &l.args[2].dims},
-                          [&](int64_t i, const std::array<int64_t, 3>& j) {
-                            op_[i] = c[j[0]] ? a.data()[j[1]] : b.data()[j[2]];
-                          });
+    for_each_broadcast<3>(
+        out.dims, {&l.args[0].dims, &l.args[1].dims, &l.args[2].dims},
+        [&](int64_t i, const std::array<int64_t, 3>& j) { op_[i] = c[j[0]] ? a.data()[j[1]] : b.data()[j[2]]; });
     o.commit();
   } else {
-    for_each_broadcast<3>(out.dims, {&l.args[0].dims, &l.args[1].dims, &l.args[2].dims},
-                          [&](int64_t i, const std::array<int64_t, 3>& j) {
-                            store_from_double(out, i, c[j[0]] ? load_as_double(l.args[1], j[1])
-                                                              : load_as_double(l.args[2], j[2]));
-                          });
+    for_each_broadcast<3>(
+        out.dims, {&l.args[0].dims, &l.args[1].dims, &l.args[2].dims}, [&](int64_t i, const std::array<int64_t, 3>& j) {
+          store_from_double(out, i, c[j[0]] ? load_as_double(l.args[1], j[1]) : load_as_double(l.args[2], j[2]));
+        });
   }
 }
 
@@ -172,10 +166,14 @@ void unary_kernel(const KernelLaunch& l) {
   }
   for (int64_t i = 0; i < n; ++i) {
     double v = load_as_double(in, i);
-    if (l.op == Op::neg) v = -v;
-    else if (l.op == Op::abs) v = std::fabs(v);
-    else if (l.op == Op::relu) v = v > 0 ? v : 0;
-    else kernel_fail(l, "needs a floating operand");
+    if (l.op == Op::neg)
+      v = -v;
+    else if (l.op == Op::abs)
+      v = std::fabs(v);
+    else if (l.op == Op::relu)
+      v = v > 0 ? v : 0;
+    else
+      kernel_fail(l, "needs a floating operand");
     store_from_double(out, i, v);
   }
 }
@@ -184,10 +182,19 @@ void unary_kernel(const KernelLaunch& l) {
 
 void elementwise_kernel(const KernelLaunch& l) {
   switch (l.op) {
-    case Op::add: case Op::sub: case Op::mul: case Op::div: case Op::maximum:
-    case Op::minimum: case Op::pow: case Op::eq: case Op::ne: case Op::lt: case Op::le:
-    case Op::gt: case Op::ge:
-      return binary_kernel(l);
+    case Op::add:
+    case Op::sub:
+    case Op::mul:
+    case Op::div:
+    case Op::maximum:
+    case Op::minimum:
+    case Op::pow:
+    case Op::eq:
+    case Op::ne:
+    case Op::lt:
+    case Op::le:
+    case Op::gt:
+    case Op::ge: return binary_kernel(l);
     case Op::where: return where_kernel(l);
     default: return unary_kernel(l);
   }

@@ -20,8 +20,8 @@ struct Instr {
 
 // Fills dst[0..len) with input elements for iteration indices
 // [start, start + len), following broadcast strides.
-void gather(const float* src, const std::vector<int64_t>& strides, const std::vector<int64_t>& dims,
-            int64_t start, int64_t len, float* dst) {
+void gather(const float* src, const std::vector<int64_t>& strides, const std::vector<int64_t>& dims, int64_t start,
+            int64_t len, float* dst) {
   const std::size_t r = dims.size();
   std::vector<int64_t> coord(r, 0);
   int64_t rem = start, off = 0;
@@ -58,32 +58,84 @@ void gather(const float* src, const std::vector<int64_t>& strides, const std::ve
 void exec(const Instr& in, const float* x, const float* y, const float* z, float* o, int64_t n, double k) {
   switch (in.op) {
     case Op::full: std::fill(o, o + n, static_cast<float>(k)); break;
-    case Op::add: for (int64_t i = 0; i < n; ++i) o[i] = x[i] + y[i]; break;
-    case Op::sub: for (int64_t i = 0; i < n; ++i) o[i] = x[i] - y[i]; break;
-    case Op::mul: for (int64_t i = 0; i < n; ++i) o[i] = x[i] * y[i]; break;
-    case Op::div: for (int64_t i = 0; i < n; ++i) o[i] = x[i] / y[i]; break;
-    case Op::maximum: for (int64_t i = 0; i < n; ++i) o[i] = std::max(x[i], y[i]); break;
-    case Op::minimum: for (int64_t i = 0; i < n; ++i) o[i] = std::min(x[i], y[i]); break;
-    case Op::pow: for (int64_t i = 0; i < n; ++i) o[i] = std::pow(x[i], y[i]); break;
-    case Op::eq: for (int64_t i = 0; i < n; ++i) o[i] = x[i] == y[i]; break;
-    case Op::ne: for (int64_t i = 0; i < n; ++i) o[i] = x[i] != y[i]; break;
-    case Op::lt: for (int64_t i = 0; i < n; ++i) o[i] = x[i] < y[i]; break;
-    case Op::le: for (int64_t i = 0; i < n; ++i) o[i] = x[i] <= y[i]; break;
-    case Op::gt: for (int64_t i = 0; i < n; ++i) o[i] = x[i] > y[i]; break;
-    case Op::ge: for (int64_t i = 0; i < n; ++i) o[i] = x[i] >= y[i]; break;
-    case Op::where: for (int64_t i = 0; i < n; ++i) o[i] = x[i] != 0.0f ? y[i] : z[i]; break;
-    case Op::neg: for (int64_t i = 0; i < n; ++i) o[i] = -x[i]; break;
-    case Op::abs: for (int64_t i = 0; i < n; ++i) o[i] = std::fabs(x[i]); break;
-    case Op::exp: for (int64_t i = 0; i < n; ++i) o[i] = std::exp(x[i]); break;
-    case Op::log: for (int64_t i = 0; i < n; ++i) o[i] = std::log(x[i]); break;
-    case Op::sqrt: for (int64_t i = 0; i < n; ++i) o[i] = std::sqrt(x[i]); break;
-    case Op::rsqrt: for (int64_t i = 0; i < n; ++i) o[i] = 1.0f / std::sqrt(x[i]); break;
-    case Op::sin: for (int64_t i = 0; i < n; ++i) o[i] = std::sin(x[i]); break;
-    case Op::cos: for (int64_t i = 0; i < n; ++i) o[i] = std::cos(x[i]); break;
-    case Op::reciprocal: for (int64_t i = 0; i < n; ++i) o[i] = 1.0f / x[i]; break;
-    case Op::relu: for (int64_t i = 0; i < n; ++i) o[i] = x[i] > 0.0f ? x[i] : 0.0f; break;
-    case Op::sigmoid: for (int64_t i = 0; i < n; ++i) o[i] = 1.0f / (1.0f + std::exp(-x[i])); break;
-    case Op::tanh: for (int64_t i = 0; i < n; ++i) o[i] = std::tanh(x[i]); break;
+    case Op::add:
+      for (int64_t i = 0; i < n; ++i) o[i] = x[i] + y[i];
+      break;
+    case Op::sub:
+      for (int64_t i = 0; i < n; ++i) o[i] = x[i] - y[i];
+      break;
+    case Op::mul:
+      for (int64_t i = 0; i < n; ++i) o[i] = x[i] * y[i];
+      break;
+    case Op::div:
+      for (int64_t i = 0; i < n; ++i) o[i] = x[i] / y[i];
+      break;
+    case Op::maximum:
+      for (int64_t i = 0; i < n; ++i) o[i] = std::max(x[i], y[i]);
+      break;
+    case Op::minimum:
+      for (int64_t i = 0; i < n; ++i) o[i] = std::min(x[i], y[i]);
+      break;
+    case Op::pow:
+      for (int64_t i = 0; i < n; ++i) o[i] = std::pow(x[i], y[i]);
+      break;
+    case Op::eq:
+      for (int64_t i = 0; i < n; ++i) o[i] = x[i] == y[i];
+      break;
+    case Op::ne:
+      for (int64_t i = 0; i < n; ++i) o[i] = x[i] != y[i];
+      break;
+    case Op::lt:
+      for (int64_t i = 0; i < n; ++i) o[i] = x[i] < y[i];
+      break;
+    case Op::le:
+      for (int64_t i = 0; i < n; ++i) o[i] = x[i] <= y[i];
+      break;
+    case Op::gt:
+      for (int64_t i = 0; i < n; ++i) o[i] = x[i] > y[i];
+      break;
+    case Op::ge:
+      for (int64_t i = 0; i < n; ++i) o[i] = x[i] >= y[i];
+      break;
+    case Op::where:
+      for (int64_t i = 0; i < n; ++i) o[i] = x[i] != 0.0f ? y[i] : z[i];
+      break;
+    case Op::neg:
+      for (int64_t i = 0; i < n; ++i) o[i] = -x[i];
+      break;
+    case Op::abs:
+      for (int64_t i = 0; i < n; ++i) o[i] = std::fabs(x[i]);
+      break;
+    case Op::exp:
+      for (int64_t i = 0; i < n; ++i) o[i] = std::exp(x[i]);
+      break;
+    case Op::log:
+      for (int64_t i = 0; i < n; ++i) o[i] = std::log(x[i]);
+      break;
+    case Op::sqrt:
+      for (int64_t i = 0; i < n; ++i) o[i] = std::sqrt(x[i]);
+      break;
+    case Op::rsqrt:
+      for (int64_t i = 0; i < n; ++i) o[i] = 1.0f / std::sqrt(x[i]);
+      break;
+    case Op::sin:
+      for (int64_t i = 0; i < n; ++i) o[i] = std::sin(x[i]);
+      break;
+    case Op::cos:
+      for (int64_t i = 0; i < n; ++i) o[i] = std::cos(x[i]);
+      break;
+    case Op::reciprocal:
+      for (int64_t i = 0; i < n; ++i) o[i] = 1.0f / x[i];
+      break;
+    case Op::relu:
+      for (int64_t i = 0; i < n; ++i) o[i] = x[i] > 0.0f ? x[i] : 0.0f;
+      break;
+    case Op::sigmoid:
+      for (int64_t i = 0; i < n; ++i) o[i] = 1.0f / (1.0f + std::exp(-x[i]));
+      break;
+    case Op::tanh:
+      for (int64_t i = 0; i < n; ++i) o[i] = std::tanh(x[i]);
+      break;
     default: throw DeviceError("fused kernel: op " + std::string(op_name(in.op)) + " cannot be fused");
   }
 }
@@ -95,7 +147,8 @@ void fused_kernel(const KernelLaunch& l) {
   const auto& raw = at.get<std::vector<int64_t>>("code");
   if (raw.empty() || raw.size() % 4 != 0) kernel_fail(l, "malformed code");
   std::vector<Instr> code;
-  for (std::size_t i = 0; i < raw.size(); i += 4) code.push_back({static_cast<Op>(raw[i]), raw[i + 1], raw[i + 2], raw[i + 3]});
+  for (std::size_t i = 0; i < raw.size(); i += 4)
+    code.push_back({static_cast<Op>(raw[i]), raw[i + 1], raw[i + 2], raw[i + 3]});
   std::vector<double> consts(static_cast<std::size_t>(at.get_int_or("num_consts", 0)));
   for (std::size_t k = 0; k < consts.size(); ++k) consts[k] = at.get<double>("c" + std::to_string(k));
   const std::vector<int64_t> iter = concrete_dims(at.get<std::vector<SymExpr>>("iter_shape"));

@@ -49,8 +49,8 @@ uint16_t float_to_half(float f) {
   uint32_t abs = bits & 0x7fffffffu;
   if (abs >= 0x7f800000u) return sign | (abs > 0x7f800000u ? 0x7e00 : 0x7c00);
   if (abs >= 0x477ff000u) return sign | 0x7c00;  // overflow to inf
-  if (abs < 0x38800000u) {  // below the smallest normal half: subnormal or zero
-    if (abs < 0x33000000u) return sign;  // rounds to zero
+  if (abs < 0x38800000u) {                       // below the smallest normal half: subnormal or zero
+    if (abs < 0x33000000u) return sign;          // rounds to zero
     uint32_t e = abs >> 23;
     uint32_t mant = (abs & 0x7fffffu) | 0x800000u;
     uint32_t drop = 126 - e;  // value / 2^-24 == mant >> drop
@@ -85,8 +85,7 @@ FloatIn::FloatIn(const TensorArg& a) : n_(a.numel()) {
     }
     default: {
       tmp_.resize(static_cast<std::size_t>(n_));
-      for (int64_t i = 0; i < n_; ++i)
-        tmp_[static_cast<std::size_t>(i)] = static_cast<float>(load_as_double(a, i));
+      for (int64_t i = 0; i < n_; ++i) tmp_[static_cast<std::size_t>(i)] = static_cast<float>(load_as_double(a, i));
     }
   }
   ptr_ = tmp_.data();
@@ -140,8 +139,7 @@ std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& dims) {
   return s;
 }
 
-std::vector<int64_t> broadcast_strides(const std::vector<int64_t>& in,
-                                       const std::vector<int64_t>& out) {
+std::vector<int64_t> broadcast_strides(const std::vector<int64_t>& in, const std::vector<int64_t>& out) {
   std::vector<int64_t> s(out.size(), 0);
   std::vector<int64_t> cs = contiguous_strides(in);
   std::size_t off = out.size() - in.size();
@@ -155,16 +153,30 @@ void run_kernel(const KernelLaunch& l) {
   using namespace kernels;
   switch (l.op) {
     case Op::matmul: return matmul_kernel(l);
-    case Op::sum: case Op::mean: case Op::max: case Op::argmax: return reduce_kernel(l);
+    case Op::sum:
+    case Op::mean:
+    case Op::max:
+    case Op::argmax: return reduce_kernel(l);
     case Op::softmax: return softmax_kernel(l);
-    case Op::reshape: case Op::permute: case Op::expand: case Op::slice: case Op::concat:
-    case Op::gather: case Op::embedding: case Op::cast:
-      return layout_kernel(l);
-    case Op::rope: case Op::full: case Op::arange: case Op::buffer_update:
-      return special_kernel(l);
-    case Op::all_reduce: case Op::all_gather: case Op::group_rank: case Op::send: case Op::recv:
-      return comm_kernel(l);
-    case Op::randn: case Op::bernoulli: return rng_kernel(l);
+    case Op::reshape:
+    case Op::permute:
+    case Op::expand:
+    case Op::slice:
+    case Op::concat:
+    case Op::gather:
+    case Op::embedding:
+    case Op::cast: return layout_kernel(l);
+    case Op::rope:
+    case Op::full:
+    case Op::arange:
+    case Op::buffer_update: return special_kernel(l);
+    case Op::all_reduce:
+    case Op::all_gather:
+    case Op::group_rank:
+    case Op::send:
+    case Op::recv: return comm_kernel(l);
+    case Op::randn:
+    case Op::bernoulli: return rng_kernel(l);
     case Op::fused: return fused_kernel(l);
     default:
       if (op_info(l.op).composite || l.op == Op::placeholder || l.op == Op::kCount)

@@ -25,7 +25,7 @@ inline uint16_t float_to_bf16(float f) {
   uint32_t bits;
   std::memcpy(&bits, &f, sizeof bits);
   if ((bits & 0x7f800000u) == 0x7f800000u && (bits & 0x7fffffu)) return 0x7fc0;  // NaN
-  bits += 0x7fffu + ((bits >> 16) & 1u);  // round to nearest even
+  bits += 0x7fffu + ((bits >> 16) & 1u);                                         // round to nearest even
   return static_cast<uint16_t>(bits >> 16);
 }
 
@@ -62,14 +62,12 @@ void store_from_double(const TensorArg& a, int64_t i, double v);
 [[noreturn]] void kernel_fail(const KernelLaunch& l, const std::string& what);
 
 // Strides of `in` (right-aligned to `out`'s rank) with 0 on broadcast dims.
-std::vector<int64_t> broadcast_strides(const std::vector<int64_t>& in,
-                                       const std::vector<int64_t>& out);
+std::vector<int64_t> broadcast_strides(const std::vector<int64_t>& in, const std::vector<int64_t>& out);
 std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& dims);
 
 // Calls f(out_index, {in_index...}) for every element of `out`, in order.
 template <std::size_t N, class F>
-void for_each_broadcast(const std::vector<int64_t>& out,
-                        const std::array<const std::vector<int64_t>*, N>& ins, F&& f) {
+void for_each_broadcast(const std::vector<int64_t>& out, const std::array<const std::vector<int64_t>*, N>& ins, F&& f) {
   int64_t total = 1;
   for (int64_t d : out) total *= d;
   if (total == 0) return;

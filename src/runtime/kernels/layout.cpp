@@ -9,9 +9,7 @@ void copy_elem(char* dst, int64_t di, const char* src, int64_t si, std::size_t e
   std::memcpy(dst + di * static_cast<int64_t>(es), src + si * static_cast<int64_t>(es), es);
 }
 
-int64_t norm(int64_t dim, std::size_t rank) {
-  return dim < 0 ? dim + static_cast<int64_t>(rank) : dim;
-}
+int64_t norm(int64_t dim, std::size_t rank) { return dim < 0 ? dim + static_cast<int64_t>(rank) : dim; }
 
 void permute(const KernelLaunch& l) {
   const TensorArg& in = l.args[0];
@@ -110,8 +108,7 @@ void slice(const KernelLaunch& l) {
   const std::size_t chunk = static_cast<std::size_t>(len * inner) * es;
   for (int64_t o = 0; o < outer; ++o)
     std::memcpy(dst + static_cast<std::size_t>(o) * chunk,
-                src + (static_cast<std::size_t>(o * n + start) * static_cast<std::size_t>(inner)) * es,
-                chunk);
+                src + (static_cast<std::size_t>(o * n + start) * static_cast<std::size_t>(inner)) * es, chunk);
 }
 
 void concat(const KernelLaunch& l) {
@@ -136,8 +133,7 @@ void concat(const KernelLaunch& l) {
 }
 
 int64_t load_index(const TensorArg& a, int64_t i) {
-  return a.dtype == DType::i64 ? static_cast<const int64_t*>(a.data())[i]
-                               : static_cast<const int32_t*>(a.data())[i];
+  return a.dtype == DType::i64 ? static_cast<const int64_t*>(a.data())[i] : static_cast<const int32_t*>(a.data())[i];
 }
 
 void gather(const KernelLaunch& l) {
@@ -216,8 +212,7 @@ void layout_kernel(const KernelLaunch& l) {
   switch (l.op) {
     case Op::reshape:
       if (l.args[0].bytes() != l.args[1].bytes()) kernel_fail(l, "sizes differ");
-      if (l.args[0].data() != l.args[1].data())
-        std::memcpy(l.args[1].data(), l.args[0].data(), l.args[0].bytes());
+      if (l.args[0].data() != l.args[1].data()) std::memcpy(l.args[1].data(), l.args[0].data(), l.args[0].bytes());
       return;
     case Op::permute: return permute(l);
     case Op::expand: return expand(l);

@@ -34,8 +34,8 @@ void naive(const float* A, const float* B, float* C, int64_t M, int64_t N, int64
 #endif
 
 NPUCACHE_VECTOR_CLONES
-void tiled(const float* A, const float* B, float* C, int64_t M, int64_t N, int64_t K, int64_t tm,
-           int64_t tn, int64_t tk) {
+void tiled(const float* A, const float* B, float* C, int64_t M, int64_t N, int64_t K, int64_t tm, int64_t tn,
+           int64_t tk) {
   std::fill(C, C + M * N, 0.0f);
   for (int64_t i0 = 0; i0 < M; i0 += tm) {
     const int64_t i1 = std::min(M, i0 + tm);
@@ -74,8 +74,8 @@ void tiled(const float* A, const float* B, float* C, int64_t M, int64_t N, int64
 // C = A * B^T with B stored [N, K]: blocked dot products over contiguous
 // rows of A and B.
 NPUCACHE_VECTOR_CLONES
-void tiled_tb(const float* A, const float* B, float* C, int64_t M, int64_t N, int64_t K, int64_t tm,
-              int64_t tn, int64_t tk) {
+void tiled_tb(const float* A, const float* B, float* C, int64_t M, int64_t N, int64_t K, int64_t tm, int64_t tn,
+              int64_t tk) {
   std::fill(C, C + M * N, 0.0f);
   for (int64_t i0 = 0; i0 < M; i0 += tm) {
     const int64_t i1 = std::min(M, i0 + tm);
@@ -119,22 +119,20 @@ void matmul_kernel(const KernelLaunch& l) {
     tn = l.attrs->get_int_or("tile_n", tn);
     tk = l.attrs->get_int_or("tile_k", tk);
   }
-  if (tm < 0 || tn < 0 || tk < 0 || (tm > 0 && (tn == 0 || tk == 0)))
-    kernel_fail(l, "invalid tile sizes");
+  if (tm < 0 || tn < 0 || tk < 0 || (tm > 0 && (tn == 0 || tk == 0))) kernel_fail(l, "invalid tile sizes");
   FloatIn a(l.args[0]), b(l.args[1]);
   FloatOut o(l.args[2]);
   std::vector<int64_t> abatch(ad.begin(), ad.end() - 2), bbatch(bd.begin(), bd.end() - 2),
       obatch(od.begin(), od.end() - 2);
-  for_each_broadcast<2>(obatch, {&abatch, &bbatch},
-                        [&](int64_t ob, const std::array<int64_t, 2>& j) {
-                          const float* A = a.data() + j[0] * M * K;
-                          const float* B = b.data() + j[1] * K * N;
-                          float* C = o.data() + ob * M * N;
-                          if (tb)
-                            tm == 0 ? naive_tb(A, B, C, M, N, K) : tiled_tb(A, B, C, M, N, K, tm, tn, tk);
-                          else
-                            tm == 0 ? naive(A, B, C, M, N, K) : tiled(A, B, C, M, N, K, tm, tn, tk);
-                        });
+  for_each_broadcast<2>(obatch, {&abatch, &bbatch}, [&](int64_t ob, const std::array<int64_t, 2>& j) {
+    const float* A = a.data() + j[0] * M * K;
+    const float* B = b.data() + j[1] * K * N;
+    float* C = o.data() + ob * M * N;
+    if (tb)
+      tm == 0 ? naive_tb(A, B, C, M, N, K) : tiled_tb(A, B, C, M, N, K, tm, tn, tk);
+    else
+      tm == 0 ? naive(A, B, C, M, N, K) : tiled(A, B, C, M, N, K, tm, tn, tk);
+  });
   o.commit();
 }
 

@@ -30,8 +30,7 @@ void reduce_kernel(const KernelLaunch& l) {
   const int64_t n = in.numel();
   int64_t group = on ? n / on : 0;
   std::vector<double> acc(static_cast<std::size_t>(on),
-                          l.op == Op::sum || l.op == Op::mean ? 0.0
-                                                              : -std::numeric_limits<double>::infinity());
+                          l.op == Op::sum || l.op == Op::mean ? 0.0 : -std::numeric_limits<double>::infinity());
   std::vector<int64_t> arg(static_cast<std::size_t>(l.op == Op::argmax ? on : 0), 0);
   FloatIn fin(in);
   std::vector<int64_t> counter(r, 0);

@@ -75,10 +75,9 @@ void buffer_update(const KernelLaunch& l) {
     for (int64_t s = 0; s < S; ++s) {
       const auto p = static_cast<int64_t>(load_as_double(pos, b * S + s));
       if (p < 0 || p >= Smax)
-        kernel_fail(l, "position " + std::to_string(p) + " outside the buffer's " +
-                           std::to_string(Smax) + " slots");
-      std::memcpy(dst + static_cast<std::size_t>(b * Smax + p) * rb,
-                  src + static_cast<std::size_t>(b * S + s) * rb, rb);
+        kernel_fail(l, "position " + std::to_string(p) + " outside the buffer's " + std::to_string(Smax) + " slots");
+      std::memcpy(dst + static_cast<std::size_t>(b * Smax + p) * rb, src + static_cast<std::size_t>(b * S + s) * rb,
+                  rb);
     }
 }
 
