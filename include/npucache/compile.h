@@ -21,11 +21,23 @@
 #include <algorithm>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string_view>
 #include <vector>
 
 namespace npucache {
+
+// Where the outputs of a reduce-overhead (captured) call live.
+enum class ReplayOutputs {
+  // In the calling thread's pool of captured graphs, as PyTorch's cudagraph
+  // trees keep them: no copy per call; an output stays valid until a later
+  // call of the same thread reuses its memory (reading it then is a
+  // DeviceError naming both calls; Tensor::clone() keeps a result).
+  pool,
+  // Copied into storage of their own each call: results can be kept.
+  fresh,
+};
 
 struct CompileOptions {
   std::optional<CompilerConfig> config;
@@ -37,6 +49,8 @@ struct CompileOptions {
   // member function itself ("prompt" for &Model::prompt), from the code.
   std::string method_name;
   std::vector<std::string> arg_names;
+  // reduce-overhead: where outputs live (not part of any cache key).
+  ReplayOutputs replay_outputs = ReplayOutputs::pool;
 };
 
 // How the program a call ran was obtained.
@@ -69,12 +83,17 @@ namespace detail {
 class CompiledFunction;
 using TraceFn = std::function<TraceResult()>;
 
+// Called with the selected entry's index, under the engine's lock, when the
+// call traced the method (so the caller keeps the traced result as the
+// entry's result template before any other thread can use the entry).
+using KeepFn = std::function<void(std::size_t entry)>;
 // Runs the compiled entry matching `args`, tracing (`trace`) and compiling a
 // new one when none matches. `entry` receives the entry's index.
-std::vector<Tensor> call(CompiledFunction& f, const FlatArgs& args, const TraceFn& trace, std::size_t& entry);
+std::vector<Tensor> call(CompiledFunction& f, const FlatArgs& args, const TraceFn& trace, std::size_t& entry,
+                         const KeepFn& keep);
 // Obtains the entry matching `args` exactly as call does (from the entry
 // source on the first call, else traced and compiled), without running it.
-void prepare(CompiledFunction& f, const FlatArgs& args, const TraceFn& trace, std::size_t& entry);
+void prepare(CompiledFunction& f, const FlatArgs& args, const TraceFn& trace, std::size_t& entry, const KeepFn& keep);
 // Whether CompiledMethod::select runs the entry it obtains.
 enum class CallKind { run, prepare_only };
 TraceOptions trace_options(const CompiledFunction& f);
@@ -132,12 +151,22 @@ std::shared_ptr<CompiledFunction> make_compiled_function(const nn::Module& modul
 // pattern, `self.cached_prompt = cache_compile(self.prompt)` in __init__).
 // Calling an empty one, or asking its status, throws ConfigError; compiles()
 // is 0. Copies share the compiled entries (and the cache entry source).
+//
+// Thread safety: one CompiledMethod (or copies of it) may be called from
+// many threads at once, first call included: the first call obtains the
+// program once (cache, coordinator or compile) while the other callers
+// wait, a recompile likewise; then calls run concurrently, each with its
+// own arguments and results. status() is the calling thread's latest call.
+// In reduce-overhead mode each thread's outputs live in that thread's pool
+// of captured graphs (ReplayOutputs). Assigning a CompiledMethod while
+// another thread calls it is a data race, as for any C++ object. The module
+// must not be changed (parameters replaced) while calls run.
 template <class M, class R, class... P>
 class CompiledMethod {
  public:
   CompiledMethod() = default;
   CompiledMethod(M& module, R (M::*method)(P...), std::shared_ptr<detail::CompiledFunction> engine)
-      : module_(&module), method_(method), fn_(std::move(engine)) {}
+      : module_(&module), method_(method), fn_(std::move(engine)), results_(std::make_shared<Results>()) {}
 
   // False while empty (default-constructed and not yet assigned).
   explicit operator bool() const { return fn_ != nullptr; }
@@ -145,7 +174,12 @@ class CompiledMethod {
   R operator()(P... args) {
     if (!fn_) throw_empty();
     auto [entry, outs] = select(detail::CallKind::run, args...);
-    if (templates_.size() <= entry || !templates_[entry]) {
+    std::optional<R> result;
+    {
+      std::lock_guard lock(results_->mu);
+      if (entry < results_->templates.size() && results_->templates[entry]) result = *results_->templates[entry];
+    }
+    if (!result) {
       // A program served from the cache without a trace (the code_version
       // fast path): the result's structure comes from the stored output
       // paths.
@@ -159,9 +193,8 @@ class CompiledMethod {
             "type; trace it once (the default hit check) or give the result type a default constructor");
       }
     }
-    R result = *templates_.at(entry);
-    unflatten(result, outs);
-    return result;
+    unflatten(*result, outs);
+    return std::move(*result);
   }
 
   // Obtains the program a call with `args` would run -- loaded from the
@@ -181,7 +214,7 @@ class CompiledMethod {
   // Compiles this process did for the method (0 after a cache hit, 0 while
   // empty).
   std::size_t compiles() const { return fn_ ? detail::compiles(*fn_) : 0; }
-  // What happened on the latest call.
+  // What happened on the calling thread's latest call.
   const CallStatus& status() const { return detail::status(engine()); }
   const detail::CompiledFunction& engine() const {
     if (!fn_) throw_empty();
@@ -189,6 +222,13 @@ class CompiledMethod {
   }
 
  private:
+  // The traced results of each entry: the structure later results are
+  // rebuilt in (shared by copies, guarded for concurrent callers).
+  struct Results {
+    std::mutex mu;
+    std::vector<std::optional<R>> templates;
+  };
+
   // Obtains the entry matching the call (and runs it for CallKind::run);
   // keeps the traced result of a new entry as the template of its results.
   std::pair<std::size_t, std::vector<Tensor>> select(detail::CallKind kind, P... args) {
@@ -200,16 +240,18 @@ class CompiledMethod {
       traced = std::move(res);
       return std::move(tr);
     };
+    auto keep = [&](std::size_t e) {
+      if (!traced) return;
+      std::lock_guard lock(results_->mu);
+      if (results_->templates.size() <= e) results_->templates.resize(e + 1);
+      results_->templates[e] = std::move(traced);
+    };
     std::size_t entry = 0;
     std::vector<Tensor> outs;
     if (kind == detail::CallKind::run)
-      outs = detail::call(*fn_, flat, tracer, entry);
+      outs = detail::call(*fn_, flat, tracer, entry, keep);
     else
-      detail::prepare(*fn_, flat, tracer, entry);
-    if (traced) {
-      if (templates_.size() <= entry) templates_.resize(entry + 1);
-      templates_[entry] = std::move(traced);
-    }
+      detail::prepare(*fn_, flat, tracer, entry, keep);
     return {entry, std::move(outs)};
   }
 
@@ -222,7 +264,7 @@ class CompiledMethod {
   M* module_ = nullptr;
   R (M::*method_)(P...) = nullptr;
   std::shared_ptr<detail::CompiledFunction> fn_;
-  std::vector<std::optional<R>> templates_;
+  std::shared_ptr<Results> results_;
 };
 
 template <class M, class R, class... P>

@@ -67,6 +67,10 @@ class Tensor {
   Tensor transpose(int64_t dim0, int64_t dim1) const;
   Tensor slice(int64_t dim, SymExpr start, SymExpr end) const;
   Tensor to(DType dtype) const;
+  // A copy with storage of its own (eager: a device copy on the tensor's
+  // device; tracing: a copy node). Keeps a reduce-overhead output across
+  // later calls of the method (compile.h).
+  Tensor clone() const;
 
   const std::shared_ptr<detail::TensorImpl>& impl() const { return impl_; }
 

@@ -22,6 +22,7 @@
 // recorded as a guard. Static: all dims are constants.
 #pragma once
 
+#include <charconv>
 #include <cstring>
 #include <string>
 #include <tuple>
@@ -52,6 +53,15 @@ class FlattenVisitor {
 
 namespace detail {
 [[noreturn]] void throw_not_flattenable(const std::string& path, const char* mangled_type);
+// The shortest text that reads back as exactly `value` ("1e-07", "0.1",
+// "-0", "inf"): a guard on a plain floating value compares every bit, so
+// 1e-7 and 1e-9 are different guards (six-digit text made them equal).
+template <class F>
+std::string exact_float_text(F value) {
+  char buf[64];
+  const auto r = std::to_chars(buf, buf + sizeof buf, value);
+  return std::string(buf, r.ptr);
+}
 template <class T>
 struct is_vector : std::false_type {};
 template <class T, class A>
@@ -87,7 +97,7 @@ void flatten(const std::string& path, T& value, FlattenVisitor& v) {
   } else if constexpr (std::is_integral_v<T>) {
     v.value(path, std::to_string(value));
   } else if constexpr (std::is_floating_point_v<T>) {
-    v.value(path, std::to_string(value));
+    v.value(path, detail::exact_float_text(value));
   } else if constexpr (std::is_same_v<T, std::string>) {
     v.value(path, "'" + value + "'");
   } else if constexpr (Visitable<T>) {
@@ -119,13 +129,23 @@ struct GuardSpec {
   std::string value;  // its traced value ("true")
 };
 
+// A size relation the trace relied on: lhs <= rhs (a slice's end within
+// its dim), checked when a call binds the sizes.
+struct DimBound {
+  SymExpr lhs, rhs;
+  friend bool operator==(const DimBound&, const DimBound&) = default;
+};
+
 struct FlatArgs;
 
 struct InputSignature {
   std::vector<InputSpec> inputs;
   std::vector<GuardSpec> guards;
-  // Dims the trace equated or specialised ("s0 == 16").
+  // Dims the trace equated or specialised ("s0 == 16") and bounded
+  // ("4 <= s0"), as text.
   std::vector<std::string> shape_guards;
+  // The bounds, checked by bind().
+  std::vector<DimBound> dim_bounds;
 
   // Checks a call's flattened tensors and values against the signature and
   // returns the symbol values it binds. Throws TraceError naming the first

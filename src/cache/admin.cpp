@@ -120,8 +120,9 @@ Listing ls(const std::string& dir) {
   out.dir = s.dir().string();
   for (const auto& e : all_entries(s, &out.problems)) {
     auto mode = e.meta.components.find(component::kMode);
-    out.entries.push_back(
-        {e.path, e.graph_key, mode != e.meta.components.end() ? mode->second : "?", file_size(s, e.graph_key)});
+    auto cls = e.meta.components.find(component::kModelClass);
+    out.entries.push_back({e.path, e.graph_key, mode != e.meta.components.end() ? mode->second : "?",
+                           cls != e.meta.components.end() ? cls->second : "?", file_size(s, e.graph_key)});
   }
   out.objects = s.object_keys().size();
   return out;

@@ -227,7 +227,8 @@ void validate_bundle(const Bundle& b) {
       throw bad("entry " + e.path + " names model " + e.meta.model_info);
     if (!paths.insert(e.path).second) throw bad("entry " + e.path + " appears twice");
     for (const auto& n : component_names())
-      if (!e.meta.components.count(n)) throw bad("entry " + e.path + " lacks key component " + n);
+      if (n != component::kGeCache && n != component::kConfigOptions && !e.meta.components.count(n))
+        throw bad("entry " + e.path + " lacks key component " + n);
     const Producer& r = e.meta.rank;
     constexpr int kMaxRanks = 1 << 30;
     if (r.world_size < 1 || r.world_size > kMaxRanks || r.global_rank < 0 || r.global_rank >= r.world_size ||

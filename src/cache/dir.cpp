@@ -24,22 +24,25 @@ namespace {
 // Is the process with this pid gone (its temporary files are garbage)?
 bool dead(long pid) { return pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH; }
 
-void check_safe(const struct stat& st, const fs::path& p) {
+std::string mode_text(mode_t m) {
+  char b[8];
+  std::snprintf(b, sizeof b, "%04o", static_cast<unsigned>(m & 07777));
+  return b;
+}
+
+// `inside`: a directory inside the cache (objects/, locks/), where a
+// sticky bit excuses nothing: nobody else may add files there.
+void check_safe(const struct stat& st, const fs::path& p, bool inside = false) {
   if (!S_ISDIR(st.st_mode)) throw CacheRefused("refusing to use " + p.string() + ": it is not a directory");
   if (st.st_uid != ::geteuid())
     throw CacheRefused("refusing to use cache directory " + p.string() + ": it is owned by uid " +
                        std::to_string(st.st_uid) + ", not by the current user (uid " + std::to_string(::geteuid()) +
                        "); another user could make this process run code it did not compile. Use a cache_dir of "
                        "your own");
-  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0 && (st.st_mode & S_ISVTX) == 0)
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0 && (inside || (st.st_mode & S_ISVTX) == 0))
     throw CacheRefused("refusing to use cache directory " + p.string() + ": other users can write to it (mode " +
-                       [&] {
-                         char b[8];
-                         std::snprintf(b, sizeof b, "%04o", static_cast<unsigned>(st.st_mode & 07777));
-                         return std::string(b);
-                       }() +
-                       ") and it has no sticky bit, so they could replace cache files; chmod 700 it or use "
-                       "another cache_dir");
+                       mode_text(st.st_mode) + ")" + (inside ? "" : " and it has no sticky bit") +
+                       ", so they could replace cache files; chmod 700 it or use another cache_dir");
 }
 
 int open_dir_at(int at, const std::string& name, const fs::path& full) {
@@ -101,9 +104,33 @@ static void check_parents(const fs::path& p) {
   }
 }
 
+// A cache directory given as a symbolic link (a dotfile link to a bigger
+// disk, a scratch link on a cluster) is followed when the link belongs to
+// the current user (or root) and resolves to a directory that passes the
+// checks; the resolved path is used from then on. A link of anyone else is
+// refused: it could point the cache anywhere.
+static fs::path resolve_own_link(const fs::path& p) {
+  struct stat lst;
+  if (::lstat(p.c_str(), &lst) != 0 || !S_ISLNK(lst.st_mode)) return p;
+  if (lst.st_uid != ::geteuid() && lst.st_uid != 0)
+    throw CacheRefused("refusing to use cache directory " + p.string() + ": it is a symbolic link owned by uid " +
+                       std::to_string(lst.st_uid) + ", not by the current user (uid " + std::to_string(::geteuid()) +
+                       "), who could point it anywhere; use the real directory");
+  std::error_code ec;
+  const fs::path target = fs::canonical(p, ec);
+  if (ec)
+    throw CacheError("cache directory " + p.string() + " is a symbolic link whose target cannot be resolved (" +
+                     ec.message() + "); create the directory it points to");
+  check_parents(target);
+  return target;
+}
+
 Dir Dir::open(const fs::path& path, Safety safety, Create create) {
-  const fs::path p = fs::absolute(path).lexically_normal();
-  if (safety == Safety::cache) check_parents(p);
+  fs::path p = fs::absolute(path).lexically_normal();
+  if (safety == Safety::cache) {
+    check_parents(p);
+    p = resolve_own_link(p);
+  }
   if (create == Create::yes) {
     // Missing components are created 0700, one at a time.
     fs::path at = p.root_path();
@@ -139,7 +166,7 @@ Dir Dir::sub(const std::string& name, Create create) const {
   }
   struct stat st;
   if (::fstat(sfd->fd, &st) != 0) fail("inspecting", full, errno);
-  if (safety_ == Safety::cache) check_safe(st, full);
+  if (safety_ == Safety::cache) check_safe(st, full, true);
   return Dir(std::move(sfd), full, safety_);
 }
 
@@ -184,6 +211,11 @@ std::optional<std::string> Dir::read_up_to(const std::string& name, std::size_t 
   if (safety_ == Safety::cache && st.st_uid != ::geteuid())
     throw CacheRefused("refusing to use " + full.string() + ": it is owned by uid " + std::to_string(st.st_uid) +
                        ", not by the current user (uid " + std::to_string(::geteuid()) + ")");
+  if (safety_ == Safety::cache && (st.st_mode & (S_IWGRP | S_IWOTH)) != 0)
+    throw CacheRefused("refusing to use " + full.string() + ": other users can write to it (mode " +
+                       mode_text(st.st_mode) +
+                       "), so its contents cannot be trusted; npucache writes its files 0600. Remove it (it is "
+                       "rebuilt) or chmod 600 it");
   if (truncate && static_cast<uint64_t>(st.st_size) > cap) st.st_size = static_cast<off_t>(cap);
   if (static_cast<uint64_t>(st.st_size) > cap)
     throw CacheError(full.string() + " is " + std::to_string(st.st_size) +

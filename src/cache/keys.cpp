@@ -8,16 +8,19 @@
 
 #include <cctype>
 #include <cstdio>
+#include <map>
 
 namespace npucache::cache {
 namespace {
 
 bool is_model_component(const std::string& name);
 
+// `model_only`: the components that name model_info (the model's, less
+// the config's option text, which the config hash stands for).
 std::string hash_components(const Components& c, bool model_only) {
   std::string s;
   for (const auto& [k, v] : c)
-    if (!model_only || is_model_component(k)) s += k + "=" + v + "\n";
+    if (!model_only || (is_model_component(k) && k != component::kConfigOptions)) s += k + "=" + v + "\n";
   return checksum(s);
 }
 
@@ -52,6 +55,18 @@ std::string signature_text(const TraceResult& t) {
   return s;
 }
 
+// The class part of model_info: path_safe(name), or for a long name (class
+// templates reach hundreds of characters) its first kReadable characters,
+// '-' and 8 hex digits of the full name's hash, so model_info, its index
+// file and the file's temporaries stay far below the 255-byte name limit.
+// The full name is recorded with every entry (component model_class).
+std::string readable_class(const std::string& name) {
+  constexpr std::size_t kMax = 96, kReadable = 80;
+  std::string safe = path_safe(name);
+  if (safe.size() <= kMax) return safe;
+  return safe.substr(0, kReadable) + "-" + checksum(name).substr(0, 8);
+}
+
 }  // namespace
 
 std::string decomposition_names(const DecompositionTable& t) {
@@ -64,8 +79,8 @@ std::string decomposition_names(const DecompositionTable& t) {
 const std::vector<std::string>& component_names() {
   using namespace component;
   static const std::vector<std::string> names = {
-      kModelClass, kParameterSignature, kConfig,        kMode,       kDynamic, kGeCache, kDecompositions,
-      kMethod,     kRuntimeVersion,     kFormatVersion, kCodeVersion};
+      kModelClass, kParameterSignature, kConfig,        kMode,        kDynamic,      kGeCache, kDecompositions,
+      kMethod,     kRuntimeVersion,     kFormatVersion, kCodeVersion, kConfigOptions};
   return names;
 }
 
@@ -73,7 +88,12 @@ namespace {
 // The components hashed into model_info.
 bool is_model_component(const std::string& name) {
   using namespace component;
-  return name != kMethod && name != kRuntimeVersion && name != kFormatVersion && name != kCodeVersion;
+  // ge_cache decides what a save stores (the program or the graph), not
+  // what the model is: single-process and distributed caches of a model
+  // share its entries, whichever level their objects hold (each entry
+  // records its level: with_program).
+  return name != kMethod && name != kRuntimeVersion && name != kFormatVersion && name != kCodeVersion &&
+         name != kGeCache;
 }
 }  // namespace
 
@@ -113,20 +133,24 @@ LookupKey lookup_key(const KeyInputs& in) {
   c[kRuntimeVersion] = in.runtime_version;
   c[kFormatVersion] = layout::kFormatVersion;
   c[kCodeVersion] = in.code_version;
+  std::string options = in.config.dump();
+  for (auto& ch : options)
+    if (ch == '\n') ch = ';';
+  c[kConfigOptions] = options;
   k.hash = hash_components(c, false);
-  k.model_info = path_safe(c[kModelClass]) + (in.dynamic ? "_dynamic" : "_static") +
-                 (in.config.mode == CompileMode::reduce_overhead ? "_aclgraphcache" : "") +
-                 (in.ge_cache && in.config.mode == CompileMode::max_autotune ? "_gecache" : "") + "_" +
+  k.model_info = readable_class(c[kModelClass]) + (in.dynamic ? "_dynamic" : "_static") +
+                 (in.config.mode == CompileMode::reduce_overhead ? "_aclgraphcache" : "") + "_" +
                  hash_components(c, true);
   return k;
 }
 
 GraphId graph_id(const TraceResult& traced, const KeyInputs& in) {
   const std::string canonical = canonical_hash(traced.graph).hex();
+  // Not whether the object holds the program: the computation is the same
+  // either way, and a lookup lowers a graph-only object.
   std::string s = canonical + "|" + checksum(signature_text(traced)) + "|" + in.config.hash().hex() + "|" +
-                  in.runtime_version + "|" + in.decompositions + "|" +
-                  (in.ge_cache && in.config.mode == CompileMode::max_autotune ? "program" : "graph") + "|" +
-                  (in.dynamic ? "dynamic" : "static") + "|" + layout::kFormatVersion;
+                  in.runtime_version + "|" + in.decompositions + "|" + (in.dynamic ? "dynamic" : "static") + "|" +
+                  layout::kFormatVersion;
   XXH128_hash_t h = XXH3_128bits(s.data(), s.size());
   return {Hash128{h.high64, h.low64}.hex(), canonical};
 }
@@ -147,6 +171,38 @@ std::vector<std::string> differing_components(const Components& stored, const Co
     const std::string old = it == stored.end() ? "(none)" : it->second;
     if (old != v) out.push_back(k + ": stored '" + old + "', now '" + v + "'");
   }
+  return out;
+}
+
+std::vector<std::string> model_differences(const Components& stored, const Components& now) {
+  using namespace component;
+  std::vector<std::string> out;
+  for (const auto& d : differing_components(model_components(stored), model_components(now)))
+    if (d.rfind(kConfig + std::string(":"), 0) != 0 && d.rfind(kConfigOptions + std::string(":"), 0) != 0)
+      out.push_back(d);
+  // The config, option by option (its hash alone says nothing).
+  auto options = [](const Components& c) {
+    std::map<std::string, std::string> m;
+    auto it = c.find(kConfigOptions);
+    if (it == c.end()) return m;
+    std::size_t at = 0;
+    while (at < it->second.size()) {
+      std::size_t end = it->second.find(';', at);
+      if (end == std::string::npos) end = it->second.size();
+      const std::string kv = it->second.substr(at, end - at);
+      if (auto eq = kv.find('='); eq != std::string::npos) m[kv.substr(0, eq)] = kv.substr(eq + 1);
+      at = end + 1;
+    }
+    return m;
+  };
+  const auto a = options(stored), b = options(now);
+  for (const auto& [k, v] : b)
+    if (auto it = a.find(k); it == a.end() || it->second != v)
+      out.push_back("config option " + k + ": stored '" + (it == a.end() ? "(none)" : it->second) + "', now '" + v +
+                    "'");
+  const auto sc = stored.find(kConfig), nc = now.find(kConfig);
+  if (out.empty() && sc != stored.end() && nc != now.end() && sc->second != nc->second)
+    out.push_back("config: stored '" + sc->second + "', now '" + nc->second + "'");
   return out;
 }
 

@@ -1,10 +1,13 @@
 // Cache keys (docs/FORMAT.md, "How a hit is decided").
 //
 // model_info names one model: <ModelClass>_<dynamic|static>[_aclgraphcache]
-// [_gecache]_<hash>, the hash over the model components (fully qualified
-// class, parameter signature: names, shapes and dtypes, never values;
-// compiler config, mode, dynamic, ge_cache, decompositions). Every method of
-// the model sits side by side under it.
+// _<hash>, the hash over the model components (fully qualified class,
+// parameter signature: names, shapes and dtypes, never values; compiler
+// config, mode, dynamic, decompositions). Every method of the model sits
+// side by side under it. ge_cache is recorded but is not a model
+// component: it decides whether a save stores the program or the graph,
+// and single-process and distributed caches (which store programs) of a
+// model share its entries.
 //
 // An entry (<model_info>/[world<W>global_rank<R>/]<func>) records the
 // method and the validity components: runtime version and format version
@@ -12,8 +15,8 @@
 //
 // The graph key names the stored artifact: the canonical hash of the traced
 // graph, the input signature (inputs, guards, shape guards, output paths),
-// compile config, runtime version, decompositions, program or graph,
-// dynamic and the format version. By default a stored program is served
+// compile config, runtime version, decompositions, dynamic and the format
+// version. By default a stored program is served
 // only when the graph key of this process's trace equals the entry's: a
 // changed method body, hyper-parameter or guard is a miss with its reason.
 // Ranks and world sizes that trace equal graphs share one artifact.
@@ -45,6 +48,10 @@ inline constexpr const char* kMethod = "method";
 inline constexpr const char* kRuntimeVersion = "runtime_version";
 inline constexpr const char* kFormatVersion = "format_version";
 inline constexpr const char* kCodeVersion = "code_version";
+// The config's options as text ("fusion=true; max_streams=2; ..."): not a
+// key component (kConfig hashes it), recorded so that `explain` can name
+// the option that differs.
+inline constexpr const char* kConfigOptions = "config_options";
 }  // namespace component
 
 // Every component name: the model components (hashed into model_info),
@@ -94,5 +101,9 @@ Components model_components(const Components& c);
 // code_version and the parameter signature.
 std::vector<std::string> stale_components(const Components& stored, const Components& now, bool fast_path);
 std::vector<std::string> differing_components(const Components& stored, const Components& now);
+// What separates an entry made with `stored` components from a lookup with
+// `now`: each differing model component, the config named option by
+// option ("config option autotune_candidates: stored '8', now '3'").
+std::vector<std::string> model_differences(const Components& stored, const Components& now);
 
 }  // namespace npucache::cache

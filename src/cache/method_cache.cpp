@@ -71,13 +71,30 @@ MethodCache::Lookup MethodCache::lookup(const FlatArgs& args, const TraceResult*
     if (!Dir::exists(id_.dir)) return miss(MissReason::absent, {});
     const Store store = Store::open(id_.dir, Create::no);
     r.entry = store.entry(path_);
-    if (!r.entry) return miss(MissReason::absent, {});
+    if (!r.entry) return miss(MissReason::absent, nearest_differences(store));
     auto diffs = stale_components(r.entry->meta.components, key_.components, trace == nullptr);
     if (!diffs.empty()) {
       log::warn("cache entry {} is stale ({}); recompiling and replacing it", where(), join(diffs));
       return miss(MissReason::stale, diffs);
     }
     const bool same_computation = trace == nullptr || r.entry->graph_key == id->key;
+    // Which parameters the graph reads is part of what it computes: the
+    // graph key sees only their shapes (so pipeline stages share objects),
+    // the entry records their names. An entry made for other parameters of
+    // the same shapes (a flag picking another layer) is a miss; the stored
+    // object of the same computation is then bound to this trace's names.
+    if (same_computation && trace != nullptr) {
+      const std::vector<std::string> now = parameter_names(trace->graph);
+      if (now != r.entry->parameters) {
+        std::string stored_names, now_names;
+        for (const auto& n : r.entry->parameters) stored_names += (stored_names.empty() ? "" : ", ") + n;
+        for (const auto& n : now) now_names += (now_names.empty() ? "" : ", ") + n;
+        diffs = {"the graph reads other parameters: stored [" + stored_names + "], now [" + now_names + "]"};
+        log::warn("cache entry {} was compiled for other parameters ({}); using the stored object with this call's",
+                  where(), diffs.front());
+        return miss(MissReason::computation, diffs);
+      }
+    }
     ObjectRecord object;
     bool has_program = false;
     std::shared_ptr<compiler::CompiledGraph> g;
@@ -226,7 +243,10 @@ std::map<std::string, ObjectRecord> MethodCache::save(const std::vector<ObjectRe
   // Every entry records the checksum of the bytes the store holds.
   std::map<std::string, std::vector<EntryRecord>> by_model;
   for (auto& e : entries) {
-    if (auto it = stored.find(e.graph_key); it != stored.end()) e.object_checksum = it->second.meta.checksum;
+    if (auto it = stored.find(e.graph_key); it != stored.end()) {
+      e.object_checksum = it->second.meta.checksum;
+      e.with_program = it->second.meta.with_program;  // what the kept bytes hold
+    }
     by_model[layout::model_info_of(e.path)].push_back(e);
   }
   for (const auto& [model_info, es] : by_model)
@@ -325,6 +345,40 @@ void MethodCache::remember(const EntryRecord& entry, const ObjectRecord& object)
 void MethodCache::remove_entry() const {
   Store::open(id_.dir, Create::no).update_index(key_.model_info, model_components(key_.components), {}, {path_});
   forget_entries(id_.dir, {path_});
+}
+
+std::vector<std::string> MethodCache::nearest_differences(const Store& store) const {
+  // The same method at the same place (world size, rank) of the same model
+  // class under another model_info: what the options changed.
+  constexpr std::size_t kMaxIndexes = 256;  // a bound on what an absent miss reads
+  const std::string where_in = path_.substr(key_.model_info.size());
+  const auto& cls = key_.components.at(component::kModelClass);
+  std::vector<std::string> best;
+  std::string best_path;
+  std::size_t seen = 0;
+  for (const auto& m : store.model_infos()) {
+    if (m == key_.model_info || ++seen > kMaxIndexes) continue;
+    std::optional<DecodedIndex> idx;
+    try {
+      idx = store.index(m);
+    } catch (const CacheError&) {
+      continue;
+    }
+    if (!idx) continue;
+    for (const auto& e : idx->index.entries) {
+      if (e.path.size() <= m.size() || e.path.substr(m.size()) != where_in) continue;
+      const auto c = e.meta.components.find(component::kModelClass);
+      if (c == e.meta.components.end() || c->second != cls) continue;
+      auto diffs = model_differences(e.meta.components, key_.components);
+      if (!diffs.empty() && (best.empty() || diffs.size() < best.size())) {
+        best = std::move(diffs);
+        best_path = e.path;
+      }
+    }
+  }
+  if (best.empty()) return {};
+  best.insert(best.begin(), "nearest entry " + best_path + " was made with other settings");
+  return best;
 }
 
 void MethodCache::discard_damaged(const Store& store, const std::string& key, const std::string& why) const {

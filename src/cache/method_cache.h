@@ -131,6 +131,11 @@ class MethodCache {
   void remove_entry() const;
 
  private:
+  // For an absent entry: the nearest entry of the same method and place
+  // under another model_info of the same class, and what differs ("nearest
+  // entry ... was made with other settings", "dynamic: stored 'true', now
+  // 'false'", ...); empty when there is none.
+  std::vector<std::string> nearest_differences(const Store& store) const;
   // Removes a damaged object (if it is still damaged) so it is rebuilt.
   void discard_damaged(const Store& store, const std::string& key, const std::string& why) const;
 

@@ -6,8 +6,12 @@
 
 #include "compiler/executor.h"
 
+#include <atomic>
 #include <chrono>
+#include <deque>
 #include <map>
+#include <mutex>
+#include <thread>
 
 namespace npucache {
 namespace detail {
@@ -23,7 +27,10 @@ class CompiledFunction {
   };
 
   CompiledFunction(const nn::Module& module, CompileOptions options, std::shared_ptr<compiler::EntrySource> source)
-      : module_(module), options_(std::move(options)), source_(std::move(source)) {
+      : module_(module),
+        options_(std::move(options)),
+        source_(std::move(source)),
+        label_(std::make_shared<const std::string>(module.type_name() + "." + options_.method_name)) {
     if (!options_.fullgraph)
       throw ConfigError(
           "fullgraph=false is not supported: npucache compiles whole graphs only; a "
@@ -31,10 +38,11 @@ class CompiledFunction {
     config_ = resolve_config(options_.config, options_.backend);
   }
 
-  std::vector<Tensor> call(const FlatArgs& args, const TraceFn& trace, std::size_t& entry);
+  std::vector<Tensor> call(const FlatArgs& args, const TraceFn& trace, std::size_t& entry, const KeepFn& keep);
   // The entry matching `args` (obtained from the source on the first call,
-  // else traced and compiled when none matches) and the call's bindings.
-  SymBindings select(const FlatArgs& args, const TraceFn& trace, std::size_t& entry);
+  // else traced and compiled when none matches) and the call's bindings;
+  // `keep` is called under the lock when the method was traced.
+  SymBindings select(const FlatArgs& args, const TraceFn& given_trace, std::size_t& entry, const KeepFn& keep);
 
   TraceOptions trace_options() const {
     TraceOptions t;
@@ -43,11 +51,24 @@ class CompiledFunction {
     t.arg_names = options_.arg_names;
     return t;
   }
-  std::size_t compiles() const { return compiles_; }
-  const CallStatus& status() const { return status_; }
-  const compiler::CompiledGraph& entry(std::size_t i) const { return *entries_.at(i).graph; }
+  std::size_t compiles() const {
+    std::lock_guard lock(mu_);
+    return compiles_;
+  }
+  // The calling thread's latest call (a default status before its first).
+  const CallStatus& status() const {
+    std::lock_guard lock(mu_);
+    return statuses_[std::this_thread::get_id()];
+  }
+  const compiler::CompiledGraph& entry(std::size_t i) const {
+    std::lock_guard lock(mu_);
+    return *entries_.at(i).graph;
+  }
   const CompilerConfig& config() const { return config_; }
-  double first_call_seconds() const { return first_call_seconds_; }
+  double first_call_seconds() const {
+    std::lock_guard lock(mu_);
+    return first_call_seconds_;
+  }
 
  private:
   // The engine's one compile call. Hints (a stored graph-only artifact)
@@ -87,12 +108,17 @@ class CompiledFunction {
   const nn::Module& module_;
   CompileOptions options_;
   CompilerConfig config_;
-  std::vector<Entry> entries_;
+  // Guards everything below but the call counter: a call selects its entry
+  // (and obtains or compiles it) under the lock, then runs outside it.
+  mutable std::mutex mu_;
+  std::deque<Entry> entries_;  // a deque: entries never move once added
   std::shared_ptr<compiler::EntrySource> source_;
   bool first_call_done_ = false;
   double first_call_seconds_ = 0;
   std::size_t compiles_ = 0;
-  CallStatus status_;
+  mutable std::map<std::thread::id, CallStatus> statuses_;  // per calling thread
+  std::shared_ptr<const std::string> label_;                // "Model.decode"
+  std::atomic<uint64_t> calls_{0};
 };
 
 namespace {
@@ -103,8 +129,15 @@ int call_device(const FlatArgs& args) {
 }
 }  // namespace
 
-SymBindings CompiledFunction::select(const FlatArgs& args, const TraceFn& trace, std::size_t& entry) {
+SymBindings CompiledFunction::select(const FlatArgs& args, const TraceFn& given_trace, std::size_t& entry,
+                                     const KeepFn& keep) {
   const int device = call_device(args);
+  std::lock_guard lock(mu_);
+  bool traced = false;
+  const TraceFn trace = [&] {
+    traced = true;
+    return given_trace();
+  };
   const compiler::CompileStep compile_step = [&](TraceResult tr, const SymBindings& example,
                                                  const compiler::CompileHints* hints) {
     return compile(std::move(tr), example, device, hints);
@@ -147,30 +180,47 @@ SymBindings CompiledFunction::select(const FlatArgs& args, const TraceFn& trace,
     add(compile(tr, b, device), std::move(s));
   }
   entry = found;
-  status_ = entries_[found].status;
-  status_.compiles = compiles_;
+  if (traced && keep) keep(found);
+  CallStatus& status = statuses_[std::this_thread::get_id()];
+  status = entries_[found].status;
+  status.compiles = compiles_;
   return b;
 }
 
-std::vector<Tensor> CompiledFunction::call(const FlatArgs& args, const TraceFn& trace, std::size_t& entry) {
-  const SymBindings b = select(args, trace, entry);
+std::vector<Tensor> CompiledFunction::call(const FlatArgs& args, const TraceFn& trace, std::size_t& entry,
+                                           const KeepFn& keep) {
+  const SymBindings b = select(args, trace, entry, keep);
   std::vector<Tensor> inputs;
   inputs.reserve(args.tensors.size());
   for (const auto& [path, t] : args.tensors) inputs.push_back(t);
   const int device = call_device(args);
-  Entry& e = entries_[entry];
-  auto& runner = e.runners[device];
-  if (!runner) runner = std::make_unique<compiler::ProgramRunner>(e.program, device);
-  if (config_.mode == CompileMode::reduce_overhead)
-    return runner->replay(inputs, e.params, b, current_communicator(), config_.input_handling);
-  return runner->run(inputs, e.params, b, current_communicator());
+  compiler::ProgramRunner* runner = nullptr;
+  const std::vector<Tensor>* params = nullptr;
+  {
+    std::lock_guard lock(mu_);
+    Entry& e = entries_[entry];
+    auto& r = e.runners[device];
+    if (!r) r = std::make_unique<compiler::ProgramRunner>(e.program, device);
+    runner = r.get();
+    params = &e.params;
+  }
+  if (config_.mode == CompileMode::reduce_overhead) {
+    compiler::ReplayOptions ro;
+    ro.inputs = config_.input_handling;
+    ro.fresh_outputs = options_.replay_outputs == ReplayOutputs::fresh;
+    ro.method = label_;
+    ro.call = ++calls_;
+    return runner->replay(inputs, *params, b, current_communicator(), ro);
+  }
+  return runner->run(inputs, *params, b, current_communicator());
 }
 
-std::vector<Tensor> call(CompiledFunction& f, const FlatArgs& args, const TraceFn& trace, std::size_t& entry) {
-  return f.call(args, trace, entry);
+std::vector<Tensor> call(CompiledFunction& f, const FlatArgs& args, const TraceFn& trace, std::size_t& entry,
+                         const KeepFn& keep) {
+  return f.call(args, trace, entry, keep);
 }
-void prepare(CompiledFunction& f, const FlatArgs& args, const TraceFn& trace, std::size_t& entry) {
-  f.select(args, trace, entry);
+void prepare(CompiledFunction& f, const FlatArgs& args, const TraceFn& trace, std::size_t& entry, const KeepFn& keep) {
+  f.select(args, trace, entry, keep);
 }
 TraceOptions trace_options(const CompiledFunction& f) { return f.trace_options(); }
 std::size_t compiles(const CompiledFunction& f) { return f.compiles(); }

@@ -3,6 +3,7 @@
 #include <npucache/device.h>
 #include <npucache/error.h>
 #include <npucache/runtime/communicator.h>
+#include <npucache/runtime/pool.h>
 
 #include "nn/interop.h"
 
@@ -17,14 +18,25 @@ struct ProgramRunner::Prepared {
   std::vector<bool> used;                           // per buffer root: some step touches it
 };
 
+// A captured graph of one binding: immutable once made, replayed by any
+// thread into that thread's pool.
 struct ProgramRunner::Captured {
   std::unique_ptr<runtime::TaskGraph> graph;
-  std::vector<const runtime::Block*> bound_inputs;   // per input index
-  std::vector<const runtime::Block*> bound_params;   // per parameter index
-  std::vector<const runtime::Block*> bound_outputs;  // per output buffer index
+  std::size_t footprint = 0;         // pool bytes written: [0, footprint)
+  std::vector<int64_t> pool_offset;  // per buffer root in the pool, else -1
+  std::vector<bool> input_updated;   // per input index: written in place
 };
 
 namespace {
+
+// Slots of a captured graph: the pool, then each input, then each parameter.
+constexpr uint32_t kPoolSlot = 0;
+uint32_t input_slot(int index) { return 1 + static_cast<uint32_t>(index); }
+uint32_t param_slot(const DeviceProgram& p, int index) {
+  return 1 + static_cast<uint32_t>(p.num_inputs) + static_cast<uint32_t>(index);
+}
+// Alignment of buffers laid out in the pool after the arena.
+constexpr std::size_t kPoolAlign = 256;
 
 std::vector<int64_t> binding_key(const SymBindings& b) {
   std::vector<int64_t> k;
@@ -32,18 +44,12 @@ std::vector<int64_t> binding_key(const SymBindings& b) {
   return k;
 }
 
-runtime::BlockPtr captured_block(const runtime::TaskGraph& g, const runtime::Block* b) {
-  for (const auto& l : g.launches())
-    for (const auto& a : l.args)
-      if (a.block.get() == b) return a.block;
-  return nullptr;
-}
-
 template <class What>
 nn::EagerRef eager_impl(const Tensor& t, What&& what) {
   if (!t.defined()) throw ShapeError(what() + " is an undefined tensor");
   if (t.is_traced()) throw TraceError(what() + " is a traced tensor; compiled programs run on eager tensors");
   if (t.is_meta()) throw MetaTensorError(nn::meta_tensor_message(what(), t.type()));
+  if (nn::replay_ticket(t)) nn::check_live(t, what());
   return nn::eager_ref(t);
 }
 
@@ -55,6 +61,8 @@ bool same_type(const TensorType& t, DType dtype, const std::vector<int64_t>& dim
   }
   return true;
 }
+
+bool overlaps(std::size_t a0, std::size_t a1, std::size_t b0, std::size_t b1) { return a0 < b1 && b0 < a1; }
 
 }  // namespace
 
@@ -69,6 +77,7 @@ ProgramRunner::~ProgramRunner() = default;
 
 ProgramRunner::Prepared& ProgramRunner::prepare(const SymBindings& b) {
   auto key = binding_key(b);
+  std::lock_guard lock(mu_);
   auto it = prepared_.find(key);
   if (it != prepared_.end()) return *it->second;
   auto prep = std::make_unique<Prepared>();
@@ -88,13 +97,13 @@ ProgramRunner::Prepared& ProgramRunner::prepare(const SymBindings& b) {
     prep->bytes.push_back(static_cast<std::size_t>(n) * dtype_size(buf.type.dtype));
   }
   // A view reads its root's storage: it may not be larger.
-  for (std::size_t i = 0; i < p.buffers.size(); ++i)
-    if (p.buffers[i].kind == BufferKind::view &&
-        prep->bytes[i] > prep->bytes[static_cast<std::size_t>(p.root(static_cast<int>(i)))])
+  for (std::size_t i = 0; i < p.buffers.size(); ++i) {
+    const auto r = static_cast<std::size_t>(p.root(static_cast<int>(i)));
+    if (p.buffers[i].kind == BufferKind::view && prep->bytes[i] > prep->bytes[r])
       throw ShapeError("buffer " + std::to_string(i) + " of the compiled program views " +
-                       std::to_string(prep->bytes[i]) + " bytes of a buffer of " +
-                       std::to_string(prep->bytes[static_cast<std::size_t>(p.root(static_cast<int>(i)))]) +
+                       std::to_string(prep->bytes[i]) + " bytes of a buffer of " + std::to_string(prep->bytes[r]) +
                        ": the program is invalid");
+  }
   prep->plan = plan_memory(p, *hb_, prep->bytes);
   prep->needs_event.assign(p.steps.size(), false);
   prep->used.assign(p.buffers.size(), false);
@@ -113,8 +122,19 @@ ProgramRunner::Prepared& ProgramRunner::prepare(const SymBindings& b) {
 
 const MemoryPlan& ProgramRunner::memory_plan(const SymBindings& b) { return prepare(b).plan; }
 
-std::vector<runtime::BlockPtr> ProgramRunner::bind_blocks(Prepared& prep, const std::vector<Tensor>& inputs,
-                                                          const std::vector<Tensor>& params, bool intermediates) {
+std::size_t ProgramRunner::captured_graphs() const {
+  std::lock_guard lock(mu_);
+  return captured_.size();
+}
+
+std::size_t ProgramRunner::capture_footprint(const SymBindings& b) const {
+  std::lock_guard lock(mu_);
+  auto it = captured_.find(binding_key(b));
+  return it == captured_.end() ? 0 : it->second->footprint;
+}
+
+std::vector<ProgramRunner::Bound> ProgramRunner::bind(Prepared& prep, const std::vector<Tensor>& inputs,
+                                                      const std::vector<Tensor>& params, bool intermediates) {
   const DeviceProgram& p = *program_;
   if (static_cast<int>(inputs.size()) != p.num_inputs)
     throw TraceError("compiled program takes " + std::to_string(p.num_inputs) + " tensor inputs, got " +
@@ -123,7 +143,7 @@ std::vector<runtime::BlockPtr> ProgramRunner::bind_blocks(Prepared& prep, const 
     throw Error("compiled program needs " + std::to_string(p.parameters.size()) + " parameters, got " +
                 std::to_string(params.size()));
   Device& dev = Platform::get().device(device_);
-  std::vector<runtime::BlockPtr> blocks(p.buffers.size());
+  std::vector<Bound> roots(p.buffers.size());
   runtime::BlockPtr arena = intermediates && prep.plan.arena_bytes ? dev.allocate(prep.plan.arena_bytes) : nullptr;
   for (std::size_t i = 0; i < p.buffers.size(); ++i) {
     const BufferDesc& d = p.buffers[i];
@@ -137,7 +157,7 @@ std::vector<runtime::BlockPtr> ProgramRunner::bind_blocks(Prepared& prep, const 
         if (impl.device != device_)
           throw DeviceError("input " + std::to_string(d.index) + " is on device " + std::to_string(impl.device) +
                             ", the program runs on device " + std::to_string(device_));
-        blocks[i] = impl.block;
+        roots[i] = {impl.block, impl.offset};
         break;
       }
       case BufferKind::parameter: {
@@ -147,31 +167,30 @@ std::vector<runtime::BlockPtr> ProgramRunner::bind_blocks(Prepared& prep, const 
         if (!same_type(impl.type, d.type.dtype, prep.dims[i]))
           throw TraceError("parameter '" + ref.name + "' is " + type_str(impl.type) + ", the program expects " +
                            type_str(d.type));
-        blocks[i] = impl.block;
+        if (impl.device != device_)
+          throw DeviceError("parameter '" + ref.name + "' is on device " + std::to_string(impl.device) +
+                            ", the program runs on device " + std::to_string(device_));
+        roots[i] = {impl.block, impl.offset};
         break;
       }
-      case BufferKind::arena: blocks[i] = arena; break;
-      case BufferKind::output: blocks[i] = dev.allocate(std::max<std::size_t>(prep.bytes[i], 1)); break;
+      case BufferKind::arena:
+        if (intermediates) roots[i] = {arena, static_cast<std::size_t>(prep.plan.offsets[i])};
+        break;
+      case BufferKind::output:
       case BufferKind::temp:
-        if (intermediates) blocks[i] = dev.allocate(std::max<std::size_t>(prep.bytes[i], 1));
+        if (intermediates) roots[i] = {dev.allocate(std::max<std::size_t>(prep.bytes[i], 1)), 0};
         break;
       case BufferKind::view: break;
     }
   }
-  return blocks;
+  return roots;
 }
 
-void ProgramRunner::launch_all(Prepared& prep, std::vector<runtime::BlockPtr>& blocks, Communicator& comm) {
+void ProgramRunner::launch_all(Prepared& prep, const std::vector<Bound>& roots, Communicator& comm) {
   const DeviceProgram& p = *program_;
   auto arg = [&](int b) {
-    const int r = p.root(b);
-    const auto ri = static_cast<std::size_t>(r);
-    std::size_t offset = 0;
-    if (p.buffers[ri].kind == BufferKind::arena)
-      offset = static_cast<std::size_t>(prep.plan.offsets[ri]);
-    else if (p.buffers[ri].kind == BufferKind::input || p.buffers[ri].kind == BufferKind::parameter)
-      offset = 0;
-    return runtime::TensorArg{blocks[ri], offset, p.buffers[static_cast<std::size_t>(b)].type.dtype,
+    const auto r = static_cast<std::size_t>(p.root(b));
+    return runtime::TensorArg{roots[r].block, roots[r].offset, p.buffers[static_cast<std::size_t>(b)].type.dtype,
                               prep.dims[static_cast<std::size_t>(b)]};
   };
   std::vector<runtime::Event> events(p.steps.size());
@@ -204,14 +223,13 @@ void ProgramRunner::launch_all(Prepared& prep, std::vector<runtime::BlockPtr>& b
     }
 }
 
-std::vector<Tensor> ProgramRunner::make_outputs(const Prepared& prep,
-                                                const std::vector<runtime::BlockPtr>& blocks) const {
+std::vector<Tensor> ProgramRunner::make_outputs(const Prepared& prep, const std::vector<Bound>& roots) const {
   const DeviceProgram& p = *program_;
   std::vector<Tensor> out;
   for (int o : p.outputs) {
     const auto r = static_cast<std::size_t>(p.root(o));
     out.push_back(nn::wrap_eager(
-        blocks[r], p.buffers[r].kind == BufferKind::arena ? static_cast<std::size_t>(prep.plan.offsets[r]) : 0,
+        roots[r].block, roots[r].offset,
         {p.buffers[static_cast<std::size_t>(o)].type.dtype, shape_of(prep.dims[static_cast<std::size_t>(o)])},
         device_));
   }
@@ -221,86 +239,166 @@ std::vector<Tensor> ProgramRunner::make_outputs(const Prepared& prep,
 std::vector<Tensor> ProgramRunner::run(const std::vector<Tensor>& inputs, const std::vector<Tensor>& params,
                                        const SymBindings& b, Communicator& comm) {
   Prepared& prep = prepare(b);
-  std::vector<runtime::BlockPtr> blocks = bind_blocks(prep, inputs, params);
-  launch_all(prep, blocks, comm);
-  return make_outputs(prep, blocks);
+  std::vector<Bound> roots = bind(prep, inputs, params, true);
+  launch_all(prep, roots, comm);
+  return make_outputs(prep, roots);
+}
+
+ProgramRunner::Captured& ProgramRunner::capture(Prepared& prep, const std::vector<Bound>& io, Communicator& comm,
+                                                const std::vector<int64_t>& key) {
+  const DeviceProgram& p = *program_;
+  auto cap = std::make_unique<Captured>();
+  // Pool layout: the arena as planned, then temporaries and outputs.
+  cap->pool_offset.assign(p.buffers.size(), -1);
+  std::size_t end = prep.plan.arena_bytes;
+  for (std::size_t i = 0; i < p.buffers.size(); ++i) {
+    const BufferKind k = p.buffers[i].kind;
+    if (k == BufferKind::arena) {
+      cap->pool_offset[i] = prep.plan.offsets[i];
+    } else if (k == BufferKind::temp || k == BufferKind::output) {
+      end = (end + kPoolAlign - 1) / kPoolAlign * kPoolAlign;
+      cap->pool_offset[i] = static_cast<int64_t>(end);
+      end += std::max<std::size_t>(prep.bytes[i], 1);
+    }
+  }
+  cap->footprint = end;
+  cap->input_updated.assign(static_cast<std::size_t>(p.num_inputs), false);
+  for (const auto& st : p.steps) {
+    if (st.op != Op::buffer_update) continue;
+    const BufferDesc& r = p.buffers[static_cast<std::size_t>(p.root(st.operands[0]))];
+    if (r.kind == BufferKind::input) cap->input_updated[static_cast<std::size_t>(r.index)] = true;
+  }
+  // Record with the calling thread's pool (nothing runs while capturing).
+  runtime::BlockPtr pool = runtime::MemoryPool::of_this_thread(device_)->reserve(cap->footprint);
+  std::vector<Bound> roots = io;
+  for (std::size_t i = 0; i < p.buffers.size(); ++i)
+    if (cap->pool_offset[i] >= 0) roots[i] = {pool, static_cast<std::size_t>(cap->pool_offset[i])};
+  runtime::Stream& s = *streams_[0];
+  s.begin_capture();
+  try {
+    launch_all(prep, roots, comm);
+  } catch (...) {
+    s.end_capture();
+    throw;
+  }
+  cap->graph = s.end_capture();
+  if (cap->graph->size() != p.steps.size())
+    throw Error("capture recorded " + std::to_string(cap->graph->size()) + " launches for a program of " +
+                std::to_string(p.steps.size()) + " steps");
+  // Every operand becomes a slot: the pool, an input or a parameter.
+  for (std::size_t i = 0; i < p.steps.size(); ++i) {
+    const ProgramStep& st = p.steps[i];
+    for (std::size_t a = 0; a <= st.operands.size(); ++a) {
+      const int buf = a < st.operands.size() ? st.operands[a] : st.result;
+      const auto r = static_cast<std::size_t>(p.root(buf));
+      const BufferDesc& d = p.buffers[r];
+      if (cap->pool_offset[r] >= 0)
+        cap->graph->set_slot(i, a, kPoolSlot, static_cast<std::size_t>(cap->pool_offset[r]));
+      else if (d.kind == BufferKind::input)
+        cap->graph->set_slot(i, a, input_slot(d.index), 0);
+      else if (d.kind == BufferKind::parameter)
+        cap->graph->set_slot(i, a, param_slot(p, d.index), 0);
+      else
+        throw Error("captured operand of step " + std::to_string(i) + " has no storage class");
+    }
+  }
+  return *captured_.emplace(key, std::move(cap)).first->second;
 }
 
 std::vector<Tensor> ProgramRunner::replay(const std::vector<Tensor>& inputs, const std::vector<Tensor>& params,
-                                          const SymBindings& b, Communicator& comm, InputHandling handling) {
+                                          const SymBindings& b, Communicator& comm, const ReplayOptions& options) {
   if (streams_.size() != 1) throw ConfigError("reduce-overhead programs run on a single stream");
-  for (const auto& s : program_->steps)
+  const DeviceProgram& p = *program_;
+  for (const auto& s : p.steps)
     if (op_info(s.op).rng)
       throw ConfigError("op '" + std::string(op_name(s.op)) +
                         "' cannot be captured in reduce-overhead mode: every replay would repeat the "
                         "same random numbers; use max-autotune");
   Prepared& prep = prepare(b);
-  const DeviceProgram& p = *program_;
-  auto key = binding_key(b);
-  auto it = captured_.find(key);
-  std::vector<runtime::BlockPtr> blocks = bind_blocks(prep, inputs, params, it == captured_.end());
-  if (it == captured_.end()) {
-    auto cap = std::make_unique<Captured>();
-    runtime::Stream& s = *streams_[0];
-    s.begin_capture();
-    try {
-      launch_all(prep, blocks, comm);
-    } catch (...) {
-      s.end_capture();
-      throw;
-    }
-    cap->graph = s.end_capture();
-    cap->bound_inputs.assign(static_cast<std::size_t>(p.num_inputs), nullptr);
-    cap->bound_params.assign(p.parameters.size(), nullptr);
-    cap->bound_outputs.assign(static_cast<std::size_t>(p.num_output_buffers), nullptr);
-    for (std::size_t i = 0; i < p.buffers.size(); ++i) {
-      const BufferDesc& d = p.buffers[i];
-      const auto idx = static_cast<std::size_t>(d.index);
-      if (d.kind == BufferKind::input) cap->bound_inputs[idx] = blocks[i].get();
-      if (d.kind == BufferKind::parameter) cap->bound_params[idx] = blocks[i].get();
-      if (d.kind == BufferKind::output) cap->bound_outputs[idx] = blocks[i].get();
-    }
-    it = captured_.emplace(key, std::move(cap)).first;
-    it->second->graph->replay(s);
-    return make_outputs(prep, blocks);
+  const std::vector<Bound> io = bind(prep, inputs, params, false);
+  const Captured* cap = nullptr;
+  {
+    const auto key = binding_key(b);
+    std::lock_guard lock(mu_);
+    auto it = captured_.find(key);
+    cap = it != captured_.end() ? it->second.get() : &capture(prep, io, comm, key);
   }
-  Captured& cap = *it->second;
-  std::vector<std::pair<const runtime::Block*, runtime::BlockPtr>> rebind, copy_in;
+  const auto pool = runtime::MemoryPool::of_this_thread(device_);
+  const runtime::BlockPtr pool_block = pool->reserve(cap->footprint);
+  Device& dev = Platform::get().device(device_);
+
+  std::vector<runtime::TaskGraph::SlotBinding> slots(1 + static_cast<std::size_t>(p.num_inputs) + p.parameters.size());
+  std::vector<runtime::TaskGraph::Copy> before, after;
+  slots[kPoolSlot] = {pool_block, 0};
   for (std::size_t i = 0; i < p.buffers.size(); ++i) {
     const BufferDesc& d = p.buffers[i];
-    const auto idx = static_cast<std::size_t>(d.index);
-    const runtime::Block* fresh = blocks[i].get();
     if (!prep.used[i]) continue;  // e.g. an input only its shape is taken from
-    if (d.kind == BufferKind::input && cap.bound_inputs[idx] != fresh) {
-      if (handling == InputHandling::copy) {
-        copy_in.emplace_back(cap.bound_inputs[idx], blocks[i]);
-      } else {
-        rebind.emplace_back(cap.bound_inputs[idx], blocks[i]);
-        cap.bound_inputs[idx] = fresh;
+    if (d.kind == BufferKind::parameter) {
+      slots[param_slot(p, d.index)] = {io[i].block, io[i].offset};
+      continue;
+    }
+    if (d.kind != BufferKind::input) continue;
+    const auto idx = static_cast<std::size_t>(d.index);
+    const Bound& in = io[i];
+    const std::size_t n = prep.bytes[i];
+    // An input in the memory this replay writes (an earlier output fed
+    // back) is staged first; so is every input in copy mode.
+    const bool in_pool = in.block == pool_block && overlaps(in.offset, in.offset + n, 0, cap->footprint);
+    if (options.inputs == InputHandling::copy || in_pool) {
+      if (in_pool && cap->input_updated[idx])
+        throw DeviceError("input " + std::to_string(d.index) + " of " +
+                          (options.method ? *options.method : std::string("the captured graph")) +
+                          " is an output of an earlier call still living in the pool of captured graphs, and the "
+                          "program updates it in place, which would overwrite this call's own results; pass a "
+                          "copy (Tensor::clone()) or compile with CompileOptions::replay_outputs = "
+                          "ReplayOutputs::fresh");
+      runtime::BlockPtr stage = dev.allocate(std::max<std::size_t>(n, 1));
+      before.push_back({stage, 0, in.block, in.offset, n});
+      if (cap->input_updated[idx]) after.push_back({in.block, in.offset, stage, 0, n});
+      slots[input_slot(d.index)] = {std::move(stage), 0};
+    } else {
+      slots[input_slot(d.index)] = {in.block, in.offset};
+    }
+  }
+  // Outputs: the pool's memory (with the replay's ticket), or copies.
+  std::vector<Tensor> outs;
+  outs.reserve(p.outputs.size());
+  std::vector<std::pair<std::size_t, std::size_t>> pooled;  // output index, pool offset
+  for (int o : p.outputs) {
+    const auto r = static_cast<std::size_t>(p.root(o));
+    const TensorType type{p.buffers[static_cast<std::size_t>(o)].type.dtype,
+                          shape_of(prep.dims[static_cast<std::size_t>(o)])};
+    if (cap->pool_offset[r] >= 0) {
+      pooled.emplace_back(outs.size(), static_cast<std::size_t>(cap->pool_offset[r]));
+      outs.emplace_back();
+      if (options.fresh_outputs) {
+        const std::size_t n = prep.bytes[static_cast<std::size_t>(o)];
+        runtime::BlockPtr copy = dev.allocate(std::max<std::size_t>(n, 1));
+        after.push_back({copy, 0, pool_block, pooled.back().second, n});
+        outs.back() = nn::wrap_eager(std::move(copy), 0, type, device_);
       }
-    } else if (d.kind == BufferKind::parameter && cap.bound_params[idx] != fresh) {
-      rebind.emplace_back(cap.bound_params[idx], blocks[i]);
-      cap.bound_params[idx] = fresh;
-    } else if (d.kind == BufferKind::output) {
-      rebind.emplace_back(cap.bound_outputs[idx], blocks[i]);
-      cap.bound_outputs[idx] = fresh;
+      continue;
     }
+    // A view of an input or parameter (an in-place updated KV cache): the
+    // caller's own tensor, written back already if it was staged.
+    const std::size_t which = p.buffers[r].kind == BufferKind::input ? static_cast<std::size_t>(p.buffers[r].index)
+                                                                     : static_cast<std::size_t>(-1);
+    outs.push_back(nn::wrap_eager(io[r].block, io[r].offset, type, device_,
+                                  which < inputs.size() ? nn::replay_ticket(inputs[which]) : nullptr));
   }
-  cap.graph->replay_with(*streams_[0], rebind, copy_in);
-  if (!copy_in.empty()) {
-    // In-place updates (KV caches) landed in the captured buffers: copy them
-    // back into the caller's tensors, in stream order.
-    for (const auto& st : p.steps) {
-      if (st.op != Op::buffer_update) continue;
-      const auto r = static_cast<std::size_t>(p.root(st.operands[0]));
-      if (p.buffers[r].kind != BufferKind::input) continue;
-      const runtime::Block* bound = cap.bound_inputs[static_cast<std::size_t>(p.buffers[r].index)];
-      if (bound == blocks[r].get()) continue;
-      if (runtime::BlockPtr captured = captured_block(*cap.graph, bound))
-        streams_[0]->copy(blocks[r], 0, captured, 0, prep.bytes[r]);
+  // Logged before the submission: outputs of earlier replays in this
+  // footprint are overwritten from now on.
+  const auto ticket = pool->record_write(cap->footprint, options.method, options.call);
+  cap->graph->replay(*streams_[0], slots, std::move(before), std::move(after));
+  if (!options.fresh_outputs)
+    for (const auto& [i, off] : pooled) {
+      const int o = p.outputs[i];
+      outs[i] = nn::wrap_eager(
+          pool_block, off,
+          {p.buffers[static_cast<std::size_t>(o)].type.dtype, shape_of(prep.dims[static_cast<std::size_t>(o)])},
+          device_, ticket);
     }
-  }
-  return make_outputs(prep, blocks);
+  return outs;
 }
 
 }  // namespace npucache::compiler

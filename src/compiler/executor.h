@@ -4,14 +4,27 @@
 // for cross-stream dependencies; all streams joined back to the device's
 // default stream at the end, so the next call and eager work are ordered
 // after it). The memory plan, evaluated dims and attributes are prepared
-// once per concrete binding of the symbols and reused.
+// once per concrete binding of the symbols and reused. Outputs get storage
+// of their own every call.
 //
 // ProgramRunner::replay (reduce-overhead) captures the launches of the
-// first call per binding into a task graph, then replays it: inputs are
-// rebound to the call's tensors (or copied into the captured ones), outputs
-// get fresh storage each call, so earlier results are never overwritten.
+// first call per binding into a task graph whose operands are slots -- the
+// calling thread's pool of captured graphs (runtime/pool.h), each input,
+// each parameter -- and replays it with the call's bindings, so arguments
+// that swap, repeat or alias each other bind exactly as given. Intermediates
+// and outputs live in the pool: an output stays valid until a later replay
+// of the same thread reuses its memory; reading it after that is a
+// DeviceError naming both calls (ReplayOptions::fresh_outputs copies outputs
+// out instead). An input that lives in the pool (an output of an earlier
+// replay fed back, `h = step(h)`) is staged into memory of its own before
+// the kernels run; in copy mode every input is staged, and inputs the
+// program updates in place (KV caches) are copied back after it: the
+// caller's tensors are only ever written where the program writes them.
 //
-// Thread safety: one call at a time per runner.
+// Thread safety: run and replay may be called from several threads at once
+// (a capture is made once per binding, other callers wait for it; replays
+// of one captured graph run concurrently, each with its own bindings and
+// its own thread's pool).
 #pragma once
 
 #include <npucache/compiler/config.h>
@@ -21,14 +34,27 @@
 #include "compiler/memory_plan.h"
 #include "compiler/program.h"
 
+#include <atomic>
 #include <map>
 #include <memory>
+#include <mutex>
+#include <string>
 
 namespace npucache {
 class Communicator;
 }
 
 namespace npucache::compiler {
+
+struct ReplayOptions {
+  InputHandling inputs = InputHandling::update_address;
+  // Copy outputs into storage of their own (kept across later calls)
+  // instead of returning the pool's memory.
+  bool fresh_outputs = false;
+  // For messages about overwritten outputs: the method and its call number.
+  std::shared_ptr<const std::string> method;
+  uint64_t call = 0;
+};
 
 class ProgramRunner {
  public:
@@ -38,29 +64,39 @@ class ProgramRunner {
   std::vector<Tensor> run(const std::vector<Tensor>& inputs, const std::vector<Tensor>& params, const SymBindings& b,
                           Communicator& comm);
   std::vector<Tensor> replay(const std::vector<Tensor>& inputs, const std::vector<Tensor>& params, const SymBindings& b,
-                             Communicator& comm, InputHandling handling);
+                             Communicator& comm, const ReplayOptions& options = {});
 
   // The plan for a binding (prepared on first use).
   const MemoryPlan& memory_plan(const SymBindings& b);
-  std::size_t captured_graphs() const { return captured_.size(); }
+  std::size_t captured_graphs() const;
+  // Pool bytes the capture of binding `b` uses (0 when not captured).
+  std::size_t capture_footprint(const SymBindings& b) const;
   int device() const { return device_; }
 
  private:
   struct Prepared;
   struct Captured;
+  // Storage of a buffer root: a block and the offset the root starts at.
+  struct Bound {
+    runtime::BlockPtr block;
+    std::size_t offset = 0;
+  };
   Prepared& prepare(const SymBindings& b);
-  // Issues every step; the blocks backing each buffer root are filled in.
-  void launch_all(Prepared& prep, std::vector<runtime::BlockPtr>& blocks, Communicator& comm);
-  // Storage for every buffer root; `intermediates` false skips the arena
-  // and temporaries (a replay uses the captured ones).
-  std::vector<runtime::BlockPtr> bind_blocks(Prepared& prep, const std::vector<Tensor>& inputs,
-                                             const std::vector<Tensor>& params, bool intermediates = true);
-  std::vector<Tensor> make_outputs(const Prepared& prep, const std::vector<runtime::BlockPtr>& blocks) const;
+  // Captures the program for binding `b` (caller holds mu_).
+  Captured& capture(Prepared& prep, const std::vector<Bound>& io, Communicator& comm, const std::vector<int64_t>& key);
+  // Issues every step; `roots` holds the storage of each buffer root.
+  void launch_all(Prepared& prep, const std::vector<Bound>& roots, Communicator& comm);
+  // Storage of the inputs and parameters (checked against the program);
+  // with `intermediates`, also a fresh arena, temporaries and outputs.
+  std::vector<Bound> bind(Prepared& prep, const std::vector<Tensor>& inputs, const std::vector<Tensor>& params,
+                          bool intermediates);
+  std::vector<Tensor> make_outputs(const Prepared& prep, const std::vector<Bound>& roots) const;
 
   std::shared_ptr<const DeviceProgram> program_;
   int device_;
   std::unique_ptr<HappensBefore> hb_;
   std::vector<runtime::Stream*> streams_;
+  mutable std::mutex mu_;  // guards prepared_ and captured_ (their values never move)
   std::map<std::vector<int64_t>, std::unique_ptr<Prepared>> prepared_;
   std::map<std::vector<int64_t>, std::unique_ptr<Captured>> captured_;
 };

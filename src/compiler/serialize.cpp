@@ -195,6 +195,11 @@ void put(ByteWriter& w, const TraceResult& t) {
     w.str(g.value);
   }
   w.strings(t.signature.shape_guards);
+  w.u32(static_cast<uint32_t>(t.signature.dim_bounds.size()));
+  for (const auto& bound : t.signature.dim_bounds) {
+    put(w, bound.lhs);
+    put(w, bound.rhs);
+  }
   w.strings(t.output_paths);
   w.str(t.name);
 }
@@ -217,6 +222,13 @@ TraceResult get_trace(ByteReader& r) {
     t.signature.guards.push_back(std::move(g));
   }
   t.signature.shape_guards = r.strings();
+  const std::size_t nb = r.count(8);
+  for (std::size_t i = 0; i < nb; ++i) {
+    DimBound bound;
+    bound.lhs = get_expr(r);
+    bound.rhs = get_expr(r);
+    t.signature.dim_bounds.push_back(std::move(bound));
+  }
   t.output_paths = r.strings();
   t.name = r.str();
   return t;

@@ -37,6 +37,10 @@ void InferCtx::require_dim_equal(const SymExpr& a, const SymExpr& b, const std::
   if (!unifier.unify(a, b)) fail(what + ": " + a.str() + " != " + b.str());
 }
 
+void InferCtx::require_le(const SymExpr& a, const SymExpr& b, const std::string& what) const {
+  if (!unifier.require_le(a, b)) fail(what + ": " + a.str() + " > " + b.str());
+}
+
 int64_t InferCtx::require_constant(const SymExpr& d, const std::string& what) const {
   auto v = unifier.specialize(d);
   if (!v) fail(what + " must be a known constant, not '" + d.str() + "'");

@@ -68,13 +68,14 @@ TensorType slice_type(const InferCtx& c) {
   auto d = static_cast<std::size_t>(c.norm_dim(c.attrs.get_int("dim"), out.size()));
   const auto& bounds = c.attrs.get<std::vector<SymExpr>>("bounds");
   if (bounds.size() != 2) c.fail("slice bounds must be [start, end]");
-  SymExpr len = bounds[1] - bounds[0];
-  auto s = bounds[0].try_constant();
-  auto l = len.try_constant();
-  auto n = out[d].try_constant();
-  if ((s && *s < 0) || (l && *l < 0) || (s && l && n && *s + *l > *n))
-    c.fail("slice [" + bounds[0].str() + ", " + bounds[1].str() + ") out of range for dim of size " + out[d].str());
-  out[d] = len;
+  // 0 <= start <= end <= size: checked now for constants, a guard of the
+  // trace for symbolic sizes (a shorter input must not bind this graph).
+  const std::string range =
+      "slice [" + bounds[0].str() + ", " + bounds[1].str() + ") out of range for dim of size " + out[d].str();
+  c.require_le(SymExpr(0), bounds[0], range);
+  c.require_le(bounds[0], bounds[1], range);
+  c.require_le(bounds[1], out[d], range);
+  out[d] = bounds[1] - bounds[0];
   return {c.operand(0).dtype, out};
 }
 
@@ -111,7 +112,13 @@ TensorType infer_layout(const InferCtx& c) {
     case Op::gather: {
       c.require_integral(1);
       if (c.rank(0) != c.rank(1)) c.fail("gather index must have the input's rank");
-      c.norm_dim(c.attrs.get_int("dim"), c.rank(0));
+      const auto dim = static_cast<std::size_t>(c.norm_dim(c.attrs.get_int("dim"), c.rank(0)));
+      // Beside the gathered dim the index reads the input in place: it may
+      // not be larger than the input there.
+      for (std::size_t k = 0; k < c.rank(0); ++k)
+        if (k != dim)
+          c.require_le(c.operand(1).shape[k], c.operand(0).shape[k],
+                       "gather index dim " + std::to_string(k) + " is larger than the input's");
       return {c.operand(0).dtype, c.operand(1).shape};
     }
     case Op::embedding: {

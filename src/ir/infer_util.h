@@ -25,6 +25,9 @@ struct InferCtx {
   void require_integral(std::size_t i) const;
   void require_rank(std::size_t i, std::size_t rank) const;
   void require_dim_equal(const SymExpr& a, const SymExpr& b, const std::string& what) const;
+  // a <= b, guarded while tracing (DimUnifier::require_le); fails with
+  // `what` when the sizes at hand violate it.
+  void require_le(const SymExpr& a, const SymExpr& b, const std::string& what) const;
   // The dim's constant value (specialising symbols while tracing); fails
   // with `what` when it cannot be known.
   int64_t require_constant(const SymExpr& d, const std::string& what) const;

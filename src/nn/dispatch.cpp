@@ -16,10 +16,13 @@ namespace npucache {
 namespace {
 
 Tensor run_eager(Op op, const std::vector<Tensor>& inputs, const Attrs& attrs) {
-  for (std::size_t i = 0; i < inputs.size(); ++i)
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
     if (inputs[i].impl()->meta)
       throw MetaTensorError(
           nn::meta_tensor_message(std::string(op_name(op)) + ": operand " + std::to_string(i), inputs[i].impl()->type));
+    if (inputs[i].impl()->ticket)
+      detail::check_live(*inputs[i].impl(), std::string(op_name(op)) + ": operand " + std::to_string(i));
+  }
   if (op_info(op).composite) {
     const Decomposition* d = default_decomposition(op);
     if (d == nullptr) throw Error("composite op " + std::string(op_name(op)) + " has no decomposition");
@@ -40,11 +43,13 @@ Tensor run_eager(Op op, const std::vector<Tensor>& inputs, const Attrs& attrs) {
   if (op == Op::reshape) {  // a view: same storage, no launch
     out->block = inputs[0].impl()->block;
     out->offset = inputs[0].impl()->offset;
+    out->ticket = inputs[0].impl()->ticket;
     return Tensor(std::move(out));
   }
   if (op == Op::buffer_update) {  // in place
     out->block = inputs[0].impl()->block;
     out->offset = inputs[0].impl()->offset;
+    out->ticket = inputs[0].impl()->ticket;
   } else {
     int64_t n = 1;
     for (int64_t d : dims) n *= d;

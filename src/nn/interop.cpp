@@ -17,8 +17,14 @@ EagerRef eager_ref(const Tensor& t) {
   return {i.type, i.block, i.offset, i.device};
 }
 
-Tensor wrap_eager(runtime::BlockPtr block, std::size_t offset, TensorType type, int device) {
+void check_live(const Tensor& t, const std::string& what) { detail::check_live(*t.impl(), what); }
+
+const std::shared_ptr<const runtime::ReplayTicket>& replay_ticket(const Tensor& t) { return t.impl()->ticket; }
+
+Tensor wrap_eager(runtime::BlockPtr block, std::size_t offset, TensorType type, int device,
+                  std::shared_ptr<const runtime::ReplayTicket> ticket) {
   auto impl = std::make_shared<detail::TensorImpl>();
+  impl->ticket = std::move(ticket);
   impl->type = std::move(type);
   impl->block = std::move(block);
   impl->offset = offset;

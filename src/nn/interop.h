@@ -6,6 +6,7 @@
 
 #include <npucache/ir/graph.h>
 #include <npucache/runtime/memory.h>
+#include <npucache/runtime/pool.h>
 #include <npucache/tensor.h>
 
 #include <memory>
@@ -34,8 +35,16 @@ struct EagerRef {
 // Precondition: t is defined, eager and not meta (checked by the caller,
 // who names it).
 EagerRef eager_ref(const Tensor& t);
-// An eager tensor over `bytes` of `block` starting at `offset`.
-Tensor wrap_eager(runtime::BlockPtr block, std::size_t offset, TensorType type, int device);
+// Throws DeviceError naming `what` when `t` is a replay output that a later
+// replay overwrote (runtime/pool.h); nothing for any other tensor.
+void check_live(const Tensor& t, const std::string& what);
+// Whether `t` is a replay output living in a pool of captured graphs, and
+// its ticket (null otherwise).
+const std::shared_ptr<const runtime::ReplayTicket>& replay_ticket(const Tensor& t);
+// An eager tensor over `bytes` of `block` starting at `offset`; `ticket`
+// marks an output living in a pool of captured graphs.
+Tensor wrap_eager(runtime::BlockPtr block, std::size_t offset, TensorType type, int device,
+                  std::shared_ptr<const runtime::ReplayTicket> ticket = nullptr);
 
 // Ops called while a Retrace is alive on this thread record nodes into its
 // graph (as during tracing, without a module).

@@ -12,6 +12,16 @@
 
 namespace npucache {
 
+namespace detail {
+void check_live(const TensorImpl& impl, const std::string& what) {
+  if (!impl.ticket) return;
+  int64_t n = 1;
+  for (const auto& d : impl.type.shape) n *= d.try_constant().value_or(0);
+  const std::size_t bytes = static_cast<std::size_t>(n) * dtype_size(impl.type.dtype);
+  impl.ticket->pool->check(*impl.ticket, impl.offset, impl.offset + bytes, what);
+}
+}  // namespace detail
+
 const detail::TensorImpl& Tensor::checked() const {
   if (!impl_) throw ShapeError("use of an undefined tensor");
   return *impl_;
@@ -68,6 +78,7 @@ runtime::TensorArg arg_of(const detail::TensorImpl& impl) {
 }
 
 void require_eager(const detail::TensorImpl& impl, const char* what) {
+  detail::check_live(impl, what);
   if (impl.traced())
     throw TraceError(std::string(what) +
                      ": reading a tensor's values while tracing is data-dependent control flow; "
@@ -157,5 +168,15 @@ Tensor Tensor::slice(int64_t dim, SymExpr start, SymExpr end) const {
   return ops::slice(*this, dim, std::move(start), std::move(end));
 }
 Tensor Tensor::to(DType dtype) const { return ops::cast(*this, dtype); }
+
+Tensor Tensor::clone() const {
+  const auto& impl = checked();
+  if (impl.traced()) return ops::cast(*this, impl.type.dtype);
+  require_eager(impl, "clone");
+  runtime::TensorArg a = arg_of(impl);
+  Tensor out(new_eager(a.dtype, a.dims));
+  Platform::get().device(impl.device).default_stream().copy(out.impl_->block, 0, impl.block, impl.offset, a.bytes());
+  return out;
+}
 
 }  // namespace npucache

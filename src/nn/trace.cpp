@@ -1,5 +1,6 @@
 #include <npucache/error.h>
 #include <npucache/trace.h>
+#include <algorithm>
 
 #include "nn/detail/tensor_impl.h"
 #include "nn/detail/trace_state.h"
@@ -73,6 +74,15 @@ TraceResult TraceSession::finish(const std::vector<std::pair<std::string, Tensor
   for (auto& in : state_->signature.inputs)
     for (auto& d : in.type.shape) d = d.substitute(subst);
   state_->signature.shape_guards = state_->shapes.guards();
+  for (const auto& bound : state_->shapes.bounds()) {
+    DimBound final{state_->shapes.resolve(bound.lhs).substitute(subst),
+                   state_->shapes.resolve(bound.rhs).substitute(subst)};
+    auto l = final.lhs.try_constant(), r = final.rhs.try_constant();
+    if (l && r) continue;  // specialised since: checked by the constant dims
+    if (std::find(state_->signature.dim_bounds.begin(), state_->signature.dim_bounds.end(), final) ==
+        state_->signature.dim_bounds.end())
+      state_->signature.dim_bounds.push_back(std::move(final));
+  }
   verify(state_->graph);
   r.graph = std::move(state_->graph);
   r.signature = std::move(state_->signature);
@@ -134,6 +144,12 @@ SymBindings InputSignature::bind_refs(const std::vector<std::pair<const std::str
         throw TraceError("input '" + inputs[i].path + "' dim " + std::to_string(d) + " is " + std::to_string(actual) +
                          ", the trace was specialised to " + want.str());
     }
+  for (const auto& bound : dim_bounds) {
+    const int64_t l = bound.lhs.evaluate(b), r = bound.rhs.evaluate(b);
+    if (l > r)
+      throw TraceError("the call's sizes break a guard of the trace: " + bound.lhs.str() + " <= " + bound.rhs.str() +
+                       " (here " + std::to_string(l) + " > " + std::to_string(r) + ")");
+  }
   if (values.size() != guards.size())
     throw TraceError("call has " + std::to_string(values.size()) + " plain-value inputs, the trace has " +
                      std::to_string(guards.size()));

@@ -2,6 +2,7 @@
 
 #include <npucache/error.h>
 
+#include <algorithm>
 #include <atomic>
 
 namespace npucache::detail {
@@ -80,6 +81,19 @@ std::optional<int64_t> ShapeEnv::specialize(const SymExpr& e) {
     guards_.push_back(s + " == " + std::to_string(hints_.at(s)));
   }
   return v;
+}
+
+bool ShapeEnv::require_le(const SymExpr& a, const SymExpr& b) {
+  const SymExpr ra = resolve(a), rb = resolve(b);
+  if (auto d = (rb - ra).try_constant()) return *d >= 0;  // holds (or fails) for every size
+  const auto x = hint(ra), y = hint(rb);
+  if (!x || !y || *x > *y) return false;
+  const DimBound bound{ra, rb};
+  if (std::find(bounds_.begin(), bounds_.end(), bound) == bounds_.end()) {
+    bounds_.push_back(bound);
+    guards_.push_back(ra.str() + " <= " + rb.str());
+  }
+  return true;
 }
 
 std::map<std::string, SymExpr> ShapeEnv::final_substitutions(const std::vector<Shape>& appearance) const {

@@ -67,13 +67,17 @@ struct Stream::Impl {
     }
   }
 
-  void enqueue(Task task) {
+  // `counted`: a kernel, copy or replay (events are not counted).
+  void enqueue(Task task, bool counted = true) {
     {
       std::lock_guard lock(mu);
+      if (counted) ++launches;
       queue.push_back(std::move(task));
     }
     cv_work.notify_one();
   }
+  // Whether the calling thread is capturing (caller holds mu).
+  bool capturing_here() const { return capture != nullptr && capture_thread == std::this_thread::get_id(); }
 
   Device& device;
   int index;
@@ -85,6 +89,7 @@ struct Stream::Impl {
   bool stop = false;
   std::exception_ptr error;
   std::unique_ptr<TaskGraph> capture;
+  std::thread::id capture_thread;  // the thread whose launches are recorded
   uint64_t launches = 0;
   uint64_t rng_seed = 0x5eed;
   uint64_t rng_offset = 0;
@@ -96,9 +101,16 @@ Stream::~Stream() = default;
 
 Device& Stream::device() const { return impl_->device; }
 int Stream::index() const { return impl_->index; }
-bool Stream::capturing() const { return impl_->capture != nullptr; }
-uint64_t Stream::launches() const { return impl_->launches; }
+bool Stream::capturing() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->capturing_here();
+}
+uint64_t Stream::launches() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->launches;
+}
 void Stream::set_rng_seed(uint64_t seed) {
+  std::lock_guard lock(impl_->mu);
   impl_->rng_seed = seed;
   impl_->rng_offset = 0;
 }
@@ -139,17 +151,19 @@ void spin_for(double us) {
 
 void Stream::launch(KernelLaunch launch) {
   validate_launch(launch, impl_->device);
-  if (op_info(launch.op).rng) {
-    launch.rng_seed = impl_->rng_seed;
-    launch.rng_offset = impl_->rng_offset;
-    impl_->rng_offset += static_cast<uint64_t>(launch.args.back().numel());
-  }
-  if (impl_->capture) {
-    impl_->capture->launches_->push_back(std::move(launch));
-    return;
+  {
+    std::unique_lock lock(impl_->mu);
+    if (op_info(launch.op).rng) {
+      launch.rng_seed = impl_->rng_seed;
+      launch.rng_offset = impl_->rng_offset;
+      impl_->rng_offset += static_cast<uint64_t>(launch.args.back().numel());
+    }
+    if (impl_->capturing_here()) {
+      impl_->capture->data_->launches.push_back(std::move(launch));
+      return;
+    }
   }
   if (impl_->device.launch_latency_us() > 0) spin_for(impl_->device.launch_latency_us());
-  ++impl_->launches;
   impl_->enqueue([l = std::move(launch)] { run_kernel(l); });
 }
 
@@ -158,8 +172,7 @@ void Stream::copy(BlockPtr dst, std::size_t dst_offset, BlockPtr src, std::size_
   if (dst_offset + bytes > dst->size() || src_offset + bytes > src->size())
     throw DeviceError("copy of " + std::to_string(bytes) + " bytes exceeds a buffer (source " +
                       std::to_string(src->size()) + " bytes, destination " + std::to_string(dst->size()) + " bytes)");
-  if (impl_->capture) throw DeviceError("copies cannot be captured; copy inputs before begin_capture");
-  ++impl_->launches;
+  if (capturing()) throw DeviceError("copies cannot be captured; copy inputs before begin_capture");
   impl_->enqueue([dst = std::move(dst), src = std::move(src), dst_offset, src_offset, bytes] {
     std::memmove(static_cast<char*>(dst->data()) + dst_offset, static_cast<const char*>(src->data()) + src_offset,
                  bytes);
@@ -167,33 +180,37 @@ void Stream::copy(BlockPtr dst, std::size_t dst_offset, BlockPtr src, std::size_
 }
 
 void Stream::record(Event& event) {
-  if (impl_->capture) throw DeviceError("events cannot be recorded while capturing");
+  if (capturing()) throw DeviceError("events cannot be recorded while capturing");
   uint64_t gen;
   {
     std::lock_guard lock(event.state_->mu);
     gen = ++event.state_->recorded;
   }
-  impl_->enqueue([s = event.state_, gen] {
-    {
-      std::lock_guard lock(s->mu);
-      if (gen > s->completed) s->completed = gen;
-    }
-    s->cv.notify_all();
-  });
+  impl_->enqueue(
+      [s = event.state_, gen] {
+        {
+          std::lock_guard lock(s->mu);
+          if (gen > s->completed) s->completed = gen;
+        }
+        s->cv.notify_all();
+      },
+      false);
 }
 
 void Stream::wait(const Event& event) {
-  if (impl_->capture) throw DeviceError("events cannot be waited on while capturing");
+  if (capturing()) throw DeviceError("events cannot be waited on while capturing");
   uint64_t gen;
   {
     std::lock_guard lock(event.state_->mu);
     gen = event.state_->recorded;
   }
   if (gen == 0) return;
-  impl_->enqueue([s = event.state_, gen] {
-    std::unique_lock lock(s->mu);
-    s->cv.wait(lock, [&] { return s->completed >= gen; });
-  });
+  impl_->enqueue(
+      [s = event.state_, gen] {
+        std::unique_lock lock(s->mu);
+        s->cv.wait(lock, [&] { return s->completed >= gen; });
+      },
+      false);
 }
 
 void Stream::synchronize() {
@@ -207,71 +224,94 @@ void Stream::synchronize() {
 }
 
 void Stream::begin_capture() {
+  std::lock_guard lock(impl_->mu);
   if (impl_->capture) throw DeviceError("stream is already capturing");
   impl_->capture = std::unique_ptr<TaskGraph>(new TaskGraph());
+  impl_->capture_thread = std::this_thread::get_id();
 }
 
 std::unique_ptr<TaskGraph> Stream::end_capture() {
-  if (!impl_->capture) throw DeviceError("end_capture without begin_capture");
+  std::lock_guard lock(impl_->mu);
+  if (!impl_->capturing_here()) throw DeviceError("end_capture without begin_capture on this thread");
   return std::move(impl_->capture);
 }
 
-void TaskGraph::replay(Stream& stream, const std::vector<std::pair<const Block*, BlockPtr>>& inputs, InputMode mode) {
-  const std::vector<std::pair<const Block*, BlockPtr>> none;
-  if (mode == InputMode::update_address)
-    replay_with(stream, inputs, none);
-  else
-    replay_with(stream, none, inputs);
+void TaskGraph::set_slot(std::size_t launch, std::size_t arg, uint32_t slot, std::size_t relative_offset) {
+  if (launch >= data_->launches.size() || arg >= data_->launches[launch].args.size())
+    throw DeviceError("task graph slot for launch " + std::to_string(launch) + " operand " + std::to_string(arg) +
+                      ": no such operand");
+  if (data_.use_count() > 1) data_ = std::make_shared<Data>(*data_);  // a replay holds the old data
+  Data& d = *data_;
+  if (d.slotted.size() < d.launches.size()) d.slotted.resize(d.launches.size());
+  TensorArg& a = d.launches[launch].args[arg];
+  a.block = nullptr;
+  a.offset = relative_offset;
+  auto& pairs = d.slotted[launch];
+  bool replaced = false;
+  for (auto& [o, s] : pairs)
+    if (o == arg) {
+      s = slot;
+      replaced = true;
+    }
+  if (!replaced) pairs.emplace_back(static_cast<uint32_t>(arg), slot);
+  if (d.extent.size() <= slot) d.extent.resize(slot + 1, 0);
+  d.extent[slot] = std::max(d.extent[slot], relative_offset + a.bytes());
 }
 
-void TaskGraph::replay_with(Stream& stream, const std::vector<std::pair<const Block*, BlockPtr>>& rebind,
-                            const std::vector<std::pair<const Block*, BlockPtr>>& copy_in) {
+std::size_t TaskGraph::slot_extent(uint32_t slot) const {
+  return slot < data_->extent.size() ? data_->extent[slot] : 0;
+}
+
+void TaskGraph::replay(Stream& stream, const std::vector<SlotBinding>& slots, std::vector<Copy> before,
+                       std::vector<Copy> after) const {
   if (stream.capturing()) throw DeviceError("cannot replay a task graph into a capturing stream");
-  if (!rebind.empty() && launches_.use_count() > 1)
-    launches_ = std::make_shared<std::vector<KernelLaunch>>(*launches_);  // a replay is in flight
-  std::vector<std::pair<BlockPtr, BlockPtr>> copies;                      // (bound, new contents)
-  auto check = [&](const BlockPtr& fresh) {
-    if (!fresh) throw DeviceError("task graph input rebound to a null buffer");
-    if (fresh->device() != stream.device().id())
-      throw DeviceError("task graph input lives on device " + std::to_string(fresh->device()) +
-                        ", the replay stream on device " + std::to_string(stream.device().id()));
-  };
-  auto fits = [](const TensorArg& a, const BlockPtr& fresh) {
-    if (a.offset + a.bytes() > fresh->size())
-      throw DeviceError("task graph input buffer of " + std::to_string(fresh->size()) +
-                        " bytes is smaller than the captured operand (" + std::to_string(a.offset + a.bytes()) +
-                        " bytes)");
-  };
-  for (const auto& [bound, fresh] : copy_in) {
-    check(fresh);
-    BlockPtr target;
-    for (const auto& l : *launches_)
-      for (const auto& a : l.args)
-        if (a.block.get() == bound) {
-          fits(a, fresh);
-          target = a.block;
-        }
-    if (!target) throw DeviceError("task graph has no captured operand in the given input buffer");
-    copies.emplace_back(target, fresh);
+  const int device = stream.device().id();
+  const Data& d = *data_;
+  for (std::size_t s = 0; s < d.extent.size(); ++s) {
+    if (d.extent[s] == 0) continue;
+    if (s >= slots.size() || !slots[s].block)
+      throw DeviceError("task graph slot " + std::to_string(s) + " is not bound to a buffer");
+    const SlotBinding& b = slots[s];
+    if (b.block->device() != device)
+      throw DeviceError("task graph slot " + std::to_string(s) + " is bound to a buffer on device " +
+                        std::to_string(b.block->device()) + ", the replay stream is on device " +
+                        std::to_string(device));
+    if (b.offset > b.block->size() || d.extent[s] > b.block->size() - b.offset)
+      throw DeviceError("task graph slot " + std::to_string(s) + " needs " + std::to_string(d.extent[s]) +
+                        " bytes at offset " + std::to_string(b.offset) + " of a buffer of " +
+                        std::to_string(b.block->size()) + " bytes");
   }
-  for (const auto& [bound, fresh] : rebind) {
-    check(fresh);
-    bool found = false;
-    for (auto& l : *launches_)
-      for (auto& a : l.args)
-        if (a.block.get() == bound) {
-          fits(a, fresh);
-          a.block = fresh;
-          found = true;
-        }
-    if (!found) throw DeviceError("task graph has no captured operand in the given input buffer");
-  }
-  stream.impl_->launches += 1;
-  // One submission: the worker runs the copies and every captured kernel.
-  stream.impl_->enqueue([launches = launches_, copies = std::move(copies)] {
-    for (const auto& [bound, fresh] : copies)
-      std::memcpy(bound->data(), fresh->data(), std::min(bound->size(), fresh->size()));
-    for (const auto& l : *launches) run_kernel(l);
+  for (const auto* list : {&before, &after})
+    for (const Copy& c : *list) {
+      if (!c.dst || !c.src) throw DeviceError("task graph copy with a null buffer");
+      if (c.dst->device() != device || c.src->device() != device)
+        throw DeviceError("task graph copy between devices; the replay stream is on device " + std::to_string(device));
+      if (c.dst_offset > c.dst->size() || c.bytes > c.dst->size() - c.dst_offset || c.src_offset > c.src->size() ||
+          c.bytes > c.src->size() - c.src_offset)
+        throw DeviceError("task graph copy of " + std::to_string(c.bytes) + " bytes exceeds a buffer");
+    }
+  // One submission: the worker binds each slotted operand as it runs the
+  // launch, so the graph itself is never changed by a replay.
+  stream.impl_->enqueue([data = data_, slots, before = std::move(before), after = std::move(after)] {
+    auto run_copies = [](const std::vector<Copy>& cs) {
+      for (const Copy& c : cs)
+        std::memmove(static_cast<char*>(c.dst->data()) + c.dst_offset,
+                     static_cast<const char*>(c.src->data()) + c.src_offset, c.bytes);
+    };
+    run_copies(before);
+    for (std::size_t i = 0; i < data->launches.size(); ++i) {
+      if (i >= data->slotted.size() || data->slotted[i].empty()) {
+        run_kernel(data->launches[i]);
+        continue;
+      }
+      KernelLaunch l = data->launches[i];
+      for (const auto& [arg, slot] : data->slotted[i]) {
+        l.args[arg].block = slots[slot].block;
+        l.args[arg].offset += slots[slot].offset;
+      }
+      run_kernel(l);
+    }
+    run_copies(after);
   });
 }
 

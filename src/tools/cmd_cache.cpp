@@ -40,7 +40,8 @@ void cmd_ls(const std::string& d, bool json) {
     nlohmann::json entries = nlohmann::json::array();
     for (const auto& e : l.entries)
       entries.push_back(
-          {{"path", e.path}, {"object", e.graph_key}, {"mode", e.mode}, {"stored_bytes", e.stored_bytes}});
+          {{"path", e.path}, {"object", e.graph_key}, {"mode", e.mode}, {"model_class", e.model_class},
+           {"stored_bytes", e.stored_bytes}});
     print_json({{"dir", l.dir}, {"entries", entries}, {"objects", l.objects}, {"problems", l.problems}});
     return;
   }
@@ -137,13 +138,16 @@ std::string explain_verdict(const cache::admin::Explanation& x) {
   if (x.misses.empty()) return "no recorded misses";
   static const std::map<std::string, std::string> kMeaning = {
       {"absent", "first run of that entry: nothing to fix"},
+      {"absent, other settings",
+       "an entry of the same method exists under other options, config or model: the differences are listed"},
       {"stale", "a format or runtime version changed: rebuilt once"},
       {"computation", "the method's code, constants or compile settings changed: rebuilt"},
       {"signature", "inputs of other shapes or dtypes than the entry was traced for"},
       {"corrupt", "damaged files, rebuilt: `npucache verify` checks the rest"},
       {"refused", "the cache directory was refused as unsafe: see the warning in the log"}};
   std::map<std::string, int> by_reason;
-  for (const auto& m : x.misses) ++by_reason[m.reason];
+  for (const auto& m : x.misses)
+    ++by_reason[m.reason == "absent" && !m.differences.empty() ? std::string("absent, other settings") : m.reason];
   std::string parts;
   for (const auto& [reason, n] : by_reason) {
     const auto it = kMeaning.find(reason);

@@ -15,7 +15,12 @@
 //     when a decision came from the table, "same_program <0|1>": whether
 //     the program equals a fresh tuning (table off) given the same choices.
 //     --other runs another model ("Other") whose matmuls have the seed's
-//     shapes; --no-shared-tuning turns the tuning table off.
+//     shapes; --no-shared-tuning turns the tuning table off; --pick a|b
+//     runs "Picker", whose method uses layer a or b (same shapes);
+//     --temperature T runs "Tempered", whose method takes T as a plain
+//     double argument (a guard); --long-name N names the model's class
+//     with a template-like name of N characters; --candidates N sets the
+//     config's autotune_candidates.
 //   cache_worker write DIR PREFIX COUNT BYTES
 //     commits COUNT entries named PREFIX<i> with objects of BYTES random
 //     bytes each, one transaction per entry (crash and concurrency tests).
@@ -32,6 +37,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <string>
 
@@ -39,8 +45,11 @@ using namespace npucache;
 
 namespace {
 
+// The model's class name ("Model", or a long template-like name).
+std::string g_type_name = "Model";
+
 struct Counted : models::SeedExample {
-  std::string type_name() const override { return "Model"; }
+  std::string type_name() const override { return g_type_name; }
   int traced = 0;
   double scale = 1.0;
   Tensor prompt(const models::InputMeta& x, const std::vector<Tensor>& kv) {
@@ -65,14 +74,44 @@ struct Other : models::SeedExample {
   }
 };
 
+// Two layers of the same shape; a constructor flag picks the one the method
+// uses (which parameters a graph reads is part of what it computes).
+struct Picker : nn::Module {
+  std::shared_ptr<nn::Linear> a, b;
+  bool use_b;
+  int traced = 0;
+  explicit Picker(bool pick_b) : use_b(pick_b) {
+    a = register_module("a", std::make_shared<nn::Linear>(2, 2));
+    b = register_module("b", std::make_shared<nn::Linear>(2, 2));
+    a->weight.copy_from({1, 0, 0, 1});
+    b->weight.copy_from({0, 2, 3, 0});
+  }
+  std::string type_name() const override { return "Picker"; }
+  Tensor prompt(const models::InputMeta& x, const std::vector<Tensor>& kv) {
+    ++traced;
+    return (use_b ? b : a)->forward(x.data) + kv.at(0);
+  }
+};
+
+// A plain floating argument (a temperature): a guard compared bit for bit.
+struct Tempered : models::SeedExample {
+  std::string type_name() const override { return "Tempered"; }
+  int traced = 0;
+  double temperature = 1.0;
+  Tensor prompt(const models::InputMeta& x, const std::vector<Tensor>& kv, double t) {
+    ++traced;
+    return forward(x, kv) * t;
+  }
+};
+
 template <class M>
 int run_model(M& m, const CacheOptions& o, int64_t batch, bool rng) {
   auto fn = [&] {
-    if constexpr (std::is_same_v<M, Other>) {
+    if constexpr (std::is_same_v<M, Counted>) {
+      return cache_compile(m, rng ? &M::noisy : &M::prompt, o);
+    } else {
       (void)rng;
       return cache_compile(m, &M::prompt, o);
-    } else {
-      return cache_compile(m, rng ? &M::noisy : &M::prompt, o);
     }
   }();
   std::vector<float> out;
@@ -87,7 +126,10 @@ int run_model(M& m, const CacheOptions& o, int64_t batch, bool rng) {
   };
   for (int call = 0; call < 2; ++call) {
     auto [x, kv] = call_inputs();
-    out = fn(x, kv).to_vector();
+    if constexpr (std::is_same_v<M, Tempered>)
+      out = fn(x, kv, m.temperature).to_vector();
+    else
+      out = fn(x, kv).to_vector();
   }
   const int traced = m.traced;
   const std::size_t compiles = fn.compiles();
@@ -95,15 +137,18 @@ int run_model(M& m, const CacheOptions& o, int64_t batch, bool rng) {
   // The tuning lines first: the tests compare everything from "result" on.
   const compiler::CompiledGraph& g = detail::entry(fn.engine(), 0);
   std::printf("tuning %d %d\ntable %zu\n", g.kernels_tuned, g.kernels_reused, compiler::TuningTable::process().size());
-  if (g.kernels_reused > 0) {
-    CompileOptions fresh = o.compile;
-    fresh.config->shared_tuning = false;
-    auto plain = compile(m, &M::prompt, fresh);
-    auto [x, kv] = call_inputs();
-    plain(x, kv);
-    compiler::DeviceProgram p = detail::entry(plain.engine(), 0).program;
-    compiler::apply_autotune(p, g.autotune);
-    std::printf("same_program %d\n", compiler::serialize_program(p) == compiler::serialize_program(g.program) ? 1 : 0);
+  if constexpr (std::is_same_v<M, Counted> || std::is_same_v<M, Other>) {
+    if (g.kernels_reused > 0) {
+      CompileOptions fresh = o.compile;
+      fresh.config->shared_tuning = false;
+      auto plain = compile(m, &M::prompt, fresh);
+      auto [x, kv] = call_inputs();
+      plain(x, kv);
+      compiler::DeviceProgram p = detail::entry(plain.engine(), 0).program;
+      compiler::apply_autotune(p, g.autotune);
+      std::printf("same_program %d\n",
+                  compiler::serialize_program(p) == compiler::serialize_program(g.program) ? 1 : 0);
+    }
   }
   std::printf("traced %d\ncompiled %zu\nstatus %s\nreason %s\nresult", traced, compiles,
               std::string(outcome_name(status.outcome)).c_str(), status.reason.c_str());
@@ -119,6 +164,8 @@ int run(int argc, char** argv) {
   double scale = 1.0;
   int64_t batch = 3;
   bool rng = false, other = false;
+  std::string pick;
+  std::optional<double> temperature;
   CompilerConfig c;
   c.autotune_candidates = 2;
   c.autotune_min_time_us = 0;
@@ -148,10 +195,31 @@ int run(int argc, char** argv) {
       other = true;
     else if (a == "--no-shared-tuning")
       c.shared_tuning = false;
+    else if (a == "--pick")
+      pick = argv[++i];
+    else if (a == "--candidates")
+      c.autotune_candidates = std::stoi(argv[++i]);
+    else if (a == "--long-name") {  // "ns::Model<ns::Arg<0>, ...>" of the given length
+      const std::size_t n = std::stoul(argv[++i]);
+      g_type_name = "ns::Model<";
+      for (int k = 0; g_type_name.size() < n; ++k) g_type_name += "ns::Arg<" + std::to_string(k) + ">, ";
+      g_type_name.resize(n - 1);
+      g_type_name += ">";
+    } else if (a == "--temperature")
+      temperature = std::stod(argv[++i]);
   }
   o.compile.config = c;
   if (other) {
     Other m;
+    return run_model(m, o, batch, rng);
+  }
+  if (!pick.empty()) {
+    Picker m(pick == "b");
+    return run_model(m, o, batch, rng);
+  }
+  if (temperature) {
+    Tempered m;
+    m.temperature = *temperature;
     return run_model(m, o, batch, rng);
   }
   Counted m;

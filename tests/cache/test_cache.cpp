@@ -71,13 +71,19 @@ TEST_F(CacheTest, HitAcrossProcessesSkipsCompiling) {
   // Another batch size on the dynamic graph: still a hit.
   Out other = sh(worker(dir, "prompt --batch 5"));
   EXPECT_TRUE(has(other.text, "compiled 0\nstatus hit")) << other.text;
-  // ge_cache stores the program; both levels load without compiling.
-  Out ge_cold = sh(worker(dir, "prompt --ge-cache"));
+  // ge_cache decides what a save stores, not what the model is: the entry
+  // is shared, and a ge_cache run loads the stored graph without compiling.
   Out ge_warm = sh(worker(dir, "prompt --ge-cache"));
-  EXPECT_TRUE(has(ge_cold.text, "compiled 1")) << ge_cold.text;
   EXPECT_TRUE(has(ge_warm.text, "compiled 0\nstatus hit")) << ge_warm.text;
   EXPECT_EQ(result(ge_warm.text), result(cold.text));
-  EXPECT_EQ(entry_paths().size(), 2u);  // Model_dynamic_<h>/prompt and Model_dynamic_gecache_<h>/prompt
+  EXPECT_EQ(entry_paths().size(), 1u);  // Model_dynamic_<h>/prompt
+  // In a fresh directory ge_cache stores the program; both levels load it.
+  const fs::path ge_dir = dir / "ge";
+  Out ge_cold = sh(worker(ge_dir.string(), "prompt --ge-cache"));
+  EXPECT_TRUE(has(ge_cold.text, "compiled 1")) << ge_cold.text;
+  EXPECT_TRUE(has(sh(worker(ge_dir.string(), "prompt --ge-cache")).text, "compiled 0\nstatus hit"));
+  EXPECT_TRUE(has(sh(worker(ge_dir.string(), "prompt")).text, "compiled 0\nstatus hit"));
+  fs::remove_all(ge_dir);
   // Every file 0600, every directory 0700.
   for (const auto& f : fs::recursive_directory_iterator(dir)) {
     struct stat st;
@@ -137,6 +143,84 @@ TEST_F(CacheTest, ChangedComputationIsAMissWithItsReason) {
   Out again = sh(worker(dir, "prompt --scale 3"));
   EXPECT_TRUE(has(again.text, "compiled 0\nstatus hit")) << again.text;  // replaced
   EXPECT_EQ(entry_paths().size(), 1u);
+}
+
+// A flag picks which of two same-shaped layers the method reads: the entry
+// made with one choice is never served for the other (the object of the
+// same computation is, bound to the other layer's weights).
+TEST_F(CacheTest, WhichParametersAGraphReadsIsPartOfTheEntry) {
+  const fs::path fresh = dir.string() + "-fresh";
+  fs::remove_all(fresh);
+  Out b_alone = sh(worker(fresh.string(), "prompt --pick b"));
+  ASSERT_EQ(b_alone.status, 0) << b_alone.text;
+  fs::remove_all(fresh);
+  Out a = sh(worker(dir, "prompt --pick a"));
+  ASSERT_EQ(a.status, 0) << a.text;
+  Out b = sh(worker(dir, "prompt --pick b"));
+  ASSERT_EQ(b.status, 0) << b.text;
+  auto result = [](const std::string& t) { return t.substr(t.find("result")); };
+  EXPECT_EQ(result(b.text), result(b_alone.text)) << b.text;
+  EXPECT_NE(result(a.text), result(b.text));
+  EXPECT_TRUE(has(b.text, "compiled 0\nstatus hit")) << b.text;  // the object is shared, no compile
+  EXPECT_TRUE(has(b.text, "the graph reads other parameters: stored [a.weight, a.bias], now [b.weight, b.bias]"))
+      << b.text;
+  Out b_again = sh(worker(dir, "prompt --pick b"));
+  EXPECT_TRUE(has(b_again.text, "compiled 0\nstatus hit\nreason \n")) << b_again.text;
+  EXPECT_EQ(result(b_again.text), result(b_alone.text));
+  Out a_again = sh(worker(dir, "prompt --pick a"));
+  EXPECT_EQ(result(a_again.text), result(a.text)) << a_again.text;
+}
+
+// A plain floating argument is a guard compared bit for bit: 1e-7 and 1e-9
+// differ (six-digit text made them equal), on the fast path too.
+TEST_F(CacheTest, FloatGuardsAreExact) {
+  Out small = sh(worker(dir, "prompt --temperature 1e-7 --fast --code-version v1"));
+  ASSERT_EQ(small.status, 0) << small.text;
+  EXPECT_TRUE(has(small.text, "result 4e-07 8e-07 1.2e-06")) << small.text;
+  Out smaller = sh(worker(dir, "prompt --temperature 1e-9 --fast --code-version v1"));
+  ASSERT_EQ(smaller.status, 0) << smaller.text;
+  EXPECT_TRUE(has(smaller.text, "result 4e-09 8e-09 1.2e-08")) << smaller.text;
+  EXPECT_TRUE(has(smaller.text, "guard failed: 'arg2' was 1e-07 when traced, now 1e-09")) << smaller.text;
+  Out same = sh(worker(dir, "prompt --temperature 1e-9"));
+  EXPECT_TRUE(has(same.text, "result 4e-09 8e-09 1.2e-08")) << same.text;
+}
+
+// Class templates make names of hundreds of characters: each is cached
+// under a short readable prefix plus a hash, the full name recorded.
+TEST_F(CacheTest, LongTypeNamesAreCached) {
+  for (int n : {200, 225, 239, 300, 1000}) {
+    const std::string args = "prompt --long-name " + std::to_string(n);
+    Out cold = sh(worker(dir, args));
+    ASSERT_EQ(cold.status, 0) << cold.text;
+    EXPECT_TRUE(has(cold.text, "saved to")) << n << ": " << cold.text;  // (the object is shared: one compile)
+    Out warm = sh(worker(dir, args));
+    EXPECT_TRUE(has(warm.text, "compiled 0\nstatus hit")) << n << ": " << warm.text;
+  }
+  for (const auto& p : entry_paths()) {
+    const std::string model_info = p.substr(0, p.find('/'));
+    EXPECT_LE(model_info.size(), 140u) << model_info;
+    EXPECT_EQ(model_info.rfind("ns.Model_ns.Arg_0_", 0), 0u) << model_info;
+  }
+  EXPECT_EQ(entry_paths().size(), 5u);  // one model each: the hash tells them apart
+  Out ls = sh(std::string(NPUCACHE_CLI) + " ls " + dir.string() + " --json");
+  EXPECT_TRUE(has(ls.text, "ns::Model<ns::Arg<0>, ns::Arg<1>, ")) << ls.text;  // the full name is recorded
+}
+
+// A miss caused by changed options names what changed: the nearest entry
+// of the same method under another model_info, option by option.
+TEST_F(CacheTest, ExplainNamesChangedOptionsAndConfig) {
+  ASSERT_EQ(sh(worker(dir)).status, 0);
+  Out cfg = sh(worker(dir, "prompt --candidates 3"));
+  EXPECT_TRUE(has(cfg.text, "reason absent (nearest entry Model_dynamic_")) << cfg.text;
+  EXPECT_TRUE(has(cfg.text, "config option autotune_candidates: stored '2', now '3'")) << cfg.text;
+  Out stat = sh(worker(dir, "prompt --static"));
+  EXPECT_TRUE(has(stat.text, "dynamic: stored 'true', now 'false'")) << stat.text;
+  Out ro = sh(worker(dir, "prompt --reduce-overhead"));
+  EXPECT_TRUE(has(ro.text, "mode: stored 'max-autotune', now 'reduce-overhead'")) << ro.text;
+  Out x = sh(std::string(NPUCACHE_CLI) + " explain " + dir.string());
+  EXPECT_EQ(x.status, 0) << x.text;
+  EXPECT_TRUE(has(x.text, "config option autotune_candidates: stored '2', now '3'")) << x.text;
+  EXPECT_TRUE(has(x.text, "absent, other settings")) << x.text;
 }
 
 TEST_F(CacheTest, CodeVersionFastPathSkipsTheTraceAndTrustsTheVersion) {
@@ -244,7 +328,7 @@ TEST_F(CacheTest, RecompileSkipsTheCacheAndRemovesTheEntry) {
 
 TEST_F(CacheTest, H5dumpShowsTheSeedPathsAndThePluginDecodes) {
   ASSERT_EQ(sh(worker(dir)).status, 0);
-  ASSERT_EQ(sh(worker(dir, "prompt --ge-cache")).status, 0);
+  ASSERT_EQ(sh(worker(dir, "prompt --static")).status, 0);
   auto entries = entry_paths();
   ASSERT_EQ(entries.size(), 2u);
   const std::string model_info = cache::layout::model_info_of(entries[0]);

@@ -1,4 +1,5 @@
 // The MPI cache coordinator under mpiexec (1, 2, 4 and 8 ranks).
+#include <npucache/cache.h>
 #include <npucache/coordinator.h>
 #include <npucache/device.h>
 #include <npucache/models/models.h>
@@ -100,6 +101,19 @@ class Coordinator : public ::testing::Test {
     return dist::reports();
   }
 
+  // The same job with each rank's own cache_compile (no coordinator):
+  // the compiles this rank did.
+  std::size_t single_job(const std::string& d) {
+    auto prompt = cache_compile(*model, &models::TinyLlama::prompt, options("prompt", d));
+    auto decode = cache_compile(*model, &models::TinyLlama::decode, options("decode", d));
+    auto kv = model->make_kv_cache(1);
+    std::vector<int64_t> t{1, 2, 3, 4, 5, 6}, p{0, 1, 2, 3, 4, 5};
+    prompt(Tensor::from_vector_i64(t, {1, 6}), Tensor::from_vector_i64(p, {1, 6}), kv);
+    decode(Tensor::from_vector_i64({7}, {1, 1}), Tensor::from_vector_i64({6}, {1, 1}), kv);
+    Platform::get().device(current_device()).synchronize();
+    return prompt.compiles() + decode.compiles();
+  }
+
   // Sum of a per-rank count over all ranks.
   int total(int mine) const {
     int n = 0;
@@ -134,6 +148,25 @@ class Coordinator : public ::testing::Test {
 };
 
 }  // namespace
+
+// A cache warmed by each rank's own cache_compile serves the coordinated
+// job, and the other way round: the model is the same, so are its entries
+// (what a save stores, program or graph, is not part of the key).
+TEST_F(Coordinator, SingleProcessAndDistributedCachesAreOne) {
+  const std::string first_single = dir + "-a", first_dist = dir + "-b";
+  EXPECT_GT(total(static_cast<int>(single_job(first_single))), 0);
+  const auto warm = job(first_single);
+  EXPECT_EQ(total(count(warm, &MethodReport::compiled)), 0);
+  EXPECT_EQ(total(count(warm, &MethodReport::hit)), 2 * world);
+  const auto cold = job(first_dist);
+  EXPECT_GT(total(count(cold, &MethodReport::compiled)), 0);
+  EXPECT_EQ(total(static_cast<int>(single_job(first_dist))), 0);
+  mpi::Comm::world().barrier(kTest);
+  if (rank == 0) {
+    fs::remove_all(first_single);
+    fs::remove_all(first_dist);
+  }
+}
 
 TEST_F(Coordinator, CompilesEachUniqueSubgraphOnceThenWarmStartLoadsAll) {
   auto cold = job();

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <thread>
 
 using namespace npucache;
 
@@ -67,35 +68,76 @@ TEST(Capture, ReplayEqualsEager) {
   EXPECT_EQ(read(c.out), eager);
 }
 
-TEST(Capture, ReplayWithUpdatedInputAddressesAndCopyMode) {
+// Declares every operand in `block` as bound to `slot` (at its offset).
+void slot_all(runtime::TaskGraph& g, const runtime::Block* block, uint32_t slot) {
+  for (std::size_t i = 0; i < g.size(); ++i)
+    for (std::size_t a = 0; a < g.launches()[i].args.size(); ++a)
+      if (g.launches()[i].args[a].block.get() == block) g.set_slot(i, a, slot, g.launches()[i].args[a].offset);
+}
+
+TEST(Capture, SlotsBindEachReplayToTheGivenBuffers) {
   Chain c(1024);
   runtime::Stream& s = c.d.create_stream();
   write(c.in, std::vector<float>(1024, 2.0f));
   s.begin_capture();
   c.launch_all(s, 1);  // out = relu(in*in - in)
   auto graph = s.end_capture();
+  slot_all(*graph, c.in.block.get(), 0);
+  slot_all(*graph, c.out.block.get(), 1);
+  EXPECT_EQ(graph->num_slots(), 2u);
+  EXPECT_EQ(graph->slot_extent(0), 1024u * 4);
 
-  runtime::BlockPtr fresh = c.d.allocate(1024 * 4);
+  runtime::BlockPtr fresh = c.d.allocate(1024 * 4), out2 = c.d.allocate(1024 * 4);
   std::vector<float> three(1024, 3.0f);
   std::memcpy(fresh->data(), three.data(), 1024 * 4);
-  graph->replay(s, {{c.in.block.get(), fresh}});
+  graph->replay(s, {{fresh, 0}, {out2, 0}});
   s.synchronize();
-  EXPECT_EQ(read(c.out)[5], 6.0f);  // 3*3 - 3
-  EXPECT_EQ(read(c.in)[5], 2.0f);   // captured buffer untouched
+  EXPECT_EQ(static_cast<float*>(out2->data())[5], 6.0f);  // 3*3 - 3
+  EXPECT_EQ(read(c.in)[5], 2.0f);                         // the captured buffers are untouched
+  EXPECT_NE(read(c.out)[5], 6.0f);
 
-  // Copy mode: the new contents go into the buffer the graph is bound to.
-  runtime::BlockPtr other = c.d.allocate(1024 * 4);
+  // The same buffer for input and output (in place): still by slot.
+  graph->replay(s, {{fresh, 0}, {fresh, 0}});
+  s.synchronize();
+  EXPECT_EQ(static_cast<float*>(fresh->data())[5], 6.0f);
+
+  // Copies before and after the kernels run in the same submission.
+  runtime::BlockPtr staged = c.d.allocate(1024 * 4), src = c.d.allocate(1024 * 4), back = c.d.allocate(1024 * 4);
   std::vector<float> four(1024, 4.0f);
-  std::memcpy(other->data(), four.data(), 1024 * 4);
-  graph->replay(s, {{fresh.get(), other}}, runtime::TaskGraph::InputMode::copy);
+  std::memcpy(src->data(), four.data(), 1024 * 4);
+  const uint64_t before = s.launches();
+  graph->replay(s, {{staged, 0}, {out2, 0}}, {{staged, 0, src, 0, 1024 * 4}}, {{back, 0, out2, 0, 1024 * 4}});
   s.synchronize();
-  EXPECT_EQ(read(c.out)[5], 12.0f);                        // 4*4 - 4
-  EXPECT_EQ(static_cast<float*>(fresh->data())[5], 4.0f);  // copied in
+  EXPECT_EQ(s.launches(), before + 1);
+  EXPECT_EQ(static_cast<float*>(back->data())[5], 12.0f);  // 4*4 - 4
 
-  runtime::BlockPtr unknown = c.d.allocate(1024 * 4);
-  EXPECT_THROW(graph->replay(s, {{unknown.get(), other}}), DeviceError);
   runtime::BlockPtr tiny = c.d.allocate(16);
-  EXPECT_THROW(graph->replay(s, {{fresh.get(), tiny}}), DeviceError);
+  EXPECT_THROW(graph->replay(s, {{tiny, 0}, {out2, 0}}), DeviceError);    // too small for its operands
+  EXPECT_THROW(graph->replay(s, {{fresh, 64}, {out2, 0}}), DeviceError);  // the base offset counts
+  EXPECT_THROW(graph->replay(s, {{fresh, 0}}), DeviceError);              // a slot unbound
+  runtime::BlockPtr elsewhere = Platform::get().device(5).allocate(1024 * 4);
+  EXPECT_THROW(graph->replay(s, {{elsewhere, 0}, {out2, 0}}), DeviceError);  // another device
+}
+
+// A launch from another thread while this thread captures runs at once and
+// is not recorded (before: it landed in the capture and never ran).
+TEST(Capture, OtherThreadsLaunchesAreNotCaptured) {
+  Chain c(256);
+  runtime::Stream& s = c.d.create_stream();
+  write(c.in, std::vector<float>(256, 2.0f));
+  s.begin_capture();
+  c.launch_all(s, 1);
+  runtime::TensorArg other{c.d.allocate(256 * 4), 0, DType::f32, {256}};
+  std::thread t([&] {
+    EXPECT_FALSE(s.capturing());
+    s.launch(Chain::op(Op::relu, {c.in, other}));  // runs now: 2
+    s.synchronize();
+  });
+  t.join();
+  auto graph = s.end_capture();
+  EXPECT_EQ(graph->size(), 3u);
+  EXPECT_EQ(read(other)[7], 2.0f);
+  EXPECT_THROW(s.end_capture(), DeviceError);
 }
 
 TEST(Capture, MisuseIsAnError) {

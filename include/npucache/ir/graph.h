@@ -47,16 +47,24 @@ struct Node {
   std::string target;  // parameter/buffer name, input path
 };
 
-// Decides whether two dims are equal, and whether a dim is a known
-// constant. The default accepts only structurally equal expressions and
-// literal constants; the tracer's unifier may also equate symbols or
-// specialise them to constants (recording guards) when their concrete
-// values agree.
+// Decides whether two dims are equal, whether a dim is a known constant,
+// and whether one dim is at most another. The default accepts only
+// structurally equal expressions and literal constants, and checks an
+// inequality only between constants (a symbolic one is checked when a call
+// binds the sizes); the tracer's unifier may also equate symbols or
+// specialise them to constants, and records every inequality that its
+// concrete values satisfy as a guard (a slice's end within its dim), each
+// when their concrete values agree.
 class DimUnifier {
  public:
   virtual ~DimUnifier() = default;
   virtual bool unify(const SymExpr& a, const SymExpr& b) { return a == b; }
   virtual std::optional<int64_t> specialize(const SymExpr& e) { return e.try_constant(); }
+  // Whether a <= b holds (false only when it is known not to).
+  virtual bool require_le(const SymExpr& a, const SymExpr& b) {
+    auto x = a.try_constant(), y = b.try_constant();
+    return !x || !y || *x <= *y;
+  }
 };
 
 class Graph {

@@ -9,14 +9,21 @@
 // Events order work across streams: record() marks a point in one stream,
 // wait() makes another stream wait for that point.
 //
-// Capture: between begin_capture() and end_capture() launches are recorded
-// into a TaskGraph instead of run. TaskGraph::replay submits all of them to a
-// stream as one queued task, after rebinding the graph's inputs to new
-// buffers (InputMode::update_address, the default) or copying the new inputs
-// into the captured buffers (InputMode::copy).
+// Capture: between begin_capture() and end_capture() the launches the
+// *capturing thread* makes on the stream are recorded into a TaskGraph
+// instead of run; launches of other threads on the same stream run as usual
+// (so a request thread never finds its kernels inside another thread's
+// capture). TaskGraph::replay submits all recorded launches to a stream as
+// one queued task. Operands declared as slots (TaskGraph::set_slot) are bound
+// at each replay to the blocks the caller gives, by slot number, never by
+// matching addresses: so arguments that swap, repeat or alias each other
+// bind exactly as the caller says.
 //
-// Thread safety: one thread submits to a stream at a time; events may be
-// shared between threads.
+// Thread safety: launch, copy, record, wait and synchronize may be called
+// from several threads at once (each thread's submissions stay in its own
+// order); capture state belongs to the thread that began it. A TaskGraph is
+// immutable once its slots are set: several threads may replay it at once,
+// each with its own bindings.
 #pragma once
 
 #include <cstdint>
@@ -68,8 +75,13 @@ class Stream {
   // last synchronize.
   void synchronize();
 
+  // Starts recording the calling thread's launches on this stream. Throws
+  // DeviceError when the stream is already capturing (on any thread).
   void begin_capture();
+  // Ends the calling thread's capture. Throws DeviceError when this thread
+  // is not capturing on the stream.
   std::unique_ptr<TaskGraph> end_capture();
+  // Whether the calling thread is capturing on this stream.
   bool capturing() const;
 
   // Number of submissions since creation (captured launches excluded).
@@ -86,29 +98,55 @@ class Stream {
 
 class TaskGraph {
  public:
-  enum class InputMode { update_address, copy };
+  // What a slot is bound to at a replay: a block and the base offset its
+  // operands' offsets are relative to.
+  struct SlotBinding {
+    BlockPtr block;
+    std::size_t offset = 0;
+  };
+  // A copy run in the replay's submission, before or after the kernels.
+  struct Copy {
+    BlockPtr dst;
+    std::size_t dst_offset = 0;
+    BlockPtr src;
+    std::size_t src_offset = 0;
+    std::size_t bytes = 0;
+  };
 
-  std::size_t size() const { return launches_->size(); }
-  const std::vector<KernelLaunch>& launches() const { return *launches_; }
+  std::size_t size() const { return data_->launches.size(); }
+  // The recorded launches; a slotted operand has no block and an offset
+  // relative to its slot.
+  const std::vector<KernelLaunch>& launches() const { return data_->launches; }
+  std::size_t num_slots() const { return data_->extent.size(); }
+  // Declares operand `arg` of launch `launch` as bound to `slot` at replay,
+  // reading `relative_offset` bytes past the slot's base. The captured block
+  // is dropped. Throws DeviceError for an out-of-range launch or operand.
+  void set_slot(std::size_t launch, std::size_t arg, uint32_t slot, std::size_t relative_offset);
+  // The bytes past its base a slot's block must provide (its operands'
+  // furthest end), 0 for a slot no operand uses.
+  std::size_t slot_extent(uint32_t slot) const;
 
-  // Replays the captured launches on `stream` in one submission. `inputs`
-  // pairs each input block the graph is bound to now (the captured one, or
-  // the one given to the previous replay) with the buffer to use now; in
-  // update_address mode every operand in a captured block is redirected to
-  // the new one, in copy mode the new contents are copied into the captured
-  // block first. Throws DeviceError when a captured block is unknown to the
-  // graph or the new buffer is smaller.
-  void replay(Stream& stream, const std::vector<std::pair<const Block*, BlockPtr>>& inputs = {},
-              InputMode mode = InputMode::update_address);
-  // Both at once: `rebind` pairs are redirected, `copy_in` pairs copied.
-  void replay_with(Stream& stream, const std::vector<std::pair<const Block*, BlockPtr>>& rebind,
-                   const std::vector<std::pair<const Block*, BlockPtr>>& copy_in);
+  // Submits the copies `before`, every launch with its slotted operands
+  // bound to `slots`, then the copies `after`, as one task on `stream`.
+  // Throws DeviceError (nothing submitted) when a used slot is unbound, on
+  // another device, or too small for its operands, or when the stream is
+  // capturing on this thread.
+  void replay(Stream& stream, const std::vector<SlotBinding>& slots = {}, std::vector<Copy> before = {},
+              std::vector<Copy> after = {}) const;
 
  private:
   friend class Stream;
-  TaskGraph() : launches_(std::make_shared<std::vector<KernelLaunch>>()) {}
-  // Shared with in-flight replays; copied before rebinding while shared.
-  std::shared_ptr<std::vector<KernelLaunch>> launches_;
+  struct Data {
+    std::vector<KernelLaunch> launches;
+    // Per launch: (operand, slot) pairs; launches without slots run as
+    // recorded.
+    std::vector<std::vector<std::pair<uint32_t, uint32_t>>> slotted;
+    std::vector<std::size_t> extent;  // per slot
+  };
+  TaskGraph() : data_(std::make_shared<Data>()) {}
+  // Shared with in-flight replays (which never see a later set_slot: it
+  // copies the data while a replay holds it).
+  std::shared_ptr<Data> data_;
 };
 
 }  // namespace npucache::runtime

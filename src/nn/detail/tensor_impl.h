@@ -3,8 +3,11 @@
 
 #include <npucache/ir/graph.h>
 #include <npucache/runtime/memory.h>
+#include <npucache/runtime/pool.h>
 
 #include <cstdint>
+#include <memory>
+#include <string>
 
 namespace npucache::detail {
 
@@ -21,8 +24,15 @@ struct TensorImpl {
   ValueId value = -1;
   // Meta mode: a type and a device, no storage (Tensor::meta).
   bool meta = false;
+  // An output of a replay living in a pool of captured graphs (and views
+  // of it): a later replay may overwrite it (runtime/pool.h).
+  std::shared_ptr<const runtime::ReplayTicket> ticket;
 
   bool traced() const { return trace_id != 0; }
 };
+
+// Throws DeviceError naming `what` when `impl` is a replay output that a
+// later replay overwrote; does nothing for any other tensor.
+void check_live(const TensorImpl& impl, const std::string& what);
 
 }  // namespace npucache::detail

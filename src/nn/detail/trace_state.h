@@ -20,6 +20,11 @@ class ShapeEnv final : public DimUnifier {
   Shape resolve(const Shape& s) const;
   bool unify(const SymExpr& a, const SymExpr& b) override;
   std::optional<int64_t> specialize(const SymExpr& e) override;
+  // True when a <= b under the concrete sizes; records the bound as a guard
+  // unless it holds for every size.
+  bool require_le(const SymExpr& a, const SymExpr& b) override;
+  // The recorded bounds (as recorded: resolve them before use).
+  const std::vector<DimBound>& bounds() const { return bounds_; }
   // Every substituted symbol mapped to its final expression, and the
   // remaining symbols renamed s0, s1, ... in order of first appearance in
   // `appearance` (the input shapes).
@@ -32,6 +37,7 @@ class ShapeEnv final : public DimUnifier {
   std::map<std::string, std::size_t> order_;  // creation order of symbols
   std::map<std::string, SymExpr> subst_;
   std::vector<std::string> guards_;
+  std::vector<DimBound> bounds_;
 };
 
 struct TraceState {

@@ -1,0 +1,91 @@
+// The memory pool of captured graphs (PyTorch's cudagraph-tree pool).
+//
+// Every graph a thread captures on a device lays its intermediates and
+// outputs out in one pool, at offsets [0, footprint): the pool is as large as
+// the largest capture, not the sum of them. Replays run one at a time per
+// pool (a thread's submissions are ordered), so captures may share memory;
+// the price is that a replay overwrites the outputs of earlier replays that
+// lie in its footprint. The pool keeps a log of what each replay wrote, and
+// an output carries a ticket (ReplayTicket): reading it after a later replay
+// overwrote it is an error naming both calls, never a silent wrong value.
+//
+// Pools are per (thread, device), as PyTorch keeps cudagraph trees per
+// thread: a request thread's outputs are only ever overwritten by that same
+// thread's later calls.
+//
+// Growing: a capture larger than the pool replaces the pool's block with a
+// larger one; outputs in the old block stay valid (no later replay writes
+// it) and keep it alive until they go.
+//
+// Thread safety: all members may be called from any thread (a ticket may be
+// checked on another thread than the one that replayed).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <npucache/runtime/memory.h>
+
+namespace npucache::runtime {
+
+class MemoryPool;
+
+// What a replay wrote, shared by the outputs it produced.
+struct ReplayTicket {
+  std::shared_ptr<MemoryPool> pool;
+  uint64_t serial = 0;  // which block of the pool
+  uint64_t epoch = 0;   // the replay's number in the pool
+  std::shared_ptr<const std::string> method;  // "Model.decode"
+  uint64_t call = 0;                          // the method's call number
+};
+
+class MemoryPool : public std::enable_shared_from_this<MemoryPool> {
+ public:
+  // The calling thread's pool on `device` (made on first use). The thread
+  // keeps it alive; so do tickets and captured graphs' users.
+  static std::shared_ptr<MemoryPool> of_this_thread(int device);
+  explicit MemoryPool(int device);
+
+  int device() const { return device_; }
+  // The pool's block, at least `bytes` long: a larger request replaces the
+  // block by one of that size. Throws OutOfMemoryError from the device.
+  BlockPtr reserve(std::size_t bytes);
+  // The current block (null before the first reserve) and its size.
+  BlockPtr block() const;
+  std::size_t capacity() const;
+  // The largest capacity the pool had.
+  std::size_t peak_capacity() const;
+
+  // Logs a replay that writes [0, footprint) of the current block and
+  // returns the ticket its outputs carry.
+  std::shared_ptr<const ReplayTicket> record_write(std::size_t footprint, std::shared_ptr<const std::string> method,
+                                                   uint64_t call);
+  // Throws DeviceError when a replay after `t` wrote any byte of
+  // [begin, end) of `t`'s block: `what` names the value read ("input 0 of
+  // Model.decode", "to_vector").
+  void check(const ReplayTicket& t, std::size_t begin, std::size_t end, const std::string& what) const;
+
+ private:
+  struct Write {
+    uint64_t epoch;
+    std::size_t end;  // the replay wrote [0, end)
+    std::shared_ptr<const std::string> method;
+    uint64_t call;
+  };
+  const int device_;
+  mutable std::mutex mu_;
+  BlockPtr block_;
+  uint64_t serial_ = 0;
+  uint64_t epoch_ = 0;
+  std::size_t peak_ = 0;
+  // Writes of the current block with strictly decreasing `end` as epochs
+  // grow: the largest footprint written after any epoch is the first entry
+  // past it. Bounded by the number of distinct footprints.
+  std::vector<Write> writes_;
+};
+
+}  // namespace npucache::runtime

@@ -1,0 +1,79 @@
+#include <npucache/device.h>
+#include <npucache/error.h>
+#include <npucache/runtime/pool.h>
+
+#include <algorithm>
+#include <map>
+
+namespace npucache::runtime {
+
+std::shared_ptr<MemoryPool> MemoryPool::of_this_thread(int device) {
+  thread_local std::map<int, std::shared_ptr<MemoryPool>> pools;
+  auto& p = pools[device];
+  if (!p) p = std::make_shared<MemoryPool>(device);
+  return p;
+}
+
+MemoryPool::MemoryPool(int device) : device_(device) {}
+
+BlockPtr MemoryPool::reserve(std::size_t bytes) {
+  std::lock_guard lock(mu_);
+  if (block_ && block_->size() >= bytes) return block_;
+  // Outputs in the old block keep it alive and stay valid: no later replay
+  // writes it, so its log is dropped with it.
+  block_ = Platform::get().device(device_).allocate(std::max<std::size_t>(bytes, 1));
+  ++serial_;
+  writes_.clear();
+  peak_ = std::max(peak_, block_->size());
+  return block_;
+}
+
+BlockPtr MemoryPool::block() const {
+  std::lock_guard lock(mu_);
+  return block_;
+}
+
+std::size_t MemoryPool::capacity() const {
+  std::lock_guard lock(mu_);
+  return block_ ? block_->size() : 0;
+}
+
+std::size_t MemoryPool::peak_capacity() const {
+  std::lock_guard lock(mu_);
+  return peak_;
+}
+
+std::shared_ptr<const ReplayTicket> MemoryPool::record_write(std::size_t footprint,
+                                                             std::shared_ptr<const std::string> method,
+                                                             uint64_t call) {
+  std::lock_guard lock(mu_);
+  const uint64_t epoch = ++epoch_;
+  while (!writes_.empty() && writes_.back().end <= footprint) writes_.pop_back();
+  writes_.push_back({epoch, footprint, method, call});
+  auto t = std::make_shared<ReplayTicket>();
+  t->pool = shared_from_this();
+  t->serial = serial_;
+  t->epoch = epoch;
+  t->method = std::move(method);
+  t->call = call;
+  return t;
+}
+
+void MemoryPool::check(const ReplayTicket& t, std::size_t begin, std::size_t end, const std::string& what) const {
+  if (end <= begin) return;
+  std::lock_guard lock(mu_);
+  if (t.serial != serial_) return;  // a block the pool no longer writes
+  auto it = std::upper_bound(writes_.begin(), writes_.end(), t.epoch,
+                             [](uint64_t e, const Write& w) { return e < w.epoch; });
+  if (it == writes_.end() || it->end <= begin) return;
+  const std::string producer = (t.method ? *t.method : std::string("a captured graph")) + " (call " +
+                               std::to_string(t.call) + ")";
+  const std::string writer =
+      (it->method ? *it->method : std::string("a captured graph")) + " (call " + std::to_string(it->call) + ")";
+  throw DeviceError(what + ": this output of " + producer + " was overwritten by a later replay, " + writer +
+                    ", which reused its memory in the pool of captured graphs (reduce-overhead outputs live in the "
+                    "pool until the same thread's next replay that needs the memory); keep a result across calls "
+                    "with Tensor::clone(), or compile with CompileOptions::replay_outputs = ReplayOutputs::fresh");
+}
+
+}  // namespace npucache::runtime
