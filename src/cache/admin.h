@@ -24,7 +24,7 @@ struct LsEntry {
   std::string path;
   std::string graph_key;
   std::string mode;
-  std::string model_class;  // the full class name (model_info may shorten it)
+  std::string model_class;       // the full class name (model_info may shorten it)
   std::size_t stored_bytes = 0;  // of its object's file
 };
 struct Listing {

@@ -21,7 +21,7 @@ namespace npucache::cache::layout {
 // The cache format version (shown as ModelCacheMeta's version). Bump when
 // the stored layout or serialization changes incompatibly; an entry of
 // another version is stale.
-inline constexpr const char* kFormatVersion = "2.0.0";
+inline constexpr const char* kFormatVersion = "3.0.0";
 // The `format` attribute of every file npucache writes.
 inline constexpr const char* kFormatName = "npucache";
 

@@ -71,7 +71,11 @@ MethodCache::Lookup MethodCache::lookup(const FlatArgs& args, const TraceResult*
     if (!Dir::exists(id_.dir)) return miss(MissReason::absent, {});
     const Store store = Store::open(id_.dir, Create::no);
     r.entry = store.entry(path_);
-    if (!r.entry) return miss(MissReason::absent, nearest_differences(store));
+    if (!r.entry) {
+      Nearest n = nearest(store);
+      if (n.stale) log::warn("cache entry {} is stale ({}); recompiling and replacing it", n.path, join(n.diffs));
+      return miss(n.stale ? MissReason::stale : MissReason::absent, std::move(n.diffs));
+    }
     auto diffs = stale_components(r.entry->meta.components, key_.components, trace == nullptr);
     if (!diffs.empty()) {
       log::warn("cache entry {} is stale ({}); recompiling and replacing it", where(), join(diffs));
@@ -347,15 +351,16 @@ void MethodCache::remove_entry() const {
   forget_entries(id_.dir, {path_});
 }
 
-std::vector<std::string> MethodCache::nearest_differences(const Store& store) const {
+MethodCache::Nearest MethodCache::nearest(const Store& store) const {
   // The same method at the same place (world size, rank) of the same model
-  // class under another model_info: what the options changed.
+  // class under another model_info: an entry of another format or runtime
+  // version (stale), or one made with other settings (what changed).
   constexpr std::size_t kMaxIndexes = 256;  // a bound on what an absent miss reads
+  using namespace component;
   const std::string where_in = path_.substr(key_.model_info.size());
-  const auto& cls = key_.components.at(component::kModelClass);
-  std::vector<std::string> best;
-  std::string best_path;
-  std::size_t seen = 0;
+  const auto& cls = key_.components.at(kModelClass);
+  Nearest best;
+  std::size_t best_distance = 0, seen = 0;
   for (const auto& m : store.model_infos()) {
     if (m == key_.model_info || ++seen > kMaxIndexes) continue;
     std::optional<DecodedIndex> idx;
@@ -367,17 +372,29 @@ std::vector<std::string> MethodCache::nearest_differences(const Store& store) co
     if (!idx) continue;
     for (const auto& e : idx->index.entries) {
       if (e.path.size() <= m.size() || e.path.substr(m.size()) != where_in) continue;
-      const auto c = e.meta.components.find(component::kModelClass);
+      const auto c = e.meta.components.find(kModelClass);
       if (c == e.meta.components.end() || c->second != cls) continue;
-      auto diffs = model_differences(e.meta.components, key_.components);
-      if (!diffs.empty() && (best.empty() || diffs.size() < best.size())) {
-        best = std::move(diffs);
-        best_path = e.path;
+      Nearest n;
+      n.path = e.path;
+      Components versions;
+      for (const char* k : {kFormatVersion, kRuntimeVersion}) versions[k] = key_.components.at(k);
+      n.diffs = differing_components(e.meta.components, versions);
+      n.stale = !n.diffs.empty();
+      auto settings = model_differences(e.meta.components, key_.components);
+      const std::size_t distance = settings.size();
+      if (!n.stale) n.diffs = std::move(settings);
+      if (n.diffs.empty()) continue;
+      // Prefer an entry of this format and runtime, then the fewest changed
+      // settings (the old version of this very entry when stale).
+      if (best.path.empty() || (best.stale && !n.stale) || (best.stale == n.stale && distance < best_distance)) {
+        best = std::move(n);
+        best_distance = distance;
       }
     }
   }
-  if (best.empty()) return {};
-  best.insert(best.begin(), "nearest entry " + best_path + " was made with other settings");
+  if (!best.path.empty())
+    best.diffs.insert(best.diffs.begin(), best.stale ? "entry " + best.path + " is of another version"
+                                                     : "nearest entry " + best.path + " was made with other settings");
   return best;
 }
 

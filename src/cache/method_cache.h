@@ -132,10 +132,16 @@ class MethodCache {
 
  private:
   // For an absent entry: the nearest entry of the same method and place
-  // under another model_info of the same class, and what differs ("nearest
-  // entry ... was made with other settings", "dynamic: stored 'true', now
-  // 'false'", ...); empty when there is none.
-  std::vector<std::string> nearest_differences(const Store& store) const;
+  // under another model_info of the same class. `stale`: it is of another
+  // format or runtime version (a key change moves model_info); else `diffs`
+  // names the settings that differ ("dynamic: stored 'true', now 'false'",
+  // "config option autotune_candidates: ..."). No path: there is none.
+  struct Nearest {
+    std::string path;
+    bool stale = false;
+    std::vector<std::string> diffs;
+  };
+  Nearest nearest(const Store& store) const;
   // Removes a damaged object (if it is still damaged) so it is rebuilt.
   void discard_damaged(const Store& store, const std::string& key, const std::string& why) const;
 

@@ -77,8 +77,8 @@ TraceResult TraceSession::finish(const std::vector<std::pair<std::string, Tensor
   for (const auto& bound : state_->shapes.bounds()) {
     DimBound final{state_->shapes.resolve(bound.lhs).substitute(subst),
                    state_->shapes.resolve(bound.rhs).substitute(subst)};
-    auto l = final.lhs.try_constant(), r = final.rhs.try_constant();
-    if (l && r) continue;  // specialised since: checked by the constant dims
+    const auto lo = final.lhs.try_constant(), hi = final.rhs.try_constant();
+    if (lo && hi) continue;  // specialised since: checked by the constant dims
     if (std::find(state_->signature.dim_bounds.begin(), state_->signature.dim_bounds.end(), final) ==
         state_->signature.dim_bounds.end())
       state_->signature.dim_bounds.push_back(std::move(final));

@@ -44,8 +44,7 @@ std::size_t MemoryPool::peak_capacity() const {
 }
 
 std::shared_ptr<const ReplayTicket> MemoryPool::record_write(std::size_t footprint,
-                                                             std::shared_ptr<const std::string> method,
-                                                             uint64_t call) {
+                                                             std::shared_ptr<const std::string> method, uint64_t call) {
   std::lock_guard lock(mu_);
   const uint64_t epoch = ++epoch_;
   while (!writes_.empty() && writes_.back().end <= footprint) writes_.pop_back();
@@ -63,11 +62,11 @@ void MemoryPool::check(const ReplayTicket& t, std::size_t begin, std::size_t end
   if (end <= begin) return;
   std::lock_guard lock(mu_);
   if (t.serial != serial_) return;  // a block the pool no longer writes
-  auto it = std::upper_bound(writes_.begin(), writes_.end(), t.epoch,
-                             [](uint64_t e, const Write& w) { return e < w.epoch; });
+  auto it =
+      std::upper_bound(writes_.begin(), writes_.end(), t.epoch, [](uint64_t e, const Write& w) { return e < w.epoch; });
   if (it == writes_.end() || it->end <= begin) return;
-  const std::string producer = (t.method ? *t.method : std::string("a captured graph")) + " (call " +
-                               std::to_string(t.call) + ")";
+  const std::string producer =
+      (t.method ? *t.method : std::string("a captured graph")) + " (call " + std::to_string(t.call) + ")";
   const std::string writer =
       (it->method ? *it->method : std::string("a captured graph")) + " (call " + std::to_string(it->call) + ")";
   throw DeviceError(what + ": this output of " + producer + " was overwritten by a later replay, " + writer +

@@ -39,9 +39,11 @@ void cmd_ls(const std::string& d, bool json) {
   if (json) {
     nlohmann::json entries = nlohmann::json::array();
     for (const auto& e : l.entries)
-      entries.push_back(
-          {{"path", e.path}, {"object", e.graph_key}, {"mode", e.mode}, {"model_class", e.model_class},
-           {"stored_bytes", e.stored_bytes}});
+      entries.push_back({{"path", e.path},
+                         {"object", e.graph_key},
+                         {"mode", e.mode},
+                         {"model_class", e.model_class},
+                         {"stored_bytes", e.stored_bytes}});
     print_json({{"dir", l.dir}, {"entries", entries}, {"objects", l.objects}, {"problems", l.problems}});
     return;
   }

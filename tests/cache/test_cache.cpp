@@ -223,6 +223,33 @@ TEST_F(CacheTest, ExplainNamesChangedOptionsAndConfig) {
   EXPECT_TRUE(has(x.text, "absent, other settings")) << x.text;
 }
 
+// A cache written by the previous format (2.0.0, checked in by
+// tests/fixtures/format-2.0.0/README.md's commands): every entry is
+// reported stale with the version and rebuilt, never served, on the fast
+// path too; the rebuilt entries then serve.
+TEST_F(CacheTest, PreviousFormatIsReportedStaleAndRebuilt) {
+  const std::string cases[] = {"prompt --code-version v1 --fast", "prompt --code-version v1",
+                               "prompt --ge-cache --code-version v1", "prompt --reduce-overhead --code-version v1",
+                               "prompt --world 2 --rank 1 --code-version v1", "prompt --static --code-version v1"};
+  int n = 0;
+  for (const std::string& args : cases) {
+    const fs::path d = dir / std::to_string(n++);  // a fresh copy of the old cache for each case
+    fs::create_directories(dir);
+    fs::copy(FIXTURES "/format-2.0.0/single", d, fs::copy_options::recursive);
+    for (const auto& f : fs::recursive_directory_iterator(dir))
+      fs::permissions(f.path(), fs::perms::group_all | fs::perms::others_all, fs::perm_options::remove);
+    fs::permissions(dir, fs::perms::group_all | fs::perms::others_all, fs::perm_options::remove);
+    Out o = sh(worker(d.string(), args));
+    ASSERT_EQ(o.status, 0) << args << ": " << o.text;
+    EXPECT_FALSE(has(o.text, "status hit\nreason \n")) << args << ": an old entry was served\n" << o.text;
+    EXPECT_TRUE(has(o.text, "compiled 1\nstatus compiled\nreason stale (entry ")) << args << ": " << o.text;
+    EXPECT_TRUE(has(o.text, "format_version: stored '2.0.0', now '3.0.0'")) << args << ": " << o.text;
+    EXPECT_TRUE(has(o.text, "result 4 8 12")) << args << ": " << o.text;
+    Out again = sh(worker(d.string(), args));
+    EXPECT_TRUE(has(again.text, "compiled 0\nstatus hit\nreason \n")) << args << ": " << again.text;
+  }
+}
+
 TEST_F(CacheTest, CodeVersionFastPathSkipsTheTraceAndTrustsTheVersion) {
   ASSERT_EQ(sh(worker(dir, "prompt --fast --code-version v1")).status, 0);
   Out warm = sh(worker(dir, "prompt --fast --code-version v1"));

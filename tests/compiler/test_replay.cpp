@@ -14,9 +14,9 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cmath>
 #include <cstring>
 #include <set>
-#include <cmath>
 #include <thread>
 
 using namespace npucache;
@@ -126,8 +126,7 @@ TEST_P(Handling, InPlaceUpdatesReachTheCallersTensor) {
   expect_close(cache2.to_vector(), e2.to_vector(), "cache2");
 }
 
-INSTANTIATE_TEST_SUITE_P(Replay, Handling,
-                         ::testing::Values(InputHandling::update_address, InputHandling::copy),
+INSTANTIATE_TEST_SUITE_P(Replay, Handling, ::testing::Values(InputHandling::update_address, InputHandling::copy),
                          [](const auto& param_info) {
                            return param_info.param == InputHandling::copy ? std::string("Copy") : std::string("Update");
                          });
@@ -143,9 +142,8 @@ TEST(Replay, OverwrittenOutputIsDetectedOnAccess) {
   expect_close(y1.to_vector(), expect1, "before the next call");
   Tensor view = y1.reshape({64});  // a view carries the same check
   Tensor y2 = step(x * 0.5f);
-  for (auto read : std::vector<std::function<void()>>{
-           [&] { (void)y1.to_vector(); }, [&] { (void)(y1 + y2); }, [&] { (void)view.to_vector(); },
-           [&] { (void)step(y1); }}) {
+  for (auto read : std::vector<std::function<void()>>{[&] { (void)y1.to_vector(); }, [&] { (void)(y1 + y2); },
+                                                      [&] { (void)view.to_vector(); }, [&] { (void)step(y1); }}) {
     try {
       read();
       FAIL() << "reading an overwritten output did not throw";
@@ -198,7 +196,8 @@ TEST(Replay, CapturesOfManyShapesShareOnePool) {
       const auto pool = runtime::MemoryPool::of_this_thread(0);
       capacity = pool->capacity();
       peak = pool->peak_capacity();
-    }).join();
+    })
+        .join();
     return std::pair{capacity, peak};
   };
   const auto largest = capture({64});

@@ -10,12 +10,12 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
 #include <atomic>
 #include <cmath>
 #include <filesystem>
 #include <latch>
 #include <thread>
-#include <unistd.h>
 
 using namespace npucache;
 
@@ -141,5 +141,5 @@ TEST_P(Threads, ConcurrentRecompilesHappenOncePerShape) {
 INSTANTIATE_TEST_SUITE_P(Modes, Threads, ::testing::Values(CompileMode::max_autotune, CompileMode::reduce_overhead),
                          [](const auto& param_info) {
                            return param_info.param == CompileMode::reduce_overhead ? std::string("ReduceOverhead")
-                                                                             : std::string("MaxAutotune");
+                                                                                   : std::string("MaxAutotune");
                          });

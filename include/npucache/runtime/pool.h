@@ -37,8 +37,8 @@ class MemoryPool;
 // What a replay wrote, shared by the outputs it produced.
 struct ReplayTicket {
   std::shared_ptr<MemoryPool> pool;
-  uint64_t serial = 0;  // which block of the pool
-  uint64_t epoch = 0;   // the replay's number in the pool
+  uint64_t serial = 0;                        // which block of the pool
+  uint64_t epoch = 0;                         // the replay's number in the pool
   std::shared_ptr<const std::string> method;  // "Model.decode"
   uint64_t call = 0;                          // the method's call number
 };
