@@ -16,7 +16,7 @@ namespace {
 
 // Bump when the encoding changes; a reader refuses other versions.
 // 2: autotune decisions say what they were timed on.
-constexpr uint32_t kEncodingVersion = 2;
+constexpr uint32_t kEncodingVersion = 3;
 constexpr uint32_t kMagic = 0x4350554e;  // "NUPC"
 
 // Smallest encodings, for the count checks (a count claiming more items
