@@ -4,6 +4,7 @@
 #include <npucache/models/decoder.h>
 
 #include <algorithm>
+#include <tuple>
 
 namespace npucache::models {
 namespace {
@@ -38,6 +39,16 @@ void DecoderConfig::validate(int tp, int pp) const {
                                                    {"intermediate_size", intermediate},
                                                    {"max_seq (the KV-cache length)", max_seq}};
   for (const auto& [field, v] : sizes) need(v >= 1, std::string(field) + " must be >= 1, not " + num(v));
+  const std::tuple<const char*, int64_t, int64_t> limits[] = {{"vocab_size", vocab, kMaxVocab},
+                                                              {"hidden_size", hidden, kMaxHidden},
+                                                              {"num_hidden_layers", layers, kMaxLayers},
+                                                              {"num_attention_heads", heads, kMaxHeads},
+                                                              {"num_key_value_heads", kv_heads, kMaxHeads},
+                                                              {"intermediate_size", intermediate, kMaxIntermediate},
+                                                              {"max_seq (the KV-cache length)", max_seq, kMaxSeq}};
+  for (const auto& [field, v, most] : limits)
+    need(v <= most, std::string(field) + " is " + num(v) + ", more than " + num(most) +
+                        " (far above any published model): the config is wrong");
   need(hidden % heads == 0,
        "hidden_size (" + num(hidden) + ") is not divisible by num_attention_heads (" + num(heads) + ")");
   need(head_dim() % 2 == 0,

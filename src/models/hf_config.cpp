@@ -4,10 +4,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 namespace npucache::models {
 namespace {
@@ -46,17 +50,24 @@ class Fields {
   }
   std::string value(const std::string& field) const { return j_.at(field).dump(); }
 
-  int64_t positive_int(const std::string& field) const {
+  // A positive integer of at most `most` (a bound far above any published
+  // model, so nothing huge is ever allocated from a wrong config).
+  int64_t positive_int(const std::string& field, int64_t most = DecoderConfig::kMaxSeq) const {
     const json& v = at(field);
     if (!v.is_number_integer() || v.get<int64_t>() < 1) fail(field, "must be a positive integer, not " + v.dump());
-    return v.get<int64_t>();
+    const int64_t n = v.get<int64_t>();
+    if (n > most)
+      fail(field, "is " + v.dump() + ", more than " + std::to_string(most) +
+                      " (far above any published model); fix the value");
+    return n;
   }
-  int64_t positive_int_or(const std::string& field, int64_t fallback) const {
-    return has(field) ? positive_int(field) : fallback;
+  int64_t positive_int_or(const std::string& field, int64_t fallback, int64_t most) const {
+    return has(field) ? positive_int(field, most) : fallback;
   }
   double positive_number(const std::string& field) const {
     const json& v = at(field);
-    if (!v.is_number() || !(v.get<double>() > 0)) fail(field, "must be a positive number, not " + v.dump());
+    if (!v.is_number() || !(v.get<double>() > 0) || !std::isfinite(v.get<double>()))
+      fail(field, "must be a positive, finite number, not " + v.dump());
     return v.get<double>();
   }
   double positive_number_or(const std::string& field, double fallback) const {
@@ -92,13 +103,33 @@ const Family& architecture(const Fields& f) {
                               " (the Llama-family decoder)");
 }
 
+// The field whose value starts at the first occurrence of `token` in the
+// text ("hidden_size" for `"hidden_size": 1e999`), or "".
+std::string field_of(const std::string& text, const std::string& token) {
+  const std::size_t at = token.empty() ? std::string::npos : text.find(token);
+  if (at == std::string::npos) return "";
+  std::size_t colon = text.rfind(':', at);
+  if (colon == std::string::npos) return "";
+  const std::size_t close = text.rfind('"', colon);
+  if (close == std::string::npos || close == 0) return "";
+  const std::size_t open = text.rfind('"', close - 1);
+  return open == std::string::npos ? "" : text.substr(open + 1, close - open - 1);
+}
+
 }  // namespace
 
 DecoderConfig parse_hf_config(const std::string& text, const std::string& origin) {
   json j;
   try {
     j = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::out_of_range& e) {  // a number no double holds (1e999)
+    const std::string what = e.what();
+    const std::size_t q0 = what.find('\''), q1 = q0 == std::string::npos ? q0 : what.find('\'', q0 + 1);
+    const std::string token = q1 == std::string::npos ? "" : what.substr(q0 + 1, q1 - q0 - 1);
+    const std::string field = field_of(text, token);
+    throw ConfigError(origin + ": " + (field.empty() ? std::string("a number") : "field '" + field + "'") + " (" +
+                      token + ") is out of range for a number; fix the value");
+  } catch (const json::exception& e) {
     throw ConfigError(origin + ": not valid JSON (" + e.what() + ")");
   }
   if (!j.is_object()) throw ConfigError(origin + ": a config.json must hold a JSON object");
@@ -108,13 +139,13 @@ DecoderConfig parse_hf_config(const std::string& text, const std::string& origin
   DecoderConfig c;
   c.name = origin;
   c.architecture = arch;
-  c.hidden = f.positive_int("hidden_size");
-  c.intermediate = f.positive_int("intermediate_size");
-  c.layers = f.positive_int("num_hidden_layers");
-  c.heads = f.positive_int("num_attention_heads");
-  c.kv_heads = f.positive_int_or("num_key_value_heads", c.heads);
-  c.vocab = f.positive_int("vocab_size");
-  c.max_seq = f.positive_int("max_position_embeddings");
+  c.hidden = f.positive_int("hidden_size", DecoderConfig::kMaxHidden);
+  c.intermediate = f.positive_int("intermediate_size", DecoderConfig::kMaxIntermediate);
+  c.layers = f.positive_int("num_hidden_layers", DecoderConfig::kMaxLayers);
+  c.heads = f.positive_int("num_attention_heads", DecoderConfig::kMaxHeads);
+  c.kv_heads = f.positive_int_or("num_key_value_heads", c.heads, DecoderConfig::kMaxHeads);
+  c.vocab = f.positive_int("vocab_size", DecoderConfig::kMaxVocab);
+  c.max_seq = f.positive_int("max_position_embeddings", DecoderConfig::kMaxSeq);
   c.eps = f.positive_number("rms_norm_eps");
   c.rope_theta = f.positive_number_or("rope_theta", 10000.0);
   c.tie_word_embeddings = f.boolean_or("tie_word_embeddings", false);
@@ -155,11 +186,41 @@ DecoderConfig parse_hf_config(const std::string& text, const std::string& origin
 }
 
 DecoderConfig load_hf_config(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw ConfigError("cannot read the model config '" + path + "': no such readable file");
-  std::stringstream text;
-  text << in.rdbuf();
-  DecoderConfig c = parse_hf_config(text.str(), path);
+  // A config.json is a small regular file: a device (/dev/zero), a named
+  // pipe or a directory is refused at once, never read without end or
+  // waited on; so is a file larger than any config.
+  constexpr off_t kMaxConfigBytes = 1 << 20;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+  if (fd < 0)
+    throw ConfigError("cannot read the model config '" + path + "': " + std::strerror(errno) +
+                      "; give a config.json file, a shipped config name or tiny-llama");
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st;
+  if (::fstat(fd, &st) != 0) throw ConfigError("cannot inspect the model config '" + path + "'");
+  if (!S_ISREG(st.st_mode))
+    throw ConfigError("the model config '" + path + "' is " +
+                      (S_ISDIR(st.st_mode)                          ? "a directory"
+                       : S_ISFIFO(st.st_mode)                       ? "a named pipe"
+                       : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device"
+                                                                    : "not a regular file") +
+                      "; give the path of a config.json file");
+  if (st.st_size > kMaxConfigBytes)
+    throw ConfigError("the model config '" + path + "' is " + std::to_string(st.st_size) +
+                      " bytes, more than a config.json can be (" + std::to_string(kMaxConfigBytes) +
+                      "); is it the right file?");
+  std::string text(static_cast<std::size_t>(st.st_size), '\0');
+  std::size_t got = 0;
+  while (got < text.size()) {
+    const ssize_t n = ::read(fd, text.data() + got, text.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<std::size_t>(n);
+  }
+  text.resize(got);
+  DecoderConfig c = parse_hf_config(text, path);
   const std::filesystem::path p(path);
   c.name =
       p.filename() == "config.json" && p.has_parent_path() ? p.parent_path().filename().string() : p.stem().string();

@@ -34,6 +34,7 @@ Tensor run_eager(Op op, const std::vector<Tensor>& inputs, const Attrs& attrs) {
   DimUnifier strict;
   TensorType out_type = infer_type(op, types, attrs, strict);
   std::vector<int64_t> dims = concrete_dims(out_type.shape);
+  detail::check_dims(dims);
 
   const int dev = inputs.empty() ? current_device() : inputs.front().impl()->device;
   Device& device = Platform::get().device(dev);

@@ -13,6 +13,21 @@
 namespace npucache {
 
 namespace detail {
+// Sizes a tensor may have: every dim and the element count at most 2^40 (a
+// trillion elements, far beyond any device), so that no size computed from
+// them overflows; checked before anything is allocated or traced.
+constexpr int64_t kMaxElements = int64_t{1} << 40;
+
+void check_dims(const std::vector<int64_t>& dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) {
+    if (d < 0) throw ShapeError("negative dim in " + shape_str(shape_of(dims)));
+    if (d > kMaxElements || __builtin_mul_overflow(n, d, &n) || n > kMaxElements)
+      throw ShapeError("a tensor of shape " + shape_str(shape_of(dims)) + " has more than 2^40 elements, more than " +
+                       "any device holds: the sizes are wrong (a config or computation out of range)");
+  }
+}
+
 void check_live(const TensorImpl& impl, const std::string& what) {
   if (!impl.ticket) return;
   int64_t n = 1;
@@ -61,9 +76,10 @@ std::vector<int64_t> Tensor::dims() const {
 
 namespace {
 
+using detail::check_dims;
+
 std::shared_ptr<detail::TensorImpl> new_eager(DType dtype, const std::vector<int64_t>& dims) {
-  for (int64_t d : dims)
-    if (d < 0) throw ShapeError("negative dim in " + shape_str(shape_of(dims)));
+  check_dims(dims);
   auto impl = std::make_shared<detail::TensorImpl>();
   impl->type = {dtype, shape_of(dims)};
   impl->device = current_device();
@@ -89,8 +105,7 @@ void require_eager(const detail::TensorImpl& impl, const char* what) {
 }  // namespace
 
 Tensor Tensor::meta(const std::vector<int64_t>& dims, DType dtype) {
-  for (int64_t d : dims)
-    if (d < 0) throw ShapeError("negative dim in " + shape_str(shape_of(dims)));
+  check_dims(dims);
   auto impl = std::make_shared<detail::TensorImpl>();
   impl->type = {dtype, shape_of(dims)};
   impl->device = current_device();

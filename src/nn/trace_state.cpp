@@ -152,7 +152,18 @@ Tensor TraceState::record(Op op, const std::vector<Tensor>& inputs, const Attrs&
   ids.reserve(inputs.size());
   for (std::size_t i = 0; i < inputs.size(); ++i)
     ids.push_back(value_of(inputs[i], std::string(op_name(op)) + " operand " + std::to_string(i)));
-  return wrap(graph.add_node(op, std::move(ids), attrs, &shapes));
+  const ValueId v = graph.add_node(op, std::move(ids), attrs, &shapes);
+  // Constant sizes are bounded as eager ones are (symbolic ones when a call
+  // binds them: the executor checks every buffer).
+  std::vector<int64_t> known;
+  for (const auto& d : graph.node(v).type.shape)
+    if (auto c = d.try_constant()) known.push_back(*c);
+  try {
+    check_dims(known);
+  } catch (const ShapeError& e) {
+    throw ShapeError(graph.node(v).name + " (" + std::string(op_name(op)) + "): " + e.what());
+  }
+  return wrap(v);
 }
 
 }  // namespace npucache::detail

@@ -228,9 +228,12 @@ TEST_F(CacheTest, ExplainNamesChangedOptionsAndConfig) {
 // reported stale with the version and rebuilt, never served, on the fast
 // path too; the rebuilt entries then serve.
 TEST_F(CacheTest, PreviousFormatIsReportedStaleAndRebuilt) {
-  const std::string cases[] = {"prompt --code-version v1 --fast", "prompt --code-version v1",
-                               "prompt --ge-cache --code-version v1", "prompt --reduce-overhead --code-version v1",
-                               "prompt --world 2 --rank 1 --code-version v1", "prompt --static --code-version v1"};
+  const std::string cases[] = {"prompt --code-version v1 --fast",
+                               "prompt --code-version v1",
+                               "prompt --ge-cache --code-version v1",
+                               "prompt --reduce-overhead --code-version v1",
+                               "prompt --world 2 --rank 1 --code-version v1",
+                               "prompt --static --code-version v1"};
   int n = 0;
   for (const std::string& args : cases) {
     const fs::path d = dir / std::to_string(n++);  // a fresh copy of the old cache for each case

@@ -2,12 +2,17 @@
 // error names the field), and finding shipped configs.
 #include <npucache/error.h>
 #include <npucache/models/models.h>
+#include <npucache/module.h>
+#include <npucache/tensor.h>
 
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <chrono>
 
 #include <algorithm>
 #include <cstdlib>
@@ -104,7 +109,7 @@ TEST(HfConfig, EachRefusedValueNamesTheField) {
     expect_field_error(llama(), field, gone, "is missing; it is required");
   expect_field_error(llama(), "hidden_size", "256", "must be a positive integer, not \"256\"");
   expect_field_error(llama(), "num_hidden_layers", 0, "must be a positive integer, not 0");
-  expect_field_error(llama(), "rms_norm_eps", -1, "must be a positive number");
+  expect_field_error(llama(), "rms_norm_eps", -1, "must be a positive, finite number");
   expect_field_error(llama(), "num_key_value_heads", 3, "(3) does not divide num_attention_heads (8)");
   json seven = llama();
   seven["num_attention_heads"] = 7;
@@ -136,6 +141,92 @@ TEST(HfConfig, MalformedFilesAreClearErrors) {
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("cannot read the model config '/nonexistent/config.json'"), std::string::npos);
   }
+}
+
+// Hostile values: a number no double holds, absurd sizes, a layer count of
+// ten million: each a ConfigError naming the file and the field, at once
+// (before anything is built).
+TEST(HfConfig, HostileValuesAreRefusedBeforeAnythingIsBuilt) {
+  auto text_error = [](const std::string& text) {
+    try {
+      models::parse_hf_config(text, "test/config.json");
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    ADD_FAILURE() << "accepted " << text;
+    return std::string();
+  };
+  for (const char* field : {"hidden_size", "rms_norm_eps", "vocab_size"}) {
+    std::string text = llama().dump();
+    const std::string key = std::string("\"") + field + "\":";
+    const std::size_t at = text.find(key) + key.size();
+    text.replace(at, text.find_first_of(",}", at) - at, "1e999");
+    const std::string msg = text_error(text);
+    EXPECT_NE(msg.find("test/config.json: field '" + std::string(field) + "' (1e999) is out of range"),
+              std::string::npos)
+        << msg;
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  expect_field_error(llama(), "hidden_size", int64_t{1} << 40, "is 1099511627776, more than 131072");
+  expect_field_error(llama(), "num_hidden_layers", 10000000, "is 10000000, more than 4096");
+  expect_field_error(llama(), "vocab_size", int64_t{1} << 40, "is 1099511627776, more than");
+  expect_field_error(llama(), "intermediate_size", int64_t{1} << 40, "more than");
+  expect_field_error(llama(), "max_position_embeddings", int64_t{1} << 40, "more than");
+  expect_field_error(llama(), "num_key_value_heads", 1 << 20, "more than 4096");
+  expect_field_error(llama(), "hidden_size", -4096, "must be a positive integer");
+  expect_field_error(llama(), "hidden_size", 4096.5, "must be a positive integer");
+  expect_field_error(llama(), "rope_theta", -1.0, "must be a positive, finite number");
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 1.0);
+  // The C++ API: a model built from such a config is refused the same way.
+  models::DecoderConfig c;
+  c.layers = 10000000;
+  try {
+    models::Decoder(c, models::StageRanks{1, 1, 0, 0}, models::Weights::meta);
+    ADD_FAILURE() << "a decoder of ten million layers was built";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("num_hidden_layers is 10000000, more than 4096"), std::string::npos)
+        << e.what();
+  }
+}
+
+// Files that are not config files: refused at once, never read without end
+// or waited on.
+TEST(HfConfig, DevicesPipesAndDirectoriesAreRefusedAtOnce) {
+  const auto dir = std::filesystem::temp_directory_path() / ("npucache-hf-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string pipe = (dir / "pipe.json").string();
+  ASSERT_EQ(::mkfifo(pipe.c_str(), 0600), 0);
+  std::ofstream((dir / "big.json").string()) << std::string(2 << 20, ' ');
+  const std::pair<std::string, std::string> cases[] = {{"/dev/zero", "is a device"},
+                                                       {"/dev/urandom", "is a device"},
+                                                       {pipe, "is a named pipe"},
+                                                       {dir.string(), "is a directory"},
+                                                       {(dir / "big.json").string(), "more than a config.json can be"}};
+  for (const auto& [path, says] : cases) {
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      models::load_hf_config(path);
+      ADD_FAILURE() << "accepted " << path;
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+    }
+    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 1.0) << path;
+  }
+  std::filesystem::remove_all(dir);
+}
+
+// Dims given through the C++ API are bounded before anything is
+// allocated or traced: a ShapeError, never a crash in a later pass.
+TEST(HfConfig, HugeTensorDimsAreRefusedAtCreation) {
+  EXPECT_THROW(Tensor::meta({int64_t{1} << 41}), ShapeError);
+  EXPECT_THROW(Tensor::meta({int64_t{1} << 21, int64_t{1} << 21}), ShapeError);
+  EXPECT_THROW(Tensor::meta({int64_t{1} << 62, int64_t{1} << 62}), ShapeError);  // the product overflows
+  {
+    nn::MetaScope meta;
+    EXPECT_THROW(nn::Linear(int64_t{1} << 21, int64_t{1} << 21), ShapeError);
+  }
+  EXPECT_NO_THROW(Tensor::meta({int64_t{1} << 20, int64_t{1} << 20}));
 }
 
 TEST(HfConfig, ShippedConfigsAreFoundByNameAndPathsByPath) {

@@ -10,7 +10,9 @@
 # - log lines have the seed's format, ModelCacheMeta with the cache format
 #   version; colour only on a terminal and never with NO_COLOR; an unknown
 #   NPUCACHE_LOG_LEVEL is a warning and the default;
-# - the launch scripts reject bad arguments before starting mpirun.
+# - the launch scripts reject bad arguments before starting mpirun;
+# - hostile model configs (absurd sizes, numbers no double holds, devices,
+#   pipes) exit 2 at once naming the file and the field, and make no cache.
 set -euo pipefail
 
 [ $# -eq 2 ] || { echo "usage: $0 NPUCACHE_BINARY LAUNCH_DIR" >&2; exit 2; }
@@ -64,7 +66,7 @@ NPUCACHE_LOG_LEVEL=verbose timeout 300 "$npucache" warmup --cache-dir "$work/c" 
 [ "$rc" = 0 ] || fail "warmup exited $rc: $(tail -5 job.err)"
 grep -Eq "^\[WARNING\] NPUCACHE [0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2} NPUCACHE_LOG_LEVEL='verbose' is not a level .*; using info" job.err \
   || fail "no warning for an unknown log level: $(head -3 job.err)"
-meta="^\[INFO\] NPUCACHE [0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2} Cache ModelCacheMeta\(name='Decoder\.(prompt|decode)\(arg0, arg1, arg2\)', date='[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9:.]+', version='2\.0\.0', fx=None\) saved to $work/c/.+/(prompt|decode)/compiled_module$"
+meta="^\[INFO\] NPUCACHE [0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2} Cache ModelCacheMeta\(name='Decoder\.(prompt|decode)\(arg0, arg1, arg2\)', date='[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9:.]+', version='3\.0\.0', fx=None\) saved to $work/c/.+/(prompt|decode)/compiled_module$"
 [ "$(grep -Ec "$meta" job.err)" = 2 ] || fail "expected 2 ModelCacheMeta save lines in the seed's format: $(cat job.err)"
 if grep -q $'\033' job.err; then fail "colour codes in a log that is not a terminal"; fi
 python3 -c "
@@ -145,6 +147,37 @@ for script in warmup infer; do
   expect_exit 2 "num_attention_heads|heads" "$launch/$script.sh" --tp 3
   expect_exit 2 "cannot be written" "$launch/$script.sh" --tp 1 --pp 1 --report-json "$work/missing/r.json"
 done
+
+# 6. Hostile model configs: exit 2 within a second, naming the file and the
+# field; nothing is built and no cache directory is made.
+python3 - "$work" <<'EOF' || fail "writing the hostile configs"
+import json, sys
+w = sys.argv[1]
+base = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 256,
+        "intermediate_size": 512, "num_hidden_layers": 2, "num_attention_heads": 8,
+        "num_key_value_heads": 2, "vocab_size": 1024, "max_position_embeddings": 128,
+        "rms_norm_eps": 1e-5}
+for name, field, value in [("layers", "num_hidden_layers", 10000000), ("vocab", "vocab_size", 1 << 40),
+                           ("hidden", "hidden_size", -4096)]:
+    json.dump(dict(base, **{field: value}), open(f"{w}/{name}.json", "w"))
+open(f"{w}/huge.json", "w").write(json.dumps(dict(base, hidden_size=7)).replace(": 7", ": 1e999"))
+EOF
+mkfifo "$work/pipe.json"
+for spec in "layers.json:field 'num_hidden_layers' is 10000000, more than 4096" \
+  "vocab.json:field 'vocab_size' is 1099511627776, more than" \
+  "hidden.json:field 'hidden_size' must be a positive integer, not -4096" \
+  "huge.json:field 'hidden_size' \(1e999\) is out of range" \
+  "pipe.json:'$work/pipe.json' is a named pipe" "/dev/zero:'/dev/zero' is a device"; do
+  file="${spec%%:*}"
+  case "$file" in /*) ;; *) file="$work/$file" ;; esac
+  start=$(date +%s%N)
+  expect_exit 2 "${spec#*:}" timeout 5 "$npucache" warmup --model "$file" --cache-dir "$work/hostile"
+  ms=$((($(date +%s%N) - start) / 1000000))
+  [ "$ms" -lt 1000 ] || fail "refusing $file took $ms ms"
+  case "$file" in /dev/*) ;; *) grep -q "$file" err.txt || fail "the error does not name $file: $(cat err.txt)" ;; esac
+  [ ! -e "$work/hostile" ] || fail "a cache directory was made for the hostile config $file"
+done
+expect_exit 2 "field 'num_hidden_layers' is 10000000" "$launch/warmup.sh" --model "$work/layers.json"
 
 [ "$fails" = 0 ] || { echo "$fails check(s) failed" >&2; exit 1; }
 echo "cli manners: all checks passed"

@@ -67,8 +67,19 @@ struct DecoderConfig {
   int64_t head_dim() const { return hidden / heads; }
   // tiny-llama 4x wider and twice as deep: larger graphs and artifacts.
   static DecoderConfig large();
-  // Throws ConfigError naming the first inconsistent size by its
-  // config.json field (and the tp or pp that does not divide it).
+  // Upper bounds, checked before anything is built or allocated: each far
+  // above the largest published models (hidden 16384, intermediate 53248,
+  // 126 layers, 128 heads, 256k vocabularies, 1M-token contexts), so a
+  // value past one is a mistake, not a model.
+  static constexpr int64_t kMaxVocab = int64_t{1} << 23;
+  static constexpr int64_t kMaxHidden = int64_t{1} << 17;
+  static constexpr int64_t kMaxLayers = 4096;
+  static constexpr int64_t kMaxHeads = 4096;
+  static constexpr int64_t kMaxIntermediate = int64_t{1} << 19;
+  static constexpr int64_t kMaxSeq = int64_t{1} << 23;
+
+  // Throws ConfigError naming the first inconsistent or impossible size by
+  // its config.json field (and the tp or pp that does not divide it).
   void validate(int tp, int pp) const;
 };
 

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace npucache::detail {
 
@@ -30,6 +31,11 @@ struct TensorImpl {
 
   bool traced() const { return trace_id != 0; }
 };
+
+// Throws ShapeError when `dims` has a negative dim or more than 2^40
+// elements (more than any device holds: sizes out of range), before
+// anything is allocated or recorded.
+void check_dims(const std::vector<int64_t>& dims);
 
 // Throws DeviceError naming `what` when `impl` is a replay output that a
 // later replay overwrote; does nothing for any other tensor.
