@@ -66,10 +66,24 @@ enum class HitCheck {
   code_version,
 };
 
+namespace detail {
+// cache_compile's defaults are the seed's, not torch.compile's: dynamic
+// shapes on, one full graph.
+inline CompileOptions seed_compile_defaults() {
+  CompileOptions o;
+  o.dynamic = true;
+  o.fullgraph = true;
+  return o;
+}
+}  // namespace detail
+
 struct CacheOptions {
-  // How the method compiles: config or backend, dynamic, custom
-  // decompositions, method_name (${func} in the cache path), arg_names.
-  CompileOptions compile;
+  // How the method compiles: config or backend, mode, dynamic (default
+  // true, as the seed's; unset asks for automatic dynamic, whose decisions
+  // are kept in the cache directory), fullgraph (default true; false caches
+  // the pieces between graph breaks), custom decompositions, method_name
+  // (${func} in the cache path), arg_names.
+  CompileOptions compile = detail::seed_compile_defaults();
   // Default: $NPUCACHE_CACHE_DIR, else ".npucache"; relative paths are under
   // the working directory; created (0700) when missing.
   std::string cache_dir;

@@ -1,16 +1,29 @@
-// compile(): the plain JIT entry point, the counterpart of
-// torch.compile(model, backend=..., mode=..., dynamic=..., fullgraph=True).
+// compile(): the plain JIT entry point, the counterpart of torch.compile
+// (seed 003):
 //
-//   auto fast = npucache::compile(model, &Model::decode, {.method_name = "decode"});
+//   torch.compile(model, fullgraph=False, dynamic=None, backend="inductor",
+//                 mode=None, options=None, disable=False)
+//   auto fast = npucache::compile(model, &Model::decode, {.backend = "inductor", .mode = "reduce-overhead"});
 //   Tensor logits = fast(token, position, kv);
 //
 // The first call traces the method with its arguments, compiles the graph
-// (mode max-autotune: fused-kernel code generation, the "inductor" backend;
-// reduce-overhead: capture and replay, the "npugraphs" backend) and runs it;
-// later calls whose inputs match the trace's signature run the compiled
-// program. A call that does not match (a new shape of a static trace, a
-// changed guard value) is traced and compiled again. Results stay in memory
-// only (cache_compile persists them).
+// as the backend and mode say and runs it; later calls whose inputs match a
+// compiled entry run its program, others are compiled again (a new shape
+// of a static dimension, a changed guard value). Results stay in memory
+// only (cache_compile persists them). docs/GUIDE.md, "The compile
+// surface", has the table of what each backend, mode and option does:
+//
+//   backend, mode or option          fusion+codegen  autotuned tilings  capture and replay
+//   inductor, mode unset/"default"   yes             no (defaults)      no
+//   inductor, "max-autotune-no-cudagraphs" yes       yes                no
+//   inductor, "max-autotune"         yes             yes                yes
+//   inductor, "reduce-overhead"      yes             no                 yes
+//     (or option triton.cudagraphs)
+//   npugraphs (mode must be unset)   no (eager kernels) no              yes
+//
+// TorchAir's CompilerConfig (config, or backend = get_npu_backend(config))
+// keeps TorchAir's meaning of its mode: max-autotune compiles the whole
+// graph with autotuned tilings and no capture; reduce-overhead captures.
 #pragma once
 
 #include <npucache/compiler/config.h>
@@ -19,11 +32,15 @@
 #include <npucache/trace.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <string_view>
+#include <variant>
 #include <vector>
 
 namespace npucache {
@@ -39,18 +56,86 @@ enum class ReplayOutputs {
   fresh,
 };
 
+// torch.compile's backend argument: a name ("inductor", "npugraphs") or an
+// NpuBackend object (TorchAir's get_npu_backend(config)).
+class Backend {
+ public:
+  Backend(const char* name) : name_(name) {}                       // NOLINT: a name converts, as in Python
+  Backend(std::string name) : name_(std::move(name)) {}            // NOLINT
+  Backend(NpuBackend npu) : name_("npu"), npu_(std::move(npu)) {}  // NOLINT
+  // "inductor", "npugraphs" (as given), or "npu" for an NpuBackend object.
+  const std::string& name() const { return name_; }
+  const std::optional<NpuBackend>& npu() const { return npu_; }
+
+ private:
+  std::string name_;
+  std::optional<NpuBackend> npu_;
+};
+
+// A value of compile()'s `options` map ({"trace.enabled", true}).
+using OptionValue = std::variant<bool, int64_t, double, std::string>;
+
+// One dimension of one flattened input ("arg0", "arg1.data"), for
+// CompileOptions::mark_dynamic / mark_static.
+struct DimMark {
+  std::string input;
+  int64_t dim = 0;
+  friend bool operator==(const DimMark&, const DimMark&) = default;
+  friend auto operator<=>(const DimMark&, const DimMark&) = default;
+};
+
 struct CompileOptions {
+  // --- torch.compile's arguments (seed 003) ---------------------------------
+  // "inductor" (the default), "npugraphs", or an NpuBackend object.
+  std::optional<Backend> backend;
+  // The inductor backend's mode: unset or "default", "reduce-overhead",
+  // "max-autotune", "max-autotune-no-cudagraphs". Not with `options`, not
+  // with npugraphs or a TorchAir config (ConfigError).
+  std::optional<std::string> mode;
+  // false (torch.compile's default): what cannot be traced into one graph
+  // (a read of a tensor's value on the host, a data-dependent branch, an op
+  // the mode cannot lower) splits the method into compiled pieces with
+  // eager code between them, each break counted and explained in
+  // CallStatus. true: such a break is a GraphBreakError giving its reason.
+  bool fullgraph = false;
+  // true: every input dim of size >= 2 is symbolic; false: every dim is
+  // static (a new size compiles again); unset (torch.compile's default):
+  // automatic dynamic -- static first, a dim that changes between calls is
+  // compiled once more as dynamic and stays dynamic (cache_compile keeps
+  // the decision in the cache directory, so the next process compiles the
+  // dynamic version at once).
+  std::optional<bool> dynamic;
+  // torch.compile's `options`: "triton.cudagraphs" (bool: capture and
+  // replay), "trace.enabled" (bool: write each compile's graphs and program
+  // to "trace.debug_dir", default ./npucache_debug), "enable_shape_handling"
+  // (bool: a call whose dynamic dims are smaller than an existing capture's
+  // is padded up to it and the padding sliced off the outputs, so one
+  // capture serves a range of sizes). Another key is a ConfigError listing
+  // these.
+  std::map<std::string, OptionValue> options;
+  // true: calls run the method eagerly; nothing is compiled or cached.
+  bool disable = false;
+
+  // --- TorchAir's ------------------------------------------------------------
+  // The TorchAir config (the counterpart of get_npu_backend(config));
+  // with `backend` an NpuBackend of another config: ConfigError.
   std::optional<CompilerConfig> config;
-  std::optional<NpuBackend> backend;
-  bool dynamic = true;
-  bool fullgraph = true;  // whole graphs only: false is a ConfigError
   DecompositionTable custom_decompositions;
+
+  // --- npucache's ------------------------------------------------------------
   // Names the graph and ${func} in a cache path. Default: the name of the
   // member function itself ("prompt" for &Model::prompt), from the code.
   std::string method_name;
   std::vector<std::string> arg_names;
+  // Dims that are symbolic (mark_dynamic) or static (mark_static) whatever
+  // `dynamic` says, as torch._dynamo.mark_dynamic / mark_static.
+  std::vector<DimMark> mark_dynamic, mark_static;
   // reduce-overhead: where outputs live (not part of any cache key).
   ReplayOutputs replay_outputs = ReplayOutputs::pool;
+  // Captures (one per shape) a method makes at most; later new shapes run
+  // without capture, with one warning (PyTorch's cudagraph trees have the
+  // same kind of limit).
+  std::size_t capture_limit = 64;
 };
 
 // How the program a call ran was obtained.
@@ -59,6 +144,7 @@ enum class Outcome {
   hit,         // served from the cache
   fetched,     // received from another rank (dist::cache_compile)
   recompiled,  // a later call matched no compiled entry and was compiled again
+  eager,       // CompileOptions::disable: the method ran eagerly
 };
 std::string_view outcome_name(Outcome o);
 
@@ -74,6 +160,16 @@ struct CallStatus {
   std::string reason;
   std::string entry;         // the method's cache entry (the seed's path), or ""
   std::size_t compiles = 0;  // compiles this process did for the method so far
+  // Graph breaks of the call (fullgraph=false): one line each, "graph break
+  // in Model.decode at op item: reason".
+  std::vector<std::string> graph_breaks;
+  // Dims automatic dynamic made symbolic so far ("arg0 dim 0").
+  std::vector<std::string> dynamic_dims;
+  // reduce-overhead: captures made for the method so far, and whether this
+  // call replayed a capture (false past the capture limit, or in a mode
+  // that does not capture).
+  std::size_t captures = 0;
+  bool replayed = false;
 };
 
 namespace detail {
@@ -81,7 +177,9 @@ namespace detail {
 // The type-erased engine behind CompiledMethod (src/compiler/engine.h):
 // compiled entries with their input signatures, and where they persist.
 class CompiledFunction;
-using TraceFn = std::function<TraceResult()>;
+// Traces the method with the call's arguments under the given options (the
+// engine passes its current ones: automatic dynamic changes them).
+using TraceFn = std::function<TraceResult(const TraceOptions&)>;
 
 // Called with the selected entry's index, under the engine's lock, when the
 // call traced the method (so the caller keeps the traced result as the
@@ -97,6 +195,10 @@ void prepare(CompiledFunction& f, const FlatArgs& args, const TraceFn& trace, st
 // Whether CompiledMethod::select runs the entry it obtains.
 enum class CallKind { run, prepare_only };
 TraceOptions trace_options(const CompiledFunction& f);
+// CompileOptions::disable: calls run the method eagerly; note_eager_call
+// records such a call in the calling thread's status.
+bool runs_eagerly(const CompiledFunction& f);
+void note_eager_call(CompiledFunction& f);
 std::size_t compiles(const CompiledFunction& f);
 const CallStatus& status(const CompiledFunction& f);
 // The output paths of entry `i` ("out.logits", "out.kv[0]").
@@ -173,6 +275,10 @@ class CompiledMethod {
 
   R operator()(P... args) {
     if (!fn_) throw_empty();
+    if (detail::runs_eagerly(*fn_)) {
+      detail::note_eager_call(*fn_);
+      return (module_->*method_)(args...);
+    }
     auto [entry, outs] = select(detail::CallKind::run, args...);
     std::optional<R> result;
     {
@@ -207,6 +313,10 @@ class CompiledMethod {
   // tensors: a meta one is a MetaTensorError naming it).
   const CallStatus& prepare(P... args) {
     if (!fn_) throw_empty();
+    if (detail::runs_eagerly(*fn_)) {
+      detail::note_eager_call(*fn_);
+      return status();
+    }
     select(detail::CallKind::prepare_only, args...);
     return status();
   }
@@ -235,8 +345,8 @@ class CompiledMethod {
     const TraceOptions topts = detail::trace_options(*fn_);
     FlatArgs flat = flatten_args(topts, args...);
     std::optional<R> traced;
-    auto tracer = [&] {
-      auto [tr, res] = trace_method_with_result(*module_, method_, topts, args...);
+    auto tracer = [&](const TraceOptions& current) {
+      auto [tr, res] = trace_method_with_result(*module_, method_, current, args...);
       traced = std::move(res);
       return std::move(tr);
     };

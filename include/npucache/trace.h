@@ -19,7 +19,8 @@
 // Dynamic shapes (options.dynamic): every input dim of size >= 2 becomes a
 // fresh symbol; dims are equated or specialised to constants only where an
 // op requires it (matching a weight's size, a constant head dim), each
-// recorded as a guard. Static: all dims are constants.
+// recorded as a guard. Static: all dims are constants. Single dims are
+// marked dynamic or static with options.dynamic_dims / static_dims.
 #pragma once
 
 #include <charconv>
@@ -117,6 +118,14 @@ struct TraceOptions {
   bool dynamic = true;
   std::string method_name = "forward";  // names the graph and cache entries
   std::vector<std::string> arg_names;   // default arg0, arg1, ...
+  // Input dims that are symbolic whatever `dynamic` says (marked dynamic,
+  // or turned dynamic by automatic dynamic), as (input path, dim). Such a
+  // dim is symbolic even at size 0 or 1, so the program serves every size
+  // (the trace's hint is then 2; a call the graph does not fit fails to
+  // bind). Pairs naming no input dim are ignored.
+  std::vector<std::pair<std::string, int64_t>> dynamic_dims;
+  // Input dims that stay constant whatever `dynamic` says.
+  std::vector<std::pair<std::string, int64_t>> static_dims;
 };
 
 struct InputSpec {

@@ -480,6 +480,8 @@ ClearResult clear(const std::string& dir) {
       ours = is_our_envelope(d, n, EnvelopeKind::index);
     else if (n == layout::kTuningFile)
       ours = is_our_envelope(d, n, EnvelopeKind::tuning);
+    else if (n == layout::kProfileFile)
+      ours = is_our_envelope(d, n, EnvelopeKind::profile);
     else if (n == layout::kFormat1File)
       ours = is_our_format1(d);
     if (n == layout::kObjectsDir || n == layout::kLocksDir) continue;

@@ -21,6 +21,7 @@ const char* magic(EnvelopeKind k) {
     case EnvelopeKind::index: return "NPUCIDX1";
     case EnvelopeKind::object: return "NPUCOBJ1";
     case EnvelopeKind::tuning: return "NPUCTUN1";
+    case EnvelopeKind::profile: return "NPUCPRF1";
   }
   return "NPUC????";
 }
@@ -41,6 +42,7 @@ const char* kind_name(EnvelopeKind k) {
     case EnvelopeKind::index: return "index";
     case EnvelopeKind::object: return "object";
     case EnvelopeKind::tuning: return "tuning";
+    case EnvelopeKind::profile: return "profile";
   }
   return "unknown";
 }

@@ -127,7 +127,7 @@ LookupKey lookup_key(const KeyInputs& in) {
   c[kMethod] = in.method;
   c[kConfig] = in.config.hash().hex().substr(0, 16);
   c[kMode] = std::string(compile_mode_name(in.config.mode));
-  c[kDynamic] = in.dynamic ? "true" : "false";
+  c[kDynamic] = !in.dynamic ? "auto" : *in.dynamic ? "true" : "false";
   c[kGeCache] = in.ge_cache ? "true" : "false";
   c[kDecompositions] = in.decompositions;
   c[kRuntimeVersion] = in.runtime_version;
@@ -138,9 +138,11 @@ LookupKey lookup_key(const KeyInputs& in) {
     if (ch == '\n') ch = ';';
   c[kConfigOptions] = options;
   k.hash = hash_components(c, false);
-  k.model_info = readable_class(c[kModelClass]) + (in.dynamic ? "_dynamic" : "_static") +
-                 (in.config.mode == CompileMode::reduce_overhead ? "_aclgraphcache" : "") + "_" +
-                 hash_components(c, true);
+  k.model_info = readable_class(c[kModelClass]) +
+                 (!in.dynamic   ? "_auto"
+                  : *in.dynamic ? "_dynamic"
+                                : "_static") +
+                 (in.config.captures() ? "_aclgraphcache" : "") + "_" + hash_components(c, true);
   return k;
 }
 
@@ -149,8 +151,11 @@ GraphId graph_id(const TraceResult& traced, const KeyInputs& in) {
   // Not whether the object holds the program: the computation is the same
   // either way, and a lookup lowers a graph-only object.
   std::string s = canonical + "|" + checksum(signature_text(traced)) + "|" + in.config.hash().hex() + "|" +
-                  in.runtime_version + "|" + in.decompositions + "|" + (in.dynamic ? "dynamic" : "static") + "|" +
-                  layout::kFormatVersion;
+                  in.runtime_version + "|" + in.decompositions + "|" +
+                  (!in.dynamic   ? "auto"
+                   : *in.dynamic ? "dynamic"
+                                 : "static") +
+                  "|" + layout::kFormatVersion;
   XXH128_hash_t h = XXH3_128bits(s.data(), s.size());
   return {Hash128{h.high64, h.low64}.hex(), canonical};
 }

@@ -1,6 +1,6 @@
 // Cache keys (docs/FORMAT.md, "How a hit is decided").
 //
-// model_info names one model: <ModelClass>_<dynamic|static>[_aclgraphcache]
+// model_info names one model: <ModelClass>_<dynamic|static|auto>[_aclgraphcache]
 // _<hash>, the hash over the model components (fully qualified class,
 // parameter signature: names, shapes and dtypes, never values; compiler
 // config, mode, dynamic, decompositions). Every method of the model sits
@@ -30,6 +30,7 @@
 
 #include "cache/records.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -68,7 +69,9 @@ struct KeyInputs {
   const nn::Module* module = nullptr;
   std::string method;
   CompilerConfig config;
-  bool dynamic = true;
+  // true, false, or unset (automatic dynamic: "auto" in model_info; the
+  // dims it made dynamic are in the traced graph, so in the graph key).
+  std::optional<bool> dynamic = true;
   bool ge_cache = false;
   std::string decompositions = "default";  // decomposition_names()
   std::string code_version;

@@ -26,7 +26,7 @@ std::string index_model_info(const std::string& file_name) {
       file_name.compare(file_name.size() - suffix.size(), suffix.size(), suffix) != 0)
     return "";
   const std::string m = file_name.substr(0, file_name.size() - suffix.size());
-  return valid_name(m) && file_name != kFormat1File && file_name != kTuningFile ? m : "";
+  return valid_name(m) && file_name != kFormat1File && file_name != kTuningFile && file_name != kProfileFile ? m : "";
 }
 
 std::string object_key(const std::string& file_name) {

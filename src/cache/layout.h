@@ -10,6 +10,7 @@
 //     <model_info>.h5            the index of one model: its entries, at the seed's paths
 //     objects/<graph_key>.h5     one compiled artifact, written once, never changed
 //     tuning.h5                  the tuning table: autotune decisions by kernel signature and runtime
+//     profiles.h5                dynamic-shape profiles: dims automatic dynamic made dynamic, per method
 //     locks/                     flock()ed files serialising writers of one index
 //     .<name>.tmp.<pid>.<n>      a write in progress (in the target's directory)
 #pragma once
@@ -41,11 +42,17 @@ inline constexpr const char* kSweepLock = "sweep.lock";
 // Held while the markers (CACHEDIR.TAG, store.json) are created or healed.
 inline constexpr const char* kStoreLock = "store.lock";
 inline constexpr const char* kIndexSuffix = ".h5";
-// The tuning table (no model_info ends without "_static"/"_dynamic" and a
+// The tuning table (no model_info ends without "_static"/"_dynamic"/"_auto" and a
 // hash, so it never names an index; index_model_info() skips it).
 inline constexpr const char* kTuningFile = "tuning.h5";
 // Held while the tuning table is merged and rewritten.
 inline constexpr const char* kTuningLock = "tuning.lock";
+// The dynamic-shape profiles (automatic dynamic's decisions, seed 004's
+// PGO cache), its lock, and its HDF5 view's dataset (one per model_info
+// group, one line per dynamic dim).
+inline constexpr const char* kProfileFile = "profiles.h5";
+inline constexpr const char* kProfileLock = "profiles.lock";
+inline constexpr const char* kProfileDataset = "dynamic_dims";
 // Its HDF5 view: one group per runtime, one string per decision.
 inline constexpr const char* kTuningDataset = "decisions";
 // The whole cache of format 1 (one file); recognised to report and clear.

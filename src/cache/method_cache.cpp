@@ -5,6 +5,7 @@
 #include "cache/cache_error.h"
 #include "cache/explain.h"
 #include "cache/layout.h"
+#include "cache/profile_file.h"
 #include "cache/registry.h"
 #include "cache/stats.h"
 #include "cache/store.h"
@@ -339,6 +340,73 @@ void MethodCache::save_tuning() const {
     warn_uncached(
         id_.dir, "tuning",
         "could not save the tuning table in " + id_.dir + " (" + e.what() + "); its decisions stay in this process");
+  }
+}
+
+namespace {
+
+// The profiles file's records: nullopt when there is none; CacheError when
+// it is damaged or not npucache's.
+std::optional<std::vector<ProfileRecord>> read_profiles(const Dir& d) {
+  const std::string what = (d.path() / layout::kProfileFile).string();
+  auto bytes = d.read(layout::kProfileFile, kMaxProfileFileBytes);
+  if (!bytes) return std::nullopt;
+  return decode_profiles(*bytes, what);
+}
+
+void warn_damaged_profiles(const std::string& why) {
+  log::warn("{}; its dynamic-shape decisions are ignored and it is rewritten on the next save", why);
+}
+
+}  // namespace
+
+std::vector<DimMark> MethodCache::load_profile() const {
+  std::vector<DimMark> out;
+  try {
+    if (!Dir::exists(id_.dir)) return out;
+    const Dir d = Dir::open(id_.dir, Safety::cache, Create::no);
+    if (auto records = read_profiles(d))
+      for (const auto& r : *records)
+        if (r.model_info == key_.model_info && r.method == id_.key.method) out.push_back(r.dim);
+  } catch (const CacheRefused& e) {
+    log::debug("dynamic-shape profiles not read: {}", e.what());
+  } catch (const CacheError& e) {
+    warn_damaged_profiles(e.what());
+  }
+  if (!out.empty()) log::debug("{}: {} dims dynamic from the profiles of {}", where(), out.size(), id_.dir);
+  return out;
+}
+
+void MethodCache::save_profile(const std::vector<DimMark>& dims) const {
+  if (dims.empty()) return;
+  try {
+    const Store store = Store::open(id_.dir, Create::yes);
+    const Dir& d = store.directory();
+    FileLock lock = d.sub(layout::kLocksDir, Create::yes).lock(layout::kProfileLock);
+    std::vector<ProfileRecord> records;
+    bool rewrite = false;
+    try {
+      if (auto r = read_profiles(d)) records = std::move(*r);
+    } catch (const CacheRefused&) {
+      throw;
+    } catch (const CacheError& e) {
+      warn_damaged_profiles(e.what());
+      rewrite = true;
+    }
+    for (const auto& m : dims) {
+      ProfileRecord r{key_.model_info, id_.key.method, m};
+      auto at = std::lower_bound(records.begin(), records.end(), r);
+      if (at != records.end() && *at == r) continue;
+      records.insert(at, std::move(r));
+      rewrite = true;
+    }
+    if (!rewrite) return;
+    d.write(layout::kProfileFile, encode_profiles(records));
+    log::debug("dynamic-shape profiles {}/{}: {} dims saved", id_.dir, layout::kProfileFile, records.size());
+  } catch (const Error& e) {
+    warn_uncached(id_.dir, "profiles",
+                  "could not save the dynamic-shape profile of " + where() + " in " + id_.dir + " (" + e.what() +
+                      "); the decision stays in this process");
   }
 }
 

@@ -125,6 +125,16 @@ class MethodCache {
   // the file is damaged). save() calls it after its index updates; a
   // failure is logged, never thrown.
   void save_tuning() const;
+  // The dims automatic dynamic made dynamic for this method (model_info
+  // and method) in earlier processes: the directory's profiles file. A
+  // missing file is none; a damaged or foreign one is warned about and
+  // ignored. Never throws.
+  std::vector<DimMark> load_profile() const;
+  // Merges `dims` into this method's profile in the file (under the
+  // profiles lock), rewriting it when something is new or the file is
+  // damaged. A failure is warned about (the decision stays in this
+  // process), never thrown.
+  void save_profile(const std::vector<DimMark>& dims) const;
   // Records that this process uses `entry` (for save_cache_artifacts()).
   void remember(const EntryRecord& entry, const ObjectRecord& object) const;
   // Removes this rank's entry (after a recompile).

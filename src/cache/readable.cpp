@@ -4,6 +4,7 @@
 #include "cache/cache_error.h"
 #include "cache/layout.h"
 #include "compiler/compiled_graph.h"
+#include "compiler/debug_trace.h"
 
 #include <filesystem>
 
@@ -26,16 +27,7 @@ std::string readable_entry(const EntryRecord& e, const ObjectRecord& o) {
   if (has_program) {
     s += "\n## device program (" + std::to_string(g->program.steps.size()) + " steps, " +
          std::to_string(g->program.num_streams) + " streams)\n";
-    for (std::size_t i = 0; i < g->program.steps.size(); ++i) {
-      const auto& st = g->program.steps[i];
-      s += "step " + std::to_string(i) + " stream " + std::to_string(st.stream) + ": " + std::string(op_name(st.op)) +
-           "(";
-      for (std::size_t k = 0; k < st.operands.size(); ++k) s += (k ? ", b" : "b") + std::to_string(st.operands[k]);
-      s += ") -> b" + std::to_string(st.result);
-      for (const char* a : {"tile_m", "tile_n", "tile_k", "block"})
-        if (st.attrs.has(a)) s += " " + std::string(a) + "=" + std::to_string(st.attrs.get_int(a));
-      s += "\n";
-    }
+    s += compiler::print_program(g->program);
   } else {
     s += "\n(no device program stored: ge_cache was off; a warm start recompiles it from the graph)\n";
   }

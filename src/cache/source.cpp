@@ -55,6 +55,38 @@ void MethodSource::recompiled(const TraceResult& trace, const std::string& why) 
   }
 }
 
+void MethodSource::load_profile(const FlatArgs&, std::vector<DimMark>& dims) {
+  if (disabled_) return;
+  for (auto& m : cache_->load_profile()) dims.push_back(std::move(m));
+}
+
+std::optional<compiler::FirstEntry> MethodSource::recompile_dynamic(const FlatArgs& args,
+                                                                    const compiler::TraceStep& trace,
+                                                                    const compiler::CompileStep& compile,
+                                                                    const std::vector<DimMark>& dims) {
+  if (!disabled_) cache_->save_profile(dims);
+  TraceResult tr = trace_checked(trace);
+  const GraphId id = cache_->graph_id(tr);
+  compiler::FirstEntry e;
+  e.status.entry = cache_->where();
+  if (auto stored = disabled_ ? std::nullopt : cache_->stored_object(id, tr, args, compile)) {
+    persist_entry(*stored->graph, stored->object);
+    e.graph = std::move(stored->graph);
+    e.status.outcome = Outcome::hit;
+    e.status.reason = "the dynamic version was in the cache (stored object of the same computation)";
+  } else {
+    const bool was_saved = report_.saved;
+    report_.saved = false;
+    e.graph = persist(compile_timed(std::move(tr), args, compile), id, args, compile);
+    e.status.outcome = Outcome::recompiled;
+    e.status.cached = report_.saved;
+    report_.saved = was_saved || report_.saved;
+    return e;
+  }
+  e.status.cached = !disabled_;
+  return e;
+}
+
 TraceResult MethodSource::trace_checked(const compiler::TraceStep& trace) {
   const double t = now();
   TraceResult tr = trace();

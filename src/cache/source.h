@@ -25,6 +25,14 @@ class MethodSource : public compiler::EntrySource {
   // Warns "Skip cache as <name> recompiled" with the reason, and removes
   // this rank's entry.
   void recompiled(const TraceResult& trace, const std::string& why) final;
+  // The method's profile from the cache directory (profiles.h5).
+  void load_profile(const FlatArgs& args, std::vector<DimMark>& dims) override;
+  // Keeps the profile, then obtains the dynamic graph as a miss does (the
+  // stored object of the same computation, else a compile) and saves it as
+  // this rank's entry in place of the static one.
+  std::optional<compiler::FirstEntry> recompile_dynamic(const FlatArgs& args, const compiler::TraceStep& trace,
+                                                        const compiler::CompileStep& compile,
+                                                        const std::vector<DimMark>& dims) final;
 
   const MethodReport& report() const { return report_; }
 

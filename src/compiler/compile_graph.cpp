@@ -49,8 +49,11 @@ CompiledGraph compile_graph(TraceResult trace, const CompilerConfig& config, con
   cg.config = config;
   cg.dynamic = dynamic;
   PassManager pm(cg.timings);
-  const bool full = config.mode == CompileMode::max_autotune;
-  if (const Node* n = full ? nullptr : first_rng_node(trace.graph))
+  // What the config asks for (docs/GUIDE.md, "The compile surface"):
+  // code generation runs the graph passes and fuses; tuning times tilings;
+  // a captured program runs on one stream and may not draw random numbers.
+  const bool codegen = config.generates_code(), tune = config.tunes(), capture = config.captures();
+  if (const Node* n = capture ? first_rng_node(trace.graph) : nullptr)
     throw ConfigError("node '" + n->name + "' (" + std::string(op_name(n->op)) +
                       ") cannot be lowered in reduce-overhead mode: a captured task graph would "
                       "repeat the same random numbers on every replay; use max-autotune");
@@ -62,13 +65,13 @@ CompiledGraph compile_graph(TraceResult trace, const CompilerConfig& config, con
     });
   } else {
     g = pm.run_graph_pass("decompose", trace.graph, [&](const Graph& x) { return decompose(x, decompositions); });
-    if (full) {
+    if (codegen && !capture) {
       g = pm.run_graph_pass("constant_fold", g, fold_constants);
       g = pm.run_graph_pass("cse", g, eliminate_common_subexpressions);
       g = pm.run_graph_pass("fold_transposes", g, fold_transposes);
     }
     g = pm.run_graph_pass("dce", g, eliminate_dead_code);
-    if (config.fusion) {
+    if (codegen && config.fusion) {
       FusionStats st;
       g = pm.run_graph_pass("fusion", g, [&](const Graph& x) { return fuse(x, &st); });
       cg.timings.back().note +=
@@ -81,16 +84,16 @@ CompiledGraph compile_graph(TraceResult trace, const CompilerConfig& config, con
     return std::to_string(cg.program.steps.size()) + " steps";
   });
   pm.run("stream_assign", [&] {
-    assign_streams(cg.program, !full || config.ge_config.enable_single_stream, config.max_streams);
+    assign_streams(cg.program, capture || config.ge_config.enable_single_stream, config.max_streams);
     return std::to_string(cg.program.num_streams) + " streams";
   });
-  if (full && hints && hints->autotune)
+  if (tune && hints && hints->autotune)
     pm.run("autotune", [&] {
       cg.autotune = *hints->autotune;
       apply_autotune(cg.program, cg.autotune);
       return std::to_string(cg.autotune.size()) + " stored decisions applied";
     });
-  else if (full)
+  else if (tune)
     pm.run("autotune", [&] {
       cg.autotune = autotune(cg.program, example, config, device);
       std::size_t sliced = 0, untimed = 0;

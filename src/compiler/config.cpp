@@ -25,6 +25,14 @@ void CompilerConfig::validate() const {
     throw ConfigError("CompilerConfig.autotune_min_time_us must be >= 0, got " + std::to_string(autotune_min_time_us));
   if (autotune_repetitions < 1)
     throw ConfigError("CompilerConfig.autotune_repetitions must be >= 1, got " + std::to_string(autotune_repetitions));
+  if (eager_kernels && autotune.value_or(false))
+    throw ConfigError(
+        "CompilerConfig.eager_kernels (the npugraphs backend) runs the eager kernels: they have no "
+        "tilings to autotune; unset autotune");
+  if (eager_kernels && !captures())
+    throw ConfigError(
+        "CompilerConfig.eager_kernels (the npugraphs backend) captures and replays: it needs "
+        "mode reduce-overhead");
 }
 
 std::string CompilerConfig::dump() const {
@@ -35,7 +43,9 @@ std::string CompilerConfig::dump() const {
          "autotune_candidates=" + std::to_string(autotune_candidates) + "\n" +
          "autotune_repetitions=" + std::to_string(autotune_repetitions) + "\n" +
          "autotune_min_time_us=" + std::to_string(autotune_min_time_us) + "\n" +
-         "input_handling=" + (input_handling == InputHandling::update_address ? "update_address" : "copy") + "\n";
+         "input_handling=" + (input_handling == InputHandling::update_address ? "update_address" : "copy") + "\n" +
+         (autotune ? "autotune=" + std::string(b(*autotune)) + "\n" : "") +
+         (eager_kernels ? "eager_kernels=true\n" : "");
 }
 
 Hash128 CompilerConfig::hash() const {

@@ -4,7 +4,11 @@
 #include <npucache/error.h>
 #include <npucache/ops.h>
 
+#include "compiler/auto_dynamic.h"
+#include "compiler/debug_trace.h"
 #include "compiler/executor.h"
+#include "compiler/surface.h"
+#include "log/log.h"
 
 #include <atomic>
 #include <chrono>
@@ -29,14 +33,12 @@ class CompiledFunction {
   CompiledFunction(const nn::Module& module, CompileOptions options, std::shared_ptr<compiler::EntrySource> source)
       : module_(module),
         options_(std::move(options)),
+        surface_(compiler::resolve_surface(options_)),
+        config_(surface_.config),
         source_(std::move(source)),
-        label_(std::make_shared<const std::string>(module.type_name() + "." + options_.method_name)) {
-    if (!options_.fullgraph)
-      throw ConfigError(
-          "fullgraph=false is not supported: npucache compiles whole graphs only; a "
-          "method must trace to one full graph");
-    config_ = resolve_config(options_.config, options_.backend);
-  }
+        label_(std::make_shared<const std::string>(module.type_name() + "." + options_.method_name)),
+        profile_(options_.mark_dynamic, options_.mark_static),
+        budget_(std::make_shared<compiler::CaptureBudget>(surface_.capture_limit, label_)) {}
 
   std::vector<Tensor> call(const FlatArgs& args, const TraceFn& trace, std::size_t& entry, const KeepFn& keep);
   // The entry matching `args` (obtained from the source on the first call,
@@ -44,12 +46,22 @@ class CompiledFunction {
   // `keep` is called under the lock when the method was traced.
   SymBindings select(const FlatArgs& args, const TraceFn& given_trace, std::size_t& entry, const KeepFn& keep);
 
+  // The options a call's arguments are flattened and traced with (the
+  // caller holds mu_ when the profile may change under it).
   TraceOptions trace_options() const {
     TraceOptions t;
-    t.dynamic = options_.dynamic;
+    t.dynamic = surface_.dynamic == compiler::DynamicPolicy::all;
     t.method_name = options_.method_name;
     t.arg_names = options_.arg_names;
     return t;
+  }
+  bool runs_eagerly() const { return surface_.disable; }
+  void note_eager_call() {
+    std::lock_guard lock(mu_);
+    CallStatus& s = statuses_[std::this_thread::get_id()];
+    s = CallStatus{};
+    s.outcome = Outcome::eager;
+    s.reason = "disabled (CompileOptions::disable): the method ran eagerly";
   }
   std::size_t compiles() const {
     std::lock_guard lock(mu_);
@@ -75,9 +87,15 @@ class CompiledFunction {
   // make it a lowering, not a compile: only full compiles are counted.
   std::shared_ptr<compiler::CompiledGraph> compile(TraceResult tr, const SymBindings& example, int device,
                                                    const compiler::CompileHints* hints = nullptr) {
+    const bool dynamic =
+        surface_.dynamic == compiler::DynamicPolicy::all || profile_.has_learned() || !options_.mark_dynamic.empty();
     auto g = std::make_shared<compiler::CompiledGraph>(compiler::compile_graph(
-        std::move(tr), config_, options_.custom_decompositions, example, options_.dynamic, device, hints));
+        std::move(tr), config_, options_.custom_decompositions, example, dynamic, device, hints));
     if (hints == nullptr) ++compiles_;
+    if (surface_.trace_enabled) {
+      const std::string folder = compiler::write_debug_trace(surface_.debug_dir, *label_, ++traced_compiles_, *g);
+      log::info("trace.enabled: {} compile {} written to {}", *label_, traced_compiles_, folder);
+    }
     return g;
   }
 
@@ -105,8 +123,34 @@ class CompiledFunction {
     return out;
   }
 
+  // Traces with the current profile; when a dim learned dynamic has size 0
+  // or 1 in this call and the graph traced with it symbolic does not fit
+  // the call, traces again with that dim static.
+  TraceResult trace_current(const FlatArgs& args, const TraceFn& given) {
+    TraceOptions t = trace_options();
+    profile_.apply(t);
+    if (!profile_.has_learned()) return given(t);
+    TraceOptions fallback = trace_options();
+    profile_.apply(fallback, &args);
+    if (fallback.dynamic_dims == t.dynamic_dims) return given(t);
+    try {
+      TraceResult tr = given(t);
+      (void)tr.signature.bind(args);
+      return tr;
+    } catch (const Error&) {
+      return given(fallback);
+    }
+  }
+
+  std::vector<std::string> learned_dims() const {
+    std::vector<std::string> out;
+    for (const auto& m : profile_.learned()) out.push_back(compiler::dim_text(m));
+    return out;
+  }
+
   const nn::Module& module_;
   CompileOptions options_;
+  compiler::Surface surface_;
   CompilerConfig config_;
   // Guards everything below but the call counter: a call selects its entry
   // (and obtains or compiles it) under the lock, then runs outside it.
@@ -119,6 +163,9 @@ class CompiledFunction {
   mutable std::map<std::thread::id, CallStatus> statuses_;  // per calling thread
   std::shared_ptr<const std::string> label_;                // "Model.decode"
   std::atomic<uint64_t> calls_{0};
+  compiler::DynamicProfile profile_;
+  std::shared_ptr<compiler::CaptureBudget> budget_;
+  std::size_t traced_compiles_ = 0;
 };
 
 namespace {
@@ -134,16 +181,23 @@ SymBindings CompiledFunction::select(const FlatArgs& args, const TraceFn& given_
   const int device = call_device(args);
   std::lock_guard lock(mu_);
   bool traced = false;
-  const TraceFn trace = [&] {
+  const TraceFn counted = [&](const TraceOptions& o) {
     traced = true;
-    return given_trace();
+    return given_trace(o);
   };
+  const compiler::TraceStep trace = [&] { return trace_current(args, counted); };
   const compiler::CompileStep compile_step = [&](TraceResult tr, const SymBindings& example,
                                                  const compiler::CompileHints* hints) {
     return compile(std::move(tr), example, device, hints);
   };
+  const bool automatic = surface_.dynamic == compiler::DynamicPolicy::automatic;
   if (!first_call_done_) {
     first_call_done_ = true;
+    if (automatic && source_) {
+      std::vector<DimMark> stored;
+      source_->load_profile(args, stored);
+      profile_.merge(stored);
+    }
     if (source_) {
       const auto t0 = std::chrono::steady_clock::now();
       compiler::FirstEntry first = source_->first_call(args, trace, compile_step);
@@ -154,36 +208,63 @@ SymBindings CompiledFunction::select(const FlatArgs& args, const TraceFn& given_
       const SymBindings b = tr.signature.bind(args);
       add(compile(std::move(tr), b, device), CallStatus{});
     }
+    profile_.note_compiled(args);
   }
   SymBindings b;
   std::size_t found = entries_.size();
   std::string why;  // why the first entry did not bind
-  for (std::size_t i = 0; i < entries_.size() && found == entries_.size(); ++i) {
+  for (std::size_t i = entries_.size(); i-- > 0 && found == entries_.size();) {
+    // The newest entry first: after automatic dynamic it is the general one.
     try {
       b = entries_[i].graph->trace.signature.bind(args);
       found = i;
     } catch (const TraceError& e) {
-      if (i == 0) why = e.what();
+      if (why.empty() || i == 0) why = e.what();
     }
   }
   if (found == entries_.size()) {
-    TraceResult tr = trace();
-    b = tr.signature.bind(args);
+    // Automatic dynamic: dims whose size changed since the last compile
+    // turn dynamic, and the method is compiled once more with them.
+    const std::vector<DimMark> changed = automatic ? profile_.changed_dims(args) : std::vector<DimMark>{};
+    profile_.merge(changed);
     CallStatus s;
     s.outcome = Outcome::recompiled;
-    s.reason = "recompiled: " + why;
     s.entry = entries_[0].status.entry;
-    if (source_) {
-      source_->recompiled(tr, why);
-      source_.reset();
+    std::string dims;
+    for (const auto& m : changed) dims += (dims.empty() ? "" : ", ") + compiler::dim_text(m);
+    if (!changed.empty()) {
+      s.reason = "recompiled with " + dims + " dynamic (automatic dynamic: the size changed)";
+      log::info("{}: {} changed size; compiling it again with them dynamic (automatic dynamic)", *label_, dims);
+    } else {
+      s.reason = "recompiled: " + why;
     }
-    add(compile(tr, b, device), std::move(s));
+    std::optional<compiler::FirstEntry> kept;
+    if (source_ && !changed.empty()) kept = source_->recompile_dynamic(args, trace, compile_step, profile_.learned());
+    if (kept) {
+      kept->status.outcome = kept->status.outcome == Outcome::hit ? Outcome::hit : Outcome::recompiled;
+      if (kept->status.reason.empty() || kept->status.outcome == Outcome::recompiled) kept->status.reason = s.reason;
+      b = kept->graph->trace.signature.bind(args);
+      add(std::move(kept->graph), std::move(kept->status));
+    } else {
+      TraceResult tr = trace();
+      b = tr.signature.bind(args);
+      if (source_) {
+        source_->recompiled(tr, why);
+        source_.reset();
+      }
+      add(compile(std::move(tr), b, device), std::move(s));
+    }
+    found = entries_.size() - 1;
+    profile_.note_compiled(args);
   }
   entry = found;
   if (traced && keep) keep(found);
   CallStatus& status = statuses_[std::this_thread::get_id()];
   status = entries_[found].status;
   status.compiles = compiles_;
+  status.dynamic_dims = learned_dims();
+  status.captures = budget_->made();
+  status.replayed = false;
   return b;
 }
 
@@ -204,13 +285,20 @@ std::vector<Tensor> CompiledFunction::call(const FlatArgs& args, const TraceFn& 
     runner = r.get();
     params = &e.params;
   }
-  if (config_.mode == CompileMode::reduce_overhead) {
+  if (config_.captures()) {
     compiler::ReplayOptions ro;
     ro.inputs = config_.input_handling;
     ro.fresh_outputs = options_.replay_outputs == ReplayOutputs::fresh;
     ro.method = label_;
     ro.call = ++calls_;
-    return runner->replay(inputs, *params, b, current_communicator(), ro);
+    ro.budget = budget_;
+    bool replayed = false;
+    auto outs = runner->replay(inputs, *params, b, current_communicator(), ro, &replayed);
+    std::lock_guard lock(mu_);
+    CallStatus& status = statuses_[std::this_thread::get_id()];
+    status.replayed = replayed;
+    status.captures = budget_->made();
+    return outs;
   }
   return runner->run(inputs, *params, b, current_communicator());
 }
@@ -223,6 +311,8 @@ void prepare(CompiledFunction& f, const FlatArgs& args, const TraceFn& trace, st
   f.select(args, trace, entry, keep);
 }
 TraceOptions trace_options(const CompiledFunction& f) { return f.trace_options(); }
+bool runs_eagerly(const CompiledFunction& f) { return f.runs_eagerly(); }
+void note_eager_call(CompiledFunction& f) { f.note_eager_call(); }
 std::size_t compiles(const CompiledFunction& f) { return f.compiles(); }
 const CallStatus& status(const CompiledFunction& f) { return f.status(); }
 const std::vector<std::string>& output_paths(const CompiledFunction& f, std::size_t i) {
@@ -257,6 +347,7 @@ std::string_view outcome_name(Outcome o) {
     case Outcome::hit: return "hit";
     case Outcome::fetched: return "fetched";
     case Outcome::recompiled: return "recompiled";
+    case Outcome::eager: return "eager";
   }
   return "unknown";
 }

@@ -11,6 +11,8 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
+#include <vector>
 
 namespace npucache::compiler {
 
@@ -40,6 +42,29 @@ class EntrySource {
   // mismatch) and was traced and compiled again; the engine drops the
   // source afterwards and runs uncached.
   virtual void recompiled(const TraceResult& trace, const std::string& why) = 0;
+
+  // Automatic dynamic (dynamic unset), before the first trace: merges into
+  // `dims` the dims that earlier processes (and, under MPI, the other ranks)
+  // made dynamic for this method -- seed 004's PGO cache. Throws to fail the
+  // call; a profile that cannot be read is warned about and ignored.
+  virtual void load_profile(const FlatArgs& args, std::vector<DimMark>& dims) {
+    (void)args;
+    (void)dims;
+  }
+  // Automatic dynamic: a later call changed the size of the dims `dims`
+  // (the whole profile, the new dims included) and the method is traced
+  // again with them dynamic. The source obtains the new graph (stored, or
+  // compiled through `compile`), keeps it as the method's entry in place of
+  // the old one and keeps the profile. nullopt: the source keeps nothing
+  // (the engine compiles and runs the new graph uncached).
+  virtual std::optional<FirstEntry> recompile_dynamic(const FlatArgs& args, const TraceStep& trace,
+                                                      const CompileStep& compile, const std::vector<DimMark>& dims) {
+    (void)args;
+    (void)trace;
+    (void)compile;
+    (void)dims;
+    return std::nullopt;
+  }
 };
 
 }  // namespace npucache::compiler

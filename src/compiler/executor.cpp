@@ -5,6 +5,7 @@
 #include <npucache/runtime/communicator.h>
 #include <npucache/runtime/pool.h>
 
+#include "log/log.h"
 #include "nn/interop.h"
 
 namespace npucache::compiler {
@@ -21,6 +22,9 @@ struct ProgramRunner::Prepared {
 // A captured graph of one binding: immutable once made, replayed by any
 // thread into that thread's pool.
 struct ProgramRunner::Captured {
+  // Its lifetime, for the pools it reserved memory in (pool.h: reclaimed
+  // when the capture is gone).
+  std::shared_ptr<const void> alive = runtime::MemoryPool::owner_token();
   std::unique_ptr<runtime::TaskGraph> graph;
   std::size_t footprint = 0;         // pool bytes written: [0, footprint)
   std::vector<int64_t> pool_offset;  // per buffer root in the pool, else -1
@@ -269,7 +273,7 @@ ProgramRunner::Captured& ProgramRunner::capture(Prepared& prep, const std::vecto
     if (r.kind == BufferKind::input) cap->input_updated[static_cast<std::size_t>(r.index)] = true;
   }
   // Record with the calling thread's pool (nothing runs while capturing).
-  runtime::BlockPtr pool = runtime::MemoryPool::of_this_thread(device_)->reserve(cap->footprint);
+  runtime::BlockPtr pool = runtime::MemoryPool::of_this_thread(device_)->reserve(cap->footprint, cap->alive);
   std::vector<Bound> roots = io;
   for (std::size_t i = 0; i < p.buffers.size(); ++i)
     if (cap->pool_offset[i] >= 0) roots[i] = {pool, static_cast<std::size_t>(cap->pool_offset[i])};
@@ -305,8 +309,21 @@ ProgramRunner::Captured& ProgramRunner::capture(Prepared& prep, const std::vecto
   return *captured_.emplace(key, std::move(cap)).first->second;
 }
 
+bool CaptureBudget::take() {
+  std::size_t n = made_.load();
+  while (n < limit_)
+    if (made_.compare_exchange_weak(n, n + 1)) return true;
+  if (!warned_.exchange(true))
+    log::warn(
+        "{} reached its capture limit ({} captured shapes, CompileOptions::capture_limit): calls with new "
+        "shapes run without capture from now on",
+        method_ ? *method_ : std::string("a method"), limit_);
+  return false;
+}
+
 std::vector<Tensor> ProgramRunner::replay(const std::vector<Tensor>& inputs, const std::vector<Tensor>& params,
-                                          const SymBindings& b, Communicator& comm, const ReplayOptions& options) {
+                                          const SymBindings& b, Communicator& comm, const ReplayOptions& options,
+                                          bool* replayed) {
   if (streams_.size() != 1) throw ConfigError("reduce-overhead programs run on a single stream");
   const DeviceProgram& p = *program_;
   for (const auto& s : p.steps)
@@ -321,10 +338,19 @@ std::vector<Tensor> ProgramRunner::replay(const std::vector<Tensor>& inputs, con
     const auto key = binding_key(b);
     std::lock_guard lock(mu_);
     auto it = captured_.find(key);
-    cap = it != captured_.end() ? it->second.get() : &capture(prep, io, comm, key);
+    if (it != captured_.end())
+      cap = it->second.get();
+    else if (!options.budget || options.budget->take())
+      cap = &capture(prep, io, comm, key);
+  }
+  if (replayed) *replayed = cap != nullptr;
+  if (cap == nullptr) {  // past the capture limit: launched as run() does
+    std::vector<Bound> roots = bind(prep, inputs, params, true);
+    launch_all(prep, roots, comm);
+    return make_outputs(prep, roots);
   }
   const auto pool = runtime::MemoryPool::of_this_thread(device_);
-  const runtime::BlockPtr pool_block = pool->reserve(cap->footprint);
+  const runtime::BlockPtr pool_block = pool->reserve(cap->footprint, cap->alive);
   Device& dev = Platform::get().device(device_);
 
   std::vector<runtime::TaskGraph::SlotBinding> slots(1 + static_cast<std::size_t>(p.num_inputs) + p.parameters.size());

@@ -46,6 +46,25 @@ class Communicator;
 
 namespace npucache::compiler {
 
+// The captures one method may make (CompileOptions::capture_limit), shared
+// by the runners of all its entries. Thread-safe.
+class CaptureBudget {
+ public:
+  CaptureBudget(std::size_t limit, std::shared_ptr<const std::string> method)
+      : limit_(limit), method_(std::move(method)) {}
+  // True when one more capture may be made (and counts it); false past the
+  // limit, with one warning for the method.
+  bool take();
+  std::size_t made() const { return made_.load(); }
+  std::size_t limit() const { return limit_; }
+
+ private:
+  const std::size_t limit_;
+  std::shared_ptr<const std::string> method_;
+  std::atomic<std::size_t> made_{0};
+  std::atomic<bool> warned_{false};
+};
+
 struct ReplayOptions {
   InputHandling inputs = InputHandling::update_address;
   // Copy outputs into storage of their own (kept across later calls)
@@ -54,6 +73,9 @@ struct ReplayOptions {
   // For messages about overwritten outputs: the method and its call number.
   std::shared_ptr<const std::string> method;
   uint64_t call = 0;
+  // Limits the captures (null: no limit). Past it a new binding runs
+  // uncaptured (run()).
+  std::shared_ptr<CaptureBudget> budget;
 };
 
 class ProgramRunner {
@@ -63,8 +85,10 @@ class ProgramRunner {
 
   std::vector<Tensor> run(const std::vector<Tensor>& inputs, const std::vector<Tensor>& params, const SymBindings& b,
                           Communicator& comm);
+  // `replayed` (when given) says whether a capture was replayed (false:
+  // the capture budget was spent and the call ran uncaptured).
   std::vector<Tensor> replay(const std::vector<Tensor>& inputs, const std::vector<Tensor>& params, const SymBindings& b,
-                             Communicator& comm, const ReplayOptions& options = {});
+                             Communicator& comm, const ReplayOptions& options = {}, bool* replayed = nullptr);
 
   // The plan for a binding (prepared on first use).
   const MemoryPlan& memory_plan(const SymBindings& b);

@@ -7,6 +7,7 @@
 
 #include "cache/source.h"
 #include "compiler/engine.h"
+#include "compiler/surface.h"
 #include "coord/coordinated_source.h"
 #include "coord/identity.h"
 #include "coord/reports.h"
@@ -17,27 +18,24 @@
 namespace npucache {
 namespace {
 
-// The compile options of a cached method, its config resolved (ConfigError
-// when config and backend disagree).
-CompileOptions resolved(const CacheOptions& o) {
-  CompileOptions co = o.compile;
-  co.config = resolve_config(co.config, co.backend);
-  return co;
-}
+// The effective compiler config of a cached method (ConfigError for
+// options that contradict each other).
+CompilerConfig resolved(const CacheOptions& o) { return compiler::resolve_surface(o.compile).config; }
 
 }  // namespace
 
 std::shared_ptr<detail::CompiledFunction> detail::make_cached_function(const nn::Module& module,
                                                                        const CacheOptions& options) {
-  CompileOptions co = resolved(options);
-  if (options.ge_cache && co.config->mode == CompileMode::reduce_overhead)
+  const CompilerConfig config = resolved(options);
+  if (options.ge_cache && config.captures())
     log::warn(
         "ge_cache has no effect in reduce-overhead mode (only max-autotune caches the compiled program); "
         "{} caches its graph only",
-        co.method_name);
-  auto cache = std::make_shared<cache::MethodCache>(coord::resolve_identity(module, options, *co.config, false));
+        options.compile.method_name);
+  if (options.compile.disable) return make_function(module, options.compile, nullptr);
+  auto cache = std::make_shared<cache::MethodCache>(coord::resolve_identity(module, options, config, false));
   auto source = std::make_shared<cache::LocalSource>(std::move(cache), nullptr);
-  return make_function(module, std::move(co), std::move(source));
+  return make_function(module, options.compile, std::move(source));
 }
 
 std::shared_ptr<detail::CompiledFunction> dist::detail::make_coordinated_function(const nn::Module& module,
@@ -46,14 +44,15 @@ std::shared_ptr<detail::CompiledFunction> dist::detail::make_coordinated_functio
   if (!(coord.timeout_s > 0) || !std::isfinite(coord.timeout_s))
     throw ConfigError("CoordinatorOptions::timeout_s must be a positive, finite number of seconds (got " +
                       std::to_string(coord.timeout_s) + "): it bounds every collective of the coordinator");
-  CompileOptions co = resolved(options);
-  auto cache = std::make_shared<cache::MethodCache>(coord::resolve_identity(module, options, *co.config, true));
+  const CompilerConfig config = resolved(options);
+  if (options.compile.disable) return npucache::detail::make_function(module, options.compile, nullptr);
+  auto cache = std::make_shared<cache::MethodCache>(coord::resolve_identity(module, options, config, true));
   std::shared_ptr<compiler::EntrySource> source;
   if (coord.independent)
     source = std::make_shared<cache::LocalSource>(std::move(cache), coord::add_report, /*compile_every_miss=*/true);
   else
     source = std::make_shared<coord::CoordinatedSource>(std::move(cache), coord, coord::add_report);
-  return npucache::detail::make_function(module, std::move(co), std::move(source));
+  return npucache::detail::make_function(module, options.compile, std::move(source));
 }
 
 }  // namespace npucache

@@ -42,9 +42,19 @@ Tensor TraceSession::input(const std::string& path, const Tensor& example) {
   if (example.is_traced()) throw TraceError("input '" + path + "' is already a traced tensor");
   const auto& impl = *example.impl();
   TensorType t = impl.type;
-  if (state_->options.dynamic)
-    for (auto& d : t.shape)
-      if (d.constant() >= 2) d = state_->shapes.fresh(d.constant());
+  const auto& o = state_->options;
+  auto marked = [&](const std::vector<std::pair<std::string, int64_t>>& marks, std::size_t dim) {
+    return std::find(marks.begin(), marks.end(), std::pair<std::string, int64_t>(path, static_cast<int64_t>(dim))) !=
+           marks.end();
+  };
+  for (std::size_t i = 0; i < t.shape.size(); ++i) {
+    const int64_t size = t.shape[i].constant();
+    if (marked(o.static_dims, i)) continue;
+    if (marked(o.dynamic_dims, i))
+      t.shape[i] = state_->shapes.fresh(std::max<int64_t>(size, 2));
+    else if (o.dynamic && size >= 2)
+      t.shape[i] = state_->shapes.fresh(size);
+  }
   ValueId v = state_->graph.add_placeholder(PlaceholderKind::input, path, t);
   state_->signature.inputs.push_back({path, t});
   return state_->wrap(v);

@@ -3,6 +3,7 @@
 #include <npucache/runtime/pool.h>
 
 #include <algorithm>
+#include <atomic>
 #include <map>
 
 namespace npucache::runtime {
@@ -14,11 +15,53 @@ std::shared_ptr<MemoryPool> MemoryPool::of_this_thread(int device) {
   return p;
 }
 
+namespace {
+// Owner tokens released so far (process-wide).
+std::atomic<uint64_t> g_released{0};
+}  // namespace
+
 MemoryPool::MemoryPool(int device) : device_(device) {}
 
-BlockPtr MemoryPool::reserve(std::size_t bytes) {
+std::shared_ptr<const void> MemoryPool::owner_token() {
+  return std::shared_ptr<const void>(new int(0), [](const void* p) {
+    delete static_cast<const int*>(p);
+    g_released.fetch_add(1);
+  });
+}
+
+BlockPtr MemoryPool::reserve(std::size_t bytes, const std::shared_ptr<const void>& owner) {
   std::lock_guard lock(mu_);
-  if (block_ && block_->size() >= bytes) return block_;
+  bool changed = false;
+  if (owner) {
+    auto& [who, size] = owners_[owner.get()];
+    const bool same = !who.owner_before(owner) && !owner.owner_before(who);
+    if (!same || size < bytes) {
+      if (!same) size = 0;
+      who = owner;
+      size = std::max(size, bytes);
+      changed = true;
+    }
+  }
+  // Owners are looked at again when one changed or a token went, so a
+  // replay's reserve stays a map lookup.
+  bool dropped = false;
+  const uint64_t released = g_released.load();
+  if (changed || released != released_seen_) {
+    released_seen_ = released;
+    owners_max_ = 0;
+    for (auto it = owners_.begin(); it != owners_.end();) {
+      if (it->second.first.expired()) {
+        it = owners_.erase(it);
+        dropped = true;
+      } else {
+        owners_max_ = std::max(owners_max_, it->second.second);
+        ++it;
+      }
+    }
+  }
+  const std::size_t needed = std::max(bytes, owners_max_);
+  if (block_ && block_->size() >= needed && !(dropped && block_->size() > needed)) return block_;
+  bytes = needed;
   // Outputs in the old block keep it alive and stay valid: no later replay
   // writes it, so its log is dropped with it.
   block_ = Platform::get().device(device_).allocate(std::max<std::size_t>(bytes, 1));

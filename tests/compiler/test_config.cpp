@@ -54,9 +54,6 @@ TEST(CompilerConfig, ConfigAndBackendMustAgree) {
   o.config = c;
   o.backend = backend;
   EXPECT_THROW(compile(m, &models::SeedExample::prompt, o), ConfigError);
-  CompileOptions partial;
-  partial.fullgraph = false;
-  EXPECT_THROW(compile(m, &models::SeedExample::prompt, partial), ConfigError);
 }
 
 namespace {

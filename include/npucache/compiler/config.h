@@ -42,9 +42,24 @@ struct CompilerConfig {
   // baseline). The program is the same either way, so this option is in
   // neither dump() nor hash() (it does not change cache keys).
   bool shared_tuning = true;
+  // Whether heavy kernels get autotuned tilings. Unset (TorchAir's
+  // CompilerConfig): max-autotune tunes, reduce-overhead does not; compile()'s
+  // torch.compile surface sets it from the backend and mode (docs/GUIDE.md,
+  // "The compile surface").
+  std::optional<bool> autotune;
+  // The npugraphs backend: the graph is decomposed into the eager kernels and
+  // captured as it is (no graph passes, no fusion, no code generation).
+  bool eager_kernels = false;
+
+  // What a compile with this config does.
+  bool tunes() const { return autotune.value_or(mode == CompileMode::max_autotune); }
+  bool captures() const { return mode == CompileMode::reduce_overhead; }
+  bool generates_code() const { return !eager_kernels; }
 
   void validate() const;
-  // "mode=max-autotune\nge_config.enable_single_stream=false\n..."
+  // "mode=max-autotune\nge_config.enable_single_stream=false\n..."; autotune
+  // and eager_kernels appear only when set (the dumps, and so the hashes and
+  // cache keys, of TorchAir's configs do not depend on them).
   std::string dump() const;
   Hash128 hash() const;
   friend bool operator==(const CompilerConfig&, const CompilerConfig&) = default;

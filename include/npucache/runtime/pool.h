@@ -17,12 +17,18 @@
 // larger one; outputs in the old block stay valid (no later replay writes
 // it) and keep it alive until they go.
 //
+// Shrinking: a capture reserves with an owner token (its lifetime). When
+// the captures that needed the largest footprint are gone (their method
+// destroyed), the next reserve replaces the block by one as large as the
+// live captures need, so memory of dead captures is reclaimed.
+//
 // Thread safety: all members may be called from any thread (a ticket may be
 // checked on another thread than the one that replayed).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -49,11 +55,18 @@ class MemoryPool : public std::enable_shared_from_this<MemoryPool> {
   // keeps it alive; so do tickets and captured graphs' users.
   static std::shared_ptr<MemoryPool> of_this_thread(int device);
   explicit MemoryPool(int device);
+  // A token for reserve(): a captured graph holds it for its lifetime.
+  // When a token goes, every pool looks at its owners again at its next
+  // reserve (and shrinks if it can).
+  static std::shared_ptr<const void> owner_token();
 
   int device() const { return device_; }
   // The pool's block, at least `bytes` long: a larger request replaces the
-  // block by one of that size. Throws OutOfMemoryError from the device.
-  BlockPtr reserve(std::size_t bytes);
+  // block by one of that size. With `owner` (a captured graph's token), the
+  // request is remembered while the owner lives; a block larger than every
+  // live owner's request (and `bytes`) is replaced by a smaller one. Throws
+  // OutOfMemoryError from the device.
+  BlockPtr reserve(std::size_t bytes, const std::shared_ptr<const void>& owner = nullptr);
   // The current block (null before the first reserve) and its size.
   BlockPtr block() const;
   std::size_t capacity() const;
@@ -82,6 +95,11 @@ class MemoryPool : public std::enable_shared_from_this<MemoryPool> {
   uint64_t serial_ = 0;
   uint64_t epoch_ = 0;
   std::size_t peak_ = 0;
+  // What live captures reserved, by owner token (expired owners are
+  // dropped when the owners are looked at again), and the largest of them.
+  std::map<const void*, std::pair<std::weak_ptr<const void>, std::size_t>> owners_;
+  std::size_t owners_max_ = 0;
+  uint64_t released_seen_ = 0;  // owner tokens gone when the owners were last looked at
   // Writes of the current block with strictly decreasing `end` as epochs
   // grow: the largest footprint written after any epoch is the first entry
   // past it. Bounded by the number of distinct footprints.

@@ -1,0 +1,127 @@
+// A serving process for the tests of the compile surface with a cache: a
+// cached method called with a sequence of batch sizes, as a server sees
+// requests. A warm start is a new process.
+//
+//   serve_worker DIR [--batches 1,4,8] [--dynamic auto|true|false]
+//                [--mode M] [--backend B] [--breaks] [--fullgraph]
+//
+// --mode and --backend are compile()'s (torch.compile's) surface, given to
+// cache_compile; --breaks runs a method with a host read in the middle (a
+// graph break); --fullgraph asks for one full graph. Prints one line per
+// call, "call <batch> <outcome> <replayed 0|1> breaks <n>", then
+// "compiles <n>" (compiles this process did), "dynamic <dims>" and
+// "maxdiff <max |cached - eager|>".
+#include <npucache/cache.h>
+#include <npucache/module.h>
+#include <npucache/ops.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <sstream>
+#include <string>
+#include <vector>
+
+using namespace npucache;
+
+namespace {
+
+std::vector<float> ramp(int64_t n, float scale, float shift) {
+  std::vector<float> v(static_cast<std::size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[static_cast<std::size_t>(i)] = scale * static_cast<float>(i % 13) + shift;
+  return v;
+}
+
+struct Server : nn::Module {
+  Tensor w, bias;
+  Server() {
+    w = register_parameter("w", Tensor::from_vector(ramp(32 * 32, 0.01f, -0.05f), {32, 32}));
+    bias = register_parameter("bias", Tensor::from_vector(ramp(32, 0.02f, -0.1f), {32}));
+  }
+  std::string type_name() const override { return "Server"; }
+  Tensor forward(const Tensor& x) {
+    Tensor h = ops::matmul(x, w) + bias;
+    return ops::sigmoid(h * 2.0f - 1.0f) * h;
+  }
+  // A host read between two computations: a graph break.
+  Tensor branchy(const Tensor& x) {
+    Tensor h = ops::matmul(x, w) + bias;
+    const float total = ops::sum(h, {0, 1}).item();
+    Tensor y = total > 0 ? ops::relu(h) : ops::tanh(h);
+    return ops::matmul(y, w) * 0.5f;
+  }
+};
+
+std::vector<int64_t> parse_list(const char* s) {
+  std::vector<int64_t> out;
+  std::stringstream in(s);
+  std::string item;
+  while (std::getline(in, item, ',')) out.push_back(std::stoll(item));
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: serve_worker DIR [options]\n");
+    return 2;
+  }
+  CacheOptions o;
+  o.cache_dir = argv[1];
+  std::vector<int64_t> batches = {1, 4, 8};
+  bool breaks = false;
+  o.compile.fullgraph = false;
+  for (int i = 2; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&] {
+      if (i + 1 >= argc) throw std::runtime_error(a + " needs a value");
+      return std::string(argv[++i]);
+    };
+    if (a == "--batches") {
+      batches = parse_list(next().c_str());
+    } else if (a == "--dynamic") {
+      const std::string v = next();
+      if (v == "auto")
+        o.compile.dynamic = std::nullopt;
+      else
+        o.compile.dynamic = v == "true";
+    } else if (a == "--mode") {
+      o.compile.mode = next();
+    } else if (a == "--backend") {
+      o.compile.backend = next();
+    } else if (a == "--breaks") {
+      breaks = true;
+    } else if (a == "--fullgraph") {
+      o.compile.fullgraph = true;
+    } else {
+      throw std::runtime_error("unknown option " + a);
+    }
+  }
+  Server m;
+  auto method = breaks ? &Server::branchy : &Server::forward;
+  auto fn = cache_compile(m, method, o);
+  double maxdiff = 0;
+  for (int64_t b : batches) {
+    Tensor x = Tensor::from_vector(ramp(b * 32, 0.1f, -0.6f), {b, 32});
+    const std::vector<float> got = fn(x).to_vector(), want = (m.*method)(x).to_vector();
+    if (got.size() != want.size()) {
+      std::printf("size mismatch at batch %lld\n", static_cast<long long>(b));
+      return 1;
+    }
+    for (std::size_t k = 0; k < got.size(); ++k)
+      maxdiff = std::max(maxdiff, static_cast<double>(std::fabs(got[k] - want[k])));
+    const CallStatus& s = fn.status();
+    std::printf("call %lld %s %d breaks %zu\n", static_cast<long long>(b), std::string(outcome_name(s.outcome)).c_str(),
+                s.replayed ? 1 : 0, s.graph_breaks.size());
+  }
+  std::printf("compiles %zu\n", fn.compiles());
+  std::string dims;
+  for (const auto& d : fn.status().dynamic_dims) dims += (dims.empty() ? "" : ",") + d;
+  std::printf("dynamic %s\n", dims.empty() ? "-" : dims.c_str());
+  std::printf("maxdiff %.9g\n", maxdiff);
+  return 0;
+} catch (const std::exception& e) {
+  std::fprintf(stderr, "serve_worker: %s\n", e.what());
+  return 1;
+}

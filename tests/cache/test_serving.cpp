@@ -1,0 +1,134 @@
+// The compile surface with a cache, across processes as a server restarts:
+// automatic dynamic's decisions persist (seed 004's PGO cache), a damaged
+// profile costs a compile and never a wrong result, torch.compile's modes
+// through cache_compile.
+#include <npucache/error.h>
+
+#include "cache/layout.h"
+#include "support/process.h"
+
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+
+namespace fs = std::filesystem;
+using npucache::testing_support::has;
+using npucache::testing_support::Out;
+using npucache::testing_support::sh;
+
+namespace {
+
+class Serving : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir = fs::temp_directory_path() / ("npucache-serving-" + std::to_string(::getpid()) + "-" +
+                                       ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir);
+  }
+  void TearDown() override { fs::remove_all(dir); }
+  Out serve(const std::string& args) { return sh(std::string(SERVE_WORKER) + " " + dir.string() + " " + args); }
+  static int number(const std::string& text, const std::string& key) {
+    std::smatch m;
+    if (!std::regex_search(text, m, std::regex(key + " ([0-9]+)"))) return -1;
+    return std::stoi(m[1]);
+  }
+  static double maxdiff(const std::string& text) {
+    std::smatch m;
+    if (!std::regex_search(text, m, std::regex("maxdiff ([0-9.eE+-]+)"))) return 1e30;
+    return std::stod(m[1]);
+  }
+  fs::path dir;
+};
+
+}  // namespace
+
+// A server sees batch 1, 4 and 8 in every run: the first run compiles the
+// static and the dynamic version, every later run compiles nothing.
+TEST_F(Serving, AutomaticDynamicDecisionsPersistAcrossRestarts) {
+  Out first = serve("--dynamic auto --batches 1,4,8");
+  ASSERT_EQ(first.status, 0) << first.text;
+  EXPECT_EQ(number(first.text, "compiles"), 2) << first.text;
+  EXPECT_TRUE(has(first.text, "dynamic arg0 dim 0")) << first.text;
+  EXPECT_LE(maxdiff(first.text), 1e-4) << first.text;
+  EXPECT_TRUE(fs::exists(dir / npucache::cache::layout::kProfileFile));
+  for (int run = 0; run < 2; ++run) {
+    Out warm = serve("--dynamic auto --batches 1,4,8");
+    ASSERT_EQ(warm.status, 0) << warm.text;
+    EXPECT_EQ(number(warm.text, "compiles"), 0) << warm.text;
+    EXPECT_TRUE(has(warm.text, "call 1 hit")) << warm.text;
+    EXPECT_LE(maxdiff(warm.text), 1e-4) << warm.text;
+  }
+  // The profile alone (entries and objects gone): the dynamic version is
+  // compiled at once, once.
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.path().filename() != npucache::cache::layout::kProfileFile) fs::remove_all(e.path());
+  Out profiled = serve("--dynamic auto --batches 1,4,8,16");
+  ASSERT_EQ(profiled.status, 0) << profiled.text;
+  EXPECT_EQ(number(profiled.text, "compiles"), 1) << profiled.text;
+  EXPECT_LE(maxdiff(profiled.text), 1e-4) << profiled.text;
+}
+
+// A profile damaged at any of several offsets is warned about and ignored
+// (one more compile), never a wrong result; the next save rewrites it.
+TEST_F(Serving, DamagedProfileCostsACompileNeverAWrongResult) {
+  ASSERT_EQ(serve("--dynamic auto --batches 4,8").status, 0);
+  const fs::path profile = dir / npucache::cache::layout::kProfileFile;
+  std::string clean;
+  {
+    std::ifstream in(profile, std::ios::binary);
+    clean.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  ASSERT_GT(clean.size(), 64u);
+  for (std::size_t at : {std::size_t{3}, std::size_t{60}, clean.size() / 2, clean.size() - 2}) {
+    std::string bad = clean;
+    bad[at] = static_cast<char>(bad[at] ^ 0x5a);
+    for (const auto& e : fs::directory_iterator(dir)) fs::remove_all(e.path());
+    fs::create_directories(dir);
+    fs::permissions(dir, fs::perms::owner_all);
+    {
+      std::ofstream out(profile, std::ios::binary);
+      out << bad;
+    }
+    fs::permissions(profile, fs::perms::owner_read | fs::perms::owner_write);
+    Out r = serve("--dynamic auto --batches 4,8");
+    ASSERT_EQ(r.status, 0) << r.text;
+    EXPECT_TRUE(has(r.text, "its dynamic-shape decisions are ignored")) << "offset " << at << "\n" << r.text;
+    EXPECT_EQ(number(r.text, "compiles"), 2) << r.text;
+    EXPECT_LE(maxdiff(r.text), 1e-4) << r.text;
+    Out again = serve("--dynamic auto --batches 4,8");
+    EXPECT_FALSE(has(again.text, "ignored")) << again.text;  // rewritten
+    EXPECT_EQ(number(again.text, "compiles"), 0) << again.text;
+  }
+}
+
+// The profile file's HDF5 view: one line per dynamic dim, per model_info.
+TEST_F(Serving, H5dumpShowsTheProfile) {
+  ASSERT_EQ(serve("--dynamic auto --batches 2,3").status, 0);
+  Out d = sh("h5dump " + (dir / npucache::cache::layout::kProfileFile).string());
+  ASSERT_EQ(d.status, 0) << d.text;
+  EXPECT_TRUE(has(d.text, "dynamic_dims")) << d.text;
+  EXPECT_TRUE(has(d.text, "\"forward: arg0 dim 0\"")) << d.text;
+  EXPECT_TRUE(std::regex_search(d.text, std::regex("GROUP \"Server_auto_[0-9a-f]+\""))) << d.text;
+}
+
+// torch.compile's modes through cache_compile: a reduce-overhead entry is
+// an aclgraphcache model_info, replays warm, and equals eager.
+TEST_F(Serving, TorchCompileModesAreCached) {
+  for (const char* args : {"--mode reduce-overhead", "--backend npugraphs", "--mode max-autotune-no-cudagraphs"}) {
+    fs::remove_all(dir);
+    Out cold = serve(std::string(args) + " --batches 4,4");
+    ASSERT_EQ(cold.status, 0) << args << "\n" << cold.text;
+    Out warm = serve(std::string(args) + " --batches 4,4");
+    ASSERT_EQ(warm.status, 0) << warm.text;
+    EXPECT_EQ(number(warm.text, "compiles"), 0) << args << "\n" << warm.text;
+    EXPECT_LE(maxdiff(warm.text), 1e-4) << warm.text;
+    const bool captures = std::string(args) != "--mode max-autotune-no-cudagraphs";
+    EXPECT_EQ(has(warm.text, "call 4 hit 1"), captures) << args << "\n" << warm.text;
+    bool acl = false;
+    for (const auto& e : fs::directory_iterator(dir)) acl = acl || has(e.path().filename().string(), "aclgraphcache");
+    EXPECT_EQ(acl, captures) << args;
+  }
+}
