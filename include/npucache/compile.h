@@ -199,6 +199,26 @@ TraceOptions trace_options(const CompiledFunction& f);
 // records such a call in the calling thread's status.
 bool runs_eagerly(const CompiledFunction& f);
 void note_eager_call(CompiledFunction& f);
+// Graph breaks (fullgraph=false): whether the method runs split into
+// compiled pieces; graph_break records the first break and splits the
+// method from now on, or (fullgraph=true) throws `e` naming the method.
+bool is_segmented(const CompiledFunction& f);
+void graph_break(CompiledFunction& f, const GraphBreakError& e);
+// One call of a split method on the calling thread: ops record into pieces
+// that run (compiled, cached, replayed) at each graph break; finish() runs
+// the last one and records the call's status.
+class SegmentedCall {
+ public:
+  SegmentedCall(CompiledFunction& f, const nn::Module& module);
+  ~SegmentedCall();
+  SegmentedCall(const SegmentedCall&) = delete;
+  SegmentedCall& operator=(const SegmentedCall&) = delete;
+  void finish();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 std::size_t compiles(const CompiledFunction& f);
 const CallStatus& status(const CompiledFunction& f);
 // The output paths of entry `i` ("out.logits", "out.kv[0]").
@@ -279,6 +299,21 @@ class CompiledMethod {
       detail::note_eager_call(*fn_);
       return (module_->*method_)(args...);
     }
+    if (!detail::is_segmented(*fn_)) {
+      try {
+        return run_compiled(args...);
+      } catch (const GraphBreakError& e) {
+        detail::graph_break(*fn_, e);  // throws under fullgraph=true
+      }
+    }
+    detail::SegmentedCall call(*fn_, *module_);
+    R result = (module_->*method_)(args...);
+    call.finish();
+    return result;
+  }
+
+ private:
+  R run_compiled(P... args) {
     auto [entry, outs] = select(detail::CallKind::run, args...);
     std::optional<R> result;
     {
@@ -303,6 +338,7 @@ class CompiledMethod {
     return std::move(*result);
   }
 
+ public:
   // Obtains the program a call with `args` would run -- loaded from the
   // cache, received from another rank or traced and compiled here, exactly
   // as a call does -- without running it, and returns the status. The
@@ -317,7 +353,12 @@ class CompiledMethod {
       detail::note_eager_call(*fn_);
       return status();
     }
-    select(detail::CallKind::prepare_only, args...);
+    if (detail::is_segmented(*fn_)) return status();  // pieces are compiled as calls reach them
+    try {
+      select(detail::CallKind::prepare_only, args...);
+    } catch (const GraphBreakError& e) {
+      detail::graph_break(*fn_, e);  // throws under fullgraph=true
+    }
     return status();
   }
 

@@ -35,6 +35,30 @@ class TraceError : public Error {
   using Error::Error;
 };
 
+// What cannot be put in one graph: a read of a tensor's value on the host,
+// a data-dependent branch (a tensor's truth value deciding control flow),
+// an op the mode cannot lower (random numbers in a captured or cached
+// graph). With CompileOptions::fullgraph=false the method is split there
+// (a graph break, counted and explained in CallStatus::graph_breaks); with
+// fullgraph=true it is this error, giving the reason.
+class GraphBreakError : public TraceError {
+ public:
+  enum class Kind { host_read, data_dependent_branch, unlowerable_op };
+  // "graph break [in <method>] at op <op>: <reason>"
+  GraphBreakError(Kind kind, std::string op, std::string reason, const std::string& method = "")
+      : TraceError("graph break" + (method.empty() ? std::string() : " in " + method) + " at op " + op + ": " + reason),
+        kind_(kind),
+        op_(std::move(op)),
+        reason_(std::move(reason)) {}
+  Kind kind() const { return kind_; }
+  const std::string& op() const { return op_; }
+  const std::string& reason() const { return reason_; }
+
+ private:
+  Kind kind_;
+  std::string op_, reason_;
+};
+
 // Misuse of the simulated device runtime (bad device id, foreign stream...).
 class DeviceError : public Error {
  public:

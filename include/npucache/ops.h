@@ -58,6 +58,16 @@ Tensor rope(const Tensor& x, const Tensor& positions, double theta = 10000.0);
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, const Tensor& positions = Tensor(),
                  double scale = 0.0);
 
+// Attention over the first `kv_len` keys of a KV cache k/v [B, Hkv, S, D]
+// (a decode step's actual sequence length, as Ascend's fused infer
+// attention): keys j < kv_len, and with `causal` j <= positions[b, i] (or,
+// without positions, the last query is key kv_len - 1). One kernel, not
+// decomposed. kv_len is typically a SymInt argument of the method: a
+// reduce-overhead capture patches it at each replay instead of capturing
+// again (the update mechanism of seed 003).
+Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, SymExpr kv_len, bool causal = true,
+                       const Tensor& positions = Tensor(), double scale = 0.0);
+
 Tensor reshape(const Tensor& x, Shape shape);
 Tensor permute(const Tensor& x, std::vector<int64_t> perm);
 Tensor transpose(const Tensor& x, int64_t dim0, int64_t dim1);

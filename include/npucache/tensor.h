@@ -13,8 +13,9 @@
 //
 // Tensors are cheap handles: copies share the same storage or value. Ops on
 // tensors are the functions of namespace ops (ops.h). Reading values
-// (to_vector, item) is only possible in eager mode; doing it while tracing is
-// data-dependent control flow and throws TraceError.
+// (to_vector, item, a truth value) while tracing is data-dependent control
+// flow: a graph break (GraphBreakError under fullgraph=true; with
+// fullgraph=false compile() splits the method there).
 #pragma once
 
 #include <cstdint>
@@ -58,6 +59,10 @@ class Tensor {
   std::vector<float> to_vector() const;
   std::vector<int64_t> to_vector_i64() const;
   float item() const;
+  // The truth value of a one-element tensor (nonzero), as Python's
+  // bool(tensor): `if (ops::gt(ops::sum(x, {0}), 0.0f))`. While tracing it
+  // is a data-dependent branch: a graph break (CompileOptions::fullgraph).
+  explicit operator bool() const;
   // Concrete dims of an eager tensor.
   std::vector<int64_t> dims() const;
 

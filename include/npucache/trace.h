@@ -25,6 +25,7 @@
 
 #include <charconv>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -38,12 +39,37 @@
 
 namespace npucache {
 
+// A host integer a method takes as a size or a length -- a decode step's
+// actual KV length, as torch's SymInt. A plain integer argument is a guard
+// (the trace is specialised to its value); a SymInt is traced as a symbol
+// under dynamic shapes (dynamic=true, or automatic dynamic once its value
+// changed), so one program serves every value: ops take it where they take
+// a SymExpr (slice bounds, ops::fused_attention's kv_len). Static traces
+// specialise it like a plain integer. In reduce-overhead, a SymInt used
+// only as an updatable operator parameter (kv_len) is patched at each
+// replay instead of capturing again.
+class SymInt {
+ public:
+  SymInt(int64_t value = 0) : expr_(value) {}  // NOLINT(google-explicit-constructor): integers convert
+  explicit SymInt(SymExpr expr) : expr_(std::move(expr)) {}
+  const SymExpr& expr() const { return expr_; }
+  operator SymExpr() const { return expr_; }  // NOLINT(google-explicit-constructor)
+  // The value; while a dynamic trace runs it is a symbol, and reading it
+  // on the host would be a data-dependent decision: TraceError.
+  int64_t value() const;
+
+ private:
+  SymExpr expr_;
+};
+
 // Receives the leaves of a flattened value.
 class FlattenVisitor {
  public:
   virtual ~FlattenVisitor() = default;
   virtual void tensor(const std::string& path, Tensor& t) = 0;
   virtual void value(const std::string& path, const std::string& repr) = 0;
+  // A SymInt leaf: a plain value unless the visitor says otherwise.
+  virtual void symint(const std::string& path, SymInt& s) { value(path, std::to_string(s.value())); }
   // The number of elements the vector at `path` must have before it is
   // visited (a visitor that builds values sizes them; others keep them).
   virtual std::size_t sequence_size(const std::string& path, std::size_t current) {
@@ -90,6 +116,8 @@ template <class T>
 void flatten(const std::string& path, T& value, FlattenVisitor& v) {
   if constexpr (std::is_same_v<T, Tensor>) {
     v.tensor(path, value);
+  } else if constexpr (std::is_same_v<T, SymInt>) {
+    v.symint(path, value);
   } else if constexpr (detail::is_vector<T>::value) {
     if (const std::size_t n = v.sequence_size(path, value.size()); n != value.size()) value.resize(n);
     for (std::size_t i = 0; i < value.size(); ++i) flatten(path + "[" + std::to_string(i) + "]", value[i], v);
@@ -126,6 +154,10 @@ struct TraceOptions {
   std::vector<std::pair<std::string, int64_t>> dynamic_dims;
   // Input dims that stay constant whatever `dynamic` says.
   std::vector<std::pair<std::string, int64_t>> static_dims;
+  // Why an op cannot be lowered by the compile the trace is for ("" when
+  // it can; unset: every op can): recording one is a graph break
+  // (GraphBreakError). compile() sets it under fullgraph=false.
+  std::function<std::string(Op)> unlowerable;
 };
 
 struct InputSpec {
@@ -136,6 +168,12 @@ struct InputSpec {
 struct GuardSpec {
   std::string path;   // a plain-value input ("arg0.is_prompt")
   std::string value;  // its traced value ("true")
+};
+
+// A SymInt input: a symbol (dynamic) or the constant it was specialised to.
+struct SymInputSpec {
+  std::string path;
+  SymExpr expr;
 };
 
 // A size relation the trace relied on: lhs <= rhs (a slice's end within
@@ -150,6 +188,7 @@ struct FlatArgs;
 struct InputSignature {
   std::vector<InputSpec> inputs;
   std::vector<GuardSpec> guards;
+  std::vector<SymInputSpec> sym_inputs;
   // Dims the trace equated or specialised ("s0 == 16") and bounded
   // ("4 <= s0"), as text.
   std::vector<std::string> shape_guards;
@@ -159,14 +198,15 @@ struct InputSignature {
   // Checks a call's flattened tensors and values against the signature and
   // returns the symbol values it binds. Throws TraceError naming the first
   // mismatch (count, path, dtype, rank, dim, guard value).
-  SymBindings bind(const std::vector<std::pair<std::string, TensorType>>& tensors,
-                   const std::vector<GuardSpec>& values) const;
+  SymBindings bind(const std::vector<std::pair<std::string, TensorType>>& tensors, const std::vector<GuardSpec>& values,
+                   const std::vector<std::pair<std::string, int64_t>>& symints = {}) const;
   // The same for a flattened call (eager tensors), without copying types.
   SymBindings bind(const FlatArgs& args) const;
 
  private:
   SymBindings bind_refs(const std::vector<std::pair<const std::string*, const TensorType*>>& tensors,
-                        const std::vector<GuardSpec>& values) const;
+                        const std::vector<GuardSpec>& values,
+                        const std::vector<std::pair<std::string, int64_t>>& symints) const;
 };
 
 struct TraceResult {
@@ -190,6 +230,9 @@ class TraceSession {
 
   Tensor input(const std::string& path, const Tensor& example);
   void guard(const std::string& path, const std::string& value);
+  // A SymInt input: a symbol under dynamic shapes (or when `path` dim 0 is
+  // marked dynamic), else the constant value (recorded in the signature).
+  SymInt sym_input(const std::string& path, const SymInt& example);
   // Validates and returns the graph; throws TraceError when `outputs` holds
   // no traced tensor.
   TraceResult finish(const std::vector<std::pair<std::string, Tensor>>& outputs, const std::string& name);
@@ -202,8 +245,10 @@ class TraceSession {
 struct FlatArgs : FlattenVisitor {
   std::vector<std::pair<std::string, Tensor>> tensors;
   std::vector<GuardSpec> values;
+  std::vector<std::pair<std::string, int64_t>> symints;
   void tensor(const std::string& path, Tensor& t) override { tensors.emplace_back(path, t); }
   void value(const std::string& path, const std::string& repr) override { values.push_back({path, repr}); }
+  void symint(const std::string& path, SymInt& s) override { symints.emplace_back(path, s.value()); }
 };
 
 std::string arg_name(const TraceOptions& options, std::size_t i);
@@ -245,6 +290,7 @@ std::pair<TraceResult, R> trace_method_with_result(M& module, R (M::*method)(P..
     explicit Inputs(TraceSession& session) : s(session) {}
     void tensor(const std::string& path, Tensor& t) override { t = s.input(path, t); }
     void value(const std::string& path, const std::string& repr) override { s.guard(path, repr); }
+    void symint(const std::string& path, SymInt& v) override { v = s.sym_input(path, v); }
   } in(session);
   std::size_t i = 0;
   std::apply([&](auto&... a) { (flatten(arg_name(options, i++), a, in), ...); }, copies);

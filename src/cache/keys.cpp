@@ -50,6 +50,7 @@ std::string signature_text(const TraceResult& t) {
   std::string s;
   for (const auto& in : t.signature.inputs) s += "in " + in.path + " " + type_str(in.type) + "\n";
   for (const auto& g : t.signature.guards) s += "guard " + g.path + "=" + g.value + "\n";
+  for (const auto& si : t.signature.sym_inputs) s += "symint " + si.path + " " + si.expr.str() + "\n";
   for (const auto& g : t.signature.shape_guards) s += "shape " + g + "\n";
   for (const auto& o : t.output_paths) s += "out " + o + "\n";
   return s;

@@ -34,6 +34,12 @@ void usable(const ObjectRecord& o) { compiler::deserialize_compiled(o.raw); }
 
 }  // namespace
 
+std::shared_ptr<MethodCache> MethodCache::for_method(const std::string& method) const {
+  MethodIdentity id = id_;
+  id.key.method = method;
+  return std::make_shared<MethodCache>(std::move(id));
+}
+
 MethodCache::MethodCache(MethodIdentity id)
     : id_(std::move(id)),
       key_(lookup_key(id_.key)),

@@ -39,6 +39,9 @@ struct MethodIdentity {
 class MethodCache {
  public:
   explicit MethodCache(MethodIdentity id);
+  // The cache of another method of the same model and rank (a piece of a
+  // method split at graph breaks: "decode.piece-<hash>").
+  std::shared_ptr<MethodCache> for_method(const std::string& method) const;
 
   const std::string& dir() const { return id_.dir; }
   const Producer& who() const { return id_.who; }

@@ -87,6 +87,11 @@ std::optional<compiler::FirstEntry> MethodSource::recompile_dynamic(const FlatAr
   return e;
 }
 
+std::shared_ptr<compiler::EntrySource> MethodSource::piece_source(const std::string& piece_method) {
+  if (disabled_) return nullptr;
+  return std::make_shared<LocalSource>(cache_->for_method(piece_method), nullptr);
+}
+
 TraceResult MethodSource::trace_checked(const compiler::TraceStep& trace) {
   const double t = now();
   TraceResult tr = trace();

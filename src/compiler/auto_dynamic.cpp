@@ -32,6 +32,7 @@ void DynamicProfile::note_compiled(const FlatArgs& args) {
   sizes_.clear();
   for (const auto& [path, t] : args.tensors)
     if (t.defined() && !t.is_traced()) sizes_[path] = concrete_dims(t.type().shape);
+  for (const auto& [path, v] : args.symints) sizes_[path] = {v};  // a SymInt is its "dim 0"
 }
 
 std::vector<DimMark> DynamicProfile::changed_dims(const FlatArgs& args) const {
@@ -45,6 +46,12 @@ std::vector<DimMark> DynamicProfile::changed_dims(const FlatArgs& args) const {
       const DimMark m{path, static_cast<int64_t>(d)};
       if (now[d] != it->second[d] && !is_dynamic(m) && !is_static(m)) out.push_back(m);
     }
+  }
+  for (const auto& [path, v] : args.symints) {
+    auto it = sizes_.find(path);
+    const DimMark m{path, 0};
+    if (it != sizes_.end() && it->second != std::vector<int64_t>{v} && !is_dynamic(m) && !is_static(m))
+      out.push_back(m);
   }
   return out;
 }

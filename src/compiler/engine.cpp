@@ -9,6 +9,11 @@
 #include "compiler/executor.h"
 #include "compiler/surface.h"
 #include "log/log.h"
+#include "nn/interop.h"
+
+#include <npucache/ir/hash.h>
+
+#include <xxhash.h>
 
 #include <atomic>
 #include <chrono>
@@ -38,7 +43,8 @@ class CompiledFunction {
         source_(std::move(source)),
         label_(std::make_shared<const std::string>(module.type_name() + "." + options_.method_name)),
         profile_(options_.mark_dynamic, options_.mark_static),
-        budget_(std::make_shared<compiler::CaptureBudget>(surface_.capture_limit, label_)) {}
+        budget_(std::make_shared<compiler::CaptureBudget>(surface_.capture_limit, label_)),
+        cached_(source_ != nullptr) {}
 
   std::vector<Tensor> call(const FlatArgs& args, const TraceFn& trace, std::size_t& entry, const KeepFn& keep);
   // The entry matching `args` (obtained from the source on the first call,
@@ -53,9 +59,61 @@ class CompiledFunction {
     t.dynamic = surface_.dynamic == compiler::DynamicPolicy::all;
     t.method_name = options_.method_name;
     t.arg_names = options_.arg_names;
+    if (!surface_.fullgraph) t.unlowerable = unlowerable();
     return t;
   }
   bool runs_eagerly() const { return surface_.disable; }
+
+  // --- graph breaks ---------------------------------------------------------
+  // Why an op cannot be part of a compiled piece: random numbers in a
+  // captured or cached graph would repeat.
+  std::function<std::string(Op)> unlowerable() const {
+    const bool capture = config_.captures(), cached = cached_;
+    return [capture, cached](Op op) -> std::string {
+      if (!op_info(op).rng) return "";
+      if (capture)
+        return "it draws random numbers, which a captured graph would repeat on every replay; it runs eagerly";
+      if (cached)
+        return "it draws random numbers, which a cached program would repeat in every process; it runs eagerly";
+      return "";
+    };
+  }
+  bool is_segmented() const {
+    std::lock_guard lock(mu_);
+    return segmented_;
+  }
+  void graph_break(const GraphBreakError& e) {
+    if (surface_.fullgraph)
+      throw GraphBreakError(e.kind(), e.op(),
+                            e.reason() +
+                                "; fullgraph=true needs the method to trace to one graph: remove it, "
+                                "or compile with fullgraph=false to split the method there",
+                            *label_);
+    std::lock_guard lock(mu_);
+    if (!segmented_)
+      log::info("graph break in {} at op {}: {}; the method runs as compiled pieces with eager code between them",
+                *label_, e.op(), e.reason());
+    segmented_ = true;
+  }
+  // Runs one piece of a split method: found by its content, else obtained
+  // (the piece's cache source, or a compile) once.
+  std::vector<Tensor> run_piece(nn::Piece& piece, std::size_t& compiled, std::size_t& loaded);
+  void note_segmented_call(const std::vector<nn::GraphBreak>& breaks, std::size_t compiled, std::size_t loaded) {
+    std::lock_guard lock(mu_);
+    CallStatus& s = statuses_[std::this_thread::get_id()];
+    s = CallStatus{};
+    s.outcome = compiled ? Outcome::compiled : loaded ? Outcome::hit : Outcome::compiled;
+    s.cached = cached_ && source_ != nullptr;
+    s.compiles = compiles_;
+    s.captures = budget_->made();
+    s.replayed = config_.captures();
+    s.dynamic_dims = learned_dims();
+    for (const auto& b : breaks)
+      s.graph_breaks.push_back("graph break in " + *label_ + " at op " + b.op + ": " + b.reason);
+    s.reason = std::to_string(breaks.size()) + " graph break" + (breaks.size() == 1 ? "" : "s") + ", " +
+               std::to_string(breaks.size() + 1) + " pieces at most";
+  }
+  const nn::Module& module() const { return module_; }
   void note_eager_call() {
     std::lock_guard lock(mu_);
     CallStatus& s = statuses_[std::this_thread::get_id()];
@@ -166,6 +224,17 @@ class CompiledFunction {
   compiler::DynamicProfile profile_;
   std::shared_ptr<compiler::CaptureBudget> budget_;
   std::size_t traced_compiles_ = 0;
+  // Graph breaks: whether the method is split, and its pieces by content.
+  bool cached_ = false;
+  bool segmented_ = false;
+  struct PieceEntry {
+    std::shared_ptr<compiler::CompiledGraph> graph;
+    std::shared_ptr<const compiler::DeviceProgram> program;
+    std::map<int, std::unique_ptr<compiler::ProgramRunner>> runners;
+    std::vector<Tensor> params;
+    bool loaded = false;  // from the cache
+  };
+  std::map<std::string, PieceEntry> pieces_;
 };
 
 namespace {
@@ -192,6 +261,15 @@ SymBindings CompiledFunction::select(const FlatArgs& args, const TraceFn& given_
   };
   const bool automatic = surface_.dynamic == compiler::DynamicPolicy::automatic;
   if (!first_call_done_) {
+    // A first call that fails (a bad argument, a graph break) leaves the
+    // method as it was: the next call tries again.
+    struct Reset {
+      bool& done;
+      bool ok = false;
+      ~Reset() {
+        if (!ok) done = false;
+      }
+    } reset{first_call_done_};
     first_call_done_ = true;
     if (automatic && source_) {
       std::vector<DimMark> stored;
@@ -209,6 +287,7 @@ SymBindings CompiledFunction::select(const FlatArgs& args, const TraceFn& given_
       add(compile(std::move(tr), b, device), CallStatus{});
     }
     profile_.note_compiled(args);
+    reset.ok = true;
   }
   SymBindings b;
   std::size_t found = entries_.size();
@@ -303,6 +382,80 @@ std::vector<Tensor> CompiledFunction::call(const FlatArgs& args, const TraceFn& 
   return runner->run(inputs, *params, b, current_communicator());
 }
 
+std::vector<Tensor> CompiledFunction::run_piece(nn::Piece& piece, std::size_t& compiled, std::size_t& loaded) {
+  // The key: the piece's computation (graph) and its input types.
+  std::string key = canonical_hash(piece.trace.graph).hex();
+  for (const auto& in : piece.trace.signature.inputs) key += "|" + type_str(in.type);
+  const int device = piece.inputs.empty() ? current_device() : piece.inputs.front().device();
+  FlatArgs args;
+  for (std::size_t i = 0; i < piece.inputs.size(); ++i)
+    args.tensors.emplace_back(piece.trace.signature.inputs[i].path, piece.inputs[i]);
+  compiler::ProgramRunner* runner = nullptr;
+  const std::vector<Tensor>* params = nullptr;
+  {
+    std::lock_guard lock(mu_);
+    auto it = pieces_.find(key);
+    if (it == pieces_.end()) {
+      PieceEntry e;
+      const compiler::CompileStep compile_step = [&](TraceResult tr, const SymBindings& example,
+                                                     const compiler::CompileHints* hints) {
+        return compile(std::move(tr), example, device, hints);
+      };
+      std::shared_ptr<compiler::EntrySource> src;
+      if (source_) {
+        XXH128_hash_t h = XXH3_128bits(key.data(), key.size());
+        src = source_->piece_source(options_.method_name + ".piece-" + Hash128{h.high64, h.low64}.hex().substr(0, 16));
+      }
+      if (src) {
+        piece.trace.name = *label_ + " piece";
+        compiler::FirstEntry first = src->first_call(
+            args, [&] { return piece.trace; }, compile_step);
+        e.graph = std::move(first.graph);
+        e.loaded = first.status.outcome == Outcome::hit;
+      } else {
+        e.graph = compile(piece.trace, piece.trace.signature.bind(args), device);
+      }
+      e.program = std::shared_ptr<const compiler::DeviceProgram>(e.graph, &e.graph->program);
+      e.params = resolve_params(*e.program);
+      ++(e.loaded ? loaded : compiled);
+      it = pieces_.emplace(key, std::move(e)).first;
+    }
+    auto& r = it->second.runners[device];
+    if (!r) r = std::make_unique<compiler::ProgramRunner>(it->second.program, device);
+    runner = r.get();
+    params = &it->second.params;
+  }
+  const SymBindings none;
+  if (config_.captures()) {
+    compiler::ReplayOptions ro;
+    ro.inputs = config_.input_handling;
+    ro.fresh_outputs = options_.replay_outputs == ReplayOutputs::fresh;
+    ro.method = label_;
+    ro.call = ++calls_;
+    ro.budget = budget_;
+    return runner->replay(piece.inputs, *params, none, current_communicator(), ro);
+  }
+  return runner->run(piece.inputs, *params, none, current_communicator());
+}
+
+struct SegmentedCall::Impl {
+  CompiledFunction& f;
+  std::size_t compiled = 0, loaded = 0;
+  nn::LazySession session;
+  Impl(CompiledFunction& fn, const nn::Module& module)
+      : f(fn), session(module, fn.trace_options(), fn.unlowerable(), [this](nn::Piece& p) {
+          return f.run_piece(p, compiled, loaded);
+        }) {}
+};
+
+SegmentedCall::SegmentedCall(CompiledFunction& f, const nn::Module& module)
+    : impl_(std::make_unique<Impl>(f, module)) {}
+SegmentedCall::~SegmentedCall() = default;
+void SegmentedCall::finish() {
+  impl_->session.finish();
+  impl_->f.note_segmented_call(impl_->session.breaks(), impl_->compiled, impl_->loaded);
+}
+
 std::vector<Tensor> call(CompiledFunction& f, const FlatArgs& args, const TraceFn& trace, std::size_t& entry,
                          const KeepFn& keep) {
   return f.call(args, trace, entry, keep);
@@ -312,6 +465,8 @@ void prepare(CompiledFunction& f, const FlatArgs& args, const TraceFn& trace, st
 }
 TraceOptions trace_options(const CompiledFunction& f) { return f.trace_options(); }
 bool runs_eagerly(const CompiledFunction& f) { return f.runs_eagerly(); }
+bool is_segmented(const CompiledFunction& f) { return f.is_segmented(); }
+void graph_break(CompiledFunction& f, const GraphBreakError& e) { f.graph_break(e); }
 void note_eager_call(CompiledFunction& f) { f.note_eager_call(); }
 std::size_t compiles(const CompiledFunction& f) { return f.compiles(); }
 const CallStatus& status(const CompiledFunction& f) { return f.status(); }

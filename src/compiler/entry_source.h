@@ -65,6 +65,14 @@ class EntrySource {
     (void)dims;
     return std::nullopt;
   }
+  // Graph breaks (fullgraph=false): the source of one piece of the method,
+  // named `piece_method` ("decode.piece-<hash>"), whose first_call gives
+  // the piece's compiled graph (stored or compiled). Null: pieces are not
+  // kept (compiled in memory only).
+  virtual std::shared_ptr<EntrySource> piece_source(const std::string& piece_method) {
+    (void)piece_method;
+    return nullptr;
+  }
 };
 
 }  // namespace npucache::compiler

@@ -42,12 +42,6 @@ uint32_t param_slot(const DeviceProgram& p, int index) {
 // Alignment of buffers laid out in the pool after the arena.
 constexpr std::size_t kPoolAlign = 256;
 
-std::vector<int64_t> binding_key(const SymBindings& b) {
-  std::vector<int64_t> k;
-  for (const auto& [s, v] : b) k.push_back(v);
-  return k;
-}
-
 template <class What>
 nn::EagerRef eager_impl(const Tensor& t, What&& what) {
   if (!t.defined()) throw ShapeError(what() + " is an undefined tensor");
@@ -75,6 +69,51 @@ ProgramRunner::ProgramRunner(std::shared_ptr<const DeviceProgram> program, int d
   Device& d = Platform::get().device(device_);
   streams_.push_back(&d.default_stream());
   for (int s = 1; s < program_->num_streams; ++s) streams_.push_back(&d.create_stream());
+  // Symbols of updatable attributes that nothing else uses.
+  std::set<std::string> other, updatable;
+  auto collect = [](const AttrValue& v, std::set<std::string>& into) {
+    if (const auto* e = std::get_if<std::vector<SymExpr>>(&v))
+      for (const auto& x : *e)
+        for (const auto& sym : x.symbols()) into.insert(sym);
+  };
+  for (const auto& buf : program_->buffers)
+    for (const auto& dim : buf.type.shape)
+      for (const auto& sym : dim.symbols()) other.insert(sym);
+  for (const auto& st : program_->steps) {
+    const char* up = op_info(st.op).updatable;
+    for (const auto& [k, v] : st.attrs.items()) collect(v, up && k == up ? updatable : other);
+  }
+  for (const auto& sym : updatable)
+    if (!other.count(sym)) update_only_.insert(sym);
+  if (!update_only_.empty())
+    for (std::size_t i = 0; i < program_->steps.size(); ++i) {
+      const auto& st = program_->steps[i];
+      const char* up = op_info(st.op).updatable;
+      if (const AttrValue* v = up ? st.attrs.find(up) : nullptr) {
+        std::set<std::string> used;
+        collect(*v, used);
+        for (const auto& sym : used)
+          if (update_only_.count(sym)) {
+            patched_.push_back(i);
+            break;
+          }
+      }
+    }
+}
+
+std::vector<int64_t> ProgramRunner::binding_key(const SymBindings& b) const {
+  std::vector<int64_t> k;
+  for (const auto& [s, v] : b)
+    if (!update_only_.count(s)) k.push_back(v);
+  return k;
+}
+
+std::vector<runtime::TaskGraph::Patch> ProgramRunner::patches(const SymBindings& b) const {
+  std::vector<runtime::TaskGraph::Patch> out;
+  out.reserve(patched_.size());
+  for (std::size_t i : patched_)
+    out.push_back({i, std::make_shared<const Attrs>(evaluate_attrs(program_->steps[i].attrs, b))});
+  return out;
 }
 
 ProgramRunner::~ProgramRunner() = default;
@@ -190,12 +229,14 @@ std::vector<ProgramRunner::Bound> ProgramRunner::bind(Prepared& prep, const std:
   return roots;
 }
 
-void ProgramRunner::launch_all(Prepared& prep, const std::vector<Bound>& roots, Communicator& comm) {
+void ProgramRunner::launch_all(Prepared& prep, const std::vector<Bound>& roots, Communicator& comm,
+                               const SymBindings& b) {
+  std::size_t next_patched = 0;
   const DeviceProgram& p = *program_;
-  auto arg = [&](int b) {
-    const auto r = static_cast<std::size_t>(p.root(b));
-    return runtime::TensorArg{roots[r].block, roots[r].offset, p.buffers[static_cast<std::size_t>(b)].type.dtype,
-                              prep.dims[static_cast<std::size_t>(b)]};
+  auto arg = [&](int buf) {
+    const auto r = static_cast<std::size_t>(p.root(buf));
+    return runtime::TensorArg{roots[r].block, roots[r].offset, p.buffers[static_cast<std::size_t>(buf)].type.dtype,
+                              prep.dims[static_cast<std::size_t>(buf)]};
   };
   std::vector<runtime::Event> events(p.steps.size());
   const bool multi = streams_.size() > 1;
@@ -212,6 +253,10 @@ void ProgramRunner::launch_all(Prepared& prep, const std::vector<Bound>& roots, 
     runtime::KernelLaunch l;
     l.op = s.op;
     l.attrs = prep.attrs[i];
+    if (next_patched < patched_.size() && patched_[next_patched] == i) {
+      l.attrs = std::make_shared<const Attrs>(evaluate_attrs(s.attrs, b));  // this call's value
+      ++next_patched;
+    }
     l.args.reserve(s.operands.size() + 1);
     for (int o : s.operands) l.args.push_back(arg(o));
     l.args.push_back(arg(s.result));
@@ -244,12 +289,12 @@ std::vector<Tensor> ProgramRunner::run(const std::vector<Tensor>& inputs, const 
                                        const SymBindings& b, Communicator& comm) {
   Prepared& prep = prepare(b);
   std::vector<Bound> roots = bind(prep, inputs, params, true);
-  launch_all(prep, roots, comm);
+  launch_all(prep, roots, comm, b);
   return make_outputs(prep, roots);
 }
 
 ProgramRunner::Captured& ProgramRunner::capture(Prepared& prep, const std::vector<Bound>& io, Communicator& comm,
-                                                const std::vector<int64_t>& key) {
+                                                const std::vector<int64_t>& key, const SymBindings& b) {
   const DeviceProgram& p = *program_;
   auto cap = std::make_unique<Captured>();
   // Pool layout: the arena as planned, then temporaries and outputs.
@@ -280,7 +325,7 @@ ProgramRunner::Captured& ProgramRunner::capture(Prepared& prep, const std::vecto
   runtime::Stream& s = *streams_[0];
   s.begin_capture();
   try {
-    launch_all(prep, roots, comm);
+    launch_all(prep, roots, comm, b);
   } catch (...) {
     s.end_capture();
     throw;
@@ -341,12 +386,12 @@ std::vector<Tensor> ProgramRunner::replay(const std::vector<Tensor>& inputs, con
     if (it != captured_.end())
       cap = it->second.get();
     else if (!options.budget || options.budget->take())
-      cap = &capture(prep, io, comm, key);
+      cap = &capture(prep, io, comm, key, b);
   }
   if (replayed) *replayed = cap != nullptr;
   if (cap == nullptr) {  // past the capture limit: launched as run() does
     std::vector<Bound> roots = bind(prep, inputs, params, true);
-    launch_all(prep, roots, comm);
+    launch_all(prep, roots, comm, b);
     return make_outputs(prep, roots);
   }
   const auto pool = runtime::MemoryPool::of_this_thread(device_);
@@ -415,7 +460,7 @@ std::vector<Tensor> ProgramRunner::replay(const std::vector<Tensor>& inputs, con
   // Logged before the submission: outputs of earlier replays in this
   // footprint are overwritten from now on.
   const auto ticket = pool->record_write(cap->footprint, options.method, options.call);
-  cap->graph->replay(*streams_[0], slots, std::move(before), std::move(after));
+  cap->graph->replay(*streams_[0], slots, std::move(before), std::move(after), patches(b));
   if (!options.fresh_outputs)
     for (const auto& [i, off] : pooled) {
       const int o = p.outputs[i];

@@ -8,7 +8,9 @@
 // of their own every call.
 //
 // ProgramRunner::replay (reduce-overhead) captures the launches of the
-// first call per binding into a task graph whose operands are slots -- the
+// first call per binding (of the symbols that size buffers: a symbol used
+// only by an updatable operator parameter, a decode step's KV length, is
+// patched at each replay instead) into a task graph whose operands are slots -- the
 // calling thread's pool of captured graphs (runtime/pool.h), each input,
 // each parameter -- and replays it with the call's bindings, so arguments
 // that swap, repeat or alias each other bind exactly as given. Intermediates
@@ -38,6 +40,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 
 namespace npucache {
@@ -106,10 +109,16 @@ class ProgramRunner {
     std::size_t offset = 0;
   };
   Prepared& prepare(const SymBindings& b);
+  // The binding without the update-only symbols: what a preparation and a
+  // capture are made for.
+  std::vector<int64_t> binding_key(const SymBindings& b) const;
+  // The attributes of each patched step under `b`.
+  std::vector<runtime::TaskGraph::Patch> patches(const SymBindings& b) const;
   // Captures the program for binding `b` (caller holds mu_).
-  Captured& capture(Prepared& prep, const std::vector<Bound>& io, Communicator& comm, const std::vector<int64_t>& key);
+  Captured& capture(Prepared& prep, const std::vector<Bound>& io, Communicator& comm, const std::vector<int64_t>& key,
+                    const SymBindings& b);
   // Issues every step; `roots` holds the storage of each buffer root.
-  void launch_all(Prepared& prep, const std::vector<Bound>& roots, Communicator& comm);
+  void launch_all(Prepared& prep, const std::vector<Bound>& roots, Communicator& comm, const SymBindings& b);
   // Storage of the inputs and parameters (checked against the program);
   // with `intermediates`, also a fresh arena, temporaries and outputs.
   std::vector<Bound> bind(Prepared& prep, const std::vector<Tensor>& inputs, const std::vector<Tensor>& params,
@@ -120,6 +129,13 @@ class ProgramRunner {
   int device_;
   std::unique_ptr<HappensBefore> hb_;
   std::vector<runtime::Stream*> streams_;
+  // Symbols that appear only in updatable attributes (op_info().updatable:
+  // a decode step's KV length), never in a buffer's shape or another
+  // attribute: a preparation and a capture serve every value of them, and
+  // the steps in `patched_` get their attributes evaluated per call (a
+  // replay patches them).
+  std::set<std::string> update_only_;
+  std::vector<std::size_t> patched_;
   mutable std::mutex mu_;  // guards prepared_ and captured_ (their values never move)
   std::map<std::vector<int64_t>, std::unique_ptr<Prepared>> prepared_;
   std::map<std::vector<int64_t>, std::unique_ptr<Captured>> captured_;

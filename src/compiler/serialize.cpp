@@ -16,7 +16,9 @@ namespace {
 
 // Bump when the encoding changes; a reader refuses other versions.
 // 2: autotune decisions say what they were timed on.
-constexpr uint32_t kEncodingVersion = 3;
+// 4: SymInt inputs in the signature; the config's autotune and
+//    eager_kernels.
+constexpr uint32_t kEncodingVersion = 4;
 constexpr uint32_t kMagic = 0x4350554e;  // "NUPC"
 
 // Smallest encodings, for the count checks (a count claiming more items
@@ -194,6 +196,11 @@ void put(ByteWriter& w, const TraceResult& t) {
     w.str(g.path);
     w.str(g.value);
   }
+  w.u32(static_cast<uint32_t>(t.signature.sym_inputs.size()));
+  for (const auto& si : t.signature.sym_inputs) {
+    w.str(si.path);
+    put(w, si.expr);
+  }
   w.strings(t.signature.shape_guards);
   w.u32(static_cast<uint32_t>(t.signature.dim_bounds.size()));
   for (const auto& bound : t.signature.dim_bounds) {
@@ -221,6 +228,13 @@ TraceResult get_trace(ByteReader& r) {
     g.value = r.str();
     t.signature.guards.push_back(std::move(g));
   }
+  const std::size_t ns = r.count(4 + 8);
+  for (std::size_t i = 0; i < ns; ++i) {
+    SymInputSpec si;
+    si.path = r.str();
+    si.expr = get_expr(r);
+    t.signature.sym_inputs.push_back(std::move(si));
+  }
   t.signature.shape_guards = r.strings();
   const std::size_t nb = r.count(8);
   for (std::size_t i = 0; i < nb; ++i) {
@@ -244,6 +258,8 @@ void put(ByteWriter& w, const CompilerConfig& c) {
   w.i64(c.autotune_repetitions);
   w.i64(c.autotune_min_time_us);
   w.u32(static_cast<uint32_t>(c.input_handling));
+  w.u8(!c.autotune ? 0 : *c.autotune ? 2 : 1);
+  w.u8(c.eager_kernels ? 1 : 0);
 }
 
 CompilerConfig get_config(ByteReader& r) {
@@ -257,6 +273,10 @@ CompilerConfig get_config(ByteReader& r) {
   c.autotune_repetitions = index_in(r, 0, 1 << 20, "autotune_repetitions");
   c.autotune_min_time_us = index_in(r, 0, 1 << 30, "autotune_min_time_us");
   c.input_handling = enum_in<InputHandling>(r, 2, "input handling");
+  const uint8_t tune = r.u8();
+  if (tune > 2) r.fail("autotune value " + std::to_string(tune) + " is out of range");
+  if (tune != 0) c.autotune = tune == 2;
+  c.eager_kernels = r.u8() != 0;
   return c;
 }
 

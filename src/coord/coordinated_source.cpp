@@ -15,6 +15,7 @@
 #include "log/log.h"
 #include "mpi/comm.h"
 
+#include <algorithm>
 #include <chrono>
 #include <functional>
 
@@ -56,6 +57,33 @@ std::uint64_t fnv1a(const std::string& s) {
 CoordinatedSource::CoordinatedSource(std::shared_ptr<cache::MethodCache> cache, const dist::CoordinatorOptions& options,
                                      ReportSink sink)
     : MethodSource(std::move(cache), std::move(sink)), options_(options) {}
+
+void CoordinatedSource::load_profile(const FlatArgs& args, std::vector<DimMark>& dims) {
+  MethodSource::load_profile(args, dims);
+  // A slot per (input, dim) of the call's first kInputs inputs and their
+  // first kDims dims, tensors then SymInts: a fixed size, so ranks whose
+  // calls differ still meet in one all-reduce (the arrival names them).
+  constexpr std::size_t kInputs = 64, kDims = 8;
+  std::vector<std::string> paths;
+  for (const auto& [path, t] : args.tensors) paths.push_back(path);
+  for (const auto& [path, v] : args.symints) paths.push_back(path);
+  std::vector<std::uint64_t> slots(kInputs * kDims, 0);
+  for (const auto& m : dims) {
+    const auto at = std::find(paths.begin(), paths.end(), m.input);
+    const auto i = static_cast<std::size_t>(at - paths.begin());
+    if (at != paths.end() && i < kInputs && m.dim >= 0 && static_cast<std::size_t>(m.dim) < kDims)
+      slots[i * kDims + static_cast<std::size_t>(m.dim)] = 1;
+  }
+  const Context& ctx = Context::get(options_.timeout_s, nullptr);
+  ctx.comm().allreduce_max(slots, mpi::Step{"cache_compile of " + cache().method() + ": merging dynamic-shape profiles",
+                                            options_.timeout_s});
+  for (std::size_t i = 0; i < paths.size() && i < kInputs; ++i)
+    for (std::size_t d = 0; d < kDims; ++d)
+      if (slots[i * kDims + d]) {
+        const DimMark m{paths[i], static_cast<int64_t>(d)};
+        if (std::find(dims.begin(), dims.end(), m) == dims.end()) dims.push_back(m);
+      }
+}
 
 std::shared_ptr<compiler::CompiledGraph> CoordinatedSource::obtain(const FlatArgs& args,
                                                                    const compiler::TraceStep& trace,

@@ -21,6 +21,11 @@ class CoordinatedSource final : public cache::MethodSource {
                     ReportSink sink);
 
  private:
+  // Automatic dynamic: this rank's profile from its cache, merged across the
+  // job's ranks (a dim dynamic on any rank is dynamic on all, as PyTorch's
+  // PGO merges rank profiles), so that the ranks keep tracing the same
+  // graphs and sharing programs. One bounded all-reduce.
+  void load_profile(const FlatArgs& args, std::vector<DimMark>& dims) override;
   std::shared_ptr<compiler::CompiledGraph> obtain(const FlatArgs& args, const compiler::TraceStep& trace,
                                                   const compiler::CompileStep& compile) override;
   // Step 6: one writer per store commits the new entries (and the objects

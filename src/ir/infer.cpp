@@ -126,7 +126,8 @@ TensorType infer_type(Op op, const std::vector<const TensorType*>& inputs, const
     case Op::rmsnorm:
     case Op::layernorm:
     case Op::rope:
-    case Op::attention: return ir::infer_linalg(c);
+    case Op::attention:
+    case Op::fused_attention: return ir::infer_linalg(c);
     case Op::reshape:
     case Op::permute:
     case Op::transpose:

@@ -128,6 +128,14 @@ TensorType infer_linalg(const InferCtx& c) {
     case Op::layernorm: return norm_type(c);
     case Op::rope: return rope_type(c);
     case Op::attention: return attention_type(c);
+    case Op::fused_attention: {
+      // kv_len: keys [0, kv_len) of the cache are attended (at most its length).
+      const auto& bounds = c.attrs.get<std::vector<SymExpr>>("kv_len");
+      if (bounds.size() != 1) c.fail("kv_len must be one length");
+      c.require_le(SymExpr(1), bounds[0], "kv_len must be at least 1");
+      c.require_le(bounds[0], c.operand(1).shape[2], "kv_len exceeds the cache length");
+      return attention_type(c);
+    }
     default: c.fail("not a linear-algebra op");
   }
 }

@@ -14,7 +14,7 @@ struct Entry {
   OpInfo info;
 };
 
-// name, min inputs, max inputs, composite, side_effect, rng
+// name, min inputs, max inputs, composite, side_effect, rng[, updatable attribute]
 constexpr Entry kTable[] = {
     {Op::placeholder, {"placeholder", 0, 0, false, false, false}},
     {Op::add, {"add", 2, 2, false, false, false}},
@@ -77,6 +77,7 @@ constexpr Entry kTable[] = {
     {Op::bernoulli, {"bernoulli", 1, 1, false, true, true}},
     {Op::dropout, {"dropout", 1, 1, true, true, true}},
     {Op::fused, {"fused", 0, kMany, false, false, false}},
+    {Op::fused_attention, {"fused_attention", 3, 4, false, false, false, "kv_len"}},
 };
 static_assert(std::size(kTable) == static_cast<std::size_t>(Op::kCount), "every Op needs an entry in kTable");
 

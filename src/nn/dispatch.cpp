@@ -82,7 +82,13 @@ Tensor apply(Op op, const std::vector<Tensor>& inputs, const Attrs& attrs) {
     traced = traced || inputs[i].impl()->traced();
   }
   detail::TraceState* trace = detail::current_trace();
-  if (trace != nullptr) return trace->record(op, inputs, attrs);
+  if (trace != nullptr) {
+    Tensor r = trace->record(op, inputs, attrs);
+    if (r.defined()) return r;
+    // An op the compile cannot lower, in a lazy trace: the pending piece
+    // ran (every live tensor of it is eager now); this op runs eagerly.
+    return run_eager(op, inputs, attrs);
+  }
   if (traced)
     throw TraceError(std::string(op_name(op)) +
                      ": a traced tensor is used after its trace ended; traced tensors exist only "

@@ -9,6 +9,11 @@
 #include <npucache/runtime/pool.h>
 #include <npucache/tensor.h>
 
+#include <npucache/error.h>
+#include <npucache/module.h>
+#include <npucache/trace.h>
+
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -64,6 +69,50 @@ class Retrace {
  private:
   std::unique_ptr<detail::TraceState> state_;
   std::unique_ptr<detail::ActiveTrace> active_;
+};
+
+// A method split at graph breaks (CompileOptions::fullgraph=false) runs
+// with a LazySession on the calling thread: ops record into a pending piece
+// instead of running (eager tensors they read become its inputs, module
+// parameters its parameters); a graph break -- a host read, a truth value,
+// an op `unlowerable` names -- runs the pending piece through `run` and
+// makes every live tensor of it eager, then recording goes on. finish() runs
+// what is left. The piece's graph has static shapes; `run` compiles it (or
+// finds it compiled, by its content) and returns its outputs in order.
+struct Piece {
+  TraceResult trace;           // inputs "in0", ...; outputs "out0", ...
+  std::vector<Tensor> inputs;  // the eager tensors the inputs are
+};
+using RunPiece = std::function<std::vector<Tensor>(Piece& piece)>;
+struct GraphBreak {
+  GraphBreakError::Kind kind;
+  std::string op, reason;
+};
+
+class LazySession {
+ public:
+  LazySession(const Module& module, const TraceOptions& options, std::function<std::string(Op)> unlowerable,
+              RunPiece run);
+  ~LazySession();
+  LazySession(const LazySession&) = delete;
+  LazySession& operator=(const LazySession&) = delete;
+
+  // Runs what is pending and ends the session on this thread. Without it
+  // (an exception unwinds the method), the destructor ends the session and
+  // the pending tensors are left unusable (a TraceError names them).
+  void finish();
+  // The breaks of this call so far, in order.
+  const std::vector<GraphBreak>& breaks() const { return breaks_; }
+  // Pieces run so far.
+  std::size_t pieces() const { return pieces_; }
+
+ private:
+  void flush();
+  std::unique_ptr<detail::TraceState> state_;
+  RunPiece run_;
+  std::vector<GraphBreak> breaks_;
+  std::size_t pieces_ = 0;
+  bool active_ = false;
 };
 
 }  // namespace npucache::nn

@@ -59,6 +59,13 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal,
   return positions.defined() ? apply(Op::attention, {q, k, v, positions}, a) : apply(Op::attention, {q, k, v}, a);
 }
 
+Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, SymExpr kv_len, bool causal,
+                       const Tensor& positions, double scale) {
+  Attrs a{{"causal", causal}, {"scale", scale}, {"kv_len", std::vector<SymExpr>{std::move(kv_len)}}};
+  return positions.defined() ? apply(Op::fused_attention, {q, k, v, positions}, a)
+                             : apply(Op::fused_attention, {q, k, v}, a);
+}
+
 Tensor reshape(const Tensor& x, Shape shape) { return apply(Op::reshape, {x}, Attrs{{"shape", shape}}); }
 Tensor permute(const Tensor& x, std::vector<int64_t> perm) { return apply(Op::permute, {x}, Attrs{{"perm", perm}}); }
 Tensor transpose(const Tensor& x, int64_t d0, int64_t d1) {

@@ -8,6 +8,7 @@
 #include "nn/detail/trace_state.h"
 #include "nn/interop.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace npucache {
@@ -70,8 +71,25 @@ TensorType Tensor::type() const { return {dtype(), shape()}; }
 int Tensor::device() const { return checked().device; }
 
 std::vector<int64_t> Tensor::dims() const {
-  if (is_traced()) throw TraceError("dims(): concrete sizes are unknown while tracing; use shape()");
-  return concrete_dims(checked().type.shape);
+  const auto& impl = checked();
+  if (impl.traced()) {
+    const detail::TraceState* t = detail::current_trace();
+    const bool concrete =
+        std::all_of(impl.type.shape.begin(), impl.type.shape.end(), [](const SymExpr& d) { return d.is_constant(); });
+    if (!(t && t->lazy && t->id == impl.trace_id && concrete))
+      throw TraceError("dims(): concrete sizes are unknown while tracing; use shape()");
+  }
+  return concrete_dims(impl.type.shape);
+}
+
+Tensor::operator bool() const {
+  const auto& impl = checked();
+  if (impl.traced())
+    detail::graph_break(impl, GraphBreakError::Kind::data_dependent_branch,
+                        "the tensor's truth value decides a branch (data-dependent control flow)");
+  const std::vector<float> v = to_vector();
+  if (v.size() != 1) throw ShapeError("the truth value of a tensor needs one element, not " + type_str(impl.type));
+  return v[0] != 0.0f;
 }
 
 namespace {
@@ -94,11 +112,14 @@ runtime::TensorArg arg_of(const detail::TensorImpl& impl) {
 }
 
 void require_eager(const detail::TensorImpl& impl, const char* what) {
-  detail::check_live(impl, what);
+  if (impl.traced())  // runs the pending piece of a lazy trace, else GraphBreakError
+    detail::graph_break(impl, GraphBreakError::Kind::host_read,
+                        std::string(what) + "() reads the tensor's value on the host (data-dependent control flow)");
   if (impl.traced())
     throw TraceError(std::string(what) +
                      ": reading a tensor's values while tracing is data-dependent control flow; "
                      "a cached method must trace to one full graph without reading values");
+  detail::check_live(impl, what);
   if (impl.meta) throw MetaTensorError(nn::meta_tensor_message(std::string(what) + ": the tensor", impl.type));
 }
 

@@ -64,6 +64,25 @@ void TraceSession::guard(const std::string& path, const std::string& value) {
   state_->signature.guards.push_back({path, value});
 }
 
+SymInt TraceSession::sym_input(const std::string& path, const SymInt& example) {
+  const int64_t v = example.value();
+  const auto& o = state_->options;
+  auto marked = [&](const std::vector<std::pair<std::string, int64_t>>& marks) {
+    return std::find(marks.begin(), marks.end(), std::pair<std::string, int64_t>(path, 0)) != marks.end();
+  };
+  const bool dynamic = !marked(o.static_dims) && (o.dynamic || marked(o.dynamic_dims));
+  SymExpr e = dynamic ? state_->shapes.fresh(v) : SymExpr(v);
+  state_->signature.sym_inputs.push_back({path, e});
+  return SymInt(std::move(e));
+}
+
+int64_t SymInt::value() const {
+  if (auto c = expr_.try_constant()) return *c;
+  throw TraceError("a SymInt (" + expr_.str() +
+                   ") was read as a plain integer while tracing with dynamic shapes: that is a data-dependent "
+                   "decision; use it as a size (SymExpr) instead");
+}
+
 TraceResult TraceSession::finish(const std::vector<std::pair<std::string, Tensor>>& outputs, const std::string& name) {
   TraceResult r;
   std::vector<ValueId> outs;
@@ -78,11 +97,17 @@ TraceResult TraceSession::finish(const std::vector<std::pair<std::string, Tensor
                      "std::vector<Tensor> or a struct of tensors");
   std::vector<Shape> input_shapes;
   for (const auto& in : state_->signature.inputs) input_shapes.push_back(in.type.shape);
+  if (!state_->signature.sym_inputs.empty()) {
+    Shape syms;
+    for (const auto& si : state_->signature.sym_inputs) syms.push_back(si.expr);
+    input_shapes.push_back(std::move(syms));
+  }
   auto subst = state_->shapes.final_substitutions(input_shapes);
   state_->graph.substitute_symbols(subst);
   state_->graph.set_outputs(outs);
   for (auto& in : state_->signature.inputs)
     for (auto& d : in.type.shape) d = d.substitute(subst);
+  for (auto& si : state_->signature.sym_inputs) si.expr = state_->shapes.resolve(si.expr).substitute(subst);
   state_->signature.shape_guards = state_->shapes.guards();
   for (const auto& bound : state_->shapes.bounds()) {
     DimBound final{state_->shapes.resolve(bound.lhs).substitute(subst),
@@ -102,11 +127,12 @@ TraceResult TraceSession::finish(const std::vector<std::pair<std::string, Tensor
 }
 
 SymBindings InputSignature::bind(const std::vector<std::pair<std::string, TensorType>>& tensors,
-                                 const std::vector<GuardSpec>& values) const {
+                                 const std::vector<GuardSpec>& values,
+                                 const std::vector<std::pair<std::string, int64_t>>& symints) const {
   std::vector<std::pair<const std::string*, const TensorType*>> refs;
   refs.reserve(tensors.size());
   for (const auto& [p, t] : tensors) refs.emplace_back(&p, &t);
-  return bind_refs(refs, values);
+  return bind_refs(refs, values, symints);
 }
 
 SymBindings InputSignature::bind(const FlatArgs& args) const {
@@ -117,11 +143,12 @@ SymBindings InputSignature::bind(const FlatArgs& args) const {
     if (t.is_traced()) throw TraceError("input '" + p + "' is a traced tensor");
     refs.emplace_back(&p, &t.impl()->type);
   }
-  return bind_refs(refs, args.values);
+  return bind_refs(refs, args.values, args.symints);
 }
 
 SymBindings InputSignature::bind_refs(const std::vector<std::pair<const std::string*, const TensorType*>>& tensors,
-                                      const std::vector<GuardSpec>& values) const {
+                                      const std::vector<GuardSpec>& values,
+                                      const std::vector<std::pair<std::string, int64_t>>& symints) const {
   if (tensors.size() != inputs.size())
     throw TraceError("call has " + std::to_string(tensors.size()) + " tensor inputs, the trace has " +
                      std::to_string(inputs.size()));
@@ -144,6 +171,26 @@ SymBindings InputSignature::bind_refs(const std::vector<std::pair<const std::str
                            " but the trace requires it to equal " + *s + " = " + std::to_string(it->second));
       }
     }
+  }
+  if (symints.size() != sym_inputs.size())
+    throw TraceError("call has " + std::to_string(symints.size()) + " SymInt inputs, the trace has " +
+                     std::to_string(sym_inputs.size()));
+  for (std::size_t i = 0; i < sym_inputs.size(); ++i) {
+    const SymInputSpec& spec = sym_inputs[i];
+    const auto& [path, value] = symints[i];
+    if (path != spec.path) throw TraceError("SymInt input '" + spec.path + "' is '" + path + "' in this call");
+    if (auto s = spec.expr.as_symbol()) {
+      auto [it, inserted] = b.try_emplace(*s, value);
+      if (!inserted && it->second != value)
+        throw TraceError("SymInt '" + path + "' is " + std::to_string(value) + " but the trace requires it to equal " +
+                         *s + " = " + std::to_string(it->second));
+    }
+  }
+  for (std::size_t i = 0; i < sym_inputs.size(); ++i) {
+    if (sym_inputs[i].expr.as_symbol()) continue;
+    if (sym_inputs[i].expr.evaluate(b) != symints[i].second)
+      throw TraceError("guard failed: SymInt '" + sym_inputs[i].path + "' was " + sym_inputs[i].expr.str() +
+                       " when traced, now " + std::to_string(symints[i].second));
   }
   for (std::size_t i = 0; i < inputs.size(); ++i)  // constants and compound dims
     for (std::size_t d = 0; d < tensors[i].second->shape.size(); ++d) {

@@ -112,7 +112,8 @@ std::map<std::string, SymExpr> ShapeEnv::final_substitutions(const std::vector<S
   return out;
 }
 
-TraceState::TraceState(const nn::Module* module, const TraceOptions& opts) : id(g_next_trace_id++), options(opts) {
+TraceState::TraceState(const nn::Module* module, const TraceOptions& opts)
+    : id(g_next_trace_id++), options(opts), unlowerable(opts.unlowerable) {
   if (module == nullptr) return;
   for (const auto& [name, t] : module->named_parameters())
     if (t.defined()) module_tensors[t.impl().get()] = {name, PlaceholderKind::parameter};
@@ -125,7 +126,21 @@ Tensor TraceState::wrap(ValueId v) {
   impl->type = graph.node(v).type;
   impl->trace_id = id;
   impl->value = v;
+  if (lazy) lazy_values.emplace_back(impl, v);
   return Tensor(std::move(impl));
+}
+
+void graph_break(const TensorImpl& impl, GraphBreakError::Kind kind, const std::string& reason) {
+  TraceState* t = current_trace();
+  std::string op = "?";
+  if (t != nullptr && t->id == impl.trace_id && impl.value >= 0 &&
+      static_cast<std::size_t>(impl.value) < t->graph.nodes().size())
+    op = std::string(op_name(t->graph.node(impl.value).op)) + " (" + t->graph.node(impl.value).name + ")";
+  if (t != nullptr && t->lazy && t->id == impl.trace_id && t->on_break) {
+    t->on_break(kind, op, reason);
+    return;
+  }
+  throw GraphBreakError(kind, op, reason);
 }
 
 ValueId TraceState::value_of(const Tensor& t, const std::string& what) {
@@ -137,6 +152,13 @@ ValueId TraceState::value_of(const Tensor& t, const std::string& what) {
   }
   if (auto it = bound.find(impl); it != bound.end()) return it->second;
   auto it = module_tensors.find(impl);
+  if (it == module_tensors.end() && lazy) {  // an eager tensor: an input of the pending piece
+    if (impl->meta) throw MetaTensorError(what + " is a meta tensor: a method with graph breaks runs its pieces");
+    ValueId v = graph.add_placeholder(PlaceholderKind::input, "in" + std::to_string(lazy_inputs.size()), impl->type);
+    bound[impl] = v;
+    lazy_inputs.emplace_back(v, t);
+    return v;
+  }
   if (it == module_tensors.end())
     throw TraceError(what + " is an eager tensor (" + type_str(impl->type) +
                      ") that is neither an input of the traced method nor a parameter or buffer "
@@ -148,6 +170,14 @@ ValueId TraceState::value_of(const Tensor& t, const std::string& what) {
 }
 
 Tensor TraceState::record(Op op, const std::vector<Tensor>& inputs, const Attrs& attrs) {
+  if (unlowerable)
+    if (std::string why = unlowerable(op); !why.empty()) {
+      if (!lazy || !on_break)
+        throw GraphBreakError(GraphBreakError::Kind::unlowerable_op, std::string(op_name(op)), why);
+      // The caller (ops::apply) runs the op eagerly after the pending piece.
+      on_break(GraphBreakError::Kind::unlowerable_op, std::string(op_name(op)), why);
+      return Tensor();
+    }
   std::vector<ValueId> ids;
   ids.reserve(inputs.size());
   for (std::size_t i = 0; i < inputs.size(); ++i)

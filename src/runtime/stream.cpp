@@ -1,6 +1,7 @@
 #include <npucache/device.h>
 #include <npucache/error.h>
 #include <npucache/runtime/stream.h>
+#include <algorithm>
 
 #include <chrono>
 #include <condition_variable>
@@ -263,7 +264,7 @@ std::size_t TaskGraph::slot_extent(uint32_t slot) const {
 }
 
 void TaskGraph::replay(Stream& stream, const std::vector<SlotBinding>& slots, std::vector<Copy> before,
-                       std::vector<Copy> after) const {
+                       std::vector<Copy> after, std::vector<Patch> patches) const {
   if (stream.capturing()) throw DeviceError("cannot replay a task graph into a capturing stream");
   const int device = stream.device().id();
   const Data& d = *data_;
@@ -292,27 +293,42 @@ void TaskGraph::replay(Stream& stream, const std::vector<SlotBinding>& slots, st
     }
   // One submission: the worker binds each slotted operand as it runs the
   // launch, so the graph itself is never changed by a replay.
-  stream.impl_->enqueue([data = data_, slots, before = std::move(before), after = std::move(after)] {
-    auto run_copies = [](const std::vector<Copy>& cs) {
-      for (const Copy& c : cs)
-        std::memmove(static_cast<char*>(c.dst->data()) + c.dst_offset,
-                     static_cast<const char*>(c.src->data()) + c.src_offset, c.bytes);
-    };
-    run_copies(before);
-    for (std::size_t i = 0; i < data->launches.size(); ++i) {
-      if (i >= data->slotted.size() || data->slotted[i].empty()) {
-        run_kernel(data->launches[i]);
-        continue;
-      }
-      KernelLaunch l = data->launches[i];
-      for (const auto& [arg, slot] : data->slotted[i]) {
-        l.args[arg].block = slots[slot].block;
-        l.args[arg].offset += slots[slot].offset;
-      }
-      run_kernel(l);
-    }
-    run_copies(after);
-  });
+  for (const Patch& p : patches)
+    if (p.launch >= d.launches.size() || !p.attrs)
+      throw DeviceError("task graph patch of launch " + std::to_string(p.launch) + ": no such launch");
+  std::sort(patches.begin(), patches.end(), [](const Patch& a, const Patch& b) { return a.launch < b.launch; });
+  for (std::size_t i = 1; i < patches.size(); ++i)
+    if (patches[i].launch == patches[i - 1].launch)
+      throw DeviceError("task graph patches launch " + std::to_string(patches[i].launch) + " twice");
+  stream.impl_->enqueue(
+      [data = data_, slots, before = std::move(before), after = std::move(after), patches = std::move(patches)] {
+        auto run_copies = [](const std::vector<Copy>& cs) {
+          for (const Copy& c : cs)
+            std::memmove(static_cast<char*>(c.dst->data()) + c.dst_offset,
+                         static_cast<const char*>(c.src->data()) + c.src_offset, c.bytes);
+        };
+        run_copies(before);
+        std::size_t next_patch = 0;
+        for (std::size_t i = 0; i < data->launches.size(); ++i) {
+          const bool patched = next_patch < patches.size() && patches[next_patch].launch == i;
+          if (!patched && (i >= data->slotted.size() || data->slotted[i].empty())) {
+            run_kernel(data->launches[i]);
+            continue;
+          }
+          KernelLaunch l = data->launches[i];
+          if (patched) l.attrs = patches[next_patch++].attrs;
+          if (i >= data->slotted.size()) {
+            run_kernel(l);
+            continue;
+          }
+          for (const auto& [arg, slot] : data->slotted[i]) {
+            l.args[arg].block = slots[slot].block;
+            l.args[arg].offset += slots[slot].offset;
+          }
+          run_kernel(l);
+        }
+        run_copies(after);
+      });
 }
 
 }  // namespace npucache::runtime

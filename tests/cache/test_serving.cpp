@@ -132,3 +132,22 @@ TEST_F(Serving, TorchCompileModesAreCached) {
     EXPECT_EQ(acl, captures) << args;
   }
 }
+
+// cache_compile with fullgraph=false: the pieces between graph breaks are
+// cached like whole graphs, so a restart compiles nothing; with fullgraph
+// (the seed's default) the break is an error giving its reason.
+TEST_F(Serving, PiecesBetweenGraphBreaksAreCached) {
+  Out cold = serve("--breaks --batches 4,4,6");
+  ASSERT_EQ(cold.status, 0) << cold.text;
+  EXPECT_GE(number(cold.text, "compiles"), 2) << cold.text;
+  EXPECT_TRUE(has(cold.text, "breaks 1")) << cold.text;
+  EXPECT_LE(maxdiff(cold.text), 1e-4) << cold.text;
+  Out warm = serve("--breaks --batches 4,4,6");
+  ASSERT_EQ(warm.status, 0) << warm.text;
+  EXPECT_EQ(number(warm.text, "compiles"), 0) << warm.text;
+  EXPECT_TRUE(has(warm.text, "call 4 hit")) << warm.text;
+  EXPECT_LE(maxdiff(warm.text), 1e-4) << warm.text;
+  Out strict = serve("--breaks --fullgraph --batches 4");
+  EXPECT_NE(strict.status, 0) << strict.text;
+  EXPECT_TRUE(has(strict.text, "graph break in Server.branchy at op sum")) << strict.text;
+}

@@ -395,3 +395,44 @@ TEST_F(Coordinator, TimeoutMustBePositiveAndFinite) {
     EXPECT_THROW(dist::cache_compile(*model, &models::TinyLlama::prompt, options("prompt"), co), ConfigError) << t;
   }
 }
+
+// Automatic dynamic under MPI: each rank has its own cache directory and
+// only rank 0's holds a profile and the dynamic program (an earlier process
+// of rank 0 saw two batch sizes). The ranks merge their profiles before
+// tracing, so every rank traces the dynamic graph and receives rank 0's
+// program: nothing is compiled in the job, and every rank's result equals
+// eager, for this batch size and the next.
+TEST_F(Coordinator, DynamicShapeProfilesAreMergedAcrossRanks) {
+  const std::string mine = dir + "/rank" + std::to_string(rank);
+  models::SimpleMLP mlp;
+  CacheOptions o;
+  o.cache_dir = mine;
+  o.compile.method_name = "forward";
+  o.compile.dynamic = std::nullopt;
+  o.compile.config = CompilerConfig{};
+  o.compile.config->autotune_candidates = 1;
+  auto batch = [](int64_t b) {
+    std::vector<float> v(static_cast<std::size_t>(b * 128));
+    for (std::size_t i = 0; i < v.size(); ++i) v[i] = 0.01f * static_cast<float>(i % 17) - 0.05f;
+    return Tensor::from_vector(v, {b, 128});
+  };
+  if (rank == 0) {
+    auto earlier = cache_compile(mlp, &models::SimpleMLP::forward, o);
+    (void)earlier(batch(2));
+    (void)earlier(batch(3));
+    ASSERT_EQ(earlier.status().dynamic_dims, std::vector<std::string>{"arg0 dim 0"});
+  }
+  mpi::Comm::world().barrier(kTest);
+  dist::clear_reports();
+  auto f = dist::cache_compile(mlp, &models::SimpleMLP::forward, o);
+  Tensor x = batch(5);
+  const auto got = f(x).to_vector(), want = mlp.forward(x).to_vector();
+  ASSERT_EQ(got.size(), want.size());
+  for (std::size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-4f) << i;
+  EXPECT_EQ(f.status().dynamic_dims, std::vector<std::string>{"arg0 dim 0"}) << "rank " << rank;
+  float compiles = static_cast<float>(f.compiles());
+  mpi::Comm::world().all_reduce_sum(&compiles, 1, kTest);
+  EXPECT_EQ(compiles, 0.0f) << "the ranks traced different graphs";
+  (void)f(batch(7));  // another size: no compile on any rank
+  EXPECT_EQ(f.compiles(), 0u);
+}

@@ -86,6 +86,12 @@ enum class Op : uint16_t {
   // compiler-internal: a fused elementwise/reduction kernel (see
   // src/compiler/fusion.h); its output type is in its attributes
   fused,
+  // attention over the first kv_len keys of a KV cache (a decode step's
+  // actual sequence length, as Ascend's fused infer attention takes it):
+  // q [B, Hq, Sq, D], k/v [B, Hkv, S, D], optional positions [B, Sq];
+  // attribute kv_len (a SymExpr: a host value that changes every step)
+  // is updatable: a captured graph patches it at each replay
+  fused_attention,
   kCount
 };
 
@@ -96,6 +102,9 @@ struct OpInfo {
   bool composite;    // has a default decomposition, no kernel
   bool side_effect;  // must not be removed or merged (comm, in-place, rng)
   bool rng;          // draws random numbers
+  // The attribute a captured launch may have patched at replay without a
+  // recapture (a host-side parameter that changes every step), or null.
+  const char* updatable = nullptr;
 };
 
 const OpInfo& op_info(Op op);

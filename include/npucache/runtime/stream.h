@@ -126,13 +126,21 @@ class TaskGraph {
   // furthest end), 0 for a slot no operand uses.
   std::size_t slot_extent(uint32_t slot) const;
 
+  // A launch's attributes replaced for one replay (the update mechanism:
+  // a host-side parameter such as a decode step's KV length).
+  struct Patch {
+    std::size_t launch = 0;
+    std::shared_ptr<const Attrs> attrs;
+  };
+
   // Submits the copies `before`, every launch with its slotted operands
-  // bound to `slots`, then the copies `after`, as one task on `stream`.
+  // bound to `slots` (and the attributes of patched launches replaced),
+  // then the copies `after`, as one task on `stream`.
   // Throws DeviceError (nothing submitted) when a used slot is unbound, on
   // another device, or too small for its operands, or when the stream is
   // capturing on this thread.
   void replay(Stream& stream, const std::vector<SlotBinding>& slots = {}, std::vector<Copy> before = {},
-              std::vector<Copy> after = {}) const;
+              std::vector<Copy> after = {}, std::vector<Patch> patches = {}) const;
 
  private:
   friend class Stream;

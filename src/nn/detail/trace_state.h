@@ -4,9 +4,13 @@
 
 #include <npucache/trace.h>
 
+#include <npucache/error.h>
+
 #include "nn/detail/tensor_impl.h"
 
+#include <functional>
 #include <map>
+#include <memory>
 #include <unordered_map>
 
 namespace npucache::detail {
@@ -57,7 +61,26 @@ struct TraceState {
   InputSignature signature;
   std::unordered_map<const TensorImpl*, std::pair<std::string, PlaceholderKind>> module_tensors;
   std::unordered_map<const TensorImpl*, ValueId> bound;
+
+  // Why `op` cannot be lowered by the compile this trace is for ("" when it
+  // can); unset: every op can. Recording such an op is a graph break.
+  std::function<std::string(Op)> unlowerable;
+
+  // Lazy recording (graph breaks, nn/lazy.h): ops on eager tensors record
+  // too, each eager tensor becoming an input of the pending piece, and a
+  // graph break runs the pending piece (on_break) instead of failing.
+  bool lazy = false;
+  std::function<void(GraphBreakError::Kind kind, const std::string& op, const std::string& reason)> on_break;
+  // Lazy: every tensor recorded (to materialise the live ones), and the
+  // eager tensors the pending piece reads, in placeholder order.
+  std::vector<std::pair<std::weak_ptr<TensorImpl>, ValueId>> lazy_values;
+  std::vector<std::pair<ValueId, Tensor>> lazy_inputs;
 };
+
+// A graph break at a traced tensor `impl` of the thread's trace: in a lazy
+// trace the pending piece runs (`impl` is eager afterwards); otherwise
+// throws GraphBreakError naming the op that produced `impl` and `reason`.
+void graph_break(const TensorImpl& impl, GraphBreakError::Kind kind, const std::string& reason);
 
 // The trace active on this thread, or nullptr.
 TraceState* current_trace();

@@ -178,6 +178,7 @@ void run_kernel(const KernelLaunch& l) {
     case Op::randn:
     case Op::bernoulli: return rng_kernel(l);
     case Op::fused: return fused_kernel(l);
+    case Op::fused_attention: return attention_kernel(l);
     default:
       if (op_info(l.op).composite || l.op == Op::placeholder || l.op == Op::kCount)
         kernel_fail(l, "has no kernel (composite ops must be decomposed)");

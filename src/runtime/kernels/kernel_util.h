@@ -113,6 +113,7 @@ void reduce_kernel(const KernelLaunch& l);
 void softmax_kernel(const KernelLaunch& l);
 void layout_kernel(const KernelLaunch& l);
 void special_kernel(const KernelLaunch& l);
+void attention_kernel(const KernelLaunch& l);
 void comm_kernel(const KernelLaunch& l);
 void rng_kernel(const KernelLaunch& l);
 void fused_kernel(const KernelLaunch& l);

@@ -1,0 +1,156 @@
+// Graph breaks (fullgraph=false): each break kind -- a host read, a
+// data-dependent branch, an op the mode cannot lower -- splits the method
+// into compiled pieces with eager code between them, counted and explained
+// in the call status; results equal eager on every path the data takes;
+// fullgraph=true makes the same case an error giving the reason.
+#include <npucache/compile.h>
+#include <npucache/device.h>
+#include <npucache/error.h>
+#include <npucache/module.h>
+#include <npucache/ops.h>
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <thread>
+
+#include "support/error_message.h"
+
+using namespace npucache;
+
+namespace {
+
+std::vector<float> ramp(int64_t n, float scale, float shift) {
+  std::vector<float> v(static_cast<std::size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[static_cast<std::size_t>(i)] = scale * static_cast<float>(i % 13) + shift;
+  return v;
+}
+
+void expect_close(const std::vector<float>& a, const std::vector<float>& b, const std::string& what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  for (std::size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 1e-4f) << what << " at " << i;
+}
+
+struct Branchy : nn::Module {
+  Tensor w;
+  Branchy() { w = register_parameter("w", Tensor::from_vector(ramp(16 * 16, 0.01f, -0.06f), {16, 16})); }
+  std::string type_name() const override { return "Branchy"; }
+  // A host read decides the second half.
+  Tensor host_read(const Tensor& x) {
+    Tensor h = ops::matmul(x, w) * 2.0f;
+    const float total = ops::sum(h, {0, 1}).item();
+    Tensor y = total > 0 ? ops::relu(h) : ops::tanh(h) - 1.0f;
+    return ops::matmul(y, w) + x;
+  }
+  // A tensor's truth value decides a branch.
+  Tensor branch(const Tensor& x) {
+    Tensor h = ops::matmul(x, w);
+    if (ops::gt(ops::sum(h, {0, 1}), ops::scalar(0.0))) return ops::sigmoid(h) * 3.0f;
+    return ops::exp(h * 0.1f);
+  }
+  // Dropout between two compiled computations.
+  Tensor noisy(const Tensor& x) {
+    Tensor h = ops::relu(ops::matmul(x, w)) + 1.0f;
+    return ops::dropout(h, 0.5) * 2.0f;
+  }
+};
+
+Tensor input(float sign) { return Tensor::from_vector(ramp(4 * 16, 0.1f * sign, -0.3f * sign), {4, 16}); }
+
+bool has(const std::string& hay, const std::string& needle) { return hay.find(needle) != std::string::npos; }
+
+}  // namespace
+
+TEST(GraphBreaks, HostReadSplitsTheMethodAndEqualsEagerOnBothPaths) {
+  Branchy m;
+  for (const char* mode : {"default", "reduce-overhead"}) {
+    CompileOptions o;
+    o.mode = mode;
+    auto f = compile(m, &Branchy::host_read, o);
+    for (int i = 0; i < 3; ++i)
+      for (float sign : {1.0f, -1.0f}) {
+        Tensor x = input(sign);
+        expect_close(f(x).to_vector(), m.host_read(x).to_vector(), std::string(mode) + " sign " + std::to_string(sign));
+        const CallStatus& s = f.status();
+        ASSERT_EQ(s.graph_breaks.size(), 1u) << mode;
+        EXPECT_TRUE(has(s.graph_breaks[0], "graph break in Branchy.host_read at op sum")) << s.graph_breaks[0];
+        EXPECT_TRUE(has(s.graph_breaks[0], "item() reads the tensor's value on the host")) << s.graph_breaks[0];
+      }
+    // Pieces: before the read (1), and after it on each path (2).
+    EXPECT_EQ(f.compiles(), 3u) << mode;
+  }
+}
+
+TEST(GraphBreaks, DataDependentBranchIsABreak) {
+  Branchy m;
+  auto f = compile(m, &Branchy::branch);
+  for (float sign : {1.0f, -1.0f, 1.0f}) {
+    Tensor x = input(sign);
+    expect_close(f(x).to_vector(), m.branch(x).to_vector(), "sign " + std::to_string(sign));
+    ASSERT_EQ(f.status().graph_breaks.size(), 1u);
+    EXPECT_TRUE(has(f.status().graph_breaks[0], "truth value decides a branch")) << f.status().graph_breaks[0];
+  }
+}
+
+TEST(GraphBreaks, UnlowerableOpRunsEagerlyBetweenCapturedPieces) {
+  Branchy m;
+  CompileOptions o;
+  o.mode = "reduce-overhead";
+  auto f = compile(m, &Branchy::noisy, o);
+  Tensor x = input(1.0f);
+  const std::vector<float> h = (ops::relu(ops::matmul(x, m.w)) + 1.0f).to_vector();
+  const std::vector<float> y = f(x).to_vector();
+  int kept = 0, dropped = 0;
+  for (std::size_t i = 0; i < y.size(); ++i) {
+    if (std::fabs(y[i]) < 1e-6f)
+      ++dropped;
+    else if (std::fabs(y[i] - 4.0f * h[i]) < 1e-3f)
+      ++kept;
+  }
+  EXPECT_EQ(kept + dropped, static_cast<int>(y.size()));  // every element kept (x2 x2) or dropped
+  EXPECT_GT(kept, 8);
+  EXPECT_GT(dropped, 8);
+  ASSERT_FALSE(f.status().graph_breaks.empty());
+  EXPECT_TRUE(has(f.status().graph_breaks[0], "at op dropout")) << f.status().graph_breaks[0];
+  EXPECT_TRUE(has(f.status().graph_breaks[0], "captured graph would repeat")) << f.status().graph_breaks[0];
+  // Another call draws other numbers: nothing random was captured.
+  const std::vector<float> y2 = f(x).to_vector();
+  EXPECT_NE(y, y2);
+}
+
+TEST(GraphBreaks, FullgraphMakesEachBreakAnErrorGivingItsReason) {
+  Branchy m;
+  CompileOptions o;
+  o.fullgraph = true;
+  auto read = compile(m, &Branchy::host_read, o);
+  std::string msg = npucache::testing::error_message([&] { (void)read(input(1.0f)); });
+  EXPECT_TRUE(has(msg, "graph break in Branchy.host_read at op sum")) << msg;
+  EXPECT_TRUE(has(msg, "fullgraph=true needs the method to trace to one graph")) << msg;
+  auto branch = compile(m, &Branchy::branch, o);
+  msg = npucache::testing::error_message([&] { (void)branch(input(1.0f)); });
+  EXPECT_TRUE(has(msg, "truth value decides a branch")) << msg;
+  // The method stays usable: a failed first call leaves it as it was.
+  msg = npucache::testing::error_message([&] { (void)read(input(1.0f)); });
+  EXPECT_TRUE(has(msg, "graph break in Branchy.host_read")) << msg;
+}
+
+// Request threads calling a split method at once: each thread's pieces run
+// in its own lazy session; results equal eager.
+TEST(GraphBreaks, ConcurrentCallersOfASplitMethod) {
+  Branchy m;
+  auto f = compile(m, &Branchy::host_read);
+  std::vector<std::thread> threads;
+  std::atomic<int> bad{0};
+  for (int t = 0; t < 6; ++t)
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 20; ++i) {
+        Tensor x = input(((t + i) % 2) ? 1.0f : -1.0f);
+        const auto a = f(x).to_vector(), b = m.host_read(x).to_vector();
+        for (std::size_t k = 0; k < a.size(); ++k)
+          if (std::fabs(a[k] - b[k]) > 1e-4f) ++bad;
+      }
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(bad.load(), 0);
+  EXPECT_EQ(f.compiles(), 3u);
+}

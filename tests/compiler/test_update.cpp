@@ -1,0 +1,140 @@
+// The update mechanism of seed 003: an operator whose host-side parameter
+// changes every step (fused attention's actual KV length, a SymInt of the
+// method) is patched at each replay of one capture, never captured again,
+// and equals eager at every step.
+#include <npucache/compile.h>
+#include <npucache/device.h>
+#include <npucache/error.h>
+#include <npucache/module.h>
+#include <npucache/ops.h>
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "support/error_message.h"
+
+using namespace npucache;
+
+namespace {
+
+std::vector<float> ramp(int64_t n, float scale, float shift) {
+  std::vector<float> v(static_cast<std::size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[static_cast<std::size_t>(i)] = scale * static_cast<float>(i % 11) + shift;
+  return v;
+}
+
+constexpr int64_t kHeads = 2, kHeadDim = 4, kHidden = kHeads * kHeadDim;
+
+// One attention layer of a decode step over a KV cache [1, S, heads, dim].
+struct DecodeLayer : nn::Module {
+  Tensor wq, wk, wv, wo;
+  DecodeLayer() {
+    wq = register_parameter("wq", Tensor::from_vector(ramp(kHidden * kHidden, 0.02f, -0.1f), {kHidden, kHidden}));
+    wk = register_parameter("wk", Tensor::from_vector(ramp(kHidden * kHidden, 0.015f, -0.07f), {kHidden, kHidden}));
+    wv = register_parameter("wv", Tensor::from_vector(ramp(kHidden * kHidden, 0.01f, -0.05f), {kHidden, kHidden}));
+    wo = register_parameter("wo", Tensor::from_vector(ramp(kHidden * kHidden, 0.03f, -0.15f), {kHidden, kHidden}));
+  }
+  std::string type_name() const override { return "DecodeLayer"; }
+  // x [1, 1, hidden], pos [1, 1]: writes this token's k/v at pos and
+  // attends over the first kv_len = pos + 1 keys.
+  Tensor step(const Tensor& x, const Tensor& pos, const Tensor& kc, const Tensor& vc, SymInt kv_len) {
+    auto heads = [](const Tensor& t) { return t.reshape({1, 1, kHeads, kHeadDim}); };
+    Tensor k = ops::buffer_update(kc, pos, heads(ops::matmul(x, wk)));
+    Tensor v = ops::buffer_update(vc, pos, heads(ops::matmul(x, wv)));
+    Tensor q = heads(ops::matmul(x, wq)).permute({0, 2, 1, 3});
+    Tensor a = ops::fused_attention(q, k.permute({0, 2, 1, 3}), v.permute({0, 2, 1, 3}), kv_len);
+    return ops::tanh(ops::matmul(a.permute({0, 2, 1, 3}).reshape({1, 1, kHidden}), wo)) + x;
+  }
+};
+
+struct Loop {
+  Tensor kc, vc;
+  explicit Loop(int64_t max_seq)
+      : kc(Tensor::from_vector(std::vector<float>(static_cast<std::size_t>(max_seq * kHidden), 0.0f),
+                               {1, max_seq, kHeads, kHeadDim})),
+        vc(Tensor::from_vector(std::vector<float>(static_cast<std::size_t>(max_seq * kHidden), 0.0f),
+                               {1, max_seq, kHeads, kHeadDim})) {}
+};
+
+}  // namespace
+
+// fused_attention equals the decomposed causal attention restricted to the
+// first kv_len keys.
+TEST(Update, FusedAttentionEqualsAttentionOverTheFirstKeys) {
+  const int64_t S = 12, len = 7;
+  Tensor q = Tensor::from_vector(ramp(2 * 3 * kHeadDim, 0.1f, -0.5f), {1, 2, 3, kHeadDim});
+  Tensor k = Tensor::from_vector(ramp(2 * S * kHeadDim, 0.07f, -0.3f), {1, 2, S, kHeadDim});
+  Tensor v = Tensor::from_vector(ramp(2 * S * kHeadDim, 0.05f, -0.2f), {1, 2, S, kHeadDim});
+  const auto fused = ops::fused_attention(q, k, v, len).to_vector();
+  const auto ref = ops::attention(q, k.slice(2, 0, len), v.slice(2, 0, len), true).to_vector();
+  ASSERT_EQ(fused.size(), ref.size());
+  for (std::size_t i = 0; i < ref.size(); ++i) EXPECT_NEAR(fused[i], ref[i], 1e-5) << i;
+  const std::string m = npucache::testing::error_message([&] { (void)ops::fused_attention(q, k, v, S + 1); });
+  EXPECT_NE(m.find("kv_len exceeds the cache length"), std::string::npos) << m;
+}
+
+// A decode loop of 1,000 steps with a growing KV length replays one
+// capture, patched each step, and equals eager at every step.
+TEST(Update, ThousandStepDecodeLoopReplaysOneCapture) {
+  constexpr int64_t kSteps = 1000;
+  DecodeLayer layer;
+  CompileOptions o;
+  o.mode = "reduce-overhead";
+  o.dynamic = true;  // kv_len is a symbol from the first call
+  auto step = compile(layer, &DecodeLayer::step, o);
+  Loop compiled(kSteps), eager(kSteps);
+  Tensor x = Tensor::from_vector(ramp(kHidden, 0.1f, -0.4f), {1, 1, kHidden});
+  Tensor xe = x;
+  float worst = 0;
+  for (int64_t t = 0; t < kSteps; ++t) {
+    Tensor pos = Tensor::from_vector_i64({t}, {1, 1});
+    x = step(x, pos, compiled.kc, compiled.vc, t + 1);  // the output fed back
+    xe = layer.step(xe, pos, eager.kc, eager.vc, t + 1);
+    const auto a = x.to_vector(), b = xe.to_vector();
+    for (std::size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::fabs(a[i] - b[i]));
+    ASSERT_LE(worst, 1e-4f) << "step " << t;
+    ASSERT_TRUE(step.status().replayed) << "step " << t;
+  }
+  EXPECT_EQ(step.compiles(), 1u);
+  EXPECT_EQ(step.status().captures, 1u);
+}
+
+// Automatic dynamic makes a SymInt dynamic once its value changed: two
+// compiles, one capture of the dynamic program, patched afterwards.
+TEST(Update, AutomaticDynamicTurnsTheSymIntDynamicOnce) {
+  DecodeLayer layer;
+  CompileOptions o;
+  o.mode = "reduce-overhead";
+  auto step = compile(layer, &DecodeLayer::step, o);
+  Loop compiled(64), eager(64);
+  Tensor x = Tensor::from_vector(ramp(kHidden, 0.1f, -0.4f), {1, 1, kHidden});
+  Tensor xe = x;
+  for (int64_t t = 0; t < 40; ++t) {
+    Tensor pos = Tensor::from_vector_i64({t}, {1, 1});
+    x = step(x, pos, compiled.kc, compiled.vc, t + 1).clone();
+    xe = layer.step(xe, pos, eager.kc, eager.vc, t + 1);
+    const auto a = x.to_vector(), b = xe.to_vector();
+    for (std::size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 1e-4f) << "step " << t;
+  }
+  EXPECT_EQ(step.compiles(), 2u);
+  EXPECT_EQ(step.status().captures, 2u);  // the static first program's, then the dynamic one's
+  ASSERT_EQ(step.status().dynamic_dims.size(), 1u);
+  EXPECT_EQ(step.status().dynamic_dims[0], "arg4 dim 0");
+}
+
+// A static trace specialises the SymInt: another value is a recompile
+// naming it.
+TEST(Update, StaticTraceGuardsTheSymInt) {
+  DecodeLayer layer;
+  CompileOptions o;
+  o.dynamic = false;
+  auto step = compile(layer, &DecodeLayer::step, o);
+  Loop l(8);
+  Tensor x = Tensor::from_vector(ramp(kHidden, 0.1f, -0.4f), {1, 1, kHidden});
+  (void)step(x, Tensor::from_vector_i64({0}, {1, 1}), l.kc, l.vc, 1);
+  (void)step(x, Tensor::from_vector_i64({1}, {1, 1}), l.kc, l.vc, 2);
+  EXPECT_EQ(step.compiles(), 2u);
+  EXPECT_NE(step.status().reason.find("SymInt 'arg4' was 1 when traced, now 2"), std::string::npos)
+      << step.status().reason;
+}
