@@ -7,6 +7,7 @@
 #include "compiler/auto_dynamic.h"
 #include "compiler/debug_trace.h"
 #include "compiler/executor.h"
+#include "compiler/shape_buckets.h"
 #include "compiler/surface.h"
 #include "log/log.h"
 #include "nn/interop.h"
@@ -17,9 +18,11 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <deque>
 #include <map>
 #include <mutex>
+#include <set>
 #include <thread>
 
 namespace npucache {
@@ -114,6 +117,22 @@ class CompiledFunction {
                std::to_string(breaks.size() + 1) + " pieces at most";
   }
   const nn::Module& module() const { return module_; }
+
+  compiler::ReplayOptions replay_options() {
+    compiler::ReplayOptions ro;
+    ro.inputs = config_.input_handling;
+    ro.fresh_outputs = options_.replay_outputs == ReplayOutputs::fresh;
+    ro.method = label_;
+    ro.call = ++calls_;
+    ro.budget = budget_;
+    return ro;
+  }
+  // enable_shape_handling: the call padded up to the nearest captured size
+  // and replayed, the padding sliced off; nullopt when no capture fits (or
+  // padding was found to change results).
+  std::optional<std::vector<Tensor>> replay_padded(const compiler::DeviceProgram& p, compiler::ProgramRunner& runner,
+                                                   const std::vector<Tensor>& inputs, const std::vector<Tensor>& params,
+                                                   const SymBindings& b, const compiler::ReplayOptions& ro);
   void note_eager_call() {
     std::lock_guard lock(mu_);
     CallStatus& s = statuses_[std::this_thread::get_id()];
@@ -235,6 +254,10 @@ class CompiledFunction {
     bool loaded = false;  // from the cache
   };
   std::map<std::string, PieceEntry> pieces_;
+  // enable_shape_handling: (bucket, size) pairs checked against an unpadded
+  // run, and whether padding still holds for the method.
+  std::set<std::string> padding_checked_;
+  bool padding_ok_ = true;
 };
 
 namespace {
@@ -356,21 +379,20 @@ std::vector<Tensor> CompiledFunction::call(const FlatArgs& args, const TraceFn& 
   const int device = call_device(args);
   compiler::ProgramRunner* runner = nullptr;
   const std::vector<Tensor>* params = nullptr;
+  std::shared_ptr<const compiler::DeviceProgram> program;
   {
     std::lock_guard lock(mu_);
     Entry& e = entries_[entry];
+    program = e.program;
     auto& r = e.runners[device];
     if (!r) r = std::make_unique<compiler::ProgramRunner>(e.program, device);
     runner = r.get();
     params = &e.params;
   }
   if (config_.captures()) {
-    compiler::ReplayOptions ro;
-    ro.inputs = config_.input_handling;
-    ro.fresh_outputs = options_.replay_outputs == ReplayOutputs::fresh;
-    ro.method = label_;
-    ro.call = ++calls_;
-    ro.budget = budget_;
+    const compiler::ReplayOptions ro = replay_options();
+    if (surface_.shape_handling)
+      if (auto padded = replay_padded(*program, *runner, inputs, *params, b, ro)) return std::move(*padded);
     bool replayed = false;
     auto outs = runner->replay(inputs, *params, b, current_communicator(), ro, &replayed);
     std::lock_guard lock(mu_);
@@ -426,16 +448,56 @@ std::vector<Tensor> CompiledFunction::run_piece(nn::Piece& piece, std::size_t& c
     params = &it->second.params;
   }
   const SymBindings none;
-  if (config_.captures()) {
-    compiler::ReplayOptions ro;
-    ro.inputs = config_.input_handling;
-    ro.fresh_outputs = options_.replay_outputs == ReplayOutputs::fresh;
-    ro.method = label_;
-    ro.call = ++calls_;
-    ro.budget = budget_;
-    return runner->replay(piece.inputs, *params, none, current_communicator(), ro);
-  }
+  if (config_.captures()) return runner->replay(piece.inputs, *params, none, current_communicator(), replay_options());
   return runner->run(piece.inputs, *params, none, current_communicator());
+}
+
+std::optional<std::vector<Tensor>> CompiledFunction::replay_padded(
+    const compiler::DeviceProgram& p, compiler::ProgramRunner& runner, const std::vector<Tensor>& inputs,
+    const std::vector<Tensor>& params, const SymBindings& b, const compiler::ReplayOptions& ro) {
+  {
+    std::lock_guard lock(mu_);
+    if (!padding_ok_) return std::nullopt;
+  }
+  const auto paddable = compiler::paddable_symbols(p);
+  if (paddable.empty()) return std::nullopt;
+  const auto bucket = compiler::nearest_bucket(b, runner.captured_bindings(), paddable);
+  if (!bucket) return std::nullopt;
+  Communicator& comm = current_communicator();
+  const auto padded = compiler::pad_inputs(p, inputs, b, *bucket);
+  std::vector<Tensor> outs = compiler::slice_outputs(p, runner.replay(padded, params, *bucket, comm, ro), b, *bucket);
+  std::string key;
+  for (const auto& [sym, v] : b) key += sym + "=" + std::to_string(v) + "->" + std::to_string(bucket->at(sym)) + ";";
+  bool check = false;
+  {
+    std::lock_guard lock(mu_);
+    check = padding_checked_.insert(key).second;
+  }
+  if (check) {  // the first time this size uses this bucket: compare with an unpadded run
+    const std::vector<Tensor> ref = runner.run(inputs, params, b, comm);
+    bool same = ref.size() == outs.size();
+    for (std::size_t i = 0; same && i < ref.size(); ++i) {
+      const auto x = ref[i].to_vector(), y = outs[i].to_vector();
+      same = x.size() == y.size();
+      for (std::size_t k = 0; same && k < x.size(); ++k)
+        same = std::fabs(x[k] - y[k]) <= 1e-5f + 1e-5f * std::fabs(x[k]);
+    }
+    if (!same) {
+      std::lock_guard lock(mu_);
+      padding_ok_ = false;
+      log::warn(
+          "enable_shape_handling: padding {} up to a captured size changes its results (its dynamic dim is "
+          "not computed row by row); the method is no longer padded",
+          *label_);
+      return ref;
+    }
+  }
+  std::lock_guard lock(mu_);
+  CallStatus& status = statuses_[std::this_thread::get_id()];
+  status.replayed = true;
+  status.captures = budget_->made();
+  status.reason = "padded to a captured size (enable_shape_handling)";
+  return outs;
 }
 
 struct SegmentedCall::Impl {

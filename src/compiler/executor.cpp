@@ -22,6 +22,7 @@ struct ProgramRunner::Prepared {
 // A captured graph of one binding: immutable once made, replayed by any
 // thread into that thread's pool.
 struct ProgramRunner::Captured {
+  SymBindings binding;  // what it was captured for (update-only symbols left out)
   // Its lifetime, for the pools it reserved memory in (pool.h: reclaimed
   // when the capture is gone).
   std::shared_ptr<const void> alive = runtime::MemoryPool::owner_token();
@@ -170,6 +171,13 @@ std::size_t ProgramRunner::captured_graphs() const {
   return captured_.size();
 }
 
+std::vector<SymBindings> ProgramRunner::captured_bindings() const {
+  std::lock_guard lock(mu_);
+  std::vector<SymBindings> out;
+  for (const auto& [key, cap] : captured_) out.push_back(cap->binding);
+  return out;
+}
+
 std::size_t ProgramRunner::capture_footprint(const SymBindings& b) const {
   std::lock_guard lock(mu_);
   auto it = captured_.find(binding_key(b));
@@ -297,6 +305,8 @@ ProgramRunner::Captured& ProgramRunner::capture(Prepared& prep, const std::vecto
                                                 const std::vector<int64_t>& key, const SymBindings& b) {
   const DeviceProgram& p = *program_;
   auto cap = std::make_unique<Captured>();
+  for (const auto& [sym, v] : b)
+    if (!update_only_.count(sym)) cap->binding.emplace(sym, v);
   // Pool layout: the arena as planned, then temporaries and outputs.
   cap->pool_offset.assign(p.buffers.size(), -1);
   std::size_t end = prep.plan.arena_bytes;

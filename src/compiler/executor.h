@@ -96,6 +96,8 @@ class ProgramRunner {
   // The plan for a binding (prepared on first use).
   const MemoryPlan& memory_plan(const SymBindings& b);
   std::size_t captured_graphs() const;
+  // The bindings (of the symbols that size buffers) captured so far.
+  std::vector<SymBindings> captured_bindings() const;
   // Pool bytes the capture of binding `b` uses (0 when not captured).
   std::size_t capture_footprint(const SymBindings& b) const;
   int device() const { return device_; }

@@ -7,6 +7,7 @@
 #include <npucache/version.h>
 
 #include "cache/dir.h"
+#include "compiler/surface.h"
 #include "coord/job_identity.h"
 #include "mpi/comm.h"
 #include "tools/commands.h"
@@ -78,8 +79,15 @@ void add_job_options(CLI::App* cmd, JobArgs& a) {
   cmd->add_option("--tp", a.tp, "tensor-parallel size")->check(positive_integer());
   cmd->add_option("--pp", a.pp, "pipeline-parallel size")->check(positive_integer());
   cmd->add_option("--cache-dir", a.cache_dir, "cache directory (default: $NPUCACHE_CACHE_DIR, else .npucache)");
-  cmd->add_option("--mode", a.mode, "max-autotune or reduce-overhead")
-      ->check(CLI::IsMember({"max-autotune", "reduce-overhead"}));
+  cmd->add_option("--backend", a.backend,
+                  "npu (TorchAir's CompilerConfig), inductor or npugraphs (torch.compile's backends)")
+      ->check(CLI::IsMember({"npu", "inductor", "npugraphs"}));
+  cmd->add_option("--mode", a.mode,
+                  "npu: max-autotune or reduce-overhead; inductor: default, reduce-overhead, max-autotune or "
+                  "max-autotune-no-cudagraphs; npugraphs: none")
+      ->default_str("max-autotune for npu, default for inductor");
+  cmd->add_option("--dynamic", a.dynamic, "dynamic shapes: true, false or auto (automatic dynamic)")
+      ->check(CLI::IsMember({"true", "false", "auto"}));
   cmd->add_flag("--ge-cache", a.ge_cache, "store the compiled program (always on when coordinated)");
   cmd->add_flag("--independent", a.independent, "every rank compiles on its own (baseline)");
   cmd->add_option("--report-json", a.report_json, "write the job report (rank 0)");
@@ -171,7 +179,9 @@ std::vector<std::pair<std::string, std::string>> job_fields(const JobArgs& a, co
                                                      {"--size", a.size},
                                                      {"--tp", std::to_string(a.tp)},
                                                      {"--pp", std::to_string(a.pp)},
-                                                     {"--mode", a.mode},
+                                                     {"--backend", a.backend},
+                                                     {"--mode", effective_mode(a)},
+                                                     {"--dynamic", a.dynamic},
                                                      {"--timeout", a.timeout},
                                                      {"--autotune-candidates", std::to_string(a.autotune_candidates)}};
   // Flags: present when given, so a difference reads "rank 3 has --ge-cache, ranks 0-2 have no --ge-cache".
@@ -185,8 +195,35 @@ std::vector<std::pair<std::string, std::string>> job_fields(const JobArgs& a, co
 
 }  // namespace
 
+std::string effective_mode(const JobArgs& a) {
+  if (!a.mode.empty()) return a.mode;
+  return a.backend == "npu" ? "max-autotune" : a.backend == "inductor" ? "default" : "";
+}
+
+namespace {
+// The compile options of a job's methods (checked by resolve_surface).
+CompileOptions job_compile_options(const JobArgs& a) {
+  CompileOptions o;
+  if (a.backend == "npu") {
+    CompilerConfig c;
+    c.mode = parse_compile_mode(effective_mode(a));
+    c.autotune_candidates = a.autotune_candidates;
+    o.config = c;
+  } else {
+    o.backend = a.backend;
+    if (!a.mode.empty()) o.mode = a.mode;
+  }
+  if (a.dynamic == "auto")
+    o.dynamic = std::nullopt;
+  else
+    o.dynamic = a.dynamic != "false";
+  o.fullgraph = true;
+  return o;
+}
+}  // namespace
+
 models::DecoderConfig check_args(JobArgs& a) {
-  parse_compile_mode(a.mode);
+  (void)compiler::resolve_surface(job_compile_options(a));  // ConfigError naming what is wrong
   a.timeout_s = parse_timeout(a.timeout);
   models::DecoderConfig c = model_config(a);
   c.validate(a.tp, a.pp);
@@ -243,10 +280,9 @@ CacheOptions Job::cache_options(const std::string& method) const {
   o.cache_dir = args.cache_dir;
   o.compile.method_name = method;
   o.ge_cache = args.ge_cache;
-  CompilerConfig c;
-  c.mode = parse_compile_mode(args.mode);
-  c.autotune_candidates = args.autotune_candidates;
-  o.compile.config = c;
+  const std::string name = o.compile.method_name;
+  o.compile = job_compile_options(args);
+  o.compile.method_name = name;
   o.tp_rank = comm->rank(GroupRole::tp);
   o.pp_rank = comm->rank(GroupRole::pp);
   return o;
@@ -446,7 +482,9 @@ void report_job(Job& job, const std::string& title, double wall_s, const std::st
                            {"world_size", job.world()},
                            {"tp", job.args.tp},
                            {"pp", job.args.pp},
-                           {"mode", job.args.mode},
+                           {"backend", job.args.backend},
+                           {"mode", effective_mode(job.args)},
+                           {"dynamic", job.args.dynamic},
                            {"independent", job.args.independent},
                            {"flat_exchange", job.args.flat_exchange},
                            {"hosts", hosts},
@@ -472,7 +510,7 @@ void report_job(Job& job, const std::string& title, double wall_s, const std::st
                            {"per_rank", per_rank}};
   if (!extra_json.empty()) report.update(nlohmann::json::parse(extra_json));
   std::printf("== %s: world %d on %d host%s, tp %d, pp %d, %s%s\n", title.c_str(), job.world(), hosts,
-              hosts == 1 ? "" : "s", job.args.tp, job.args.pp, job.args.mode.c_str(),
+              hosts == 1 ? "" : "s", job.args.tp, job.args.pp, effective_mode(job.args).c_str(),
               job.args.independent ? ", independent" : ", coordinated");
   std::printf("  model             %s (%s, %lld layers, hidden %lld), %s weights\n", c.name.c_str(),
               c.architecture.c_str(), static_cast<long long>(c.layers), static_cast<long long>(c.hidden),

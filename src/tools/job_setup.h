@@ -23,7 +23,12 @@ struct JobArgs {
   std::string model = "tiny-llama";
   int tp = 1, pp = 1;
   std::string cache_dir;
-  std::string mode = "max-autotune";
+  // npu (default): TorchAir's CompilerConfig, --mode max-autotune or
+  // reduce-overhead; inductor or npugraphs: torch.compile's surface, --mode
+  // one of inductor's modes (docs/GUIDE.md, "The compile surface").
+  std::string backend = "npu";
+  std::string mode;              // "" : the backend's default
+  std::string dynamic = "true";  // true, false or auto (automatic dynamic)
   bool ge_cache = false;
   bool independent = false;
   bool flat_exchange = false;
@@ -36,6 +41,10 @@ struct JobArgs {
   int64_t max_seq = 0;         // caps the KV-cache length (0: the config's)
   bool check_only = false;     // --check-args: validate, start nothing
 };
+
+// The mode as given, or the backend's default ("max-autotune" for npu,
+// "default" for inductor, "" for npugraphs).
+std::string effective_mode(const JobArgs& a);
 
 // Registers the options shared by warmup and infer.
 void add_job_options(CLI::App* cmd, JobArgs& a);

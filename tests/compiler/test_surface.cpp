@@ -290,3 +290,47 @@ TEST(NpuGraphTrees, MemoryOfDeadCapturesIsReclaimed) {
   EXPECT_GT(big, small);
   EXPECT_EQ(after, small);
 }
+
+namespace {
+// Mixes the rows: padding the batch dim would change every result.
+struct RowMixer : nn::Module {
+  Tensor w;
+  RowMixer() { w = register_parameter("w", Tensor::from_vector(ramp(32 * 32, 0.01f, -0.05f), {32, 32})); }
+  std::string type_name() const override { return "RowMixer"; }
+  Tensor forward(const Tensor& x) { return ops::matmul(x, w) + ops::mean(x, {0}, true); }
+};
+}  // namespace
+
+// enable_shape_handling: a smaller batch is padded up to a captured one and
+// replays it; the padding is sliced off; results equal eager.
+TEST(ShapeHandling, SmallerBatchesReplayTheNextCapturedSize) {
+  Block m;
+  CompileOptions o;
+  o.dynamic = true;
+  o.options = {{"triton.cudagraphs", true}, {"enable_shape_handling", true}};
+  auto fast = compile(m, &Block::forward, o);
+  for (int64_t b : {8, 5, 3, 8, 7, 16, 12}) {
+    Tensor x = batch(b);
+    const auto got = fast(x);
+    ASSERT_EQ(got.dims(), (std::vector<int64_t>{b, 32})) << "batch " << b;
+    expect_close(got.to_vector(), m.forward(x).to_vector(), "batch " + std::to_string(b));
+    EXPECT_TRUE(fast.status().replayed) << "batch " << b;
+  }
+  EXPECT_EQ(fast.status().captures, 2u);  // 8 and 16
+  EXPECT_EQ(fast.compiles(), 1u);
+}
+
+// A computation that mixes rows is caught by the first padded call's check:
+// its result is the unpadded one, and the method is not padded afterwards.
+TEST(ShapeHandling, PaddingThatChangesResultsIsDetectedAndStopped) {
+  RowMixer m;
+  CompileOptions o;
+  o.dynamic = true;
+  o.options = {{"triton.cudagraphs", true}, {"enable_shape_handling", true}};
+  auto fast = compile(m, &RowMixer::forward, o);
+  for (int64_t b : {8, 5, 3}) {
+    Tensor x = batch(b);
+    expect_close(fast(x).to_vector(), m.forward(x).to_vector(), "batch " + std::to_string(b));
+  }
+  EXPECT_EQ(fast.status().captures, 2u);  // 8, then 3 captured of its own (5 ran unpadded once)
+}

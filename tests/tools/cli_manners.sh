@@ -12,7 +12,10 @@
 #   NPUCACHE_LOG_LEVEL is a warning and the default;
 # - the launch scripts reject bad arguments before starting mpirun;
 # - hostile model configs (absurd sizes, numbers no double holds, devices,
-#   pipes) exit 2 at once naming the file and the field, and make no cache.
+#   pipes) exit 2 at once naming the file and the field, and make no cache;
+# - torch.compile's surface on the jobs (--backend, --mode, --dynamic):
+#   contradictions exit 2 naming them; warmup then infer of each backend on
+#   2 ranks give the eager tokens, the warm infer compiling nothing.
 set -euo pipefail
 
 [ $# -eq 2 ] || { echo "usage: $0 NPUCACHE_BINARY LAUNCH_DIR" >&2; exit 2; }
@@ -41,12 +44,12 @@ expect_exit 2 "the commands are: .*verify.*warmup" "$npucache" frobnicate
 expect_exit 2 "not expected: --bogus" "$npucache" ls --bogus
 expect_exit 2 "--tp: 'x' is not a positive whole number" "$npucache" warmup --tp x
 expect_exit 2 "--tp: '0' is not a positive whole number" "$npucache" warmup --tp 0
-expect_exit 2 "--mode: .*reduce-overhead" "$npucache" warmup --mode fast
+expect_exit 2 "unknown compile mode 'fast'; expected 'max-autotune' or 'reduce-overhead'" "$npucache" warmup --mode fast
 expect_exit 2 "--timeout 'nan' is not a positive number" "$npucache" warmup --timeout nan
 expect_exit 2 "gc.*--max-size is required|--max-size is required" "$npucache" gc
 expect_exit 2 "'12Q'" "$npucache" gc --max-size 12Q "$work/none"
 expect_exit 0 "--tp INT:POSITIVE=1" "$npucache" warmup --help
-expect_exit 0 "--mode TEXT:\{max-autotune,reduce-overhead\}=max-autotune" "$npucache" warmup --help
+expect_exit 0 "--backend TEXT:\{npu,inductor,npugraphs\}=npu" "$npucache" warmup --help
 expect_exit 0 "--timeout TEXT=120" "$npucache" warmup --help
 expect_exit 0 "default: \\\$NPUCACHE_CACHE_DIR" "$npucache" stats --help
 
@@ -178,6 +181,28 @@ for spec in "layers.json:field 'num_hidden_layers' is 10000000, more than 4096" 
   [ ! -e "$work/hostile" ] || fail "a cache directory was made for the hostile config $file"
 done
 expect_exit 2 "field 'num_hidden_layers' is 10000000" "$launch/warmup.sh" --model "$work/layers.json"
+
+# 9. torch.compile's surface on the jobs.
+expect_exit 2 "backend 'npugraphs' takes no mode" "$npucache" warmup --backend npugraphs --mode max-autotune --check-args
+expect_exit 2 "unknown mode 'fast' for the inductor backend" "$npucache" warmup --backend inductor --mode fast \
+  --check-args
+expect_exit 2 "unknown compile mode 'default'" "$npucache" warmup --backend npu --mode default --check-args
+expect_exit 2 "dynamic" "$npucache" warmup --dynamic maybe --check-args
+mpirun_sh="$(dirname "$launch")/scripts/mpirun.sh"
+for args in "--backend inductor --mode reduce-overhead --dynamic auto" "--backend npugraphs" \
+  "--backend inductor --mode max-autotune-no-cudagraphs --dynamic false"; do
+  dir="$work/surface-$(echo "$args" | tr -c 'a-z0-9' '_')"
+  # shellcheck disable=SC2086
+  timeout 120 "$mpirun_sh" 2 "$npucache" warmup --tp 2 --cache-dir "$dir" $args > warm.txt 2>&1 ||
+    fail "warmup $args failed: $(tail -5 warm.txt)"
+  # shellcheck disable=SC2086
+  timeout 120 "$mpirun_sh" 2 "$npucache" infer --tp 2 --tokens 4 --cache-dir "$dir" $args \
+    --report-json "$work/infer.json" > infer.txt 2>&1 || fail "infer $args failed: $(tail -5 infer.txt)"
+  grep -q "tokens equal the single-process eager result: yes" infer.txt ||
+    fail "infer $args: tokens differ from eager: $(grep tokens infer.txt)"
+  python3 -c "import json,sys; r=json.load(open(sys.argv[1])); sys.exit(0 if r['compiled'] == 0 else 1)" \
+    "$work/infer.json" || fail "infer $args compiled after its warmup"
+done
 
 [ "$fails" = 0 ] || { echo "$fails check(s) failed" >&2; exit 1; }
 echo "cli manners: all checks passed"
