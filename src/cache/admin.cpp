@@ -11,6 +11,7 @@
 #include "cache/keys.h"
 #include "cache/layout.h"
 #include "cache/object_file.h"
+#include "cache/profile_file.h"
 #include "cache/store.h"
 #include "log/log.h"
 #include "log/progress.h"
@@ -258,8 +259,24 @@ Explanation explain(const std::string& dir, const std::string& entry) {
   }
   const auto all = all_entries(s);
   const EntryRecord* target = nullptr;
-  for (const auto& e : all)
+  const std::string piece_prefix = entry + ".piece-";
+  for (const auto& e : all) {
     if (e.path == entry) target = &e;
+    if (e.path.compare(0, piece_prefix.size(), piece_prefix) == 0) out.pieces.push_back(e.path);
+  }
+  std::sort(out.pieces.begin(), out.pieces.end());
+  try {
+    if (auto bytes = s.directory().read(layout::kProfileFile, kMaxProfileFileBytes)) {
+      const std::string model_info = layout::model_info_of(entry);
+      const std::string func = entry.substr(entry.rfind('/') + 1);
+      for (const auto& r : decode_profiles(*bytes, (s.dir() / layout::kProfileFile).string()))
+        if (r.model_info == model_info && r.method == func)
+          out.dynamic_dims.push_back(r.dim.input + " dim " + std::to_string(r.dim.dim));
+    }
+  } catch (const CacheError& e) {
+    out.dynamic_dims.push_back("(the profiles file is damaged: " + std::string(e.what()) + ")");
+  }
+  if (!target && !out.pieces.empty()) return out;  // a method split at graph breaks: only its pieces
   if (!target) throw CacheError("no entry '" + entry + "' in " + dir + "; `npucache ls` lists them");
   std::size_t best = SIZE_MAX;
   for (const auto& e : all) {

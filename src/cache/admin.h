@@ -61,10 +61,16 @@ struct Explanation {
   // With an entry: the nearest other entry and the components that differ.
   std::string entry, nearest;
   std::vector<std::string> differences;
+  // With an entry: the pieces a method split at graph breaks is cached as
+  // (its entries "<entry>.piece-<hash>"), and the dims automatic dynamic
+  // made dynamic for it ("arg0 dim 0", from profiles.h5).
+  std::vector<std::string> pieces;
+  std::vector<std::string> dynamic_dims;
   // Without: the recent misses.
   std::vector<MissRecord> misses;
 };
-// `entry` empty: the recorded misses; else `entry` against its nearest.
+// `entry` empty: the recorded misses; else `entry` against its nearest, its
+// pieces and its dynamic dims (an entry that is only pieces is explained).
 Explanation explain(const std::string& dir, const std::string& entry);
 
 struct Transfer {

@@ -128,6 +128,8 @@ void cmd_stats(const std::string& d, bool zero, bool json) {
 // The last line of `explain`: what the findings mean, in one sentence.
 std::string explain_verdict(const cache::admin::Explanation& x) {
   if (!x.entry.empty()) {
+    if (x.nearest.empty() && !x.pieces.empty())
+      return "the method has graph breaks: it is cached as the pieces listed, each looked up when a call reaches it";
     if (x.nearest.empty()) return "no other entry to compare with";
     if (x.differences.empty())
       return "no key component differs from " + x.nearest + ": the two entries differ only in where they sit " +
@@ -169,6 +171,8 @@ void cmd_explain(const std::string& d, const std::string& entry, bool json) {
       j["entry"] = entry;
       j["nearest"] = x.nearest.empty() ? nlohmann::json(nullptr) : nlohmann::json(x.nearest);
       j["differences"] = x.differences;
+      j["pieces"] = x.pieces;
+      j["dynamic_dims"] = x.dynamic_dims;
     } else {
       nlohmann::json misses = nlohmann::json::array();
       for (const auto& m : x.misses)
@@ -182,6 +186,15 @@ void cmd_explain(const std::string& d, const std::string& entry, bool json) {
     if (!x.nearest.empty()) {
       std::printf("%s vs nearest entry %s:\n", entry.c_str(), x.nearest.c_str());
       for (const auto& diff : x.differences) std::printf("  %s\n", diff.c_str());
+    }
+    if (!x.pieces.empty()) {
+      std::printf("graph breaks: %s is split into %zu cached piece(s) (compiled with fullgraph=false):\n",
+                  entry.c_str(), x.pieces.size());
+      for (const auto& p : x.pieces) std::printf("  %s\n", p.c_str());
+    }
+    if (!x.dynamic_dims.empty()) {
+      std::printf("dynamic dims (automatic dynamic, kept in profiles.h5):\n");
+      for (const auto& dim : x.dynamic_dims) std::printf("  %s\n", dim.c_str());
     }
   } else {
     for (const auto& m : x.misses) {

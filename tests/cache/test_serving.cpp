@@ -137,16 +137,25 @@ TEST_F(Serving, TorchCompileModesAreCached) {
 // cached like whole graphs, so a restart compiles nothing; with fullgraph
 // (the seed's default) the break is an error giving its reason.
 TEST_F(Serving, PiecesBetweenGraphBreaksAreCached) {
-  Out cold = serve("--breaks --batches 4,4,6");
+  Out cold = serve("--breaks --dynamic auto --batches 4,4,6");
   ASSERT_EQ(cold.status, 0) << cold.text;
   EXPECT_GE(number(cold.text, "compiles"), 2) << cold.text;
   EXPECT_TRUE(has(cold.text, "breaks 1")) << cold.text;
   EXPECT_LE(maxdiff(cold.text), 1e-4) << cold.text;
-  Out warm = serve("--breaks --batches 4,4,6");
+  Out warm = serve("--breaks --dynamic auto --batches 4,4,6");
   ASSERT_EQ(warm.status, 0) << warm.text;
   EXPECT_EQ(number(warm.text, "compiles"), 0) << warm.text;
   EXPECT_TRUE(has(warm.text, "call 4 hit")) << warm.text;
   EXPECT_LE(maxdiff(warm.text), 1e-4) << warm.text;
+  // explain names the pieces the method is cached as.
+  std::smatch m;
+  Out ls = sh(std::string(NPUCACHE_CLI) + " ls " + dir.string());
+  ASSERT_TRUE(std::regex_search(ls.text, m, std::regex("(Server_auto_[0-9a-f]+/branchy)\\.piece-[0-9a-f]{16}")))
+      << ls.text;
+  Out ex = sh(std::string(NPUCACHE_CLI) + " explain " + dir.string() + " --entry " + m[1].str());
+  EXPECT_EQ(ex.status, 0) << ex.text;
+  EXPECT_TRUE(has(ex.text, "graph breaks: " + m[1].str() + " is split into")) << ex.text;
+  EXPECT_TRUE(has(ex.text, "verdict: the method has graph breaks")) << ex.text;
   Out strict = serve("--breaks --fullgraph --batches 4");
   EXPECT_NE(strict.status, 0) << strict.text;
   EXPECT_TRUE(has(strict.text, "graph break in Server.branchy at op sum")) << strict.text;
