@@ -170,6 +170,12 @@ struct CallStatus {
   // that does not capture).
   std::size_t captures = 0;
   bool replayed = false;
+  // Capture templates (reduce-overhead with cache_compile): captures this
+  // process recorded, captures it restored from stored templates instead
+  // (no capture), and stored templates it could not use, with the latest
+  // reason ("recaptured: device memory: stored '...', now '...'").
+  std::size_t recorded = 0, restored = 0, recaptured = 0;
+  std::string recapture_reason;
 };
 
 namespace detail {

@@ -9,7 +9,14 @@
 // platform is first used: NPUCACHE_SIM_DEVICES, NPUCACHE_SIM_DEVICE_MEMORY
 // (bytes, or with a K/M/G suffix), NPUCACHE_SIM_RUNTIME_VERSION,
 // NPUCACHE_SIM_LAUNCH_LATENCY_US (an optional modelled host-side launch
-// latency, default 0: only the real cost of a launch is paid).
+// latency, default 0: only the real cost of a launch is paid), and the
+// capture-cost model, off by default: NPUCACHE_SIM_CAPTURE_US_PER_TASK (what
+// recording one task of a captured graph costs; on hardware a capture is
+// seconds: vllm-ascend reports about 3.3 s per captured shape, so 3300 us
+// per task models a 1,000-task decode graph) and
+// NPUCACHE_SIM_INSTANTIATE_US_PER_TASK (what making a replayable graph from
+// recorded or restored tasks costs per task; Foundry restores templates
+// 17-22x faster than it captures, so 165 us goes with 3300).
 //
 // Thread safety: Platform and Device are safe to use from several threads.
 #pragma once
@@ -42,6 +49,8 @@ struct PlatformConfig {
   int compute_cores = 8;
   std::string runtime_version = "1.0.0";
   double launch_latency_us = 0.0;
+  double capture_us_per_task = 0.0;
+  double instantiate_us_per_task = 0.0;
   // Defaults overridden by the NPUCACHE_SIM_* environment variables.
   static PlatformConfig from_env();
 };

@@ -1,5 +1,7 @@
 #include "cache/admin.h"
 
+#include "cache/admin_templates.h"
+
 #include <npucache/cache.h>
 #include <npucache/error.h>
 
@@ -213,6 +215,20 @@ VerifyResult verify(const std::string& dir, bool repair) {
                              ")");
     }
   }
+  for (const auto& t : stored_templates(s)) {
+    ++out.templates;
+    std::string why = t.damage;
+    if (t.record && !good_objects.count(t.record->validity.graph_key))
+      why = "its object " + t.record->validity.graph_key + " is " +
+            (damaged_objects.count(t.record->validity.graph_key) ? "damaged" : "missing") +
+            ": the template can never be used";
+    if (why.empty()) continue;
+    out.bad.emplace_back(t.path, why);
+    if (repair) {
+      remove_template(s, t.key);
+      out.repaired.push_back("removed capture template " + t.path + " (the next start captures again)");
+    }
+  }
   if (repair) {
     for (const auto& [key, why] : damaged_objects) {
       s.remove_object(key);
@@ -238,6 +254,10 @@ Stats stats(const std::string& dir) {
       st.raw_bytes += s.object_meta(key).raw_size;
     } catch (const CacheError&) {
     }
+  }
+  for (const auto& t : stored_templates(s)) {
+    ++st.templates;
+    st.template_bytes += t.bytes;
   }
   st.max_size = max_size(dir);
   st.counters = read_stats(s.dir());
@@ -306,10 +326,12 @@ Transfer export_bundle(const std::string& dir, const std::string& file) {
                         std::to_string(keys.size()));
     b.objects.push_back(s.object(k, true));
   }
+  for (auto& t : stored_templates(s, true))
+    if (t.record && keys.count(t.record->validity.graph_key)) b.templates.emplace_back(t.key, std::move(t.raw));
   log::Progress::note("compressing and writing " + file);
   const std::string bytes = write_bundle(b);
   write_file_atomically(file, bytes);
-  return {b.entries.size(), b.objects.size(), bytes.size()};
+  return {b.entries.size(), b.objects.size(), bytes.size(), b.templates.size()};
 }
 
 Transfer import_bytes(std::string_view bytes, const std::string& dir) {
@@ -335,7 +357,8 @@ Transfer import_bytes(std::string_view bytes, const std::string& dir) {
     log::Progress::note("writing the index of " + m);
     s.update_index(m, model_components(es.front().meta.components), es, {});
   }
-  return {b.entries.size(), b.objects.size(), bytes.size()};
+  for (const auto& [key, file] : b.templates) put_template(s, key, file);
+  return {b.entries.size(), b.objects.size(), bytes.size(), b.templates.size()};
 }
 
 Transfer import_bundle(const std::string& file, const std::string& dir) {
@@ -479,6 +502,8 @@ GcResult gc(const std::string& dir, std::size_t limit, const std::vector<std::st
     ++out.removed_objects;
   }
   if (have_objects) s.directory().sub(layout::kObjectsDir, Create::no).remove_stale_temps();
+  const auto keys = s.object_keys();
+  out.removed_templates = sweep_templates(s, std::set<std::string>(keys.begin(), keys.end()));
   out.remaining_bytes = total;
   return out;
 }
@@ -501,7 +526,7 @@ ClearResult clear(const std::string& dir) {
       ours = is_our_envelope(d, n, EnvelopeKind::profile);
     else if (n == layout::kFormat1File)
       ours = is_our_format1(d);
-    if (n == layout::kObjectsDir || n == layout::kLocksDir) continue;
+    if (n == layout::kObjectsDir || n == layout::kLocksDir || n == layout::kTemplatesDir) continue;
     if (ours) {
       out.had_cache = out.had_cache || !temp;
       d.remove(n);
@@ -510,16 +535,20 @@ ClearResult clear(const std::string& dir) {
       out.left.push_back((d.path() / n).string());
     }
   }
-  for (const char* sub : {layout::kObjectsDir, layout::kLocksDir}) {
+  for (const char* sub : {layout::kObjectsDir, layout::kTemplatesDir, layout::kLocksDir}) {
     auto info = d.stat(sub);
     if (!info) continue;
     const Dir s = d.sub(sub, Create::no);
     bool empty = true;
     for (const auto& n : s.list()) {
-      const bool ours = std::string(sub) == layout::kLocksDir
-                            ? (n.size() > 5 && n.compare(n.size() - 5, 5, ".lock") == 0)
-                            : (!layout::object_key(n).empty() && is_our_envelope(s, n, EnvelopeKind::object)) ||
-                                  layout::temp_owner_any(n) > 0;
+      const std::string where = sub;
+      const bool ours =
+          where == layout::kLocksDir ? (n.size() > 5 && n.compare(n.size() - 5, 5, ".lock") == 0)
+          : where == layout::kTemplatesDir
+              ? (!layout::template_key_of(n).empty() && is_our_envelope(s, n, EnvelopeKind::capture_template)) ||
+                    layout::temp_owner_any(n) > 0
+              : (!layout::object_key(n).empty() && is_our_envelope(s, n, EnvelopeKind::object)) ||
+                    layout::temp_owner_any(n) > 0;
       if (ours) {
         s.remove(n);
         ++out.removed;

@@ -36,21 +36,25 @@ struct Listing {
 Listing ls(const std::string& dir);
 
 struct VerifyResult {
-  std::size_t entries = 0, objects = 0, indexes = 0;
+  std::size_t entries = 0, objects = 0, indexes = 0, templates = 0;
   std::vector<std::pair<std::string, std::string>> bad;  // what (a file or an entry), what is wrong
   std::vector<std::string> repaired;                     // with repair: what was done
 };
-// Checks every index, object and entry: envelopes, checksums, every entry's
-// object present, intact, with the entry's checksum and decodable with its
-// parameters. With `repair`: damaged objects and the entries that use them
-// are removed (the next run rebuilds them), damaged indexes are rewritten
-// with their readable entries, stale temporaries removed.
+// Checks every index, object, entry and capture template: envelopes,
+// checksums, every entry's object present, intact, with the entry's
+// checksum and decodable with its parameters; every template decodable,
+// named by its content, with its fingerprint, and its object present. With
+// `repair`: damaged objects and the entries that use them are removed (the
+// next run rebuilds them), damaged indexes are rewritten with their
+// readable entries, damaged or orphaned templates removed (the next start
+// captures again), stale temporaries removed.
 VerifyResult verify(const std::string& dir, bool repair);
 
 struct Stats {
   std::size_t entries = 0, objects = 0;
   std::size_t stored_bytes = 0, raw_bytes = 0;
-  std::optional<std::size_t> max_size;  // the configured limit
+  std::size_t templates = 0, template_bytes = 0;  // capture templates
+  std::optional<std::size_t> max_size;            // the configured limit
   CacheStats counters;
 };
 Stats stats(const std::string& dir);
@@ -74,7 +78,7 @@ struct Explanation {
 Explanation explain(const std::string& dir, const std::string& entry);
 
 struct Transfer {
-  std::size_t entries = 0, objects = 0, bytes = 0;
+  std::size_t entries = 0, objects = 0, bytes = 0, templates = 0;
 };
 // The Mega-Cache bundle of a whole cache, written to `file` (0600).
 Transfer export_bundle(const std::string& dir, const std::string& file);
@@ -87,6 +91,7 @@ Transfer import_bytes(std::string_view bytes, const std::string& dir);
 struct GcResult {
   std::size_t evicted_layouts = 0, evicted_entries = 0, entries = 0;
   std::size_t removed_objects = 0;
+  std::size_t removed_templates = 0;  // of removed objects, or damaged
   std::size_t remaining_bytes = 0, limit = 0;
   std::vector<std::string> left;      // files named like npucache's that are not (untouched)
   std::vector<std::string> problems;  // indexes that could not be read (their entries are not counted)

@@ -3,6 +3,7 @@
 #include <npucache/cache.h>
 
 #include "cache/admin.h"
+#include "cache/admin_templates.h"
 #include "cache/bundle.h"
 #include "cache/cache_error.h"
 #include "cache/dir.h"
@@ -26,6 +27,15 @@ std::string readable_cache(const std::string& path, const std::string& file) {
   auto e = store.entry(entry_path);
   if (!e) throw CacheError("no cache entry '" + entry_path + "' in " + dir + "; `npucache ls " + dir + "` lists them");
   std::string text = cache::readable_entry(*e, store.object(e->graph_key));
+  // The capture templates of its program (reduce-overhead): tasks and slots.
+  for (const auto& t : cache::admin::stored_templates(store)) {
+    if (!t.record || t.record->validity.graph_key != e->graph_key) continue;
+    const compiler::CaptureTemplate ct = compiler::decode_template(t.record->bytes);
+    text += "\n## capture template " + t.key + " (sizes " + t.record->validity.binding + ", pool " +
+            std::to_string(ct.footprint) + " bytes, " + std::to_string(ct.tasks.size()) +
+            " tasks; slot 0 the pool, 1.. the inputs, then the parameters)\n";
+    for (const auto& line : cache::template_listing(ct)) text += line + "\n";
+  }
   if (!file.empty()) cache::write_file_atomically(file, text);
   return text;
 }

@@ -4,12 +4,14 @@
 #include "cache/cache_error.h"
 #include "cache/keys.h"
 #include "cache/layout.h"
+#include "cache/template_file.h"
 #include "cache/zstd_codec.h"
 #include "compiler/serialize.h"
 #include "compiler/wire.h"
 
 #include <xxhash.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <set>
@@ -20,7 +22,8 @@ using compiler::ByteWriter;
 namespace {
 
 constexpr char kMagic[8] = {'N', 'P', 'U', 'C', 'B', 'N', 'D', 'L'};
-constexpr uint32_t kVersion = 3;  // 3: npucache's own bounded encoding
+constexpr uint32_t kVersion = 4;  // 3: npucache's own bounded encoding; 4: capture templates
+constexpr uint32_t kOldestReadable = 3;
 constexpr std::size_t kHeader = 36;
 
 void put_producer(ByteWriter& w, const Producer& p) {
@@ -153,6 +156,11 @@ std::string write_bundle(const Bundle& b) {
   for (const auto& o : b.objects) put_object(w, o);
   w.u32(static_cast<uint32_t>(b.entries.size()));
   for (const auto& e : b.entries) put_entry(w, e);
+  w.u32(static_cast<uint32_t>(b.templates.size()));
+  for (const auto& [key, bytes] : b.templates) {
+    w.str(key);
+    w.str(bytes);
+  }
   const std::string raw = w.take();
   if (raw.size() > kMaxBundleBytes)
     throw CacheError("the bundle would hold " + std::to_string(raw.size()) + " bytes, more than a bundle may (" +
@@ -170,9 +178,10 @@ Bundle read_bundle(std::string_view bytes) {
   if (bytes.size() < kHeader || std::memcmp(bytes.data(), kMagic, sizeof kMagic) != 0)
     throw CacheError("not an npucache bundle (bad magic); export one with `npucache export`");
   const auto version = get<uint32_t>(bytes, 8);
-  if (version != kVersion)
+  if (version < kOldestReadable || version > kVersion)
     throw CacheError("bundle format version " + std::to_string(version) + " is not supported (this build reads " +
-                     std::to_string(kVersion) + "); export it again with this version");
+                     std::to_string(kOldestReadable) + " to " + std::to_string(kVersion) +
+                     "); export it again with this version");
   const auto len = get<uint64_t>(bytes, 12);
   const auto raw_len = get<uint64_t>(bytes, 20);
   if (bytes.size() - kHeader != len)
@@ -195,6 +204,13 @@ Bundle read_bundle(std::string_view bytes) {
     for (std::size_t i = 0; i < no; ++i) b.objects.push_back(get_object(r));
     const std::size_t ne = r.count(64);
     for (std::size_t i = 0; i < ne; ++i) b.entries.push_back(get_entry(r));
+    if (version >= 4) {
+      const std::size_t nt = r.count(8);
+      for (std::size_t i = 0; i < nt; ++i) {
+        std::string key = r.str();
+        b.templates.emplace_back(std::move(key), r.str());
+      }
+    }
     if (!r.done()) r.fail("it has trailing bytes");
     return b;
   } catch (const CacheError&) {
@@ -206,6 +222,22 @@ Bundle read_bundle(std::string_view bytes) {
 
 void validate_bundle(const Bundle& b) {
   auto bad = [](const std::string& why) { return CacheError("bundle rejected, nothing imported: " + why); };
+  std::set<std::string> template_keys;
+  for (const auto& [key, bytes] : b.templates) {
+    if (!layout::valid_graph_key(key)) throw bad("template key '" + key + "' is malformed");
+    if (!template_keys.insert(key).second) throw bad("template " + key + " appears twice");
+    TemplateRecord t;
+    try {
+      t = decode_template_file(bytes, "template " + key);
+    } catch (const CacheError& e) {
+      throw bad(e.what());
+    }
+    if (template_key(t.validity.graph_key, t.validity.binding) != key)
+      throw bad("template " + key + " is not named by its content's key");
+    if (std::none_of(b.objects.begin(), b.objects.end(),
+                     [&](const ObjectRecord& o) { return o.graph_key == t.validity.graph_key; }))
+      throw bad("template " + key + " is of object " + t.validity.graph_key + ", which the bundle does not hold");
+  }
   std::map<std::string, const ObjectRecord*> objects;
   for (const auto& o : b.objects) {
     if (!layout::valid_graph_key(o.graph_key)) throw bad("object key '" + o.graph_key + "' is malformed");

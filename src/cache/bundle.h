@@ -3,7 +3,7 @@
 // bounded encoding (wire.h).
 //
 //   bytes 0-7   magic "NPUCBNDL"
-//   8-11        u32 format version (3)
+//   8-11        u32 format version (4: with capture templates; 3 is read)
 //   12-19       u64 payload bytes (compressed)
 //   20-27       u64 decoded bytes (at most kMaxBundleBytes and
 //               kMaxBundleRatio times the payload)
@@ -32,6 +32,8 @@ constexpr uint64_t kMaxBundleRatio = 4096;
 struct Bundle {
   std::vector<EntryRecord> entries;
   std::vector<ObjectRecord> objects;
+  // Capture templates of the objects: (template key, the file's bytes).
+  std::vector<std::pair<std::string, std::string>> templates;
 };
 
 std::string write_bundle(const Bundle& b);

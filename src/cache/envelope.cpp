@@ -22,6 +22,7 @@ const char* magic(EnvelopeKind k) {
     case EnvelopeKind::object: return "NPUCOBJ1";
     case EnvelopeKind::tuning: return "NPUCTUN1";
     case EnvelopeKind::profile: return "NPUCPRF1";
+    case EnvelopeKind::capture_template: return "NPUCTPL1";
   }
   return "NPUC????";
 }
@@ -43,6 +44,7 @@ const char* kind_name(EnvelopeKind k) {
     case EnvelopeKind::object: return "object";
     case EnvelopeKind::tuning: return "tuning";
     case EnvelopeKind::profile: return "profile";
+    case EnvelopeKind::capture_template: return "template";
   }
   return "unknown";
 }

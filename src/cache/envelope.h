@@ -4,8 +4,8 @@
 // data follows:
 //
 //   bytes 0-7    magic "NPUCIDX1" (an index), "NPUCOBJ1" (an object),
-//                "NPUCTUN1" (the tuning table) or "NPUCPRF1" (the
-//                dynamic-shape profiles)
+//                "NPUCTUN1" (the tuning table), "NPUCPRF1" (the
+//                dynamic-shape profiles) or "NPUCTPL1" (a capture template)
 //   8-11         u32 envelope version (1)
 //   12-15        u32 userblock size U (a power of two >= 512)
 //   16-23        u64 record bytes R      24-31  u64 xxh3-64 of bytes 56..U
@@ -27,7 +27,7 @@
 
 namespace npucache::cache {
 
-enum class EnvelopeKind { index, object, tuning, profile };
+enum class EnvelopeKind { index, object, tuning, profile, capture_template };
 
 // The bytes of a file: the header and records in a userblock of
 // `userblock` bytes, then `hdf5_image` (made with h5::create_image(userblock)).
@@ -35,7 +35,7 @@ std::string seal(EnvelopeKind kind, const std::vector<std::string>& records, std
                  std::size_t userblock);
 // The userblock size `records` need (a power of two >= 512).
 std::size_t userblock_for(const std::vector<std::string>& records);
-// "index", "object", "tuning", "profile": the `kind` attribute of the file's HDF5 view.
+// "index", "object", "tuning", "profile", "template": the `kind` attribute of the file's HDF5 view.
 const char* kind_name(EnvelopeKind kind);
 
 struct Opened {

@@ -87,3 +87,17 @@ long temp_owner_any(const std::string& name) {
 }
 
 }  // namespace npucache::cache::layout
+
+namespace npucache::cache::layout {
+
+std::string template_file(const std::string& template_key) { return template_key + kIndexSuffix; }
+
+std::string template_key_of(const std::string& file_name) {
+  const std::string suffix = kIndexSuffix;
+  if (file_name.size() <= suffix.size() || file_name.compare(file_name.size() - suffix.size(), suffix.size(), suffix))
+    return "";
+  const std::string k = file_name.substr(0, file_name.size() - suffix.size());
+  return valid_graph_key(k) ? k : "";
+}
+
+}  // namespace npucache::cache::layout

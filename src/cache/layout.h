@@ -9,6 +9,7 @@
 //     stats.json                 hit/miss counters, last use, recent misses
 //     <model_info>.h5            the index of one model: its entries, at the seed's paths
 //     objects/<graph_key>.h5     one compiled artifact, written once, never changed
+//     templates/<key>.h5         a capture template of an artifact under one binding of its sizes
 //     tuning.h5                  the tuning table: autotune decisions by kernel signature and runtime
 //     profiles.h5                dynamic-shape profiles: dims automatic dynamic made dynamic, per method
 //     locks/                     flock()ed files serialising writers of one index
@@ -53,6 +54,11 @@ inline constexpr const char* kTuningLock = "tuning.lock";
 inline constexpr const char* kProfileFile = "profiles.h5";
 inline constexpr const char* kProfileLock = "profiles.lock";
 inline constexpr const char* kProfileDataset = "dynamic_dims";
+// Capture templates: templates/<template_key>.h5, the key naming a compiled
+// program (graph key) and the sizes it was captured for; the HDF5 view's
+// dataset of the task listing.
+inline constexpr const char* kTemplatesDir = "templates";
+inline constexpr const char* kTemplateTasksDataset = "tasks";
 // Its HDF5 view: one group per runtime, one string per decision.
 inline constexpr const char* kTuningDataset = "decisions";
 // The whole cache of format 1 (one file); recognised to report and clear.
@@ -75,6 +81,9 @@ std::string object_file(const std::string& graph_key);
 std::string index_model_info(const std::string& file_name);
 // The graph key an object file name stands for, or "".
 std::string object_key(const std::string& file_name);
+// "templates/<key>.h5" names: the file of a template key, and back ("").
+std::string template_file(const std::string& template_key);
+std::string template_key_of(const std::string& file_name);
 
 // Names as they may appear in a cache: model_info and func are [A-Za-z0-9_.-]
 // (not starting with '.'), a graph key is 32 lowercase hex digits, an entry

@@ -9,6 +9,7 @@
 #include "cache/registry.h"
 #include "cache/stats.h"
 #include "cache/store.h"
+#include "cache/template_store.h"
 #include "cache/tuning_file.h"
 #include "compiler/serialize.h"
 #include "compiler/tuning_table.h"
@@ -33,6 +34,10 @@ std::string join(const std::vector<std::string>& v) {
 void usable(const ObjectRecord& o) { compiler::deserialize_compiled(o.raw); }
 
 }  // namespace
+
+std::shared_ptr<compiler::TemplateStore> MethodCache::templates(const std::string& graph_key) const {
+  return std::make_shared<CachedTemplates>(id_.dir, graph_key, id_.key.runtime_version);
+}
 
 std::shared_ptr<MethodCache> MethodCache::for_method(const std::string& method) const {
   MethodIdentity id = id_;

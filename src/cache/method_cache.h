@@ -50,6 +50,11 @@ class MethodCache {
   const std::string& method() const { return id_.key.method; }
   // Whether objects hold the compiled program (ge_cache in max-autotune).
   bool stores_program() const { return id_.key.ge_cache; }
+  // Whether the method is captured and replayed (its captures are kept as
+  // templates beside its objects).
+  bool captures() const { return id_.key.config.captures(); }
+  // The capture templates of the stored object `graph_key`.
+  std::shared_ptr<compiler::TemplateStore> templates(const std::string& graph_key) const;
   // Whether a hit is decided without a trace (the code_version fast path).
   bool fast_path() const { return id_.fast_path; }
   // <dir>/<entry path>: the seed's path, for messages.

@@ -2,6 +2,7 @@
 
 #include "cache/artifact.h"
 #include "cache/cache_error.h"
+#include "cache/layout.h"
 #include "log/log.h"
 
 #include <chrono>
@@ -41,6 +42,8 @@ compiler::FirstEntry MethodSource::first_call(const FlatArgs& args, const compil
                         : served    ? report_.reason + "; the stored object of the same computation was reused"
                                     : report_.reason;
   first.status.entry = cache_->where();
+  if (!disabled_ && cache_->captures() && layout::valid_graph_key(report_.graph_key))
+    first.templates = cache_->templates(report_.graph_key);
   if (sink_) sink_(report_);
   return first;
 }
@@ -69,6 +72,7 @@ std::optional<compiler::FirstEntry> MethodSource::recompile_dynamic(const FlatAr
   const GraphId id = cache_->graph_id(tr);
   compiler::FirstEntry e;
   e.status.entry = cache_->where();
+  if (!disabled_ && cache_->captures()) e.templates = cache_->templates(id.key);
   if (auto stored = disabled_ ? std::nullopt : cache_->stored_object(id, tr, args, compile)) {
     persist_entry(*stored->graph, stored->object);
     e.graph = std::move(stored->graph);

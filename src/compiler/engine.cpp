@@ -32,6 +32,7 @@ class CompiledFunction {
  public:
   struct Entry {
     std::shared_ptr<compiler::CompiledGraph> graph;
+    std::shared_ptr<compiler::TemplateStore> templates;  // reduce-overhead with a cache
     std::shared_ptr<const compiler::DeviceProgram> program;
     std::map<int, std::unique_ptr<compiler::ProgramRunner>> runners;  // per device
     std::vector<Tensor> params;
@@ -118,6 +119,40 @@ class CompiledFunction {
   }
   const nn::Module& module() const { return module_; }
 
+  // The capture counts of every runner of the method (caller holds mu_).
+  void note_templates(CallStatus& s) const {
+    s.captures = budget_->made();
+    s.recorded = s.restored = s.recaptured = 0;
+    for (const auto& e : entries_)
+      for (const auto& [dev, r] : e.runners) {
+        s.recorded += r->captures();
+        s.restored += r->restores();
+        s.recaptured += r->recaptures();
+        if (r->recaptures()) s.recapture_reason = "recaptured: " + r->recapture_reason();
+      }
+  }
+  // prepare() of a captured method: the call's binding captured without
+  // running (no values needed) so that its template is kept.
+  void prepare_capture(std::size_t entry, const SymBindings& b, int device) {
+    if (!config_.captures()) return;
+    compiler::ProgramRunner* runner = nullptr;
+    {
+      std::lock_guard lock(mu_);
+      Entry& e = entries_[entry];
+      if (!e.templates) return;  // nothing would keep it
+      auto& r = e.runners[device];
+      if (!r) {
+        r = std::make_unique<compiler::ProgramRunner>(e.program, device);
+        r->set_templates(e.templates);
+      }
+      runner = r.get();
+    }
+    if (!budget_->take()) return;
+    runner->capture_template(b, current_communicator());
+    std::lock_guard lock(mu_);
+    note_templates(statuses_[std::this_thread::get_id()]);
+  }
+
   compiler::ReplayOptions replay_options() {
     compiler::ReplayOptions ro;
     ro.inputs = config_.input_handling;
@@ -176,9 +211,11 @@ class CompiledFunction {
     return g;
   }
 
-  void add(std::shared_ptr<compiler::CompiledGraph> g, CallStatus status) {
+  void add(std::shared_ptr<compiler::CompiledGraph> g, CallStatus status,
+           std::shared_ptr<compiler::TemplateStore> templates = nullptr) {
     Entry e;
     e.graph = std::move(g);
+    e.templates = std::move(templates);
     e.program = std::shared_ptr<const compiler::DeviceProgram>(e.graph, &e.graph->program);
     e.params = resolve_params(*e.program);
     e.status = std::move(status);
@@ -248,6 +285,7 @@ class CompiledFunction {
   bool segmented_ = false;
   struct PieceEntry {
     std::shared_ptr<compiler::CompiledGraph> graph;
+    std::shared_ptr<compiler::TemplateStore> templates;
     std::shared_ptr<const compiler::DeviceProgram> program;
     std::map<int, std::unique_ptr<compiler::ProgramRunner>> runners;
     std::vector<Tensor> params;
@@ -303,7 +341,7 @@ SymBindings CompiledFunction::select(const FlatArgs& args, const TraceFn& given_
       const auto t0 = std::chrono::steady_clock::now();
       compiler::FirstEntry first = source_->first_call(args, trace, compile_step);
       first_call_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      add(std::move(first.graph), std::move(first.status));
+      add(std::move(first.graph), std::move(first.status), std::move(first.templates));
     } else {
       TraceResult tr = trace();
       const SymBindings b = tr.signature.bind(args);
@@ -346,7 +384,7 @@ SymBindings CompiledFunction::select(const FlatArgs& args, const TraceFn& given_
       kept->status.outcome = kept->status.outcome == Outcome::hit ? Outcome::hit : Outcome::recompiled;
       if (kept->status.reason.empty() || kept->status.outcome == Outcome::recompiled) kept->status.reason = s.reason;
       b = kept->graph->trace.signature.bind(args);
-      add(std::move(kept->graph), std::move(kept->status));
+      add(std::move(kept->graph), std::move(kept->status), std::move(kept->templates));
     } else {
       TraceResult tr = trace();
       b = tr.signature.bind(args);
@@ -385,7 +423,10 @@ std::vector<Tensor> CompiledFunction::call(const FlatArgs& args, const TraceFn& 
     Entry& e = entries_[entry];
     program = e.program;
     auto& r = e.runners[device];
-    if (!r) r = std::make_unique<compiler::ProgramRunner>(e.program, device);
+    if (!r) {
+      r = std::make_unique<compiler::ProgramRunner>(e.program, device);
+      r->set_templates(e.templates);
+    }
     runner = r.get();
     params = &e.params;
   }
@@ -398,7 +439,7 @@ std::vector<Tensor> CompiledFunction::call(const FlatArgs& args, const TraceFn& 
     std::lock_guard lock(mu_);
     CallStatus& status = statuses_[std::this_thread::get_id()];
     status.replayed = replayed;
-    status.captures = budget_->made();
+    note_templates(status);
     return outs;
   }
   return runner->run(inputs, *params, b, current_communicator());
@@ -433,6 +474,7 @@ std::vector<Tensor> CompiledFunction::run_piece(nn::Piece& piece, std::size_t& c
         compiler::FirstEntry first = src->first_call(
             args, [&] { return piece.trace; }, compile_step);
         e.graph = std::move(first.graph);
+        e.templates = std::move(first.templates);
         e.loaded = first.status.outcome == Outcome::hit;
       } else {
         e.graph = compile(piece.trace, piece.trace.signature.bind(args), device);
@@ -443,7 +485,10 @@ std::vector<Tensor> CompiledFunction::run_piece(nn::Piece& piece, std::size_t& c
       it = pieces_.emplace(key, std::move(e)).first;
     }
     auto& r = it->second.runners[device];
-    if (!r) r = std::make_unique<compiler::ProgramRunner>(it->second.program, device);
+    if (!r) {
+      r = std::make_unique<compiler::ProgramRunner>(it->second.program, device);
+      r->set_templates(it->second.templates);
+    }
     runner = r.get();
     params = &it->second.params;
   }
@@ -523,7 +568,8 @@ std::vector<Tensor> call(CompiledFunction& f, const FlatArgs& args, const TraceF
   return f.call(args, trace, entry, keep);
 }
 void prepare(CompiledFunction& f, const FlatArgs& args, const TraceFn& trace, std::size_t& entry, const KeepFn& keep) {
-  f.select(args, trace, entry, keep);
+  const SymBindings b = f.select(args, trace, entry, keep);
+  f.prepare_capture(entry, b, args.tensors.empty() ? current_device() : args.tensors.front().second.device());
 }
 TraceOptions trace_options(const CompiledFunction& f) { return f.trace_options(); }
 bool runs_eagerly(const CompiledFunction& f) { return f.runs_eagerly(); }

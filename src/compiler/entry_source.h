@@ -7,6 +7,7 @@
 #include <npucache/compile.h>
 #include <npucache/trace.h>
 
+#include "compiler/capture_template.h"
 #include "compiler/compiled_graph.h"
 
 #include <functional>
@@ -29,6 +30,9 @@ using CompileStep = std::function<std::shared_ptr<CompiledGraph>(TraceResult tra
 struct FirstEntry {
   std::shared_ptr<CompiledGraph> graph;
   CallStatus status;  // outcome, cached, reason, entry (the engine counts compiles)
+  // Where this graph's capture templates are kept (reduce-overhead with a
+  // cache), or null.
+  std::shared_ptr<TemplateStore> templates;
 };
 
 class EntrySource {

@@ -5,6 +5,7 @@
 #include <npucache/runtime/communicator.h>
 #include <npucache/runtime/pool.h>
 
+#include "compiler/capture_template.h"
 #include "log/log.h"
 #include "nn/interop.h"
 
@@ -301,8 +302,7 @@ std::vector<Tensor> ProgramRunner::run(const std::vector<Tensor>& inputs, const 
   return make_outputs(prep, roots);
 }
 
-ProgramRunner::Captured& ProgramRunner::capture(Prepared& prep, const std::vector<Bound>& io, Communicator& comm,
-                                                const std::vector<int64_t>& key, const SymBindings& b) {
+std::unique_ptr<ProgramRunner::Captured> ProgramRunner::layout(const Prepared& prep, const SymBindings& b) const {
   const DeviceProgram& p = *program_;
   auto cap = std::make_unique<Captured>();
   for (const auto& [sym, v] : b)
@@ -327,8 +327,59 @@ ProgramRunner::Captured& ProgramRunner::capture(Prepared& prep, const std::vecto
     const BufferDesc& r = p.buffers[static_cast<std::size_t>(p.root(st.operands[0]))];
     if (r.kind == BufferKind::input) cap->input_updated[static_cast<std::size_t>(r.index)] = true;
   }
-  // Record with the calling thread's pool (nothing runs while capturing).
-  runtime::BlockPtr pool = runtime::MemoryPool::of_this_thread(device_)->reserve(cap->footprint, cap->alive);
+  return cap;
+}
+
+CaptureTemplate ProgramRunner::make_template(const Prepared& prep, const Captured& cap) const {
+  const DeviceProgram& p = *program_;
+  CaptureTemplate t;
+  t.binding = cap.binding;
+  t.footprint = cap.footprint;
+  t.pool_offset = cap.pool_offset;
+  t.tasks.reserve(p.steps.size());
+  for (const auto& st : p.steps) {
+    CaptureTemplate::Task task;
+    task.op = static_cast<uint32_t>(st.op);
+    for (std::size_t a = 0; a <= st.operands.size(); ++a) {
+      const int buf = a < st.operands.size() ? st.operands[a] : st.result;
+      const auto r = static_cast<std::size_t>(p.root(buf));
+      const BufferDesc& d = p.buffers[r];
+      CaptureTemplate::Operand o;
+      if (cap.pool_offset[r] >= 0) {
+        o.slot = kPoolSlot;
+        o.offset = static_cast<uint64_t>(cap.pool_offset[r]);
+      } else if (d.kind == BufferKind::input) {
+        o.slot = input_slot(d.index);
+      } else if (d.kind == BufferKind::parameter) {
+        o.slot = param_slot(p, d.index);
+      } else {
+        throw Error("captured operand of a step has no storage class");
+      }
+      o.dtype = static_cast<uint32_t>(p.buffers[static_cast<std::size_t>(buf)].type.dtype);
+      o.dims = prep.dims[static_cast<std::size_t>(buf)];
+      task.operands.push_back(std::move(o));
+    }
+    t.tasks.push_back(std::move(task));
+  }
+  return t;
+}
+
+void ProgramRunner::set_slots(Captured& cap, const CaptureTemplate& t) const {
+  for (std::size_t i = 0; i < t.tasks.size(); ++i)
+    for (std::size_t a = 0; a < t.tasks[i].operands.size(); ++a)
+      cap.graph->set_slot(i, a, t.tasks[i].operands[a].slot, t.tasks[i].operands[a].offset);
+}
+
+ProgramRunner::Captured& ProgramRunner::capture(Prepared& prep, const std::vector<Bound>& io, Communicator& comm,
+                                                const std::vector<int64_t>& key, const SymBindings& b, bool phantom) {
+  const DeviceProgram& p = *program_;
+  auto cap = layout(prep, b);
+  // Record with the calling thread's pool (nothing runs while capturing),
+  // or, for a capture that only makes a template (no call: meta weights), a
+  // block that is never read.
+  runtime::BlockPtr pool =
+      phantom ? std::make_shared<runtime::Block>(nullptr, std::max<std::size_t>(cap->footprint, 1), device_)
+              : runtime::MemoryPool::of_this_thread(device_)->reserve(cap->footprint, cap->alive);
   std::vector<Bound> roots = io;
   for (std::size_t i = 0; i < p.buffers.size(); ++i)
     if (cap->pool_offset[i] >= 0) roots[i] = {pool, static_cast<std::size_t>(cap->pool_offset[i])};
@@ -345,23 +396,91 @@ ProgramRunner::Captured& ProgramRunner::capture(Prepared& prep, const std::vecto
     throw Error("capture recorded " + std::to_string(cap->graph->size()) + " launches for a program of " +
                 std::to_string(p.steps.size()) + " steps");
   // Every operand becomes a slot: the pool, an input or a parameter.
-  for (std::size_t i = 0; i < p.steps.size(); ++i) {
-    const ProgramStep& st = p.steps[i];
-    for (std::size_t a = 0; a <= st.operands.size(); ++a) {
-      const int buf = a < st.operands.size() ? st.operands[a] : st.result;
-      const auto r = static_cast<std::size_t>(p.root(buf));
-      const BufferDesc& d = p.buffers[r];
-      if (cap->pool_offset[r] >= 0)
-        cap->graph->set_slot(i, a, kPoolSlot, static_cast<std::size_t>(cap->pool_offset[r]));
-      else if (d.kind == BufferKind::input)
-        cap->graph->set_slot(i, a, input_slot(d.index), 0);
-      else if (d.kind == BufferKind::parameter)
-        cap->graph->set_slot(i, a, param_slot(p, d.index), 0);
-      else
-        throw Error("captured operand of step " + std::to_string(i) + " has no storage class");
-    }
-  }
+  const CaptureTemplate t = make_template(prep, *cap);
+  set_slots(*cap, t);
+  ++captures_;
+  if (templates_) templates_->save(cap->binding, settings(), encode_template(t));
   return *captured_.emplace(key, std::move(cap)).first->second;
+}
+
+ProgramRunner::Captured* ProgramRunner::restore(Prepared& prep, Communicator& comm, const std::vector<int64_t>& key,
+                                                const SymBindings& b) {
+  std::string why;
+  auto cap = layout(prep, b);
+  std::optional<std::string> bytes = templates_->load(cap->binding, settings(), why);
+  if (!bytes) {
+    if (!why.empty()) note_recapture(why);
+    return nullptr;
+  }
+  try {
+    const CaptureTemplate t = decode_template(*bytes);
+    const CaptureTemplate expected = make_template(prep, *cap);
+    // Only a template equal to what a capture would make here is replayed.
+    if (t.binding != expected.binding)
+      throw Error("captured for sizes " + binding_text(t.binding) + ", not " + binding_text(expected.binding));
+    if (t.footprint != expected.footprint || t.pool_offset != expected.pool_offset)
+      throw Error("its pool layout differs (footprint " + std::to_string(t.footprint) + " bytes, a capture here lays " +
+                  std::to_string(expected.footprint) + ")");
+    if (t.tasks.size() != expected.tasks.size())
+      throw Error("it has " + std::to_string(t.tasks.size()) + " tasks, the program " +
+                  std::to_string(expected.tasks.size()));
+    for (std::size_t i = 0; i < t.tasks.size(); ++i)
+      if (!(t.tasks[i] == expected.tasks[i]))
+        throw Error("task " + std::to_string(i) + " (" + std::string(op_name(program_->steps[i].op)) +
+                    ") differs from the program's step");
+    std::vector<runtime::KernelLaunch> launches;
+    launches.reserve(program_->steps.size());
+    for (std::size_t i = 0; i < program_->steps.size(); ++i) {
+      runtime::KernelLaunch l;
+      l.op = program_->steps[i].op;
+      l.attrs = prep.attrs[i];
+      for (const auto& o : t.tasks[i].operands) l.args.push_back({nullptr, 0, static_cast<DType>(o.dtype), o.dims});
+      l.comm = &comm;
+      launches.push_back(std::move(l));
+    }
+    cap->graph = runtime::TaskGraph::from_launches(std::move(launches));
+    set_slots(*cap, t);
+  } catch (const Error& e) {
+    note_recapture(std::string("the stored capture template cannot be used: ") + e.what());
+    return nullptr;
+  }
+  ++restores_;
+  return captured_.emplace(key, std::move(cap)).first->second.get();
+}
+
+TemplateSettings ProgramRunner::settings() const {
+  return {Platform::get().device(device_).properties().memory_capacity, kPoolAlign};
+}
+
+void ProgramRunner::note_recapture(const std::string& why) {
+  ++recaptures_;
+  std::lock_guard lock(reason_mu_);
+  if (recapture_reason_ != why) log::info("recaptured: {}", why);
+  recapture_reason_ = why;
+}
+
+std::string ProgramRunner::recapture_reason() const {
+  std::lock_guard lock(reason_mu_);
+  return recapture_reason_;
+}
+
+void ProgramRunner::capture_template(const SymBindings& b, Communicator& comm) {
+  if (streams_.size() != 1) throw ConfigError("reduce-overhead programs run on a single stream");
+  Prepared& prep = prepare(b);
+  const DeviceProgram& p = *program_;
+  // Phantom storage for the inputs and parameters: a capture records
+  // addresses, never values, and every operand becomes a slot.
+  std::vector<Bound> io(p.buffers.size());
+  for (std::size_t i = 0; i < p.buffers.size(); ++i) {
+    const BufferKind k = p.buffers[i].kind;
+    if (k == BufferKind::input || k == BufferKind::parameter)
+      io[i] = {std::make_shared<runtime::Block>(nullptr, std::max<std::size_t>(prep.bytes[i], 1), device_), 0};
+  }
+  const auto key = binding_key(b);
+  std::lock_guard lock(mu_);
+  if (captured_.count(key)) return;
+  if (templates_ && restore(prep, comm, key, b)) return;
+  capture(prep, io, comm, key, b, /*phantom=*/true);
 }
 
 bool CaptureBudget::take() {
@@ -395,8 +514,10 @@ std::vector<Tensor> ProgramRunner::replay(const std::vector<Tensor>& inputs, con
     auto it = captured_.find(key);
     if (it != captured_.end())
       cap = it->second.get();
-    else if (!options.budget || options.budget->take())
-      cap = &capture(prep, io, comm, key, b);
+    else if (!options.budget || options.budget->take()) {
+      if (templates_) cap = restore(prep, comm, key, b);
+      if (!cap) cap = &capture(prep, io, comm, key, b);
+    }
   }
   if (replayed) *replayed = cap != nullptr;
   if (cap == nullptr) {  // past the capture limit: launched as run() does

@@ -33,6 +33,7 @@
 #include <npucache/runtime/stream.h>
 #include <npucache/tensor.h>
 
+#include "compiler/capture_template.h"
 #include "compiler/memory_plan.h"
 #include "compiler/program.h"
 
@@ -100,6 +101,22 @@ class ProgramRunner {
   std::vector<SymBindings> captured_bindings() const;
   // Pool bytes the capture of binding `b` uses (0 when not captured).
   std::size_t capture_footprint(const SymBindings& b) const;
+
+  // Capture templates (capture_template.h): with a store, a binding not
+  // captured yet is first looked up there and restored (no capture) when
+  // the stored template is exactly what a capture here would make, and a
+  // capture made here is saved to it. Set before the first replay.
+  void set_templates(std::shared_ptr<TemplateStore> store) { templates_ = std::move(store); }
+  // Captures binding `b` without a call (no tensors, no values: meta
+  // weights) so that its template is saved: a warmup prepares a
+  // reduce-overhead start. A template already stored is restored instead.
+  void capture_template(const SymBindings& b, Communicator& comm);
+  // Captures recorded here, templates restored, stored templates that could
+  // not be used (and the latest reason).
+  std::size_t captures() const { return captures_.load(); }
+  std::size_t restores() const { return restores_.load(); }
+  std::size_t recaptures() const { return recaptures_.load(); }
+  std::string recapture_reason() const;
   int device() const { return device_; }
 
  private:
@@ -116,9 +133,20 @@ class ProgramRunner {
   std::vector<int64_t> binding_key(const SymBindings& b) const;
   // The attributes of each patched step under `b`.
   std::vector<runtime::TaskGraph::Patch> patches(const SymBindings& b) const;
-  // Captures the program for binding `b` (caller holds mu_).
+  // The pool layout a capture of binding `b` makes (no graph yet).
+  std::unique_ptr<Captured> layout(const Prepared& prep, const SymBindings& b) const;
+  // The template of a capture with that layout; the slots it declares.
+  CaptureTemplate make_template(const Prepared& prep, const Captured& cap) const;
+  void set_slots(Captured& cap, const CaptureTemplate& t) const;
+  // Captures the program for binding `b` (caller holds mu_); `phantom`: no
+  // pool memory (a template-only capture).
   Captured& capture(Prepared& prep, const std::vector<Bound>& io, Communicator& comm, const std::vector<int64_t>& key,
-                    const SymBindings& b);
+                    const SymBindings& b, bool phantom = false);
+  // The stored template of binding `b` instantiated, or null (caller holds
+  // mu_).
+  Captured* restore(Prepared& prep, Communicator& comm, const std::vector<int64_t>& key, const SymBindings& b);
+  void note_recapture(const std::string& why);
+  TemplateSettings settings() const;
   // Issues every step; `roots` holds the storage of each buffer root.
   void launch_all(Prepared& prep, const std::vector<Bound>& roots, Communicator& comm, const SymBindings& b);
   // Storage of the inputs and parameters (checked against the program);
@@ -141,6 +169,10 @@ class ProgramRunner {
   mutable std::mutex mu_;  // guards prepared_ and captured_ (their values never move)
   std::map<std::vector<int64_t>, std::unique_ptr<Prepared>> prepared_;
   std::map<std::vector<int64_t>, std::unique_ptr<Captured>> captured_;
+  std::shared_ptr<TemplateStore> templates_;
+  std::atomic<std::size_t> captures_{0}, restores_{0}, recaptures_{0};
+  mutable std::mutex reason_mu_;
+  std::string recapture_reason_;
 };
 
 }  // namespace npucache::compiler

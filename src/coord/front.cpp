@@ -29,8 +29,8 @@ std::shared_ptr<detail::CompiledFunction> detail::make_cached_function(const nn:
   const CompilerConfig config = resolved(options);
   if (options.ge_cache && config.captures())
     log::warn(
-        "ge_cache has no effect in reduce-overhead mode (only max-autotune caches the compiled program); "
-        "{} caches its graph only",
+        "ge_cache has no effect in reduce-overhead mode: {} always stores its compiled program and its capture "
+        "templates",
         options.compile.method_name);
   if (options.compile.disable) return make_function(module, options.compile, nullptr);
   auto cache = std::make_shared<cache::MethodCache>(coord::resolve_identity(module, options, config, false));

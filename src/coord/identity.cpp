@@ -34,7 +34,10 @@ cache::MethodIdentity resolve_identity(const nn::Module& module, const CacheOpti
   k.method = o.compile.method_name;
   k.config = config;
   k.dynamic = o.compile.dynamic;
-  k.ge_cache = config.mode == CompileMode::max_autotune && (o.ge_cache || store_program);
+  // A captured method stores its program (beside its capture templates), so
+  // a warm start neither lowers nor captures; max-autotune stores it with
+  // ge_cache (or when coordinated).
+  k.ge_cache = config.captures() || o.ge_cache || store_program;
   k.decompositions = cache::decomposition_names(o.compile.custom_decompositions);
   k.code_version = o.code_version;
   k.runtime_version = compiler::tuning_runtime(current_device());

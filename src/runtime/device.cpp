@@ -55,14 +55,21 @@ PlatformConfig PlatformConfig::from_env() {
   if (const char* v = std::getenv("NPUCACHE_SIM_DEVICE_MEMORY"))
     c.memory_capacity = parse_bytes(v, "NPUCACHE_SIM_DEVICE_MEMORY");
   if (const char* v = std::getenv("NPUCACHE_SIM_RUNTIME_VERSION"); v && *v) c.runtime_version = v;
-  if (const char* v = std::getenv("NPUCACHE_SIM_LAUNCH_LATENCY_US")) {
+  auto microseconds = [](const char* var, double& into) {
+    const char* v = std::getenv(var);
+    if (!v) return;
     try {
-      c.launch_latency_us = std::stod(v);
+      std::size_t used = 0;
+      into = std::stod(v, &used);
+      if (used != std::string(v).size()) throw std::invalid_argument(v);
     } catch (const std::exception&) {
-      throw ConfigError(std::string("NPUCACHE_SIM_LAUNCH_LATENCY_US='") + v + "' is not a number");
+      throw ConfigError(std::string(var) + "='" + v + "' is not a number");
     }
-    if (c.launch_latency_us < 0) throw ConfigError("NPUCACHE_SIM_LAUNCH_LATENCY_US must be >= 0");
-  }
+    if (!(into >= 0) || into > 1e9) throw ConfigError(std::string(var) + " must be a number of microseconds >= 0");
+  };
+  microseconds("NPUCACHE_SIM_LAUNCH_LATENCY_US", c.launch_latency_us);
+  microseconds("NPUCACHE_SIM_CAPTURE_US_PER_TASK", c.capture_us_per_task);
+  microseconds("NPUCACHE_SIM_INSTANTIATE_US_PER_TASK", c.instantiate_us_per_task);
   return c;
 }
 

@@ -231,10 +231,32 @@ void Stream::begin_capture() {
   impl_->capture_thread = std::this_thread::get_id();
 }
 
+namespace {
+// The capture-cost model (device.h): modelled time, slept (not spun: on
+// hardware it is the driver's and the device's time).
+void model_cost(double us_per_task, std::size_t tasks) {
+  if (us_per_task > 0 && tasks > 0)
+    std::this_thread::sleep_for(std::chrono::nanoseconds(static_cast<int64_t>(us_per_task * 1000.0 * tasks)));
+}
+}  // namespace
+
 std::unique_ptr<TaskGraph> Stream::end_capture() {
-  std::lock_guard lock(impl_->mu);
-  if (!impl_->capturing_here()) throw DeviceError("end_capture without begin_capture on this thread");
-  return std::move(impl_->capture);
+  std::unique_ptr<TaskGraph> g;
+  {
+    std::lock_guard lock(impl_->mu);
+    if (!impl_->capturing_here()) throw DeviceError("end_capture without begin_capture on this thread");
+    g = std::move(impl_->capture);
+  }
+  const PlatformConfig& c = Platform::get().config();
+  model_cost(c.capture_us_per_task + c.instantiate_us_per_task, g->size());
+  return g;
+}
+
+std::unique_ptr<TaskGraph> TaskGraph::from_launches(std::vector<KernelLaunch> launches) {
+  std::unique_ptr<TaskGraph> g(new TaskGraph());
+  g->data_->launches = std::move(launches);
+  model_cost(Platform::get().config().instantiate_us_per_task, g->size());
+  return g;
 }
 
 void TaskGraph::set_slot(std::size_t launch, std::size_t arg, uint32_t slot, std::size_t relative_offset) {

@@ -73,6 +73,7 @@ void cmd_verify(const std::string& d, bool repair, bool json) {
                 {"entries", v.entries},
                 {"objects", v.objects},
                 {"indexes", v.indexes},
+                {"templates", v.templates},
                 {"bad", bad},
                 {"repaired", v.repaired},
                 {"ok", v.bad.empty()}});
@@ -80,8 +81,8 @@ void cmd_verify(const std::string& d, bool repair, bool json) {
   }
   for (const auto& [what, why] : v.bad) std::printf("BAD  %s: %s\n", what.c_str(), why.c_str());
   for (const auto& r : v.repaired) std::printf("repaired: %s\n", r.c_str());
-  std::printf("%zu entries, %zu objects, %zu indexes checked, %zu problem(s)%s\n", v.entries, v.objects, v.indexes,
-              v.bad.size(), repair && !v.bad.empty() ? ", repaired" : "");
+  std::printf("%zu entries, %zu objects, %zu indexes, %zu capture templates checked, %zu problem(s)%s\n", v.entries,
+              v.objects, v.indexes, v.templates, v.bad.size(), repair && !v.bad.empty() ? ", repaired" : "");
 }
 
 void cmd_stats(const std::string& d, bool zero, bool json) {
@@ -101,6 +102,8 @@ void cmd_stats(const std::string& d, bool zero, bool json) {
                 {"objects", s.objects},
                 {"stored_bytes", s.stored_bytes},
                 {"raw_bytes", s.raw_bytes},
+                {"templates", s.templates},
+                {"template_bytes", s.template_bytes},
                 {"max_size_bytes", s.max_size ? nlohmann::json(*s.max_size) : nlohmann::json(nullptr)},
                 {"hits", s.counters.hits},
                 {"misses", s.counters.misses},
@@ -112,6 +115,8 @@ void cmd_stats(const std::string& d, bool zero, bool json) {
   std::printf("entries          %zu\nobjects          %zu\n", s.entries, s.objects);
   std::printf("stored           %s (%zu bytes)\nraw              %s\n", format_size(s.stored_bytes).c_str(),
               s.stored_bytes, format_size(s.raw_bytes).c_str());
+  std::printf("templates        %zu (%s): captured graphs, restored by a reduce-overhead start\n", s.templates,
+              format_size(s.template_bytes).c_str());
   std::printf(
       "limit            %s\n",
       s.max_size
@@ -210,7 +215,8 @@ void cmd_export(const std::string& d, const std::string& out) {
     const log::Progress progress("exporting " + dir_or_default(d));
     return cache::admin::export_bundle(dir_or_default(d), out);
   }();
-  std::printf("exported %zu entries, %zu objects (%zu bytes) to %s\n", t.entries, t.objects, t.bytes, out.c_str());
+  std::printf("exported %zu entries, %zu objects, %zu capture templates (%zu bytes) to %s\n", t.entries, t.objects,
+              t.templates, t.bytes, out.c_str());
 }
 
 void cmd_import(const std::string& file, const std::string& d) {
@@ -219,15 +225,18 @@ void cmd_import(const std::string& file, const std::string& d) {
     const log::Progress progress("importing " + file);
     return cache::admin::import_bundle(file, dir);
   }();
-  std::printf("imported %zu entries, %zu objects into %s\n", t.entries, t.objects, dir.c_str());
+  std::printf("imported %zu entries, %zu objects, %zu capture templates into %s\n", t.entries, t.objects, t.templates,
+              dir.c_str());
 }
 
 void cmd_gc(const std::string& d, const std::string& max_size) {
   const std::size_t limit = cache::admin::parse_size(max_size);
   const auto g = cache::admin::gc(dir_or_default(d), limit);
-  std::printf("gc: evicted %zu layout(s), %zu of %zu entries, %zu object(s); %s of objects remain (limit %s)\n",
-              g.evicted_layouts, g.evicted_entries, g.entries, g.removed_objects,
-              cache::admin::format_size(g.remaining_bytes).c_str(), cache::admin::format_size(g.limit).c_str());
+  std::printf(
+      "gc: evicted %zu layout(s), %zu of %zu entries, %zu object(s), %zu capture template(s); %s of objects remain "
+      "(limit %s)\n",
+      g.evicted_layouts, g.evicted_entries, g.entries, g.removed_objects, g.removed_templates,
+      cache::admin::format_size(g.remaining_bytes).c_str(), cache::admin::format_size(g.limit).c_str());
   for (const auto& p : g.problems) std::printf("skipped %s\n", p.c_str());
   for (const auto& f : g.left) std::printf("left %s (not an npucache file)\n", f.c_str());
 }

@@ -7,6 +7,8 @@
 #include "tools/commands.h"
 #include "tools/job_setup.h"
 
+#include <nlohmann/json.hpp>
+
 #include <chrono>
 #include <cstdio>
 #include <numeric>
@@ -48,6 +50,7 @@ void run_warmup(const JobArgs& a) {
   const auto t0 = Clock::now();
   auto methods = cached_methods(job);
   get_ready(job, methods);
+  job.note_captures(methods.first.status(), methods.second.status());
   report_job(job, "warmup", since(t0), "");
 }
 
@@ -95,13 +98,13 @@ void run_infer(const JobArgs& a) {
     std::printf("  time to ready %.1f ms, time to first token %.2f ms, per-token latency %.2f ms\n", ready_s * 1e3,
                 r.time_to_first_token_s * 1e3, per_token * 1e3);
   }
-  char extra[512];
-  std::snprintf(extra, sizeof extra,
-                "{\"time_to_ready_s\": %.6f, \"time_to_first_token_s\": %.6f, \"per_token_s\": %.6f, "
-                "\"tokens\": [%s], \"tokens_match_single_process\": %s}",
-                ready_s, r.time_to_first_token_s, per_token, tokens.c_str(),
-                compared ? (match ? "true" : "false") : "null");
-  report_job(job, "infer", ready_s, extra);
+  job.note_captures(prompt.status(), decode.status());
+  const nlohmann::json extra = {{"time_to_ready_s", ready_s},
+                                {"time_to_first_token_s", r.time_to_first_token_s},
+                                {"per_token_s", per_token},
+                                {"tokens", r.tokens},
+                                {"tokens_match_single_process", compared ? nlohmann::json(match) : nlohmann::json()}};
+  report_job(job, "infer", ready_s, extra.dump());
   if (job.rank() == 0 && !match) set_exit_code(1);
 }
 

@@ -383,7 +383,9 @@ void report_job(Job& job, const std::string& title, double wall_s, const std::st
     if (next_step < steps.size() && steps[next_step].method == r.method) s = &steps[next_step++];
     methods_mine.push_back(method_json(r, s));
   }
-  const nlohmann::json mine = {{"methods", methods_mine}, {"peak_rss_bytes", peak_rss_bytes()}};
+  const nlohmann::json mine = {{"methods", methods_mine},
+                               {"peak_rss_bytes", peak_rss_bytes()},
+                               {"captures", {job.captures_recorded, job.captures_restored, job.captures_recaptured}}};
   const mpi::Comm world = mpi::Comm::world();
   const auto all = world.gather(mine.dump(), 0, {"job report: gathering every rank's report", job.args.timeout_s});
   if (world.rank() != 0) return;
@@ -391,6 +393,7 @@ void report_job(Job& job, const std::string& title, double wall_s, const std::st
   std::set<std::string> keys;
   int compiled = 0, loaded = 0, fetched = 0, writers = 0, entries_written = 0, hosts = 1;
   int kernels_tuned = 0, kernels_reused = 0;
+  std::size_t captures[3] = {0, 0, 0};  // recorded, restored, recaptured, over ranks
   double compile_cpu = 0, exchange = 0, persist = 0;
   std::size_t bytes = 0, between = 0, flat_between = 0;
   // graph key -> (the ranks that compiled it, their compile CPU summed)
@@ -404,6 +407,7 @@ void report_job(Job& job, const std::string& title, double wall_s, const std::st
     const nlohmann::json& methods = rank["methods"];
     const std::size_t rss = rank["peak_rss_bytes"].get<std::size_t>();
     peak_rss = std::max(peak_rss, rss);
+    for (std::size_t k = 0; k < 3; ++k) captures[k] += rank["captures"].at(k).get<std::size_t>();
     nlohmann::json keys_r = nlohmann::json::array();
     bool hit = true;
     double cs = 0, elapsed = 0;
@@ -495,6 +499,9 @@ void report_job(Job& job, const std::string& title, double wall_s, const std::st
                            {"writers", writers},
                            {"kernels_tuned", kernels_tuned},
                            {"kernels_reused", kernels_reused},
+                           {"captures_recorded", captures[0]},
+                           {"captures_restored", captures[1]},
+                           {"captures_recaptured", captures[2]},
                            {"entries_written", entries_written},
                            {"wall_s", wall_s},
                            {"compile_cpu_s", compile_cpu},
@@ -525,6 +532,9 @@ void report_job(Job& job, const std::string& title, double wall_s, const std::st
   }
   std::printf("  compiles          %d (compile CPU %.1f ms summed over ranks)\n", compiled, compile_cpu * 1e3);
   std::printf("  tuning            %d kernels tuned, %d reused from the tuning table\n", kernels_tuned, kernels_reused);
+  if (captures[0] + captures[1] + captures[2] > 0)
+    std::printf("  captures          %zu recorded, %zu restored from templates, %zu stored templates not usable\n",
+                captures[0], captures[1], captures[2]);
   std::printf("  cache hits        %d of %zu rank-methods\n", loaded,
               all.size() * (per_rank.empty() ? 0 : per_rank[0]["methods"].size()));
   std::printf("  fetched           %d artifacts, %zu bytes exchanged in %.2f ms (%.3f GB/s)\n", fetched, bytes,

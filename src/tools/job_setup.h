@@ -86,6 +86,16 @@ struct Job {
   dist::CoordinatorOptions coordinator() const;
   int rank() const { return comm->global_rank(); }
   int world() const { return comm->layout().world_size; }
+  // This rank's captures (reduce-overhead), from the methods' statuses:
+  // recorded here, restored from stored templates, stored templates not
+  // usable (report_job sums them over the ranks).
+  std::size_t captures_recorded = 0, captures_restored = 0, captures_recaptured = 0;
+  template <class... S>
+  void note_captures(const S&... statuses) {
+    captures_recorded = (statuses.recorded + ... + 0);
+    captures_restored = (statuses.restored + ... + 0);
+    captures_recaptured = (statuses.recaptured + ... + 0);
+  }
 };
 
 // The model config of --model, --size and --max-seq; ConfigError for an

@@ -9,8 +9,10 @@
 // cache_compile; --breaks runs a method with a host read in the middle (a
 // graph break); --fullgraph asks for one full graph. Prints one line per
 // call, "call <batch> <outcome> <replayed 0|1> breaks <n>", then
-// "compiles <n>" (compiles this process did), "dynamic <dims>" and
-// "maxdiff <max |cached - eager|>".
+// "compiles <n>" (compiles this process did), "dynamic <dims>",
+// "maxdiff <max |cached - eager|>" and "templates recorded <n> restored <n>
+// recaptured <n>" (captures made, restored from the cache's templates, and
+// stored templates that could not be used, with "recapture <reason>").
 #include <npucache/cache.h>
 #include <npucache/module.h>
 #include <npucache/ops.h>
@@ -120,6 +122,9 @@ int main(int argc, char** argv) try {
   for (const auto& d : fn.status().dynamic_dims) dims += (dims.empty() ? "" : ",") + d;
   std::printf("dynamic %s\n", dims.empty() ? "-" : dims.c_str());
   std::printf("maxdiff %.9g\n", maxdiff);
+  const CallStatus& s = fn.status();
+  std::printf("templates recorded %zu restored %zu recaptured %zu\n", s.recorded, s.restored, s.recaptured);
+  if (!s.recapture_reason.empty()) std::printf("recapture %s\n", s.recapture_reason.c_str());
   return 0;
 } catch (const std::exception& e) {
   std::fprintf(stderr, "serve_worker: %s\n", e.what());

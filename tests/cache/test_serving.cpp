@@ -5,6 +5,8 @@
 #include <npucache/error.h>
 
 #include "cache/layout.h"
+#include "cache/template_file.h"
+#include "compiler/capture_template.h"
 #include "support/process.h"
 
 #include <gtest/gtest.h>
@@ -159,4 +161,113 @@ TEST_F(Serving, PiecesBetweenGraphBreaksAreCached) {
   Out strict = serve("--breaks --fullgraph --batches 4");
   EXPECT_NE(strict.status, 0) << strict.text;
   EXPECT_TRUE(has(strict.text, "graph break in Server.branchy at op sum")) << strict.text;
+}
+
+// Captured graphs in the cache (reduce-overhead): a warm start restores
+// every capture from its template instead of capturing; so does a cache
+// filled from a bundle; results equal eager.
+TEST_F(Serving, WarmReduceOverheadStartCapturesNothing) {
+  const std::string args = "--mode reduce-overhead --dynamic true --batches 4,8,4,16,2";
+  Out cold = serve(args);
+  ASSERT_EQ(cold.status, 0) << cold.text;
+  EXPECT_TRUE(has(cold.text, "templates recorded 4 restored 0 recaptured 0")) << cold.text;
+  Out warm = serve(args);
+  ASSERT_EQ(warm.status, 0) << warm.text;
+  EXPECT_EQ(number(warm.text, "compiles"), 0) << warm.text;
+  EXPECT_TRUE(has(warm.text, "templates recorded 0 restored 4 recaptured 0")) << warm.text;
+  EXPECT_LE(maxdiff(warm.text), 1e-6) << warm.text;
+  const fs::path bundle = dir.string() + ".bundle", other = dir.string() + "-imported";
+  fs::remove_all(other);
+  Out ex = sh(std::string(NPUCACHE_CLI) + " export " + dir.string() + " -o " + bundle.string());
+  ASSERT_EQ(ex.status, 0) << ex.text;
+  EXPECT_TRUE(has(ex.text, "4 capture templates")) << ex.text;
+  ASSERT_EQ(sh(std::string(NPUCACHE_CLI) + " import " + bundle.string() + " " + other.string()).status, 0);
+  Out imported = sh(std::string(SERVE_WORKER) + " " + other.string() + " " + args);
+  EXPECT_TRUE(has(imported.text, "templates recorded 0 restored 4 recaptured 0")) << imported.text;
+  EXPECT_LE(maxdiff(imported.text), 1e-6) << imported.text;
+  fs::remove_all(other);
+  fs::remove(bundle);
+}
+
+// What a template is valid for is checked: another device memory size is a
+// recapture with the reason, and the recapture replaces the template.
+TEST_F(Serving, AnInvalidatingDifferenceIsARecaptureWithItsReason) {
+  ASSERT_EQ(serve("--mode reduce-overhead --dynamic true --batches 4").status, 0);
+  Out other = sh("NPUCACHE_SIM_DEVICE_MEMORY=8G " + std::string(SERVE_WORKER) + " " + dir.string() +
+                 " --mode reduce-overhead --dynamic true --batches 4");
+  ASSERT_EQ(other.status, 0) << other.text;
+  EXPECT_TRUE(has(other.text, "templates recorded 1 restored 0 recaptured 1")) << other.text;
+  EXPECT_TRUE(has(other.text, "recaptured: device memory: stored '4294967296', now '8589934592'")) << other.text;
+  EXPECT_LE(maxdiff(other.text), 1e-6) << other.text;
+  Out again = sh("NPUCACHE_SIM_DEVICE_MEMORY=8G " + std::string(SERVE_WORKER) + " " + dir.string() +
+                 " --mode reduce-overhead --dynamic true --batches 4");
+  EXPECT_TRUE(has(again.text, "templates recorded 0 restored 1 recaptured 0")) << again.text;
+}
+
+// A template damaged at any of several offsets, or crafted with valid
+// checksums but an operand outside the pool, is reported and recaptured,
+// never replayed; verify names it and --repair removes it.
+TEST_F(Serving, DamagedAndCraftedTemplatesAreNeverReplayed) {
+  const std::string args = "--mode reduce-overhead --dynamic true --batches 4";
+  ASSERT_EQ(serve(args).status, 0);
+  fs::path file;
+  for (const auto& e : fs::directory_iterator(dir / npucache::cache::layout::kTemplatesDir)) file = e.path();
+  ASSERT_FALSE(file.empty());
+  std::string clean;
+  {
+    std::ifstream in(file, std::ios::binary);
+    clean.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  auto put = [&](const std::string& bytes) {
+    std::ofstream out(file, std::ios::binary | std::ios::trunc);
+    out << bytes;
+  };
+  for (std::size_t at : {std::size_t{5}, std::size_t{70}, clean.size() / 3, clean.size() / 2, clean.size() - 3}) {
+    std::string bad = clean;
+    bad[at] = static_cast<char>(bad[at] ^ 0x21);
+    put(bad);
+    Out v = sh(std::string(NPUCACHE_CLI) + " verify " + dir.string());
+    EXPECT_EQ(v.status, 1) << "offset " << at << "\n" << v.text;
+    Out r = serve(args);
+    ASSERT_EQ(r.status, 0) << r.text;
+    EXPECT_TRUE(has(r.text, "templates recorded 1 restored 0 recaptured 1")) << "offset " << at << "\n" << r.text;
+    EXPECT_TRUE(has(r.text, "damaged")) << r.text;
+    EXPECT_LE(maxdiff(r.text), 1e-6) << r.text;
+  }
+  // Crafted: sealed as npucache seals, one operand moved past the pool.
+  npucache::cache::TemplateRecord rec = npucache::cache::decode_template_file(clean, "template");
+  npucache::compiler::CaptureTemplate t = npucache::compiler::decode_template(rec.bytes);
+  ASSERT_FALSE(t.tasks.empty());
+  t.tasks.back().operands.back().offset = t.footprint + 4096;
+  rec.bytes = npucache::compiler::encode_template(t);
+  rec.fingerprint = npucache::compiler::template_fingerprint(t);
+  put(npucache::cache::encode_template_file(rec));
+  Out crafted = serve(args);
+  ASSERT_EQ(crafted.status, 0) << crafted.text;
+  EXPECT_TRUE(has(crafted.text, "recaptured 1")) << crafted.text;
+  EXPECT_TRUE(has(crafted.text, "differs from the program's step")) << crafted.text;
+  EXPECT_LE(maxdiff(crafted.text), 1e-6) << crafted.text;
+  // An orphan (its object gone) is reported by verify and removed by --repair.
+  for (const auto& e : fs::directory_iterator(dir / "objects")) fs::remove(e.path());
+  Out v = sh(std::string(NPUCACHE_CLI) + " verify " + dir.string() + " --repair");
+  EXPECT_TRUE(has(v.text, "the template can never be used")) << v.text;
+  EXPECT_TRUE(fs::is_empty(dir / npucache::cache::layout::kTemplatesDir)) << v.text;
+}
+
+// Processes killed (SIGKILL) while they capture and save templates leave a
+// cache that verify finds clean and that serves the next start.
+TEST_F(Serving, KillDuringTemplateSaveLeavesAValidCache) {
+  std::string batches;
+  for (int b = 2; b <= 60; ++b) batches += (batches.empty() ? "" : ",") + std::to_string(b);
+  for (int round = 0; round < 6; ++round) {
+    const std::string cmd = "timeout -s KILL 0." + std::to_string(1 + round) + " " + std::string(SERVE_WORKER) + " " +
+                            dir.string() + " --mode reduce-overhead --dynamic true --batches " + batches;
+    (void)sh(cmd);
+  }
+  Out v = sh(std::string(NPUCACHE_CLI) + " verify " + dir.string());
+  EXPECT_EQ(v.status, 0) << v.text;
+  Out r = serve("--mode reduce-overhead --dynamic true --batches 2,3,4");
+  ASSERT_EQ(r.status, 0) << r.text;
+  EXPECT_LE(maxdiff(r.text), 1e-6) << r.text;
+  EXPECT_TRUE(has(r.text, "recaptured 0")) << r.text;
 }

@@ -113,6 +113,11 @@ class TaskGraph {
     std::size_t bytes = 0;
   };
 
+  // A graph of `launches` made without a capture (a restored template);
+  // the caller declares its slots. Costs the modelled instantiation
+  // (PlatformConfig::instantiate_us_per_task) per launch.
+  static std::unique_ptr<TaskGraph> from_launches(std::vector<KernelLaunch> launches);
+
   std::size_t size() const { return data_->launches.size(); }
   // The recorded launches; a slotted operand has no block and an offset
   // relative to its slot.

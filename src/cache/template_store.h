@@ -1,0 +1,31 @@
+// The cache's TemplateStore (compiler/capture_template.h): the capture
+// templates of one stored program, files templates/<template_key>.h5 of the
+// cache directory (template_file.h). A template is looked up by the
+// program's graph key and the sizes; one whose recorded validity (runtime
+// and format version, device memory, allocator alignment) differs from now,
+// or that is damaged, is not returned: `why` says what differs, the caller
+// recaptures and its save replaces the file.
+//
+// Thread-safe; processes coordinate through the file system (an atomic
+// rewrite per save). A refused or unwritable directory makes loads miss and
+// saves log once (warn_uncached).
+#pragma once
+
+#include "compiler/capture_template.h"
+
+#include <string>
+
+namespace npucache::cache {
+
+class CachedTemplates final : public compiler::TemplateStore {
+ public:
+  CachedTemplates(std::string dir, std::string graph_key, std::string runtime_version);
+  std::optional<std::string> load(const SymBindings& binding, const compiler::TemplateSettings& settings,
+                                  std::string& why) override;
+  void save(const SymBindings& binding, const compiler::TemplateSettings& settings, const std::string& bytes) override;
+
+ private:
+  std::string dir_, graph_key_, runtime_;
+};
+
+}  // namespace npucache::cache
