@@ -29,9 +29,13 @@
 #include "cache/index_file.h"
 #include "cache/layout.h"
 #include "cache/object_file.h"
+#include "cache/profile_file.h"
 #include "cache/stats.h"
+#include "cache/template_file.h"
 #include "cache/tuning_file.h"
 #include "cache/zstd_codec.h"
+#include "compiler/capture_template.h"
+#include "compiler/engine.h"
 #include "compiler/executor.h"
 #include "compiler/serialize.h"
 
@@ -61,22 +65,46 @@ namespace fs = std::filesystem;
 namespace {
 
 enum Target : uint8_t {
-  kIndexFile,      // an index file, as read from the cache directory
-  kObjectFile,     // an object file
-  kBundleFile,     // a Mega-Cache bundle, as imported
-  kIndexRecords,   // an index's records, sealed in a valid envelope (an attacker who fixes checksums)
-  kBundleRecords,  // a bundle's decoded records, compressed and framed with a valid checksum
-  kCompiled,       // a serialized compiled graph; run when it decodes with a program
-  kZstdFrame,      // a zstd frame
-  kJsonFiles,      // stats.json and config.json
-  kTuningFile,     // the tuning table file, as read from the cache directory
-  kTuningRecords,  // its records, sealed in a valid envelope (checksums fixed)
+  kIndexFile,       // an index file, as read from the cache directory
+  kObjectFile,      // an object file
+  kBundleFile,      // a Mega-Cache bundle, as imported
+  kIndexRecords,    // an index's records, sealed in a valid envelope (an attacker who fixes checksums)
+  kBundleRecords,   // a bundle's decoded records, compressed and framed with a valid checksum
+  kCompiled,        // a serialized compiled graph; run when it decodes with a program
+  kZstdFrame,       // a zstd frame
+  kJsonFiles,       // stats.json and config.json
+  kTuningFile,      // the tuning table file, as read from the cache directory
+  kTuningRecords,   // its records, sealed in a valid envelope (checksums fixed)
+  kTemplateFile,    // a capture template's file (templates/<key>.h5)
+  kTemplateReplay,  // a capture template restored against its program and replayed: equal to a capture or refused
+  kProfileFile,     // the dynamic-shape profiles file
   kTargets
 };
-const char* const kTargetNames[] = {"index-file", "object-file", "bundle-file", "index-records", "bundle-records",
-                                    "compiled",   "zstd-frame",  "json-files",  "tuning-file",   "tuning-records"};
+const char* const kTargetNames[] = {
+    "index-file", "object-file", "bundle-file",    "index-records", "bundle-records",  "compiled",    "zstd-frame",
+    "json-files", "tuning-file", "tuning-records", "template-file", "template-replay", "profile-file"};
+
+// The program kTemplateReplay restores fuzzed templates against: the seed
+// model's prompt in reduce-overhead, its call and its uncaptured result.
+struct TemplateProgram {
+  std::shared_ptr<const compiler::DeviceProgram> program;
+  std::vector<Tensor> inputs, params;
+  SymBindings binding;
+  std::vector<std::vector<float>> expected;
+};
+
+// Gives one fuzzed template to a runner.
+struct FixedTemplate final : compiler::TemplateStore {
+  std::string bytes;
+  explicit FixedTemplate(std::string b) : bytes(std::move(b)) {}
+  std::optional<std::string> load(const SymBindings&, const compiler::TemplateSettings&, std::string&) override {
+    return bytes;
+  }
+  void save(const SymBindings&, const compiler::TemplateSettings&, const std::string&) override {}
+};
 
 struct Globals {
+  TemplateProgram tpl;
   std::string index_hdf5;   // the HDF5 view sealed with fuzzed index records
   std::string tuning_hdf5;  // the HDF5 view sealed with fuzzed tuning records
   fs::path scratch;         // a directory for the JSON target
@@ -259,6 +287,20 @@ void run_target(Target t, std::string_view in) {
       cache::decode_tuning(file, "fuzzed tuning records");
       break;
     }
+    case kTemplateFile: cache::decode_template_file(in, "fuzzed template"); break;
+    case kTemplateReplay: {
+      // A template the runner accepts must compute what a capture computes;
+      // one it refuses is captured again. Anything else is a finding.
+      compiler::ProgramRunner runner(g.tpl.program, 0);
+      runner.set_templates(std::make_shared<FixedTemplate>(std::string(in)));
+      const auto outs = runner.replay(g.tpl.inputs, g.tpl.params, g.tpl.binding, current_communicator());
+      for (std::size_t i = 0; i < outs.size(); ++i)
+        if (outs[i].to_vector() != g.tpl.expected.at(i))
+          throw std::runtime_error("a restored capture template computed a wrong value (restores " +
+                                   std::to_string(runner.restores()) + ")");
+      break;
+    }
+    case kProfileFile: cache::decode_profiles(in, "fuzzed profiles"); break;
     default: break;
   }
 }
@@ -332,13 +374,45 @@ Seeds make_seeds(const fs::path& dir) {
       decode(Tensor::from_vector_i64({5}, {1, 1}), Tensor::from_vector_i64({4}, {1, 1}), kv).to_vector();
     }
   }
+  {
+    // The seed model's prompt in reduce-overhead under automatic dynamic
+    // (a profile), and the program kTemplateReplay restores templates of.
+    models::SeedExample m;
+    CacheOptions o;
+    o.cache_dir = (dir / "seed").string();
+    o.compile.mode = "reduce-overhead";
+    o.compile.dynamic = std::nullopt;
+    auto fn = cache_compile(m, &models::SeedExample::prompt, o);
+    for (int64_t b : {3, 5}) {
+      std::vector<float> v(static_cast<std::size_t>(b * 2), 0.25f);
+      const std::vector<Tensor> kv{Tensor::from_vector(std::vector<float>(v.size(), 0.5f), {b, 2})};
+      fn(models::InputMeta{Tensor::from_vector(v, {b, 2}), true}, kv).to_vector();
+    }
+    const auto& cg = detail::entry(fn.engine(), 1);
+    g.tpl.program = std::make_shared<const compiler::DeviceProgram>(cg.program);
+    FlatArgs args;
+    models::InputMeta x{Tensor::from_vector({1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, {5, 2}), true};
+    std::vector<Tensor> kv5{Tensor::from_vector(std::vector<float>(10, 0.5f), {5, 2})};
+    flatten(std::string("arg0"), x, args);
+    flatten(std::string("arg1"), kv5, args);
+    g.tpl.binding = cg.trace.signature.bind(args);
+    for (const auto& [path, t] : args.tensors) g.tpl.inputs.push_back(t);
+    std::map<std::string, Tensor> by_name;
+    for (auto& [n, t] : m.named_parameters()) by_name[n] = t;
+    for (const auto& ref : g.tpl.program->parameters) g.tpl.params.push_back(by_name.at(ref.name));
+    compiler::ProgramRunner plain(g.tpl.program, 0);
+    for (const auto& out : plain.run(g.tpl.inputs, g.tpl.params, g.tpl.binding, current_communicator()))
+      g.tpl.expected.push_back(out.to_vector());
+  }
   cache::flush_stats();
   Seeds s;
   for (const char* sub : {"seed", "llama"}) {
     const fs::path d = dir / sub;
     for (const auto& f : fs::directory_iterator(d)) {
       const std::string name = f.path().filename().string();
-      if (name == cache::layout::kTuningFile) {
+      if (name == cache::layout::kProfileFile) {
+        s.add(kProfileFile, slurp(f.path()));
+      } else if (name == cache::layout::kTuningFile) {
         const std::string bytes = slurp(f.path());
         s.add(kTuningFile, bytes);
         auto env = cache::open_envelope(cache::EnvelopeKind::tuning, bytes, name);
@@ -354,6 +428,12 @@ Seeds make_seeds(const fs::path& dir) {
         s.add(kJsonFiles, join_frames({slurp(f.path()), "{\"max_size\": 1048576}"}));
       }
     }
+    if (fs::exists(d / cache::layout::kTemplatesDir))
+      for (const auto& f : fs::directory_iterator(d / cache::layout::kTemplatesDir)) {
+        const std::string bytes = slurp(f.path());
+        s.add(kTemplateFile, bytes);
+        s.add(kTemplateReplay, cache::decode_template_file(bytes, f.path().string()).bytes);
+      }
     for (const auto& f : fs::directory_iterator(d / "objects")) {
       const std::string bytes = slurp(f.path());
       s.add(kObjectFile, bytes);
