@@ -276,7 +276,7 @@ Explanation explain(const std::string& dir, const std::string& entry) {
   return out;
 }
 
-Transfer export_bundle(const std::string& dir, const std::string& file) {
+Bundle read_cache(const std::string& dir) {
   const Store s = open_store(dir);
   Bundle b;
   std::vector<std::string> problems;
@@ -289,6 +289,11 @@ Transfer export_bundle(const std::string& dir, const std::string& file) {
                         std::to_string(keys.size()));
     b.objects.push_back(s.object(k, true));
   }
+  return b;
+}
+
+Transfer export_bundle(const std::string& dir, const std::string& file) {
+  const Bundle b = read_cache(dir);
   log::Progress::note("compressing and writing " + file);
   const std::string bytes = write_bundle(b);
   write_file_atomically(file, bytes);
@@ -297,7 +302,12 @@ Transfer export_bundle(const std::string& dir, const std::string& file) {
 
 Transfer import_bytes(std::string_view bytes, const std::string& dir) {
   log::Progress::note("decompressing");
-  Bundle b = read_bundle(bytes);
+  Transfer t = import_records(read_bundle(bytes), dir);
+  t.bytes = bytes.size();
+  return t;
+}
+
+Transfer import_records(Bundle b, const std::string& dir) {
   log::Progress::note("validating " + std::to_string(b.objects.size()) + " objects and " +
                       std::to_string(b.entries.size()) + " entries");
   validate_bundle(b);
@@ -318,7 +328,7 @@ Transfer import_bytes(std::string_view bytes, const std::string& dir) {
     log::Progress::note("writing the index of " + m);
     s.update_index(m, model_components(es.front().meta.components), es, {});
   }
-  return {b.entries.size(), b.objects.size(), bytes.size()};
+  return {b.entries.size(), b.objects.size(), 0};
 }
 
 Transfer import_bundle(const std::string& file, const std::string& dir) {

@@ -3,9 +3,11 @@
 #include "cache/admin.h"
 #include "cache/artifact.h"
 #include "cache/cache_error.h"
+#include "cache/commit_queue.h"
 #include "cache/explain.h"
 #include "cache/layout.h"
 #include "cache/registry.h"
+#include "cache/remote_tier.h"
 #include "cache/stats.h"
 #include "cache/store.h"
 #include "cache/tuning_file.h"
@@ -36,7 +38,8 @@ void usable(const ObjectRecord& o) { compiler::deserialize_compiled(o.raw); }
 MethodCache::MethodCache(MethodIdentity id)
     : id_(std::move(id)),
       key_(lookup_key(id_.key)),
-      path_(layout::entry_path(key_.model_info, id_.key.method, id_.who.world_size, id_.who.global_rank)) {
+      path_(layout::entry_path(key_.model_info, id_.key.method, id_.who.world_size, id_.who.global_rank)),
+      remote_(RemoteTier::get(id_.remote)) {
   if (!layout::valid_name(id_.key.method))
     throw ConfigError("method name '" + id_.key.method +
                       "' cannot name a cache entry: use letters, digits, '_', "
@@ -218,6 +221,60 @@ std::optional<MethodCache::Stored> MethodCache::stored_object(const GraphId& id,
   }
 }
 
+std::optional<MethodCache::Stored> MethodCache::remote_object(const GraphId& id, const TraceResult& trace,
+                                                              const FlatArgs& args,
+                                                              const compiler::CompileStep& compile) const {
+  if (!remote_) return std::nullopt;
+  std::shared_ptr<compiler::CompiledGraph> g;
+  bool has_program = false;
+  // Checked as a local file is, then decoded, validated and bound to this
+  // call before it counts as a hit.
+  auto got = remote_->object(id.key, id_.dir, [&](const ObjectRecord& o) {
+    g = load_object(o, parameter_names(trace.graph), &has_program);
+    g->trace.name = trace.name;  // the object may have been stored for another method
+    const SymBindings b = g->trace.signature.bind(args);
+    if (!has_program) {
+      const compiler::CompileHints hints{&g->optimized, &g->autotune};
+      g = compile(std::move(g->trace), b, &hints);
+    }
+  });
+  if (!got) return std::nullopt;
+  log::info("Cache object {} of {} read from the remote cache {} ({} bytes): no compile needed", id.key, trace.name,
+            remote_->config().url, got->value_bytes);
+  return Stored{std::move(g), std::move(got->record)};
+}
+
+std::optional<ObjectRecord> MethodCache::remote_record(const std::string& graph_key) const {
+  if (!remote_) return std::nullopt;
+  auto got = remote_->object(graph_key, id_.dir, usable);
+  if (!got) return std::nullopt;
+  return std::move(got->record);
+}
+
+void MethodCache::commit_later(const compiler::CompiledGraph& g, const ObjectRecord& object) const {
+  EntryRecord e = make_entry(g, object);
+  cache::commit_later([self = *this, object, e] {
+    try {
+      self.save({object}, {e});
+    } catch (const CacheRefused& x) {
+      warn_uncached(self.dir(), "refused", std::string(x.what()) + "; running uncached");
+    } catch (const CacheError& x) {
+      warn_uncached(self.dir(), "save",
+                    "could not save " + self.where() + " to the cache (" + x.what() +
+                        "); running uncached, the cache as it was is kept");
+    }
+  });
+}
+
+void MethodCache::push_remote(const std::vector<ObjectRecord>& objects, const std::vector<EntryRecord>& entries) const {
+  if (!remote_ || !remote_->can_write()) return;
+  const RemoteTier::Pushed p = remote_->push(objects, entries, id_.dir);
+  if (p.objects + p.entries > 0)
+    log::debug("remote cache {}: wrote {} object(s), {} entr(ies); {} already there", remote_->config().url, p.objects,
+               p.entries, p.present);
+  if (!objects.empty() && !p.failed) remote_->push_tuning(compiler::TuningTable::process().records(), id_.dir);
+}
+
 ObjectRecord MethodCache::make_object(const compiler::CompiledGraph& g, const GraphId& id) const {
   return cache::make_object(g, id, stores_program(), id_.who, nullptr);
 }
@@ -294,6 +351,11 @@ void MethodCache::load_tuning() const {
   {
     std::lock_guard lock(mu);
     if (!loaded.insert(id_.dir).second) return;
+  }
+  if (remote_) {  // the fleet's decisions (the remote's shared table)
+    const auto records = remote_->tuning(id_.dir);
+    const std::size_t added = compiler::TuningTable::process().merge(records);
+    log::debug("remote tuning table: {} decisions, {} new to this process", records.size(), added);
   }
   try {
     if (!Dir::exists(id_.dir)) return;

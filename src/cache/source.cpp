@@ -38,8 +38,10 @@ compiler::FirstEntry MethodSource::first_call(const FlatArgs& args, const compil
   first.status.outcome = served ? Outcome::hit : report_.fetched ? Outcome::fetched : Outcome::compiled;
   first.status.cached = !disabled_ && (report_.hit || report_.saved);
   first.status.reason = report_.hit ? ""
-                        : served    ? report_.reason + "; the stored object of the same computation was reused"
-                                    : report_.reason;
+                        : report_.remote
+                            ? report_.reason + "; the remote cache's object of the same computation was used"
+                        : served ? report_.reason + "; the stored object of the same computation was reused"
+                                 : report_.reason;
   first.status.entry = cache_->where();
   if (sink_) sink_(report_);
   return first;
@@ -106,9 +108,18 @@ std::shared_ptr<compiler::CompiledGraph> MethodSource::persist(std::shared_ptr<c
     ObjectRecord o = cache_->make_object(*g, id);
     report_.artifact_bytes = o.raw.size();
     report_.artifact_checksum = o.meta.checksum;
-    auto adopted = cache_->save({o}, {cache_->make_entry(*g, o)});
+    const EntryRecord e = cache_->make_entry(*g, o);
+    auto adopted = cache_->save({o}, {e});
     report_.writer = true;
     report_.saved = true;
+    // The rank that compiled writes back: the object the store kept.
+    const auto kept = adopted.find(id.key);
+    EntryRecord pushed = e;
+    if (kept != adopted.end()) {
+      pushed.object_checksum = kept->second.meta.checksum;
+      pushed.with_program = kept->second.meta.with_program;
+    }
+    cache_->push_remote({kept == adopted.end() ? o : kept->second}, {pushed});
     if (auto it = adopted.find(id.key); it != adopted.end()) {
       bool has_program = false;
       auto stored = load_object(it->second, parameter_names(g->trace.graph), &has_program);
@@ -174,6 +185,23 @@ std::shared_ptr<compiler::CompiledGraph> LocalSource::obtain(const FlatArgs& arg
     persist_entry(*stored->graph, stored->object);
     return stored->graph;
   }
+  // Then the remote tier: read and checked, committed locally off the path
+  // to ready.
+  if (!compile_every_miss_)
+    if (auto fetched = cache().remote_object(id, *tr, args, compile)) {
+      report().read_store = true;
+      report().remote = true;
+      report().graph_key = id.key;
+      report().remote_bytes = fetched->object.raw.size();
+      report().artifact_bytes = fetched->object.raw.size();
+      report().artifact_checksum = fetched->object.meta.checksum;
+      if (!disabled_) {
+        cache().commit_later(*fetched->graph, fetched->object);
+        report().saved = true;
+        report().writer = true;
+      }
+      return fetched->graph;
+    }
   report().owner = cache().who().global_rank;
   return persist(compile_timed(std::move(*tr), args, compile), id, args, compile);
 }
