@@ -244,6 +244,33 @@ std::optional<MethodCache::Stored> MethodCache::remote_object(const GraphId& id,
   return Stored{std::move(g), std::move(got->record)};
 }
 
+std::optional<MethodCache::Stored> MethodCache::remote_entry(const FlatArgs& args,
+                                                             const compiler::CompileStep& compile) const {
+  if (!remote_) return std::nullopt;
+  const auto re = remote_->entry(path_, id_.dir);
+  if (!re) return std::nullopt;
+  if (const auto diffs = stale_components(re->entry.meta.components, key_.components, true); !diffs.empty()) {
+    log::info("remote cache entry {} is of another version ({}); not used", path_, join(diffs));
+    return std::nullopt;
+  }
+  std::shared_ptr<compiler::CompiledGraph> g;
+  const RemoteTier::Check bind = [&](const ObjectRecord& o) {
+    bool has_program = false;
+    g = load_object(o, re->entry.parameters, &has_program);
+    const SymBindings b = g->trace.signature.bind(args);
+    if (!has_program) {
+      const compiler::CompileHints hints{&g->optimized, &g->autotune};
+      g = compile(std::move(g->trace), b, &hints);
+    }
+    check_binds(*g, *id_.key.module);
+  };
+  auto got = re->object_hash.empty() ? remote_->object(re->entry.graph_key, id_.dir, bind)
+                                     : remote_->object_by_hash(re->object_hash, re->entry.graph_key, id_.dir, bind);
+  if (!got) return std::nullopt;
+  log::info("Cache {} read from the remote cache {}", model_cache_meta(re->entry.meta), remote_->config().url);
+  return Stored{std::move(g), std::move(got->record)};
+}
+
 std::optional<ObjectRecord> MethodCache::remote_record(const std::string& graph_key) const {
   if (!remote_) return std::nullopt;
   auto got = remote_->object(graph_key, id_.dir, usable);

@@ -107,6 +107,11 @@ class MethodCache {
   // remote has none or fails (counted, warned). Costs two reads.
   std::optional<Stored> remote_object(const GraphId& id, const TraceResult& trace, const FlatArgs& args,
                                       const compiler::CompileStep& compile) const;
+  // The fast path's (HitCheck::code_version, no trace) remote lookup: this
+  // rank's entry in the remote's index, of this code_version, parameter
+  // signature, runtime and format version, its object checked, decoded and
+  // bound to the call; null otherwise.
+  std::optional<Stored> remote_entry(const FlatArgs& args, const compiler::CompileStep& compile) const;
   // The remote's object for a graph key, checked and decodable (the
   // coordinator's node leaders read it for their host).
   std::optional<ObjectRecord> remote_record(const std::string& graph_key) const;

@@ -83,7 +83,8 @@ RemotePush remote_push(const remote::Config& c, const std::string& dir, const st
 }
 
 RemotePull remote_pull(const remote::Config& c, const std::string& model, const std::string& dir) {
-  if (model.empty()) throw ConfigError("remote pull needs a model: a model_info or a class name (`npucache remote ls`)");
+  if (model.empty())
+    throw ConfigError("remote pull needs a model: a model_info or a class name (`npucache remote ls`)");
   auto t = tier_for(c);
   RemotePull out;
   out.models = matching_models(*t, model);

@@ -160,10 +160,16 @@ std::optional<RemoteTier::Object> RemoteTier::fetch(const std::string& hash, con
   try {
     o.record = decode_remote_object(got.value(), hash, graph_key, config().max_object_bytes);
     if (check) check(o.record);
-  } catch (const Error& e) {
+  } catch (const CacheError& e) {
     failed({Failure::corrupt, e.what()}, dir, "reading object " + hash);
     if (can_write())  // a damaged value is removed, so the next compile's write-back replaces it
       (void)backend_->remove({remote_key::object(hash), remote_key::graph(graph_key)});
+    return std::nullopt;
+  } catch (const Error& e) {  // sound, but not for this call (another signature): a miss
+    log::debug("remote object {} does not serve this call: {}", hash, e.what());
+    RemoteCounters miss;
+    miss.misses = 1;
+    if (!dir.empty()) record_remote(dir, miss);
     return std::nullopt;
   }
   RemoteCounters hit;
@@ -317,8 +323,8 @@ RemoteTier::Pushed RemoteTier::push(const std::vector<ObjectRecord>& objects, co
     t.c.bytes_written += value.size();
     GraphRef g{o.graph_key, hash, value.size(), o.raw.size(), o.meta.with_program, o.meta.checksum};
     const std::string gv = encode_graph_ref(g);
-    auto put_ref = backend_->put(remote_key::graph(o.graph_key), gv, ref.is_hit() ? remote::Overwrite::yes
-                                                                                   : remote::Overwrite::no);
+    auto put_ref = backend_->put(remote_key::graph(o.graph_key), gv,
+                                 ref.is_hit() ? remote::Overwrite::yes : remote::Overwrite::no);
     if (put_ref.is_failure()) return fail(put_ref.fault(), "writing object " + o.graph_key);
     t.c.bytes_written += gv.size();
     t.c.writes += 2;

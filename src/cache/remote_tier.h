@@ -78,8 +78,7 @@ class RemoteTier {
   // The object hash a graph key's reference names ("" when none).
   std::string object_hash(const std::string& graph_key, const std::string& dir);
   // Bytes of each object value (0: absent).
-  std::optional<std::vector<std::size_t>> object_sizes(const std::vector<std::string>& hashes,
-                                                       const std::string& dir);
+  std::optional<std::vector<std::size_t>> object_sizes(const std::vector<std::string>& hashes, const std::string& dir);
 
   struct Pushed {
     std::size_t objects = 0, entries = 0;  // written (objects already there are not counted)

@@ -152,7 +152,8 @@ ObjectRecord decode_remote_object(std::string_view value, const std::string& has
     if (!r.done()) r.fail("trailing bytes");
     if (!layout::valid_graph_key(o.graph_key)) r.fail("it names no valid graph key");
     if (!graph_key.empty() && o.graph_key != graph_key) r.fail("it holds object " + o.graph_key + ", not " + graph_key);
-    if (o.raw.size() > max_raw_bytes) r.fail("its artifact is " + std::to_string(o.raw.size()) + " bytes, above the cap");
+    if (o.raw.size() > max_raw_bytes)
+      r.fail("its artifact is " + std::to_string(o.raw.size()) + " bytes, above the cap");
     if (o.raw.size() != o.meta.raw_size) r.fail("its artifact is not of its recorded size");
     if (checksum(o.raw) != o.meta.checksum) r.fail("its artifact fails its checksum");
     return o;
@@ -206,7 +207,8 @@ RemoteEntry decode_remote_entry(std::string_view value, const std::string& path,
     e.object_hash = r.str();
     if (!r.done()) r.fail("trailing bytes");
     if (!path.empty() && e.entry.path != path) r.fail("it is entry " + e.entry.path);
-    if (!layout::valid_entry_path(e.entry.path) || layout::model_info_of(e.entry.path) != model_info)
+    if (!layout::valid_entry_path(e.entry.path) ||
+        (!model_info.empty() && layout::model_info_of(e.entry.path) != model_info))
       r.fail("its path '" + e.entry.path + "' is not an entry of " + model_info);
     if (!layout::valid_graph_key(e.entry.graph_key)) r.fail("it names no valid graph key");
     if (!e.object_hash.empty() && !layout::valid_graph_key(e.object_hash)) r.fail("it names no valid object hash");

@@ -71,7 +71,8 @@ struct RemoteEntry {
   std::string object_hash;
 };
 std::string encode_remote_entry(const RemoteEntry& e);
-// `path` (when not empty) must be the entry's; `model_info` its model.
+// `path` (when not empty) must be the entry's; `model_info` (when not
+// empty) its model.
 RemoteEntry decode_remote_entry(std::string_view value, const std::string& path, const std::string& model_info);
 
 // A record of a shared table: its kind's own encoding (tuning:

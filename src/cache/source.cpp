@@ -164,6 +164,21 @@ void MethodSource::persist_entry(const compiler::CompiledGraph& g, const ObjectR
   report_.persist_s = now() - t;
 }
 
+std::shared_ptr<compiler::CompiledGraph> LocalSource::served_by_remote(MethodCache::Stored fetched) {
+  report().read_store = true;
+  report().remote = true;
+  report().graph_key = fetched.object.graph_key;
+  report().remote_bytes = fetched.object.raw.size();
+  report().artifact_bytes = fetched.object.raw.size();
+  report().artifact_checksum = fetched.object.meta.checksum;
+  if (!disabled_) {  // committed locally off the path to ready: the next start is local
+    cache().commit_later(*fetched.graph, fetched.object);
+    report().saved = true;
+    report().writer = true;
+  }
+  return fetched.graph;
+}
+
 std::shared_ptr<compiler::CompiledGraph> LocalSource::obtain(const FlatArgs& args, const compiler::TraceStep& trace,
                                                              const compiler::CompileStep& compile) {
   std::optional<TraceResult> tr;
@@ -174,6 +189,8 @@ std::shared_ptr<compiler::CompiledGraph> LocalSource::obtain(const FlatArgs& arg
   }
   MethodCache::Lookup hit = lookup(args, tr ? &*tr : nullptr, tr ? &id : nullptr, compile);
   if (hit.hit()) return hit.graph;
+  if (!tr && !compile_every_miss_)  // the fast path: this rank's entry in the remote's index
+    if (auto fetched = cache().remote_entry(args, compile)) return served_by_remote(std::move(*fetched));
   if (!tr) {
     tr = trace_checked(trace);
     id = cache().graph_id(*tr);
@@ -188,20 +205,7 @@ std::shared_ptr<compiler::CompiledGraph> LocalSource::obtain(const FlatArgs& arg
   // Then the remote tier: read and checked, committed locally off the path
   // to ready.
   if (!compile_every_miss_)
-    if (auto fetched = cache().remote_object(id, *tr, args, compile)) {
-      report().read_store = true;
-      report().remote = true;
-      report().graph_key = id.key;
-      report().remote_bytes = fetched->object.raw.size();
-      report().artifact_bytes = fetched->object.raw.size();
-      report().artifact_checksum = fetched->object.meta.checksum;
-      if (!disabled_) {
-        cache().commit_later(*fetched->graph, fetched->object);
-        report().saved = true;
-        report().writer = true;
-      }
-      return fetched->graph;
-    }
+    if (auto fetched = cache().remote_object(id, *tr, args, compile)) return served_by_remote(std::move(*fetched));
   report().owner = cache().who().global_rank;
   return persist(compile_timed(std::move(*tr), args, compile), id, args, compile);
 }

@@ -156,6 +156,7 @@ std::shared_ptr<compiler::CompiledGraph> CoordinatedSource::obtain(const FlatArg
         bytes = std::move(rec->raw);
         got = true;
         rep.remote = true;
+        rep.read_store = true;  // served by a cache (the remote tier), not compiled
         rep.remote_bytes = bytes.size();
       }
     // Per remote group: whether a fetcher failed, and W - the lowest fetcher that read it.
@@ -175,7 +176,7 @@ std::shared_ptr<compiler::CompiledGraph> CoordinatedSource::obtain(const FlatArg
         owner = static_cast<int>(world - outcome[2 * k + 1]);  // a host that read it shares it
         if (owner != me) {
           bytes.clear();
-          rep.remote = false;  // it receives the owner's copy
+          rep.remote = rep.read_store = false;  // it receives the owner's copy
         }
       } else {
         bytes.clear();  // nobody could: the owner compiles

@@ -11,7 +11,7 @@ RemoteFetch plan_remote(const Plan& plan, const std::vector<RankInfo>& ranks, co
   for (std::size_t g = 0; g < plan.keys.size(); ++g) {
     const int owner = plan.owner[g];
     if (ranks[static_cast<std::size_t>(owner)].holds) continue;  // a store holds it: local first
-    std::map<int, int> lowest;  // host -> its lowest needer
+    std::map<int, int> lowest;                                   // host -> its lowest needer
     for (std::size_t r = 0; r < ranks.size(); ++r)
       if (plan.group_of[r] == static_cast<int>(g) && ranks[r].needs)
         lowest.try_emplace(host_of[r], static_cast<int>(r));

@@ -16,7 +16,7 @@
 namespace npucache::coord {
 
 struct RemoteFetch {
-  std::vector<int> groups;                  // plan groups no store holds, in plan order
+  std::vector<int> groups;                   // plan groups no store holds, in plan order
   std::map<int, std::vector<int>> fetchers;  // group -> one fetcher per host with needers, ascending
 };
 // Empty unless every rank reported a remote tier.

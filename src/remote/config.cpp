@@ -47,11 +47,16 @@ std::size_t parse_bytes(std::string_view text, std::string_view url) {
   const double v = std::strtod(t.c_str(), &end);
   std::string unit(end);
   double scale = 1;
-  if (unit.empty() || unit == "B") scale = 1;
-  else if (unit == "K" || unit == "KiB" || unit == "k") scale = 1024.0;
-  else if (unit == "M" || unit == "MiB") scale = 1024.0 * 1024;
-  else if (unit == "G" || unit == "GiB") scale = 1024.0 * 1024 * 1024;
-  else bad(url, "max-object '" + t + "' is not a size (64M, 1G, 1048576)");
+  if (unit.empty() || unit == "B")
+    scale = 1;
+  else if (unit == "K" || unit == "KiB" || unit == "k")
+    scale = 1024.0;
+  else if (unit == "M" || unit == "MiB")
+    scale = 1024.0 * 1024;
+  else if (unit == "G" || unit == "GiB")
+    scale = 1024.0 * 1024 * 1024;
+  else
+    bad(url, "max-object '" + t + "' is not a size (64M, 1G, 1048576)");
   if (t.empty() || end == t.c_str() || !std::isfinite(v) || v < 0 || v * scale > 1e15)
     bad(url, "max-object '" + t + "' is not a size (64M, 1G, 1048576)");
   return static_cast<std::size_t>(v * scale);
@@ -59,9 +64,12 @@ std::size_t parse_bytes(std::string_view text, std::string_view url) {
 
 void attribute(Config& c, std::string_view name, std::string_view value, bool has_value, std::string_view url) {
   if (name == "read-only" || name == "read_only") {
-    if (!has_value || value == "true" || value == "1" || value == "yes") c.read_only = true;
-    else if (value == "false" || value == "0" || value == "no") c.read_only = false;
-    else bad(url, "read-only takes true or false, not '" + std::string(value) + "'");
+    if (!has_value || value == "true" || value == "1" || value == "yes")
+      c.read_only = true;
+    else if (value == "false" || value == "0" || value == "no")
+      c.read_only = false;
+    else
+      bad(url, "read-only takes true or false, not '" + std::string(value) + "'");
   } else if (name == "connect-timeout" || name == "connect_timeout") {
     c.connect_timeout_s = parse_seconds(value, "remote cache URL '" + std::string(url) + "': connect-timeout");
   } else if (name == "timeout") {
@@ -85,10 +93,13 @@ double parse_seconds(std::string_view text, const std::string& what) {
   char* end = nullptr;
   double v = std::strtod(t.c_str(), &end);
   const std::string unit(end);
-  if (unit == "ms") v /= 1000;
-  else if (!unit.empty() && unit != "s") v = -1;
+  if (unit == "ms")
+    v /= 1000;
+  else if (!unit.empty() && unit != "s")
+    v = -1;
   if (t.empty() || end == t.c_str() || !std::isfinite(v) || v <= 0 || v > 86400)
-    throw ConfigError(what + " '" + t + "' is not a positive duration: give seconds (2, 0.5, 2s) or milliseconds (100ms)");
+    throw ConfigError(what + " '" + t +
+                      "' is not a positive duration: give seconds (2, 0.5, 2s) or milliseconds (100ms)");
   return v;
 }
 
@@ -119,8 +130,8 @@ Config parse_url(std::string_view url) {
         c.endpoint.password = decode_percent(cred.substr(colon + 1), url);
       }
       c.password_in_url = !c.endpoint.password.empty();
-      shown = "redis://" + (c.endpoint.user.empty() ? "" : c.endpoint.user) + ":***@" +
-              std::string(url.substr(8 + at + 1));
+      shown =
+          "redis://" + (c.endpoint.user.empty() ? "" : c.endpoint.user) + ":***@" + std::string(url.substr(8 + at + 1));
       auth_host = auth_host.substr(at + 1);
     }
     std::string_view host = auth_host;

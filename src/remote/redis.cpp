@@ -130,9 +130,7 @@ Reply::Type type_of(const redisReply* r) {
     default: return Reply::Type::nil;
   }
 }
-std::string_view text_of(const redisReply* r) {
-  return r->str ? std::string_view(r->str, r->len) : std::string_view();
-}
+std::string_view text_of(const redisReply* r) { return r->str ? std::string_view(r->str, r->len) : std::string_view(); }
 }  // namespace
 
 Reply::Type Reply::type() const { return type_of(r_.get()); }

@@ -77,13 +77,11 @@ void cmd_ls(const std::string& url, const std::string& model, bool json) {
                       {"object_bytes", e.object_bytes}});
       ms.push_back({{"model_info", m.model_info}, {"entries", es}, {"objects", m.objects}, {"bytes", m.bytes}});
     }
-    std::printf("%s\n", nlohmann::json({{"remote", c.url},
-                                        {"models", ms},
-                                        {"entries", entries},
-                                        {"objects", objects},
-                                        {"bytes", bytes}})
-                            .dump(2)
-                            .c_str());
+    std::printf("%s\n",
+                nlohmann::json(
+                    {{"remote", c.url}, {"models", ms}, {"entries", entries}, {"objects", objects}, {"bytes", bytes}})
+                    .dump(2)
+                    .c_str());
     return;
   }
   std::printf("%-72s %-12s %-16s %10s\n", "entry", "object", "mode", "bytes");

@@ -103,9 +103,9 @@ TEST(RemoteUrl, ParsesEveryForm) {
   EXPECT_EQ(p.endpoint.port, 6380);
   EXPECT_TRUE(p.password_in_url);
   EXPECT_EQ(p.url.find("s%40cret"), std::string::npos) << p.url;  // never shown
-  for (const char* bad : {"http://x:1", "redis://", "redis://h:0", "redis://h:99999", "redis://h:1/x",
-                          "redis+unix://relative.sock", "redis://h?timeout=-1", "redis://h?colour=blue",
-                          "redis://h?max-object=lots"}) {
+  for (const char* bad :
+       {"http://x:1", "redis://", "redis://h:0", "redis://h:99999", "redis://h:1/x", "redis+unix://relative.sock",
+        "redis://h?timeout=-1", "redis://h?colour=blue", "redis://h?max-object=lots"}) {
     try {
       remote::parse_url(bad);
       ADD_FAILURE() << bad << " was accepted";
@@ -132,8 +132,8 @@ TEST(RemoteValue, EveryDamageIsRefused) {
   }
   EXPECT_THROW(cache::decode_remote_object(v.substr(0, v.size() / 2), "", o.graph_key, 1 << 20), Error);
   EXPECT_THROW(cache::decode_remote_object(v, h, std::string(32, 'b'), 1 << 20), Error);  // another key
-  EXPECT_THROW(cache::decode_remote_object(v, h, o.graph_key, 100), Error);             // above the cap
-  EXPECT_THROW(cache::decode_graph_ref(v, o.graph_key), Error);                          // another kind
+  EXPECT_THROW(cache::decode_remote_object(v, h, o.graph_key, 100), Error);               // above the cap
+  EXPECT_THROW(cache::decode_graph_ref(v, o.graph_key), Error);                           // another kind
 }
 
 TEST_F(RemoteTest, WarmRemoteServesAnEmptyCacheWithoutCompiling) {
@@ -285,8 +285,8 @@ class Proxy {
 
 // A tier for `port` with a 1 s operation timeout.
 cache::RemoteTier tier_at(int port, const std::string& attrs = "timeout=1") {
-  return cache::RemoteTier(remote::make_redis_backend(
-      remote::parse_url("redis://127.0.0.1:" + std::to_string(port) + "?" + attrs)));
+  return cache::RemoteTier(
+      remote::make_redis_backend(remote::parse_url("redis://127.0.0.1:" + std::to_string(port) + "?" + attrs)));
 }
 
 // An object of `n` bytes stored under its graph key through `t`.
@@ -368,7 +368,8 @@ TEST_F(RemoteTest, DamagedValuesAreNeverUsedAndAreReplaced) {
     if (has(k, ":obj:")) obj_key = k;
   ASSERT_FALSE(obj_key.empty());
   const std::string value = server.command({"GET", obj_key});
-  for (const std::string& damaged : {value.substr(0, value.size() / 2), value.substr(0, 100) + "X" + value.substr(101)}) {
+  for (const std::string& damaged :
+       {value.substr(0, value.size() / 2), value.substr(0, 100) + "X" + value.substr(101)}) {
     ASSERT_EQ(server.command({"SET", obj_key, damaged}), "OK");
     const std::string d = dir("d" + std::to_string(damaged.size()));
     Out o = worker(d, server.url());
@@ -396,9 +397,7 @@ TEST_F(RemoteTest, WrongPasswordIsWarnedAndCountedRightOneWorks) {
   EXPECT_TRUE(has(wrong.text, "refused the credentials")) << wrong.text;
   EXPECT_EQ(remote_errors(stats(dir("b")), "auth"), 1u);
   EXPECT_TRUE(server.keys("s3cret").empty());
-  {
-    std::ofstream(dir("pw")) << "s3cret\n";
-  }
+  { std::ofstream(dir("pw")) << "s3cret\n"; }
   Out file = worker(dir("c"), server.url(), "NPUCACHE_REMOTE_PASSWORD_FILE=" + dir("pw"));
   EXPECT_EQ(compiled(file), "1") << file.text;
   EXPECT_FALSE(has(file.text, "refused the credentials")) << file.text;
@@ -476,4 +475,18 @@ TEST_F(RemoteTest, PushListPull) {
   Out none = sh("unset NPUCACHE_REMOTE; " + cli + " remote ls");
   EXPECT_EQ(none.status, 2) << none.text;
   (void)model;
+}
+
+TEST_F(RemoteTest, FastPathReadsTheRemoteIndex) {
+  RedisServer server;
+  const std::string fast = "prompt --fast --code-version v1";
+  Out cold = worker(dir("a"), server.url(), "", fast);
+  ASSERT_EQ(cold.status, 0) << cold.text;
+  // No trace at all: this rank's entry in the remote index names the object.
+  Out fresh = worker(dir("b"), server.url(), "", fast);
+  EXPECT_TRUE(has(fresh.text, "traced 0\ncompiled 0\nstatus hit")) << fresh.text;
+  EXPECT_EQ(result(fresh.text), result(cold.text));
+  // Another code_version is not served from it.
+  Out other = worker(dir("c"), server.url(), "", "prompt --fast --code-version v2");
+  EXPECT_TRUE(has(other.text, "traced 1")) << other.text;
 }

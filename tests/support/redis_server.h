@@ -38,15 +38,26 @@ class RedisServer {
  public:
   // `extra`: more redis-server options, e.g. {"--requirepass", "s3cret"}.
   explicit RedisServer(std::vector<std::string> extra = {}) {
-    dir_ = std::filesystem::temp_directory_path() / ("npucache-redis-" + std::to_string(::getpid()) + "-" +
-                                                     std::to_string(counter()++));
+    dir_ = std::filesystem::temp_directory_path() /
+           ("npucache-redis-" + std::to_string(::getpid()) + "-" + std::to_string(counter()++));
     std::filesystem::create_directories(dir_);
     for (int attempt = 0; attempt < 5; ++attempt) {
       port_ = free_port();
-      std::vector<std::string> args{NPUCACHE_REDIS_SERVER, "--port",       std::to_string(port_), "--bind",
-                                    "127.0.0.1",           "--save",       "",                    "--appendonly",
-                                    "no",                  "--dir",        dir_.string(),         "--daemonize",
-                                    "no",                  "--logfile",    (dir_ / "log").string()};
+      std::vector<std::string> args{NPUCACHE_REDIS_SERVER,
+                                    "--port",
+                                    std::to_string(port_),
+                                    "--bind",
+                                    "127.0.0.1",
+                                    "--save",
+                                    "",
+                                    "--appendonly",
+                                    "no",
+                                    "--dir",
+                                    dir_.string(),
+                                    "--daemonize",
+                                    "no",
+                                    "--logfile",
+                                    (dir_ / "log").string()};
       for (auto& e : extra) args.push_back(e);
       extra_ = extra;
       pid_ = ::fork();
