@@ -59,6 +59,7 @@ int child(const std::string& dir, const std::string& url, const std::string& siz
   const bool from_remote = remote(prompt.status()) && remote(decode.status());
   std::printf("%.6f %d %s %s\n", ready, from_remote ? 1 : 0, std::string(outcome_name(prompt.status().outcome)).c_str(),
               std::string(outcome_name(decode.status().outcome)).c_str());
+  std::fflush(stdout);
   return 0;  // the background commit finishes as the process exits, after `ready`
 }
 
@@ -134,6 +135,7 @@ int main(int argc, char** argv) {
   const int port = free_port();
   const pid_t server = ::fork();
   if (server == 0) {
+    (void)!::freopen("/dev/null", "w", stdout);
     const std::string p = std::to_string(port), d = work.string();
     ::execlp("redis-server", "redis-server", "--port", p.c_str(), "--bind", "127.0.0.1", "--save", "", "--appendonly",
              "no", "--dir", d.c_str(), "--logfile", (work / "redis.log").c_str(), static_cast<char*>(nullptr));
@@ -153,9 +155,9 @@ int main(int argc, char** argv) {
       const std::string c = (work / "cold").string(), r = (work / "remote").string();
       fs::remove_all(c);
       fs::remove_all(r);
-      cold.push_back(spawn(argv[0], c, "off", size).ready);           // cold compile, no remote
-      local.push_back(spawn(argv[0], c, "off", size).ready);          // warm from the local cache
-      const Start s = spawn(argv[0], r, url, size);                   // empty local cache, warm remote
+      cold.push_back(spawn(argv[0], c, "off", size).ready);   // cold compile, no remote
+      local.push_back(spawn(argv[0], c, "off", size).ready);  // warm from the local cache
+      const Start s = spawn(argv[0], r, url, size);           // empty local cache, warm remote
       remote.push_back(s.ready);
       all_remote = all_remote && s.from_remote;
     }
@@ -214,26 +216,25 @@ int main(int argc, char** argv) {
         for (int r = 0; r < s.repeat; ++r) keys.push_back(cache::remote_key::object(h));
       }
       std::size_t raw_bytes = 0;
-      const auto times = perf::interleaved(
-          {[&] { return raw_gets(port, keys, &raw_bytes); },
-           [&] {
-             const double t0 = perf::now_s();
-             value_bytes = 0;
-             for (int r = 0; r < s.repeat; ++r)
-               for (const auto& o : s.objects) {
-                 auto got = tier.object(o.graph_key, "");
-                 if (!got) std::exit(1);
-                 value_bytes += got->value_bytes;
-               }
-             return perf::now_s() - t0;
-           }},
-          trials);
+      const auto times = perf::interleaved({[&] { return raw_gets(port, keys, &raw_bytes); },
+                                            [&] {
+                                              const double t0 = perf::now_s();
+                                              value_bytes = 0;
+                                              for (int r = 0; r < s.repeat; ++r)
+                                                for (const auto& o : s.objects) {
+                                                  auto got = tier.object(o.graph_key, "");
+                                                  if (!got) std::exit(1);
+                                                  value_bytes += got->value_bytes;
+                                                }
+                                              return perf::now_s() - t0;
+                                            }},
+                                           trials);
       const double raw_gbps = static_cast<double>(raw_bytes) / times[0] / 1e9;
       const double tier_gbps = static_cast<double>(value_bytes) / times[1] / 1e9;
-      std::printf("  %-28s %5zu values of %8.1f KiB: raw %6.3f GB/s, tier %6.3f GB/s   tier/raw %5.1f %%  (goal >= 70%%)\n",
-                  s.label.c_str(), keys.size(),
-                  static_cast<double>(raw_bytes) / static_cast<double>(keys.size()) / 1024.0, raw_gbps, tier_gbps,
-                  100.0 * tier_gbps / raw_gbps);
+      std::printf(
+          "  %-28s %5zu values of %8.1f KiB: raw %6.3f GB/s, tier %6.3f GB/s   tier/raw %5.1f %%  (goal >= 70%%)\n",
+          s.label.c_str(), keys.size(), static_cast<double>(raw_bytes) / static_cast<double>(keys.size()) / 1024.0,
+          raw_gbps, tier_gbps, 100.0 * tier_gbps / raw_gbps);
     }
   }
   ::kill(server, SIGKILL);

@@ -3,7 +3,8 @@
 // procedure) by a background thread, so a job is ready as soon as it has
 // the program and its next start is local. One commit at a time, in the
 // order queued; a commit's errors are its own to log. The queue is drained
-// when the process exits (or by wait_for_commits()).
+// when the process exits normally (static destruction, before HDF5 shuts
+// down), or by wait_for_commits().
 #pragma once
 
 #include <functional>

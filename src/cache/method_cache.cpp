@@ -507,7 +507,8 @@ void MethodCache::discard_damaged(const Store& store, const std::string& key, co
 
 void warn_uncached(const std::string& dir, const std::string& kind, const std::string& what) {
   static std::mutex mu;
-  static std::set<std::pair<std::string, std::string>> warned;
+  // Never destroyed: background commits may warn while the process exits.
+  static auto& warned = *new std::set<std::pair<std::string, std::string>>();
   {
     std::lock_guard lock(mu);
     if (!warned.insert({dir, kind}).second) {

@@ -154,11 +154,17 @@ std::optional<RemoteTier::Object> RemoteTier::fetch(const std::string& hash, con
     return std::nullopt;
   }
   if (got.is_miss()) return std::nullopt;
+  return verify(std::move(got.value()), hash, graph_key, dir, check);
+}
+
+std::optional<RemoteTier::Object> RemoteTier::verify(std::string value, const std::string& hash,
+                                                     const std::string& graph_key, const std::string& dir,
+                                                     const Check& check) {
   Object o;
   o.hash = hash;
-  o.value_bytes = got.value().size();
+  o.value_bytes = value.size();
   try {
-    o.record = decode_remote_object(got.value(), hash, graph_key, config().max_object_bytes);
+    o.record = decode_remote_object(value, hash, graph_key, config().max_object_bytes);
     if (check) check(o.record);
   } catch (const CacheError& e) {
     failed({Failure::corrupt, e.what()}, dir, "reading object " + hash);
@@ -199,9 +205,30 @@ std::string RemoteTier::object_hash(const std::string& graph_key, const std::str
 
 std::optional<RemoteTier::Object> RemoteTier::object(const std::string& graph_key, const std::string& dir,
                                                      const Check& check) {
-  const std::string hash = object_hash(graph_key, dir);
-  if (hash.empty()) return std::nullopt;
-  return fetch(hash, graph_key, dir, check);
+  // The reference and the object it names, in one round trip.
+  auto got = [&] {
+    Counted t(dir);
+    auto a = backend_->get_referenced(remote_key::graph(graph_key), kGraphRefHashAt, kGraphRefHashLen,
+                                      remote_key::object(""));
+    if (a.is_hit()) t.c.bytes_read += a.value().value.size() + (a.value().target ? a.value().target->size() : 0);
+    if (a.is_miss() || (a.is_hit() && !a.value().target)) t.c.misses += 1;
+    return a;
+  }();
+  if (got.is_failure()) {
+    failed(got.fault(), dir, "reading graph key " + graph_key);
+    return std::nullopt;
+  }
+  if (got.is_miss()) return std::nullopt;
+  std::string hash;
+  try {
+    hash = decode_graph_ref(got.value().value, graph_key).object_hash;
+  } catch (const Error& e) {
+    failed({Failure::corrupt, e.what()}, dir, "looking up graph key " + graph_key);
+    if (can_write()) (void)backend_->remove({remote_key::graph(graph_key)});
+    return std::nullopt;
+  }
+  if (!got.value().target) return std::nullopt;  // its object is gone (counted as a miss)
+  return verify(std::move(*got.value().target), hash, graph_key, dir, check);
 }
 
 std::optional<RemoteTier::Object> RemoteTier::object_by_hash(const std::string& hash, const std::string& graph_key,

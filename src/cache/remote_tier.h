@@ -61,7 +61,8 @@ class RemoteTier {
     std::size_t value_bytes = 0;
   };
   using Check = std::function<void(const ObjectRecord&)>;
-  // The object stored for `graph_key` (its GraphRef, then the object),
+  // The object stored for `graph_key` (its GraphRef and the object it
+  // names, one round trip where the server can),
   // every check passed, `check` included (which throws CacheError or
   // TraceError to reject it); nullopt otherwise. Counted in `dir`'s stats.
   std::optional<Object> object(const std::string& graph_key, const std::string& dir, const Check& check = {});
@@ -104,6 +105,9 @@ class RemoteTier {
  private:
   std::optional<Object> fetch(const std::string& hash, const std::string& graph_key, const std::string& dir,
                               const Check& check);
+  // Checks an object's value (then `check`), counts the hit or the damage.
+  std::optional<Object> verify(std::string value, const std::string& hash, const std::string& graph_key,
+                               const std::string& dir, const Check& check);
   std::unique_ptr<remote::Backend> backend_;
   std::atomic<bool> full_{false};
 };

@@ -80,9 +80,13 @@ std::string kind_name(RemoteKind k) {
   return "value";
 }
 
-// The payload of a value of `kind`, every header field checked first.
-std::string open_value(std::string_view v, RemoteKind kind, std::size_t max_decoded, const std::string& what) {
-  const auto bad = [&](const std::string& why) -> std::string {
+// The payload of a value of `kind`, every header field checked first: a
+// view of `v` when stored, else decompressed into `scratch`. The payload's
+// own checksum is skipped when `hashed` (the whole value was checked
+// against its content hash already).
+std::string_view open_value(std::string_view v, RemoteKind kind, std::size_t max_decoded, const std::string& what,
+                            std::string& scratch, bool hashed = false) {
+  const auto bad = [&](const std::string& why) -> std::string_view {
     throw CacheError(what + " is damaged or not npucache's: " + why);
   };
   if (v.size() < kHeader) return bad("it has " + std::to_string(v.size()) + " bytes, fewer than a header");
@@ -104,11 +108,12 @@ std::string open_value(std::string_view v, RemoteKind kind, std::size_t max_deco
   if (codec == kStored && d != p) return bad("a stored payload's sizes differ");
   if (codec == kZstd && d > kMaxRatio * p + 4096) return bad("it claims more than its payload can hold");
   const std::string_view body = v.substr(kHeader);
-  if (get<uint64_t>(v, 32) != XXH3_64bits(body.data(), body.size())) return bad("its payload fails its checksum");
-  if (codec == kStored) return std::string(body);
-  std::string out = zstd_decompress(body, static_cast<std::size_t>(d));
-  if (out.size() != d) return bad("the payload decodes to another size");
-  return out;
+  if (!hashed && get<uint64_t>(v, 32) != XXH3_64bits(body.data(), body.size()))
+    return bad("its payload fails its checksum");
+  if (codec == kStored) return body;
+  scratch = zstd_decompress(body, static_cast<std::size_t>(d));
+  if (scratch.size() != d) return bad("the payload decodes to another size");
+  return scratch;
 }
 
 // Runs a decoder, turning any decoding error into a CacheError.
@@ -136,7 +141,9 @@ std::string content_hash(std::string_view value) {
 std::string encode_remote_object(const ObjectRecord& o) {
   ByteWriter w;
   write_object(w, o);
-  return seal(RemoteKind::object, w.data(), true);
+  // Stored, not compressed: decompressing costs a reader more than the
+  // bytes it saves cost a network between hosts (perf/bench_remote).
+  return seal(RemoteKind::object, w.data(), false);
 }
 
 ObjectRecord decode_remote_object(std::string_view value, const std::string& hash, const std::string& graph_key,
@@ -145,7 +152,9 @@ ObjectRecord decode_remote_object(std::string_view value, const std::string& has
   if (!hash.empty() && content_hash(value) != hash)
     throw CacheError(what + " is damaged: its bytes do not hash to its key (" + std::to_string(value.size()) +
                      " bytes)");
-  const std::string payload = open_value(value, RemoteKind::object, max_raw_bytes + kObjectSlack, what);
+  std::string scratch;
+  const std::string_view payload =
+      open_value(value, RemoteKind::object, max_raw_bytes + kObjectSlack, what, scratch, !hash.empty());
   return decoding(what, [&] {
     ByteReader r(payload, what);
     ObjectRecord o = read_object(r);
@@ -173,7 +182,8 @@ std::string encode_graph_ref(const GraphRef& g) {
 
 GraphRef decode_graph_ref(std::string_view value, const std::string& graph_key) {
   const std::string what = "remote graph reference " + graph_key;
-  const std::string payload = open_value(value, RemoteKind::graph, kMaxSmallValue, what);
+  std::string scratch;
+  const std::string_view payload = open_value(value, RemoteKind::graph, kMaxSmallValue, what, scratch);
   return decoding(what, [&] {
     ByteReader r(payload, what);
     GraphRef g;
@@ -199,7 +209,8 @@ std::string encode_remote_entry(const RemoteEntry& e) {
 
 RemoteEntry decode_remote_entry(std::string_view value, const std::string& path, const std::string& model_info) {
   const std::string what = "remote entry " + (path.empty() ? model_info : path);
-  const std::string payload = open_value(value, RemoteKind::entry, kMaxSmallValue, what);
+  std::string scratch;
+  const std::string_view payload = open_value(value, RemoteKind::entry, kMaxSmallValue, what, scratch);
   return decoding(what, [&] {
     ByteReader r(payload, what);
     RemoteEntry e;
@@ -226,7 +237,8 @@ std::string encode_blob(const BlobRecord& b) {
 
 BlobRecord decode_blob(std::string_view value, BlobKind kind, const std::string& name) {
   const std::string what = "remote " + std::string(blob_kind_name(kind)) + " record";
-  const std::string payload = open_value(value, RemoteKind::blob, kMaxSmallValue, what);
+  std::string scratch;
+  const std::string_view payload = open_value(value, RemoteKind::blob, kMaxSmallValue, what, scratch);
   return decoding(what, [&] {
     ByteReader r(payload, what);
     BlobRecord b;

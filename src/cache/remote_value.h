@@ -44,9 +44,10 @@ enum class RemoteKind : uint8_t { object = 1, graph = 2, entry = 3, blob = 4 };
 std::string content_hash(std::string_view value);
 
 // An object's value: its record (graph key, bytes, graph text, facts),
-// zstd-compressed.
+// stored uncompressed (values of codec zstd are read too).
 std::string encode_remote_object(const ObjectRecord& o);
-// Checks the value against its key's hash, its header, its payload, the
+// Checks the value against its key's hash (then the payload's own checksum
+// is not needed; without `hash` it is checked), its header, the
 // record, the graph key's grammar and `graph_key` (when not empty), the
 // artifact's size (at most `max_raw_bytes`) and checksum.
 ObjectRecord decode_remote_object(std::string_view value, const std::string& hash, const std::string& graph_key,
@@ -62,6 +63,12 @@ struct GraphRef {
   std::string checksum;  // of the artifact's bytes (ObjectMeta::checksum)
 };
 std::string encode_graph_ref(const GraphRef& g);
+// Where the object hash lies in a graph reference value (header, the
+// 32-digit graph key's str, the hash's length): a server-side reader can
+// follow a reference in one round trip (remote::Backend::get_referenced);
+// the reference and the object are checked as ever when they arrive.
+inline constexpr std::size_t kGraphRefHashAt = 48 + 4 + 32 + 4;
+inline constexpr std::size_t kGraphRefHashLen = 32;
 GraphRef decode_graph_ref(std::string_view value, const std::string& graph_key);
 
 // An index record: the entry, and the hash of its object's value when the

@@ -80,6 +80,17 @@ class Backend {
   virtual std::vector<Answer<std::string>> get_many(const std::vector<std::string>& keys) = 0;
   // Hit true: written; hit false: the key existed and Overwrite::no kept it.
   virtual Answer<bool> put(const std::string& key, std::string_view value, Overwrite overwrite) = 0;
+  // A value and the value it names: `key`'s value, and the value of
+  // `prefix` + the `len` bytes of that value at offset `at` (which must be
+  // lowercase hex), in one round trip where the server can, else two. A
+  // miss when `key` holds nothing; `target` is empty when the named key
+  // holds nothing or the bytes are no name. The caller checks both values.
+  struct Referenced {
+    std::string value;
+    std::optional<std::string> target;
+  };
+  virtual Answer<Referenced> get_referenced(const std::string& key, std::size_t at, std::size_t len,
+                                            const std::string& prefix) = 0;
   virtual Answer<std::string> hash_get(const std::string& key, const std::string& field) = 0;
   // Every field of a hash (a miss when there is none).
   virtual Answer<Fields> hash_all(const std::string& key) = 0;

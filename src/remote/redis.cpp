@@ -116,30 +116,75 @@ bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.
 
 // --- Reply -----------------------------------------------------------------
 
-void Reply::Free::operator()(redisReply* r) const { freeReplyObject(r); }
-Reply::Reply(redisReply* r) : r_(r) {}
+struct Reply::Node {
+  Type type = Type::nil;
+  std::string str;
+  long long integer = 0;
+  std::vector<std::unique_ptr<Node>> elements;
+};
 
 namespace {
-Reply::Type type_of(const redisReply* r) {
-  switch (r->type) {
-    case REDIS_REPLY_STRING: return Reply::Type::string;
-    case REDIS_REPLY_ARRAY: return Reply::Type::array;
-    case REDIS_REPLY_INTEGER: return Reply::Type::integer;
-    case REDIS_REPLY_STATUS: return Reply::Type::status;
-    case REDIS_REPLY_ERROR: return Reply::Type::error;
-    default: return Reply::Type::nil;
+
+// hiredis's reader builds replies through these: each new object is
+// attached to its parent array (which owns it); the root is the reply.
+void* attach(const redisReadTask* task, std::unique_ptr<Reply::Node> n) {
+  Reply::Node* raw = n.get();
+  if (task->parent) {
+    auto* parent = static_cast<Reply::Node*>(task->parent->obj);
+    if (task->idx < 0 || static_cast<std::size_t>(task->idx) >= parent->elements.size()) return nullptr;
+    parent->elements[static_cast<std::size_t>(task->idx)] = std::move(n);
+  } else {
+    (void)n.release();  // the root: owned by the Reply made from it
   }
+  return raw;
 }
-std::string_view text_of(const redisReply* r) { return r->str ? std::string_view(r->str, r->len) : std::string_view(); }
+void* create_string(const redisReadTask* task, char* str, size_t len) {
+  auto n = std::make_unique<Reply::Node>();
+  n->type = task->type == REDIS_REPLY_ERROR    ? Reply::Type::error
+            : task->type == REDIS_REPLY_STATUS ? Reply::Type::status
+                                               : Reply::Type::string;
+  n->str.assign(str, len);
+  return attach(task, std::move(n));
+}
+void* create_array(const redisReadTask* task, int elements) {
+  auto n = std::make_unique<Reply::Node>();
+  n->type = Reply::Type::array;
+  n->elements.resize(elements > 0 ? static_cast<std::size_t>(elements) : 0);
+  return attach(task, std::move(n));
+}
+void* create_integer(const redisReadTask* task, long long value) {
+  auto n = std::make_unique<Reply::Node>();
+  n->type = Reply::Type::integer;
+  n->integer = value;
+  return attach(task, std::move(n));
+}
+void* create_nil(const redisReadTask* task) { return attach(task, std::make_unique<Reply::Node>()); }
+void free_object(void* n) { delete static_cast<Reply::Node*>(n); }
+
+redisReplyObjectFunctions g_functions{create_string, create_array, create_integer, create_nil, free_object};
+
+const Reply::Node& element(const std::unique_ptr<Reply::Node>& n, std::size_t i) {
+  static const Reply::Node nil;
+  return i < n->elements.size() && n->elements[i] ? *n->elements[i] : nil;
+}
+
 }  // namespace
 
-Reply::Type Reply::type() const { return type_of(r_.get()); }
-std::string_view Reply::text() const { return text_of(r_.get()); }
-long long Reply::integer() const { return r_->integer; }
-std::size_t Reply::size() const { return r_->type == REDIS_REPLY_ARRAY ? r_->elements : 0; }
-Reply::Type Reply::type_at(std::size_t i) const { return type_of(r_->element[i]); }
-std::string_view Reply::text_at(std::size_t i) const { return text_of(r_->element[i]); }
-long long Reply::integer_at(std::size_t i) const { return r_->element[i]->integer; }
+Reply::Reply(Node* n) : n_(n) {}
+Reply::~Reply() = default;
+Reply::Reply(Reply&&) noexcept = default;
+Reply& Reply::operator=(Reply&&) noexcept = default;
+Reply::Type Reply::type() const { return n_->type; }
+std::string_view Reply::text() const { return n_->str; }
+std::string Reply::take_text() { return std::move(n_->str); }
+long long Reply::integer() const { return n_->integer; }
+std::size_t Reply::size() const { return n_->type == Type::array ? n_->elements.size() : 0; }
+Reply::Type Reply::type_at(std::size_t i) const { return element(n_, i).type; }
+std::string_view Reply::text_at(std::size_t i) const { return element(n_, i).str; }
+std::string Reply::take_text_at(std::size_t i) {
+  return i < n_->elements.size() && n_->elements[i] ? std::move(n_->elements[i]->str) : std::string();
+}
+long long Reply::integer_at(std::size_t i) const { return element(n_, i).integer; }
 
 // --- RedisConnection ---------------------------------------------------------
 
@@ -157,7 +202,7 @@ RedisConnection::RedisConnection(const Endpoint& e, double connect_timeout_s, do
     : s_(std::make_unique<State>()) {
   const auto deadline = deadline_after(connect_timeout_s);
   s_->fd = e.unix_socket ? connect_unix(e, deadline) : connect_tcp(e, deadline);
-  s_->reader = redisReaderCreate();
+  s_->reader = redisReaderCreateWithFunctions(&g_functions);
   if (!s_->reader) throw RedisError(Failure::refused, "out of memory for the reply reader");
   s_->reader->maxbuf = 0;  // keep the buffer between replies: large values are read into it once
   std::vector<Command> hello;
@@ -222,7 +267,7 @@ std::vector<Reply> RedisConnection::run(const std::vector<Command>& commands, do
       if (redisReaderGetReply(s_->reader, &r) != REDIS_OK)
         throw RedisError(Failure::dropped, std::string("malformed reply: ") + s_->reader->errstr);
       if (!r) return;
-      replies.emplace_back(static_cast<redisReply*>(r));
+      replies.emplace_back(static_cast<Reply::Node*>(r));
     }
   };
   while (sent < out.size()) {

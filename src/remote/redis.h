@@ -21,8 +21,6 @@
 #include <string_view>
 #include <vector>
 
-struct redisReply;
-
 namespace npucache::remote {
 
 class RedisError : public std::runtime_error {
@@ -34,25 +32,30 @@ class RedisError : public std::runtime_error {
   Failure kind_;
 };
 
-// A reply, owned (freeReplyObject).
+// A reply, built by hiredis's reader straight into C++ objects (custom
+// reply functions): a bulk string is copied once out of the reader's
+// buffer, and take_text() moves it out without another copy.
 class Reply {
  public:
   enum class Type { string, array, integer, nil, status, error };
-  explicit Reply(redisReply* r);
+  struct Node;
+  explicit Reply(Node* n);
+  ~Reply();
+  Reply(Reply&&) noexcept;
+  Reply& operator=(Reply&&) noexcept;
   Type type() const;
   std::string_view text() const;  // string, status, error
+  std::string take_text();        // the string, moved out
   long long integer() const;
   std::size_t size() const;  // array elements
   // Element i of an array, borrowed.
   Type type_at(std::size_t i) const;
   std::string_view text_at(std::size_t i) const;
+  std::string take_text_at(std::size_t i);
   long long integer_at(std::size_t i) const;
 
  private:
-  struct Free {
-    void operator()(redisReply* r) const;
-  };
-  std::unique_ptr<redisReply, Free> r_;
+  std::unique_ptr<Node> n_;
 };
 
 using Command = std::vector<std::string_view>;

@@ -5,6 +5,7 @@
 #include "remote/redis.h"
 
 #include <algorithm>
+#include <atomic>
 #include <mutex>
 #include <optional>
 
@@ -31,10 +32,10 @@ class RedisBackend final : public Backend {
   explicit RedisBackend(const Config& c) : Backend(c) {}
 
   Answer<std::string> get(const std::string& key) override {
-    return one<std::string>({"GET", key}, [](const Reply& r) -> Answer<std::string> {
+    return one<std::string>({"GET", key}, [](Reply& r) -> Answer<std::string> {
       if (r.type() == Reply::Type::nil) return Answer<std::string>::miss();
       if (r.type() != Reply::Type::string) return Answer<std::string>::failed(unexpected(r));
-      return Answer<std::string>::hit(std::string(r.text()));
+      return Answer<std::string>::hit(r.take_text());
     });
   }
 
@@ -48,15 +49,63 @@ class RedisBackend final : public Backend {
       for (std::size_t i = 0; i < keys.size(); ++i) out.push_back(Answer<std::string>::failed(*f));
       return out;
     }
-    for (const Reply& r : replies) {
+    for (Reply& r : replies) {
       if (r.type() == Reply::Type::nil)
         out.push_back(Answer<std::string>::miss());
       else if (r.type() == Reply::Type::string)
-        out.push_back(Answer<std::string>::hit(std::string(r.text())));
+        out.push_back(Answer<std::string>::hit(r.take_text()));
       else
         out.push_back(Answer<std::string>::failed(unexpected(r)));
     }
     return out;
+  }
+
+  Answer<Referenced> get_referenced(const std::string& key, std::size_t at, std::size_t len,
+                                    const std::string& prefix) override {
+    using A = Answer<Referenced>;
+    if (scripts_) {
+      // Follows the reference on the server: one round trip. `no-writes`
+      // lets it run on a full server (Redis 7); a server that refuses the
+      // script (Redis 6, scripting disabled) gets two gets from then on.
+      static constexpr std::string_view kScript =
+          "#!lua flags=no-writes\n"
+          "local v = redis.call('GET', KEYS[1])\n"
+          "if not v then return false end\n"
+          "local at, n = tonumber(ARGV[1]), tonumber(ARGV[2])\n"
+          "local h = string.sub(v, at + 1, at + n)\n"
+          "if #h ~= n or not string.match(h, '^[0-9a-f]+$') then return {v} end\n"
+          "if redis.call('STRLEN', ARGV[3] .. h) > tonumber(ARGV[4]) then return {v, false, 1} end\n"
+          "return {v, redis.call('GET', ARGV[3] .. h)}\n";
+      const std::string a = std::to_string(at), n = std::to_string(len), inline_max = std::to_string(kInlineMax);
+      std::vector<Reply> replies;
+      if (auto f = run({{"EVAL", kScript, "1", key, a, n, prefix, inline_max}}, &replies)) return A::failed(*f);
+      Reply& r = replies.front();
+      if (r.type() == Reply::Type::nil) return A::miss();
+      if (r.type() == Reply::Type::array && r.size() >= 1 && r.type_at(0) == Reply::Type::string) {
+        Referenced out{r.take_text_at(0), std::nullopt};
+        if (r.size() >= 2 && r.type_at(1) == Reply::Type::string) out.target = r.take_text_at(1);
+        if (r.size() == 3) {  // too large to pass through the script: a plain get
+          auto t = get(prefix + out.value.substr(at, len));
+          if (t.is_failure()) return A::failed(t.fault());
+          if (t.is_hit()) out.target = std::move(t.value());
+        }
+        return A::hit(std::move(out));
+      }
+      if (r.type() != Reply::Type::error) return A::failed(unexpected(r));
+      scripts_ = false;
+    }
+    auto v = get(key);
+    if (!v.is_hit()) return v.is_miss() ? A::miss() : A::failed(v.fault());
+    Referenced out{std::move(v.value()), std::nullopt};
+    if (out.value.size() >= at + len) {
+      const std::string name = out.value.substr(at, len);
+      if (name.find_first_not_of("0123456789abcdef") == std::string::npos) {
+        auto t = get(prefix + name);
+        if (t.is_failure()) return A::failed(t.fault());
+        if (t.is_hit()) out.target = std::move(t.value());
+      }
+    }
+    return A::hit(std::move(out));
   }
 
   Answer<bool> put(const std::string& key, std::string_view value, Overwrite overwrite) override {
@@ -70,10 +119,10 @@ class RedisBackend final : public Backend {
   }
 
   Answer<std::string> hash_get(const std::string& key, const std::string& field) override {
-    return one<std::string>({"HGET", key, field}, [](const Reply& r) -> Answer<std::string> {
+    return one<std::string>({"HGET", key, field}, [](Reply& r) -> Answer<std::string> {
       if (r.type() == Reply::Type::nil) return Answer<std::string>::miss();
       if (r.type() != Reply::Type::string) return Answer<std::string>::failed(unexpected(r));
-      return Answer<std::string>::hit(std::string(r.text()));
+      return Answer<std::string>::hit(r.take_text());
     });
   }
 
@@ -186,9 +235,15 @@ class RedisBackend final : public Backend {
   Answer<T> one(const Command& c, F&& interpret) {
     std::vector<Reply> replies;
     if (auto f = run({c}, &replies)) return Answer<T>::failed(*f);
-    return interpret(replies.front());
+    Reply& r = replies.front();
+    return interpret(r);
   }
 
+  // Values up to this size come back through the script; a script copies
+  // what it returns (into Lua and out again), which costs more than a
+  // second round trip for larger ones (perf/bench_remote).
+  static constexpr std::size_t kInlineMax = std::size_t{256} << 10;
+  std::atomic<bool> scripts_{true};  // the server runs the reference-following script
   std::mutex mu_;
   std::optional<RedisConnection> conn_;
   std::optional<Fault> down_;
