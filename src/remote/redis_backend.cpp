@@ -242,7 +242,7 @@ class RedisBackend final : public Backend {
   // Values up to this size come back through the script; a script copies
   // what it returns (into Lua and out again), which costs more than a
   // second round trip for larger ones (perf/bench_remote).
-  static constexpr std::size_t kInlineMax = std::size_t{256} << 10;
+  static constexpr std::size_t kInlineMax = std::size_t{32} << 10;
   std::atomic<bool> scripts_{true};  // the server runs the reference-following script
   std::mutex mu_;
   std::optional<RedisConnection> conn_;
