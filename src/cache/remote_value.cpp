@@ -247,7 +247,7 @@ BlobRecord decode_blob(std::string_view value, BlobKind kind, const std::string&
     b.name = r.str();
     b.bytes = r.str();
     if (!r.done()) r.fail("trailing bytes");
-    if (b.name != name) r.fail("it is stored under another name");
+    if (!name.empty() && b.name != name) r.fail("it is stored under another name");
     return b;
   });
 }

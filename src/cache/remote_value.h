@@ -90,6 +90,7 @@ struct BlobRecord {
   std::string bytes;
 };
 std::string encode_blob(const BlobRecord& b);
+// `name` (when not empty) must be the record's.
 BlobRecord decode_blob(std::string_view value, BlobKind kind, const std::string& name);
 
 }  // namespace npucache::cache
