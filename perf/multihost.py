@@ -13,9 +13,9 @@ Every figure comes from this run; each part writes JSON files under OUT_DIR:
                round-robin: bytes between hosts, node-leader vs flat vs MPI_Bcast
   keys         bench_keys at 2-16 ranks on 1-4 hosts: flat vs host-by-host key all-gather
   stop         a rank stopped (SIGSTOP) mid-warmup: time to every other rank's error
-  remote       4 hosts x 2 ranks with empty node-local caches and a warm remote
-               tier (redis-server in host 0): remote bytes read vs one copy per
-               host, warm-from-remote vs cold wall time
+  remote       Llama-3-8B shapes on 4 hosts x 2 ranks with empty node-local caches
+               and a warm remote tier (redis-server in host 0): remote bytes read vs
+               one copy per host, warm-from-remote vs cold wall time
 """
 import argparse
 import json
@@ -184,7 +184,9 @@ def part_remote(out, trials):
         url = f"redis://{PREFIX}0:6390"
         try:
             time.sleep(0.5)
-            job = ["--tp", "2", "--pp", "2", "--dp", "2"]
+            # Llama-3-8B shapes (meta weights), as perf/real_shapes.py: a compile
+            # of real size, so the ratio is not the coordinator's fixed cost.
+            job = ["--tp", "2", "--pp", "2", "--dp", "2", "--model", "llama-3-8b", "--max-seq", "64"]
             c.warmup(hf, [*job, "--cache-dir", f"{CACHE}/seed", "--remote", url])  # the remote, warmed once
             for t in range(trials):
                 c.warmup(hf, [*job, "--cache-dir", f"{CACHE}/cold{t}", "--remote", "off",

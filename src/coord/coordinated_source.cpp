@@ -144,7 +144,8 @@ std::shared_ptr<compiler::CompiledGraph> CoordinatedSource::obtain(const FlatArg
   // 4b. The remote tier: keys no store holds are read from it once per
   // host, before anyone compiles; one all-reduce says which reads worked.
   std::string bytes, status;
-  bool from_remote = false;  // this rank's group is served by the remote, on every host
+  bool from_remote = false;      // this rank's group is served by the remote, on every host
+  bool nobody_produces = false;  // every group is: no owner can fail, no status to agree on
   const RemoteFetch remote = plan_remote(plan, infos, hosts.host_of);
   if (!remote.groups.empty()) {
     const auto& mine = group >= 0 ? remote.fetchers.find(group) : remote.fetchers.end();
@@ -168,6 +169,8 @@ std::shared_ptr<compiler::CompiledGraph> CoordinatedSource::obtain(const FlatArg
         outcome[2 * k + 1] = got ? world - static_cast<std::size_t>(me) : 0;
       }
     comm.allreduce_max(outcome, step("remote reads"));
+    nobody_produces = remote.groups.size() == plan.keys.size();
+    for (std::size_t k = 0; k < remote.groups.size(); ++k) nobody_produces = nobody_produces && outcome[2 * k] == 0;
     for (std::size_t k = 0; k < remote.groups.size(); ++k) {
       if (remote.groups[k] != group) continue;
       if (outcome[2 * k] == 0) {
@@ -206,7 +209,7 @@ std::shared_ptr<compiler::CompiledGraph> CoordinatedSource::obtain(const FlatArg
   }
   laps.lap(&steps.produce_s);
   std::vector<std::uint64_t> failed{status.empty() ? 0u : 1u};
-  comm.allreduce_max(failed, step("status"));
+  if (!nobody_produces) comm.allreduce_max(failed, step("status"));
   if (failed[0] != 0) {
     const auto statuses = comm.allgather(status, step("status: naming the failures"));
     for (std::size_t r = 0; r < statuses.size(); ++r)
