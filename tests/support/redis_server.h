@@ -89,8 +89,7 @@ class RedisServer {
   void resume() { ::kill(pid_, SIGCONT); }
   void kill() {
     if (pid_ <= 0) return;
-    ::kill(pid_, SIGCONT);
-    ::kill(pid_, SIGKILL);
+    ::kill(pid_, SIGKILL);  // a stopped server too, without letting it run first
     ::waitpid(pid_, nullptr, 0);
     pid_ = -1;
   }
