@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <chrono>
 #include <functional>
+#include <mutex>
 
 namespace npucache::coord {
 namespace {
@@ -147,6 +148,16 @@ std::shared_ptr<compiler::CompiledGraph> CoordinatedSource::obtain(const FlatArg
   bool from_remote = false;      // this rank's group is served by the remote, on every host
   bool nobody_produces = false;  // every group is: no owner can fail, no status to agree on
   const RemoteFetch remote = plan_remote(plan, infos, hosts.host_of);
+  const auto with_remote = std::count_if(infos.begin(), infos.end(), [](const RankInfo& r) { return r.remote; });
+  if (info.remote && with_remote < static_cast<std::ptrdiff_t>(infos.size())) {
+    static std::once_flag once;
+    std::call_once(once, [&] {
+      log::warn(
+          "the remote cache tier is set on {} of {} ranks; a job uses it only when every rank has it (set "
+          "NPUCACHE_REMOTE or --remote alike on every rank)",
+          with_remote, infos.size());
+    });
+  }
   if (!remote.groups.empty()) {
     const auto& mine = group >= 0 ? remote.fetchers.find(group) : remote.fetchers.end();
     const bool fetcher =
