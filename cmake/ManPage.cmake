@@ -95,6 +95,16 @@ default cache directory (default \\fI.npucache\\fR under the working directory)
 .B NPUCACHE_LOG_LEVEL
 trace, debug, info (default), warn, error, critical or off
 .TP
+.B NPUCACHE_REMOTE
+the remote cache tier: redis://host:port[/db][?read\\-only&timeout=5s&connect\\-timeout=100ms&max\\-object=64M]
+or redis+unix:///path; unset: none (\\fB\\-\\-remote\\fR overrides it)
+.TP
+.B NPUCACHE_REMOTE_PASSWORD
+the remote's password
+.TP
+.B NPUCACHE_REMOTE_PASSWORD_FILE
+a file holding the remote's password
+.TP
 .B NPUCACHE_SIM_DEVICES
 devices of the simulated node (default 8)
 .TP

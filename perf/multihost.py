@@ -13,6 +13,9 @@ Every figure comes from this run; each part writes JSON files under OUT_DIR:
                round-robin: bytes between hosts, node-leader vs flat vs MPI_Bcast
   keys         bench_keys at 2-16 ranks on 1-4 hosts: flat vs host-by-host key all-gather
   stop         a rank stopped (SIGSTOP) mid-warmup: time to every other rank's error
+  remote       Llama-3-8B shapes on 4 hosts x 2 ranks with empty node-local caches
+               and a warm remote tier (redis-server in host 0): remote bytes read vs
+               one copy per host, warm-from-remote vs cold wall time
 """
 import argparse
 import json
@@ -170,18 +173,46 @@ def part_stop(out, trials):
                       f"errors after {max(r['errors'].values(), default=float('nan')):.1f} s", flush=True)
 
 
+def part_remote(out, trials):
+    os.makedirs(f"{out}/remote", exist_ok=True)
+    with Cluster(4) as c:
+        hf = c.hostfile(4, 2, f"{out}/hosts")
+        work = f"{out}/remote"
+        sh([CLUSTER, "exec", f"{PREFIX}0", "redis-server", "--port", "6390", "--bind", "0.0.0.0", "--protected-mode",
+            "no", "--save", "", "--appendonly", "no", "--daemonize", "yes", "--pidfile", f"{work}/redis.pid",
+            "--logfile", f"{work}/redis.log", "--dir", work])
+        url = f"redis://{PREFIX}0:6390"
+        try:
+            time.sleep(0.5)
+            # Llama-3-8B shapes (meta weights), as perf/real_shapes.py: a compile
+            # of real size, so the ratio is not the coordinator's fixed cost.
+            job = ["--tp", "2", "--pp", "2", "--dp", "2", "--model", "llama-3-8b", "--max-seq", "64"]
+            c.warmup(hf, [*job, "--cache-dir", f"{CACHE}/seed", "--remote", url])  # the remote, warmed once
+            for t in range(trials):
+                c.warmup(hf, [*job, "--cache-dir", f"{CACHE}/cold{t}", "--remote", "off",
+                              "--report-json", f"{work}/cold_{t}.json"])
+                c.warmup(hf, [*job, "--cache-dir", f"{CACHE}/warm{t}", "--remote", url,
+                              "--report-json", f"{work}/remote_{t}.json"])
+                print(f"remote: 8 ranks on 4 hosts, trial {t + 1}/{trials}", flush=True)
+        finally:
+            try:
+                os.kill(int(open(f"{work}/redis.pid").read()), 9)
+            except (OSError, ValueError):
+                pass
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("out")
     ap.add_argument("--trials", type=int, default=3)
-    ap.add_argument("--parts", default="grid,independent,exchange,keys,stop")
+    ap.add_argument("--parts", default="grid,independent,exchange,keys,stop,remote")
     a = ap.parse_args()
     if os.getuid() != 0:
         print("perf/multihost.py: needs root (simulated hosts are namespaces); skipped", file=sys.stderr)
         return 77
     os.makedirs(a.out, exist_ok=True)
     parts = {"grid": part_grid, "independent": part_independent, "exchange": part_exchange, "keys": part_keys,
-             "stop": part_stop}
+             "stop": part_stop, "remote": part_remote}
     for p in a.parts.split(","):
         t0 = time.time()
         parts[p](a.out, a.trials)

@@ -7,7 +7,8 @@ allow:
   - "<layer>/x.h" of another layer that the including layer may not use;
   - "<layer>/sub/x.h" or "<layer>/x_impl.h" of another layer (private);
   - <npucache/...> public headers owned by a layer it may not use;
-  - <mpi.h> outside src/mpi, <hdf5.h>/<H5*.h> outside src/cache.
+  - <mpi.h> outside src/mpi, <hdf5.h>/<H5*.h> outside src/cache,
+    <hiredis/...> outside src/remote.
 Public headers in include/npucache are checked too, as part of the layer
 that owns them.
 
@@ -81,6 +82,8 @@ def main():
                     errors.append(f"{rel}: includes <mpi.h>; only src/mpi may")
                 if (target == "hdf5.h" or target.startswith("H5")) and layer != "cache":
                     errors.append(f"{rel}: includes <{target}>; only src/cache may")
+                if target.startswith("hiredis/") and layer != "remote":
+                    errors.append(f"{rel}: includes <{target}>; only src/remote may")
                 if target.startswith("npucache/"):
                     owner = public_owner(target[len("npucache/"):])
                     summary.setdefault(layer, set()).add(f"<npucache/{owner}>")

@@ -12,6 +12,7 @@ PACKAGES=(
   libspdlog-dev libfmt-dev
   libzstd-dev
   libxxhash-dev
+  libhiredis-dev redis-server redis-tools
   libcli11-dev
   nlohmann-json3-dev
   libgtest-dev libgmock-dev

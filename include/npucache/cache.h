@@ -44,6 +44,7 @@
 
 #include <npucache/compile.h>
 
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -77,6 +78,30 @@ inline CompileOptions seed_compile_defaults() {
 }
 }  // namespace detail
 
+// The remote tier (docs/GUIDE.md, "The remote tier"): a Redis server behind
+// the local cache, shared by a fleet. A miss of the local cache is looked
+// up there before compiling; everything read is checked like a local file
+// and then committed to the local cache, so the next start is local; what
+// this process compiles is written back. A remote that fails (refused,
+// slow, full, wrong password, damaged values) never fails a job: it is
+// warned about once, counted in `npucache stats`, and the job goes on with
+// the local cache and compiles. No remote is contacted unless one is set.
+struct RemoteOptions {
+  // redis://[user:password@]host[:port][/db][?attr=value&...] or
+  // redis+unix:///path/to/socket[?db=N&...]; empty: $NPUCACHE_REMOTE;
+  // "off": none, whatever the environment says. Attributes: read-only,
+  // connect-timeout, timeout, max-object (e.g. ?read-only&timeout=2s).
+  // The password comes from $NPUCACHE_REMOTE_PASSWORD or the file named by
+  // $NPUCACHE_REMOTE_PASSWORD_FILE (one in the URL works but warns: it
+  // shows in process listings).
+  std::string url;
+  // Each, when set, overrides the URL's attribute.
+  std::optional<bool> read_only;                // never write (consumers)
+  std::optional<double> connect_timeout_s;      // default 0.1
+  std::optional<double> timeout_s;              // of each operation; default 5
+  std::optional<std::size_t> max_object_bytes;  // larger objects are not sent; default 64 MiB
+};
+
 struct CacheOptions {
   // How the method compiles: config or backend, mode, dynamic (default
   // true, as the seed's; unset asks for automatic dynamic, whose decisions
@@ -97,16 +122,20 @@ struct CacheOptions {
   // The user's version of the model code. Required by HitCheck::code_version,
   // where it is what a hit is decided by; recorded with every entry.
   std::string code_version;
+  // The remote tier (none unless set here or by $NPUCACHE_REMOTE).
+  RemoteOptions remote;
 };
 
 // What the first call of a cached method did on this rank.
 struct MethodReport {
   std::string method;
   std::string graph_key;
-  bool hit = false;         // served from this rank's own entry
-  bool compiled = false;    // this rank compiled the artifact
-  bool fetched = false;     // received the artifact from another rank
-  bool read_store = false;  // owner that read the artifact from its store
+  bool hit = false;              // served from this rank's own entry
+  bool compiled = false;         // this rank compiled the artifact
+  bool fetched = false;          // received the artifact from another rank
+  bool read_store = false;       // owner that read the artifact from its store
+  bool remote = false;           // the artifact came from the remote tier (this rank read it)
+  std::size_t remote_bytes = 0;  // bytes this rank read from the remote tier
   int owner = -1;
   double trace_s = 0, compile_s = 0, exchange_s = 0, persist_s = 0, total_s = 0;
   double compile_cpu_s = 0;  // CPU time of the compile (compile_s is elapsed)

@@ -62,6 +62,7 @@ struct StepReport {
   double arrival_s = 0;  // agreeing on the method and on whether every rank hit
   double keys_s = 0;     // all-gather of graph keys, costs, holdings and stores
   double plan_s = 0;
+  double remote_s = 0;    // reading keys no store holds from the remote tier (one rank per host) and agreeing
   double produce_s = 0;   // owners: compile or read the artifact
   double status_s = 0;    // agreeing on the owners' outcome
   double exchange_s = 0;  // the artifact from its owner to its group

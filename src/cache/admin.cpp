@@ -313,7 +313,7 @@ Explanation explain(const std::string& dir, const std::string& entry) {
   return out;
 }
 
-Transfer export_bundle(const std::string& dir, const std::string& file) {
+Bundle read_cache(const std::string& dir) {
   const Store s = open_store(dir);
   Bundle b;
   std::vector<std::string> problems;
@@ -328,6 +328,11 @@ Transfer export_bundle(const std::string& dir, const std::string& file) {
   }
   for (auto& t : stored_templates(s, true))
     if (t.record && keys.count(t.record->validity.graph_key)) b.templates.emplace_back(t.key, std::move(t.raw));
+  return b;
+}
+
+Transfer export_bundle(const std::string& dir, const std::string& file) {
+  const Bundle b = read_cache(dir);
   log::Progress::note("compressing and writing " + file);
   const std::string bytes = write_bundle(b);
   write_file_atomically(file, bytes);
@@ -336,7 +341,12 @@ Transfer export_bundle(const std::string& dir, const std::string& file) {
 
 Transfer import_bytes(std::string_view bytes, const std::string& dir) {
   log::Progress::note("decompressing");
-  Bundle b = read_bundle(bytes);
+  Transfer t = import_records(read_bundle(bytes), dir);
+  t.bytes = bytes.size();
+  return t;
+}
+
+Transfer import_records(Bundle b, const std::string& dir) {
   log::Progress::note("validating " + std::to_string(b.objects.size()) + " objects and " +
                       std::to_string(b.entries.size()) + " entries");
   validate_bundle(b);
@@ -358,7 +368,7 @@ Transfer import_bytes(std::string_view bytes, const std::string& dir) {
     s.update_index(m, model_components(es.front().meta.components), es, {});
   }
   for (const auto& [key, file] : b.templates) put_template(s, key, file);
-  return {b.entries.size(), b.objects.size(), bytes.size(), b.templates.size()};
+  return {b.entries.size(), b.objects.size(), 0, b.templates.size()};
 }
 
 Transfer import_bundle(const std::string& file, const std::string& dir) {

@@ -10,6 +10,7 @@
 // argument (a size that is not one).
 #pragma once
 
+#include "cache/bundle.h"
 #include "cache/records.h"
 #include "cache/stats.h"
 
@@ -87,6 +88,12 @@ Transfer export_bundle(const std::string& dir, const std::string& file);
 Transfer import_bundle(const std::string& file, const std::string& dir);
 // The same for bundle bytes (load_cache_artifacts).
 Transfer import_bytes(std::string_view bytes, const std::string& dir);
+// The same for records (the remote tier's pull): validated entirely, then
+// committed (objects published, indexes updated under their locks).
+Transfer import_records(Bundle b, const std::string& dir);
+// Every entry of a cache and the objects they use (export, remote push);
+// CacheError when an index is damaged (verify --repair first).
+Bundle read_cache(const std::string& dir);
 
 struct GcResult {
   std::size_t evicted_layouts = 0, evicted_entries = 0, entries = 0;

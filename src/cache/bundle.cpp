@@ -4,6 +4,7 @@
 #include "cache/cache_error.h"
 #include "cache/keys.h"
 #include "cache/layout.h"
+#include "cache/record_wire.h"
 #include "cache/template_file.h"
 #include "cache/zstd_codec.h"
 #include "compiler/serialize.h"
@@ -26,7 +27,9 @@ constexpr uint32_t kVersion = 4;  // 3: npucache's own bounded encoding; 4: capt
 constexpr uint32_t kOldestReadable = 3;
 constexpr std::size_t kHeader = 36;
 
-void put_producer(ByteWriter& w, const Producer& p) {
+}  // namespace
+
+void write_producer(ByteWriter& w, const Producer& p) {
   w.i64(p.world_size);
   w.i64(p.global_rank);
   w.i64(p.tp_rank);
@@ -35,13 +38,13 @@ void put_producer(ByteWriter& w, const Producer& p) {
   w.i64(p.pid);
 }
 
-int small(ByteReader& r, const char* what) {
+static int small(ByteReader& r, const char* what) {
   const int64_t v = r.i64();
   if (v < -1 || v > (int64_t{1} << 30)) r.fail(std::string(what) + " is out of range");
   return static_cast<int>(v);
 }
 
-Producer get_producer(ByteReader& r) {
+Producer read_producer(ByteReader& r) {
   Producer p;
   p.world_size = small(r, "world_size");
   p.global_rank = small(r, "global_rank");
@@ -52,7 +55,7 @@ Producer get_producer(ByteReader& r) {
   return p;
 }
 
-void put_entry(ByteWriter& w, const EntryRecord& e) {
+void write_entry(ByteWriter& w, const EntryRecord& e) {
   w.str(e.path);
   w.str(e.meta.name);
   w.str(e.meta.date);
@@ -65,7 +68,7 @@ void put_entry(ByteWriter& w, const EntryRecord& e) {
     w.str(k);
     w.str(v);
   }
-  put_producer(w, e.meta.rank);
+  write_producer(w, e.meta.rank);
   w.strings(e.parameters);
   w.str(e.graph_key);
   w.str(e.object_checksum);
@@ -73,7 +76,7 @@ void put_entry(ByteWriter& w, const EntryRecord& e) {
   w.u8(e.with_program ? 1 : 0);
 }
 
-EntryRecord get_entry(ByteReader& r) {
+EntryRecord read_entry(ByteReader& r) {
   EntryRecord e;
   e.path = r.str();
   e.meta.name = r.str();
@@ -87,7 +90,7 @@ EntryRecord get_entry(ByteReader& r) {
     std::string k = r.str();
     e.meta.components[k] = r.str();
   }
-  e.meta.rank = get_producer(r);
+  e.meta.rank = read_producer(r);
   e.parameters = r.strings();
   e.graph_key = r.str();
   e.object_checksum = r.str();
@@ -96,7 +99,7 @@ EntryRecord get_entry(ByteReader& r) {
   return e;
 }
 
-void put_object(ByteWriter& w, const ObjectRecord& o) {
+void write_object(ByteWriter& w, const ObjectRecord& o) {
   w.str(o.graph_key);
   w.u64(o.raw.size());
   w.bytes(o.raw);
@@ -110,12 +113,12 @@ void put_object(ByteWriter& w, const ObjectRecord& o) {
   w.str(m.mode);
   w.u8(m.dynamic ? 1 : 0);
   w.str(m.canonical_hash);
-  put_producer(w, m.producer);
+  write_producer(w, m.producer);
   w.str(m.date);
   w.str(m.version);
 }
 
-ObjectRecord get_object(ByteReader& r) {
+ObjectRecord read_object(ByteReader& r) {
   ObjectRecord o;
   o.graph_key = r.str();
   o.raw = std::string(r.bytes(static_cast<std::size_t>(r.u64())));
@@ -129,11 +132,13 @@ ObjectRecord get_object(ByteReader& r) {
   m.mode = r.str();
   m.dynamic = r.u8() != 0;
   m.canonical_hash = r.str();
-  m.producer = get_producer(r);
+  m.producer = read_producer(r);
   m.date = r.str();
   m.version = r.str();
   return o;
 }
+
+namespace {
 
 template <class T>
 void put(std::string& s, T v) {
@@ -153,9 +158,9 @@ T get(std::string_view s, std::size_t at) {
 std::string write_bundle(const Bundle& b) {
   ByteWriter w;
   w.u32(static_cast<uint32_t>(b.objects.size()));
-  for (const auto& o : b.objects) put_object(w, o);
+  for (const auto& o : b.objects) write_object(w, o);
   w.u32(static_cast<uint32_t>(b.entries.size()));
-  for (const auto& e : b.entries) put_entry(w, e);
+  for (const auto& e : b.entries) write_entry(w, e);
   w.u32(static_cast<uint32_t>(b.templates.size()));
   for (const auto& [key, bytes] : b.templates) {
     w.str(key);
@@ -201,9 +206,9 @@ Bundle read_bundle(std::string_view bytes) {
     ByteReader r(raw, "bundle");
     Bundle b;
     const std::size_t no = r.count(64);
-    for (std::size_t i = 0; i < no; ++i) b.objects.push_back(get_object(r));
+    for (std::size_t i = 0; i < no; ++i) b.objects.push_back(read_object(r));
     const std::size_t ne = r.count(64);
-    for (std::size_t i = 0; i < ne; ++i) b.entries.push_back(get_entry(r));
+    for (std::size_t i = 0; i < ne; ++i) b.entries.push_back(read_entry(r));
     if (version >= 4) {
       const std::size_t nt = r.count(8);
       for (std::size_t i = 0; i < nt; ++i) {

@@ -79,6 +79,11 @@ std::unique_lock<std::recursive_mutex> lock() {
   return std::unique_lock<std::recursive_mutex>(mu);
 }
 
+void init() {
+  const auto l = lock();
+  H5open();
+}
+
 void Handle::reset() noexcept {
   if (id_ >= 0 && close_) close_(id_);
   id_ = H5I_INVALID_HID;

@@ -25,6 +25,12 @@ namespace npucache::cache::h5 {
 
 std::unique_lock<std::recursive_mutex> lock();
 
+// Initialises the HDF5 library now. HDF5 registers its shutdown with
+// atexit when it initialises, so whatever must still use HDF5 at exit (the
+// background commits, commit_queue.h) is made after this call: exit
+// handlers run in reverse order of registration.
+void init();
+
 // Owns an hid_t and closes it with the matching H5*close.
 class Handle {
  public:

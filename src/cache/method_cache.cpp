@@ -3,10 +3,12 @@
 #include "cache/admin.h"
 #include "cache/artifact.h"
 #include "cache/cache_error.h"
+#include "cache/commit_queue.h"
 #include "cache/explain.h"
 #include "cache/layout.h"
 #include "cache/profile_file.h"
 #include "cache/registry.h"
+#include "cache/remote_tier.h"
 #include "cache/stats.h"
 #include "cache/store.h"
 #include "cache/template_store.h"
@@ -48,7 +50,8 @@ std::shared_ptr<MethodCache> MethodCache::for_method(const std::string& method) 
 MethodCache::MethodCache(MethodIdentity id)
     : id_(std::move(id)),
       key_(lookup_key(id_.key)),
-      path_(layout::entry_path(key_.model_info, id_.key.method, id_.who.world_size, id_.who.global_rank)) {
+      path_(layout::entry_path(key_.model_info, id_.key.method, id_.who.world_size, id_.who.global_rank)),
+      remote_(RemoteTier::get(id_.remote)) {
   if (!layout::valid_name(id_.key.method))
     throw ConfigError("method name '" + id_.key.method +
                       "' cannot name a cache entry: use letters, digits, '_', "
@@ -230,6 +233,87 @@ std::optional<MethodCache::Stored> MethodCache::stored_object(const GraphId& id,
   }
 }
 
+std::optional<MethodCache::Stored> MethodCache::remote_object(const GraphId& id, const TraceResult& trace,
+                                                              const FlatArgs& args,
+                                                              const compiler::CompileStep& compile) const {
+  if (!remote_) return std::nullopt;
+  std::shared_ptr<compiler::CompiledGraph> g;
+  bool has_program = false;
+  // Checked as a local file is, then decoded, validated and bound to this
+  // call before it counts as a hit.
+  auto got = remote_->object(id.key, id_.dir, [&](const ObjectRecord& o) {
+    g = load_object(o, parameter_names(trace.graph), &has_program);
+    g->trace.name = trace.name;  // the object may have been stored for another method
+    const SymBindings b = g->trace.signature.bind(args);
+    if (!has_program) {
+      const compiler::CompileHints hints{&g->optimized, &g->autotune};
+      g = compile(std::move(g->trace), b, &hints);
+    }
+  });
+  if (!got) return std::nullopt;
+  log::info("Cache object {} of {} read from the remote cache {} ({} bytes): no compile needed", id.key, trace.name,
+            remote_->config().url, got->value_bytes);
+  return Stored{std::move(g), std::move(got->record)};
+}
+
+std::optional<MethodCache::Stored> MethodCache::remote_entry(const FlatArgs& args,
+                                                             const compiler::CompileStep& compile) const {
+  if (!remote_) return std::nullopt;
+  const auto re = remote_->entry(path_, id_.dir);
+  if (!re) return std::nullopt;
+  if (const auto diffs = stale_components(re->entry.meta.components, key_.components, true); !diffs.empty()) {
+    log::info("remote cache entry {} is of another version ({}); not used", path_, join(diffs));
+    return std::nullopt;
+  }
+  std::shared_ptr<compiler::CompiledGraph> g;
+  const RemoteTier::Check bind = [&](const ObjectRecord& o) {
+    bool has_program = false;
+    g = load_object(o, re->entry.parameters, &has_program);
+    const SymBindings b = g->trace.signature.bind(args);
+    if (!has_program) {
+      const compiler::CompileHints hints{&g->optimized, &g->autotune};
+      g = compile(std::move(g->trace), b, &hints);
+    }
+    check_binds(*g, *id_.key.module);
+  };
+  auto got = re->object_hash.empty() ? remote_->object(re->entry.graph_key, id_.dir, bind)
+                                     : remote_->object_by_hash(re->object_hash, re->entry.graph_key, id_.dir, bind);
+  if (!got) return std::nullopt;
+  log::info("Cache {} read from the remote cache {}", model_cache_meta(re->entry.meta), remote_->config().url);
+  return Stored{std::move(g), std::move(got->record)};
+}
+
+std::optional<ObjectRecord> MethodCache::remote_record(const std::string& graph_key) const {
+  if (!remote_) return std::nullopt;
+  auto got = remote_->object(graph_key, id_.dir, usable);
+  if (!got) return std::nullopt;
+  return std::move(got->record);
+}
+
+void MethodCache::commit_later(const compiler::CompiledGraph& g, const ObjectRecord& object) const {
+  EntryRecord e = make_entry(g, object);
+  cache::commit_later([self = *this, object, e] {
+    try {
+      self.save({object}, {e});
+    } catch (const CacheRefused& x) {
+      warn_uncached(self.dir(), "refused", std::string(x.what()) + "; running uncached");
+    } catch (const CacheError& x) {
+      warn_uncached(self.dir(), "save",
+                    "could not save " + self.where() + " to the cache (" + x.what() +
+                        "); running uncached, the cache as it was is kept");
+    }
+  });
+}
+
+void MethodCache::push_remote(const std::vector<ObjectRecord>& objects, const std::vector<EntryRecord>& entries) const {
+  if (!remote_ || !remote_->can_write()) return;
+  const RemoteTier::Pushed p = remote_->push(objects, entries, id_.dir);
+  if (p.objects + p.entries > 0)
+    log::debug("remote cache {}: wrote {} object(s), {} entr(ies); {} already there", remote_->config().url, p.objects,
+               p.entries, p.present);
+  if (!objects.empty() && !p.failed) remote_->push_tuning(compiler::TuningTable::process().records(), id_.dir);
+}
+
 ObjectRecord MethodCache::make_object(const compiler::CompiledGraph& g, const GraphId& id) const {
   return cache::make_object(g, id, stores_program(), id_.who, nullptr);
 }
@@ -306,6 +390,11 @@ void MethodCache::load_tuning() const {
   {
     std::lock_guard lock(mu);
     if (!loaded.insert(id_.dir).second) return;
+  }
+  if (remote_) {  // the fleet's decisions (the remote's shared table)
+    const auto records = remote_->tuning(id_.dir);
+    const std::size_t added = compiler::TuningTable::process().merge(records);
+    log::debug("remote tuning table: {} decisions, {} new to this process", records.size(), added);
   }
   try {
     if (!Dir::exists(id_.dir)) return;
@@ -497,7 +586,8 @@ void MethodCache::discard_damaged(const Store& store, const std::string& key, co
 
 void warn_uncached(const std::string& dir, const std::string& kind, const std::string& what) {
   static std::mutex mu;
-  static std::set<std::pair<std::string, std::string>> warned;
+  // Never destroyed: background commits may warn while the process exits.
+  static auto& warned = *new std::set<std::pair<std::string, std::string>>();
   {
     std::lock_guard lock(mu);
     if (!warned.insert({dir, kind}).second) {

@@ -18,6 +18,7 @@
 #include "cache/keys.h"
 #include "cache/records.h"
 #include "compiler/entry_source.h"
+#include "remote/config.h"
 
 #include <map>
 #include <memory>
@@ -28,12 +29,14 @@
 namespace npucache::cache {
 
 class Store;
+class RemoteTier;
 
 struct MethodIdentity {
   std::string dir;         // absolute cache directory
   Producer who;            // the rank this entry is for, and its process
   KeyInputs key;           // module, method, config, ..., runtime version
   bool fast_path = false;  // serve without tracing when code_version matches
+  remote::Config remote;   // the remote tier (none when not enabled)
 };
 
 class MethodCache {
@@ -104,6 +107,30 @@ class MethodCache {
   std::optional<Stored> stored_object(const GraphId& id, const TraceResult& trace, const FlatArgs& args,
                                       const compiler::CompileStep& compile) const;
 
+  // --- The remote tier (remote_tier.h) -------------------------------------
+  // Null when no remote is configured.
+  const std::shared_ptr<RemoteTier>& remote() const { return remote_; }
+  // The remote's object for a trace that missed locally: every check of a
+  // local file passed, decoded, bound to this trace and call; null when the
+  // remote has none or fails (counted, warned). Costs two reads.
+  std::optional<Stored> remote_object(const GraphId& id, const TraceResult& trace, const FlatArgs& args,
+                                      const compiler::CompileStep& compile) const;
+  // The fast path's (HitCheck::code_version, no trace) remote lookup: this
+  // rank's entry in the remote's index, of this code_version, parameter
+  // signature, runtime and format version, its object checked, decoded and
+  // bound to the call; null otherwise.
+  std::optional<Stored> remote_entry(const FlatArgs& args, const compiler::CompileStep& compile) const;
+  // The remote's object for a graph key, checked and decodable (the
+  // coordinator's node leaders read it for their host).
+  std::optional<ObjectRecord> remote_record(const std::string& graph_key) const;
+  // Commits `object` and this rank's entry for `g` to the local store in
+  // the background (commit_queue.h): the next start is local.
+  void commit_later(const compiler::CompiledGraph& g, const ObjectRecord& object) const;
+  // Writes what this process compiled back to the remote (objects first,
+  // then entries) and the process's tuning decisions; nothing when there is
+  // no remote or it cannot be written.
+  void push_remote(const std::vector<ObjectRecord>& objects, const std::vector<EntryRecord>& entries) const;
+
   // The records of `g` under its graph id: its object (serialized as this
   // cache stores programs) and this rank's entry pointing at it.
   ObjectRecord make_object(const compiler::CompiledGraph& g, const GraphId& id) const;
@@ -166,6 +193,7 @@ class MethodCache {
   MethodIdentity id_;
   LookupKey key_;
   std::string path_;
+  std::shared_ptr<RemoteTier> remote_;
 };
 
 // Logs `what` once per cache directory and kind of problem: a refused or

@@ -39,8 +39,10 @@ compiler::FirstEntry MethodSource::first_call(const FlatArgs& args, const compil
   first.status.outcome = served ? Outcome::hit : report_.fetched ? Outcome::fetched : Outcome::compiled;
   first.status.cached = !disabled_ && (report_.hit || report_.saved);
   first.status.reason = report_.hit ? ""
-                        : served    ? report_.reason + "; the stored object of the same computation was reused"
-                                    : report_.reason;
+                        : report_.remote
+                            ? report_.reason + "; the remote cache's object of the same computation was used"
+                        : served ? report_.reason + "; the stored object of the same computation was reused"
+                                 : report_.reason;
   first.status.entry = cache_->where();
   if (!disabled_ && cache_->captures() && layout::valid_graph_key(report_.graph_key))
     first.templates = cache_->templates(report_.graph_key);
@@ -147,9 +149,18 @@ std::shared_ptr<compiler::CompiledGraph> MethodSource::persist(std::shared_ptr<c
     ObjectRecord o = cache_->make_object(*g, id);
     report_.artifact_bytes = o.raw.size();
     report_.artifact_checksum = o.meta.checksum;
-    auto adopted = cache_->save({o}, {cache_->make_entry(*g, o)});
+    const EntryRecord e = cache_->make_entry(*g, o);
+    auto adopted = cache_->save({o}, {e});
     report_.writer = true;
     report_.saved = true;
+    // The rank that compiled writes back: the object the store kept.
+    const auto kept = adopted.find(id.key);
+    EntryRecord pushed = e;
+    if (kept != adopted.end()) {
+      pushed.object_checksum = kept->second.meta.checksum;
+      pushed.with_program = kept->second.meta.with_program;
+    }
+    cache_->push_remote({kept == adopted.end() ? o : kept->second}, {pushed});
     if (auto it = adopted.find(id.key); it != adopted.end()) {
       bool has_program = false;
       auto stored = load_object(it->second, parameter_names(g->trace.graph), &has_program);
@@ -194,6 +205,21 @@ void MethodSource::persist_entry(const compiler::CompiledGraph& g, const ObjectR
   report_.persist_s = now() - t;
 }
 
+std::shared_ptr<compiler::CompiledGraph> LocalSource::served_by_remote(MethodCache::Stored fetched) {
+  report().read_store = true;
+  report().remote = true;
+  report().graph_key = fetched.object.graph_key;
+  report().remote_bytes = fetched.object.raw.size();
+  report().artifact_bytes = fetched.object.raw.size();
+  report().artifact_checksum = fetched.object.meta.checksum;
+  if (!disabled_) {  // committed locally off the path to ready: the next start is local
+    cache().commit_later(*fetched.graph, fetched.object);
+    report().saved = true;
+    report().writer = true;
+  }
+  return fetched.graph;
+}
+
 std::shared_ptr<compiler::CompiledGraph> LocalSource::obtain(const FlatArgs& args, const compiler::TraceStep& trace,
                                                              const compiler::CompileStep& compile) {
   std::optional<TraceResult> tr;
@@ -204,6 +230,8 @@ std::shared_ptr<compiler::CompiledGraph> LocalSource::obtain(const FlatArgs& arg
   }
   MethodCache::Lookup hit = lookup(args, tr ? &*tr : nullptr, tr ? &id : nullptr, compile);
   if (hit.hit()) return hit.graph;
+  if (!tr && !compile_every_miss_)  // the fast path: this rank's entry in the remote's index
+    if (auto fetched = cache().remote_entry(args, compile)) return served_by_remote(std::move(*fetched));
   if (!tr) {
     tr = trace_checked(trace);
     id = cache().graph_id(*tr);
@@ -215,6 +243,10 @@ std::shared_ptr<compiler::CompiledGraph> LocalSource::obtain(const FlatArgs& arg
     persist_entry(*stored->graph, stored->object);
     return stored->graph;
   }
+  // Then the remote tier: read and checked, committed locally off the path
+  // to ready.
+  if (!compile_every_miss_)
+    if (auto fetched = cache().remote_object(id, *tr, args, compile)) return served_by_remote(std::move(*fetched));
   report().owner = cache().who().global_rank;
   return persist(compile_timed(std::move(*tr), args, compile), id, args, compile);
 }

@@ -89,6 +89,8 @@ class LocalSource final : public MethodSource {
 
  private:
   bool compile_every_miss_;
+  // Reports and commits (in the background) a program the remote tier served.
+  std::shared_ptr<compiler::CompiledGraph> served_by_remote(MethodCache::Stored fetched);
   std::shared_ptr<compiler::CompiledGraph> obtain(const FlatArgs& args, const compiler::TraceStep& trace,
                                                   const compiler::CompileStep& compile) override;
 };

@@ -51,6 +51,23 @@ CacheStats parse(const Dir& dir) {
   if (auto lu = j.find("last_used"); lu != j.end() && lu->is_object())
     for (auto& [k, v] : lu->items())
       if (v.is_number()) s.last_used[k] = v.get<double>();
+  if (auto rc = j.find("remote"); rc != j.end() && rc->is_object()) {
+    RemoteCounters& r = s.remote;
+    auto n = [&](const char* k) {
+      auto it = rc->find(k);
+      return it != rc->end() && it->is_number_unsigned() ? it->get<uint64_t>() : uint64_t{0};
+    };
+    r.hits = n("hits");
+    r.misses = n("misses");
+    r.writes = n("writes");
+    r.bytes_read = n("bytes_read");
+    r.bytes_written = n("bytes_written");
+    if (auto t = rc->find("time_s"); t != rc->end() && t->is_number() && t->get<double>() >= 0)
+      r.time_s = t->get<double>();
+    if (auto e = rc->find("errors"); e != rc->end() && e->is_object())
+      for (auto& [k, v] : e->items())
+        if (v.is_number_unsigned()) r.errors[k] = v.get<uint64_t>();
+  }
   if (auto rm = j.find("recent_misses"); rm != j.end() && rm->is_array())
     for (auto& m : *rm) {
       if (!m.is_object()) continue;
@@ -64,6 +81,16 @@ CacheStats parse(const Dir& dir) {
       s.recent_misses.push_back(std::move(r));
     }
   return s;
+}
+
+void add_remote(RemoteCounters& into, const RemoteCounters& d) {
+  into.hits += d.hits;
+  into.misses += d.misses;
+  into.writes += d.writes;
+  for (const auto& [k, v] : d.errors) into.errors[k] += v;
+  into.bytes_read += d.bytes_read;
+  into.bytes_written += d.bytes_written;
+  into.time_s += d.time_s;
 }
 
 template <class F>
@@ -80,6 +107,11 @@ void update(const fs::path& dir, F&& change) {
     j["saves"] = s.saves;
     j["compile_time_saved_s"] = s.compile_time_saved_s;
     j["last_used"] = s.last_used;
+    if (!s.remote.empty())
+      j["remote"] = {
+          {"hits", s.remote.hits},     {"misses", s.remote.misses},         {"writes", s.remote.writes},
+          {"errors", s.remote.errors}, {"bytes_read", s.remote.bytes_read}, {"bytes_written", s.remote.bytes_written},
+          {"time_s", s.remote.time_s}};
     j["recent_misses"] = nlohmann::json::array();
     for (const auto& m : s.recent_misses)
       j["recent_misses"].push_back(
@@ -115,6 +147,7 @@ class Pending {
         s.compile_time_saved_s += p.compile_time_saved_s;
         for (const auto& [e, t] : p.last_used) s.last_used[e] = t;
         for (auto& m : p.recent_misses) s.recent_misses.push_back(m);
+        add_remote(s.remote, p.remote);
         if (s.recent_misses.size() > kRecentMisses)
           s.recent_misses.erase(s.recent_misses.begin(),
                                 s.recent_misses.end() - static_cast<std::ptrdiff_t>(kRecentMisses));
@@ -154,6 +187,10 @@ void record_miss(const fs::path& dir, const MissRecord& miss) {
   });
 }
 
+void record_remote(const fs::path& dir, const RemoteCounters& delta) {
+  pending().add(dir, [&](CacheStats& s) { add_remote(s.remote, delta); });
+}
+
 void record_save(const fs::path& dir, const std::vector<std::string>& entries) {
   pending().add(dir, [&](CacheStats& s) {
     s.saves += entries.size();
@@ -165,6 +202,7 @@ void zero_stats(const fs::path& dir) {
   update(dir, [](CacheStats& s) {
     s.hits = s.misses = s.saves = 0;
     s.compile_time_saved_s = 0;
+    s.remote = {};
     s.recent_misses.clear();
   });
 }

@@ -21,17 +21,31 @@ struct MissRecord {
   std::vector<std::string> differences;  // "component: stored 'a', now 'b'"
 };
 
+// What the remote tier did for jobs using this directory (remote_tier.h).
+struct RemoteCounters {
+  uint64_t hits = 0;                       // objects (or entries) served from the remote, every check passed
+  uint64_t misses = 0;                     // the remote held nothing for the key
+  uint64_t writes = 0;                     // objects and records written to it
+  std::map<std::string, uint64_t> errors;  // by kind: refused, timeout, auth, full, dropped, server, corrupt, too_large
+  uint64_t bytes_read = 0, bytes_written = 0;
+  double time_s = 0;  // spent in remote calls
+  bool empty() const { return hits == 0 && misses == 0 && writes == 0 && errors.empty() && time_s == 0; }
+};
+
 struct CacheStats {
   uint64_t hits = 0, misses = 0, saves = 0;
   double compile_time_saved_s = 0;          // compile time of the entries served by hits
   std::map<std::string, double> last_used;  // entry path -> unix time
   std::vector<MissRecord> recent_misses;    // newest last, at most 20
+  RemoteCounters remote;
 };
 
 CacheStats read_stats(const std::filesystem::path& dir);
 // `compile_seconds`: what the entry's object cost to compile (saved by the hit).
 void record_hit(const std::filesystem::path& dir, const std::string& entry, double compile_seconds);
 void record_miss(const std::filesystem::path& dir, const MissRecord& miss);
+// Adds a remote call's counts (accumulated like the others).
+void record_remote(const std::filesystem::path& dir, const RemoteCounters& delta);
 void record_save(const std::filesystem::path& dir, const std::vector<std::string>& entries);
 // Merges the accumulated counters into every touched stats file.
 void flush_stats();

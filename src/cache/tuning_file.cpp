@@ -24,7 +24,9 @@ constexpr std::size_t kMaxText = 64 * 1024;
 // Far above the candidates autotune compares.
 constexpr int64_t kMaxCandidates = 4096;
 
-std::string encode_record(const TuningRecord& r) {
+}  // namespace
+
+std::string encode_tuning_record(const TuningRecord& r) {
   ByteWriter w;
   w.str(r.runtime);
   w.str(r.key);
@@ -36,7 +38,7 @@ std::string encode_record(const TuningRecord& r) {
   return w.take();
 }
 
-TuningRecord decode_record(std::string_view body, const std::string& what) try {
+TuningRecord decode_tuning_record(std::string_view body, const std::string& what) try {
   ByteReader r(body, what);
   TuningRecord t;
   auto text = [&](const char* field, bool may_be_empty) {
@@ -65,6 +67,8 @@ TuningRecord decode_record(std::string_view body, const std::string& what) try {
   throw CacheError(e.what());
 }
 
+namespace {
+
 std::string fmt_us(double us) {
   char b[64];
   std::snprintf(b, sizeof b, "%.3f", us);
@@ -92,7 +96,7 @@ std::string encode_tuning(const std::vector<TuningRecord>& records) {
   bodies.reserve(records.size());
   std::map<std::string, std::vector<std::string>> lines;  // runtime -> its decisions
   for (const auto& r : records) {
-    bodies.push_back(encode_record(r));
+    bodies.push_back(encode_tuning_record(r));
     std::string line = r.key + " | " + r.entry.chosen + " | best " + fmt_us(r.entry.best_us) + " us | default " +
                        fmt_us(r.entry.default_us) + " us | " + std::to_string(r.entry.candidates) + " candidates";
     if (!r.entry.timed_on.empty()) line += " | " + r.entry.timed_on;
@@ -130,7 +134,7 @@ std::vector<TuningRecord> decode_tuning(std::string_view file, const std::string
   out.reserve(o.records.size());
   std::set<std::pair<std::string, std::string>> seen;
   for (const auto& body : o.records) {
-    out.push_back(decode_record(body, what));
+    out.push_back(decode_tuning_record(body, what));
     if (!seen.insert({out.back().runtime, out.back().key}).second)
       throw CacheError(what + " is damaged: the decision for '" + out.back().key + "' appears twice");
   }

@@ -24,6 +24,11 @@ inline constexpr std::size_t kMaxTuningRecords = std::size_t{1} << 20;
 // A file larger than this is not read.
 inline constexpr std::size_t kMaxTuningFileBytes = std::size_t{256} << 20;
 
+// One decision, as the file's envelope records (and the remote tier's
+// values) hold it; decode validates every field (CacheError naming `what`).
+std::string encode_tuning_record(const compiler::TuningRecord& r);
+compiler::TuningRecord decode_tuning_record(std::string_view body, const std::string& what);
+
 std::string encode_tuning(const std::vector<compiler::TuningRecord>& records);
 // Validates everything (envelope, every record and its fields, the HDF5
 // part's checksum) without trusting a length, and throws CacheError naming

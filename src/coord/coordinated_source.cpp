@@ -10,6 +10,7 @@
 #include "compiler/tuning_table.h"
 #include "coord/context.h"
 #include "coord/host_allgather.h"
+#include "coord/remote_plan.h"
 #include "coord/reports.h"
 #include "coord/routes.h"
 #include "log/log.h"
@@ -18,6 +19,7 @@
 #include <algorithm>
 #include <chrono>
 #include <functional>
+#include <mutex>
 
 namespace npucache::coord {
 namespace {
@@ -138,6 +140,7 @@ std::shared_ptr<compiler::CompiledGraph> CoordinatedSource::obtain(const FlatArg
   // 2-3. Misses trace; everyone reports key, cost, holdings, store.
   RankInfo info;
   info.store = cache().store_identity();
+  info.remote = cache().remote() != nullptr;
   if (hit.hit()) {
     id.key = hit.entry->graph_key;
     info.holds = true;
@@ -164,13 +167,68 @@ std::shared_ptr<compiler::CompiledGraph> CoordinatedSource::obtain(const FlatArg
   // 4. Plan (every rank computes the same one).
   const Plan plan = make_plan(infos);
   const int group = plan.group_of[static_cast<std::size_t>(me)];
-  const int owner = group >= 0 ? plan.owner[static_cast<std::size_t>(group)] : -1;
-  rep.owner = owner;
+  int owner = group >= 0 ? plan.owner[static_cast<std::size_t>(group)] : -1;
   laps.lap(&steps.plan_s);
+  // 4b. The remote tier: keys no store holds are read from it once per
+  // host, before anyone compiles; one all-reduce says which reads worked.
+  std::string bytes, status;
+  bool from_remote = false;      // this rank's group is served by the remote, on every host
+  bool nobody_produces = false;  // every group is: no owner can fail, no status to agree on
+  const RemoteFetch remote = plan_remote(plan, infos, hosts.host_of);
+  const auto with_remote = std::count_if(infos.begin(), infos.end(), [](const RankInfo& r) { return r.remote; });
+  if (info.remote && with_remote < static_cast<std::ptrdiff_t>(infos.size())) {
+    static std::once_flag once;
+    std::call_once(once, [&] {
+      log::warn(
+          "the remote cache tier is set on {} of {} ranks; a job uses it only when every rank has it (set "
+          "NPUCACHE_REMOTE or --remote alike on every rank)",
+          with_remote, infos.size());
+    });
+  }
+  if (!remote.groups.empty()) {
+    const auto& mine = group >= 0 ? remote.fetchers.find(group) : remote.fetchers.end();
+    const bool fetcher =
+        mine != remote.fetchers.end() && std::find(mine->second.begin(), mine->second.end(), me) != mine->second.end();
+    bool got = false;
+    if (fetcher)
+      if (auto rec = cache().remote_record(id.key)) {
+        bytes = std::move(rec->raw);
+        got = true;
+        rep.remote = true;
+        rep.read_store = true;  // served by a cache (the remote tier), not compiled
+        rep.remote_bytes = bytes.size();
+      }
+    // Per remote group: whether a fetcher failed, and W - the lowest fetcher that read it.
+    const std::size_t world = infos.size();
+    std::vector<std::uint64_t> outcome(2 * remote.groups.size(), 0);
+    for (std::size_t k = 0; k < remote.groups.size(); ++k)
+      if (fetcher && remote.groups[k] == group) {
+        outcome[2 * k] = got ? 0 : 1;
+        outcome[2 * k + 1] = got ? world - static_cast<std::size_t>(me) : 0;
+      }
+    comm.allreduce_max(outcome, step("remote reads"));
+    nobody_produces = remote.groups.size() == plan.keys.size();
+    for (std::size_t k = 0; k < remote.groups.size(); ++k) nobody_produces = nobody_produces && outcome[2 * k] == 0;
+    for (std::size_t k = 0; k < remote.groups.size(); ++k) {
+      if (remote.groups[k] != group) continue;
+      if (outcome[2 * k] == 0) {
+        from_remote = true;  // every host read it
+      } else if (outcome[2 * k + 1] > 0) {
+        owner = static_cast<int>(world - outcome[2 * k + 1]);  // a host that read it shares it
+        if (owner != me) {
+          bytes.clear();
+          rep.remote = rep.read_store = false;  // it receives the owner's copy
+        }
+      } else {
+        bytes.clear();  // nobody could: the owner compiles
+      }
+    }
+    laps.lap(&steps.remote_s);
+  }
+  rep.owner = from_remote ? -1 : owner;
   // 5. Owners produce the artifact; failures are agreed (one all-reduce;
   // the messages only when some owner failed).
-  std::string bytes, status;
-  if (owner == me) {
+  if (owner == me && !from_remote && bytes.empty()) {
     try {
       if (info.holds) {
         bytes = cache().object_bytes(id.key);
@@ -178,6 +236,9 @@ std::shared_ptr<compiler::CompiledGraph> CoordinatedSource::obtain(const FlatArg
       } else {
         auto mine = compile_timed(std::move(*tr), args, compile);
         bytes = compiler::serialize_compiled(*mine, true);
+        // The rank that compiled writes the artifact back, before any
+        // entry naming it is written (persist, below).
+        cache().push_remote({cache().make_object(*mine, id, bytes, true)}, {});
       }
     } catch (const std::exception& e) {
       status = e.what();
@@ -186,7 +247,7 @@ std::shared_ptr<compiler::CompiledGraph> CoordinatedSource::obtain(const FlatArg
   }
   laps.lap(&steps.produce_s);
   std::vector<std::uint64_t> failed{status.empty() ? 0u : 1u};
-  comm.allreduce_max(failed, step("status"));
+  if (!nobody_produces) comm.allreduce_max(failed, step("status"));
   if (failed[0] != 0) {
     const auto statuses = comm.allgather(status, step("status: naming the failures"));
     for (std::size_t r = 0; r < statuses.size(); ++r)
@@ -198,10 +259,11 @@ std::shared_ptr<compiler::CompiledGraph> CoordinatedSource::obtain(const FlatArg
   if (group >= 0) {
     std::vector<int> receivers;
     for (std::size_t r = 0; r < infos.size(); ++r)
-      if (plan.group_of[r] == group && infos[r].needs && static_cast<int>(r) != owner)
+      if (plan.group_of[r] == group && infos[r].needs && (from_remote || static_cast<int>(r) != owner))
         receivers.push_back(static_cast<int>(r));
-    const auto routes =
-        options_.flat_exchange ? flat_routes(owner, receivers) : node_leader_routes(owner, receivers, hosts.host_of);
+    const auto routes = from_remote              ? host_routes(remote.fetchers.at(group), receivers, hosts.host_of)
+                        : options_.flat_exchange ? flat_routes(owner, receivers)
+                                                 : node_leader_routes(owner, receivers, hosts.host_of);
     if (auto it = routes.find(me); it != routes.end()) {
       const Route& route = it->second;
       if (route.parent >= 0) {
@@ -300,6 +362,7 @@ void CoordinatedSource::persist_collectively(const mpi::Comm& comm, const std::v
     if (!all.entries.empty()) {
       const double t = now();
       cache().save(all.objects, all.entries);
+      cache().push_remote({}, all.entries);  // index records, after their objects
       steps_.save_s = now() - t;
       report().writer = true;
       steps_.entries_written = static_cast<int>(all.entries.size());

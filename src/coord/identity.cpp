@@ -4,6 +4,7 @@
 #include <npucache/error.h>
 #include <npucache/mpi.h>
 
+#include "cache/remote_tier.h"
 #include "compiler/tuning_table.h"
 
 #include <unistd.h>
@@ -46,6 +47,7 @@ cache::MethodIdentity resolve_identity(const nn::Module& module, const CacheOpti
         "hit_check = HitCheck::code_version serves stored programs without tracing on the user's word "
         "that code_version changes with the code: set code_version, or use the default HitCheck::trace");
   id.fast_path = o.hit_check == HitCheck::code_version;
+  id.remote = cache::resolve_remote(o.remote);
   return id;
 }
 

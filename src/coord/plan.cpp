@@ -11,19 +11,20 @@ namespace npucache::coord {
 
 std::string RankInfo::encode() const {
   return graph_key + "\t" + std::to_string(cost) + "\t" + (needs ? "1" : "0") + "\t" + (holds ? "1" : "0") + "\t" +
-         store;
+         (remote ? "1" : "0") + "\t" + store;
 }
 
 RankInfo RankInfo::decode(const std::string& s) {
   RankInfo r;
   std::istringstream in(s);
-  std::string cost, needs, holds;
+  std::string cost, needs, holds, remote;
   if (!std::getline(in, r.graph_key, '\t') || !std::getline(in, cost, '\t') || !std::getline(in, needs, '\t') ||
-      !std::getline(in, holds, '\t') || !std::getline(in, r.store))
+      !std::getline(in, holds, '\t') || !std::getline(in, remote, '\t') || !std::getline(in, r.store))
     throw CommError("malformed rank report '" + s + "'");
   r.cost = std::stod(cost);
   r.needs = needs == "1";
   r.holds = holds == "1";
+  r.remote = remote == "1";
   return r;
 }
 

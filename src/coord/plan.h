@@ -9,10 +9,11 @@ namespace npucache::coord {
 
 struct RankInfo {
   std::string graph_key;
-  double cost = 0;     // estimated compile cost (graph size)
-  bool needs = false;  // missed: needs the artifact and a new entry
-  bool holds = false;  // its store has the artifact
-  std::string store;   // store identity (marker id, device, inode: Store::identity)
+  double cost = 0;      // estimated compile cost (graph size)
+  bool needs = false;   // missed: needs the artifact and a new entry
+  bool holds = false;   // its store has the artifact
+  std::string store;    // store identity (marker id, device, inode: Store::identity)
+  bool remote = false;  // its cache has a remote tier
 
   std::string encode() const;
   static RankInfo decode(const std::string& s);

@@ -109,7 +109,15 @@ void cmd_stats(const std::string& d, bool zero, bool json) {
                 {"misses", s.counters.misses},
                 {"hit_rate", hit_rate},
                 {"saves", s.counters.saves},
-                {"compile_time_saved_s", s.counters.compile_time_saved_s}});
+                {"compile_time_saved_s", s.counters.compile_time_saved_s},
+                {"remote",
+                 {{"hits", s.counters.remote.hits},
+                  {"misses", s.counters.remote.misses},
+                  {"writes", s.counters.remote.writes},
+                  {"errors", s.counters.remote.errors},
+                  {"bytes_read", s.counters.remote.bytes_read},
+                  {"bytes_written", s.counters.remote.bytes_written},
+                  {"time_s", s.counters.remote.time_s}}}});
     return;
   }
   std::printf("entries          %zu\nobjects          %zu\n", s.entries, s.objects);
@@ -128,6 +136,16 @@ void cmd_stats(const std::string& d, bool zero, bool json) {
               static_cast<unsigned long long>(s.counters.hits), static_cast<unsigned long long>(s.counters.misses),
               100.0 * hit_rate, static_cast<unsigned long long>(s.counters.saves));
   std::printf("compile saved    %.3f s\n", s.counters.compile_time_saved_s);
+  const auto& r = s.counters.remote;
+  if (r.empty()) return;
+  std::string errors;
+  for (const auto& [kind, n] : r.errors) errors += (errors.empty() ? "" : ", ") + std::to_string(n) + " " + kind;
+  std::printf("remote hits      %llu\nremote misses    %llu\nremote writes    %llu\n",
+              static_cast<unsigned long long>(r.hits), static_cast<unsigned long long>(r.misses),
+              static_cast<unsigned long long>(r.writes));
+  std::printf("remote errors    %s\n", errors.empty() ? "none" : errors.c_str());
+  std::printf("remote bytes     %s read, %s written\nremote time      %.3f s\n", format_size(r.bytes_read).c_str(),
+              format_size(r.bytes_written).c_str(), r.time_s);
 }
 
 // The last line of `explain`: what the findings mean, in one sentence.

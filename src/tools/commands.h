@@ -26,6 +26,7 @@ inline CLI::Validator positive_integer() {
 void add_generate_command(CLI::App& app);
 void add_cache_commands(CLI::App& app);
 void add_job_commands(CLI::App& app);
+void add_remote_commands(CLI::App& app);
 
 int exit_code();
 void set_exit_code(int code);

@@ -7,6 +7,7 @@
 #include <npucache/version.h>
 
 #include "cache/dir.h"
+#include "cache/remote_tier.h"
 #include "compiler/surface.h"
 #include "coord/job_identity.h"
 #include "mpi/comm.h"
@@ -102,6 +103,10 @@ void add_job_options(CLI::App* cmd, JobArgs& a) {
   cmd->add_flag("--check-args", a.check_only,
                 "check the arguments (model config, tp/pp, report path) without starting MPI, then exit "
                 "(the launch scripts run this before mpirun)");
+  cmd->add_option("--remote", a.remote,
+                  "remote cache tier: redis://host:port[/db][?timeout=2s&connect-timeout=100ms] or "
+                  "redis+unix:///path (default: $NPUCACHE_REMOTE; off: none)");
+  cmd->add_flag("--remote-read-only", a.remote_read_only, "read from the remote cache, never write to it");
   cmd->add_option("--max-seq", a.max_seq, "cap the KV-cache length")
       ->check(positive_integer())
       ->default_str("the config's max_position_embeddings");
@@ -227,6 +232,7 @@ models::DecoderConfig check_args(JobArgs& a) {
   a.timeout_s = parse_timeout(a.timeout);
   models::DecoderConfig c = model_config(a);
   c.validate(a.tp, a.pp);
+  (void)cache::resolve_remote(remote_options(a));  // a malformed --remote is a usage error, before MPI
   if (a.check_only && !a.report_json.empty())
     if (std::string error = report_path_error(a.report_json); !error.empty()) throw ConfigError(error);
   return c;
@@ -275,8 +281,16 @@ Job::~Job() {
   }
 }
 
+RemoteOptions remote_options(const JobArgs& a) {
+  RemoteOptions r;
+  r.url = a.remote;
+  if (a.remote_read_only) r.read_only = true;
+  return r;
+}
+
 CacheOptions Job::cache_options(const std::string& method) const {
   CacheOptions o;
+  o.remote = remote_options(args);
   o.cache_dir = args.cache_dir;
   o.compile.method_name = method;
   o.ge_cache = args.ge_cache;
@@ -313,6 +327,8 @@ nlohmann::json to_json(const MethodReport& r) {
           {"compiled", r.compiled},
           {"fetched", r.fetched},
           {"read_store", r.read_store},
+          {"remote", r.remote},
+          {"remote_bytes", r.remote_bytes},
           {"owner", r.owner},
           {"trace_s", r.trace_s},
           {"compile_s", r.compile_s},
@@ -329,13 +345,13 @@ nlohmann::json to_json(const MethodReport& r) {
 }
 
 // The coordinator's steps, in the order of docs/SCALING.md.
-const char* const kSteps[] = {"setup",  "lookup",   "arrival", "keys",    "plan", "produce",
-                              "status", "exchange", "load",    "persist", "save"};
+const char* const kSteps[] = {"setup",   "lookup", "arrival",  "keys", "plan",    "remote",
+                              "produce", "status", "exchange", "load", "persist", "save"};
 
 nlohmann::json to_json(const dist::StepReport& s) {
-  return {{"setup", s.setup_s}, {"lookup", s.lookup_s},   {"arrival", s.arrival_s}, {"keys", s.keys_s},
-          {"plan", s.plan_s},   {"produce", s.produce_s}, {"status", s.status_s},   {"exchange", s.exchange_s},
-          {"load", s.load_s},   {"persist", s.persist_s}, {"save", s.save_s}};
+  return {{"setup", s.setup_s},       {"lookup", s.lookup_s}, {"arrival", s.arrival_s}, {"keys", s.keys_s},
+          {"plan", s.plan_s},         {"remote", s.remote_s}, {"produce", s.produce_s}, {"status", s.status_s},
+          {"exchange", s.exchange_s}, {"load", s.load_s},     {"persist", s.persist_s}, {"save", s.save_s}};
 }
 
 nlohmann::json method_json(const MethodReport& r, const dist::StepReport* s) {
@@ -391,7 +407,8 @@ void report_job(Job& job, const std::string& title, double wall_s, const std::st
   if (world.rank() != 0) return;
   nlohmann::json per_rank = nlohmann::json::array();
   std::set<std::string> keys;
-  int compiled = 0, loaded = 0, fetched = 0, writers = 0, entries_written = 0, hosts = 1;
+  int compiled = 0, loaded = 0, fetched = 0, writers = 0, entries_written = 0, hosts = 1, remote_reads = 0;
+  std::size_t remote_bytes = 0;
   int kernels_tuned = 0, kernels_reused = 0;
   std::size_t captures[3] = {0, 0, 0};  // recorded, restored, recaptured, over ranks
   double compile_cpu = 0, exchange = 0, persist = 0;
@@ -417,6 +434,8 @@ void report_job(Job& job, const std::string& title, double wall_s, const std::st
       compiled += m["compiled"].get<bool>();
       loaded += m["hit"].get<bool>();
       fetched += m["fetched"].get<bool>();
+      remote_reads += value_or<bool>(m, "remote", false);
+      remote_bytes += value_or<std::size_t>(m, "remote_bytes", 0);
       writers += m["writer"].get<bool>();
       kernels_tuned += value_or<int>(m, "kernels_tuned", 0);
       kernels_reused += value_or<int>(m, "kernels_reused", 0);
@@ -496,6 +515,8 @@ void report_job(Job& job, const std::string& title, double wall_s, const std::st
                            {"compiled", compiled},
                            {"loaded", loaded},
                            {"fetched", fetched},
+                           {"remote_reads", remote_reads},
+                           {"remote_bytes_read", remote_bytes},
                            {"writers", writers},
                            {"kernels_tuned", kernels_tuned},
                            {"kernels_reused", kernels_reused},
@@ -539,6 +560,7 @@ void report_job(Job& job, const std::string& title, double wall_s, const std::st
               all.size() * (per_rank.empty() ? 0 : per_rank[0]["methods"].size()));
   std::printf("  fetched           %d artifacts, %zu bytes exchanged in %.2f ms (%.3f GB/s)\n", fetched, bytes,
               exchange * 1e3, exchange > 0 ? static_cast<double>(bytes) / exchange / 1e9 : 0.0);
+  if (remote_reads > 0) std::printf("  remote cache      %d artifacts read, %zu bytes\n", remote_reads, remote_bytes);
   if (hosts > 1) std::printf("  between hosts     %zu bytes (a flat broadcast: %zu)\n", between, flat_between);
   std::printf("  persist           %.2f ms, %d writer%s, %d entries\n", persist * 1e3, writers, writers == 1 ? "" : "s",
               entries_written);

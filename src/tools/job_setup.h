@@ -40,6 +40,8 @@ struct JobArgs {
   std::string size = "small";  // tiny-llama config: small (default) or large
   int64_t max_seq = 0;         // caps the KV-cache length (0: the config's)
   bool check_only = false;     // --check-args: validate, start nothing
+  std::string remote;          // --remote URL (default: $NPUCACHE_REMOTE)
+  bool remote_read_only = false;
 };
 
 // The mode as given, or the backend's default ("max-autotune" for npu,
@@ -53,6 +55,9 @@ void add_job_options(CLI::App* cmd, JobArgs& a);
 // tp/pp; with --check-args also the report path): ConfigError naming the
 // argument. Sets a.timeout_s; returns the model config.
 models::DecoderConfig check_args(JobArgs& a);
+
+// The remote options of --remote and --remote-read-only.
+RemoteOptions remote_options(const JobArgs& a);
 
 // --timeout: a positive, finite number of seconds; ConfigError (exit 2,
 // before MPI starts) for anything else.

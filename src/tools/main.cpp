@@ -75,6 +75,7 @@ int main(int argc, char** argv) {
   npucache::tools::add_generate_command(app);
   npucache::tools::add_cache_commands(app);
   npucache::tools::add_job_commands(app);
+  npucache::tools::add_remote_commands(app);
   if (!known_command(app, argc, argv)) return 2;
   try {
     app.parse(argc, argv);

@@ -5,6 +5,7 @@
 #include "coord/host_allgather.h"
 #include "coord/job_identity.h"
 #include "coord/plan.h"
+#include "coord/remote_plan.h"
 #include "coord/routes.h"
 #include "mpi/comm.h"
 
@@ -205,4 +206,30 @@ TEST(HostAllgather, AMissingOrRepeatedRankIsAnError) {
   EXPECT_THROW(unfold({{"a", {0}}, {"b", {2}}}, 3), CommError);
   EXPECT_THROW(unfold({{"a", {0, 1}}, {"b", {1}}}, 2), CommError);
   EXPECT_THROW(decode_table(std::string("\x05\0\0\0", 4)), CommError);
+}
+
+// The remote tier as a source: one fetcher per host for each key no store
+// holds, only when every rank has the remote; within-host routes only.
+TEST(RemotePlan, OneFetcherPerHostForKeysNoStoreHolds) {
+  std::vector<RankInfo> ranks;
+  for (int r = 0; r < 8; ++r) {
+    RankInfo i = needer(r % 2 ? "odd" : "even", "store" + std::to_string(r));
+    i.remote = true;
+    ranks.push_back(i);
+  }
+  ranks[6].holds = true;  // a store holds "even": read locally, not from the remote
+  const std::vector<int> host_of{0, 0, 0, 0, 1, 1, 1, 1};
+  const Plan plan = make_plan(ranks);
+  const RemoteFetch f = plan_remote(plan, ranks, host_of);
+  ASSERT_EQ(f.groups.size(), 1u);
+  EXPECT_EQ(plan.keys[static_cast<std::size_t>(f.groups[0])], "odd");
+  EXPECT_EQ(f.fetchers.at(f.groups[0]), (std::vector<int>{1, 5}));
+  const auto routes = host_routes({1, 5}, {1, 3, 5, 7}, host_of);
+  EXPECT_EQ(routes.at(1).parent, -1);
+  EXPECT_EQ(routes.at(3).parent, 1);
+  EXPECT_EQ(routes.at(5).parent, -1);
+  EXPECT_EQ(routes.at(7).parent, 5);
+  ranks[3].remote = false;  // a rank without the remote: nobody reads it
+  EXPECT_TRUE(plan_remote(plan, ranks, host_of).groups.empty());
+  EXPECT_EQ(RankInfo::decode(ranks[0].encode()).remote, true);
 }

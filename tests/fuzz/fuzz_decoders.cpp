@@ -30,7 +30,9 @@
 #include "cache/layout.h"
 #include "cache/object_file.h"
 #include "cache/profile_file.h"
+#include "cache/remote_value.h"
 #include "cache/stats.h"
+#include "cache/store.h"
 #include "cache/template_file.h"
 #include "cache/tuning_file.h"
 #include "cache/zstd_codec.h"
@@ -38,6 +40,7 @@
 #include "compiler/engine.h"
 #include "compiler/executor.h"
 #include "compiler/serialize.h"
+#include "compiler/tuning_table.h"
 
 #include <xxhash.h>
 
@@ -75,14 +78,17 @@ enum Target : uint8_t {
   kJsonFiles,       // stats.json and config.json
   kTuningFile,      // the tuning table file, as read from the cache directory
   kTuningRecords,   // its records, sealed in a valid envelope (checksums fixed)
+  kRemoteValue,     // a value read from the remote tier: kind byte (1 object, 2 graph, 3 entry, 4 blob), then the value
+  kRemoteSealed,    // the same with the value's checksums fixed (an attacker who recomputes them)
   kTemplateFile,    // a capture template's file (templates/<key>.h5)
   kTemplateReplay,  // a capture template restored against its program and replayed: equal to a capture or refused
   kProfileFile,     // the dynamic-shape profiles file
   kTargets
 };
-const char* const kTargetNames[] = {
-    "index-file", "object-file", "bundle-file",    "index-records", "bundle-records",  "compiled",    "zstd-frame",
-    "json-files", "tuning-file", "tuning-records", "template-file", "template-replay", "profile-file"};
+const char* const kTargetNames[] = {"index-file",     "object-file",    "bundle-file",   "index-records",
+                                    "bundle-records", "compiled",       "zstd-frame",    "json-files",
+                                    "tuning-file",    "tuning-records", "remote-value",  "remote-sealed",
+                                    "template-file",  "template-replay", "profile-file"};
 
 // The program kTemplateReplay restores fuzzed templates against: the seed
 // model's prompt in reduce-overhead, its call and its uncaptured result.
@@ -245,6 +251,44 @@ void run_program(const compiler::CompiledGraph& cg) {
   ++g.programs_run;
 }
 
+// Recomputes a remote value's payload and header checksums
+// (cache/remote_value.cpp: payload xxh3 at 32, header xxh3 at 40).
+std::string fix_remote_checksums(std::string_view in) {
+  std::string v(in);
+  if (v.size() < 48) return v;
+  const uint64_t payload = XXH3_64bits(v.data() + 48, v.size() - 48);
+  std::memcpy(v.data() + 32, &payload, 8);
+  const uint64_t header = XXH3_64bits(v.data(), 40);
+  std::memcpy(v.data() + 40, &header, 8);
+  return v;
+}
+
+// A remote value of the kind its first byte names, decoded as the tier
+// does (an object's bytes also deserialized and validated).
+void decode_remote(std::string_view in) {
+  if (in.empty()) return;
+  const std::string value(in.substr(1));
+  switch (static_cast<uint8_t>(in[0]) % 4) {
+    case 0: {
+      auto o = cache::decode_remote_object(value, "", "", std::size_t{64} << 20);
+      compiler::deserialize_compiled(o.raw);
+      break;
+    }
+    case 1: {
+      std::string key(32, '0');
+      if (value.size() > 52) key = value.substr(52, 32);  // the key the value names, so its record is decoded
+      cache::decode_graph_ref(value, key);
+      break;
+    }
+    case 2: cache::decode_remote_entry(value, "", ""); break;
+    case 3: {
+      auto b = cache::decode_blob(value, cache::BlobKind::tuning, "");
+      cache::decode_tuning_record(b.bytes, "fuzzed remote tuning record");
+      break;
+    }
+  }
+}
+
 void run_target(Target t, std::string_view in) {
   switch (t) {
     case kIndexFile: cache::decode_index(in, "fuzzed index"); break;
@@ -301,6 +345,10 @@ void run_target(Target t, std::string_view in) {
       break;
     }
     case kProfileFile: cache::decode_profiles(in, "fuzzed profiles"); break;
+    case kRemoteValue: decode_remote(in); break;
+    case kRemoteSealed:
+      if (!in.empty()) decode_remote(std::string(in.substr(0, 1)) + fix_remote_checksums(in.substr(1)));
+      break;
     default: break;
   }
 }
@@ -434,10 +482,28 @@ Seeds make_seeds(const fs::path& dir) {
         s.add(kTemplateFile, bytes);
         s.add(kTemplateReplay, cache::decode_template_file(bytes, f.path().string()).bytes);
       }
+    // The remote tier's values of the same cache (cache/remote_value.h).
+    const auto remote = [&](uint8_t kind, const std::string& value) {
+      s.add(kRemoteValue, std::string(1, static_cast<char>(kind)) + value);
+      s.add(kRemoteSealed, std::string(1, static_cast<char>(kind)) + value);
+    };
+    for (const auto& m : cache::Store::open(d, cache::Create::no).model_infos())
+      if (auto ix = cache::Store::open(d, cache::Create::no).index(m))
+        for (const auto& e : ix->index.entries) remote(2, cache::encode_remote_entry({e, std::string(32, 'c')}));
+    const auto decisions = compiler::TuningTable::process().records();  // a few: every target gets its share
+    for (std::size_t i = 0; i < decisions.size() && i < 3; ++i) {
+      const auto& r = decisions[i];
+      remote(3,
+             cache::encode_blob({cache::BlobKind::tuning, r.runtime + "\n" + r.key, cache::encode_tuning_record(r)}));
+    }
     for (const auto& f : fs::directory_iterator(d / "objects")) {
       const std::string bytes = slurp(f.path());
       s.add(kObjectFile, bytes);
       auto o = cache::decode_object(bytes, f.path().string(), true);
+      const std::string value = cache::encode_remote_object(o);
+      remote(0, value);
+      remote(1, cache::encode_graph_ref({o.graph_key, cache::content_hash(value), value.size(), o.raw.size(),
+                                         o.meta.with_program, o.meta.checksum}));
       s.add(kCompiled, o.raw);
       s.add(kZstdFrame, cache::zstd_compress(o.raw, 1));
     }

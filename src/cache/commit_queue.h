@@ -1,0 +1,18 @@
+// Commits made off the caller's path: entries served from the remote tier
+// are committed to the local store (MethodCache::save, the one commit
+// procedure) by a background thread, so a job is ready as soon as it has
+// the program and its next start is local. One commit at a time, in the
+// order queued; a commit's errors are its own to log. The queue is drained
+// when the process exits normally (static destruction, before HDF5 shuts
+// down), or by wait_for_commits().
+#pragma once
+
+#include <functional>
+
+namespace npucache::cache {
+
+void commit_later(std::function<void()> commit);
+// Waits until every queued commit has run.
+void wait_for_commits();
+
+}  // namespace npucache::cache

@@ -1,0 +1,182 @@
+#include "remote/config.h"
+
+#include <npucache/error.h>
+
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+
+namespace npucache::remote {
+namespace {
+
+[[noreturn]] void bad(std::string_view url, const std::string& why) {
+  throw ConfigError("remote cache URL '" + std::string(url) + "': " + why +
+                    "; write redis://host:port[/db] or redis+unix:///path/to/socket, with attributes such as "
+                    "?read-only&timeout=2s&connect-timeout=100ms&max-object=64M");
+}
+
+bool whole(std::string_view s, long long lo, long long hi, long long* out) {
+  long long v = 0;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || end != s.data() + s.size() || v < lo || v > hi) return false;
+  *out = v;
+  return true;
+}
+
+std::string decode_percent(std::string_view s, std::string_view url) {
+  std::string out;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (s[i] != '%') {
+      out += s[i];
+      continue;
+    }
+    long long v = 0;
+    if (i + 2 >= s.size()) bad(url, "a '%' escape is cut short");
+    const std::string_view hex = s.substr(i + 1, 2);
+    if (hex.size() != 2 || std::from_chars(hex.data(), hex.data() + 2, v, 16).ptr != hex.data() + 2)
+      bad(url, "'%" + std::string(hex) + "' is not a percent escape");
+    out += static_cast<char>(v);
+    i += 2;
+  }
+  return out;
+}
+
+std::size_t parse_bytes(std::string_view text, std::string_view url) {
+  char* end = nullptr;
+  const std::string t(text);
+  const double v = std::strtod(t.c_str(), &end);
+  std::string unit(end);
+  double scale = 1;
+  if (unit.empty() || unit == "B")
+    scale = 1;
+  else if (unit == "K" || unit == "KiB" || unit == "k")
+    scale = 1024.0;
+  else if (unit == "M" || unit == "MiB")
+    scale = 1024.0 * 1024;
+  else if (unit == "G" || unit == "GiB")
+    scale = 1024.0 * 1024 * 1024;
+  else
+    bad(url, "max-object '" + t + "' is not a size (64M, 1G, 1048576)");
+  if (t.empty() || end == t.c_str() || !std::isfinite(v) || v < 0 || v * scale > 1e15)
+    bad(url, "max-object '" + t + "' is not a size (64M, 1G, 1048576)");
+  return static_cast<std::size_t>(v * scale);
+}
+
+void attribute(Config& c, std::string_view name, std::string_view value, bool has_value, std::string_view url) {
+  if (name == "read-only" || name == "read_only") {
+    if (!has_value || value == "true" || value == "1" || value == "yes")
+      c.read_only = true;
+    else if (value == "false" || value == "0" || value == "no")
+      c.read_only = false;
+    else
+      bad(url, "read-only takes true or false, not '" + std::string(value) + "'");
+  } else if (name == "connect-timeout" || name == "connect_timeout") {
+    c.connect_timeout_s = parse_seconds(value, "remote cache URL '" + std::string(url) + "': connect-timeout");
+  } else if (name == "timeout") {
+    c.timeout_s = parse_seconds(value, "remote cache URL '" + std::string(url) + "': timeout");
+  } else if (name == "max-object" || name == "max_object") {
+    c.max_object_bytes = parse_bytes(value, url);
+  } else if (name == "db") {
+    long long db = 0;
+    if (!whole(value, 0, 1 << 20, &db)) bad(url, "db '" + std::string(value) + "' is not a database number");
+    c.endpoint.db = static_cast<int>(db);
+  } else {
+    bad(url, "unknown attribute '" + std::string(name) +
+                 "' (the attributes are read-only, connect-timeout, timeout, max-object, db)");
+  }
+}
+
+}  // namespace
+
+double parse_seconds(std::string_view text, const std::string& what) {
+  const std::string t(text);
+  char* end = nullptr;
+  double v = std::strtod(t.c_str(), &end);
+  const std::string unit(end);
+  if (unit == "ms")
+    v /= 1000;
+  else if (!unit.empty() && unit != "s")
+    v = -1;
+  if (t.empty() || end == t.c_str() || !std::isfinite(v) || v <= 0 || v > 86400)
+    throw ConfigError(what + " '" + t +
+                      "' is not a positive duration: give seconds (2, 0.5, 2s) or milliseconds (100ms)");
+  return v;
+}
+
+Config parse_url(std::string_view url) {
+  Config c;
+  std::string_view rest = url;
+  const std::size_t q = rest.find('?');
+  std::string_view query = q == std::string_view::npos ? std::string_view() : rest.substr(q + 1);
+  rest = rest.substr(0, q);
+  std::string shown(url);
+  if (rest.rfind("redis+unix://", 0) == 0 || rest.rfind("unix://", 0) == 0) {
+    c.endpoint.unix_socket = true;
+    std::string_view path = rest.substr(rest.find("://") + 3);
+    if (path.empty() || path[0] != '/') bad(url, "the socket path must be absolute (redis+unix:///run/redis.sock)");
+    c.endpoint.path = decode_percent(path, url);
+  } else if (rest.rfind("redis://", 0) == 0) {
+    std::string_view auth_host = rest.substr(8);
+    const std::size_t slash = auth_host.find('/');
+    std::string_view db = slash == std::string_view::npos ? std::string_view() : auth_host.substr(slash + 1);
+    auth_host = auth_host.substr(0, slash);
+    if (const std::size_t at = auth_host.rfind('@'); at != std::string_view::npos) {
+      const std::string_view cred = auth_host.substr(0, at);
+      const std::size_t colon = cred.find(':');
+      if (colon == std::string_view::npos) {
+        c.endpoint.password = decode_percent(cred, url);  // redis://password@host, as some clients allow
+      } else {
+        c.endpoint.user = decode_percent(cred.substr(0, colon), url);
+        c.endpoint.password = decode_percent(cred.substr(colon + 1), url);
+      }
+      c.password_in_url = !c.endpoint.password.empty();
+      shown =
+          "redis://" + (c.endpoint.user.empty() ? "" : c.endpoint.user) + ":***@" + std::string(url.substr(8 + at + 1));
+      auth_host = auth_host.substr(at + 1);
+    }
+    std::string_view host = auth_host;
+    if (!host.empty() && host[0] == '[') {  // [::1]:6379
+      const std::size_t close = host.find(']');
+      if (close == std::string_view::npos) bad(url, "an IPv6 address must be closed by ']'");
+      c.endpoint.host = std::string(host.substr(1, close - 1));
+      host = host.substr(close + 1);
+      if (!host.empty() && host[0] != ':') bad(url, "expected ':port' after the IPv6 address");
+      host = host.empty() ? host : host.substr(1);
+      if (!host.empty()) {
+        long long p = 0;
+        if (!whole(host, 1, 65535, &p)) bad(url, "port '" + std::string(host) + "' is not a port number (1-65535)");
+        c.endpoint.port = static_cast<int>(p);
+      }
+    } else {
+      const std::size_t colon = host.rfind(':');
+      c.endpoint.host = std::string(host.substr(0, colon));
+      if (colon != std::string_view::npos) {
+        long long p = 0;
+        const std::string_view port = host.substr(colon + 1);
+        if (!whole(port, 1, 65535, &p)) bad(url, "port '" + std::string(port) + "' is not a port number (1-65535)");
+        c.endpoint.port = static_cast<int>(p);
+      }
+    }
+    if (c.endpoint.host.empty()) bad(url, "no host");
+    if (!db.empty()) {
+      long long n = 0;
+      if (!whole(db, 0, 1 << 20, &n)) bad(url, "'/" + std::string(db) + "' is not a database number");
+      c.endpoint.db = static_cast<int>(n);
+    }
+  } else {
+    bad(url, "only redis:// and redis+unix:// remotes are supported");
+  }
+  while (!query.empty()) {
+    const std::size_t amp = query.find('&');
+    const std::string_view item = query.substr(0, amp);
+    query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
+    if (item.empty()) continue;
+    const std::size_t eq = item.find('=');
+    attribute(c, item.substr(0, eq), eq == std::string_view::npos ? std::string_view() : item.substr(eq + 1),
+              eq != std::string_view::npos, url);
+  }
+  c.url = shown;
+  return c;
+}
+
+}  // namespace npucache::remote

@@ -1,0 +1,61 @@
+// Where the remote tier lives and how it is used: the parsed form of
+// NPUCACHE_REMOTE / CacheOptions::remote / --remote (docs/GUIDE.md).
+//
+//   redis://[[user]:password@]host[:port][/db][?attr=value&...]
+//   redis+unix:///path/to/socket[?db=N&attr=value&...]
+//
+// Attributes: read-only (or read-only=true|false), connect-timeout and
+// timeout (seconds, or with a unit: 100ms, 2s), max-object (bytes, or
+// 64M, 1G). A password in the URL works but is reported
+// (`password_in_url`): it shows in process listings; the tier takes it
+// from NPUCACHE_REMOTE_PASSWORD(_FILE) instead when those are set.
+//
+// Pure functions: parse_url throws ConfigError naming what is wrong and
+// how to write it; nothing here touches the network.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+namespace npucache::remote {
+
+struct Endpoint {
+  bool unix_socket = false;
+  std::string host;  // tcp: a name or an address
+  int port = 6379;
+  std::string path;  // unix: the socket's path
+  int db = 0;        // SELECTed after connecting when not 0
+  std::string user;  // AUTH user (Redis 6 ACLs), empty: the default user
+  std::string password;
+};
+
+// 100 ms: a remote on the same network answers a connect in well under a
+// millisecond; one that does not within 100 ms is down or far away, and
+// every job start would wait for it.
+inline constexpr double kDefaultConnectTimeoutS = 0.1;
+// 5 s: enough for the largest object (64 MiB) over a slow link (~20 MB/s),
+// short enough that a stopped server costs a job little.
+inline constexpr double kDefaultTimeoutS = 5.0;
+// Objects above this are not sent: a remote is for sharing compile results,
+// not for holding a model's weights by accident.
+inline constexpr std::size_t kDefaultMaxObjectBytes = std::size_t{64} << 20;
+
+struct Config {
+  std::string url;  // as given, any password replaced by "***" (for messages)
+  Endpoint endpoint;
+  bool read_only = false;
+  double connect_timeout_s = kDefaultConnectTimeoutS;
+  double timeout_s = kDefaultTimeoutS;
+  std::size_t max_object_bytes = kDefaultMaxObjectBytes;
+  bool password_in_url = false;
+  bool enabled() const { return !url.empty(); }
+};
+
+// Throws ConfigError for anything that is not a URL of the forms above.
+Config parse_url(std::string_view url);
+
+// "100ms", "2s", "0.5": seconds; ConfigError naming `what` otherwise.
+double parse_seconds(std::string_view text, const std::string& what);
+
+}  // namespace npucache::remote

@@ -1,0 +1,299 @@
+#include "remote/redis.h"
+
+#include <hiredis/hiredis.h>
+
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+
+namespace npucache::remote {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+Clock::time_point deadline_after(double s) {
+  return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
+}
+
+// Waits until `fd` is ready for `events` or the deadline passes (RedisError
+// timeout naming `what`).
+void wait_for(int fd, short events, Clock::time_point deadline, const char* what) {
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (left <= 0) throw RedisError(Failure::timeout, std::string("no answer in time (") + what + ")");
+    pollfd p{fd, events, 0};
+    const int n = ::poll(&p, 1, static_cast<int>(std::min<long long>(left + 1, 1 << 30)));
+    if (n > 0) return;
+    if (n < 0 && errno != EINTR) throw RedisError(Failure::dropped, std::string("poll: ") + std::strerror(errno));
+  }
+}
+
+// A socket that owns its descriptor.
+struct Socket {
+  int fd = -1;
+  ~Socket() {
+    if (fd >= 0) ::close(fd);
+  }
+  int release() {
+    const int f = fd;
+    fd = -1;
+    return f;
+  }
+};
+
+// Finishes a non-blocking connect within the deadline.
+void finish_connect(int fd, int rc, Clock::time_point deadline, const std::string& where) {
+  if (rc != 0 && errno != EINPROGRESS && errno != EAGAIN)
+    throw RedisError(Failure::refused, where + ": " + std::strerror(errno));
+  if (rc != 0) {
+    try {
+      wait_for(fd, POLLOUT, deadline, "connecting");
+    } catch (const RedisError& e) {
+      if (e.kind() == Failure::timeout)
+        throw RedisError(Failure::timeout, where + ": no connection within the connect timeout");
+      throw;
+    }
+    int err = 0;
+    socklen_t len = sizeof err;
+    if (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
+    if (err != 0) throw RedisError(Failure::refused, where + ": " + std::strerror(err));
+  }
+}
+
+int connect_tcp(const Endpoint& e, Clock::time_point deadline) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  const std::string where = e.host + ":" + std::to_string(e.port);
+  if (const int rc = ::getaddrinfo(e.host.c_str(), std::to_string(e.port).c_str(), &hints, &found); rc != 0)
+    throw RedisError(Failure::refused, where + ": " + ::gai_strerror(rc));
+  std::unique_ptr<addrinfo, void (*)(addrinfo*)> list(found, ::freeaddrinfo);
+  std::string last = where + ": no address";
+  for (addrinfo* a = found; a; a = a->ai_next) {
+    Socket s{::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol)};
+    if (s.fd < 0) {
+      last = where + ": " + std::strerror(errno);
+      continue;
+    }
+    try {
+      finish_connect(s.fd, ::connect(s.fd, a->ai_addr, a->ai_addrlen), deadline, where);
+    } catch (const RedisError& err) {
+      if (err.kind() == Failure::timeout || !a->ai_next) throw;
+      last = err.what();
+      continue;
+    }
+    const int one = 1;
+    ::setsockopt(s.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    return s.release();
+  }
+  throw RedisError(Failure::refused, last);
+}
+
+int connect_unix(const Endpoint& e, Clock::time_point deadline) {
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  if (e.path.size() >= sizeof a.sun_path) throw RedisError(Failure::refused, e.path + ": the socket path is too long");
+  std::memcpy(a.sun_path, e.path.c_str(), e.path.size() + 1);
+  Socket s{::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0)};
+  if (s.fd < 0) throw RedisError(Failure::refused, e.path + ": " + std::strerror(errno));
+  finish_connect(s.fd, ::connect(s.fd, reinterpret_cast<sockaddr*>(&a), sizeof a), deadline, e.path);
+  return s.release();
+}
+
+bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
+
+}  // namespace
+
+// --- Reply -----------------------------------------------------------------
+
+struct Reply::Node {
+  Type type = Type::nil;
+  std::string str;
+  long long integer = 0;
+  std::vector<std::unique_ptr<Node>> elements;
+};
+
+namespace {
+
+// hiredis's reader builds replies through these: each new object is
+// attached to its parent array (which owns it); the root is the reply.
+void* attach(const redisReadTask* task, std::unique_ptr<Reply::Node> n) {
+  Reply::Node* raw = n.get();
+  if (task->parent) {
+    auto* parent = static_cast<Reply::Node*>(task->parent->obj);
+    if (task->idx < 0 || static_cast<std::size_t>(task->idx) >= parent->elements.size()) return nullptr;
+    parent->elements[static_cast<std::size_t>(task->idx)] = std::move(n);
+  } else {
+    (void)n.release();  // the root: owned by the Reply made from it
+  }
+  return raw;
+}
+void* create_string(const redisReadTask* task, char* str, size_t len) {
+  auto n = std::make_unique<Reply::Node>();
+  n->type = task->type == REDIS_REPLY_ERROR    ? Reply::Type::error
+            : task->type == REDIS_REPLY_STATUS ? Reply::Type::status
+                                               : Reply::Type::string;
+  n->str.assign(str, len);
+  return attach(task, std::move(n));
+}
+void* create_array(const redisReadTask* task, int elements) {
+  auto n = std::make_unique<Reply::Node>();
+  n->type = Reply::Type::array;
+  n->elements.resize(elements > 0 ? static_cast<std::size_t>(elements) : 0);
+  return attach(task, std::move(n));
+}
+void* create_integer(const redisReadTask* task, long long value) {
+  auto n = std::make_unique<Reply::Node>();
+  n->type = Reply::Type::integer;
+  n->integer = value;
+  return attach(task, std::move(n));
+}
+void* create_nil(const redisReadTask* task) { return attach(task, std::make_unique<Reply::Node>()); }
+void free_object(void* n) { delete static_cast<Reply::Node*>(n); }
+
+redisReplyObjectFunctions g_functions{create_string, create_array, create_integer, create_nil, free_object};
+
+const Reply::Node& element(const std::unique_ptr<Reply::Node>& n, std::size_t i) {
+  static const Reply::Node nil;
+  return i < n->elements.size() && n->elements[i] ? *n->elements[i] : nil;
+}
+
+}  // namespace
+
+Reply::Reply(Node* n) : n_(n) {}
+Reply::~Reply() = default;
+Reply::Reply(Reply&&) noexcept = default;
+Reply& Reply::operator=(Reply&&) noexcept = default;
+Reply::Type Reply::type() const { return n_->type; }
+std::string_view Reply::text() const { return n_->str; }
+std::string Reply::take_text() { return std::move(n_->str); }
+long long Reply::integer() const { return n_->integer; }
+std::size_t Reply::size() const { return n_->type == Type::array ? n_->elements.size() : 0; }
+Reply::Type Reply::type_at(std::size_t i) const { return element(n_, i).type; }
+std::string_view Reply::text_at(std::size_t i) const { return element(n_, i).str; }
+std::string Reply::take_text_at(std::size_t i) {
+  return i < n_->elements.size() && n_->elements[i] ? std::move(n_->elements[i]->str) : std::string();
+}
+long long Reply::integer_at(std::size_t i) const { return element(n_, i).integer; }
+
+// --- RedisConnection ---------------------------------------------------------
+
+struct RedisConnection::State {
+  int fd = -1;
+  redisReader* reader = nullptr;
+  std::string buf = std::string(std::size_t{1} << 20, '\0');  // one recv's worth, reused
+  ~State() {
+    if (reader) redisReaderFree(reader);
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+RedisConnection::RedisConnection(const Endpoint& e, double connect_timeout_s, double timeout_s)
+    : s_(std::make_unique<State>()) {
+  const auto deadline = deadline_after(connect_timeout_s);
+  s_->fd = e.unix_socket ? connect_unix(e, deadline) : connect_tcp(e, deadline);
+  s_->reader = redisReaderCreateWithFunctions(&g_functions);
+  if (!s_->reader) throw RedisError(Failure::refused, "out of memory for the reply reader");
+  s_->reader->maxbuf = 0;  // keep the buffer between replies: large values are read into it once
+  std::vector<Command> hello;
+  if (!e.password.empty()) {
+    if (e.user.empty())
+      hello.push_back({"AUTH", e.password});
+    else
+      hello.push_back({"AUTH", e.user, e.password});
+  }
+  const std::string db = std::to_string(e.db);
+  if (e.db != 0) hello.push_back({"SELECT", db});
+  if (hello.empty()) return;
+  for (const Reply& r : run(hello, timeout_s)) {
+    if (r.type() != Reply::Type::error) continue;
+    const std::string_view t = r.text();
+    const bool auth = starts_with(t, "WRONGPASS") || starts_with(t, "NOAUTH") ||
+                      t.find("password") != std::string_view::npos || t.find("AUTH") != std::string_view::npos;
+    throw RedisError(auth ? Failure::auth : Failure::server, std::string(t));
+  }
+}
+
+RedisConnection::~RedisConnection() = default;
+RedisConnection::RedisConnection(RedisConnection&&) noexcept = default;
+RedisConnection& RedisConnection::operator=(RedisConnection&&) noexcept = default;
+
+std::vector<Reply> RedisConnection::run(const std::vector<Command>& commands, double timeout_s) {
+  const auto deadline = deadline_after(timeout_s);
+  // Format every command (hiredis's protocol writer), then send and read
+  // interleaved, so a long pipeline never blocks on the server's replies.
+  std::string out;
+  for (const Command& c : commands) {
+    std::vector<const char*> argv;
+    std::vector<std::size_t> lens;
+    for (std::string_view a : c) {
+      argv.push_back(a.data());
+      lens.push_back(a.size());
+    }
+    char* cmd = nullptr;
+    const int n = redisFormatCommandArgv(&cmd, static_cast<int>(argv.size()), argv.data(), lens.data());
+    if (n < 0 || !cmd) throw RedisError(Failure::server, "cannot format a command");
+    out.append(cmd, static_cast<std::size_t>(n));
+    redisFreeCommand(cmd);
+  }
+  std::vector<Reply> replies;
+  replies.reserve(commands.size());
+  std::size_t sent = 0;
+  std::string& buf = s_->buf;
+  const auto read_some = [&]() -> bool {  // false: nothing to read now
+    const ssize_t n = ::recv(s_->fd, buf.data(), buf.size(), 0);
+    if (n > 0) {
+      if (redisReaderFeed(s_->reader, buf.data(), static_cast<std::size_t>(n)) != REDIS_OK)
+        throw RedisError(Failure::dropped, "cannot buffer the reply");
+      return true;
+    }
+    if (n == 0) throw RedisError(Failure::dropped, "the server closed the connection");
+    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return false;
+    throw RedisError(Failure::dropped, std::string("reading: ") + std::strerror(errno));
+  };
+  const auto take_replies = [&] {
+    while (replies.size() < commands.size()) {
+      void* r = nullptr;
+      if (redisReaderGetReply(s_->reader, &r) != REDIS_OK)
+        throw RedisError(Failure::dropped, std::string("malformed reply: ") + s_->reader->errstr);
+      if (!r) return;
+      replies.emplace_back(static_cast<Reply::Node*>(r));
+    }
+  };
+  while (sent < out.size()) {
+    const ssize_t n = ::send(s_->fd, out.data() + sent, out.size() - sent, MSG_NOSIGNAL);
+    if (n > 0) {
+      sent += static_cast<std::size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+      throw RedisError(Failure::dropped, std::string("sending: ") + std::strerror(errno));
+    // The socket is full: read what the server answered so far, else wait.
+    if (read_some()) {
+      take_replies();
+      continue;
+    }
+    wait_for(s_->fd, POLLOUT | POLLIN, deadline, "sending");
+  }
+  take_replies();
+  while (replies.size() < commands.size()) {
+    if (!read_some()) {
+      wait_for(s_->fd, POLLIN, deadline, "waiting for the reply");
+      continue;
+    }
+    take_replies();
+  }
+  return replies;
+}
+
+}  // namespace npucache::remote

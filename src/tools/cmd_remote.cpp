@@ -1,0 +1,127 @@
+// `npucache remote`: the remote tier's commands (docs/GUIDE.md).
+//   remote push [D] [--model M]     writes a local cache's entries and objects to the remote
+//   remote pull MODEL [D]           fills a local cache with a model's entries from the remote
+//   remote ls [MODEL] [--json]      the remote's models, entries and sizes
+// Each takes --remote URL (default: $NPUCACHE_REMOTE). Unlike a job, a
+// command that cannot use the remote fails (exit status 1) naming why.
+#include <npucache/cache.h>
+#include <npucache/error.h>
+
+#include "cache/admin.h"
+#include "cache/remote_admin.h"
+#include "cache/remote_tier.h"
+#include "log/progress.h"
+#include "tools/commands.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+
+namespace npucache::tools {
+namespace {
+
+remote::Config remote_of(const std::string& url) {
+  RemoteOptions o;
+  o.url = url;
+  remote::Config c = cache::resolve_remote(o);
+  if (!c.enabled()) throw ConfigError("no remote cache: give --remote redis://host:port or set NPUCACHE_REMOTE");
+  return c;
+}
+
+std::string dir_or_default(const std::string& d) { return d.empty() ? default_cache_dir() : d; }
+
+void cmd_push(const std::string& url, const std::string& d, const std::string& model) {
+  const remote::Config c = remote_of(url);
+  const std::string dir = dir_or_default(d);
+  const auto p = [&] {
+    const log::Progress progress("pushing " + dir + " to " + c.url);
+    return cache::admin::remote_push(c, dir, model);
+  }();
+  std::printf("pushed %zu entries, %zu objects to %s (%zu objects were there already", p.entries, p.objects,
+              c.url.c_str(), p.present);
+  if (p.skipped) std::printf(", %zu above max-object not sent", p.skipped);
+  std::printf("; %zu tuning decisions offered)\n", p.tuning);
+}
+
+void cmd_pull(const std::string& url, const std::string& model, const std::string& d) {
+  const remote::Config c = remote_of(url);
+  const std::string dir = dir_or_default(d);
+  const auto p = [&] {
+    const log::Progress progress("pulling " + model + " from " + c.url);
+    return cache::admin::remote_pull(c, model, dir);
+  }();
+  for (const auto& pr : p.problems) std::printf("left out %s\n", pr.c_str());
+  std::printf("pulled %zu entries, %zu objects (%zu bytes read) of %zu model(s) into %s\n", p.entries, p.objects,
+              p.bytes, p.models.size(), dir.c_str());
+  if (!p.problems.empty()) set_exit_code(1);
+}
+
+void cmd_ls(const std::string& url, const std::string& model, bool json) {
+  const remote::Config c = remote_of(url);
+  const auto models = cache::admin::remote_ls(c, model);
+  std::size_t entries = 0, objects = 0, bytes = 0;
+  for (const auto& m : models) {
+    entries += m.entries.size();
+    objects += m.objects;
+    bytes += m.bytes;
+  }
+  if (json) {
+    nlohmann::json ms = nlohmann::json::array();
+    for (const auto& m : models) {
+      nlohmann::json es = nlohmann::json::array();
+      for (const auto& e : m.entries)
+        es.push_back({{"path", e.path},
+                      {"object", e.graph_key},
+                      {"object_hash", e.object_hash},
+                      {"mode", e.mode},
+                      {"object_bytes", e.object_bytes}});
+      ms.push_back({{"model_info", m.model_info}, {"entries", es}, {"objects", m.objects}, {"bytes", m.bytes}});
+    }
+    std::printf("%s\n",
+                nlohmann::json(
+                    {{"remote", c.url}, {"models", ms}, {"entries", entries}, {"objects", objects}, {"bytes", bytes}})
+                    .dump(2)
+                    .c_str());
+    return;
+  }
+  std::printf("%-72s %-12s %-16s %10s\n", "entry", "object", "mode", "bytes");
+  for (const auto& m : models)
+    for (const auto& e : m.entries)
+      std::printf("%-72s %-12s %-16s %10zu%s\n", e.path.c_str(), e.graph_key.substr(0, 12).c_str(), e.mode.c_str(),
+                  e.object_bytes, e.object_hash.empty() || e.object_bytes == 0 ? "  (object missing)" : "");
+  std::printf("%zu model(s), %zu entries, %zu objects, %s in %s\n", models.size(), entries, objects,
+              cache::admin::format_size(bytes).c_str(), c.url.c_str());
+}
+
+}  // namespace
+
+void add_remote_commands(CLI::App& app) {
+  auto url = std::make_shared<std::string>();
+  auto dir = std::make_shared<std::string>();
+  auto model = std::make_shared<std::string>();
+  auto json = std::make_shared<bool>(false);
+  const std::string url_help = "redis://host:port[/db] or redis+unix:///path (default: $NPUCACHE_REMOTE)";
+  const std::string dir_help = "cache directory (default: $NPUCACHE_CACHE_DIR, else .npucache)";
+  auto* remote = app.add_subcommand("remote", "the remote cache tier: remote push|pull|ls");
+  remote->require_subcommand(1);
+
+  auto* push = remote->add_subcommand("push", "write a local cache's entries and objects to the remote");
+  push->add_option("dir", *dir, dir_help);
+  push->add_option("--model", *model, "only the models whose model_info starts with this");
+  push->add_option("--remote", *url, url_help);
+  push->callback([=] { cmd_push(*url, *dir, *model); });
+
+  auto* pull = remote->add_subcommand("pull", "fill a local cache with a model's entries from the remote");
+  pull->add_option("model", *model, "a model_info, or a model class (every model_info of it)")->required();
+  pull->add_option("dir", *dir, dir_help);
+  pull->add_option("--remote", *url, url_help);
+  pull->callback([=] { cmd_pull(*url, *model, *dir); });
+
+  auto* ls = remote->add_subcommand("ls", "the remote's models, entries and sizes");
+  ls->add_option("model", *model, "a model_info or a model class (default: every model)");
+  ls->add_option("--remote", *url, url_help);
+  ls->add_flag("--json", *json, "print JSON");
+  ls->callback([=] { cmd_ls(*url, *model, *json); });
+}
+
+}  // namespace npucache::tools

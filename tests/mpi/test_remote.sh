@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# The remote tier under mpiexec (ctest mpi_remote): a real redis-server on a
+# free loopback port; 4 ranks (tp 2, pp 2), each with its own cache
+# directory, warm it; 4 ranks with empty directories then start from it:
+# nothing compiled, one remote read per object (all ranks share one host),
+# the host's other ranks served over the exchange; infer from empty
+# directories gives the single-process tokens; a stopped server (SIGSTOP)
+# costs one timeout and the job compiles.
+#   test_remote.sh NPUCACHE REDIS_SERVER
+set -euo pipefail
+cli=$1
+redis=$2
+work=$(mktemp -d /tmp/npucache-mpi-remote.XXXXXX)
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+"$redis" --port "$port" --bind 127.0.0.1 --save "" --appendonly no --dir "$work" --daemonize no \
+  --logfile "$work/redis.log" &
+rpid=$!
+cleanup() {
+  kill -CONT "$rpid" 2>/dev/null || true
+  kill -9 "$rpid" 2>/dev/null || true
+  wait "$rpid" 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+for _ in $(seq 100); do
+  [ "$(redis-cli -p "$port" ping 2>/dev/null)" = PONG ] && break
+  sleep 0.05
+done
+url="redis://127.0.0.1:$port"
+fail() {
+  echo "FAIL: $*" >&2
+  exit 1
+}
+# run NAME COMMAND [ARGS...]: 4 ranks, rank r's cache in $work/NAME/r<r>.
+run() {
+  local name=$1
+  shift
+  timeout 200 mpiexec -n 4 ${NPUCACHE_MPIEXEC_FLAGS:---oversubscribe} sh -c \
+    'exec "$@" --cache-dir "'"$work/$name"'/r$OMPI_COMM_WORLD_RANK"' sh "$cli" "$@" --tp 2 --pp 2 --timeout 60 \
+    --report-json "$work/$name.json" >"$work/$name.log" 2>&1 || {
+    cat "$work/$name.log" >&2
+    fail "$name exited with an error"
+  }
+}
+field() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$work/$1.json" "$2"; }
+
+run warm warmup --remote "$url"
+[ "$(field warm compiled)" -gt 0 ] || fail "the warming job compiled nothing"
+[ "$(field warm remote_reads)" = 0 ] || fail "the warming job read the empty remote"
+run fresh warmup --remote "$url"
+keys=$(field fresh unique_subgraphs)
+[ "$(field fresh compiled)" = 0 ] || fail "a warm remote still compiled $(field fresh compiled)"
+[ "$(field fresh remote_reads)" = "$keys" ] ||
+  fail "$(field fresh remote_reads) remote reads for $keys objects on one host (one each expected)"
+[ "$(field fresh fetched)" -gt 0 ] || fail "the host's other ranks did not receive over the exchange"
+[ "$(field fresh remote_bytes_read)" -gt 0 ] || fail "no remote bytes counted"
+echo "fresh caches: $keys objects, $(field fresh remote_reads) remote reads, $(field fresh remote_bytes_read) bytes, 0 compiles"
+# Each rank's directory now serves it locally.
+run again warmup --remote off
+# (again used new directories: it compiled; the fresh ones are now local)
+run fresh warmup --remote off
+[ "$(field fresh loaded)" = "$(( 4 * 2 ))" ] || fail "the fresh directories were not committed locally"
+run infer infer --remote "$url" --tokens 4
+[ "$(field infer compiled)" = 0 ] || fail "infer from an empty cache compiled"
+[ "$(field infer tokens_match_single_process)" = True ] || fail "infer tokens differ from the single-process run"
+# A stopped server: one timeout, then compiles; the job succeeds.
+kill -STOP "$rpid"
+start=$(date +%s)
+run stopped warmup --remote "$url?timeout=1"
+took=$(($(date +%s) - start))
+kill -CONT "$rpid"
+[ "$(field stopped compiled)" -gt 0 ] || fail "the job with a stopped remote did not compile"
+grep -q "did not answer in time" "$work/stopped.log" || fail "no warning about the stopped remote"
+[ "$took" -lt 40 ] || fail "a stopped remote cost $took s"
+echo "mpi_remote: ok"
