@@ -69,11 +69,13 @@ enum class HitCheck {
 
 namespace detail {
 // cache_compile's defaults are the seed's, not torch.compile's: dynamic
-// shapes on, one full graph.
+// shapes on, one full graph, TorchAir's default CompilerConfig unless a
+// backend, mode or config is given.
 inline CompileOptions seed_compile_defaults() {
   CompileOptions o;
   o.dynamic = true;
   o.fullgraph = true;
+  o.defaults = CompileOptions::Defaults::torchair;
   return o;
 }
 }  // namespace detail

@@ -136,6 +136,11 @@ struct CompileOptions {
   // without capture, with one warning (PyTorch's cudagraph trees have the
   // same kind of limit).
   std::size_t capture_limit = 64;
+  // What a compile given no backend, config, mode or triton.cudagraphs
+  // option does: inductor's default mode (compile(), as torch.compile), or
+  // TorchAir's default CompilerConfig (cache_compile, as the seed's).
+  enum class Defaults { torch_compile, torchair };
+  Defaults defaults = Defaults::torch_compile;
 };
 
 // How the program a call ran was obtained.

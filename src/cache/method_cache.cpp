@@ -38,7 +38,7 @@ void usable(const ObjectRecord& o) { compiler::deserialize_compiled(o.raw); }
 }  // namespace
 
 std::shared_ptr<compiler::TemplateStore> MethodCache::templates(const std::string& graph_key) const {
-  return std::make_shared<CachedTemplates>(id_.dir, graph_key, id_.key.runtime_version);
+  return std::make_shared<CachedTemplates>(id_.dir, graph_key, id_.key.runtime_version, remote_);
 }
 
 std::shared_ptr<MethodCache> MethodCache::for_method(const std::string& method) const {
@@ -463,9 +463,9 @@ void warn_damaged_profiles(const std::string& why) {
 std::vector<DimMark> MethodCache::load_profile() const {
   std::vector<DimMark> out;
   try {
-    if (!Dir::exists(id_.dir)) return out;
-    const Dir d = Dir::open(id_.dir, Safety::cache, Create::no);
-    if (auto records = read_profiles(d))
+    const std::optional<Dir> d =
+        Dir::exists(id_.dir) ? std::optional<Dir>(Dir::open(id_.dir, Safety::cache, Create::no)) : std::nullopt;
+    if (auto records = d ? read_profiles(*d) : std::nullopt)
       for (const auto& r : *records)
         if (r.model_info == key_.model_info && r.method == id_.key.method) out.push_back(r.dim);
   } catch (const CacheRefused& e) {
@@ -473,6 +473,21 @@ std::vector<DimMark> MethodCache::load_profile() const {
   } catch (const CacheError& e) {
     warn_damaged_profiles(e.what());
   }
+  // The remote tier's profile records ("<model_info>|<method>|<input>|<dim>").
+  if (remote_)
+    for (const auto& [name, bytes] : remote_->blobs(BlobKind::profile, id_.dir)) {
+      const auto a = name.find('|'), b = name.find('|', a + 1), c = name.rfind('|');
+      if (a == std::string::npos || b == std::string::npos || c <= b) continue;
+      if (name.substr(0, a) != key_.model_info || name.substr(a + 1, b - a - 1) != id_.key.method) continue;
+      DimMark m{name.substr(b + 1, c - b - 1), -1};
+      try {
+        m.dim = std::stoll(name.substr(c + 1));
+      } catch (const std::exception&) {
+        continue;
+      }
+      if (m.input.empty() || m.dim < 0 || m.dim >= kMaxProfileDim) continue;
+      if (std::find(out.begin(), out.end(), m) == out.end()) out.push_back(std::move(m));
+    }
   if (!out.empty()) log::debug("{}: {} dims dynamic from the profiles of {}", where(), out.size(), id_.dir);
   return out;
 }
@@ -499,6 +514,12 @@ void MethodCache::save_profile(const std::vector<DimMark>& dims) const {
       if (at != records.end() && *at == r) continue;
       records.insert(at, std::move(r));
       rewrite = true;
+    }
+    if (remote_) {
+      std::vector<std::pair<std::string, std::string>> named;
+      for (const auto& m : dims)
+        named.emplace_back(key_.model_info + "|" + id_.key.method + "|" + m.input + "|" + std::to_string(m.dim), "");
+      remote_->push_blobs(BlobKind::profile, named, remote::Overwrite::no, id_.dir);
     }
     if (!rewrite) return;
     d.write(layout::kProfileFile, encode_profiles(records));

@@ -4,13 +4,16 @@
 #include "cache/cache_error.h"
 #include "cache/keys.h"
 #include "cache/layout.h"
+#include "cache/profile_file.h"
 #include "cache/remote_tier.h"
 #include "cache/store.h"
+#include "cache/template_file.h"
 #include "cache/tuning_file.h"
 #include "compiler/serialize.h"
 #include "log/log.h"
 #include "log/progress.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -68,8 +71,33 @@ RemotePush remote_push(const remote::Config& c, const std::string& dir, const st
     out.present += p.present;
     out.skipped += p.skipped;
   }
-  // The directory's tuning table joins the shared one.
+  // The capture templates of the pushed objects, and the models' profiles.
+  std::vector<std::pair<std::string, std::string>> templates;
+  for (const auto& [key, file] : all.templates) {
+    const TemplateRecord r = decode_template_file(file, "template " + key);
+    for (const auto& [m, es] : by_model)
+      if (std::any_of(es.begin(), es.end(),
+                      [&](const EntryRecord& e) { return e.graph_key == r.validity.graph_key; })) {
+        templates.emplace_back(key, file);
+        break;
+      }
+  }
+  t->push_blobs(BlobKind::capture_template, templates, remote::Overwrite::no, dir);
+  out.templates = templates.size();
   const Store s = Store::open(dir, Create::no);
+  if (auto bytes = s.directory().read(layout::kProfileFile, kMaxProfileFileBytes)) {
+    try {
+      std::vector<std::pair<std::string, std::string>> dims;
+      for (const auto& r : decode_profiles(*bytes, (s.dir() / layout::kProfileFile).string()))
+        if (matches(r.model_info, model))
+          dims.emplace_back(r.model_info + "|" + r.method + "|" + r.dim.input + "|" + std::to_string(r.dim.dim), "");
+      t->push_blobs(BlobKind::profile, dims, remote::Overwrite::no, dir);
+      out.profile_dims = dims.size();
+    } catch (const CacheError& e) {
+      log::warn("{}; not pushed", e.what());
+    }
+  }
+  // The directory's tuning table joins the shared one.
   if (auto bytes = s.directory().read(layout::kTuningFile, kMaxTuningFileBytes)) {
     try {
       const auto records = decode_tuning(*bytes, (s.dir() / layout::kTuningFile).string());
@@ -119,6 +147,17 @@ RemotePull remote_pull(const remote::Config& c, const std::string& model, const 
     }
   }
   if (b.entries.empty()) return out;
+  // The capture templates of the pulled objects.
+  for (auto& [key, file] : t->blobs(BlobKind::capture_template, dir)) {
+    try {
+      const TemplateRecord r = decode_template_file(file, "remote capture template " + key);
+      if (std::any_of(b.objects.begin(), b.objects.end(),
+                      [&](const ObjectRecord& o) { return o.graph_key == r.validity.graph_key; }))
+        b.templates.emplace_back(key, std::move(file));
+    } catch (const CacheError& e) {
+      t->failed({remote::Failure::corrupt, e.what()}, dir, "reading a capture template");
+    }
+  }
   const Transfer tr = import_records(std::move(b), dir);
   out.entries = tr.entries;
   out.objects = tr.objects;

@@ -17,6 +17,8 @@ struct RemotePush {
   std::size_t present = 0;               // objects the remote held already
   std::size_t skipped = 0;               // above max-object (and their entries)
   std::size_t tuning = 0;                // tuning decisions offered
+  std::size_t templates = 0;             // capture templates of the objects, offered
+  std::size_t profile_dims = 0;          // dynamic-shape profile dims of the models, offered
 };
 // Writes every entry of the cache in `dir` (of the models whose model_info
 // starts with `model`, when given) and their objects to the remote.

@@ -422,3 +422,54 @@ void RemoteTier::push_tuning(const std::vector<compiler::TuningRecord>& records,
 }
 
 }  // namespace npucache::cache
+
+namespace npucache::cache {
+
+std::optional<std::string> RemoteTier::blob(BlobKind kind, const std::string& name, const std::string& dir) {
+  Counted t(dir);
+  auto got = backend_->hash_get(remote_key::blob(blob_kind_name(kind)), name);
+  if (got.is_failure()) failed(got.fault(), dir, "reading a " + std::string(blob_kind_name(kind)) + " record");
+  if (!got.is_hit()) return std::nullopt;
+  t.c.bytes_read += got.value().size();
+  try {
+    return decode_blob(got.value(), kind, name).bytes;
+  } catch (const Error& e) {
+    failed({Failure::corrupt, e.what()}, dir, "reading a " + std::string(blob_kind_name(kind)) + " record");
+    return std::nullopt;
+  }
+}
+
+std::vector<std::pair<std::string, std::string>> RemoteTier::blobs(BlobKind kind, const std::string& dir) {
+  std::vector<std::pair<std::string, std::string>> out;
+  Counted t(dir);
+  auto got = backend_->hash_all(remote_key::blob(blob_kind_name(kind)));
+  if (got.is_failure()) failed(got.fault(), dir, "reading the " + std::string(blob_kind_name(kind)) + " records");
+  if (!got.is_hit()) return out;
+  for (const auto& [name, value] : got.value()) {
+    t.c.bytes_read += name.size() + value.size();
+    try {
+      out.emplace_back(name, decode_blob(value, kind, name).bytes);
+    } catch (const Error& e) {
+      failed({Failure::corrupt, e.what()}, dir, "reading the " + std::string(blob_kind_name(kind)) + " records");
+    }
+  }
+  return out;
+}
+
+void RemoteTier::push_blobs(BlobKind kind, const std::vector<std::pair<std::string, std::string>>& records,
+                            remote::Overwrite overwrite, const std::string& dir) {
+  if (!can_write() || records.empty()) return;
+  Counted t(dir);
+  remote::Fields fields;
+  for (const auto& [name, bytes] : records) {
+    fields.emplace_back(name, encode_blob({kind, name, bytes}));
+    t.c.bytes_written += fields.back().second.size();
+  }
+  auto put = backend_->hash_put(remote_key::blob(blob_kind_name(kind)), fields, overwrite);
+  if (put.is_failure())
+    failed(put.fault(), dir, "writing " + std::string(blob_kind_name(kind)) + " records");
+  else
+    t.c.writes += put.value();
+}
+
+}  // namespace npucache::cache

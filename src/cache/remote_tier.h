@@ -99,6 +99,14 @@ class RemoteTier {
   std::vector<compiler::TuningRecord> tuning(const std::string& dir);
   void push_tuning(const std::vector<compiler::TuningRecord>& records, const std::string& dir);
 
+  // One record of a shared table (nullopt: absent, or the remote failed),
+  // every record of one, and adding records (`overwrite`: replace one of
+  // the same name). The caller decodes and checks the records' bytes.
+  std::optional<std::string> blob(BlobKind kind, const std::string& name, const std::string& dir);
+  std::vector<std::pair<std::string, std::string>> blobs(BlobKind kind, const std::string& dir);
+  void push_blobs(BlobKind kind, const std::vector<std::pair<std::string, std::string>>& records,
+                  remote::Overwrite overwrite, const std::string& dir);
+
   // Records (and warns once per process and kind about) a failure.
   void failed(const remote::Fault& f, const std::string& dir, const std::string& during);
 

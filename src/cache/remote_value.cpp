@@ -25,6 +25,8 @@ std::string blob(std::string_view kind) { return prefix() + "blob:" + std::strin
 std::string_view blob_kind_name(BlobKind k) {
   switch (k) {
     case BlobKind::tuning: return "tuning";
+    case BlobKind::profile: return "profile";
+    case BlobKind::capture_template: return "template";
   }
   return "unknown";
 }

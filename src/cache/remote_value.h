@@ -35,7 +35,11 @@ std::string blob(std::string_view kind);
 
 // The shared tables kept as blobs, one record per name. The dynamic-shape
 // profile and captured-graph templates join here as kinds of their own.
-enum class BlobKind { tuning };
+// Shared tables: the tuning table (a decision per kernel), the dynamic-shape
+// profiles (a dim per record, named "<model_info>|<method>|<input>|<dim>"),
+// capture templates (a template file per record, named by its template
+// key: cache/template_file.h).
+enum class BlobKind { tuning, profile, capture_template };
 std::string_view blob_kind_name(BlobKind k);
 
 enum class RemoteKind : uint8_t { object = 1, graph = 2, entry = 3, blob = 4 };

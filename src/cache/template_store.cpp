@@ -3,6 +3,7 @@
 #include "cache/cache_error.h"
 #include "cache/layout.h"
 #include "cache/method_cache.h"
+#include "cache/remote_tier.h"
 #include "cache/store.h"
 #include "cache/template_file.h"
 #include "log/log.h"
@@ -17,20 +18,45 @@ TemplateValidity validity(const std::string& graph_key, const SymBindings& bindi
 
 }  // namespace
 
-CachedTemplates::CachedTemplates(std::string dir, std::string graph_key, std::string runtime_version)
-    : dir_(std::move(dir)), graph_key_(std::move(graph_key)), runtime_(std::move(runtime_version)) {}
+CachedTemplates::CachedTemplates(std::string dir, std::string graph_key, std::string runtime_version,
+                                 std::shared_ptr<RemoteTier> remote)
+    : dir_(std::move(dir)),
+      graph_key_(std::move(graph_key)),
+      runtime_(std::move(runtime_version)),
+      remote_(std::move(remote)) {}
 
 std::optional<std::string> CachedTemplates::load(const SymBindings& binding, const compiler::TemplateSettings& settings,
                                                  std::string& why) {
   const TemplateValidity now = validity(graph_key_, binding, runtime_, settings);
-  const std::string file = layout::template_file(template_key(now.graph_key, now.binding));
+  const std::string key = template_key(now.graph_key, now.binding);
+  const std::string file = layout::template_file(key);
+  // The remote tier's copy, checked as a local file is, then kept locally.
+  auto from_remote = [&]() -> std::optional<std::string> {
+    if (!remote_) return std::nullopt;
+    auto bytes = remote_->blob(BlobKind::capture_template, key, dir_);
+    if (!bytes) return std::nullopt;
+    try {
+      TemplateRecord r = decode_template_file(*bytes, "remote capture template " + key);
+      if (!template_differences(r.validity, now).empty()) return std::nullopt;
+      try {
+        const Store store = Store::open(dir_, Create::yes);
+        store.directory().sub(layout::kTemplatesDir, Create::yes).write(file, *bytes);
+      } catch (const Error& e) {
+        log::debug("a remote capture template was not kept locally: {}", e.what());
+      }
+      return std::move(r.bytes);
+    } catch (const Error& e) {
+      remote_->failed({remote::Failure::corrupt, e.what()}, dir_, "reading a capture template");
+      return std::nullopt;
+    }
+  };
   try {
-    if (!Dir::exists(dir_)) return std::nullopt;
+    if (!Dir::exists(dir_)) return from_remote();
     const Dir d = Dir::open(dir_, Safety::cache, Create::no);
-    if (!d.stat(layout::kTemplatesDir)) return std::nullopt;
+    if (!d.stat(layout::kTemplatesDir)) return from_remote();
     const Dir t = d.sub(layout::kTemplatesDir, Create::no);
     auto bytes = t.read(file, kMaxTemplateFileBytes);
-    if (!bytes) return std::nullopt;
+    if (!bytes) return from_remote();
     TemplateRecord r = decode_template_file(*bytes, (t.path() / file).string());
     if (const auto diffs = template_differences(r.validity, now); !diffs.empty()) {
       why = diffs.front();
@@ -54,9 +80,14 @@ void CachedTemplates::save(const SymBindings& binding, const compiler::TemplateS
     r.fingerprint = compiler::template_fingerprint(compiler::decode_template(bytes));
     r.bytes = bytes;
     const std::string file = layout::template_file(template_key(r.validity.graph_key, r.validity.binding));
+    const std::string sealed = encode_template_file(r);
     const Store store = Store::open(dir_, Create::yes);
     const Dir t = store.directory().sub(layout::kTemplatesDir, Create::yes);
-    t.write(file, encode_template_file(r));
+    t.write(file, sealed);
+    if (remote_)
+      remote_->push_blobs(BlobKind::capture_template,
+                          {{template_key(r.validity.graph_key, r.validity.binding), sealed}}, remote::Overwrite::yes,
+                          dir_);
     log::debug("capture template {}/{}/{} saved ({} bytes)", dir_, layout::kTemplatesDir, file, bytes.size());
   } catch (const Error& e) {
     warn_uncached(

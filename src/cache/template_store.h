@@ -13,19 +13,27 @@
 
 #include "compiler/capture_template.h"
 
+#include <memory>
 #include <string>
 
 namespace npucache::cache {
 
+class RemoteTier;
+
 class CachedTemplates final : public compiler::TemplateStore {
  public:
-  CachedTemplates(std::string dir, std::string graph_key, std::string runtime_version);
+  // With `remote`, a template missing from the directory is looked up in
+  // the remote tier (checked like a local file, then written locally), and
+  // a saved one is written there too.
+  CachedTemplates(std::string dir, std::string graph_key, std::string runtime_version,
+                  std::shared_ptr<RemoteTier> remote = nullptr);
   std::optional<std::string> load(const SymBindings& binding, const compiler::TemplateSettings& settings,
                                   std::string& why) override;
   void save(const SymBindings& binding, const compiler::TemplateSettings& settings, const std::string& bytes) override;
 
  private:
   std::string dir_, graph_key_, runtime_;
+  std::shared_ptr<RemoteTier> remote_;
 };
 
 }  // namespace npucache::cache

@@ -75,7 +75,8 @@ Surface resolve_surface(const CompileOptions& o) {
       throw ConfigError("unknown compile option '" + key + "'; known options: " + join(known_option_keys()));
     }
   }
-  const bool torchair = o.config || (o.backend && o.backend->npu());
+  const bool torchair = o.config || (o.backend && o.backend->npu()) ||
+                        (o.defaults == CompileOptions::Defaults::torchair && !o.backend && !o.mode && !cudagraphs);
   if (torchair) {
     if (o.options.count(kCudagraphs))
       throw ConfigError(

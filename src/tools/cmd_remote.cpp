@@ -40,7 +40,8 @@ void cmd_push(const std::string& url, const std::string& d, const std::string& m
   std::printf("pushed %zu entries, %zu objects to %s (%zu objects were there already", p.entries, p.objects,
               c.url.c_str(), p.present);
   if (p.skipped) std::printf(", %zu above max-object not sent", p.skipped);
-  std::printf("; %zu tuning decisions offered)\n", p.tuning);
+  std::printf("; %zu tuning decisions, %zu capture templates, %zu dynamic-shape dims offered)\n", p.tuning, p.templates,
+              p.profile_dims);
 }
 
 void cmd_pull(const std::string& url, const std::string& model, const std::string& d) {

@@ -3,11 +3,12 @@
 // requests. A warm start is a new process.
 //
 //   serve_worker DIR [--batches 1,4,8] [--dynamic auto|true|false]
-//                [--mode M] [--backend B] [--breaks] [--fullgraph]
+//                [--mode M] [--backend B] [--breaks] [--fullgraph] [--scale S]
 //
 // --mode and --backend are compile()'s (torch.compile's) surface, given to
 // cache_compile; --breaks runs a method with a host read in the middle (a
-// graph break); --fullgraph asks for one full graph. Prints one line per
+// graph break); --fullgraph asks for one full graph; --scale multiplies the
+// result by a plain member (another graph, the same model). Prints one line per
 // call, "call <batch> <outcome> <replayed 0|1> breaks <n>", then
 // "compiles <n>" (compiles this process did), "dynamic <dims>",
 // "maxdiff <max |cached - eager|>" and "templates recorded <n> restored <n>
@@ -41,9 +42,10 @@ struct Server : nn::Module {
     bias = register_parameter("bias", Tensor::from_vector(ramp(32, 0.02f, -0.1f), {32}));
   }
   std::string type_name() const override { return "Server"; }
+  float scale = 1.0f;  // a plain member: another value, another graph of the same model
   Tensor forward(const Tensor& x) {
     Tensor h = ops::matmul(x, w) + bias;
-    return ops::sigmoid(h * 2.0f - 1.0f) * h;
+    return ops::sigmoid(h * 2.0f - 1.0f) * h * scale;
   }
   // A host read between two computations: a graph break.
   Tensor branchy(const Tensor& x) {
@@ -73,6 +75,7 @@ int main(int argc, char** argv) try {
   o.cache_dir = argv[1];
   std::vector<int64_t> batches = {1, 4, 8};
   bool breaks = false;
+  float scale = 1.0f;
   o.compile.fullgraph = false;
   for (int i = 2; i < argc; ++i) {
     const std::string a = argv[i];
@@ -96,11 +99,14 @@ int main(int argc, char** argv) try {
       breaks = true;
     } else if (a == "--fullgraph") {
       o.compile.fullgraph = true;
+    } else if (a == "--scale") {
+      scale = std::stof(next());
     } else {
       throw std::runtime_error("unknown option " + a);
     }
   }
   Server m;
+  m.scale = scale;
   auto method = breaks ? &Server::branchy : &Server::forward;
   auto fn = cache_compile(m, method, o);
   double maxdiff = 0;

@@ -85,9 +85,9 @@ enum Target : uint8_t {
   kProfileFile,     // the dynamic-shape profiles file
   kTargets
 };
-const char* const kTargetNames[] = {"index-file",     "object-file",    "bundle-file",   "index-records",
-                                    "bundle-records", "compiled",       "zstd-frame",    "json-files",
-                                    "tuning-file",    "tuning-records", "remote-value",  "remote-sealed",
+const char* const kTargetNames[] = {"index-file",     "object-file",     "bundle-file",  "index-records",
+                                    "bundle-records", "compiled",        "zstd-frame",   "json-files",
+                                    "tuning-file",    "tuning-records",  "remote-value", "remote-sealed",
                                     "template-file",  "template-replay", "profile-file"};
 
 // The program kTemplateReplay restores fuzzed templates against: the seed

@@ -534,3 +534,31 @@ TEST_F(RemoteTest, FastPathReadsTheRemoteIndex) {
   Out other = worker(dir("c"), server.url(), "", "prompt --fast --code-version v2");
   EXPECT_TRUE(has(other.text, "traced 1")) << other.text;
 }
+
+// The compile surface's shared state through the remote tier: a host with
+// an empty cache directory restores the captures another host made (capture
+// templates) and compiles the dynamic version at once (the dynamic-shape
+// profile), zero captures and one compile in all.
+TEST_F(RemoteTest, TemplatesAndProfilesReachAnEmptyHost) {
+  RedisServer server;
+  auto serve = [&](const std::string& d, const std::string& args) {
+    return sh("NPUCACHE_REMOTE='" + server.url() + "' " + std::string(SERVE_WORKER) + " " + d + " " + args);
+  };
+  const std::string args = "--mode reduce-overhead --dynamic auto --batches 4,8,16";
+  Out first = serve(dir("a"), args);
+  ASSERT_EQ(first.status, 0) << first.text;
+  EXPECT_TRUE(testing_support::has(first.text, "dynamic arg0 dim 0")) << first.text;
+  Out fresh = serve(dir("b"), args);
+  ASSERT_EQ(fresh.status, 0) << fresh.text;
+  EXPECT_TRUE(testing_support::has(fresh.text, "compiles 0")) << fresh.text;  // the dynamic object is remote too
+  EXPECT_TRUE(testing_support::has(fresh.text, "templates recorded 1 restored 2")) << fresh.text;
+  EXPECT_TRUE(testing_support::has(fresh.text, "maxdiff 0\n")) << fresh.text;
+  EXPECT_TRUE(fs::exists(fs::path(dir("b")) / "templates")) << "the remote's templates are kept locally";
+  // Only the profile from the remote: the dynamic program is compiled at
+  // once (one compile, not two).
+  Out profiled = sh("NPUCACHE_REMOTE='" + server.url() + "' " + std::string(SERVE_WORKER) + " " + dir("c") + " " +
+                    args + ",32 --scale 2");  // another graph of the same model: no object remote
+  ASSERT_EQ(profiled.status, 0) << profiled.text;
+  EXPECT_TRUE(testing_support::has(profiled.text, "compiles 1")) << profiled.text;
+  EXPECT_TRUE(testing_support::has(profiled.text, "dynamic arg0 dim 0")) << profiled.text;
+}
