@@ -142,8 +142,10 @@ SymBindings CompiledFunction::select(const FlatArgs& args, const TraceFn& given_
                                                  const compiler::CompileHints* hints) {
     return compile(std::move(tr), example, device, hints);
   };
+  // A first call that fails (its trace fails as eager code does, a
+  // refused compile) leaves no entry: the next call is the first call
+  // again, through the entry source.
   if (!first_call_done_) {
-    first_call_done_ = true;
     if (source_) {
       const auto t0 = std::chrono::steady_clock::now();
       compiler::FirstEntry first = source_->first_call(args, trace, compile_step);
@@ -154,6 +156,7 @@ SymBindings CompiledFunction::select(const FlatArgs& args, const TraceFn& given_
       const SymBindings b = tr.signature.bind(args);
       add(compile(std::move(tr), b, device), CallStatus{});
     }
+    first_call_done_ = true;
   }
   SymBindings b;
   std::size_t found = entries_.size();
