@@ -22,8 +22,9 @@
 // the watches of the other ranks on this host see within half a second, so
 // every rank that can still run prints the same error at about the same
 // moment instead of being cut off by mpirun. Ranks on other hosts are seen
-// only when the directory is shared by the hosts; the message says so when
-// the job spans hosts. A watch that finds its own process was stopped (its
+// only when the directory is shared by the hosts (whose clocks must then
+// agree within a second: marks are compared in wall-clock time); the
+// message says so when the job spans hosts. A watch that finds its own process was stopped (its
 // thread woke far too late: SIGSTOP, then the SIGCONT of mpirun ending the
 // job) says so rather than naming others. The rank, world size and job come from the
 // environment mpirun gives every process (OMPI_COMM_WORLD_RANK or
