@@ -258,12 +258,13 @@ void InitWatch::run() {
   }
 }
 
-bool InitWatch::alarmed(int* by, double* timeout_s) const {
+bool InitWatch::alarmed(int* by, double* timeout_s) {
   if (dir_fd_ < 0) return false;
   struct stat st {};
   if (::fstatat(dir_fd_, kAlarm, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) return false;
   // Another job's (a reused job id) would be far older.
   if (mtime_of(st) < started_ - timeout_s_) return false;
+  alarm_at_ = mtime_of(st);
   const int fd = ::openat(dir_fd_, kAlarm, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) return false;
   char buf[64] = {};
@@ -277,6 +278,13 @@ bool InitWatch::alarmed(int* by, double* timeout_s) const {
 }
 
 std::string InitWatch::missing() const {
+  if (alarm_at_ > 0 && alarm_at_ < started_) {
+    // The others gave up before this process began: it is the late one.
+    char buf[200];
+    std::snprintf(buf, sizeof buf, "this rank started it %.1f s after the others had given up waiting for it",
+                  started_ - alarm_at_);
+    return std::string(buf) + " (it was stopped before it started, or slow to start)";
+  }
   if (stalled_s_ > stale_after(timeout_s_)) {
     // The others' marks say nothing now (they may have given up and ended
     // while this process stood still).

@@ -26,7 +26,8 @@
 // agree within a second: marks are compared in wall-clock time); the
 // message says so when the job spans hosts. A watch that finds its own process was stopped (its
 // thread woke far too late: SIGSTOP, then the SIGCONT of mpirun ending the
-// job) says so rather than naming others. The rank, world size and job come from the
+// job), or that starts after the others gave up on it (stopped before it
+// started, continued by mpirun), says so rather than naming others. The rank, world size and job come from the
 // environment mpirun gives every process (OMPI_COMM_WORLD_RANK or
 // PMIX_RANK, OMPI_COMM_WORLD_SIZE, OMPI_COMM_WORLD_LOCAL_SIZE,
 // PMIX_NAMESPACE or OMPI_MCA_orte_ess_jobid), since MPI cannot be asked
@@ -67,8 +68,8 @@ class InitWatch {
  private:
   void run();
   // Whether another rank's watch on this host gave up; sets its rank and
-  // timeout.
-  bool alarmed(int* by, double* timeout_s) const;
+  // timeout, and alarm_at_.
+  bool alarmed(int* by, double* timeout_s);
   [[noreturn]] void expire(int by, double timeout_s) const;
   // Which ranks have no mark or a stale one, in words.
   std::string missing() const;
@@ -84,6 +85,7 @@ class InitWatch {
   int dir_fd_ = -1;       // the job's directory of marks
   int mark_fd_ = -1;      // this rank's mark
   double stalled_s_ = 0;  // the longest this process stood still (its thread's own)
+  double alarm_at_ = 0;   // when the alarm it saw was raised (wall clock; its thread's own)
   std::mutex mu_;
   std::condition_variable cv_;
   bool done_ = false;
