@@ -404,6 +404,7 @@ TEST_F(CacheTest, KillDuringSaveLeavesAValidCache) {
     auto entries = testing_support::entries(dir);
     EXPECT_GE(entries.size(), last) << "round " << round << ": entries were lost";
     last = entries.size();
+    if (!fs::exists(dir)) continue;  // killed before it made the directory (a slow start under load)
     const cache::Store store = cache::Store::open(dir, cache::Create::no);
     for (const auto& e : entries) EXPECT_NO_THROW(store.object(e.graph_key)) << e.path;
   }
