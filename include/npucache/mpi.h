@@ -4,6 +4,17 @@
 // issue collectives) for its lifetime, unless MPI was already initialised;
 // MPI errors on MPI_COMM_WORLD then return to npucache, which throws
 // CommError, instead of killing the job from inside MPI.
+// Initialisation is bounded: in an mpirun launch of several ranks, MPI_Init
+// waits for every rank, so a rank stopped or stalled before or during it
+// would keep the others there for ever. When it has not completed within
+// `init_timeout_s` (default: $NPUCACHE_INIT_TIMEOUT seconds, else 300; inf
+// is unbounded), the rank prints on stderr which ranks never started it and
+// which stopped inside it ("npucache: error on rank 0: MPI initialisation
+// did not complete within 300 s: rank 3 has not started it ...") and exits
+// with status 1, after which mpirun ends the job. Ranks are recognised
+// through marks in $NPUCACHE_INIT_DIR (else $TMPDIR or /tmp) under
+// npucache-init-<uid>; a job spanning hosts names the ranks of other hosts
+// only when that directory is shared by the hosts.
 // Destroyed while an exception unwinds a multi-rank job it does not
 // finalize (that could wait forever on ranks still in a collective): the
 // handler is expected to report and call abort().
@@ -25,6 +36,7 @@ namespace npucache {
 class MpiSession {
  public:
   MpiSession(int* argc, char*** argv);
+  MpiSession(int* argc, char*** argv, double init_timeout_s);
   ~MpiSession();
   MpiSession(const MpiSession&) = delete;
   MpiSession& operator=(const MpiSession&) = delete;

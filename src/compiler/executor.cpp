@@ -531,10 +531,16 @@ std::vector<Tensor> ProgramRunner::replay(const std::vector<Tensor>& inputs, con
 
   std::vector<runtime::TaskGraph::SlotBinding> slots(1 + static_cast<std::size_t>(p.num_inputs) + p.parameters.size());
   std::vector<runtime::TaskGraph::Copy> before, after;
+  // Per input: its staged copy when it lay in this replay's footprint.
+  std::vector<runtime::BlockPtr> staged_from_pool(static_cast<std::size_t>(p.num_inputs));
   slots[kPoolSlot] = {pool_block, 0};
+  std::vector<bool> returned(p.buffers.size(), false);  // roots of outputs
+  for (int o : p.outputs) returned[static_cast<std::size_t>(p.root(o))] = true;
   for (std::size_t i = 0; i < p.buffers.size(); ++i) {
     const BufferDesc& d = p.buffers[i];
-    if (!prep.used[i]) continue;  // e.g. an input only its shape is taken from
+    // An input no step reads: only its shape is taken, or it is returned as
+    // it came (staged below when the replay overwrites it).
+    if (!prep.used[i] && !(d.kind == BufferKind::input && returned[i])) continue;
     if (d.kind == BufferKind::parameter) {
       slots[param_slot(p, d.index)] = {io[i].block, io[i].offset};
       continue;
@@ -546,7 +552,7 @@ std::vector<Tensor> ProgramRunner::replay(const std::vector<Tensor>& inputs, con
     // An input in the memory this replay writes (an earlier output fed
     // back) is staged first; so is every input in copy mode.
     const bool in_pool = in.block == pool_block && overlaps(in.offset, in.offset + n, 0, cap->footprint);
-    if (options.inputs == InputHandling::copy || in_pool) {
+    if ((options.inputs == InputHandling::copy && prep.used[i]) || in_pool) {
       if (in_pool && cap->input_updated[idx])
         throw DeviceError("input " + std::to_string(d.index) + " of " +
                           (options.method ? *options.method : std::string("the captured graph")) +
@@ -557,8 +563,9 @@ std::vector<Tensor> ProgramRunner::replay(const std::vector<Tensor>& inputs, con
       runtime::BlockPtr stage = dev.allocate(std::max<std::size_t>(n, 1));
       before.push_back({stage, 0, in.block, in.offset, n});
       if (cap->input_updated[idx]) after.push_back({in.block, in.offset, stage, 0, n});
-      slots[input_slot(d.index)] = {std::move(stage), 0};
-    } else {
+      if (in_pool) staged_from_pool[idx] = stage;
+      if (prep.used[i]) slots[input_slot(d.index)] = {std::move(stage), 0};
+    } else if (prep.used[i]) {
       slots[input_slot(d.index)] = {in.block, in.offset};
     }
   }
@@ -582,9 +589,15 @@ std::vector<Tensor> ProgramRunner::replay(const std::vector<Tensor>& inputs, con
       continue;
     }
     // A view of an input or parameter (an in-place updated KV cache): the
-    // caller's own tensor, written back already if it was staged.
+    // caller's own tensor, written back already if it was staged. An input
+    // that was an earlier output in this replay's footprint is overwritten
+    // by the replay: the output is its staged copy, which holds its values.
     const std::size_t which = p.buffers[r].kind == BufferKind::input ? static_cast<std::size_t>(p.buffers[r].index)
                                                                      : static_cast<std::size_t>(-1);
+    if (which < staged_from_pool.size() && staged_from_pool[which]) {
+      outs.push_back(nn::wrap_eager(staged_from_pool[which], 0, type, device_));
+      continue;
+    }
     outs.push_back(nn::wrap_eager(io[r].block, io[r].offset, type, device_,
                                   which < inputs.size() ? nn::replay_ticket(inputs[which]) : nullptr));
   }

@@ -3,6 +3,7 @@
 
 #include "mpi/check.h"
 #include "mpi/detail/fault.h"
+#include "mpi/init_watch.h"
 #include "runtime/process.h"
 
 #include <cstdlib>
@@ -18,12 +19,19 @@ const bool g_probe_registered = (runtime::set_world_probe(&world_size_probe), tr
 
 }  // namespace
 
-MpiSession::MpiSession(int* argc, char*** argv) {
+MpiSession::MpiSession(int* argc, char*** argv) : MpiSession(argc, argv, mpi::default_init_timeout()) {}
+
+MpiSession::MpiSession(int* argc, char*** argv, double init_timeout_s) {
   int init = 0;
   MPI_Initialized(&init);
   if (init) return;
   int provided = 0;
-  mpi::check(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided), "MPI_Init_thread");
+  {
+    // MPI_Init waits for every rank of the launch: bounded, so a rank that
+    // never arrives ends the job with its name instead of a hang.
+    mpi::InitWatch watch(init_timeout_s);
+    mpi::check(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided), "MPI_Init_thread");
+  }
   owns_ = true;
   // Errors come back as codes (mpi::check throws CommError with MPI's
   // text); communicators made from the world inherit it.

@@ -28,11 +28,18 @@ struct GenerateArgs {
 
 void run_generate(const GenerateArgs& a) {
   const double timeout_s = parse_timeout(a.timeout);
+  // Before MPI: an unknown model or a config.json it cannot use is one
+  // error, not one per rank.
+  const models::DecoderConfig config = models::resolve_model(a.model);
   int argc = 0;
   char** argv = nullptr;
-  MpiSession mpi(&argc, &argv);
+  MpiSession mpi(&argc, &argv, timeout_s);
+  // Every option decides the model, its groups or the number of steps, so
+  // ranks must agree on all of them.
   agree_job("generate",
-            {{"--tp", std::to_string(a.tp)},
+            {{"--model", a.model},
+             {"model config", config_hash(config)},
+             {"--tp", std::to_string(a.tp)},
              {"--pp", std::to_string(a.pp)},
              {"--tokens", std::to_string(a.tokens)},
              {"--timeout", a.timeout}},
@@ -48,7 +55,6 @@ void run_generate(const GenerateArgs& a) {
   } keep{comm};
   const int rank = comm->global_rank();
   set_current_device(rank % Platform::get().device_count());
-  const models::DecoderConfig config = models::resolve_model(a.model);
   auto t0 = std::chrono::steady_clock::now();
   models::Decoder model(config, models::stage_ranks(*comm));
   double build_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -159,8 +159,6 @@ void guarded(const std::function<void()>& f) {
   }
 }
 
-namespace {
-
 std::string config_hash(const models::DecoderConfig& c) {
   char buf[768];
   std::snprintf(buf, sizeof buf,
@@ -176,8 +174,29 @@ std::string config_hash(const models::DecoderConfig& c) {
   return hex;
 }
 
-// The options every rank of a job must share (the cache directory may
-// differ: node-local directories).
+namespace {
+
+// The options every rank of a job must share. Every option of warmup and
+// infer, and whether ranks may differ in it:
+//   --model, --size, --max-seq   no: the model config (its hash is a field
+//                                too) decides every graph and collective
+//   --tp, --pp                   no: the groups and their collectives
+//   --mode, --autotune-candidates, --ge-cache
+//                                no: the programs and what the entries hold
+//   --independent, --flat-exchange
+//                                no: which coordinator collectives run
+//   --timeout                    no: one rank giving up before the others
+//                                would turn a slow step into a failure
+//   --report-json                no: every rank takes part in checking the
+//                                path (a broadcast from rank 0) when it is
+//                                given, and rank 0 writes the file named
+//   --tokens (infer)             no: the number of decode steps
+//   --cache-dir                  may differ: node-local directories, one
+//                                store each (the coordinator elects a
+//                                writer per store)
+//   --check-args, --help         end the process before MPI starts: a rank
+//                                given them never arrives, which the bound
+//                                on MPI initialisation reports
 std::vector<std::pair<std::string, std::string>> job_fields(const JobArgs& a, const models::DecoderConfig& c) {
   std::vector<std::pair<std::string, std::string>> f{{"--model", a.model},
                                                      {"model config", config_hash(c)},
@@ -194,6 +213,7 @@ std::vector<std::pair<std::string, std::string>> job_fields(const JobArgs& a, co
   if (a.independent) f.emplace_back("--independent", "");
   if (a.flat_exchange) f.emplace_back("--flat-exchange", "");
   if (a.max_seq > 0) f.emplace_back("--max-seq", std::to_string(a.max_seq));
+  if (!a.report_json.empty()) f.emplace_back("--report-json", a.report_json);
   if (a.command == "infer") f.emplace_back("--tokens", std::to_string(a.tokens));
   return f;
 }
@@ -241,12 +261,15 @@ models::DecoderConfig check_args(JobArgs& a) {
 Job::Job(const JobArgs& a, models::Weights weights) : args(a), config(check_args(args)) {
   int argc = 0;
   char** argv = nullptr;
-  mpi = std::make_unique<MpiSession>(&argc, &argv);
+  // --timeout bounds MPI initialisation too: a rank that never arrives
+  // ends the job with its name.
+  mpi = std::make_unique<MpiSession>(&argc, &argv, args.timeout_s);
   // Before any other collective: ranks started differently would meet in
   // collectives of different shapes.
   agree_job(args.command, job_fields(args, config), args.timeout_s);
   if (!args.report_json.empty()) {
-    // Rank 0 writes the report; every rank learns whether it can.
+    // Rank 0 writes the report; every rank learns whether it can (every
+    // rank has the option: it is part of the job identity).
     std::string error = MpiSession::world_rank() == 0 ? report_path_error(args.report_json) : "";
     mpi::Comm::world().broadcast(error, 0, {"checking the report path", args.timeout_s});
     if (!error.empty()) throw coord::JobMismatch(error);

@@ -63,6 +63,10 @@ RemoteOptions remote_options(const JobArgs& a);
 // before MPI starts) for anything else.
 double parse_timeout(const std::string& text);
 
+// A hash of every field of a model config, for the job identity: ranks
+// given different configs (another config.json, --max-seq) differ in it.
+std::string config_hash(const models::DecoderConfig& c);
+
 // Runs the job identity handshake of the subcommand `command` with `fields`
 // (the options every rank must share) over MPI_COMM_WORLD.
 void agree_job(const std::string& command, const std::vector<std::pair<std::string, std::string>>& fields,

@@ -46,6 +46,10 @@ struct Cell : nn::Module {
   std::string type_name() const override { return "Cell"; }
   // h [4, 16] -> tanh(h w^T + b): the decode loop's shape.
   Tensor step(const Tensor& h) { return ops::tanh(ops::linear(h, w, bias)); }
+  // The step and its input, returned as it came.
+  std::vector<Tensor> step_and_input(const Tensor& h) { return {step(h), h}; }
+  // The step of g, and h returned untouched (no kernel reads it).
+  std::vector<Tensor> step_and_other(const Tensor& g, const Tensor& h) { return {step(g), h}; }
   // a - 2 b, then mixed through the weights: swapping a and b changes it.
   Tensor combine(const Tensor& a, const Tensor& b) { return ops::linear(a - b * 2.0f, w, bias); }
   // Writes `v` at `pos` of `cache` in place and returns cache * 2.
@@ -81,6 +85,40 @@ TEST_P(Handling, OutputFedBackAsNextInput) {
     expect_close(h.to_vector(), e.to_vector(), "step " + std::to_string(i));
   }
   EXPECT_EQ(step.compiles(), 1u);
+}
+
+// A result that is the call's own input, in the decode loop: the input is
+// the previous output, in the memory this replay overwrites, and the result
+// still reads as the input's values (it once raised "overwritten by a later
+// replay" on the very call that returned it; found by the differential
+// hunt).
+TEST_P(Handling, AnInputReturnedAsAResultInTheDecodeLoop) {
+  Cell cell;
+  for (bool dynamic : {false, true}) {
+    auto f = compile(cell, &Cell::step_and_input, replay_options(GetParam(), dynamic));
+    Tensor h = Tensor::from_vector(ramp(64, 0.1f, -0.6f), {4, 16});
+    for (int i = 0; i < 6; ++i) {
+      const auto before = h.to_vector();
+      const auto want = cell.step_and_input(h);
+      const auto want0 = want[0].to_vector();
+      std::vector<Tensor> got = f(h);
+      ASSERT_EQ(got.size(), 2u);
+      expect_close(got[0].to_vector(), want0, "step " + std::to_string(i));
+      EXPECT_EQ(got[1].to_vector(), before) << "the input returned by call " << i << (dynamic ? " (dynamic)" : "");
+      h = got[0];
+    }
+    // An input returned untouched, which no kernel reads.
+    auto g = compile(cell, &Cell::step_and_other, replay_options(GetParam(), dynamic));
+    const Tensor x = Tensor::from_vector(ramp(64, 0.05f, -0.2f), {4, 16});
+    for (int i = 0; i < 6; ++i) {
+      const auto before = h.to_vector();
+      std::vector<Tensor> got = g(x, h);
+      ASSERT_EQ(got.size(), 2u);
+      expect_close(got[0].to_vector(), cell.step(x).to_vector(), "step of x " + std::to_string(i));
+      EXPECT_EQ(got[1].to_vector(), before) << "the untouched input returned by call " << i;
+      h = got[0];
+    }
+  }
 }
 
 TEST_P(Handling, SwappedAndRepeatedArguments) {
@@ -243,6 +281,13 @@ struct Guarded : nn::Module {
   Tensor scaled(const Tensor& x, double t) { return x * t; }
   Tensor head(const Tensor& x) { return x.slice(1, 0, 4) * 2.0f; }
   Tensor pick(const Tensor& x, const Tensor& index) { return ops::gather(x, index, 1); }
+  // The same beside a composite op (gelu), which the compiler re-traces
+  // into primitives: the re-trace has no sizes to check the bounds with.
+  Tensor head_gelu(const Tensor& x) { return ops::gelu(x.slice(1, 0, 4)); }
+  Tensor rotate_gelu(const Tensor& x) {
+    return ops::gelu(ops::concat({x.slice(1, 1, x.size(1)), x.slice(1, 0, 1)}, 1));
+  }
+  Tensor pick_gelu(const Tensor& x, const Tensor& index) { return ops::gelu(ops::gather(x, index, 1)); }
 };
 
 CompileOptions mode_options(CompileMode m, bool dynamic) {
@@ -322,6 +367,34 @@ TEST_P(GuardModes, GatherGuardsTheIndexAgainstTheInput) {
   EXPECT_EQ(f(x(5), idx(2)).to_vector(), g.pick(x(5), idx(2)).to_vector());
   EXPECT_THROW(g.pick(x(2), idx(3)), ShapeError);
   EXPECT_THROW((void)f(x(2), idx(3)).to_vector(), ShapeError);
+}
+
+// A dynamic graph with a composite op and a slice to a constant or
+// symbolic end, or a gather whose index has sizes of its own, compiles
+// (the compiler's re-trace once refused every such bound, "slice [1, s0)
+// out of range for dim of size s0", found by the differential hunt) and
+// runs as eager code does.
+TEST_P(GuardModes, BoundsSurviveTheCompilersRetrace) {
+  Guarded g;
+  auto head = compile(g, &Guarded::head_gelu, mode_options(GetParam(), true));
+  auto rotate = compile(g, &Guarded::rotate_gelu, mode_options(GetParam(), true));
+  auto pick = compile(g, &Guarded::pick_gelu, mode_options(GetParam(), true));
+  auto input = [](int64_t rows, int64_t n) {
+    std::vector<float> v(static_cast<std::size_t>(rows * n));
+    for (std::size_t i = 0; i < v.size(); ++i) v[i] = 0.1f * static_cast<float>(i) - 1.0f;
+    return Tensor::from_vector(v, {rows, n});
+  };
+  const Tensor index = Tensor::from_vector_i64({2, 0, 1, 1, 0, 2}, {3, 2});
+  for (int64_t n : {6, 5}) {
+    expect_close(head(input(2, n)).to_vector(), g.head_gelu(input(2, n)).to_vector(), "head");
+    expect_close(rotate(input(2, n)).to_vector(), g.rotate_gelu(input(2, n)).to_vector(), "rotate");
+    expect_close(pick(input(4, 3), index).to_vector(), g.pick_gelu(input(4, 3), index).to_vector(), "pick");
+  }
+  EXPECT_EQ(head.compiles(), 1u);
+  EXPECT_EQ(rotate.compiles(), 1u);
+  EXPECT_EQ(pick.compiles(), 1u);
+  EXPECT_THROW((void)head(input(2, 3)).to_vector(), ShapeError);
+  EXPECT_THROW((void)pick(input(2, 3), index).to_vector(), ShapeError);
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, GuardModes, ::testing::Values(CompileMode::max_autotune, CompileMode::reduce_overhead),

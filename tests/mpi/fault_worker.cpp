@@ -8,20 +8,38 @@
 // "fault_worker rank R: <message>" and the job is aborted (exit 3);
 // "watchdog" runs a blocking MPI_Barrier under the watchdog, which prints
 // and aborts by itself.
+// MPI initialisation (MpiSession's bound, $NPUCACHE_INIT_TIMEOUT):
+//   init          every rank initialises MPI; run with a launch wrapper
+//                 that stops VICTIM before the program starts
+//   stop_in_init  VICTIM marks its arrival at MPI initialisation (the
+//                 InitWatch MpiSession makes, bounded by TIMEOUT_S) and
+//                 stops itself (SIGSTOP) before MPI_Init completes
+// Ranks that initialise without VICTIM print so and exit 1.
 #include <npucache/error.h>
 #include <npucache/mpi.h>
 
 #include "mpi/comm.h"
 #include "mpi/detail/fault.h"
+#include "mpi/init_watch.h"
 
 #include <chrono>
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <thread>
 
 using namespace npucache;
 
 int main(int argc, char** argv) {
+  if (argc == 4 && std::string(argv[1]) == "stop_in_init") {
+    const char* r = std::getenv("OMPI_COMM_WORLD_RANK");
+    if (r && std::atoi(r) == std::atoi(argv[2])) {
+      mpi::InitWatch watch(std::stod(argv[3]));
+      std::raise(SIGSTOP);
+      return 0;
+    }
+  }
   MpiSession session(&argc, &argv);
   if (argc != 4) {
     std::fprintf(stderr, "usage: fault_worker OP VICTIM TIMEOUT_S\n");
@@ -29,6 +47,10 @@ int main(int argc, char** argv) {
   }
   const std::string op = argv[1];
   const int victim = std::stoi(argv[2]);
+  if (op == "init" || op == "stop_in_init") {
+    std::printf("fault_worker rank %d: MPI initialised without rank %d\n", MpiSession::world_rank(), victim);
+    return 1;
+  }
   const mpi::Step step{"test " + op, std::stod(argv[3])};
   const mpi::Comm world = mpi::Comm::world();
   const int me = world.rank();

@@ -25,7 +25,8 @@ class ShapeEnv final : public DimUnifier {
   bool unify(const SymExpr& a, const SymExpr& b) override;
   std::optional<int64_t> specialize(const SymExpr& e) override;
   // True when a <= b under the concrete sizes; records the bound as a guard
-  // unless it holds for every size.
+  // unless it holds for every size. In a re-trace of a verified graph (no
+  // sizes), true unless known not to hold.
   bool require_le(const SymExpr& a, const SymExpr& b) override;
   // The recorded bounds (as recorded: resolve them before use).
   const std::vector<DimBound>& bounds() const { return bounds_; }

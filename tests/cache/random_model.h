@@ -1,0 +1,142 @@
+// Random small models for the differential hunt (random_diff.cpp).
+//
+// A Program is a list of steps over values of one shape [B, S, D]: values 0
+// and 1 are the method's tensors x and y, step j makes value j + 2 from
+// earlier values with ops the tracer and compiler support (elementwise,
+// activations, linear and matmul, reductions, softmax, norms, attention,
+// rope, reshape, permute, transpose, slice, concat, gather, embedding,
+// casts, an in-place KV-cache update, constants, the method's plain float
+// and integer arguments). Each
+// step ends in the shape [B, S, D] again, so any value can feed any later
+// step and the result can be fed back as the next call's x.
+//
+// RandNet runs a Program as a module method. Every RandNet of one width has
+// the same parameters (names, shapes), whatever its program reads, so
+// random models share `model_info` and method names, and the entries one
+// writes are looked up by the next: the hunt's point. Its constructor flag
+// `pick_b` chooses which of two layers of the same shape a step reads.
+//
+// Everything is deterministic from the Rng's seed; describe() prints a
+// program so a failure can be read and replayed.
+#pragma once
+
+#include <npucache/npucache.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace npucache::randtest {
+
+// splitmix64: the same numbers on every platform and build.
+class Rng {
+ public:
+  explicit Rng(std::uint64_t seed) : s_(seed) {}
+  std::uint64_t next() {
+    std::uint64_t z = (s_ += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+  int below(int n) { return static_cast<int>(next() % static_cast<std::uint64_t>(n)); }
+  bool chance(double p) { return static_cast<double>(next() >> 11) * 0x1.0p-53 < p; }
+  double uniform(double lo, double hi) { return lo + (hi - lo) * static_cast<double>(next() >> 11) * 0x1.0p-53; }
+
+ private:
+  std::uint64_t s_;
+};
+
+std::uint64_t mix(std::uint64_t a, std::uint64_t b);
+
+enum class Kind : int {
+  unary,            // op(a)
+  binary,           // op(a, b)
+  scalar_const,     // a op constant
+  scalar_arg,       // a op s (the method's float argument: a guard)
+  full_const,       // a + full(shape, constant)
+  select_linear,    // the layer pick_b chooses (sel_a or sel_b: same shapes)
+  up_down,          // down(act(up(a)))
+  matmul_param,     // a @ mat
+  flatten_linear,   // reshape to [-1, D], sel_a, reshape back
+  attention_mm,     // softmax(a @ b^T / sqrt(D)) @ c
+  sdpa,             // attention over heads (reshape, permute, attention)
+  rope,             // rope over heads with positions from arange/expand
+  reduce,           // a - op(a, dim, keepdim)
+  argmax,           // a + argmax(x, -1) cast to f32
+  softmax,          // softmax(a, dim)
+  rmsnorm,          //
+  layernorm,        //
+  shuffle,          // reshape [B, S, D/2, 2], permute, reshape back
+  transpose_sm,     // softmax over the sequence through transposes
+  permute_rt,       // act(a permuted) permuted back
+  slice_rotate,     // concat(a[..., i:], a[..., :i])
+  slice_seq_const,  // a + sum(a[:, :i]) (a guard i <= S)
+  slice_seq_arg,    // a - mean(a[:, :k]) (k: the method's integer argument)
+  seq_rotate,       // concat(a[:, 1:S], a[:, :1]) (a symbolic end)
+  concat_linear,    // down(concat(a, b))
+  gather,           // gather(a, idx, -1)
+  embedding,        // a + embedding(emb, ids)
+  where,            // where(x > c, a, a * 0.5)
+  cast_rt,          // x to f16 or bf16 and back
+  expand_reduce,    // a + expand(mean(a, 1))
+  kv_write,         // writes a into the KV cache at positions 0..S-1 in place; a + mean of the cache
+  kCount
+};
+
+struct Step {
+  Kind kind = Kind::unary;
+  int a = 0, b = 0, c = 0;  // operand values
+  int op = 0;               // which unary, binary, reduction, dtype, ...
+  int i = 0;                // an integer attribute (dim, bound, heads)
+  double f = 0;             // a float constant, eps or theta
+};
+
+struct Program {
+  int width = 8;  // D
+  std::vector<Step> steps;
+  int aux = 0;          // the second result of forward_pair
+  bool pick_b = false;  // which layer select_linear reads
+  int class_name = 0;   // 0 or 1: RandNet's type_name
+};
+
+Program random_program(Rng& rng, int width);
+// A small change: a constant to another, an op to another, operands, the
+// layer flag, a bound.
+void mutate(Program& p, Rng& rng);
+std::string describe(const Program& p);
+
+// The method's arguments: x, y [B, S, D] f32; ids [B, S] i64 (some out of
+// the embedding's range); idx [B, S, D] i64 in [0, D); kv [B, kMaxSeq, D]
+// f32, a cache the program may update in place; s; k.
+struct Args {
+  Tensor x, y, ids, idx, kv;
+  double s = 1;
+  std::int64_t k = 1;
+};
+
+constexpr int kMaxSeq = 6;  // the KV cache's length: calls have S <= kMaxSeq
+
+class RandNet : public nn::Module {
+ public:
+  RandNet(Program p, std::uint64_t weight_seed);
+  std::string type_name() const override;
+  Tensor forward(const Tensor& x, const Tensor& y, const Tensor& ids, const Tensor& idx, const Tensor& kv, double s,
+                 std::int64_t k);
+  std::vector<Tensor> forward_pair(const Tensor& x, const Tensor& y, const Tensor& ids, const Tensor& idx,
+                                   const Tensor& kv, double s, std::int64_t k);
+  const Program& program() const { return p_; }
+
+ private:
+  std::vector<Tensor> run(const Tensor& x, const Tensor& y, const Tensor& ids, const Tensor& idx, const Tensor& kv,
+                          double s, std::int64_t k) const;
+  Tensor step(const Step& st, const std::vector<Tensor>& v, const Tensor& ids, const Tensor& idx, const Tensor& kv,
+              double s, std::int64_t k) const;
+  Program p_;
+  std::shared_ptr<nn::Linear> sel_a_, sel_b_, up_, down_;
+  Tensor mat_, norm_w_, norm_b_, emb_;
+};
+
+constexpr int kVocab = 11;  // rows of the embedding; ids reach -1 and kVocab
+
+}  // namespace npucache::randtest
