@@ -46,6 +46,9 @@ CacheStats parse(const Dir& dir) {
   s.hits = count("hits");
   s.misses = count("misses");
   s.saves = count("saves");
+  s.captures = count("captures");
+  s.restores = count("restores");
+  s.recaptures = count("recaptures");
   if (auto t = j.find("compile_time_saved_s"); t != j.end() && t->is_number() && t->get<double>() >= 0)
     s.compile_time_saved_s = t->get<double>();
   if (auto lu = j.find("last_used"); lu != j.end() && lu->is_object())
@@ -105,6 +108,9 @@ void update(const fs::path& dir, F&& change) {
     j["hits"] = s.hits;
     j["misses"] = s.misses;
     j["saves"] = s.saves;
+    j["captures"] = s.captures;
+    j["restores"] = s.restores;
+    j["recaptures"] = s.recaptures;
     j["compile_time_saved_s"] = s.compile_time_saved_s;
     j["last_used"] = s.last_used;
     if (!s.remote.empty())
@@ -198,9 +204,18 @@ void record_save(const fs::path& dir, const std::vector<std::string>& entries) {
   });
 }
 
+void record_captures(const fs::path& dir, uint64_t captures, uint64_t restores, uint64_t recaptures) {
+  pending().add(dir, [&](CacheStats& s) {
+    s.captures += captures;
+    s.restores += restores;
+    s.recaptures += recaptures;
+  });
+}
+
 void zero_stats(const fs::path& dir) {
   update(dir, [](CacheStats& s) {
     s.hits = s.misses = s.saves = 0;
+    s.captures = s.restores = s.recaptures = 0;
     s.compile_time_saved_s = 0;
     s.remote = {};
     s.recent_misses.clear();

@@ -34,6 +34,9 @@ struct RemoteCounters {
 
 struct CacheStats {
   uint64_t hits = 0, misses = 0, saves = 0;
+  // Reduce-overhead captures: recorded (and saved as templates), restored
+  // from a template instead of captured, stored templates not usable.
+  uint64_t captures = 0, restores = 0, recaptures = 0;
   double compile_time_saved_s = 0;          // compile time of the entries served by hits
   std::map<std::string, double> last_used;  // entry path -> unix time
   std::vector<MissRecord> recent_misses;    // newest last, at most 20
@@ -47,6 +50,7 @@ void record_miss(const std::filesystem::path& dir, const MissRecord& miss);
 // Adds a remote call's counts (accumulated like the others).
 void record_remote(const std::filesystem::path& dir, const RemoteCounters& delta);
 void record_save(const std::filesystem::path& dir, const std::vector<std::string>& entries);
+void record_captures(const std::filesystem::path& dir, uint64_t captures, uint64_t restores, uint64_t recaptures);
 // Merges the accumulated counters into every touched stats file.
 void flush_stats();
 // Zeroes the counters, keeping last-use times.

@@ -4,6 +4,7 @@
 #include "cache/layout.h"
 #include "cache/method_cache.h"
 #include "cache/remote_tier.h"
+#include "cache/stats.h"
 #include "cache/store.h"
 #include "cache/template_file.h"
 #include "log/log.h"
@@ -72,8 +73,13 @@ std::optional<std::string> CachedTemplates::load(const SymBindings& binding, con
   return std::nullopt;
 }
 
+void CachedTemplates::note(bool restored, bool recaptured) {
+  record_captures(dir_, 0, restored ? 1 : 0, recaptured ? 1 : 0);
+}
+
 void CachedTemplates::save(const SymBindings& binding, const compiler::TemplateSettings& settings,
                            const std::string& bytes) {
+  record_captures(dir_, 1, 0, 0);
   try {
     TemplateRecord r;
     r.validity = validity(graph_key_, binding, runtime_, settings);

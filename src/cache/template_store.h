@@ -30,6 +30,7 @@ class CachedTemplates final : public compiler::TemplateStore {
   std::optional<std::string> load(const SymBindings& binding, const compiler::TemplateSettings& settings,
                                   std::string& why) override;
   void save(const SymBindings& binding, const compiler::TemplateSettings& settings, const std::string& bytes) override;
+  void note(bool restored, bool recaptured) override;
 
  private:
   std::string dir_, graph_key_, runtime_;

@@ -78,6 +78,12 @@ class TemplateStore {
                                           std::string& why) = 0;
   // Stores a template made by a capture (a failure is logged, never thrown).
   virtual void save(const SymBindings& binding, const TemplateSettings& settings, const std::string& bytes) = 0;
+  // What the runner did with a binding: restored its template, or
+  // recaptured because the stored one could not be used (statistics).
+  virtual void note(bool restored, bool recaptured) {
+    (void)restored;
+    (void)recaptured;
+  }
 };
 
 }  // namespace npucache::compiler

@@ -445,6 +445,7 @@ ProgramRunner::Captured* ProgramRunner::restore(Prepared& prep, Communicator& co
     return nullptr;
   }
   ++restores_;
+  templates_->note(true, false);
   return captured_.emplace(key, std::move(cap)).first->second.get();
 }
 
@@ -454,6 +455,7 @@ TemplateSettings ProgramRunner::settings() const {
 
 void ProgramRunner::note_recapture(const std::string& why) {
   ++recaptures_;
+  if (templates_) templates_->note(false, true);
   std::lock_guard lock(reason_mu_);
   if (recapture_reason_ != why) log::info("recaptured: {}", why);
   recapture_reason_ = why;

@@ -109,6 +109,9 @@ void cmd_stats(const std::string& d, bool zero, bool json) {
                 {"misses", s.counters.misses},
                 {"hit_rate", hit_rate},
                 {"saves", s.counters.saves},
+                {"captures", s.counters.captures},
+                {"restores", s.counters.restores},
+                {"recaptures", s.counters.recaptures},
                 {"compile_time_saved_s", s.counters.compile_time_saved_s},
                 {"remote",
                  {{"hits", s.counters.remote.hits},
@@ -136,6 +139,10 @@ void cmd_stats(const std::string& d, bool zero, bool json) {
               static_cast<unsigned long long>(s.counters.hits), static_cast<unsigned long long>(s.counters.misses),
               100.0 * hit_rate, static_cast<unsigned long long>(s.counters.saves));
   std::printf("compile saved    %.3f s\n", s.counters.compile_time_saved_s);
+  std::printf("captures         %llu recorded, %llu restored from templates, %llu recaptured\n",
+              static_cast<unsigned long long>(s.counters.captures),
+              static_cast<unsigned long long>(s.counters.restores),
+              static_cast<unsigned long long>(s.counters.recaptures));
   const auto& r = s.counters.remote;
   if (r.empty()) return;
   std::string errors;
