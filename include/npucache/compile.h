@@ -205,7 +205,7 @@ std::vector<Tensor> call(CompiledFunction& f, const FlatArgs& args, const TraceF
 void prepare(CompiledFunction& f, const FlatArgs& args, const TraceFn& trace, std::size_t& entry, const KeepFn& keep);
 // Whether CompiledMethod::select runs the entry it obtains.
 enum class CallKind { run, prepare_only };
-TraceOptions trace_options(const CompiledFunction& f);
+const TraceOptions& trace_options(const CompiledFunction& f);
 // CompileOptions::disable: calls run the method eagerly; note_eager_call
 // records such a call in the calling thread's status.
 bool runs_eagerly(const CompiledFunction& f);
@@ -394,7 +394,7 @@ class CompiledMethod {
   // Obtains the entry matching the call (and runs it for CallKind::run);
   // keeps the traced result of a new entry as the template of its results.
   std::pair<std::size_t, std::vector<Tensor>> select(detail::CallKind kind, P... args) {
-    const TraceOptions topts = detail::trace_options(*fn_);
+    const TraceOptions& topts = detail::trace_options(*fn_);
     FlatArgs flat = flatten_args(topts, args...);
     std::optional<R> traced;
     auto tracer = [&](const TraceOptions& current) {

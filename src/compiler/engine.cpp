@@ -48,7 +48,12 @@ class CompiledFunction {
         label_(std::make_shared<const std::string>(module.type_name() + "." + options_.method_name)),
         profile_(options_.mark_dynamic, options_.mark_static),
         budget_(std::make_shared<compiler::CaptureBudget>(surface_.capture_limit, label_)),
-        cached_(source_ != nullptr) {}
+        cached_(source_ != nullptr) {
+    base_trace_.dynamic = surface_.dynamic == compiler::DynamicPolicy::all;
+    base_trace_.method_name = options_.method_name;
+    base_trace_.arg_names = options_.arg_names;
+    if (!surface_.fullgraph) base_trace_.unlowerable = unlowerable();
+  }
 
   std::vector<Tensor> call(const FlatArgs& args, const TraceFn& trace, std::size_t& entry, const KeepFn& keep);
   // The entry matching `args` (obtained from the source on the first call,
@@ -58,14 +63,7 @@ class CompiledFunction {
 
   // The options a call's arguments are flattened and traced with (the
   // caller holds mu_ when the profile may change under it).
-  TraceOptions trace_options() const {
-    TraceOptions t;
-    t.dynamic = surface_.dynamic == compiler::DynamicPolicy::all;
-    t.method_name = options_.method_name;
-    t.arg_names = options_.arg_names;
-    if (!surface_.fullgraph) t.unlowerable = unlowerable();
-    return t;
-  }
+  const TraceOptions& trace_options() const { return base_trace_; }
   bool runs_eagerly() const { return surface_.disable; }
 
   // --- graph breaks ---------------------------------------------------------
@@ -256,10 +254,12 @@ class CompiledFunction {
     }
   }
 
-  std::vector<std::string> learned_dims() const {
-    std::vector<std::string> out;
-    for (const auto& m : profile_.learned()) out.push_back(compiler::dim_text(m));
-    return out;
+  const std::vector<std::string>& learned_dims() {
+    if (learned_text_.size() != profile_.learned().size()) {
+      learned_text_.clear();
+      for (const auto& m : profile_.learned()) learned_text_.push_back(compiler::dim_text(m));
+    }
+    return learned_text_;
   }
 
   const nn::Module& module_;
@@ -292,6 +292,11 @@ class CompiledFunction {
     bool loaded = false;  // from the cache
   };
   std::map<std::string, PieceEntry> pieces_;
+  // The options calls are flattened and traced with (the profile's marks
+  // are added per trace).
+  TraceOptions base_trace_;
+  // learned_dims() as of the last change of the profile.
+  std::vector<std::string> learned_text_;
   // enable_shape_handling: (bucket, size) pairs checked against an unpadded
   // run, and whether padding still holds for the method.
   std::set<std::string> padding_checked_;
@@ -571,7 +576,7 @@ void prepare(CompiledFunction& f, const FlatArgs& args, const TraceFn& trace, st
   const SymBindings b = f.select(args, trace, entry, keep);
   f.prepare_capture(entry, b, args.tensors.empty() ? current_device() : args.tensors.front().second.device());
 }
-TraceOptions trace_options(const CompiledFunction& f) { return f.trace_options(); }
+const TraceOptions& trace_options(const CompiledFunction& f) { return f.trace_options(); }
 bool runs_eagerly(const CompiledFunction& f) { return f.runs_eagerly(); }
 bool is_segmented(const CompiledFunction& f) { return f.is_segmented(); }
 void graph_break(CompiledFunction& f, const GraphBreakError& e) { f.graph_break(e); }
