@@ -111,10 +111,13 @@ runtime::TensorArg arg_of(const detail::TensorImpl& impl) {
   return runtime::TensorArg{impl.block, impl.offset, impl.type.dtype, concrete_dims(impl.type.shape)};
 }
 
-void require_eager(const detail::TensorImpl& impl, const char* what) {
+void require_eager(const detail::TensorImpl& impl, const char* what,
+                   detail::HostAccess access = detail::HostAccess::read) {
   if (impl.traced())  // runs the pending piece of a lazy trace, else GraphBreakError
     detail::graph_break(impl, GraphBreakError::Kind::host_read,
                         std::string(what) + "() reads the tensor's value on the host (data-dependent control flow)");
+  else  // an eager tensor compiled code pending in a lazy trace updates (or, for a write, uses)
+    detail::settle_pending(impl, access, what);
   if (impl.traced())
     throw TraceError(std::string(what) +
                      ": reading a tensor's values while tracing is data-dependent control flow; "
@@ -151,7 +154,7 @@ Tensor Tensor::from_vector_i64(const std::vector<int64_t>& data, const std::vect
 
 void Tensor::copy_from(const std::vector<float>& data) {
   const auto& impl = checked();
-  require_eager(impl, "copy_from");
+  require_eager(impl, "copy_from", detail::HostAccess::write);
   runtime::TensorArg a = arg_of(impl);
   if (static_cast<int64_t>(data.size()) != a.numel())
     throw ShapeError("copy_from: " + std::to_string(data.size()) + " values for a tensor of type " +
