@@ -14,11 +14,11 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cmath>
 #include <cstdio>
+#include <latch>
 #include <limits>
 #include <mutex>
-#include <cmath>
-#include <latch>
 #include <stdexcept>
 #include <thread>
 
@@ -55,11 +55,11 @@ struct Layer : nn::Module {
   // Three pieces; the first piece's output is read by the third, after the
   // second piece ran.
   Tensor three_pieces(const Tensor& x) {
-    Tensor h = ops::matmul(x, w);                  // piece 1
-    const float a = ops::sum(h, {0, 1}).item();    // break 1
+    Tensor h = ops::matmul(x, w);                     // piece 1
+    const float a = ops::sum(h, {0, 1}).item();       // break 1
     Tensor g = ops::tanh(h * (a > 0 ? 0.5f : 2.0f));  // piece 2
-    const float b = ops::sum(g, {0, 1}).item();    // break 2
-    return g + h * (b > 0 ? 1.0f : -1.0f);         // piece 3 reads h and g
+    const float b = ops::sum(g, {0, 1}).item();       // break 2
+    return g + h * (b > 0 ? 1.0f : -1.0f);            // piece 3 reads h and g
   }
 
   // A cache update whose result is dropped, after a break: the method
@@ -114,9 +114,9 @@ struct Layer : nn::Module {
   // int64, f16 and bool tensors through pieces.
   Tensor dtypes(const Tensor& x) {
     Tensor h = ops::matmul(x, w);
-    Tensor idx = ops::argmax(h, 1);                      // i64 [B]
-    Tensor half = ops::cast(h, DType::f16);              // f16
-    Tensor pos = ops::gt(h, ops::scalar(0.0));           // bool
+    Tensor idx = ops::argmax(h, 1);                           // i64 [B]
+    Tensor half = ops::cast(h, DType::f16);                   // f16
+    Tensor pos = ops::gt(h, ops::scalar(0.0));                // bool
     const std::vector<int64_t> picked = idx.to_vector_i64();  // break
     int64_t total = 0;
     for (int64_t p : picked) total += p;
@@ -241,8 +241,7 @@ TEST(CallingPatterns, CompiledMethodCalledFromInsideAnother) {
       std::string err = message([&] { a = split(x).to_vector(); });
       ASSERT_EQ(err, "") << m;
       // The eager reference calls the compiled inner method outside any trace.
-      const auto want_split =
-          (o.layer->inner(x * (ops::sum(x, {0, 1}).item() > 0 ? 1.0f : -1.0f)) + 1.0f).to_vector();
+      const auto want_split = (o.layer->inner(x * (ops::sum(x, {0, 1}).item() > 0 ? 1.0f : -1.0f)) + 1.0f).to_vector();
       expect_close(a, want_split, std::string(m) + " split");
       err = message([&] { b = whole(x).to_vector(); });
       ASSERT_EQ(err, "") << m;
@@ -578,4 +577,43 @@ TEST(CallingPatterns, ShapeHandlingPadsRowByRowModels) {
     EXPECT_EQ(f.status().reason, "padded to a captured size (enable_shape_handling)") << "batch " << b;
   }
   EXPECT_EQ(f.status().captures, 1u);
+}
+
+// Threads whose calls are padded to captured sizes at once, each (size,
+// bucket) pair checked by whichever threads come first: every result
+// equals eager.
+TEST(CallingPatterns, ConcurrentPaddedReplays) {
+  constexpr int kThreads = 6;
+  RowWise m;
+  auto f = compile(m, &RowWise::forward, shape_handling());
+  auto args = [](int64_t b) {
+    std::vector<int64_t> ids;
+    for (int64_t i = 0; i < b; ++i) ids.push_back((i * 7 + b) % 10);
+    return std::pair{Tensor::from_vector_i64(ids, {b}), input(b, b % 2 ? 1.0f : -1.0f)};
+  };
+  std::vector<std::vector<float>> want;
+  for (int t = 0; t < kThreads; ++t) {
+    auto [id, x] = args(2 + t);
+    want.push_back(m.forward(id, x).to_vector());
+  }
+  std::atomic<int> wrong{0}, padded{0};
+  std::latch start(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      auto [big_id, big_x] = args(8);
+      (void)f(big_id, big_x);  // a capture of 8 (the pool is this thread's)
+      start.arrive_and_wait();
+      for (int i = 0; i < 4; ++i) {
+        auto [id, x] = args(2 + t);
+        const auto got = f(id, x).to_vector();
+        if (f.status().reason == "padded to a captured size (enable_shape_handling)") ++padded;
+        bool same = got.size() == want[t].size();
+        for (std::size_t k = 0; same && k < got.size(); ++k) same = std::fabs(got[k] - want[t][k]) <= 1e-4f;
+        if (!same) ++wrong;
+      }
+    });
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_EQ(padded.load(), kThreads * 4);
 }
