@@ -282,8 +282,8 @@ bool row_independent(const Graph& g, const std::string& symbol) {
       in.push_back(&rows[static_cast<std::size_t>(v)]);
       fed = fed || depends(rows[static_cast<std::size_t>(v)]);
     }
-    const bool shaped = n.op == Op::full || n.op == Op::arange || n.op == Op::reshape || n.op == Op::expand ||
-                        n.op == Op::slice;
+    const bool shaped =
+        n.op == Op::full || n.op == Op::arange || n.op == Op::reshape || n.op == Op::expand || n.op == Op::slice;
     Rows r;
     if (attrs_mention(n.attrs, symbol) && !shaped)
       r = std::nullopt;  // a size, length or bound computed from the symbol

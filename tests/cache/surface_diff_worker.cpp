@@ -101,8 +101,9 @@ int main(int argc, char** argv) try {
     o.compile.mode = mode;
   const int dyn = static_cast<int>(rng() % 3);
   o.compile.dynamic = dyn == 0 ? std::nullopt : std::optional<bool>(dyn == 1);
+  const char* dynamic_names[] = {"auto", "true", "false"};
   std::printf("options width %lld layers %zu mode %s dynamic %s\n", static_cast<long long>(width), m.layers.size(),
-              mode.c_str(), dyn == 0 ? "auto" : dyn == 1 ? "true" : "false");
+              mode.c_str(), dynamic_names[dyn]);
 
   auto fn = cache_compile(m, &Fuzz::run, o);
   // The calls come from a stream of their own, so processes of one seed
