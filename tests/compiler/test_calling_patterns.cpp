@@ -332,18 +332,20 @@ TEST(CallingPatterns, OutputFedBackIntoASplitMethod) {
 // Zero rows through a split method and a compiled one, and automatic
 // dynamic going from batch 1 to 0 and back.
 TEST(CallingPatterns, ZeroSizeBatches) {
-  Layer l;
-  auto split = compile(l, &Layer::inner);
-  auto whole = compile(l, &Layer::plain);
-  for (int64_t rows : {1, 0, 3, 0, 1}) {
-    Tensor x = input(rows, 1.0f);
-    std::vector<float> a, b;
-    std::string err = message([&] { a = split(x).to_vector(); });
-    ASSERT_EQ(err, "") << "split, rows " << rows;
-    expect_close(a, l.inner(x).to_vector(), "split rows " + std::to_string(rows));
-    err = message([&] { b = whole(x).to_vector(); });
-    ASSERT_EQ(err, "") << "whole, rows " << rows;
-    expect_close(b, l.plain(x).to_vector(), "whole rows " + std::to_string(rows));
+  for (const char* m : {"default", "reduce-overhead"}) {
+    Layer l;
+    auto split = compile(l, &Layer::inner, mode(m));
+    auto whole = compile(l, &Layer::plain, mode(m));
+    for (int64_t rows : {1, 0, 3, 0, 1}) {
+      Tensor x = input(rows, 1.0f);
+      std::vector<float> a, b;
+      std::string err = message([&] { a = split(x).to_vector(); });
+      ASSERT_EQ(err, "") << m << " split, rows " << rows;
+      expect_close(a, l.inner(x).to_vector(), std::string(m) + " split rows " + std::to_string(rows));
+      err = message([&] { b = whole(x).to_vector(); });
+      ASSERT_EQ(err, "") << m << " whole, rows " << rows;
+      expect_close(b, l.plain(x).to_vector(), std::string(m) + " whole rows " + std::to_string(rows));
+    }
   }
 }
 
@@ -616,4 +618,49 @@ TEST(CallingPatterns, ConcurrentPaddedReplays) {
   for (auto& th : threads) th.join();
   EXPECT_EQ(wrong.load(), 0);
   EXPECT_EQ(padded.load(), kThreads * 4);
+}
+
+namespace {
+struct TwoOut {
+  Tensor first, second;
+  std::vector<Tensor> rest;
+  template <class V>
+  void visit(V& v) {
+    v("first", first);
+    v("second", second);
+    v("rest", rest);
+  }
+};
+struct Multi : nn::Module {
+  Tensor w;
+  Multi() { w = register_parameter("w", Tensor::from_vector(ramp(16 * 16, 0.01f, -0.06f), {16, 16})); }
+  std::string type_name() const override { return "Multi"; }
+  // Results of several pieces, returned in a struct and a vector.
+  TwoOut split(const Tensor& x) {
+    Tensor h = ops::matmul(x, w);
+    const float s = ops::sum(h, {0, 1}).item();
+    Tensor g = ops::tanh(h * (s > 0 ? 1.0f : -1.0f));
+    const float t = ops::max(g, {0, 1}).item();
+    return {h, g * t, {g + h, ops::argmax(g, 1)}};
+  }
+};
+}  // namespace
+
+// Lazy tensors returned inside a struct and a vector, from several pieces,
+// are eager and right after the call.
+TEST(CallingPatterns, ResultsInStructsAndVectorsFromSeveralPieces) {
+  for (const char* m : {"default", "reduce-overhead"}) {
+    Multi mm;
+    auto f = compile(mm, &Multi::split, mode(m));
+    for (float sign : {1.0f, -1.0f}) {
+      Tensor x = input(4, sign);
+      TwoOut got = f(x), want = mm.split(x);
+      ASSERT_EQ(got.rest.size(), 2u);
+      for (const Tensor* t : {&got.first, &got.second, &got.rest[0], &got.rest[1]}) EXPECT_FALSE(t->is_traced()) << m;
+      expect_close(got.first.to_vector(), want.first.to_vector(), std::string(m) + " first");
+      expect_close(got.second.to_vector(), want.second.to_vector(), std::string(m) + " second");
+      expect_close(got.rest[0].to_vector(), want.rest[0].to_vector(), std::string(m) + " rest[0]");
+      EXPECT_EQ(got.rest[1].to_vector_i64(), want.rest[1].to_vector_i64()) << m;
+    }
+  }
 }
