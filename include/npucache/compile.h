@@ -291,7 +291,10 @@ std::shared_ptr<CompiledFunction> make_compiled_function(const nn::Module& modul
 // wait, a recompile likewise; then calls run concurrently, each with its
 // own arguments and results. status() is the calling thread's latest call.
 // In reduce-overhead mode each thread's outputs live in that thread's pool
-// of captured graphs (ReplayOutputs). Assigning a CompiledMethod while
+// of captured graphs (ReplayOutputs). Called from inside another compiled
+// method (its trace, or the piece a split method is recording), the method
+// runs as part of that code, recorded into it; its own entries and status
+// are left as they were. Assigning a CompiledMethod while
 // another thread calls it is a data race, as for any C++ object. The module
 // must not be changed (parameters replaced) while calls run.
 template <class M, class R, class... P>
@@ -306,6 +309,10 @@ class CompiledMethod {
 
   R operator()(P... args) {
     if (!fn_) throw_empty();
+    // Called from compiled code -- the trace of another compiled method, or
+    // a split method recording its next piece: the method runs as part of
+    // that code (as torch.compile inlines a compiled function it reaches).
+    if (detail::trace_active()) return (module_->*method_)(args...);
     if (detail::runs_eagerly(*fn_)) {
       detail::note_eager_call(*fn_);
       return (module_->*method_)(args...);

@@ -218,7 +218,12 @@ struct TraceResult {
 
 namespace detail {
 struct TraceState;
-}
+// Whether a trace records on the calling thread: a compiled method's first
+// call tracing it, or a method split at graph breaks recording its next
+// piece. A compiled method called then runs as part of the code being
+// recorded.
+bool trace_active();
+}  // namespace detail
 
 // Activates tracing on the calling thread for its lifetime.
 class TraceSession {

@@ -37,6 +37,9 @@ class CompiledFunction {
     std::map<int, std::unique_ptr<compiler::ProgramRunner>> runners;  // per device
     std::vector<Tensor> params;
     CallStatus status;  // how this entry was obtained
+    // enable_shape_handling: the symbols a call may be padded along (found
+    // on the entry's first call).
+    std::optional<std::set<std::string>> paddable;
   };
 
   CompiledFunction(const nn::Module& module, CompileOptions options, std::shared_ptr<compiler::EntrySource> source)
@@ -163,9 +166,11 @@ class CompiledFunction {
   // enable_shape_handling: the call padded up to the nearest captured size
   // and replayed, the padding sliced off; nullopt when no capture fits (or
   // padding was found to change results).
-  std::optional<std::vector<Tensor>> replay_padded(const compiler::DeviceProgram& p, compiler::ProgramRunner& runner,
-                                                   const std::vector<Tensor>& inputs, const std::vector<Tensor>& params,
-                                                   const SymBindings& b, const compiler::ReplayOptions& ro);
+  std::optional<std::vector<Tensor>> replay_padded(const compiler::DeviceProgram& p,
+                                                   const std::set<std::string>& paddable,
+                                                   compiler::ProgramRunner& runner, const std::vector<Tensor>& inputs,
+                                                   const std::vector<Tensor>& params, const SymBindings& b,
+                                                   const compiler::ReplayOptions& ro);
   void note_eager_call() {
     std::lock_guard lock(mu_);
     CallStatus& s = statuses_[std::this_thread::get_id()];
@@ -422,6 +427,7 @@ std::vector<Tensor> CompiledFunction::call(const FlatArgs& args, const TraceFn& 
   const int device = call_device(args);
   compiler::ProgramRunner* runner = nullptr;
   const std::vector<Tensor>* params = nullptr;
+  const std::set<std::string>* paddable = nullptr;
   std::shared_ptr<const compiler::DeviceProgram> program;
   {
     std::lock_guard lock(mu_);
@@ -434,11 +440,15 @@ std::vector<Tensor> CompiledFunction::call(const FlatArgs& args, const TraceFn& 
     }
     runner = r.get();
     params = &e.params;
+    if (surface_.shape_handling && config_.captures()) {
+      if (!e.paddable) e.paddable = compiler::paddable_symbols(*e.program, e.graph->trace.graph);
+      paddable = &*e.paddable;  // set once, never changed: read outside the lock
+    }
   }
   if (config_.captures()) {
     const compiler::ReplayOptions ro = replay_options();
-    if (surface_.shape_handling)
-      if (auto padded = replay_padded(*program, *runner, inputs, *params, b, ro)) return std::move(*padded);
+    if (paddable && !paddable->empty())
+      if (auto padded = replay_padded(*program, *paddable, *runner, inputs, *params, b, ro)) return std::move(*padded);
     bool replayed = false;
     auto outs = runner->replay(inputs, *params, b, current_communicator(), ro, &replayed);
     std::lock_guard lock(mu_);
@@ -498,19 +508,26 @@ std::vector<Tensor> CompiledFunction::run_piece(nn::Piece& piece, std::size_t& c
     params = &it->second.params;
   }
   const SymBindings none;
-  if (config_.captures()) return runner->replay(piece.inputs, *params, none, current_communicator(), replay_options());
+  if (config_.captures()) {
+    // A piece before the last replays into the thread's scratch pool with
+    // outputs of their own: code after it (later pieces included) reads
+    // its outputs, and tensors of the thread's pool (arguments fed back
+    // from an earlier call), which its replay must not overwrite.
+    compiler::ReplayOptions ro = replay_options();
+    ro.scratch_pool = !piece.last;
+    return runner->replay(piece.inputs, *params, none, current_communicator(), ro);
+  }
   return runner->run(piece.inputs, *params, none, current_communicator());
 }
 
 std::optional<std::vector<Tensor>> CompiledFunction::replay_padded(
-    const compiler::DeviceProgram& p, compiler::ProgramRunner& runner, const std::vector<Tensor>& inputs,
-    const std::vector<Tensor>& params, const SymBindings& b, const compiler::ReplayOptions& ro) {
+    const compiler::DeviceProgram& p, const std::set<std::string>& paddable, compiler::ProgramRunner& runner,
+    const std::vector<Tensor>& inputs, const std::vector<Tensor>& params, const SymBindings& b,
+    const compiler::ReplayOptions& ro) {
   {
     std::lock_guard lock(mu_);
     if (!padding_ok_) return std::nullopt;
   }
-  const auto paddable = compiler::paddable_symbols(p);
-  if (paddable.empty()) return std::nullopt;
   const auto bucket = compiler::nearest_bucket(b, runner.captured_bindings(), paddable);
   if (!bucket) return std::nullopt;
   Communicator& comm = current_communicator();
@@ -520,8 +537,10 @@ std::optional<std::vector<Tensor>> CompiledFunction::replay_padded(
   for (const auto& [sym, v] : b) key += sym + "=" + std::to_string(v) + "->" + std::to_string(bucket->at(sym)) + ";";
   bool check = false;
   {
+    // Marked checked only once a check passed: a thread that comes while
+    // another one checks this pair checks it too rather than trusting it.
     std::lock_guard lock(mu_);
-    check = padding_checked_.insert(key).second;
+    check = !padding_checked_.count(key);
   }
   if (check) {  // the first time this size uses this bucket: compare with an unpadded run
     const std::vector<Tensor> ref = runner.run(inputs, params, b, comm);
@@ -543,6 +562,7 @@ std::optional<std::vector<Tensor>> CompiledFunction::replay_padded(
     }
   }
   std::lock_guard lock(mu_);
+  if (check) padding_checked_.insert(key);
   CallStatus& status = statuses_[std::this_thread::get_id()];
   status.replayed = true;
   status.captures = budget_->made();

@@ -527,7 +527,9 @@ std::vector<Tensor> ProgramRunner::replay(const std::vector<Tensor>& inputs, con
     launch_all(prep, roots, comm, b);
     return make_outputs(prep, roots);
   }
-  const auto pool = runtime::MemoryPool::of_this_thread(device_);
+  const bool fresh = options.fresh_outputs || options.scratch_pool;
+  const auto pool = options.scratch_pool ? runtime::MemoryPool::scratch_of_this_thread(device_)
+                                         : runtime::MemoryPool::of_this_thread(device_);
   const runtime::BlockPtr pool_block = pool->reserve(cap->footprint, cap->alive);
   Device& dev = Platform::get().device(device_);
 
@@ -582,7 +584,7 @@ std::vector<Tensor> ProgramRunner::replay(const std::vector<Tensor>& inputs, con
     if (cap->pool_offset[r] >= 0) {
       pooled.emplace_back(outs.size(), static_cast<std::size_t>(cap->pool_offset[r]));
       outs.emplace_back();
-      if (options.fresh_outputs) {
+      if (fresh) {
         const std::size_t n = prep.bytes[static_cast<std::size_t>(o)];
         runtime::BlockPtr copy = dev.allocate(std::max<std::size_t>(n, 1));
         after.push_back({copy, 0, pool_block, pooled.back().second, n});
@@ -607,7 +609,7 @@ std::vector<Tensor> ProgramRunner::replay(const std::vector<Tensor>& inputs, con
   // footprint are overwritten from now on.
   const auto ticket = pool->record_write(cap->footprint, options.method, options.call);
   cap->graph->replay(*streams_[0], slots, std::move(before), std::move(after), patches(b));
-  if (!options.fresh_outputs)
+  if (!fresh)
     for (const auto& [i, off] : pooled) {
       const int o = p.outputs[i];
       outs[i] = nn::wrap_eager(

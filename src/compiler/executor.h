@@ -74,6 +74,10 @@ struct ReplayOptions {
   // Copy outputs into storage of their own (kept across later calls)
   // instead of returning the pool's memory.
   bool fresh_outputs = false;
+  // Replay into the thread's scratch pool (pool.h), with fresh outputs: a
+  // piece of a split method before its last, whose replay must not
+  // overwrite results the rest of the method still reads.
+  bool scratch_pool = false;
   // For messages about overwritten outputs: the method and its call number.
   std::shared_ptr<const std::string> method;
   uint64_t call = 0;

@@ -1,5 +1,7 @@
 #include "compiler/shape_buckets.h"
 
+#include "compiler/row_independence.h"
+
 #include <npucache/ops.h>
 
 #include <limits>
@@ -18,7 +20,7 @@ void note_dim(const SymExpr& d, std::set<std::string>& whole, std::set<std::stri
 
 }  // namespace
 
-std::set<std::string> paddable_symbols(const DeviceProgram& p) {
+std::set<std::string> paddable_symbols(const DeviceProgram& p, const Graph& traced) {
   std::set<std::string> whole, partial;
   std::set<int> updated_inputs;
   for (const auto& st : p.steps)
@@ -37,7 +39,7 @@ std::set<std::string> paddable_symbols(const DeviceProgram& p) {
     for (const auto& d : p.buffers[static_cast<std::size_t>(o)].type.shape) note_dim(d, whole, partial);
   std::set<std::string> out;
   for (const auto& s : whole)
-    if (!partial.count(s)) out.insert(s);
+    if (!partial.count(s) && row_independent(traced, s)) out.insert(s);
   return out;
 }
 

@@ -5,12 +5,14 @@
 // vLLM pad batch sizes.
 //
 // A symbol can be padded when every input and output dim it appears in is
-// exactly that symbol (so padding and slicing are along whole dims) and no
-// input it sizes is updated in place (a padded copy would take the update).
-// Padding changes nothing only for computations that treat the padded dim
-// row by row (a batch dim); the engine checks each (bucket, size) pair once
-// against an unpadded run before trusting it, and stops padding a method
-// whose results differ (with a warning).
+// exactly that symbol (so padding and slicing are along whole dims), no
+// input it sizes is updated in place (a padded copy would take the update),
+// and the traced graph computes it row by row (row_independence.h: proven
+// from the graph's structure, so no call's data can make a computation that
+// mixes rows look paddable, and no padding row is written into a buffer).
+// The engine still compares each (bucket, size) pair once with an unpadded
+// run before trusting it, and stops padding a method whose results differ
+// (with a warning).
 //
 // Not thread-safe by itself: pure functions over the program and tensors.
 #pragma once
@@ -26,8 +28,8 @@
 
 namespace npucache::compiler {
 
-// The symbols of `p` that can be padded.
-std::set<std::string> paddable_symbols(const DeviceProgram& p);
+// The symbols of `p` (compiled from `traced`) that can be padded.
+std::set<std::string> paddable_symbols(const DeviceProgram& p, const Graph& traced);
 
 // The captured binding nearest above `actual`: equal in every symbol but
 // paddable ones, where it is >= actual (the least padding in all). nullopt

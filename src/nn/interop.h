@@ -82,6 +82,11 @@ class Retrace {
 struct Piece {
   TraceResult trace;           // inputs "in0", ...; outputs "out0", ...
   std::vector<Tensor> inputs;  // the eager tensors the inputs are
+  // The call's last piece (run by finish()). The outputs of an earlier one
+  // are read by code after it, later pieces included, so they must outlive
+  // every later piece's run (a replay must not leave them in memory the
+  // next piece's replay reuses).
+  bool last = false;
 };
 using RunPiece = std::function<std::vector<Tensor>(Piece& piece)>;
 struct GraphBreak {
@@ -107,7 +112,7 @@ class LazySession {
   std::size_t pieces() const { return pieces_; }
 
  private:
-  void flush();
+  void flush(bool last);
   std::unique_ptr<detail::TraceState> state_;
   RunPiece run_;
   std::vector<GraphBreak> breaks_;

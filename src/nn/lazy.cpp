@@ -20,7 +20,7 @@ LazySession::LazySession(const Module& module, const TraceOptions& options, std:
   state_->options.unlowerable = nullptr;
   state_->on_break = [this](GraphBreakError::Kind kind, const std::string& op, const std::string& reason) {
     breaks_.push_back({kind, op, reason});
-    flush();
+    flush(false);
   };
   detail::set_current_trace(state_.get());
   active_ = true;
@@ -31,12 +31,12 @@ LazySession::~LazySession() {
 }
 
 void LazySession::finish() {
-  flush();
+  flush(true);
   if (detail::current_trace() == state_.get()) detail::set_current_trace(nullptr);
   active_ = false;
 }
 
-void LazySession::flush() {
+void LazySession::flush(bool last) {
   detail::TraceState& s = *state_;
   // The live tensors of the pending piece become its outputs.
   std::vector<std::shared_ptr<detail::TensorImpl>> live;
@@ -49,6 +49,11 @@ void LazySession::flush() {
     live.push_back(impl);
     if (out_index.emplace(v, outs.size()).second) outs.push_back(v);
   }
+  // Nothing live, but an update in place pending (a KV cache written, its
+  // result dropped): the piece still runs, its update as its output.
+  if (outs.empty())
+    for (std::size_t i = 0; i < s.graph.nodes().size(); ++i)
+      if (op_info(s.graph.nodes()[i].op).side_effect) outs.push_back(static_cast<ValueId>(i));
   if (!outs.empty()) {
     Piece piece;
     s.graph.set_outputs(outs);
@@ -60,6 +65,7 @@ void LazySession::flush() {
     }
     for (std::size_t i = 0; i < outs.size(); ++i) piece.trace.output_paths.push_back("out" + std::to_string(i));
     piece.trace.name = s.options.method_name + " piece";
+    piece.last = last;
     const std::vector<Tensor> results = run_(piece);
     ++pieces_;
     if (results.size() != outs.size())

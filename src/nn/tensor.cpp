@@ -111,10 +111,13 @@ runtime::TensorArg arg_of(const detail::TensorImpl& impl) {
   return runtime::TensorArg{impl.block, impl.offset, impl.type.dtype, concrete_dims(impl.type.shape)};
 }
 
-void require_eager(const detail::TensorImpl& impl, const char* what) {
+void require_eager(const detail::TensorImpl& impl, const char* what,
+                   detail::HostAccess access = detail::HostAccess::read) {
   if (impl.traced())  // runs the pending piece of a lazy trace, else GraphBreakError
     detail::graph_break(impl, GraphBreakError::Kind::host_read,
                         std::string(what) + "() reads the tensor's value on the host (data-dependent control flow)");
+  else  // an eager tensor compiled code pending in a lazy trace updates (or, for a write, uses)
+    detail::settle_pending(impl, access, what);
   if (impl.traced())
     throw TraceError(std::string(what) +
                      ": reading a tensor's values while tracing is data-dependent control flow; "
@@ -145,13 +148,14 @@ Tensor Tensor::from_vector_i64(const std::vector<int64_t>& data, const std::vect
   if (static_cast<int64_t>(data.size()) != arg_of(*t.impl_).numel())
     throw ShapeError("from_vector_i64: " + std::to_string(data.size()) + " values for shape " +
                      shape_str(shape_of(dims)));
-  std::memcpy(t.impl_->block->data(), data.data(), data.size() * sizeof(int64_t));
+  if (!data.empty())  // memcpy's pointers must not be null, even for no bytes
+    std::memcpy(t.impl_->block->data(), data.data(), data.size() * sizeof(int64_t));
   return t;
 }
 
 void Tensor::copy_from(const std::vector<float>& data) {
   const auto& impl = checked();
-  require_eager(impl, "copy_from");
+  require_eager(impl, "copy_from", detail::HostAccess::write);
   runtime::TensorArg a = arg_of(impl);
   if (static_cast<int64_t>(data.size()) != a.numel())
     throw ShapeError("copy_from: " + std::to_string(data.size()) + " values for a tensor of type " +
@@ -159,7 +163,7 @@ void Tensor::copy_from(const std::vector<float>& data) {
   // Pending kernels may still use the storage: order the write after them.
   Platform::get().device(impl.device).synchronize();
   if (a.dtype == DType::f32) {  // model weights: a plain copy
-    std::memcpy(a.data(), data.data(), data.size() * sizeof(float));
+    if (!data.empty()) std::memcpy(a.data(), data.data(), data.size() * sizeof(float));
     return;
   }
   for (int64_t i = 0; i < a.numel(); ++i) a.store(i, data[static_cast<std::size_t>(i)]);
@@ -172,7 +176,7 @@ std::vector<float> Tensor::to_vector() const {
   runtime::TensorArg a = arg_of(impl);
   std::vector<float> out(static_cast<std::size_t>(a.numel()));
   if (a.dtype == DType::f32) {
-    std::memcpy(out.data(), a.data(), out.size() * sizeof(float));
+    if (!out.empty()) std::memcpy(out.data(), a.data(), out.size() * sizeof(float));
     return out;
   }
   for (int64_t i = 0; i < a.numel(); ++i) out[static_cast<std::size_t>(i)] = static_cast<float>(a.load(i));

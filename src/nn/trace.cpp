@@ -22,6 +22,8 @@ void detail::throw_not_flattenable(const std::string& path, const char* mangled)
                    "each field");
 }
 
+bool detail::trace_active() { return detail::current_trace() != nullptr; }
+
 std::string arg_name(const TraceOptions& options, std::size_t i) {
   return i < options.arg_names.size() ? options.arg_names[i] : "arg" + std::to_string(i);
 }

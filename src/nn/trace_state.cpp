@@ -135,6 +135,39 @@ Tensor TraceState::wrap(ValueId v) {
   return Tensor(std::move(impl));
 }
 
+bool TraceState::pending_uses(const TensorImpl& impl, bool writes_only) const {
+  if (!impl.block) return false;
+  // The placeholders bound to the same storage.
+  std::vector<ValueId> same;
+  for (const auto& [t, v] : bound)
+    if (t->block == impl.block) same.push_back(v);
+  if (same.empty()) return false;
+  if (!writes_only) return true;
+  // A node writes the storage when it updates in place (its first operand
+  // through views) a value rooted at one of those placeholders.
+  auto rooted = [&](ValueId v) {
+    while (true) {
+      const Node& n = graph.node(v);
+      if (std::find(same.begin(), same.end(), v) != same.end()) return true;
+      if ((n.op != Op::reshape && n.op != Op::buffer_update) || n.inputs.empty()) return false;
+      v = n.inputs[0];
+    }
+  };
+  for (const Node& n : graph.nodes())
+    if (n.op == Op::buffer_update && rooted(n.inputs[0])) return true;
+  return false;
+}
+
+void settle_pending(const TensorImpl& impl, HostAccess access, const char* what) {
+  TraceState* t = current_trace();
+  if (t == nullptr || !t->lazy || !t->on_break || impl.traced()) return;
+  if (!t->pending_uses(impl, access == HostAccess::read)) return;
+  t->on_break(GraphBreakError::Kind::host_read, what,
+              std::string(what) + (access == HostAccess::read
+                                       ? "() reads a tensor that compiled code before it updates in place"
+                                       : "() overwrites a tensor that compiled code before it uses"));
+}
+
 void graph_break(const TensorImpl& impl, GraphBreakError::Kind kind, const std::string& reason) {
   TraceState* t = current_trace();
   std::string op = "?";

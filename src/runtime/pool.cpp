@@ -15,6 +15,13 @@ std::shared_ptr<MemoryPool> MemoryPool::of_this_thread(int device) {
   return p;
 }
 
+std::shared_ptr<MemoryPool> MemoryPool::scratch_of_this_thread(int device) {
+  thread_local std::map<int, std::shared_ptr<MemoryPool>> pools;
+  auto& p = pools[device];
+  if (!p) p = std::make_shared<MemoryPool>(device);
+  return p;
+}
+
 namespace {
 // Owner tokens released so far (process-wide).
 std::atomic<uint64_t> g_released{0};

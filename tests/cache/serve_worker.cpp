@@ -3,17 +3,22 @@
 // requests. A warm start is a new process.
 //
 //   serve_worker DIR [--batches 1,4,8] [--dynamic auto|true|false]
-//                [--mode M] [--backend B] [--breaks] [--fullgraph] [--scale S]
+//                [--mode M] [--backend B] [--breaks] [--fullgraph]
+//                [--method NAME] [--methods N] [--scale S] [--weights W]
 //
 // --mode and --backend are compile()'s (torch.compile's) surface, given to
 // cache_compile; --breaks runs a method with a host read in the middle (a
-// graph break); --fullgraph asks for one full graph; --scale multiplies the
-// result by a plain member (another graph, the same model). Prints one line per
-// call, "call <batch> <outcome> <replayed 0|1> breaks <n>", then
-// "compiles <n>" (compiles this process did), "dynamic <dims>",
-// "maxdiff <max |cached - eager|>" and "templates recorded <n> restored <n>
-// recaptured <n>" (captures made, restored from the cache's templates, and
-// stored templates that could not be used, with "recapture <reason>").
+// graph break); --fullgraph asks for one full graph. --method names the
+// cached method (${func}); --methods N caches N methods of the same code
+// (NAME_0 ... NAME_{N-1}), each called with every batch in turn; --scale
+// multiplies the result by a plain member (another graph, the same model);
+// --weights multiplies the weights (another model's values, same shapes, the
+// same graph). Prints one line per call, "call <batch> <outcome> <replayed
+// 0|1> breaks <n>", then "compiles <n>" (compiles this process did),
+// "dynamic <dims>", "maxdiff <max |cached - eager|>" and "templates recorded
+// <n> restored <n> recaptured <n>" (captures made, restored from the cache's
+// templates, and stored templates that could not be used, with "recapture
+// <reason>"), summed over the methods.
 #include <npucache/cache.h>
 #include <npucache/module.h>
 #include <npucache/ops.h>
@@ -37,12 +42,12 @@ std::vector<float> ramp(int64_t n, float scale, float shift) {
 
 struct Server : nn::Module {
   Tensor w, bias;
-  Server() {
-    w = register_parameter("w", Tensor::from_vector(ramp(32 * 32, 0.01f, -0.05f), {32, 32}));
-    bias = register_parameter("bias", Tensor::from_vector(ramp(32, 0.02f, -0.1f), {32}));
+  float scale = 1.0f;  // a plain member: another value, another graph of the same model
+  explicit Server(float weights = 1.0f) {
+    w = register_parameter("w", Tensor::from_vector(ramp(32 * 32, 0.01f * weights, -0.05f * weights), {32, 32}));
+    bias = register_parameter("bias", Tensor::from_vector(ramp(32, 0.02f * weights, -0.1f * weights), {32}));
   }
   std::string type_name() const override { return "Server"; }
-  float scale = 1.0f;  // a plain member: another value, another graph of the same model
   Tensor forward(const Tensor& x) {
     Tensor h = ops::matmul(x, w) + bias;
     return ops::sigmoid(h * 2.0f - 1.0f) * h * scale;
@@ -75,7 +80,9 @@ int main(int argc, char** argv) try {
   o.cache_dir = argv[1];
   std::vector<int64_t> batches = {1, 4, 8};
   bool breaks = false;
-  float scale = 1.0f;
+  std::string name;
+  int methods = 1;
+  float scale = 1.0f, weights = 1.0f;
   o.compile.fullgraph = false;
   for (int i = 2; i < argc; ++i) {
     const std::string a = argv[i];
@@ -99,38 +106,62 @@ int main(int argc, char** argv) try {
       breaks = true;
     } else if (a == "--fullgraph") {
       o.compile.fullgraph = true;
+    } else if (a == "--method") {
+      name = next();
+    } else if (a == "--methods") {
+      methods = std::stoi(next());
     } else if (a == "--scale") {
       scale = std::stof(next());
+    } else if (a == "--weights") {
+      weights = std::stof(next());
     } else {
       throw std::runtime_error("unknown option " + a);
     }
   }
-  Server m;
+  Server m(weights);
   m.scale = scale;
   auto method = breaks ? &Server::branchy : &Server::forward;
-  auto fn = cache_compile(m, method, o);
-  double maxdiff = 0;
-  for (int64_t b : batches) {
-    Tensor x = Tensor::from_vector(ramp(b * 32, 0.1f, -0.6f), {b, 32});
-    const std::vector<float> got = fn(x).to_vector(), want = (m.*method)(x).to_vector();
-    if (got.size() != want.size()) {
-      std::printf("size mismatch at batch %lld\n", static_cast<long long>(b));
-      return 1;
-    }
-    for (std::size_t k = 0; k < got.size(); ++k)
-      maxdiff = std::max(maxdiff, static_cast<double>(std::fabs(got[k] - want[k])));
-    const CallStatus& s = fn.status();
-    std::printf("call %lld %s %d breaks %zu\n", static_cast<long long>(b), std::string(outcome_name(s.outcome)).c_str(),
-                s.replayed ? 1 : 0, s.graph_breaks.size());
+  std::vector<CompiledMethod<Server, Tensor, const Tensor&>> fns;
+  for (int k = 0; k < methods; ++k) {
+    CacheOptions ok = o;
+    if (!name.empty()) ok.compile.method_name = methods == 1 ? name : name + "_" + std::to_string(k);
+    fns.push_back(cache_compile(m, method, ok));
   }
-  std::printf("compiles %zu\n", fn.compiles());
+  double maxdiff = 0;
+  for (auto& fn : fns)
+    for (int64_t b : batches) {
+      Tensor x = Tensor::from_vector(ramp(b * 32, 0.1f, -0.6f), {b, 32});
+      const std::vector<float> got = fn(x).to_vector(), want = (m.*method)(x).to_vector();
+      if (got.size() != want.size()) {
+        std::printf("size mismatch at batch %lld\n", static_cast<long long>(b));
+        return 1;
+      }
+      for (std::size_t k = 0; k < got.size(); ++k)
+        maxdiff = std::max(maxdiff, static_cast<double>(std::fabs(got[k] - want[k])));
+      const CallStatus& s = fn.status();
+      std::printf("call %lld %s %d breaks %zu\n", static_cast<long long>(b),
+                  std::string(outcome_name(s.outcome)).c_str(), s.replayed ? 1 : 0, s.graph_breaks.size());
+      std::fflush(stdout);
+    }
+  std::size_t compiles = 0;
+  for (auto& fn : fns) compiles += fn.compiles();
+  auto& fn = fns.back();
+  std::printf("compiles %zu\n", compiles);
   std::string dims;
   for (const auto& d : fn.status().dynamic_dims) dims += (dims.empty() ? "" : ",") + d;
   std::printf("dynamic %s\n", dims.empty() ? "-" : dims.c_str());
   std::printf("maxdiff %.9g\n", maxdiff);
-  const CallStatus& s = fn.status();
-  std::printf("templates recorded %zu restored %zu recaptured %zu\n", s.recorded, s.restored, s.recaptured);
-  if (!s.recapture_reason.empty()) std::printf("recapture %s\n", s.recapture_reason.c_str());
+  std::size_t recorded = 0, restored = 0, recaptured = 0;
+  std::string reason;
+  for (auto& f : fns) {
+    const CallStatus& s = f.status();
+    recorded += s.recorded;
+    restored += s.restored;
+    recaptured += s.recaptured;
+    if (!s.recapture_reason.empty()) reason = s.recapture_reason;
+  }
+  std::printf("templates recorded %zu restored %zu recaptured %zu\n", recorded, restored, recaptured);
+  if (!reason.empty()) std::printf("recapture %s\n", reason.c_str());
   return 0;
 } catch (const std::exception& e) {
   std::fprintf(stderr, "serve_worker: %s\n", e.what());

@@ -5,12 +5,14 @@
 #include <npucache/error.h>
 
 #include "cache/layout.h"
+#include "cache/profile_file.h"
 #include "cache/template_file.h"
 #include "compiler/capture_template.h"
 #include "support/process.h"
 
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
 #include <unistd.h>
 #include <filesystem>
 #include <fstream>
@@ -270,4 +272,201 @@ TEST_F(Serving, KillDuringTemplateSaveLeavesAValidCache) {
   ASSERT_EQ(r.status, 0) << r.text;
   EXPECT_LE(maxdiff(r.text), 1e-6) << r.text;
   EXPECT_TRUE(has(r.text, "recaptured 0")) << r.text;
+}
+
+namespace {
+// Runs the commands at once; their exit statuses and outputs.
+std::vector<Out> in_parallel(const std::vector<std::string>& cmds, const fs::path& scratch) {
+  std::string all;
+  for (std::size_t i = 0; i < cmds.size(); ++i) {
+    const std::string log = (scratch / ("run-" + std::to_string(i))).string();
+    all += "(" + cmds[i] + " > " + log + ".log 2>&1; echo $? > " + log + ".rc) & ";
+  }
+  sh(all + "wait");
+  std::vector<Out> out;
+  for (std::size_t i = 0; i < cmds.size(); ++i) {
+    const fs::path log = scratch / ("run-" + std::to_string(i));
+    Out o;
+    std::ifstream text(log.string() + ".log"), rc(log.string() + ".rc");
+    o.text.assign(std::istreambuf_iterator<char>(text), {});
+    if (!(rc >> o.status)) o.status = -1;
+    out.push_back(std::move(o));
+  }
+  return out;
+}
+
+// The model_info directory serve_worker's model has in `dir` ("Server_auto_<hash>").
+std::string model_info_in(const fs::path& dir) {
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.is_regular_file() && e.path().extension() == ".h5" && has(e.path().filename().string(), "Server_"))
+      return e.path().stem().string();
+  return "";
+}
+}  // namespace
+
+// Something else than a file at profiles.h5 -- a directory, a symbolic
+// link to a file elsewhere, a FIFO -- is refused: the server runs, never
+// waits on it, gives eager's results and leaves the plant as it was.
+TEST_F(Serving, PlantsAtTheProfilePathAreRefused) {
+  const fs::path profile = dir / npucache::cache::layout::kProfileFile;
+  const fs::path outside = fs::path(dir.string() + "-outside");
+  for (const char* plant : {"directory", "symlink", "fifo"}) {
+    fs::remove_all(dir);
+    fs::remove_all(outside);
+    fs::create_directories(dir);
+    fs::permissions(dir, fs::perms::owner_all);
+    fs::create_directories(outside);
+    const std::string plant_name = plant;
+    if (plant_name == "directory") {
+      fs::create_directories(profile);
+    } else if (plant_name == "symlink") {
+      { std::ofstream(outside / "target") << "not a profile"; }
+      fs::create_symlink(outside / "target", profile);
+    } else {
+      ASSERT_EQ(::mkfifo(profile.c_str(), 0600), 0);
+    }
+    for (int run = 0; run < 2; ++run) {
+      Out r = sh("timeout 60 " + std::string(SERVE_WORKER) + " " + dir.string() + " --dynamic auto --batches 4,8");
+      ASSERT_EQ(r.status, 0) << plant << "\n" << r.text;
+      EXPECT_LE(maxdiff(r.text), 1e-4) << plant << "\n" << r.text;
+    }
+    if (plant_name == "directory") {
+      EXPECT_TRUE(fs::is_directory(profile));
+    } else if (plant_name == "symlink") {
+      EXPECT_TRUE(fs::is_symlink(profile));
+      std::ifstream in(outside / "target");
+      std::string text((std::istreambuf_iterator<char>(in)), {});
+      EXPECT_EQ(text, "not a profile");
+    } else {
+      EXPECT_TRUE(fs::is_fifo(profile));
+    }
+  }
+  fs::remove_all(outside);
+}
+
+// A well-formed profile of hostile content -- dims past an input's rank, a
+// dim the model fixes (the feature dim a weight decides), inputs the method
+// does not have, another model's records -- costs no wrong result and no
+// error.
+TEST_F(Serving, CraftedProfileNeverChangesResults) {
+  ASSERT_EQ(serve("--dynamic auto --batches 4").status, 0);
+  const std::string info = model_info_in(dir);
+  ASSERT_FALSE(info.empty());
+  using npucache::cache::ProfileRecord;
+  std::vector<ProfileRecord> records = {
+      {info, "forward", {"arg0", 63}},  {info, "forward", {"arg0", 1}}, {info, "forward", {"arg9", 0}},
+      {info, "forward", {"arg0.x", 0}}, {info, "other", {"arg0", 0}},   {"Server_auto_0000", "forward", {"arg0", 0}},
+  };
+  std::sort(records.begin(), records.end());
+  for (const auto& e : fs::directory_iterator(dir)) fs::remove_all(e.path());
+  {
+    std::ofstream out(dir / npucache::cache::layout::kProfileFile, std::ios::binary);
+    out << npucache::cache::encode_profiles(records);
+  }
+  fs::permissions(dir / npucache::cache::layout::kProfileFile, fs::perms::owner_read | fs::perms::owner_write);
+  for (int run = 0; run < 2; ++run) {
+    Out r = serve("--dynamic auto --batches 1,4,8,3");
+    ASSERT_EQ(r.status, 0) << r.text;
+    EXPECT_LE(maxdiff(r.text), 1e-4) << r.text;
+    EXPECT_FALSE(has(r.text, "ignored")) << r.text;
+  }
+}
+
+// Servers of several methods starting at once on one cache directory: each
+// one's profile decision is kept (none lost to another's rewrite), and the
+// directory verifies clean.
+TEST_F(Serving, ConcurrentProfileWritersLoseNoDims) {
+  constexpr int kServers = 4;
+  std::vector<std::string> cmds;
+  for (int k = 0; k < kServers; ++k)
+    cmds.push_back(std::string(SERVE_WORKER) + " " + dir.string() + " --dynamic auto --batches 2,3 --method m" +
+                   std::to_string(k));
+  const fs::path scratch = dir.string() + "-logs";
+  fs::create_directories(scratch);
+  fs::create_directories(dir);
+  fs::permissions(dir, fs::perms::owner_all);
+  for (const Out& r : in_parallel(cmds, scratch)) {
+    EXPECT_EQ(r.status, 0) << r.text;
+    EXPECT_LE(maxdiff(r.text), 1e-4) << r.text;
+  }
+  fs::remove_all(scratch);
+  Out d = sh("h5dump -d /" + model_info_in(dir) + "/dynamic_dims " +
+             (dir / npucache::cache::layout::kProfileFile).string());
+  ASSERT_EQ(d.status, 0) << d.text;
+  for (int k = 0; k < kServers; ++k) EXPECT_TRUE(has(d.text, "\"m" + std::to_string(k) + ": arg0 dim 0\"")) << d.text;
+  Out v = sh(std::string(NPUCACHE_CLI) + " verify " + dir.string());
+  EXPECT_EQ(v.status, 0) << v.text;
+  // Every server's decision serves the next start: no compile at all.
+  for (int k = 0; k < kServers; ++k) {
+    Out warm = serve("--dynamic auto --batches 2,3,9 --method m" + std::to_string(k));
+    EXPECT_EQ(number(warm.text, "compiles"), 0) << warm.text;
+  }
+}
+
+// A server killed (SIGKILL) at various moments while it saves profiles and
+// entries: the profile it leaves is the previous one or the new one, never
+// a damaged one, and the next server is right.
+TEST_F(Serving, KilledWhileSavingProfilesLeavesThemValid) {
+  fs::create_directories(dir);
+  fs::permissions(dir, fs::perms::owner_all);
+  int profiles_seen = 0;
+  const std::vector<std::string> kill_after = {"0.4", "0.8", "1.2", "1.6", "2.0"};
+  for (std::size_t i = 0; i < kill_after.size(); ++i) {
+    const std::string& after = kill_after[i];
+    Out killed = sh("timeout -s KILL " + after + " " + std::string(SERVE_WORKER) + " " + dir.string() +
+                    " --dynamic auto --batches 2,3 --methods 60 --method k" + std::to_string(i));
+    if (fs::exists(dir / npucache::cache::layout::kProfileFile)) ++profiles_seen;
+    Out r = serve("--dynamic auto --batches 2,3");
+    ASSERT_EQ(r.status, 0) << "killed after " << after << " s\n" << killed.text << r.text;
+    EXPECT_FALSE(has(r.text, "ignored")) << "killed after " << after << " s\n" << r.text;
+    EXPECT_FALSE(has(r.text, "damaged")) << "killed after " << after << " s\n" << r.text;
+    EXPECT_LE(maxdiff(r.text), 1e-4) << r.text;
+  }
+  EXPECT_GT(profiles_seen, 0);
+  Out v = sh(std::string(NPUCACHE_CLI) + " verify --repair " + dir.string());
+  EXPECT_EQ(v.status, 0) << v.text;
+  Out again = sh(std::string(NPUCACHE_CLI) + " verify " + dir.string());
+  EXPECT_EQ(again.status, 0) << again.text;
+}
+
+// A reduce-overhead server restarted warm -- with other weight values, with
+// graph breaks, with automatic dynamic -- restores its captures from the
+// cache's templates bound to the weights it has now (or captures them in its
+// own process): every result equals eager with those weights.
+TEST_F(Serving, WarmRestartOfAReduceOverheadServerIsNeverStale) {
+  for (const char* args :
+       {"--mode reduce-overhead --batches 4,4,6,4", "--mode reduce-overhead --breaks --batches 4,4,6",
+        "--mode reduce-overhead --dynamic auto --batches 2,4,8,4", "--backend npugraphs --breaks --batches 4,5,4"}) {
+    fs::remove_all(dir);
+    for (const char* scale : {"1", "2", "-0.5", "1"}) {
+      Out r = serve(std::string(args) + " --weights " + scale);
+      ASSERT_EQ(r.status, 0) << args << " scale " << scale << "\n" << r.text;
+      EXPECT_LE(maxdiff(r.text), 1e-4) << args << " scale " << scale << "\n" << r.text;
+    }
+    Out warm = serve(std::string(args) + " --weights 3");
+    EXPECT_EQ(number(warm.text, "compiles"), 0) << args << "\n" << warm.text;
+  }
+}
+
+// Random small models with random graph breaks and SymInts, random modes and
+// dynamic settings, run by several processes at once on one cache directory
+// (two of them the same model, the others other models of the same class),
+// cold and warm: every result equals eager, whatever each process found in
+// the cache; the directory verifies clean.
+TEST_F(Serving, RandomSplitModelsAcrossProcessesEqualEager) {
+  const fs::path scratch = dir.string() + "-logs";
+  fs::create_directories(scratch);
+  for (unsigned round = 0; round < 3; ++round) {
+    std::vector<std::string> cmds;
+    for (unsigned seed : {round * 3 + 1, round * 3 + 2, round * 3 + 3, round * 3 + 1})
+      cmds.push_back(std::string(SURFACE_DIFF_WORKER) + " " + dir.string() + " " + std::to_string(seed) + " 6");
+    for (int start = 0; start < 2; ++start)
+      for (const Out& r : in_parallel(cmds, scratch)) {
+        EXPECT_EQ(r.status, 0) << "round " << round << "\n" << r.text;
+        EXPECT_LE(maxdiff(r.text), 1e-4) << "round " << round << "\n" << r.text;
+      }
+  }
+  fs::remove_all(scratch);
+  Out v = sh(std::string(NPUCACHE_CLI) + " verify " + dir.string());
+  EXPECT_EQ(v.status, 0) << v.text;
 }

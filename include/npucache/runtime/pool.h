@@ -13,6 +13,12 @@
 // thread: a request thread's outputs are only ever overwritten by that same
 // thread's later calls.
 //
+// A thread also has a scratch pool per device, for replays whose outputs
+// are copied out (nothing of such a replay is read after it): the pieces
+// of a method split at graph breaks before its last one. Their replays
+// never overwrite results kept in the thread's pool -- the method's own
+// arguments fed back from an earlier call, read again by a later piece.
+//
 // Growing: a capture larger than the pool replaces the pool's block with a
 // larger one; outputs in the old block stay valid (no later replay writes
 // it) and keep it alive until they go.
@@ -54,6 +60,8 @@ class MemoryPool : public std::enable_shared_from_this<MemoryPool> {
   // The calling thread's pool on `device` (made on first use). The thread
   // keeps it alive; so do tickets and captured graphs' users.
   static std::shared_ptr<MemoryPool> of_this_thread(int device);
+  // The calling thread's scratch pool on `device` (see above).
+  static std::shared_ptr<MemoryPool> scratch_of_this_thread(int device);
   explicit MemoryPool(int device);
   // A token for reserve(): a captured graph holds it for its lifetime.
   // When a token goes, every pool looks at its owners again at its next

@@ -76,7 +76,22 @@ struct TraceState {
   // eager tensors the pending piece reads, in placeholder order.
   std::vector<std::pair<std::weak_ptr<TensorImpl>, ValueId>> lazy_values;
   std::vector<std::pair<ValueId, Tensor>> lazy_inputs;
+
+  // Lazy: whether the pending piece reads (or, with `writes_only`, updates
+  // in place) the storage of the eager tensor `impl` -- an input of the
+  // piece or a module parameter it uses, or a view of either.
+  bool pending_uses(const TensorImpl& impl, bool writes_only) const;
 };
+
+// How the host touches an eager tensor's values.
+enum class HostAccess { read, write };
+
+// Before the host reads (or writes) the values of the eager tensor `impl`
+// while a lazy trace is recording on this thread: runs the pending piece
+// when it updates that storage in place (or, for a write, reads or updates
+// it), so the host sees and changes values in eager order. `what` names
+// the access ("to_vector").
+void settle_pending(const TensorImpl& impl, HostAccess access, const char* what);
 
 // A graph break at a traced tensor `impl` of the thread's trace: in a lazy
 // trace the pending piece runs (`impl` is eager afterwards); otherwise
