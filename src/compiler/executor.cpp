@@ -18,6 +18,7 @@ struct ProgramRunner::Prepared {
   std::vector<std::shared_ptr<const Attrs>> attrs;  // per step, SymExprs evaluated
   std::vector<bool> needs_event;                    // per step: a consumer on another stream
   std::vector<bool> used;                           // per buffer root: some step touches it
+  std::vector<int64_t> key;                         // binding_key() of the binding it was made for
 };
 
 // A captured graph of one binding: immutable once made, replayed by any
@@ -71,6 +72,8 @@ ProgramRunner::ProgramRunner(std::shared_ptr<const DeviceProgram> program, int d
   Device& d = Platform::get().device(device_);
   streams_.push_back(&d.default_stream());
   for (int s = 1; s < program_->num_streams; ++s) streams_.push_back(&d.create_stream());
+  for (std::size_t i = 0; i < program_->steps.size() && rng_step_ < 0; ++i)
+    if (op_info(program_->steps[i].op).rng) rng_step_ = static_cast<int>(i);
   // Symbols of updatable attributes that nothing else uses.
   std::set<std::string> other, updatable;
   auto collect = [](const AttrValue& v, std::set<std::string>& into) {
@@ -110,11 +113,24 @@ std::vector<int64_t> ProgramRunner::binding_key(const SymBindings& b) const {
   return k;
 }
 
-std::vector<runtime::TaskGraph::Patch> ProgramRunner::patches(const SymBindings& b) const {
+std::shared_ptr<const Attrs> ProgramRunner::patched_attrs(const Prepared& prep, std::size_t step,
+                                                          const SymBindings& b) const {
+  // The preparation evaluated every other attribute already (they use no
+  // update-only symbol): only the updatable one is evaluated again, and a
+  // single dim is patched as a plain integer (the kernels of updatable ops
+  // read both forms).
+  const ProgramStep& s = program_->steps[step];
+  const char* up = op_info(s.op).updatable;
+  const auto* dims = std::get_if<std::vector<SymExpr>>(s.attrs.find(up));
+  if (dims == nullptr || dims->size() != 1) return std::make_shared<const Attrs>(evaluate_attrs(s.attrs, b));
+  const int64_t value = dims->front().evaluate(b);
+  return std::make_shared<const Attrs>(prep.attrs[step]->with(up, value));
+}
+
+std::vector<runtime::TaskGraph::Patch> ProgramRunner::patches(const Prepared& prep, const SymBindings& b) const {
   std::vector<runtime::TaskGraph::Patch> out;
   out.reserve(patched_.size());
-  for (std::size_t i : patched_)
-    out.push_back({i, std::make_shared<const Attrs>(evaluate_attrs(program_->steps[i].attrs, b))});
+  for (std::size_t i : patched_) out.push_back({i, patched_attrs(prep, i, b)});
   return out;
 }
 
@@ -126,6 +142,7 @@ ProgramRunner::Prepared& ProgramRunner::prepare(const SymBindings& b) {
   auto it = prepared_.find(key);
   if (it != prepared_.end()) return *it->second;
   auto prep = std::make_unique<Prepared>();
+  prep->key = key;
   const DeviceProgram& p = *program_;
   for (std::size_t i = 0; i < p.buffers.size(); ++i) {
     const BufferDesc& buf = p.buffers[i];
@@ -263,7 +280,7 @@ void ProgramRunner::launch_all(Prepared& prep, const std::vector<Bound>& roots, 
     l.op = s.op;
     l.attrs = prep.attrs[i];
     if (next_patched < patched_.size() && patched_[next_patched] == i) {
-      l.attrs = std::make_shared<const Attrs>(evaluate_attrs(s.attrs, b));  // this call's value
+      l.attrs = patched_attrs(prep, i, b);  // this call's value
       ++next_patched;
     }
     l.args.reserve(s.operands.size() + 1);
@@ -502,16 +519,15 @@ std::vector<Tensor> ProgramRunner::replay(const std::vector<Tensor>& inputs, con
                                           bool* replayed) {
   if (streams_.size() != 1) throw ConfigError("reduce-overhead programs run on a single stream");
   const DeviceProgram& p = *program_;
-  for (const auto& s : p.steps)
-    if (op_info(s.op).rng)
-      throw ConfigError("op '" + std::string(op_name(s.op)) +
-                        "' cannot be captured in reduce-overhead mode: every replay would repeat the "
-                        "same random numbers; use max-autotune");
+  if (rng_step_ >= 0)
+    throw ConfigError("op '" + std::string(op_name(p.steps[static_cast<std::size_t>(rng_step_)].op)) +
+                      "' cannot be captured in reduce-overhead mode: every replay would repeat the "
+                      "same random numbers; use max-autotune");
   Prepared& prep = prepare(b);
   const std::vector<Bound> io = bind(prep, inputs, params, false);
   const Captured* cap = nullptr;
   {
-    const auto key = binding_key(b);
+    const auto& key = prep.key;
     std::lock_guard lock(mu_);
     auto it = captured_.find(key);
     if (it != captured_.end())
@@ -608,7 +624,7 @@ std::vector<Tensor> ProgramRunner::replay(const std::vector<Tensor>& inputs, con
   // Logged before the submission: outputs of earlier replays in this
   // footprint are overwritten from now on.
   const auto ticket = pool->record_write(cap->footprint, options.method, options.call);
-  cap->graph->replay(*streams_[0], slots, std::move(before), std::move(after), patches(b));
+  cap->graph->replay(*streams_[0], slots, std::move(before), std::move(after), patches(prep, b));
   if (!fresh)
     for (const auto& [i, off] : pooled) {
       const int o = p.outputs[i];

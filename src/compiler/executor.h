@@ -135,8 +135,10 @@ class ProgramRunner {
   // The binding without the update-only symbols: what a preparation and a
   // capture are made for.
   std::vector<int64_t> binding_key(const SymBindings& b) const;
-  // The attributes of each patched step under `b`.
-  std::vector<runtime::TaskGraph::Patch> patches(const SymBindings& b) const;
+  // The attributes of each patched step under `b`, from those `prep` (made
+  // for `b`'s binding key) evaluated.
+  std::vector<runtime::TaskGraph::Patch> patches(const Prepared& prep, const SymBindings& b) const;
+  std::shared_ptr<const Attrs> patched_attrs(const Prepared& prep, std::size_t step, const SymBindings& b) const;
   // The pool layout a capture of binding `b` makes (no graph yet).
   std::unique_ptr<Captured> layout(const Prepared& prep, const SymBindings& b) const;
   // The template of a capture with that layout; the slots it declares.
@@ -170,6 +172,7 @@ class ProgramRunner {
   // replay patches them).
   std::set<std::string> update_only_;
   std::vector<std::size_t> patched_;
+  int rng_step_ = -1;      // the first step drawing random numbers (it cannot be captured), or -1
   mutable std::mutex mu_;  // guards prepared_ and captured_ (their values never move)
   std::map<std::vector<int64_t>, std::unique_ptr<Prepared>> prepared_;
   std::map<std::vector<int64_t>, std::unique_ptr<Captured>> captured_;

@@ -20,6 +20,22 @@ Attrs& Attrs::set(const std::string& key, AttrValue value) {
   return *this;
 }
 
+Attrs Attrs::with(const std::string& key, AttrValue value) const {
+  Attrs out;
+  out.items_.reserve(items_.size() + 1);
+  bool placed = false;
+  for (const auto& item : items_) {
+    if (!placed && !(item.first < key)) {
+      out.items_.emplace_back(key, std::move(value));
+      placed = true;
+      if (item.first == key) continue;
+    }
+    out.items_.push_back(item);
+  }
+  if (!placed) out.items_.emplace_back(key, std::move(value));
+  return out;
+}
+
 const AttrValue* Attrs::find(const std::string& key) const {
   auto it = std::lower_bound(items_.begin(), items_.end(), key,
                              [](const auto& item, const std::string& k) { return item.first < k; });

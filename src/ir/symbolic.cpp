@@ -89,6 +89,12 @@ std::optional<std::string> SymExpr::as_symbol() const {
   return std::nullopt;
 }
 
+const std::string* SymExpr::symbol_name() const noexcept {
+  if (terms_.size() == 1 && terms_.begin()->first.size() == 1 && terms_.begin()->second == 1)
+    return &terms_.begin()->first.front();
+  return nullptr;
+}
+
 std::set<std::string> SymExpr::symbols() const {
   std::set<std::string> out;
   for (const auto& [m, c] : terms_) out.insert(m.begin(), m.end());

@@ -164,9 +164,9 @@ SymBindings InputSignature::bind_refs(const std::vector<std::pair<const std::str
     if (t.dtype != spec.type.dtype || t.shape.size() != spec.type.shape.size())
       throw TraceError(where() + " is " + type_str(t) + ", the trace expects " + type_str(spec.type));
     for (std::size_t d = 0; d < t.shape.size(); ++d) {
-      int64_t actual = t.shape[d].constant();
       const SymExpr& want = spec.type.shape[d];
-      if (auto s = want.as_symbol()) {
+      if (const std::string* s = want.symbol_name()) {
+        const int64_t actual = t.shape[d].constant();
         auto [it, inserted] = b.try_emplace(*s, actual);
         if (!inserted && it->second != actual)
           throw TraceError(where() + " dim " + std::to_string(d) + " is " + std::to_string(actual) +
@@ -181,7 +181,7 @@ SymBindings InputSignature::bind_refs(const std::vector<std::pair<const std::str
     const SymInputSpec& spec = sym_inputs[i];
     const auto& [path, value] = symints[i];
     if (path != spec.path) throw TraceError("SymInt input '" + spec.path + "' is '" + path + "' in this call");
-    if (auto s = spec.expr.as_symbol()) {
+    if (const std::string* s = spec.expr.symbol_name()) {
       auto [it, inserted] = b.try_emplace(*s, value);
       if (!inserted && it->second != value)
         throw TraceError("SymInt '" + path + "' is " + std::to_string(value) + " but the trace requires it to equal " +
@@ -189,7 +189,7 @@ SymBindings InputSignature::bind_refs(const std::vector<std::pair<const std::str
     }
   }
   for (std::size_t i = 0; i < sym_inputs.size(); ++i) {
-    if (sym_inputs[i].expr.as_symbol()) continue;
+    if (sym_inputs[i].expr.symbol_name()) continue;
     if (sym_inputs[i].expr.evaluate(b) != symints[i].second)
       throw TraceError("guard failed: SymInt '" + sym_inputs[i].path + "' was " + sym_inputs[i].expr.str() +
                        " when traced, now " + std::to_string(symints[i].second));
@@ -197,9 +197,10 @@ SymBindings InputSignature::bind_refs(const std::vector<std::pair<const std::str
   for (std::size_t i = 0; i < inputs.size(); ++i)  // constants and compound dims
     for (std::size_t d = 0; d < tensors[i].second->shape.size(); ++d) {
       const SymExpr& want = inputs[i].type.shape[d];
-      if (want.as_symbol()) continue;
-      int64_t actual = tensors[i].second->shape[d].constant();
-      if (want.evaluate(b) != actual)
+      if (want.symbol_name()) continue;
+      const int64_t actual = tensors[i].second->shape[d].constant();
+      const std::optional<int64_t> fixed = want.try_constant();
+      if ((fixed ? *fixed : want.evaluate(b)) != actual)
         throw TraceError("input '" + inputs[i].path + "' dim " + std::to_string(d) + " is " + std::to_string(actual) +
                          ", the trace was specialised to " + want.str());
     }

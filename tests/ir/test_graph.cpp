@@ -140,3 +140,21 @@ TEST(Infer, CommunicationConstantsAndRng) {
   EXPECT_EQ(op_from_name("rmsnorm"), Op::rmsnorm);
   EXPECT_THROW(op_from_name("conv2d"), ShapeError);
 }
+
+// Attrs::with: a copy with one key set, replaced in place or inserted in
+// key order, the original untouched.
+TEST(Attrs, WithReplacesOrInsertsInKeyOrder) {
+  const Attrs a{{"causal", true}, {"kv_len", std::vector<SymExpr>{SymExpr::symbol("s0")}}, {"scale", 0.5}};
+  const Attrs replaced = a.with("kv_len", int64_t{7});
+  ASSERT_EQ(replaced.items().size(), 3u);
+  EXPECT_EQ(replaced.get_int("kv_len"), 7);
+  EXPECT_TRUE(replaced.get_bool_or("causal", false));
+  EXPECT_EQ(replaced.get_double_or("scale", 0), 0.5);
+  EXPECT_TRUE(a.find("kv_len") && std::holds_alternative<std::vector<SymExpr>>(*a.find("kv_len")));
+  for (const char* key : {"a", "d", "z", "causal", "scale"}) {
+    Attrs want = a;
+    want.set(key, int64_t{1});
+    EXPECT_EQ(a.with(key, int64_t{1}), want) << key;
+  }
+  EXPECT_EQ(Attrs{}.with("k", 2.0), (Attrs{{"k", 2.0}}));
+}

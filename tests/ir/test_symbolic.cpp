@@ -25,6 +25,11 @@ TEST(SymExpr, ConstantsAndSymbols) {
   EXPECT_FALSE(s("a").is_constant());
   EXPECT_EQ(s("a").as_symbol(), "a");
   EXPECT_FALSE((s("a") * 2).as_symbol().has_value());
+  ASSERT_NE(s("a").symbol_name(), nullptr);
+  EXPECT_EQ(*s("a").symbol_name(), "a");
+  EXPECT_EQ((s("a") * 2).symbol_name(), nullptr);
+  EXPECT_EQ((s("a") + 1).symbol_name(), nullptr);
+  EXPECT_EQ(SymExpr(3).symbol_name(), nullptr);
   EXPECT_THROW(s("a").constant(), ShapeError);
   EXPECT_EQ((s("a") * s("b") + s("a")).symbols(), (std::set<std::string>{"a", "b"}));
 }

@@ -23,6 +23,9 @@ class Attrs {
   Attrs(std::initializer_list<std::pair<std::string, AttrValue>> items);
 
   Attrs& set(const std::string& key, AttrValue value);
+  // A copy with `key` set to `value` (the other values copied, the old
+  // value of `key` not): one allocation for the items.
+  Attrs with(const std::string& key, AttrValue value) const;
   bool has(const std::string& key) const;
   const AttrValue* find(const std::string& key) const;
 

@@ -35,6 +35,8 @@ class SymExpr {
   int64_t constant() const;
   // The symbol name when the expression is exactly one symbol (coefficient 1).
   std::optional<std::string> as_symbol() const;
+  // The same without a copy: the symbol's name (valid while this lives), or null.
+  const std::string* symbol_name() const noexcept;
   std::set<std::string> symbols() const;
 
   // Value under `bindings`; throws ShapeError naming an unbound symbol.

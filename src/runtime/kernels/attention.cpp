@@ -10,7 +10,9 @@ namespace npucache::runtime::kernels {
 // q [B, Hq, Sq, D], k/v [B, Hkv, S, D], optional positions [B, Sq] (i64);
 // out [B, Hq, Sq, D]. Query i of batch b attends to keys j < kv_len, and
 // with `causal` to j <= positions[b, i] (or, without positions, j <=
-// kv_len - Sq + i: the last query is the last key).
+// kv_len - Sq + i: the last query is the last key). The attribute kv_len
+// is a one-element list of dims, or (patched at replay: compiler/executor.h)
+// a plain integer.
 void attention_kernel(const KernelLaunch& l) {
   const bool has_pos = l.args.size() == 5;
   const TensorArg& q = l.args[0];
@@ -19,8 +21,10 @@ void attention_kernel(const KernelLaunch& l) {
   const TensorArg& out_arg = l.args.back();
   const int64_t B = q.dims[0], Hq = q.dims[1], Sq = q.dims[2], D = q.dims[3];
   const int64_t Hkv = k.dims[1], S = k.dims[2];
-  const auto& bounds = l.attrs->get<std::vector<SymExpr>>("kv_len");
-  const int64_t kv_len = bounds.at(0).constant();
+  const AttrValue* patched = l.attrs->find("kv_len");
+  const int64_t kv_len = patched != nullptr && std::holds_alternative<int64_t>(*patched)
+                             ? std::get<int64_t>(*patched)
+                             : l.attrs->get<std::vector<SymExpr>>("kv_len").at(0).constant();
   if (kv_len < 1 || kv_len > S)
     kernel_fail(l, "kv_len " + std::to_string(kv_len) + " outside [1, " + std::to_string(S) + "]");
   const bool causal = l.attrs->get_bool_or("causal", false);
