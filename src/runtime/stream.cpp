@@ -8,6 +8,7 @@
 #include <cstring>
 #include <deque>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <thread>
 
@@ -77,8 +78,12 @@ struct Stream::Impl {
     }
     cv_work.notify_one();
   }
-  // Whether the calling thread is capturing (caller holds mu).
-  bool capturing_here() const { return capture != nullptr && capture_thread == std::this_thread::get_id(); }
+  // The calling thread's capture on this stream, or null (caller holds mu).
+  TaskGraph* capture_here() const {
+    auto it = captures.find(std::this_thread::get_id());
+    return it == captures.end() ? nullptr : it->second.get();
+  }
+  bool capturing_here() const { return !captures.empty() && capture_here() != nullptr; }
 
   Device& device;
   int index;
@@ -89,8 +94,8 @@ struct Stream::Impl {
   bool busy = false;
   bool stop = false;
   std::exception_ptr error;
-  std::unique_ptr<TaskGraph> capture;
-  std::thread::id capture_thread;  // the thread whose launches are recorded
+  // Captures in progress, by the thread whose launches each records.
+  std::map<std::thread::id, std::unique_ptr<TaskGraph>> captures;
   uint64_t launches = 0;
   uint64_t rng_seed = 0x5eed;
   uint64_t rng_offset = 0;
@@ -159,8 +164,8 @@ void Stream::launch(KernelLaunch launch) {
       launch.rng_offset = impl_->rng_offset;
       impl_->rng_offset += static_cast<uint64_t>(launch.args.back().numel());
     }
-    if (impl_->capturing_here()) {
-      impl_->capture->data_->launches.push_back(std::move(launch));
+    if (TaskGraph* g = impl_->captures.empty() ? nullptr : impl_->capture_here()) {
+      g->data_->launches.push_back(std::move(launch));
       return;
     }
   }
@@ -226,9 +231,8 @@ void Stream::synchronize() {
 
 void Stream::begin_capture() {
   std::lock_guard lock(impl_->mu);
-  if (impl_->capture) throw DeviceError("stream is already capturing");
-  impl_->capture = std::unique_ptr<TaskGraph>(new TaskGraph());
-  impl_->capture_thread = std::this_thread::get_id();
+  if (impl_->capturing_here()) throw DeviceError("this thread is already capturing on the stream");
+  impl_->captures.emplace(std::this_thread::get_id(), std::unique_ptr<TaskGraph>(new TaskGraph()));
 }
 
 namespace {
@@ -244,8 +248,10 @@ std::unique_ptr<TaskGraph> Stream::end_capture() {
   std::unique_ptr<TaskGraph> g;
   {
     std::lock_guard lock(impl_->mu);
-    if (!impl_->capturing_here()) throw DeviceError("end_capture without begin_capture on this thread");
-    g = std::move(impl_->capture);
+    auto it = impl_->captures.find(std::this_thread::get_id());
+    if (it == impl_->captures.end()) throw DeviceError("end_capture without begin_capture on this thread");
+    g = std::move(it->second);
+    impl_->captures.erase(it);
   }
   const PlatformConfig& c = Platform::get().config();
   model_cost(c.capture_us_per_task + c.instantiate_us_per_task, g->size());

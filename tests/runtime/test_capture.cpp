@@ -5,7 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
+#include <latch>
 #include <thread>
 
 using namespace npucache;
@@ -138,6 +140,49 @@ TEST(Capture, OtherThreadsLaunchesAreNotCaptured) {
   EXPECT_EQ(graph->size(), 3u);
   EXPECT_EQ(read(other)[7], 2.0f);
   EXPECT_THROW(s.end_capture(), DeviceError);
+}
+
+// Two threads capturing on one stream at once (two compiled methods'
+// first calls on the same device): each graph holds exactly its own
+// thread's launches, and each replays to what eager launches compute.
+TEST(Capture, ThreadsCaptureOnOneStreamAtOnce) {
+  Chain a(128), b(128);
+  runtime::Stream& s = a.d.create_stream();
+  write(a.in, std::vector<float>(128, 3.0f));
+  write(b.in, std::vector<float>(128, -2.0f));
+  std::unique_ptr<runtime::TaskGraph> ga, gb;
+  std::latch both_capturing(2), both_recorded(2);
+  auto capture = [&](Chain& c, int reps, std::unique_ptr<runtime::TaskGraph>& g) {
+    s.begin_capture();
+    both_capturing.arrive_and_wait();  // both captures are open now
+    c.launch_all(s, reps);
+    both_recorded.arrive_and_wait();
+    g = s.end_capture();
+  };
+  std::thread ta([&] { capture(a, 2, ga); }), tb([&] { capture(b, 5, gb); });
+  ta.join();
+  tb.join();
+  ASSERT_TRUE(ga && gb);
+  EXPECT_EQ(ga->size(), 6u);
+  EXPECT_EQ(gb->size(), 15u);
+  EXPECT_FALSE(s.capturing());
+  std::fill(static_cast<float*>(a.out.data()), static_cast<float*>(a.out.data()) + 128, -1.0f);
+  std::fill(static_cast<float*>(b.out.data()), static_cast<float*>(b.out.data()) + 128, -1.0f);
+  s.synchronize();
+  EXPECT_EQ(read(a.out)[0], -1.0f);  // the captures ran nothing
+  ga->replay(s);
+  gb->replay(s);
+  s.synchronize();
+  // The same launches run eagerly on chains of their own.
+  Chain ea(128), eb(128);
+  write(ea.in, std::vector<float>(128, 3.0f));
+  write(eb.in, std::vector<float>(128, -2.0f));
+  ea.launch_all(s, 2);
+  eb.launch_all(s, 5);
+  s.synchronize();
+  EXPECT_EQ(read(a.out), read(ea.out));
+  EXPECT_EQ(read(b.out), read(eb.out));
+  EXPECT_EQ(read(a.out)[0], 15.0f);  // relu(relu(3 * 3 - 3) * 3 - 3)
 }
 
 TEST(Capture, MisuseIsAnError) {

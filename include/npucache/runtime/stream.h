@@ -13,7 +13,7 @@
 // *capturing thread* makes on the stream are recorded into a TaskGraph
 // instead of run; launches of other threads on the same stream run as usual
 // (so a request thread never finds its kernels inside another thread's
-// capture). TaskGraph::replay submits all recorded launches to a stream as
+// capture, and two threads may capture at once, each its own graph). TaskGraph::replay submits all recorded launches to a stream as
 // one queued task. Operands declared as slots (TaskGraph::set_slot) are bound
 // at each replay to the blocks the caller gives, by slot number, never by
 // matching addresses: so arguments that swap, repeat or alias each other
@@ -76,7 +76,9 @@ class Stream {
   void synchronize();
 
   // Starts recording the calling thread's launches on this stream. Throws
-  // DeviceError when the stream is already capturing (on any thread).
+  // DeviceError when this thread is already capturing on it; other threads
+  // may capture on the same stream at once, each recording only its own
+  // launches.
   void begin_capture();
   // Ends the calling thread's capture. Throws DeviceError when this thread
   // is not capturing on the stream.
