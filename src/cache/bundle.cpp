@@ -2,6 +2,7 @@
 
 #include "cache/artifact.h"
 #include "cache/cache_error.h"
+#include "cache/fixed_fields.h"
 #include "cache/keys.h"
 #include "cache/layout.h"
 #include "cache/record_wire.h"
@@ -138,23 +139,6 @@ ObjectRecord read_object(ByteReader& r) {
   return o;
 }
 
-namespace {
-
-template <class T>
-void put(std::string& s, T v) {
-  char b[sizeof(T)];
-  std::memcpy(b, &v, sizeof v);  // little-endian hosts only (x86-64, aarch64)
-  s.append(b, sizeof b);
-}
-template <class T>
-T get(std::string_view s, std::size_t at) {
-  T v;
-  std::memcpy(&v, s.data() + at, sizeof v);
-  return v;
-}
-
-}  // namespace
-
 std::string write_bundle(const Bundle& b) {
   ByteWriter w;
   w.u32(static_cast<uint32_t>(b.objects.size()));
@@ -172,23 +156,23 @@ std::string write_bundle(const Bundle& b) {
                      std::to_string(kMaxBundleBytes) + "); `npucache gc --max-size` the cache first");
   const std::string payload = zstd_compress(raw);
   std::string out(kMagic, sizeof kMagic);
-  put<uint32_t>(out, kVersion);
-  put<uint64_t>(out, payload.size());
-  put<uint64_t>(out, raw.size());
-  put<uint64_t>(out, XXH3_64bits(payload.data(), payload.size()));
+  put_le<uint32_t>(out, kVersion);
+  put_le<uint64_t>(out, payload.size());
+  put_le<uint64_t>(out, raw.size());
+  put_le<uint64_t>(out, XXH3_64bits(payload.data(), payload.size()));
   return out + payload;
 }
 
 Bundle read_bundle(std::string_view bytes) {
   if (bytes.size() < kHeader || std::memcmp(bytes.data(), kMagic, sizeof kMagic) != 0)
     throw CacheError("not an npucache bundle (bad magic); export one with `npucache export`");
-  const auto version = get<uint32_t>(bytes, 8);
+  const auto version = get_le<uint32_t>(bytes, 8);
   if (version < kOldestReadable || version > kVersion)
     throw CacheError("bundle format version " + std::to_string(version) + " is not supported (this build reads " +
                      std::to_string(kOldestReadable) + " to " + std::to_string(kVersion) +
                      "); export it again with this version");
-  const auto len = get<uint64_t>(bytes, 12);
-  const auto raw_len = get<uint64_t>(bytes, 20);
+  const auto len = get_le<uint64_t>(bytes, 12);
+  const auto raw_len = get_le<uint64_t>(bytes, 20);
   if (bytes.size() - kHeader != len)
     throw CacheError("bundle is truncated or padded: header says " + std::to_string(len) + " payload bytes, found " +
                      std::to_string(bytes.size() - kHeader));
@@ -196,7 +180,7 @@ Bundle read_bundle(std::string_view bytes) {
     throw CacheError("bundle claims " + std::to_string(raw_len) + " decoded bytes from " + std::to_string(len) +
                      ", more than a bundle can hold: it is damaged or not npucache's");
   const std::string_view payload = bytes.substr(kHeader);
-  if (XXH3_64bits(payload.data(), payload.size()) != get<uint64_t>(bytes, 28))
+  if (XXH3_64bits(payload.data(), payload.size()) != get_le<uint64_t>(bytes, 28))
     throw CacheError("bundle checksum mismatch: the bundle is corrupt");
   const std::string raw = zstd_decompress(payload, static_cast<std::size_t>(raw_len));
   if (raw.size() != raw_len)

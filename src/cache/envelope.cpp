@@ -1,6 +1,7 @@
 #include "cache/envelope.h"
 
 #include "cache/cache_error.h"
+#include "cache/fixed_fields.h"
 #include "compiler/wire.h"
 
 #include <xxhash.h>
@@ -28,13 +29,6 @@ const char* magic(EnvelopeKind k) {
 }
 
 uint64_t hash(std::string_view b) { return XXH3_64bits(b.data(), b.size()); }
-
-template <class T>
-T get(std::string_view s, std::size_t at) {
-  T v;
-  std::memcpy(&v, s.data() + at, sizeof v);
-  return v;
-}
 
 }  // namespace
 
@@ -101,24 +95,24 @@ Opened open_envelope(EnvelopeKind kind, std::string_view file, const std::string
   };
   if (file.size() < kHeader + 512) throw damaged("it is " + std::to_string(file.size()) + " bytes, too short");
   if (std::memcmp(file.data(), magic(kind), 8) != 0) throw damaged("its header has the wrong magic");
-  if (get<uint64_t>(file, 48) != hash(file.substr(0, 48))) throw damaged("its header fails its checksum");
-  if (get<uint32_t>(file, 8) != kVersion)
-    throw damaged("envelope version " + std::to_string(get<uint32_t>(file, 8)) + " is not supported");
+  if (get_le<uint64_t>(file, 48) != hash(file.substr(0, 48))) throw damaged("its header fails its checksum");
+  if (get_le<uint32_t>(file, 8) != kVersion)
+    throw damaged("envelope version " + std::to_string(get_le<uint32_t>(file, 8)) + " is not supported");
   Opened o;
-  o.userblock = get<uint32_t>(file, 12);
-  const uint64_t rec_len = get<uint64_t>(file, 16), hdf5_len = get<uint64_t>(file, 32);
+  o.userblock = get_le<uint32_t>(file, 12);
+  const uint64_t rec_len = get_le<uint64_t>(file, 16), hdf5_len = get_le<uint64_t>(file, 32);
   if (o.userblock < 512 || (o.userblock & (o.userblock - 1)) != 0 || o.userblock > file.size() ||
       rec_len > o.userblock - kHeader)
     throw damaged("its header's sizes are inconsistent");
   o.hdf5 = file.substr(o.userblock);
-  o.hdf5_intact = o.hdf5.size() == hdf5_len && hash(o.hdf5) == get<uint64_t>(file, 40);
+  o.hdf5_intact = o.hdf5.size() == hdf5_len && hash(o.hdf5) == get_le<uint64_t>(file, 40);
   const std::string_view rec = file.substr(kHeader, static_cast<std::size_t>(rec_len));
-  const bool all = hash(file.substr(kHeader, o.userblock - kHeader)) == get<uint64_t>(file, 24);
+  const bool all = hash(file.substr(kHeader, o.userblock - kHeader)) == get_le<uint64_t>(file, 24);
   // Record by record, each against its own checksum.
   std::size_t at = 0;
   while (at + kRecordHead <= rec.size()) {
-    const uint32_t len = get<uint32_t>(rec, at);
-    const uint64_t sum = get<uint64_t>(rec, at + sizeof(uint32_t));
+    const uint32_t len = get_le<uint32_t>(rec, at);
+    const uint64_t sum = get_le<uint64_t>(rec, at + sizeof(uint32_t));
     if (len > rec.size() - at - kRecordHead) {
       ++o.damaged_records;  // the rest cannot be framed
       break;

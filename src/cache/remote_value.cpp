@@ -1,6 +1,7 @@
 #include "cache/remote_value.h"
 
 #include "cache/cache_error.h"
+#include "cache/fixed_fields.h"
 #include "cache/layout.h"
 #include "cache/record_wire.h"
 #include "cache/zstd_codec.h"
@@ -44,30 +45,17 @@ constexpr std::size_t kObjectSlack = std::size_t{64} << 20;
 // A payload may claim at most this many times its compressed size (as bundles).
 constexpr uint64_t kMaxRatio = 4096;
 
-template <class T>
-void put(std::string& s, T v) {
-  char b[sizeof(T)];
-  std::memcpy(b, &v, sizeof v);  // little-endian hosts only (x86-64, aarch64)
-  s.append(b, sizeof b);
-}
-template <class T>
-T get(std::string_view s, std::size_t at) {
-  T v;
-  std::memcpy(&v, s.data() + at, sizeof v);
-  return v;
-}
-
 std::string seal(RemoteKind kind, const std::string& payload, bool compress) {
   const std::string body = compress ? zstd_compress(payload) : payload;
   std::string v(kMagic, sizeof kMagic);
   v += static_cast<char>(kind);
   v += static_cast<char>(compress ? kZstd : kStored);
   v += std::string(2, '\0');
-  put<uint32_t>(v, kVersion);
-  put<uint64_t>(v, body.size());
-  put<uint64_t>(v, payload.size());
-  put<uint64_t>(v, XXH3_64bits(body.data(), body.size()));
-  put<uint64_t>(v, XXH3_64bits(v.data(), v.size()));
+  put_le<uint32_t>(v, kVersion);
+  put_le<uint64_t>(v, body.size());
+  put_le<uint64_t>(v, payload.size());
+  put_le<uint64_t>(v, XXH3_64bits(body.data(), body.size()));
+  put_le<uint64_t>(v, XXH3_64bits(v.data(), v.size()));
   v += body;
   return v;
 }
@@ -93,16 +81,16 @@ std::string_view open_value(std::string_view v, RemoteKind kind, std::size_t max
   };
   if (v.size() < kHeader) return bad("it has " + std::to_string(v.size()) + " bytes, fewer than a header");
   if (std::memcmp(v.data(), kMagic, sizeof kMagic) != 0) return bad("no npucache remote magic");
-  if (get<uint64_t>(v, 40) != XXH3_64bits(v.data(), 40)) return bad("its header fails its checksum");
+  if (get_le<uint64_t>(v, 40) != XXH3_64bits(v.data(), 40)) return bad("its header fails its checksum");
   if (static_cast<uint8_t>(v[8]) != static_cast<uint8_t>(kind))
     return bad("it is a " + kind_name(static_cast<RemoteKind>(v[8])) + ", not a " + kind_name(kind));
   const uint8_t codec = static_cast<uint8_t>(v[9]);
   if (codec != kStored && codec != kZstd) return bad("unknown codec " + std::to_string(codec));
   if (v[10] != 0 || v[11] != 0) return bad("reserved bytes are set");
-  if (get<uint32_t>(v, 12) != kVersion)
-    return bad("value encoding " + std::to_string(get<uint32_t>(v, 12)) + " (this build reads " +
+  if (get_le<uint32_t>(v, 12) != kVersion)
+    return bad("value encoding " + std::to_string(get_le<uint32_t>(v, 12)) + " (this build reads " +
                std::to_string(kVersion) + ")");
-  const uint64_t p = get<uint64_t>(v, 16), d = get<uint64_t>(v, 24);
+  const uint64_t p = get_le<uint64_t>(v, 16), d = get_le<uint64_t>(v, 24);
   if (p != v.size() - kHeader)
     return bad("truncated or padded: the header says " + std::to_string(p) + " payload bytes, found " +
                std::to_string(v.size() - kHeader));
@@ -110,7 +98,7 @@ std::string_view open_value(std::string_view v, RemoteKind kind, std::size_t max
   if (codec == kStored && d != p) return bad("a stored payload's sizes differ");
   if (codec == kZstd && d > kMaxRatio * p + 4096) return bad("it claims more than its payload can hold");
   const std::string_view body = v.substr(kHeader);
-  if (!hashed && get<uint64_t>(v, 32) != XXH3_64bits(body.data(), body.size()))
+  if (!hashed && get_le<uint64_t>(v, 32) != XXH3_64bits(body.data(), body.size()))
     return bad("its payload fails its checksum");
   if (codec == kStored) return body;
   scratch = zstd_decompress(body, static_cast<std::size_t>(d));
