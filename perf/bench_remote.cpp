@@ -19,12 +19,11 @@
 #include "cache/store.h"
 #include "harness.h"
 #include "remote/config.h"
+#include "support/redis_server.h"
 
 #include <hiredis/hiredis.h>
 
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <cstdio>
@@ -97,18 +96,6 @@ Start spawn(const char* self, const std::string& dir, const std::string& url, co
   return s;
 }
 
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
-
 // Raw hiredis: GET each key, as a client with no checks would.
 double raw_gets(int port, const std::vector<std::string>& keys, std::size_t* bytes) {
   redisContext* c = redisConnect("127.0.0.1", port);
@@ -132,17 +119,11 @@ int main(int argc, char** argv) {
   const int trials = argc > 1 ? std::atoi(argv[1]) : 5;
   const fs::path work = fs::temp_directory_path() / ("npucache-bench-remote-" + std::to_string(::getpid()));
   fs::create_directories(work);
-  const int port = free_port();
-  const pid_t server = ::fork();
-  if (server == 0) {
-    (void)!::freopen("/dev/null", "w", stdout);
-    const std::string p = std::to_string(port), d = work.string();
-    ::execlp("redis-server", "redis-server", "--port", p.c_str(), "--bind", "127.0.0.1", "--save", "", "--appendonly",
-             "no", "--dir", d.c_str(), "--logfile", (work / "redis.log").c_str(), static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  const std::string url = "redis://127.0.0.1:" + std::to_string(port);
+  // Started on a free loopback port and waited for (it answers PING);
+  // killed when main returns.
+  testing_support::RedisServer server;
+  const int port = server.port();
+  const std::string url = server.url();
   std::printf("remote tier: redis-server on 127.0.0.1 (loopback), median of %d alternated trials\n", trials);
   int rc = 0;
   for (const char* size : {"small", "large"}) {
@@ -237,8 +218,6 @@ int main(int argc, char** argv) {
           raw_gbps, tier_gbps, 100.0 * tier_gbps / raw_gbps);
     }
   }
-  ::kill(server, SIGKILL);
-  ::waitpid(server, nullptr, 0);
   fs::remove_all(work);
   return rc;
 }
