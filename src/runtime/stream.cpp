@@ -83,7 +83,7 @@ struct Stream::Impl {
     auto it = captures.find(std::this_thread::get_id());
     return it == captures.end() ? nullptr : it->second.get();
   }
-  bool capturing_here() const { return !captures.empty() && capture_here() != nullptr; }
+  bool capturing_here() const { return capture_here() != nullptr; }
 
   Device& device;
   int index;
@@ -164,7 +164,7 @@ void Stream::launch(KernelLaunch launch) {
       launch.rng_offset = impl_->rng_offset;
       impl_->rng_offset += static_cast<uint64_t>(launch.args.back().numel());
     }
-    if (TaskGraph* g = impl_->captures.empty() ? nullptr : impl_->capture_here()) {
+    if (TaskGraph* g = impl_->capture_here()) {
       g->data_->launches.push_back(std::move(launch));
       return;
     }
