@@ -2,6 +2,9 @@
 
 #include <npucache/error.h>
 
+#include <string>
+#include <vector>
+
 namespace npucache::compiler {
 namespace {
 
@@ -13,12 +16,21 @@ void validate_program(const DeviceProgram& p) {
   const auto nb = static_cast<int64_t>(p.buffers.size());
   if (p.num_streams < 1 || p.num_streams > 64) bad("stream count " + std::to_string(p.num_streams));
   if (p.num_inputs < 0 || p.num_output_buffers < 0) bad("negative input or output count");
+  // Every input and every output buffer has exactly one buffer (lowering
+  // numbers them as it creates them), so neither count can exceed the
+  // buffers: a runner sizes its argument tables by these counts.
+  if (p.num_inputs > nb || p.num_output_buffers > nb)
+    bad(std::to_string(p.num_inputs) + " inputs and " + std::to_string(p.num_output_buffers) + " outputs for " +
+        std::to_string(nb) + " buffers");
+  std::vector<char> input_seen(static_cast<std::size_t>(p.num_inputs), 0);
+  std::vector<char> output_seen(static_cast<std::size_t>(p.num_output_buffers), 0);
   for (int64_t i = 0; i < nb; ++i) {
     const BufferDesc& b = p.buffers[static_cast<std::size_t>(i)];
     const std::string which = "buffer " + std::to_string(i);
     switch (b.kind) {
       case BufferKind::input:
         if (b.index < 0 || b.index >= p.num_inputs) bad(which + " names input " + std::to_string(b.index));
+        if (input_seen[static_cast<std::size_t>(b.index)]++) bad(which + " names input " + std::to_string(b.index) + " again");
         break;
       case BufferKind::parameter:
         if (b.index < 0 || b.index >= static_cast<int>(p.parameters.size()))
@@ -26,6 +38,8 @@ void validate_program(const DeviceProgram& p) {
         break;
       case BufferKind::output:
         if (b.index < 0 || b.index >= p.num_output_buffers) bad(which + " names output " + std::to_string(b.index));
+        if (output_seen[static_cast<std::size_t>(b.index)]++)
+          bad(which + " names output " + std::to_string(b.index) + " again");
         break;
       case BufferKind::view:
         if (b.index < 0 || b.index >= i) bad(which + " is a view of buffer " + std::to_string(b.index));
@@ -63,6 +77,10 @@ void validate_program(const DeviceProgram& p) {
     }
     if (!(want == result)) bad(which + " writes " + type_str(result) + " where its operands give " + type_str(want));
   }
+  for (std::size_t i = 0; i < input_seen.size(); ++i)
+    if (!input_seen[i]) bad("input " + std::to_string(i) + " has no buffer");
+  for (std::size_t i = 0; i < output_seen.size(); ++i)
+    if (!output_seen[i]) bad("output " + std::to_string(i) + " has no buffer");
   for (int o : p.outputs)
     if (o < 0 || o >= nb) bad("output buffer " + std::to_string(o));
 }

@@ -227,3 +227,37 @@ TEST(Serialize, RoundTripIsByteIdentical) {
   EXPECT_EQ(serialize_program(again), bytes);  // same graph + same decisions
   EXPECT_THROW(deserialize_program(bytes.substr(0, bytes.size() / 2)), Error);
 }
+
+// A decoded program's input and output counts are what its buffers name, one
+// buffer each: a count the buffers do not back (a crafted 200-million-input
+// program) is refused before any runner sizes a table by it.
+TEST(Serialize, CountsTheBuffersDoNotBackAreRefused) {
+  Builder b;
+  auto x = b.in({4, 8});
+  auto y = b.in({4, 8});
+  b.g.set_outputs({b.op(Op::add, {x, y})});
+  const DeviceProgram good = lower(decompose(b.g), true);
+  ASSERT_EQ(good.num_inputs, 2);
+  EXPECT_NO_THROW(deserialize_program(serialize_program(good)));
+  const auto refused = [](DeviceProgram p, const std::string& says) {
+    try {
+      deserialize_program(serialize_program(p));
+      ADD_FAILURE() << "accepted a program that " << says;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("invalid program"), std::string::npos) << e.what();
+    }
+  };
+  DeviceProgram many = good;
+  many.num_inputs = 200'000'000;
+  refused(many, "declares 200M inputs");
+  DeviceProgram unbacked = good;
+  unbacked.num_inputs = 3;  // one more than the input buffers
+  refused(unbacked, "has an input without a buffer");
+  DeviceProgram twice = good;
+  for (auto& buf : twice.buffers)
+    if (buf.kind == BufferKind::input) buf.index = 0;
+  refused(twice, "names input 0 twice");
+  DeviceProgram outputs = good;
+  outputs.num_output_buffers += 1;
+  refused(outputs, "has an output without a buffer");
+}
