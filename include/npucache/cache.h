@@ -169,6 +169,14 @@ CompiledMethod<M, R, P...> cache_compile(M& module, R (M::*method)(P...), CacheO
       detail::default_method_name(options.compile.method_name, method_name(module, method), module.type_name());
   return CompiledMethod<M, R, P...>(module, method, detail::make_cached_function(module, options));
 }
+// A const method is cached the same way.
+template <class M, class R, class... P>
+CompiledMethod<M, R, P...> cache_compile(M& module, R (M::*method)(P...) const, CacheOptions options = {}) {
+  static_assert(std::is_base_of_v<nn::Module, M>, "cache_compile accepts only methods of an nn::Module instance");
+  options.compile.method_name =
+      detail::default_method_name(options.compile.method_name, method_name(module, method), module.type_name());
+  return CompiledMethod<M, R, P...>(module, method, detail::make_cached_function(module, options));
+}
 
 // Readable text of a cached entry: `path` is the seed's path
 // ${cache_dir}/${model_info}/[world.../]${func}. Written to `file` when

@@ -303,6 +303,8 @@ class CompiledMethod {
   CompiledMethod() = default;
   CompiledMethod(M& module, R (M::*method)(P...), std::shared_ptr<detail::CompiledFunction> engine)
       : module_(&module), method_(method), fn_(std::move(engine)), results_(std::make_shared<Results>()) {}
+  CompiledMethod(M& module, R (M::*method)(P...) const, std::shared_ptr<detail::CompiledFunction> engine)
+      : module_(&module), const_method_(method), fn_(std::move(engine)), results_(std::make_shared<Results>()) {}
 
   // False while empty (default-constructed and not yet assigned).
   explicit operator bool() const { return fn_ != nullptr; }
@@ -312,10 +314,10 @@ class CompiledMethod {
     // Called from compiled code -- the trace of another compiled method, or
     // a split method recording its next piece: the method runs as part of
     // that code (as torch.compile inlines a compiled function it reaches).
-    if (detail::trace_active()) return (module_->*method_)(args...);
+    if (detail::trace_active()) return call_method(args...);
     if (detail::runs_eagerly(*fn_)) {
       detail::note_eager_call(*fn_);
-      return (module_->*method_)(args...);
+      return call_method(args...);
     }
     if (!detail::is_segmented(*fn_)) {
       try {
@@ -325,7 +327,7 @@ class CompiledMethod {
       }
     }
     detail::SegmentedCall call(*fn_, *module_);
-    R result = (module_->*method_)(args...);
+    R result = call_method(args...);
     call.finish();
     return result;
   }
@@ -405,7 +407,8 @@ class CompiledMethod {
     FlatArgs flat = flatten_args(topts, args...);
     std::optional<R> traced;
     auto tracer = [&](const TraceOptions& current) {
-      auto [tr, res] = trace_method_with_result(*module_, method_, current, args...);
+      auto [tr, res] = method_ ? trace_method_with_result(*module_, method_, current, args...)
+                               : trace_method_with_result(*module_, const_method_, current, args...);
       traced = std::move(res);
       return std::move(tr);
     };
@@ -430,14 +433,26 @@ class CompiledMethod {
         "cache_compile() or dist::cache_compile() before calling it");
   }
 
+  // Runs the method itself (eagerly, or recorded into the code tracing it).
+  R call_method(P... args) { return method_ ? (module_->*method_)(args...) : (module_->*const_method_)(args...); }
+
   M* module_ = nullptr;
-  R (M::*method_)(P...) = nullptr;
+  R (M::*method_)(P...) = nullptr;              // the method, or
+  R (M::*const_method_)(P...) const = nullptr;  // the const method
   std::shared_ptr<detail::CompiledFunction> fn_;
   std::shared_ptr<Results> results_;
 };
 
 template <class M, class R, class... P>
 CompiledMethod<M, R, P...> compile(M& module, R (M::*method)(P...), CompileOptions options = {}) {
+  static_assert(std::is_base_of_v<nn::Module, M>, "compile accepts only methods of an nn::Module instance");
+  options.method_name =
+      detail::default_method_name(options.method_name, method_name(module, method), module.type_name());
+  return CompiledMethod<M, R, P...>(module, method, detail::make_compiled_function(module, std::move(options)));
+}
+// A const method compiles the same way.
+template <class M, class R, class... P>
+CompiledMethod<M, R, P...> compile(M& module, R (M::*method)(P...) const, CompileOptions options = {}) {
   static_assert(std::is_base_of_v<nn::Module, M>, "compile accepts only methods of an nn::Module instance");
   options.method_name =
       detail::default_method_name(options.method_name, method_name(module, method), module.type_name());

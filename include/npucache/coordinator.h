@@ -100,5 +100,14 @@ CompiledMethod<M, R, P...> cache_compile(M& module, R (M::*method)(P...), CacheO
                                                                       method_name(module, method), module.type_name());
   return CompiledMethod<M, R, P...>(module, method, detail::make_coordinated_function(module, options, coord));
 }
+// A const method is cached the same way.
+template <class M, class R, class... P>
+CompiledMethod<M, R, P...> cache_compile(M& module, R (M::*method)(P...) const, CacheOptions options = {},
+                                         CoordinatorOptions coord = {}) {
+  static_assert(std::is_base_of_v<nn::Module, M>, "cache_compile accepts only methods of an nn::Module instance");
+  options.compile.method_name = npucache::detail::default_method_name(options.compile.method_name,
+                                                                      method_name(module, method), module.type_name());
+  return CompiledMethod<M, R, P...>(module, method, detail::make_coordinated_function(module, options, coord));
+}
 
 }  // namespace npucache::dist

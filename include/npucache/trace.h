@@ -280,12 +280,18 @@ detail::MemberFunctionName method_name(const M& module, R (M::*method)(P...)) {
   std::memcpy(bytes, &method, sizeof method);
   return detail::member_function_name(static_cast<const void*>(&module), bytes, sizeof method);
 }
+template <class M, class R, class... P>
+detail::MemberFunctionName method_name(const M& module, R (M::*method)(P...) const) {
+  unsigned char bytes[sizeof method];
+  std::memcpy(bytes, &method, sizeof method);
+  return detail::member_function_name(static_cast<const void*>(&module), bytes, sizeof method);
+}
 
-// Like trace_method, also returning the method's (traced) result, whose
-// structure a compiled call reuses to shape its outputs.
-template <class M, class R, class... P, class... A>
-std::pair<TraceResult, R> trace_method_with_result(M& module, R (M::*method)(P...), const TraceOptions& options,
-                                                   A&&... args) {
+namespace detail {
+// trace_method_with_result for a member function of either constness
+// (`Method` is R (M::*)(P...) or R (M::*)(P...) const).
+template <class R, class... P, class M, class Method, class... A>
+std::pair<TraceResult, R> trace_member(M& module, Method method, const TraceOptions& options, A&&... args) {
   static_assert(std::is_base_of_v<nn::Module, M>, "trace_method accepts only methods of an nn::Module instance");
   static_assert(sizeof...(P) == sizeof...(A), "wrong number of arguments for the method");
   TraceSession session(module, options);
@@ -306,9 +312,28 @@ std::pair<TraceResult, R> trace_method_with_result(M& module, R (M::*method)(P..
   for (std::size_t k = 0; k < sizeof...(P); ++k) name += (k ? ", " : "") + arg_name(options, k);
   return {session.finish(out.tensors, name + ")"), std::move(result)};
 }
+}  // namespace detail
+
+// Like trace_method, also returning the method's (traced) result, whose
+// structure a compiled call reuses to shape its outputs. `method` may be
+// const.
+template <class M, class R, class... P, class... A>
+std::pair<TraceResult, R> trace_method_with_result(M& module, R (M::*method)(P...), const TraceOptions& options,
+                                                   A&&... args) {
+  return detail::trace_member<R, P...>(module, method, options, std::forward<A>(args)...);
+}
+template <class M, class R, class... P, class... A>
+std::pair<TraceResult, R> trace_method_with_result(M& module, R (M::*method)(P...) const, const TraceOptions& options,
+                                                   A&&... args) {
+  return detail::trace_member<R, P...>(module, method, options, std::forward<A>(args)...);
+}
 
 template <class M, class R, class... P, class... A>
 TraceResult trace_method(M& module, R (M::*method)(P...), const TraceOptions& options, A&&... args) {
+  return trace_method_with_result(module, method, options, std::forward<A>(args)...).first;
+}
+template <class M, class R, class... P, class... A>
+TraceResult trace_method(M& module, R (M::*method)(P...) const, const TraceOptions& options, A&&... args) {
   return trace_method_with_result(module, method, options, std::forward<A>(args)...).first;
 }
 

@@ -168,6 +168,31 @@ TEST_F(Coordinator, SingleProcessAndDistributedCachesAreOne) {
   }
 }
 
+namespace {
+struct ConstScale : nn::Module {
+  Tensor run(const Tensor& x) const { return ops::relu(x) * 2.0 + 1.0; }
+};
+}  // namespace
+
+// A const member function is coordinated like any other: compiled once for
+// the job, then a hit on every rank, each computing the right values.
+TEST_F(Coordinator, ConstMethodsAreCoordinated) {
+  for (int round = 0; round < 2; ++round) {
+    dist::clear_reports();
+    ConstScale m;
+    auto f = dist::cache_compile(m, &ConstScale::run, options("run"));
+    const std::vector<float> got = f(Tensor::from_vector({-1.0f, 0.5f, 2.0f}, {1, 3})).to_vector();
+    EXPECT_EQ(got, (std::vector<float>{1.0f, 2.0f, 5.0f}));
+    const auto reps = dist::reports();
+    ASSERT_EQ(reps.size(), 1u);
+    if (round == 0) {
+      EXPECT_EQ(total(reps[0].compiled), 1);
+    } else {
+      EXPECT_EQ(total(reps[0].hit), world);
+    }
+  }
+}
+
 TEST_F(Coordinator, CompilesEachUniqueSubgraphOnceThenWarmStartLoadsAll) {
   auto cold = job();
   const auto keys = all_keys(cold);

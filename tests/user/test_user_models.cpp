@@ -145,3 +145,23 @@ TEST_F(UserModels, StatusTellsHitFromCompile) {
     EXPECT_TRUE(has(line(run("scaled", flags).text, "forward"), "status hit compiled 0")) << flags;
   }
 }
+
+// Case 7: const member functions are compiled and cached like any other,
+// named from the code, cold and warm, on both hit checks.
+TEST_F(UserModels, ConstMethodsAreCachedColdAndWarm) {
+  for (const std::string flags : {"", "--fast v1"}) {
+    fs::remove_all(dir);
+    for (int round = 0; round < 2; ++round) {
+      Out o = run("const", flags);
+      ASSERT_EQ(o.status, 0) << flags << "\n" << o.text;
+      for (const char* label : {"score", "gate"}) {
+        const std::string l = line(o.text, label);
+        EXPECT_TRUE(has(l, "match yes")) << flags << "\n" << o.text;
+        EXPECT_TRUE(has(l, round == 0 ? "status compiled compiled 1" : "status hit compiled 0"))
+            << flags << " round " << round << "\n" << o.text;
+        EXPECT_TRUE(has(l, std::string("/") + label + " values")) << l;
+      }
+      EXPECT_TRUE(has(line(o.text, "compiled-gate"), "match yes")) << o.text;
+    }
+  }
+}

@@ -118,6 +118,17 @@ struct StructOut : nn::Module {
   }
 };
 
+// Case 7: const member functions (a model whose methods do not change it).
+struct ConstMethods : nn::Module {
+  std::shared_ptr<nn::Linear> proj = register_module("proj", std::make_shared<nn::Linear>(4, 2));
+  ConstMethods() {
+    proj->weight.copy_from({0.5f, -0.25f, 1.0f, 0.0f, 0.1f, 0.2f, 0.3f, 0.4f});
+    proj->bias.copy_from({0.5f, -1.0f});
+  }
+  Tensor score(const Tensor& x) const { return ops::sigmoid(proj->forward(x)); }
+  Tensor gate(const Tensor& x, double scale) const { return ops::relu(proj->forward(x)) * scale; }
+};
+
 std::vector<float> flat(const Outputs& o) {
   std::vector<float> v = o.logits.to_vector();
   for (const auto& t : o.extras) {
@@ -169,6 +180,20 @@ int run(const std::string& which) {
     report("struct", f, flat(first), flat(m.run(x)));
     report("struct-again", f, flat(second), flat(m.run(x + 1.0)));
     std::printf("extras %zu\n", second.extras.size());
+    return 0;
+  }
+  if (which == "const") {
+    ConstMethods m;
+    auto score = cache_compile(m, &ConstMethods::score, options());
+    auto gate = cache_compile(m, &ConstMethods::gate, options());
+    auto eager_gate = compile(m, &ConstMethods::gate);  // compile() takes const methods too
+    const Tensor x = input(3, 4, -0.75f);
+    auto s = score(x).to_vector();
+    report("score", score, s, m.score(x).to_vector());
+    auto g = gate(x, 1.5).to_vector();
+    report("gate", gate, g, m.gate(x, 1.5).to_vector());
+    auto e = eager_gate(x, 1.5).to_vector();
+    report("compiled-gate", eager_gate, e, m.gate(x, 1.5).to_vector());
     return 0;
   }
   std::fprintf(stderr, "unknown case %s\n", which.c_str());
