@@ -8,7 +8,10 @@
 #   bin/npucache, npucache-warmup, npucache-infer
 #   share/npucache/configs/                the shipped model configs (models/hf_config.h)
 #   share/npucache/launch/common.sh        the launchers' shared part
-#   share/doc/npucache/                    README.md, LICENSE, the docs/*.md
+#   share/doc/npucache/                    README.md and GUIDE.md as installed copies
+#                                          (cmake/InstalledDocs.cmake: they name
+#                                          installed places only), LICENSE
+#   share/doc/npucache/examples/           the examples, a CMake project of its own
 #   share/man/man1/npucache.1
 # so that consumers write
 #   find_package(npucache) + target_link_libraries(app npucache::npucache)
@@ -22,6 +25,8 @@ install(TARGETS npucache npucache_models npucache_cli
   INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(TARGETS h5zzstd LIBRARY DESTINATION ${NPUCACHE_INSTALL_PLUGINDIR})
 install(DIRECTORY include/npucache DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(FILES ${NPUCACHE_GENERATED_INCLUDE_DIR}/npucache/version_config.h
+  DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/npucache)
 # The shipped model configs, found by name at run time (models/hf_config.h).
 install(DIRECTORY configs/ DESTINATION ${CMAKE_INSTALL_DATADIR}/npucache/configs FILES_MATCHING PATTERN "*.json")
 install(EXPORT npucacheTargets NAMESPACE npucache::
@@ -95,10 +100,28 @@ endforeach()
 install(FILES launch/common.sh DESTINATION ${_launch_share})
 
 # Documentation and the man page (cmake/ManPage.cmake makes it from the
-# command's own --help output when the command is built).
-install(FILES README.md LICENSE DESTINATION ${CMAKE_INSTALL_DOCDIR})
-file(GLOB _docs CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/docs/*.md)
-install(FILES ${_docs} DESTINATION ${CMAKE_INSTALL_DOCDIR})
+# command's own --help output when the command is built). README.md and
+# docs/GUIDE.md are installed as copies naming the installed places (made
+# at install time, when the prefix is known); ARCHITECTURE.md, FORMAT.md and
+# SCALING.md describe the source tree and stay with it.
+install(FILES LICENSE DESTINATION ${CMAKE_INSTALL_DOCDIR})
+foreach(_doc README.md docs/GUIDE.md)
+  get_filename_component(_name ${_doc} NAME)
+  install(CODE "execute_process(COMMAND \"${CMAKE_COMMAND}\" -DIN=${PROJECT_SOURCE_DIR}/${_doc}
+      \"-DOUT=\$ENV{DESTDIR}\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_DOCDIR}/${_name}\"
+      \"-DPREFIX=\${CMAKE_INSTALL_PREFIX}\" -DBINDIR=${CMAKE_INSTALL_BINDIR} -DDATADIR=${CMAKE_INSTALL_DATADIR}
+      -DDOCDIR=${CMAKE_INSTALL_DOCDIR} -DINCLUDEDIR=${CMAKE_INSTALL_INCLUDEDIR}
+      -P ${PROJECT_SOURCE_DIR}/cmake/InstalledDocs.cmake RESULT_VARIABLE rc)
+    if(NOT rc EQUAL 0)
+      message(FATAL_ERROR \"making the installed ${_name} failed\")
+    endif()
+    message(STATUS \"Installing: \$ENV{DESTDIR}\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_DOCDIR}/${_name}\")
+    list(APPEND CMAKE_INSTALL_MANIFEST_FILES \"\$ENV{DESTDIR}\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_DOCDIR}/${_name}\")")
+endforeach()
+# The examples, with their CMakeLists.txt, which builds them against the
+# installed package when it is the top-level project.
+install(FILES examples/CMakeLists.txt examples/seed_model.cpp examples/transformer_block.cpp examples/tp_pp.cpp
+  DESTINATION ${CMAKE_INSTALL_DOCDIR}/examples)
 set(NPUCACHE_MAN_PAGE ${CMAKE_CURRENT_BINARY_DIR}/man/npucache.1)
 # (a sanitizer build's command runs here too; leak reports would only be noise)
 add_custom_command(OUTPUT ${NPUCACHE_MAN_PAGE}

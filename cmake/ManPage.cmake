@@ -140,8 +140,9 @@ does not parse (CLI11's codes).
 .SH SEE ALSO
 .BR h5dump (1),
 .BR mpirun (1);
-README.md, GUIDE.md, FORMAT.md and ARCHITECTURE.md in the documentation
-folder (share/doc/npucache).
+README.md and GUIDE.md in the documentation folder (share/doc/npucache),
+the examples in its examples folder, the shipped model configs in
+share/npucache/configs.
 ")
 file(WRITE ${OUT}.tmp "${page}")
 file(RENAME ${OUT}.tmp ${OUT})

@@ -1,5 +1,5 @@
 #include <npucache/version.h>
 
 namespace npucache {
-const char* version() { return "0.1.0"; }
+const char* version() { return NPUCACHE_VERSION; }
 }  // namespace npucache

@@ -9,13 +9,15 @@
 #include <filesystem>
 #include <set>
 
-// Set by the build: the source tree's configs/ and the installed configs
-// directory relative to the installed library's directory.
-#ifndef NPUCACHE_SOURCE_CONFIG_DIR
-#error "NPUCACHE_SOURCE_CONFIG_DIR must be defined by the build"
-#endif
+// Set by the build (src/CMakeLists.txt): the configs directory relative to
+// the library's directory, installed and in the build tree. Both are
+// relative, so a moved installation finds its own configs and an installed
+// library never looks into the tree it was built in.
 #ifndef NPUCACHE_CONFIG_DIR_FROM_LIBDIR
 #error "NPUCACHE_CONFIG_DIR_FROM_LIBDIR must be defined by the build"
+#endif
+#ifndef NPUCACHE_BUILD_CONFIG_DIR_FROM_LIBDIR
+#error "NPUCACHE_BUILD_CONFIG_DIR_FROM_LIBDIR must be defined by the build"
 #endif
 
 namespace npucache::models {
@@ -48,9 +50,17 @@ std::vector<std::string> config_search_path() {
       at = end + 1;
     }
   }
-  if (const fs::path lib = library_dir(); !lib.empty())
-    dirs.push_back((lib / NPUCACHE_CONFIG_DIR_FROM_LIBDIR).lexically_normal().string());
-  dirs.push_back(NPUCACHE_SOURCE_CONFIG_DIR);
+  if (const fs::path lib = library_dir(); !lib.empty()) {
+    // The installed place; the build tree's only when that does not exist
+    // (the library runs from its build tree).
+    const fs::path installed = (lib / NPUCACHE_CONFIG_DIR_FROM_LIBDIR).lexically_normal();
+    const fs::path build = (lib / NPUCACHE_BUILD_CONFIG_DIR_FROM_LIBDIR).lexically_normal();
+    std::error_code ec;
+    if (build != installed && !fs::is_directory(installed, ec) && fs::is_directory(build, ec))
+      dirs.push_back(build.string());
+    else
+      dirs.push_back(installed.string());
+  }
   return dirs;
 }
 

@@ -257,5 +257,10 @@ TEST(HfConfig, ShippedConfigsAreFoundByNameAndPathsByPath) {
   EXPECT_EQ(models::resolve_model("llama-3-8b").hidden, 256);
   ::unsetenv("NPUCACHE_CONFIG_PATH");
   EXPECT_EQ(models::resolve_model("llama-3-8b").hidden, 4096);
+  // Without it: one directory, the data directory found from the library
+  // (in the build tree, the build's copy of configs/), never the source tree.
+  const std::vector<std::string> search = models::config_search_path();
+  ASSERT_EQ(search.size(), 1u);
+  EXPECT_TRUE(search[0].ends_with("/share/npucache/configs")) << search[0];
   std::filesystem::remove_all(dir.parent_path());
 }

@@ -44,9 +44,11 @@ DecoderConfig parse_hf_config(const std::string& text, const std::string& origin
 DecoderConfig load_hf_config(const std::string& path);
 
 // Where shipped configs are looked for, in order: the directories in
-// $NPUCACHE_CONFIG_PATH (colon-separated), the installed data directory
-// (<prefix>/share/npucache/configs, found relative to the installed models
-// library, so a relocated install works), the source tree's configs/.
+// $NPUCACHE_CONFIG_PATH (colon-separated), then the data directory found
+// relative to the models library: installed, <prefix>/share/npucache/configs
+// (so a relocated install works); when that does not exist (the library in
+// its build tree), the build tree's copy, <build>/share/npucache/configs.
+// Never the source tree.
 std::vector<std::string> config_search_path();
 // The names of the shipped configs (sorted, without duplicates).
 std::vector<std::string> shipped_config_names();
