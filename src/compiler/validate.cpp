@@ -30,7 +30,8 @@ void validate_program(const DeviceProgram& p) {
     switch (b.kind) {
       case BufferKind::input:
         if (b.index < 0 || b.index >= p.num_inputs) bad(which + " names input " + std::to_string(b.index));
-        if (input_seen[static_cast<std::size_t>(b.index)]++) bad(which + " names input " + std::to_string(b.index) + " again");
+        if (input_seen[static_cast<std::size_t>(b.index)]++)
+          bad(which + " names input " + std::to_string(b.index) + " again");
         break;
       case BufferKind::parameter:
         if (b.index < 0 || b.index >= static_cast<int>(p.parameters.size()))

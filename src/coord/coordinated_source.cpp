@@ -8,6 +8,7 @@
 #include "cache/cache_error.h"
 #include "compiler/serialize.h"
 #include "compiler/tuning_table.h"
+#include "coord/agreed_failure.h"
 #include "coord/context.h"
 #include "coord/host_allgather.h"
 #include "coord/remote_plan.h"
@@ -106,19 +107,27 @@ std::shared_ptr<compiler::CompiledGraph> CoordinatedSource::obtain(const FlatArg
   Laps laps;
   // 1. Own entry, decided from this rank's trace (or, on the fast path,
   // from code_version without one).
+  // A rank whose own work fails here still arrives, carrying the failure,
+  // so the others learn it now instead of at the timeout (LocalFailure).
   std::optional<TraceResult> tr;
   cache::GraphId id;
-  if (!cache().fast_path()) {
-    tr = trace_checked(trace);
-    id = cache().graph_id(*tr);
+  cache::MethodCache::Lookup hit;
+  LocalFailure failure;
+  try {
+    if (!cache().fast_path()) {
+      tr = trace_checked(trace);
+      id = cache().graph_id(*tr);
+    }
+    hit = lookup(args, tr ? &*tr : nullptr, tr ? &id : nullptr, compile);
+  } catch (...) {
+    failure = LocalFailure::current();
   }
-  cache::MethodCache::Lookup hit = lookup(args, tr ? &*tr : nullptr, tr ? &id : nullptr, compile);
   laps.lap(&steps.lookup_s);
-  // Arrival: one all-reduce says whether every rank calls this method and
-  // whether every rank hit (max of the method's hash and of its complement,
-  // max of "missed").
+  // Arrival: one all-reduce says whether every rank calls this method,
+  // whether every rank hit and whether any failed (max of the method's hash
+  // and of its complement, max of "missed", max of "failed").
   const std::uint64_t mh = fnv1a(cache().method());
-  std::vector<std::uint64_t> agreed{mh, ~mh, hit.hit() ? 0u : 1u};
+  std::vector<std::uint64_t> agreed{mh, ~mh, hit.hit() ? 0u : 1u, failure.failed() ? 1u : 0u};
   comm.allreduce_max(agreed, step("arrival"));
   if (agreed[0] != ~agreed[1]) {
     const auto names = comm.allgather(cache().method(), step("arrival: naming the methods"));
@@ -130,6 +139,9 @@ std::shared_ptr<compiler::CompiledGraph> CoordinatedSource::obtain(const FlatArg
                     ") calls '" + cache().method() + "', " + who +
                     ". Every rank must call dist::cache_compile methods in the same order");
   }
+  if (agreed[3] != 0)
+    failure.throw_agreed(comm.allgather(failure.encode(), step("arrival: naming the ranks that failed")), me,
+                         cache().method(), "tracing its call and checking its cache");
   laps.lap(&steps.arrival_s);
   if (agreed[2] == 0) {
     steps.all_hit = true;
@@ -145,13 +157,18 @@ std::shared_ptr<compiler::CompiledGraph> CoordinatedSource::obtain(const FlatArg
     id.key = hit.entry->graph_key;
     info.holds = true;
   } else {
-    if (!tr) {
-      tr = trace_checked(trace);
-      id = cache().graph_id(*tr);
+    try {
+      if (!tr) {  // the fast path traces only on a miss
+        tr = trace_checked(trace);
+        id = cache().graph_id(*tr);
+      }
+      info.cost = static_cast<double>(tr->graph.size());
+      info.needs = true;
+      info.holds = cache().holds(id.key);
+    } catch (...) {
+      failure = LocalFailure::current();
+      info.failure = failure.encode();
     }
-    info.cost = static_cast<double>(tr->graph.size());
-    info.needs = true;
-    info.holds = cache().holds(id.key);
   }
   info.graph_key = id.key;
   rep.graph_key = id.key;
@@ -162,6 +179,11 @@ std::shared_ptr<compiler::CompiledGraph> CoordinatedSource::obtain(const FlatArg
   for (const auto& s : host_allgather(comm, hosts, info.encode(), step("key all-gather"))) {
     steps.key_bytes += s.size();
     infos.push_back(RankInfo::decode(s));
+  }
+  {
+    std::vector<std::string> failures;
+    for (const auto& r : infos) failures.push_back(r.failure);
+    failure.agree(failures, me, cache().method(), "tracing its call");
   }
   laps.lap(&steps.keys_s);
   // 4. Plan (every rank computes the same one).

@@ -10,8 +10,10 @@
 namespace npucache::coord {
 
 std::string RankInfo::encode() const {
+  std::string f = failure;  // a field of its own: tabs inside it become spaces
+  std::replace(f.begin(), f.end(), '\t', ' ');
   return graph_key + "\t" + std::to_string(cost) + "\t" + (needs ? "1" : "0") + "\t" + (holds ? "1" : "0") + "\t" +
-         (remote ? "1" : "0") + "\t" + store;
+         (remote ? "1" : "0") + "\t" + f + "\t" + store;
 }
 
 RankInfo RankInfo::decode(const std::string& s) {
@@ -19,7 +21,8 @@ RankInfo RankInfo::decode(const std::string& s) {
   std::istringstream in(s);
   std::string cost, needs, holds, remote;
   if (!std::getline(in, r.graph_key, '\t') || !std::getline(in, cost, '\t') || !std::getline(in, needs, '\t') ||
-      !std::getline(in, holds, '\t') || !std::getline(in, remote, '\t') || !std::getline(in, r.store))
+      !std::getline(in, holds, '\t') || !std::getline(in, remote, '\t') || !std::getline(in, r.failure, '\t') ||
+      !std::getline(in, r.store))
     throw CommError("malformed rank report '" + s + "'");
   r.cost = std::stod(cost);
   r.needs = needs == "1";

@@ -14,6 +14,7 @@ struct RankInfo {
   bool holds = false;   // its store has the artifact
   std::string store;    // store identity (marker id, device, inode: Store::identity)
   bool remote = false;  // its cache has a remote tier
+  std::string failure;  // LocalFailure::encode() of its own work ("" when none failed)
 
   std::string encode() const;
   static RankInfo decode(const std::string& s);

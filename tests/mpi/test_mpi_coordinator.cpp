@@ -14,6 +14,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <limits>
@@ -189,6 +190,58 @@ TEST_F(Coordinator, ConstMethodsAreCoordinated) {
       EXPECT_EQ(total(reps[0].compiled), 1);
     } else {
       EXPECT_EQ(total(reps[0].hit), world);
+    }
+  }
+}
+
+namespace {
+// A method one rank cannot cache: on rank `bad` it draws random numbers
+// (a ConfigError at the trace: cache_compile refuses RNG graphs).
+struct OneRankRandom : nn::Module {
+  int rank = 0, bad = -1;
+  Tensor run(const Tensor& x) const { return rank == bad ? ops::dropout(x, 0.5) : ops::relu(x) * 2.0; }
+};
+}  // namespace
+
+// A rank whose own trace fails does not leave the others waiting until the
+// timeout: every rank stops at once with the same typed error naming that
+// rank, the phase and the cause; on both hit checks (the fast path traces
+// after the arrival, on a miss). When every rank fails, each keeps its
+// own error.
+TEST_F(Coordinator, ALocalTraceFailureIsAgreedByEveryRank) {
+  if (world < 2) GTEST_SKIP() << "needs a rank that fails and one that does not";
+  const int bad = world - 1;
+  for (const std::string fast : {"", "v1"}) {
+    for (const bool everyone : {false, true}) {
+      OneRankRandom m;
+      m.rank = rank;
+      m.bad = everyone ? rank : bad;
+      CacheOptions o = options("run", dir + "-agreed" + fast + (everyone ? "-all" : ""));
+      o.code_version = fast;
+      dist::CoordinatorOptions co;
+      co.timeout_s = 20;
+      auto f = dist::cache_compile(m, &OneRankRandom::run, o, co);
+      const auto t0 = std::chrono::steady_clock::now();
+      try {
+        f(Tensor::from_vector({-1.0f, 0.5f}, {1, 2}));
+        ADD_FAILURE() << "rank " << rank << " ran a call that rank " << bad << " could not trace";
+      } catch (const ConfigError& e) {
+        const std::string what = e.what();
+        if (everyone) {
+          EXPECT_EQ(what.find("failed while"), std::string::npos) << what;  // its own error
+          EXPECT_NE(what.find("random numbers"), std::string::npos) << what;
+        } else {
+          EXPECT_NE(what.find("rank " + std::to_string(bad) + " failed while tracing its call"), std::string::npos)
+              << what;
+          EXPECT_NE(what.find("random numbers"), std::string::npos) << what;
+        }
+      } catch (const std::exception& e) {
+        ADD_FAILURE() << "rank " << rank << " got another error: " << e.what();
+      }
+      const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      EXPECT_LT(waited, 10.0) << "the ranks waited for the failed one";
+      mpi::Comm::world().barrier(kTest);
+      if (rank == 0) fs::remove_all(o.cache_dir);
     }
   }
 }

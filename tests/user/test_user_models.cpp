@@ -158,7 +158,8 @@ TEST_F(UserModels, ConstMethodsAreCachedColdAndWarm) {
         const std::string l = line(o.text, label);
         EXPECT_TRUE(has(l, "match yes")) << flags << "\n" << o.text;
         EXPECT_TRUE(has(l, round == 0 ? "status compiled compiled 1" : "status hit compiled 0"))
-            << flags << " round " << round << "\n" << o.text;
+            << flags << " round " << round << "\n"
+            << o.text;
         EXPECT_TRUE(has(l, std::string("/") + label + " values")) << l;
       }
       EXPECT_TRUE(has(line(o.text, "compiled-gate"), "match yes")) << o.text;
