@@ -293,18 +293,19 @@ void cmd_import(const std::string& file, const std::string& d) {
 
 struct GcArgs {
   std::string max_size, older_than;
+  bool has_max_size = false, has_older_than = false;  // given, even as '' (an error then)
   std::vector<std::string> models;
   bool orphans = false;
 };
 
 void cmd_gc(const std::string& d, const GcArgs& a) {
-  if (a.max_size.empty() && a.older_than.empty() && a.models.empty() && !a.orphans)
+  if (!a.has_max_size && !a.has_older_than && a.models.empty() && !a.orphans)
     throw ConfigError(
         "gc needs what to remove: --max-size SIZE (least recently used down to a size), --older-than AGE (entries "
         "not used for that long), --model NAME (every entry of a model) or --orphans (only objects no entry uses)");
   cache::admin::GcOptions o;
-  if (!a.max_size.empty()) o.max_size = cache::admin::parse_size(a.max_size);
-  if (!a.older_than.empty()) o.older_than_s = cache::admin::parse_age(a.older_than);
+  if (a.has_max_size) o.max_size = cache::admin::parse_size(a.max_size);
+  if (a.has_older_than) o.older_than_s = cache::admin::parse_age(a.older_than);
   o.models = a.models;
   const auto g = cache::admin::gc(dir_or_default(d), o);
   using cache::admin::format_size;
@@ -404,15 +405,20 @@ void add_cache_commands(CLI::App& app) {
   auto* gc = app.add_subcommand(
       "gc", "evict entries (by size, age or model) and collect orphaned objects (objects no entry uses)");
   gc->add_option("dir", *dir, dir_help);
-  gc->add_option("--max-size", gc_args->max_size,
-                 "evict least recently used layouts until the stored objects fit this size, e.g. 64M");
-  gc->add_option("--older-than", gc_args->older_than,
-                 "evict entries not saved or served for this long: a number with s, m, h, d or w, e.g. 7d");
+  auto* max_size = gc->add_option("--max-size", gc_args->max_size,
+                                  "evict least recently used layouts until the stored objects fit this size, e.g. 64M");
+  auto* older_than =
+      gc->add_option("--older-than", gc_args->older_than,
+                     "evict entries not saved or served for this long: a number with s, m, h, d or w, e.g. 7d");
   gc->add_option("--model", gc_args->models,
                  "evict every entry of a model (repeatable): its class as ls's model_info begins "
                  "(npucache.models.Decoder: every pipeline stage's index) or one model_info");
   gc->add_flag("--orphans", gc_args->orphans, "only collect orphaned objects (every gc does; this one evicts nothing)");
-  gc->callback([=] { cmd_gc(*dir, *gc_args); });
+  gc->callback([=] {
+    gc_args->has_max_size = max_size->count() > 0;
+    gc_args->has_older_than = older_than->count() > 0;
+    cmd_gc(*dir, *gc_args);
+  });
 
   auto key = std::make_shared<std::string>();
   auto value = std::make_shared<std::string>();
