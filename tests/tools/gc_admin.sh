@@ -90,6 +90,9 @@ EOF
 rc=0
 "$npucache" gc "$c" --older-than 7x > gc.txt 2> gc.err || rc=$?
 [ "$rc" = 2 ] && grep -q "'7x' is not an age" gc.err || fail "gc --older-than 7x: exit $rc, $(cat gc.err)"
+rc=0
+"$npucache" gc "$c" --older-than '' > gc.txt 2> gc.err || rc=$?
+[ "$rc" = 2 ] && grep -q "'' is not an age" gc.err || fail "gc --older-than '': exit $rc, $(cat gc.err)"
 "$npucache" gc "$c" --older-than 7d > gc.txt || fail "gc --older-than failed: $(cat gc.txt)"
 grep -q "evicted 2 of 5 entries (1 layout(s)), removed 2 object(s)" gc.txt || fail "gc --older-than 7d: $(cat gc.txt)"
 [ "$(count npucache.models.Decoder)" = 2 ] || fail "gc --older-than 7d kept other than the 2 recent Decoder entries"
