@@ -134,9 +134,25 @@ roff(plugindir_roff "${PLUGINDIR}")
 string(APPEND page "${plugindir_roff}/libh5zzstd.so
 the HDF5 zstd filter plugin (printed by \\fBnpucache \\-\\-plugin\\-path\\fR)
 .SH EXIT STATUS
-0 on success; 1 when a command fails (and for \\fBverify\\fR when it found damage);
-2 for an invalid option value or setting; above 100 for a command line that
-does not parse (CLI11's codes).
+.TP
+.B 0
+success (also \\fB\\-\\-help\\fR, \\fB\\-\\-version\\fR and \\fB\\-\\-plugin\\-path\\fR)
+.TP
+.B 1
+a command failed (a missing entry, a damaged or unreadable file, a rank that
+did not answer in time); \\fBverify\\fR found damage; \\fBinfer\\fR produced
+other tokens than a single process; \\fBremote pull\\fR left entries out
+.TP
+.B 2
+a usage error: a command line that does not parse (an unknown command,
+option or value), an invalid option value or setting (a bad model config,
+size, timeout or report path), or ranks of one job started with different
+options
+.PP
+\\fBnpucache\\-warmup\\fR and \\fBnpucache\\-infer\\fR exit 2 for their own bad
+options, with the status of \\fBnpucache\\fR \\fIjob\\fR \\fB\\-\\-check\\-args\\fR when
+the job's arguments fail that check, and otherwise with mpirun's status (not 0
+when a rank ended the job with 1 or 2).
 .SH SEE ALSO
 .BR h5dump (1),
 .BR mpirun (1);

@@ -21,14 +21,58 @@
 # (`npucache <job> ... --check-args`) before mpirun starts any rank.
 set -euo pipefail
 
+# --help: the launcher's usage and its own options, then every option of
+# `npucache <job>` (the launcher passes them on), from that binary's --help.
+launch_help() {
+  local job="$1" bin="$2" me
+  me="$(basename "$0")"
+  [ -n "$bin" ] || bin="$(launch_binary)"
+  usage
+  cat <<EOF
+
+Options of $me itself:
+  --tp T --pp P [--dp D]   ranks = T * P * D (D defaults to 1); --tp and --pp go to npucache $job too
+  --hostfile F             passed to mpirun (hosts and their slots)
+  --iface X                network for MPI: a subnet (10.0.0.0/24) or interface names (eth1), comma-separated
+  --mpirun-arg ARG         one extra mpirun argument (repeatable, in order)
+  --env VAR[=VALUE]        exported to every rank (repeatable); NPUCACHE_* variables always are
+  --npucache PATH          the npucache binary (default: \$NPUCACHE_BIN, else the one next to $me)
+  -h, --help               this text
+
+Every other option goes to npucache $job (checked with --check-args before mpirun starts):
+EOF
+  if [ -x "$bin" ] && [ ! -d "$bin" ]; then
+    "$bin" "$job" --help | sed -n '/^O[Pp][Tt][Ii][Oo][Nn][Ss]:/,$p' | sed '1d'
+  else
+    echo "  ($bin not found; npucache $job --help lists them)"
+  fi
+}
+
+# The npucache binary the launcher runs when --npucache is not given.
+launch_binary() {
+  local here root launcher_dir
+  here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+  root="$(cd "$here/.." && pwd)"
+  if [ -n "${NPUCACHE_BIN:-}" ]; then
+    echo "$NPUCACHE_BIN"
+    return
+  fi
+  # An installed launcher sits next to the installed npucache; the source
+  # tree's launch/ is next to build/.
+  launcher_dir="$(dirname "$(readlink -f "$0")")"
+  if [ -x "$launcher_dir/npucache" ] && [ ! -d "$launcher_dir/npucache" ]; then
+    echo "$launcher_dir/npucache"
+  else
+    echo "$root/build/src/npucache"
+  fi
+}
+
 launch_job() {
   local job="$1"
   shift
-  local here root tp=1 pp=1 dp=1 hostfile="" bin="" iface="" me
-  here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-  root="$(cd "$here/.." && pwd)"
+  local tp=1 pp=1 dp=1 hostfile="" bin="" iface="" me
   me="$(basename "$0")"
-  local envs=() rest=() extra=()
+  local envs=() rest=() extra=() help=0
   while [ $# -gt 0 ]; do
     case "$1" in
       --tp|--pp|--dp|--hostfile|--env|--npucache|--iface|--mpirun-arg)
@@ -48,10 +92,14 @@ launch_job() {
       --mpirun-arg) extra+=("$2"); shift 2 ;;
       --env) envs+=("$2"); shift 2 ;;
       --npucache) bin="$2"; shift 2 ;;
-      -h|--help) usage; return 0 ;;
+      -h|--help) help=1; shift ;;
       *) rest+=("$1"); shift ;;
     esac
   done
+  if [ "$help" = 1 ]; then
+    launch_help "$job" "$bin"
+    return 0
+  fi
   local name n
   for name in tp pp dp; do
     n="${!name}"
@@ -74,21 +122,7 @@ launch_job() {
       return 2
     fi
   done
-  if [ -z "$bin" ]; then
-    if [ -n "${NPUCACHE_BIN:-}" ]; then
-      bin="$NPUCACHE_BIN"
-    else
-      # An installed launcher sits next to the installed npucache; the
-      # source tree's launch/ is next to build/.
-      local launcher_dir
-      launcher_dir="$(dirname "$(readlink -f "$0")")"
-      if [ -x "$launcher_dir/npucache" ] && [ ! -d "$launcher_dir/npucache" ]; then
-        bin="$launcher_dir/npucache"
-      else
-        bin="$root/build/src/npucache"
-      fi
-    fi
-  fi
+  [ -n "$bin" ] || bin="$(launch_binary)"
   if [ ! -x "$bin" ]; then
     echo "$me: $bin not found; build first (scripts/build.sh), install npucache, or pass --npucache PATH" >&2
     return 2

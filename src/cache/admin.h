@@ -53,7 +53,10 @@ VerifyResult verify(const std::string& dir, bool repair);
 
 struct Stats {
   std::size_t entries = 0, objects = 0;
+  // stored: the object files' bytes (zstd-compressed artifact, HDF5 view,
+  // traced graph); raw: the artifacts uncompressed (each object's raw_size).
   std::size_t stored_bytes = 0, raw_bytes = 0;
+  std::size_t orphans = 0, orphan_bytes = 0;      // objects no entry uses (admin::orphans)
   std::size_t templates = 0, template_bytes = 0;  // capture templates
   std::optional<std::size_t> max_size;            // the configured limit
   CacheStats counters;
@@ -98,6 +101,9 @@ Bundle read_cache(const std::string& dir);
 struct GcResult {
   std::size_t evicted_layouts = 0, evicted_entries = 0, entries = 0;
   std::size_t removed_objects = 0;
+  // Of removed_objects: those no entry used before this gc (orphans: left
+  // by an evicted index, a crash or a removed index file) and their bytes.
+  std::size_t orphaned_objects = 0, orphaned_bytes = 0;
   std::size_t removed_templates = 0;  // of removed objects, or damaged
   std::size_t remaining_bytes = 0, limit = 0;
   std::vector<std::string> left;      // files named like npucache's that are not (untouched)
@@ -110,6 +116,34 @@ struct GcResult {
 // over the limit. Files named like npucache's that are not are left (and
 // listed); unreadable indexes are skipped (and listed).
 GcResult gc(const std::string& dir, std::size_t limit, const std::vector<std::string>& keep = {});
+
+// What a gc removes, each optional; with none set it only collects orphaned
+// objects (which every gc does).
+struct GcOptions {
+  std::optional<std::size_t> max_size;  // evict layouts down to this (above)
+  std::optional<double> older_than_s;   // evict entries last used (saved or served) longer ago
+  // Evict every entry of these models, each named by its class (as
+  // model_info begins, "npucache.models.Decoder", or as the model_class
+  // component, "npucache::models::Decoder": every pipeline stage's index)
+  // or by one model_info. A name no entry has is a ConfigError listing the
+  // models there.
+  std::vector<std::string> models;
+};
+// The selections of `options` together (an entry any of them picks is
+// evicted), then the objects no entry uses, as above; `keep` as above.
+GcResult gc(const std::string& dir, const GcOptions& options, const std::vector<std::string>& keep = {});
+
+// Objects no index record references (what gc would collect), and their
+// file bytes. A report, no lock: a writer between its object and its index
+// shows its object here for that moment.
+struct Orphans {
+  std::vector<std::string> objects;  // graph keys
+  std::size_t bytes = 0;
+};
+Orphans orphans(const std::string& dir);
+// "90s", "30m", "12h", "7d", "2w": seconds; ConfigError naming the text for
+// anything else.
+double parse_age(const std::string& text);
 // "64M", "1.5G", "1024", "2KiB": bytes; ConfigError (naming the text) for
 // anything else, negative, NaN or too large.
 std::size_t parse_size(const std::string& text);

@@ -88,12 +88,12 @@ MethodCache::Lookup MethodCache::lookup(const FlatArgs& args, const TraceResult*
     r.entry = store.entry(path_);
     if (!r.entry) {
       Nearest n = nearest(store);
-      if (n.stale) log::warn("cache entry {} is stale ({}); recompiling and replacing it", n.path, join(n.diffs));
+      if (n.stale) log::warn("cache entry {} is stale ({}); replacing it", n.path, join(n.diffs));
       return miss(n.stale ? MissReason::stale : MissReason::absent, std::move(n.diffs));
     }
     auto diffs = stale_components(r.entry->meta.components, key_.components, trace == nullptr);
     if (!diffs.empty()) {
-      log::warn("cache entry {} is stale ({}); recompiling and replacing it", where(), join(diffs));
+      log::warn("cache entry {} is stale ({}); replacing it", where(), join(diffs));
       return miss(MissReason::stale, diffs);
     }
     const bool same_computation = trace == nullptr || r.entry->graph_key == id->key;
@@ -123,15 +123,14 @@ MethodCache::Lookup MethodCache::lookup(const FlatArgs& args, const TraceResult*
     } catch (const CacheRefused&) {
       throw;
     } catch (const CacheError& e) {
-      log::warn("cache entry {} is unusable ({}); recompiling and replacing it", where(), e.what());
+      log::warn("cache entry {} is unusable ({}); replacing it", where(), e.what());
       discard_damaged(store, r.entry->graph_key, e.what());
       return miss(MissReason::corrupt, {e.what()});
     }
     if (!same_computation) {
       diffs = trace_differences(g->trace, *trace);
       if (diffs.empty()) diffs.push_back("compile settings (config, runtime, decompositions) differ");
-      log::warn("cache entry {} was compiled from another computation ({}); recompiling and replacing it", where(),
-                join(diffs));
+      log::warn("cache entry {} was compiled from another computation ({}); replacing it", where(), join(diffs));
       return miss(MissReason::computation, diffs);
     }
     SymBindings b;
@@ -148,7 +147,7 @@ MethodCache::Lookup MethodCache::lookup(const FlatArgs& args, const TraceResult*
     try {
       check_binds(*g, *id_.key.module);
     } catch (const CacheError& e) {
-      log::warn("cache entry {} does not fit this module ({}); recompiling and replacing it", where(), e.what());
+      log::warn("cache entry {} does not fit this module ({}); replacing it", where(), e.what());
       return miss(MissReason::corrupt, {e.what()});
     }
     log::info("Cache {} loaded from {}", model_cache_meta(r.entry->meta), module_path());
@@ -169,7 +168,7 @@ MethodCache::Lookup MethodCache::lookup(const FlatArgs& args, const TraceResult*
     r.differences = {e.what()};
     return r;
   } catch (const CacheError& e) {
-    log::warn("cache entry {} is unusable ({}); recompiling and replacing it", where(), e.what());
+    log::warn("cache entry {} is unusable ({}); replacing it", where(), e.what());
     return miss(MissReason::corrupt, {e.what()});
   }
 }
@@ -222,7 +221,7 @@ std::optional<MethodCache::Stored> MethodCache::stored_object(const GraphId& id,
       const compiler::CompileHints hints{&g->optimized, &g->autotune};
       g = compile(std::move(g->trace), b, &hints);
     }
-    log::info("Cache object {} of {} found in {}: no compile needed", id.key, trace.name, id_.dir);
+    log::info("Cache object {} of {} found in {}: reusing the stored object, no compile", id.key, trace.name, id_.dir);
     return Stored{std::move(g), std::move(o)};
   } catch (const CacheError& e) {
     log::warn("stored object {} is unusable ({}); compiling", id.key, e.what());

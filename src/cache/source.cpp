@@ -247,6 +247,10 @@ std::shared_ptr<compiler::CompiledGraph> LocalSource::obtain(const FlatArgs& arg
   // to ready.
   if (!compile_every_miss_)
     if (auto fetched = cache().remote_object(id, *tr, args, compile)) return served_by_remote(std::move(*fetched));
+  // An entry was there but could not serve (stale, damaged, another
+  // computation): its warning said "replacing it"; this says how.
+  if (hit.reason != MissReason::absent && hit.reason != MissReason::refused)
+    log::info("Cache entry {} is recompiled: no stored object of its graph {}", cache().where(), id.key);
   report().owner = cache().who().global_rank;
   return persist(compile_timed(std::move(*tr), args, compile), id, args, compile);
 }

@@ -2,14 +2,17 @@
 // ls, stats, verify and explain take --json (one JSON document on stdout,
 // the same facts as the text).
 //   ls [D]                     entries with their object, mode and sizes
-//   readable PATH [-o FILE]    readable text of one entry
+//   readable ENTRY [--cache-dir D] [-o FILE]  readable text of one entry
+//                              (ENTRY as ls prints it, or its path)
 //   verify [D] [--repair]      checks every file and entry; exit status 1 on
 //                              damage; --repair heals it
-//   stats [D] [--zero]         entries, objects, sizes, hit rate, limit
+//   stats [D] [--zero]         entries, objects, sizes, compression, orphans,
+//                              hit rate, limit
 //   explain [D] [--entry P]    why lookups missed / an entry vs its nearest
 //   export D -o FILE           the Mega-Cache bundle of a cache
 //   import FILE [D]            fills a cache from a bundle
-//   gc [D] --max-size SIZE     evicts least recently used layouts
+//   gc [D] [--max-size SIZE] [--older-than AGE] [--model NAME]... [--orphans]
+//                              evicts by size, age or model; collects orphans
 //   config max-size [SIZE|none] [--cache-dir D]  the persistent size limit
 //   clear [D]                  removes the cache
 // D defaults to $NPUCACHE_CACHE_DIR or .npucache.
@@ -24,8 +27,10 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <optional>
+#include <vector>
 
 namespace npucache::tools {
 namespace {
@@ -55,8 +60,27 @@ void cmd_ls(const std::string& d, bool json) {
   std::printf("%zu entries, %zu objects in %s\n", l.entries.size(), l.objects, l.dir.c_str());
 }
 
-void cmd_readable(const std::string& path, const std::string& out) {
-  std::string text = readable_cache(path, out);
+// `entry` is what `ls` prints (<model_info>/.../<func>, under the cache
+// directory) or the seed's path ${cache_dir}/${model_info}/.../${func}.
+void cmd_readable(const std::string& entry, const std::string& d, const std::string& out) {
+  const std::string dir = dir_or_default(d);
+  const std::filesystem::path under = std::filesystem::path(dir) / entry;
+  std::string text;
+  // An entry of the cache directory first when it was named, else the
+  // path as given first.
+  const std::vector<std::string> tries =
+      !d.empty() ? std::vector<std::string>{under.string(), entry} : std::vector<std::string>{entry, under.string()};
+  for (std::size_t i = 0; i < tries.size(); ++i) {
+    try {
+      text = readable_cache(tries[i], out);
+      break;
+    } catch (const CacheError& e) {
+      if (i + 1 == tries.size())
+        throw CacheError("no cache entry '" + entry + "': neither an entry of " + dir +
+                         " (as `npucache ls` prints them) nor a path to one (" + e.what() + "); `npucache ls " + dir +
+                         "` lists the entries");
+    }
+  }
   if (out.empty())
     std::fputs(text.c_str(), stdout);
   else
@@ -102,6 +126,11 @@ void cmd_stats(const std::string& d, bool zero, bool json) {
                 {"objects", s.objects},
                 {"stored_bytes", s.stored_bytes},
                 {"raw_bytes", s.raw_bytes},
+                {"compression_ratio",
+                 s.stored_bytes ? nlohmann::json(static_cast<double>(s.raw_bytes) / static_cast<double>(s.stored_bytes))
+                                : nlohmann::json(nullptr)},
+                {"orphans", s.orphans},
+                {"orphan_bytes", s.orphan_bytes},
                 {"templates", s.templates},
                 {"template_bytes", s.template_bytes},
                 {"max_size_bytes", s.max_size ? nlohmann::json(*s.max_size) : nlohmann::json(nullptr)},
@@ -124,8 +153,15 @@ void cmd_stats(const std::string& d, bool zero, bool json) {
     return;
   }
   std::printf("entries          %zu\nobjects          %zu\n", s.entries, s.objects);
-  std::printf("stored           %s (%zu bytes)\nraw              %s\n", format_size(s.stored_bytes).c_str(),
-              s.stored_bytes, format_size(s.raw_bytes).c_str());
+  std::printf(
+      "stored           %s (%zu bytes): the object files\nraw              %s (%zu bytes): the artifacts "
+      "uncompressed\n",
+      format_size(s.stored_bytes).c_str(), s.stored_bytes, format_size(s.raw_bytes).c_str(), s.raw_bytes);
+  if (s.stored_bytes > 0)
+    std::printf("compression      %.2fx (raw / stored; stored also holds each object's HDF5 view and traced graph)\n",
+                static_cast<double>(s.raw_bytes) / static_cast<double>(s.stored_bytes));
+  std::printf("orphans          %zu object(s), %s: used by no entry (npucache gc --orphans removes them)\n", s.orphans,
+              format_size(s.orphan_bytes).c_str());
   std::printf("templates        %zu (%s): captured graphs, restored by a reduce-overhead start\n", s.templates,
               format_size(s.template_bytes).c_str());
   std::printf(
@@ -138,7 +174,8 @@ void cmd_stats(const std::string& d, bool zero, bool json) {
   std::printf("hits             %llu\nmisses           %llu\nhit rate         %.1f %%\nsaves            %llu\n",
               static_cast<unsigned long long>(s.counters.hits), static_cast<unsigned long long>(s.counters.misses),
               100.0 * hit_rate, static_cast<unsigned long long>(s.counters.saves));
-  std::printf("compile saved    %.3f s\n", s.counters.compile_time_saved_s);
+  std::printf("compile avoided  %.3f s (the recorded compile time of each entry, summed over its hits)\n",
+              s.counters.compile_time_saved_s);
   std::printf("captures         %llu recorded, %llu restored from templates, %llu recaptured\n",
               static_cast<unsigned long long>(s.counters.captures),
               static_cast<unsigned long long>(s.counters.restores),
@@ -254,14 +291,31 @@ void cmd_import(const std::string& file, const std::string& d) {
               dir.c_str());
 }
 
-void cmd_gc(const std::string& d, const std::string& max_size) {
-  const std::size_t limit = cache::admin::parse_size(max_size);
-  const auto g = cache::admin::gc(dir_or_default(d), limit);
+struct GcArgs {
+  std::string max_size, older_than;
+  bool has_max_size = false, has_older_than = false;  // given, even as '' (an error then)
+  std::vector<std::string> models;
+  bool orphans = false;
+};
+
+void cmd_gc(const std::string& d, const GcArgs& a) {
+  if (!a.has_max_size && !a.has_older_than && a.models.empty() && !a.orphans)
+    throw ConfigError(
+        "gc needs what to remove: --max-size SIZE (least recently used down to a size), --older-than AGE (entries "
+        "not used for that long), --model NAME (every entry of a model) or --orphans (only objects no entry uses)");
+  cache::admin::GcOptions o;
+  if (a.has_max_size) o.max_size = cache::admin::parse_size(a.max_size);
+  if (a.has_older_than) o.older_than_s = cache::admin::parse_age(a.older_than);
+  o.models = a.models;
+  const auto g = cache::admin::gc(dir_or_default(d), o);
+  using cache::admin::format_size;
   std::printf(
-      "gc: evicted %zu layout(s), %zu of %zu entries, %zu object(s), %zu capture template(s); %s of objects remain "
-      "(limit %s)\n",
-      g.evicted_layouts, g.evicted_entries, g.entries, g.removed_objects, g.removed_templates,
-      cache::admin::format_size(g.remaining_bytes).c_str(), cache::admin::format_size(g.limit).c_str());
+      "gc: evicted %zu of %zu entries (%zu layout(s)), removed %zu object(s) and %zu capture template(s); %s "
+      "of objects remain%s\n",
+      g.evicted_entries, g.entries, g.evicted_layouts, g.removed_objects, g.removed_templates,
+      format_size(g.remaining_bytes).c_str(), o.max_size ? (" (limit " + format_size(g.limit) + ")").c_str() : "");
+  std::printf("gc: %zu orphaned object(s) (%s) collected: objects no entry used\n", g.orphaned_objects,
+              format_size(g.orphaned_bytes).c_str());
   for (const auto& p : g.problems) std::printf("skipped %s\n", p.c_str());
   for (const auto& f : g.left) std::printf("left %s (not an npucache file)\n", f.c_str());
 }
@@ -299,7 +353,6 @@ void add_cache_commands(CLI::App& app) {
   auto arg = std::make_shared<std::string>();
   auto out = std::make_shared<std::string>();
   auto entry = std::make_shared<std::string>();
-  auto size = std::make_shared<std::string>();
   auto json = std::make_shared<bool>(false);
   const std::string dir_help = "cache directory (default: $NPUCACHE_CACHE_DIR, else .npucache)";
 
@@ -309,9 +362,14 @@ void add_cache_commands(CLI::App& app) {
   ls->callback([=] { cmd_ls(*dir, *json); });
 
   auto* readable = app.add_subcommand("readable", "print a cached entry as readable text");
-  readable->add_option("path", *arg, "${cache_dir}/${model_info}/.../${func}")->required();
+  readable
+      ->add_option("entry", *arg,
+                   "an entry as `npucache ls` prints it (<model_info>/.../<func>), or its path "
+                   "${cache_dir}/${model_info}/.../${func}")
+      ->required();
+  readable->add_option("--cache-dir", *dir, dir_help);
   readable->add_option("-o,--output", *out, "write to this file");
-  readable->callback([=] { cmd_readable(*arg, *out); });
+  readable->callback([=] { cmd_readable(*arg, *dir, *out); });
 
   auto repair = std::make_shared<bool>(false);
   auto* verify = app.add_subcommand("verify", "check every file and entry; exit status 1 when one is damaged");
@@ -321,7 +379,7 @@ void add_cache_commands(CLI::App& app) {
   verify->callback([=] { cmd_verify(*dir, *repair, *json); });
 
   auto zero = std::make_shared<bool>(false);
-  auto* stats = app.add_subcommand("stats", "entries, objects, sizes, hit rate, limit, compile time saved");
+  auto* stats = app.add_subcommand("stats", "entries, objects, sizes, hit rate, limit, compile time avoided");
   stats->add_option("dir", *dir, dir_help);
   stats->add_flag("--zero,-z", *zero, "zero the counters");
   stats->add_flag("--json", *json, "print JSON");
@@ -343,10 +401,24 @@ void add_cache_commands(CLI::App& app) {
   imp->add_option("dir", *dir, dir_help);
   imp->callback([=] { cmd_import(*arg, *dir); });
 
-  auto* gc = app.add_subcommand("gc", "evict least recently used entries down to a size");
+  auto gc_args = std::make_shared<GcArgs>();
+  auto* gc = app.add_subcommand(
+      "gc", "evict entries (by size, age or model) and collect orphaned objects (objects no entry uses)");
   gc->add_option("dir", *dir, dir_help);
-  gc->add_option("--max-size", *size, "size limit of stored objects, e.g. 64M")->required();
-  gc->callback([=] { cmd_gc(*dir, *size); });
+  auto* max_size = gc->add_option("--max-size", gc_args->max_size,
+                                  "evict least recently used layouts until the stored objects fit this size, e.g. 64M");
+  auto* older_than =
+      gc->add_option("--older-than", gc_args->older_than,
+                     "evict entries not saved or served for this long: a number with s, m, h, d or w, e.g. 7d");
+  gc->add_option("--model", gc_args->models,
+                 "evict every entry of a model (repeatable): its class as ls's model_info begins "
+                 "(npucache.models.Decoder: every pipeline stage's index) or one model_info");
+  gc->add_flag("--orphans", gc_args->orphans, "only collect orphaned objects (every gc does; this one evicts nothing)");
+  gc->callback([=] {
+    gc_args->has_max_size = max_size->count() > 0;
+    gc_args->has_older_than = older_than->count() > 0;
+    cmd_gc(*dir, *gc_args);
+  });
 
   auto key = std::make_shared<std::string>();
   auto value = std::make_shared<std::string>();

@@ -21,6 +21,7 @@ int g_exit_code = 0;
 
 struct GenerateArgs {
   std::string model = "tiny-llama";
+  std::string size = "small";
   int tp = 1, pp = 1, tokens = 16;
   std::string timeout = "120";
   std::vector<int64_t> prompt{1, 17, 42, 99, 7, 3, 250, 12};
@@ -30,7 +31,7 @@ void run_generate(const GenerateArgs& a) {
   const double timeout_s = parse_timeout(a.timeout);
   // Before MPI: an unknown model or a config.json it cannot use is one
   // error, not one per rank.
-  const models::DecoderConfig config = models::resolve_model(a.model);
+  const models::DecoderConfig config = sized_model(a.model, a.size);
   int argc = 0;
   char** argv = nullptr;
   MpiSession mpi(&argc, &argv, timeout_s);
@@ -38,6 +39,7 @@ void run_generate(const GenerateArgs& a) {
   // ranks must agree on all of them.
   agree_job("generate",
             {{"--model", a.model},
+             {"--size", a.size},
              {"model config", config_hash(config)},
              {"--tp", std::to_string(a.tp)},
              {"--pp", std::to_string(a.pp)},
@@ -81,6 +83,7 @@ void add_generate_command(CLI::App& app) {
   auto args = std::make_shared<GenerateArgs>();
   CLI::App* cmd = app.add_subcommand("generate", "eager greedy generation of a decoder (use mpirun for tp*pp > 1)");
   cmd->add_option("--model", args->model, "tiny-llama (default), tiny-llama-large, a shipped config or a config.json");
+  add_size_option(cmd, args->size);
   cmd->add_option("--tp", args->tp, "tensor-parallel size")->check(positive_integer());
   cmd->add_option("--pp", args->pp, "pipeline-parallel size")->check(positive_integer());
   cmd->add_option("--tokens", args->tokens, "tokens to generate")->check(positive_integer());

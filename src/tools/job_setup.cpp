@@ -98,8 +98,7 @@ void add_job_options(CLI::App* cmd, JobArgs& a) {
   cmd->add_flag("--flat-exchange", a.flat_exchange,
                 "send each artifact in one tree over ranks, ignoring hosts (benchmark baseline)");
   cmd->add_option("--autotune-candidates", a.autotune_candidates, "tilings timed per heavy kernel");
-  cmd->add_option("--size", a.size, "tiny-llama size: small (default) or large")
-      ->check(CLI::IsMember({"small", "large"}));
+  add_size_option(cmd, a.size);
   cmd->add_flag("--check-args", a.check_only,
                 "check the arguments (model config, tp/pp, report path) without starting MPI, then exit "
                 "(the launch scripts run this before mpirun)");
@@ -280,15 +279,36 @@ Job::Job(const JobArgs& a, models::Weights weights) : args(a), config(check_args
   model = std::make_unique<models::Decoder>(config, models::stage_ranks(*comm), weights);
 }
 
+const std::vector<std::string>& model_sizes() {
+  static const std::vector<std::string> sizes{"small", "large"};
+  return sizes;
+}
+
+void add_size_option(CLI::App* cmd, std::string& size) {
+  std::string list;
+  for (const auto& s : model_sizes()) list += (list.empty() ? "" : ", ") + s;
+  cmd->add_option("--size", size, "tiny-llama size: " + list)
+      ->check(CLI::Validator(
+          [list](std::string& v) -> std::string {
+            const auto& sizes = model_sizes();
+            if (std::find(sizes.begin(), sizes.end(), v) != sizes.end()) return {};
+            return "'" + v + "' is not a size of tiny-llama; the sizes are: " + list;
+          },
+          "SIZE"));
+}
+
+models::DecoderConfig sized_model(const std::string& model, const std::string& size) {
+  if (size != "small" && model != "tiny-llama")
+    throw ConfigError("--size " + size + " applies to tiny-llama only, not to --model '" + model + "'");
+  return models::resolve_model(model == "tiny-llama" && size == "large" ? "tiny-llama-large" : model);
+}
+
 models::DecoderConfig model_config(const JobArgs& a) {
   if (a.model == "seed-example" || a.model == "mlp")
     throw ConfigError("--model '" + a.model +
                       "': the multi-rank jobs run the sharded decoder (tiny-llama or a "
                       "config.json); seed-example and mlp are single-stage examples of the library");
-  if (a.size != "small" && a.model != "tiny-llama")
-    throw ConfigError("--size " + a.size + " applies to tiny-llama only, not to --model '" + a.model + "'");
-  models::DecoderConfig c =
-      models::resolve_model(a.model == "tiny-llama" && a.size == "large" ? "tiny-llama-large" : a.model);
+  models::DecoderConfig c = sized_model(a.model, a.size);
   if (a.max_seq > 0) c.max_seq = std::min(c.max_seq, a.max_seq);
   return c;
 }
@@ -585,8 +605,12 @@ void report_job(Job& job, const std::string& title, double wall_s, const std::st
               exchange * 1e3, exchange > 0 ? static_cast<double>(bytes) / exchange / 1e9 : 0.0);
   if (remote_reads > 0) std::printf("  remote cache      %d artifacts read, %zu bytes\n", remote_reads, remote_bytes);
   if (hosts > 1) std::printf("  between hosts     %zu bytes (a flat broadcast: %zu)\n", between, flat_between);
-  std::printf("  persist           %.2f ms, %d writer%s, %d entries\n", persist * 1e3, writers, writers == 1 ? "" : "s",
-              entries_written);
+  // One rank per cache directory and method writes that method's entries
+  // to the index: `writers` counts those (rank, method) index writes.
+  std::printf(
+      "  persist           %.2f ms, %d entries written to the index in %d write%s (one rank per cache "
+      "directory and method)\n",
+      persist * 1e3, entries_written, writers, writers == 1 ? "" : "s");
   std::printf("  wall              %.1f ms (start of cache work to every rank ready)\n", wall_s * 1e3);
   std::printf("  peak RSS          %.1f MiB (the largest of any rank)\n", static_cast<double>(peak_rss) / (1 << 20));
   if (!job.args.report_json.empty()) {

@@ -111,6 +111,15 @@ struct Job {
 // unknown model, a config.json it cannot use, or --size with another model.
 models::DecoderConfig model_config(const JobArgs& a);
 
+// The sizes of tiny-llama that --size takes (small, large), and the option
+// itself (warmup, infer and generate): a word that is not one of them is a
+// usage error listing them.
+const std::vector<std::string>& model_sizes();
+void add_size_option(CLI::App* cmd, std::string& size);
+// The config of `model` at `size`; ConfigError for an unknown model or
+// --size other than small with a model other than tiny-llama.
+models::DecoderConfig sized_model(const std::string& model, const std::string& size);
+
 // Example inputs of the warmup (prompt of 8 tokens, one decode step).
 struct ExampleInputs {
   Tensor tokens, positions, token, position;

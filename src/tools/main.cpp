@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <exception>
 #include <string>
 #include <vector>
 
@@ -90,6 +91,12 @@ int main(int argc, char** argv) {
   } catch (const npucache::Error& e) {
     std::fprintf(stderr, "npucache: error: %s\n", e.what());
     // Under mpirun a failed rank must not leave the others waiting.
+    if (npucache::MpiSession::initialized() && npucache::MpiSession::world_size() > 1) npucache::MpiSession::abort(1);
+    return 1;
+  } catch (const std::exception& e) {
+    // Anything else (out of memory, a library's error) is a failed command
+    // too: status 1, as the man page's EXIT STATUS says, never an abort.
+    std::fprintf(stderr, "npucache: error: %s\n", e.what());
     if (npucache::MpiSession::initialized() && npucache::MpiSession::world_size() > 1) npucache::MpiSession::abort(1);
     return 1;
   }

@@ -121,6 +121,9 @@ TEST_F(CacheTest, StaleRuntimeVersionIsRecompiledAndReplaced) {
       has(o.text, "is stale (runtime_version: stored 'simnpu-v1 runtime 1.0.0', now 'simnpu-v1 runtime 9.9.9')"))
       << o.text;
   EXPECT_TRUE(has(o.text, "compiled 1\nstatus compiled\nreason stale (runtime_version")) << o.text;
+  // The log says what happened: a compile, not a reuse.
+  EXPECT_TRUE(has(o.text, "is recompiled: no stored object of its graph")) << o.text;
+  EXPECT_FALSE(has(o.text, "reusing the stored object")) << o.text;
   EXPECT_TRUE(has(sh("NPUCACHE_SIM_RUNTIME_VERSION=9.9.9 " + worker(dir)).text, "compiled 0"));  // replaced
   EXPECT_EQ(entry_paths().size(), 1u);
   Out explain = sh(std::string(NPUCACHE_CLI) + " explain " + dir.string());
@@ -286,6 +289,13 @@ TEST_F(CacheTest, StaleEntryIsReportedWithTheComponent) {
       has(o.text, "is stale (runtime_version: stored 'simnpu-v1 runtime 0.0.1', now 'simnpu-v1 runtime 1.0.0')"))
       << o.text;
   EXPECT_TRUE(has(o.text, "compiled 0\nstatus hit")) << o.text;  // its object is this runtime's: reused
+  // ...and the log says so, not that it recompiles.
+  EXPECT_TRUE(has(o.text,
+                  "is stale (runtime_version: stored 'simnpu-v1 runtime 0.0.1', now 'simnpu-v1 runtime "
+                  "1.0.0'); replacing it"))
+      << o.text;
+  EXPECT_TRUE(has(o.text, "reusing the stored object, no compile")) << o.text;
+  EXPECT_FALSE(has(o.text, "recompil")) << o.text;
   EXPECT_TRUE(has(sh(worker(dir, "prompt --code-version v1")).text, "compiled 0\nstatus hit\nreason \n"));  // replaced
   Out explain = sh(std::string(NPUCACHE_CLI) + " explain " + dir.string());
   EXPECT_TRUE(has(explain.text, "runtime_version: stored 'simnpu-v1 runtime 0.0.1', now 'simnpu-v1 runtime 1.0.0'"))

@@ -7,6 +7,8 @@
 #   facts of the text; explain always ends with a verdict line;
 # - a report path that cannot be written is an error before the job starts
 #   (no cache is made);
+# - the job table and stats say in plain words what they count (persist,
+#   compile time avoided);
 # - log lines have the seed's format, ModelCacheMeta with the cache format
 #   version; colour only on a terminal and never with NO_COLOR; an unknown
 #   NPUCACHE_LOG_LEVEL is a warning and the default;
@@ -46,7 +48,7 @@ expect_exit 2 "--tp: 'x' is not a positive whole number" "$npucache" warmup --tp
 expect_exit 2 "--tp: '0' is not a positive whole number" "$npucache" warmup --tp 0
 expect_exit 2 "unknown compile mode 'fast'; expected 'max-autotune' or 'reduce-overhead'" "$npucache" warmup --mode fast
 expect_exit 2 "--timeout 'nan' is not a positive number" "$npucache" warmup --timeout nan
-expect_exit 2 "gc.*--max-size is required|--max-size is required" "$npucache" gc
+expect_exit 2 "gc needs what to remove: --max-size SIZE .*--older-than AGE .*--model NAME .*--orphans" "$npucache" gc
 expect_exit 2 "'12Q'" "$npucache" gc --max-size 12Q "$work/none"
 expect_exit 0 "--tp INT:POSITIVE=1" "$npucache" warmup --help
 expect_exit 0 "--backend TEXT:\{npu,inductor,npugraphs\}=npu" "$npucache" warmup --help
@@ -72,6 +74,10 @@ grep -Eq "^\[WARNING\] NPUCACHE [0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-
 meta="^\[INFO\] NPUCACHE [0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2} Cache ModelCacheMeta\(name='Decoder\.(prompt|decode)\(arg0, arg1, arg2\)', date='[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9:.]+', version='3\.0\.0', fx=None\) saved to $work/c/.+/(prompt|decode)/compiled_module$"
 [ "$(grep -Ec "$meta" job.err)" = 2 ] || fail "expected 2 ModelCacheMeta save lines in the seed's format: $(cat job.err)"
 if grep -q $'\033' job.err; then fail "colour codes in a log that is not a terminal"; fi
+# The job table says what its persist figures count (no bare "2 writers").
+grep -Eq "^  persist +[0-9.]+ ms, 2 entries written to the index in 2 writes \(one rank per cache directory and method\)$" \
+  job.out || fail "the persist line does not say what it counts: $(grep persist job.out)"
+if grep -Eq "[0-9]+ writers?," job.out; then fail "the job table prints an undefined 'writers': $(grep persist job.out)"; fi
 python3 -c "
 import json, sys
 r = json.load(open(sys.argv[1]))
@@ -130,6 +136,10 @@ tail -1 explain.txt | grep -q "^verdict: 2 key component(s) differ from the near
 "$npucache" stats "$work/c" > stats.txt
 grep -Eq "^stored +[0-9.]+ (B|KiB|MiB)" stats.txt || fail "stats without units: $(cat stats.txt)"
 grep -Eq "^hit rate +[0-9.]+ %" stats.txt || fail "stats without a hit rate: $(cat stats.txt)"
+# Plain words: what the compile time figure is, said where it is printed.
+grep -Eq "^compile avoided +[0-9.]+ s \(the recorded compile time of each entry, summed over its hits\)$" stats.txt \
+  || fail "stats does not say what its compile time figure is: $(cat stats.txt)"
+if grep -q "compile saved" stats.txt; then fail "stats prints the undefined 'compile saved': $(cat stats.txt)"; fi
 "$npucache" stats --zero "$work/c" > /dev/null
 "$npucache" stats "$work/c" --json | python3 -c "import json,sys; s=json.load(sys.stdin); assert s['hits']==0 and s['misses']==0, s" \
   || fail "stats --zero did not zero the counters"
