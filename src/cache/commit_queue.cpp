@@ -1,6 +1,7 @@
 #include "cache/commit_queue.h"
 
 #include "cache/h5.h"
+#include "cache/stats.h"
 #include "compiler/tuning_table.h"
 #include "log/log.h"
 
@@ -71,9 +72,10 @@ Queue& queue() {
   // At exit the queue is drained by its destructor, and function-local
   // statics are destroyed (and HDF5 shut down) in the reverse order they
   // were made: what a commit uses is made first, so it outlives the queue.
-  // (The statistics' counters are made by the lookup that precedes every
-  // commit; the index cache and the warned sets are never destroyed.)
-  static const bool ready = (h5::init(), compiler::TuningTable::process(), true);
+  // (The statistics' counters are made here too; the other objects a commit
+  // reads -- the index cache, the component names, the warned and loaded
+  // sets -- are never destroyed, so their order does not matter.)
+  static const bool ready = (h5::init(), compiler::TuningTable::process(), flush_stats(), true);
   (void)ready;
   static Queue q;
   return q;

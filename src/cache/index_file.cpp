@@ -20,7 +20,8 @@ constexpr uint8_t kEntryRecord = 2;
 // The entry-level components (the rest are the model's).
 const std::vector<std::string>& entry_components() {
   using namespace component;
-  static const std::vector<std::string> names = {kMethod, kRuntimeVersion, kFormatVersion, kCodeVersion};
+  static const auto& names =  // never destroyed: a commit draining at exit reads it
+      *new const std::vector<std::string>{kMethod, kRuntimeVersion, kFormatVersion, kCodeVersion};
   return names;
 }
 

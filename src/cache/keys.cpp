@@ -9,6 +9,7 @@
 #include <cctype>
 #include <cstdio>
 #include <map>
+#include <string_view>
 
 namespace npucache::cache {
 namespace {
@@ -28,7 +29,7 @@ std::string hash_components(const Components& c, bool model_only) {
 // "(anonymous namespace)::M" -> "anonymous.M". (model_info's hash covers
 // the exact name, so names made equal here never share an entry.)
 std::string path_safe(const std::string& name) {
-  static const std::string anonymous = "(anonymous namespace)";
+  static constexpr std::string_view anonymous = "(anonymous namespace)";
   std::string out;
   for (std::size_t i = 0; i < name.size(); ++i) {
     if (name.compare(i, anonymous.size(), anonymous) == 0) {
@@ -79,7 +80,7 @@ std::string decomposition_names(const DecompositionTable& t) {
 
 const std::vector<std::string>& component_names() {
   using namespace component;
-  static const std::vector<std::string> names = {
+  static const auto& names = *new const std::vector<std::string>{  // never destroyed (commits at exit)
       kModelClass, kParameterSignature, kConfig,        kMode,        kDynamic,      kGeCache, kDecompositions,
       kMethod,     kRuntimeVersion,     kFormatVersion, kCodeVersion, kConfigOptions};
   return names;

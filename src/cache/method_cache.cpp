@@ -385,7 +385,7 @@ void warn_damaged_tuning(const std::string& why) {
 
 void MethodCache::load_tuning() const {
   static std::mutex mu;
-  static std::set<std::string> loaded;
+  static auto& loaded = *new std::set<std::string>();  // never destroyed (commits at exit)
   {
     std::lock_guard lock(mu);
     if (!loaded.insert(id_.dir).second) return;
