@@ -80,7 +80,8 @@ std::string decomposition_names(const DecompositionTable& t) {
 
 const std::vector<std::string>& component_names() {
   using namespace component;
-  static const auto& names = *new const std::vector<std::string>{  // never destroyed (commits at exit)
+  static const auto& names = *new const std::vector<std::string>{
+      // never destroyed (commits at exit)
       kModelClass, kParameterSignature, kConfig,        kMode,        kDynamic,      kGeCache, kDecompositions,
       kMethod,     kRuntimeVersion,     kFormatVersion, kCodeVersion, kConfigOptions};
   return names;
