@@ -75,7 +75,7 @@ Queue& queue() {
   // (The statistics' counters are made here too; the other objects a commit
   // reads -- the index cache, the component names, the warned and loaded
   // sets -- are never destroyed, so their order does not matter.)
-  static const bool ready = (h5::init(), compiler::TuningTable::process(), flush_stats(), true);
+  static const bool ready = (h5::init(), compiler::TuningTable::process(), make_stats_counters(), true);
   (void)ready;
   static Queue q;
   return q;
