@@ -118,6 +118,16 @@ double last_used(const CacheStats& s, const std::string& path) {
   return it != s.last_used.end() ? it->second : 0.0;  // never used: evicted first
 }
 
+// The objects no entry of `entries` uses, with their file sizes.
+std::map<std::string, std::size_t> unreferenced(const Store& s, const std::vector<EntryRecord>& entries) {
+  std::set<std::string> used;
+  for (const auto& e : entries) used.insert(e.graph_key);
+  std::map<std::string, std::size_t> out;
+  for (const auto& key : s.object_keys())
+    if (!used.count(key)) out[key] = file_size(s, key);
+  return out;
+}
+
 }  // namespace
 
 Listing ls(const std::string& dir) {
@@ -251,20 +261,17 @@ Stats stats(const std::string& dir) {
   Stats st;
   const auto entries = all_entries(s);
   st.entries = entries.size();
-  std::set<std::string> used;
-  for (const auto& e : entries) used.insert(e.graph_key);
   for (const auto& key : s.object_keys()) {
     ++st.objects;
-    const std::size_t bytes = file_size(s, key);
-    st.stored_bytes += bytes;
-    if (!used.count(key)) {
-      ++st.orphans;
-      st.orphan_bytes += bytes;
-    }
+    st.stored_bytes += file_size(s, key);
     try {
       st.raw_bytes += s.object_meta(key).raw_size;
     } catch (const CacheError&) {
     }
+  }
+  for (const auto& [key, bytes] : unreferenced(s, entries)) {
+    ++st.orphans;
+    st.orphan_bytes += bytes;
   }
   for (const auto& t : stored_templates(s)) {
     ++st.templates;
@@ -458,16 +465,6 @@ void enforce_limit(const std::string& dir, const std::vector<std::string>& writt
 }
 
 namespace {
-
-// The objects no entry of `entries` uses, with their file sizes.
-std::map<std::string, std::size_t> unreferenced(const Store& s, const std::vector<EntryRecord>& entries) {
-  std::set<std::string> used;
-  for (const auto& e : entries) used.insert(e.graph_key);
-  std::map<std::string, std::size_t> out;
-  for (const auto& key : s.object_keys())
-    if (!used.count(key)) out[key] = file_size(s, key);
-  return out;
-}
 
 // Removes the entries `removals` names (model_info -> entry paths) from
 // their indexes, then every object no remaining entry uses (objects

@@ -48,7 +48,8 @@ std::vector<std::string> dimension_names(const InputSignature& sig, bool dynamic
 
 // `guard` with each s<k> replaced by names[k]; false when a symbol has no name.
 bool rename_symbols(const std::string& guard, const std::vector<std::string>& names, std::string* out) {
-  static const std::regex symbol(R"(\bs([0-9]+)\b)");
+  // Bounded digit runs: a crafted number never reaches std::stoul.
+  static const std::regex symbol(R"(\bs([0-9]{1,9})\b)");
   std::string r;
   std::size_t at = 0;
   for (auto it = std::sregex_iterator(guard.begin(), guard.end(), symbol); it != std::sregex_iterator(); ++it) {
@@ -65,7 +66,8 @@ std::string shape_guards_text(const InputSignature& sig, bool dynamic_all) {
   if (sig.shape_guards.empty()) return "";
   std::vector<SymExpr> finals;
   const std::vector<std::string> names = dimension_names(sig, dynamic_all, &finals);
-  static const std::regex to_constant(R"(^s([0-9]+) == (-?[0-9]+)$)"), to_symbol(R"(^s([0-9]+) == s([0-9]+)$)");
+  static const std::regex to_constant(R"(^s([0-9]{1,9}) == (-?[0-9]{1,18})$)"),
+      to_symbol(R"(^s([0-9]{1,9}) == s([0-9]{1,9})$)");
   std::vector<std::string> lines;
   bool agree = true;
   for (const auto& g : sig.shape_guards) {

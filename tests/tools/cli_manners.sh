@@ -23,22 +23,8 @@ set -euo pipefail
 [ $# -eq 2 ] || { echo "usage: $0 NPUCACHE_BINARY LAUNCH_DIR" >&2; exit 2; }
 npucache="$1"
 launch="$2"
-work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
-cd "$work"
-fails=0
-fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
-
-# expect_exit CODE PATTERN CMD...: runs CMD, checks its exit status and
-# that its stderr (or stdout) matches the extended regular expression.
-expect_exit() {
-  local code="$1" pattern="$2"
-  shift 2
-  local rc=0
-  timeout 120 "$@" > out.txt 2> err.txt || rc=$?
-  [ "$rc" = "$code" ] || fail "'$*' exited $rc, expected $code; stderr: $(head -c 600 err.txt)"
-  grep -Eq -- "$pattern" err.txt out.txt || fail "'$*': no match for /$pattern/ in: $(head -c 600 err.txt out.txt)"
-}
+# shellcheck source=tests/tools/tool_test_lib.sh
+source "$(dirname "$0")/tool_test_lib.sh"
 
 # 1. Usage errors: exit status 2, the word named.
 expect_exit 2 "unknown command 'lss'; did you mean 'ls'\?" "$npucache" lss
@@ -214,5 +200,4 @@ for args in "--backend inductor --mode reduce-overhead --dynamic auto" "--backen
     "$work/infer.json" || fail "infer $args compiled after its warmup"
 done
 
-[ "$fails" = 0 ] || { echo "$fails check(s) failed" >&2; exit 1; }
-echo "cli manners: all checks passed"
+end_checks "cli manners" "all checks passed"

@@ -15,22 +15,9 @@ set -euo pipefail
 [ $# -eq 2 ] || { echo "usage: $0 NPUCACHE_BINARY LAUNCH_DIR" >&2; exit 2; }
 npucache="$1"
 launch="$2"
-work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
-cd "$work"
-fails=0
-fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
+# shellcheck source=tests/tools/tool_test_lib.sh
+source "$(dirname "$0")/tool_test_lib.sh"
 
-# expect_exit CODE PATTERN CMD...: CMD's exit status is CODE and its output
-# matches the extended regular expression PATTERN.
-expect_exit() {
-  local code="$1" pattern="$2"
-  shift 2
-  local rc=0
-  timeout 120 "$@" > out.txt 2> err.txt || rc=$?
-  [ "$rc" = "$code" ] || fail "'$*' exited $rc, expected $code; stderr: $(head -c 600 err.txt)"
-  grep -Eq -- "$pattern" err.txt out.txt || fail "'$*': no match for /$pattern/ in: $(head -c 600 err.txt out.txt)"
-}
 
 # 1. Sizes: the ones the help lists ("tiny-llama size: small, large").
 sizes="$("$npucache" generate --help | sed -n 's/.*tiny-llama size: \(.*\)$/\1/p' | tr -d ',')"
@@ -94,8 +81,4 @@ echo "$guards" | grep -Eq '^shape guard arg2\[0\]\.shape\[2\] == 2$' ||
 echo "$guards" | grep -Eq '^shape guard arg2\[0\]\.shape\[1\] == arg2\[1\]\.shape\[1\]$' ||
   fail "no guard tying the lengths of arg2[0] and arg2[1]: $guards"
 
-if [ "$fails" -ne 0 ]; then
-  echo "cli_options: $fails failure(s)" >&2
-  exit 1
-fi
-echo "cli_options: sizes ($sizes) accepted, launcher help complete"
+end_checks cli_options "sizes ($sizes) accepted, launcher help complete"

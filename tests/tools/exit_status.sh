@@ -12,11 +12,8 @@ set -euo pipefail
 npucache="$1"
 man="$2"
 launch="$3"
-work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
-cd "$work"
-fails=0
-fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
+# shellcheck source=tests/tools/tool_test_lib.sh
+source "$(dirname "$0")/tool_test_lib.sh"
 
 [ -r "$man" ] || { echo "FAIL: no man page at $man" >&2; exit 1; }
 # The statuses the page documents: the ".B N" right after a ".TP" in the
@@ -79,8 +76,4 @@ for code in $documented; do
   esac
 done
 
-if [ "$fails" -ne 0 ]; then
-  echo "exit_status: $fails failure(s)" >&2
-  exit 1
-fi
-echo "exit_status: statuses $documented documented and produced"
+end_checks exit_status "statuses $documented documented and produced"

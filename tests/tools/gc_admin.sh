@@ -18,11 +18,8 @@ set -euo pipefail
 npucache="$1"
 worker="$2"
 mpirun_sh="$3"
-work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
-cd "$work"
-fails=0
-fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
+# shellcheck source=tests/tools/tool_test_lib.sh
+source "$(dirname "$0")/tool_test_lib.sh"
 c="$work/c"
 
 # The Decoder on 2 pipeline stages, and the seed example.
@@ -115,8 +112,4 @@ grep -Eq "^gc: 1 orphaned object\(s\) \([0-9.]+ (B|KiB|MiB)\) collected" gc.txt 
   fail "orphans left after gc --orphans"
 "$npucache" verify "$c" > verify.txt || fail "verify after gc --orphans: $(cat verify.txt)"
 
-if [ "$fails" -ne 0 ]; then
-  echo "gc_admin: $fails failure(s)" >&2
-  exit 1
-fi
-echo "gc_admin: by model, by age, orphans and compression figures checked"
+end_checks gc_admin "by model, by age, orphans and compression figures checked"
