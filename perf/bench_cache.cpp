@@ -15,10 +15,10 @@
 #include <npucache/device.h>
 #include <npucache/models/models.h>
 
-#include "cache/store.h"
 #include "compiler/engine.h"
 #include "compiler/serialize.h"
 #include "harness.h"
+#include "storage/store.h"
 
 #include <sys/wait.h>
 #include <unistd.h>

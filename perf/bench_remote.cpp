@@ -14,11 +14,11 @@
 #include <npucache/cache.h>
 #include <npucache/models/models.h>
 
-#include "cache/remote_tier.h"
-#include "cache/remote_value.h"
-#include "cache/store.h"
+#include "format/remote_value.h"
 #include "harness.h"
 #include "remote/config.h"
+#include "storage/remote_tier.h"
+#include "storage/store.h"
 #include "support/redis_server.h"
 
 #include <hiredis/hiredis.h>

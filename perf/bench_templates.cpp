@@ -17,11 +17,11 @@
 #include <npucache/models/models.h>
 #include <npucache/runtime/stream.h>
 
-#include "cache/store.h"
-#include "cache/template_file.h"
 #include "compiler/capture_template.h"
 #include "compiler/serialize.h"
+#include "format/template_file.h"
 #include "harness.h"
+#include "storage/store.h"
 
 #include <sys/wait.h>
 #include <unistd.h>

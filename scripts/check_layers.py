@@ -7,7 +7,8 @@ allow:
   - "<layer>/x.h" of another layer that the including layer may not use;
   - "<layer>/sub/x.h" or "<layer>/x_impl.h" of another layer (private);
   - <npucache/...> public headers owned by a layer it may not use;
-  - <mpi.h> outside src/mpi, <hdf5.h>/<H5*.h> outside src/cache,
+  - <mpi.h> outside src/mpi, <hdf5.h>/<H5*.h> outside src/h5 (the HDF5
+    wrapper and the zstd filter), <zstd.h> outside src/zstd,
     <hiredis/...> outside src/remote.
 Public headers in include/npucache are checked too, as part of the layer
 that owns them.
@@ -80,8 +81,10 @@ def main():
             if kind == "<":
                 if target == "mpi.h" and layer != "mpi":
                     errors.append(f"{rel}: includes <mpi.h>; only src/mpi may")
-                if (target == "hdf5.h" or target.startswith("H5")) and layer != "cache":
-                    errors.append(f"{rel}: includes <{target}>; only src/cache may")
+                if (target == "hdf5.h" or target.startswith("H5")) and layer != "h5":
+                    errors.append(f"{rel}: includes <{target}>; only src/h5 may")
+                if target in ("zstd.h", "zstd_errors.h") and layer != "zstd":
+                    errors.append(f"{rel}: includes <{target}>; only src/zstd may")
                 if target.startswith("hiredis/") and layer != "remote":
                     errors.append(f"{rel}: includes <{target}>; only src/remote may")
                 if target.startswith("npucache/"):

@@ -1,20 +1,20 @@
 #include "cache/method_cache.h"
 
-#include "cache/admin.h"
-#include "cache/artifact.h"
-#include "cache/cache_error.h"
-#include "cache/commit_queue.h"
 #include "cache/explain.h"
-#include "cache/layout.h"
-#include "cache/profile_file.h"
 #include "cache/registry.h"
-#include "cache/remote_tier.h"
-#include "cache/stats.h"
-#include "cache/store.h"
 #include "cache/template_store.h"
-#include "cache/tuning_file.h"
 #include "compiler/serialize.h"
 #include "compiler/tuning_table.h"
+#include "format/artifact.h"
+#include "format/cache_error.h"
+#include "format/layout.h"
+#include "format/profile_file.h"
+#include "format/tuning_file.h"
+#include "storage/commit_queue.h"
+#include "storage/gc.h"
+#include "storage/remote_tier.h"
+#include "storage/stats.h"
+#include "storage/store.h"
 
 #include <algorithm>
 #include <mutex>
@@ -362,7 +362,7 @@ std::map<std::string, ObjectRecord> MethodCache::save(const std::vector<ObjectRe
       if (auto it = stored.find(e.graph_key); it != stored.end()) cache::remember(e, it->second);
   }
   record_save(id_.dir, paths);
-  admin::enforce_limit(id_.dir, paths);
+  enforce_limit(id_.dir, paths);
   return adopted;
 }
 

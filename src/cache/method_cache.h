@@ -15,9 +15,9 @@
 // once (warn_uncached) and continue uncached.
 #pragma once
 
-#include "cache/keys.h"
-#include "cache/records.h"
 #include "compiler/entry_source.h"
+#include "format/keys.h"
+#include "format/records.h"
 #include "remote/config.h"
 
 #include <map>

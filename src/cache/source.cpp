@@ -1,8 +1,8 @@
 #include "cache/source.h"
 
-#include "cache/artifact.h"
-#include "cache/cache_error.h"
-#include "cache/layout.h"
+#include "format/artifact.h"
+#include "format/cache_error.h"
+#include "format/layout.h"
 #include "log/log.h"
 
 #include <chrono>

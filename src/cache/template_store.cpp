@@ -1,13 +1,13 @@
 #include "cache/template_store.h"
 
-#include "cache/cache_error.h"
-#include "cache/layout.h"
 #include "cache/method_cache.h"
-#include "cache/remote_tier.h"
-#include "cache/stats.h"
-#include "cache/store.h"
-#include "cache/template_file.h"
+#include "format/cache_error.h"
+#include "format/layout.h"
+#include "format/template_file.h"
 #include "log/log.h"
+#include "storage/remote_tier.h"
+#include "storage/stats.h"
+#include "storage/store.h"
 
 namespace npucache::cache {
 namespace {

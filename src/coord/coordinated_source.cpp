@@ -3,9 +3,6 @@
 #include <npucache/device.h>
 #include <npucache/error.h>
 
-#include "cache/artifact.h"
-#include "cache/bundle.h"
-#include "cache/cache_error.h"
 #include "compiler/serialize.h"
 #include "compiler/tuning_table.h"
 #include "coord/agreed_failure.h"
@@ -14,6 +11,9 @@
 #include "coord/remote_plan.h"
 #include "coord/reports.h"
 #include "coord/routes.h"
+#include "format/artifact.h"
+#include "format/bundle.h"
+#include "format/cache_error.h"
 #include "log/log.h"
 #include "mpi/comm.h"
 

@@ -4,8 +4,9 @@
 #include <npucache/error.h>
 #include <npucache/mpi.h>
 
-#include "cache/remote_tier.h"
+#include "cache/remote_options.h"
 #include "compiler/tuning_table.h"
+#include "storage/remote_tier.h"
 
 #include <unistd.h>
 #include <filesystem>

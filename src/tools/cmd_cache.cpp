@@ -19,7 +19,7 @@
 #include <npucache/cache.h>
 #include <npucache/error.h>
 
-#include "cache/admin.h"
+#include "admin/admin.h"
 #include "log/progress.h"
 #include "tools/commands.h"
 
@@ -117,7 +117,7 @@ void cmd_stats(const std::string& d, bool zero, bool json) {
     return;
   }
   const auto s = cache::admin::stats(dir);
-  using cache::admin::format_size;
+  using cache::format_size;
   const auto lookups = s.counters.hits + s.counters.misses;
   const double hit_rate = lookups ? static_cast<double>(s.counters.hits) / static_cast<double>(lookups) : 0.0;
   if (json) {
@@ -303,12 +303,12 @@ void cmd_gc(const std::string& d, const GcArgs& a) {
     throw ConfigError(
         "gc needs what to remove: --max-size SIZE (least recently used down to a size), --older-than AGE (entries "
         "not used for that long), --model NAME (every entry of a model) or --orphans (only objects no entry uses)");
-  cache::admin::GcOptions o;
-  if (a.has_max_size) o.max_size = cache::admin::parse_size(a.max_size);
-  if (a.has_older_than) o.older_than_s = cache::admin::parse_age(a.older_than);
+  cache::GcOptions o;
+  if (a.has_max_size) o.max_size = cache::parse_size(a.max_size);
+  if (a.has_older_than) o.older_than_s = cache::parse_age(a.older_than);
   o.models = a.models;
-  const auto g = cache::admin::gc(dir_or_default(d), o);
-  using cache::admin::format_size;
+  const auto g = cache::gc(dir_or_default(d), o);
+  using cache::format_size;
   std::printf(
       "gc: evicted %zu of %zu entries (%zu layout(s)), removed %zu object(s) and %zu capture template(s); %s "
       "of objects remain%s\n",
@@ -324,15 +324,15 @@ void cmd_config(const std::string& d, const std::string& key, const std::string&
   const std::string dir = dir_or_default(d);
   if (key != "max-size") throw ConfigError("unknown setting '" + key + "'; the settings are: max-size");
   if (value.empty()) {
-    auto m = cache::admin::max_size(dir);
-    std::printf("max-size %s\n", m ? cache::admin::format_size(*m).c_str() : "none");
+    auto m = cache::max_size(dir);
+    std::printf("max-size %s\n", m ? cache::format_size(*m).c_str() : "none");
     return;
   }
   std::optional<std::size_t> limit;
-  if (value != "none") limit = cache::admin::parse_size(value);
-  cache::admin::set_max_size(dir, limit);
-  std::printf("max-size %s for %s\n", limit ? cache::admin::format_size(*limit).c_str() : "none", dir.c_str());
-  if (limit) cache::admin::enforce_limit(dir, {});
+  if (value != "none") limit = cache::parse_size(value);
+  cache::set_max_size(dir, limit);
+  std::printf("max-size %s for %s\n", limit ? cache::format_size(*limit).c_str() : "none", dir.c_str());
+  if (limit) cache::enforce_limit(dir, {});
 }
 
 void cmd_clear(const std::string& d) {

@@ -7,10 +7,11 @@
 #include <npucache/cache.h>
 #include <npucache/error.h>
 
-#include "cache/admin.h"
-#include "cache/remote_admin.h"
-#include "cache/remote_tier.h"
+#include "admin/admin.h"
+#include "admin/remote_admin.h"
+#include "cache/remote_options.h"
 #include "log/progress.h"
+#include "storage/remote_tier.h"
 #include "tools/commands.h"
 
 #include <nlohmann/json.hpp>
@@ -91,7 +92,7 @@ void cmd_ls(const std::string& url, const std::string& model, bool json) {
       std::printf("%-72s %-12s %-16s %10zu%s\n", e.path.c_str(), e.graph_key.substr(0, 12).c_str(), e.mode.c_str(),
                   e.object_bytes, e.object_hash.empty() || e.object_bytes == 0 ? "  (object missing)" : "");
   std::printf("%zu model(s), %zu entries, %zu objects, %s in %s\n", models.size(), entries, objects,
-              cache::admin::format_size(bytes).c_str(), c.url.c_str());
+              cache::format_size(bytes).c_str(), c.url.c_str());
 }
 
 }  // namespace

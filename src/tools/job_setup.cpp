@@ -6,11 +6,12 @@
 
 #include <npucache/version.h>
 
-#include "cache/dir.h"
-#include "cache/remote_tier.h"
+#include "cache/remote_options.h"
 #include "compiler/surface.h"
 #include "coord/job_identity.h"
 #include "mpi/comm.h"
+#include "storage/dir.h"
+#include "storage/remote_tier.h"
 #include "tools/commands.h"
 
 #include <nlohmann/json.hpp>

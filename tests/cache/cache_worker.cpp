@@ -28,12 +28,12 @@
 #include <npucache/models/models.h>
 #include <npucache/ops.h>
 
-#include "cache/records.h"
-#include "cache/store.h"
 #include "compiler/compiled_graph.h"
 #include "compiler/engine.h"
 #include "compiler/serialize.h"
 #include "compiler/tuning_table.h"
+#include "format/records.h"
+#include "storage/store.h"
 
 #include <cstdio>
 #include <cstring>

@@ -5,11 +5,11 @@
 #include <npucache/error.h>
 #include <npucache/models/models.h>
 
-#include "cache/cache_error.h"
-#include "cache/layout.h"
-#include "cache/object_file.h"
-#include "cache/store.h"
-#include "cache/tuning_file.h"
+#include "format/cache_error.h"
+#include "format/layout.h"
+#include "format/object_file.h"
+#include "format/tuning_file.h"
+#include "storage/store.h"
 #include "support/cache_files.h"
 
 #include "support/process.h"

@@ -4,10 +4,10 @@
 // through cache_compile.
 #include <npucache/error.h>
 
-#include "cache/layout.h"
-#include "cache/profile_file.h"
-#include "cache/template_file.h"
 #include "compiler/capture_template.h"
+#include "format/layout.h"
+#include "format/profile_file.h"
+#include "format/template_file.h"
 #include "support/process.h"
 
 #include <gtest/gtest.h>

@@ -6,14 +6,14 @@
 #include <npucache/cache.h>
 #include <npucache/error.h>
 
-#include "cache/admin.h"
-#include "cache/bundle.h"
-#include "cache/keys.h"
-#include "cache/layout.h"
-#include "cache/store.h"
-#include "cache/zstd_codec.h"
+#include "admin/admin.h"
+#include "format/bundle.h"
+#include "format/keys.h"
+#include "format/layout.h"
+#include "storage/store.h"
 #include "support/cache_files.h"
 #include "support/process.h"
+#include "zstd/zstd_codec.h"
 
 #include <gtest/gtest.h>
 
@@ -199,9 +199,9 @@ TEST_F(StoreAttack, AlteredBundlesAreRejectedOrImportCleanly) {
   ASSERT_EQ(::stat(file.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600u);  // exported bundles are private
   const std::string good = slurp(file);
-  const std::string raw = cache::zstd_decompress(std::string_view(good).substr(36), std::size_t{1} << 30);
+  const std::string raw = cache::zstd::decompress(std::string_view(good).substr(36), std::size_t{1} << 30);
   auto reseal = [&](const std::string& records) {
-    const std::string payload = cache::zstd_compress(records);
+    const std::string payload = cache::zstd::compress(records);
     std::string out = good.substr(0, 12);
     auto put = [&](uint64_t v) { out.append(reinterpret_cast<const char*>(&v), sizeof v); };
     put(payload.size());
@@ -245,7 +245,7 @@ TEST_F(StoreAttack, AlteredBundlesAreRejectedOrImportCleanly) {
   }
   // A zstd frame inside claiming more than the header: refused.
   {
-    std::string frame = cache::zstd_compress(std::string(1 << 20, '\0'));
+    std::string frame = cache::zstd::compress(std::string(1 << 20, '\0'));
     std::string lying = reseal(raw);
     lying.replace(36, std::string::npos, frame);
     uint64_t len = frame.size();
@@ -379,8 +379,8 @@ TEST_F(StoreAttack, AdministrationIsStrictAndTouchesOnlyItsOwnFiles) {
     EXPECT_EQ(o.status, 2) << bad << "\n" << o.text;
     EXPECT_TRUE(has(o.text, "size '" + std::string(bad) + "'")) << o.text;
   }
-  EXPECT_EQ(cache::admin::parse_size("64M"), std::size_t{64} << 20);
-  EXPECT_EQ(cache::admin::parse_size("1.5G"), std::size_t{3} << 29);
+  EXPECT_EQ(cache::parse_size("64M"), std::size_t{64} << 20);
+  EXPECT_EQ(cache::parse_size("1.5G"), std::size_t{3} << 29);
   // Two layouts (a 2-rank job's and a single process's), the 2-rank one
   // used longer ago.
   ASSERT_EQ(sh(worker(dir, "prompt --world 2 --rank 0") + " && " + worker(dir, "prompt --world 2 --rank 1")).status, 0);

@@ -1,4 +1,4 @@
 // Compiled with the compiler layer's include root by the layering test:
 // the cache is not among the layers the compiler may use, so this include
 // must not resolve.
-#include "cache/store.h"
+#include "storage/store.h"

@@ -8,11 +8,12 @@
 #include <npucache/cache.h>
 #include <npucache/error.h>
 
-#include "cache/remote_tier.h"
-#include "cache/remote_value.h"
+#include "cache/remote_options.h"
+#include "format/remote_value.h"
 #include "remote/backend.h"
 #include "remote/config.h"
 #include "remote/redis.h"
+#include "storage/remote_tier.h"
 #include "support/process.h"
 #include "support/redis_server.h"
 

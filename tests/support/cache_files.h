@@ -1,9 +1,9 @@
 // Test helpers over a cache directory's store (src/cache/store.h).
 #pragma once
 
-#include "cache/cache_error.h"
-#include "cache/layout.h"
-#include "cache/store.h"
+#include "format/cache_error.h"
+#include "format/layout.h"
+#include "storage/store.h"
 
 #include <string>
 #include <vector>

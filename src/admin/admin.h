@@ -1,0 +1,111 @@
+// Cache administration: what the `npucache` cache commands do, as
+// functions returning plain structs (the command line only parses
+// arguments and prints). Each takes the cache directory and acts only on
+// files that carry npucache's format (an index or object envelope, the
+// marker files, the format-1 cache.h5 with npucache's attributes): anything
+// else in the directory is reported and left byte for byte.
+//
+// Errors: CacheError when the directory holds no cache or cannot be read or
+// written, CacheRefused for an unsafe directory; ConfigError for a bad
+// argument (a size that is not one).
+#pragma once
+
+#include "format/bundle.h"
+#include "format/records.h"
+#include "storage/gc.h"
+#include "storage/stats.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace npucache::cache::admin {
+
+struct LsEntry {
+  std::string path;
+  std::string graph_key;
+  std::string mode;
+  std::string model_class;       // the full class name (model_info may shorten it)
+  std::size_t stored_bytes = 0;  // of its object's file
+};
+struct Listing {
+  std::string dir;
+  std::vector<LsEntry> entries;
+  std::size_t objects = 0;
+  std::vector<std::string> problems;  // damaged indexes, foreign files
+};
+Listing ls(const std::string& dir);
+
+struct VerifyResult {
+  std::size_t entries = 0, objects = 0, indexes = 0, templates = 0;
+  std::vector<std::pair<std::string, std::string>> bad;  // what (a file or an entry), what is wrong
+  std::vector<std::string> repaired;                     // with repair: what was done
+};
+// Checks every index, object, entry and capture template: envelopes,
+// checksums, every entry's object present, intact, with the entry's
+// checksum and decodable with its parameters; every template decodable,
+// named by its content, with its fingerprint, and its object present. With
+// `repair`: damaged objects and the entries that use them are removed (the
+// next run rebuilds them), damaged indexes are rewritten with their
+// readable entries, damaged or orphaned templates removed (the next start
+// captures again), stale temporaries removed.
+VerifyResult verify(const std::string& dir, bool repair);
+
+struct Stats {
+  std::size_t entries = 0, objects = 0;
+  // stored: the object files' bytes (zstd-compressed artifact, HDF5 view,
+  // traced graph); raw: the artifacts uncompressed (each object's raw_size).
+  std::size_t stored_bytes = 0, raw_bytes = 0;
+  std::size_t orphans = 0, orphan_bytes = 0;      // objects no entry uses (orphans)
+  std::size_t templates = 0, template_bytes = 0;  // capture templates
+  std::optional<std::size_t> max_size;            // the configured limit
+  CacheStats counters;
+};
+Stats stats(const std::string& dir);
+// Zeroes the counters (keeps last-use times, which gc needs).
+void zero_stats(const std::string& dir);
+
+struct Explanation {
+  // With an entry: the nearest other entry and the components that differ.
+  std::string entry, nearest;
+  std::vector<std::string> differences;
+  // With an entry: the pieces a method split at graph breaks is cached as
+  // (its entries "<entry>.piece-<hash>"), and the dims automatic dynamic
+  // made dynamic for it ("arg0 dim 0", from profiles.h5).
+  std::vector<std::string> pieces;
+  std::vector<std::string> dynamic_dims;
+  // Without: the recent misses.
+  std::vector<MissRecord> misses;
+};
+// `entry` empty: the recorded misses; else `entry` against its nearest, its
+// pieces and its dynamic dims (an entry that is only pieces is explained).
+Explanation explain(const std::string& dir, const std::string& entry);
+
+struct Transfer {
+  std::size_t entries = 0, objects = 0, bytes = 0, templates = 0;
+};
+// The Mega-Cache bundle of a whole cache, written to `file` (0600).
+Transfer export_bundle(const std::string& dir, const std::string& file);
+// Fills `dir` from a bundle: validated entirely first; a bad bundle is a
+// CacheError and changes nothing.
+Transfer import_bundle(const std::string& file, const std::string& dir);
+// The same for bundle bytes (load_cache_artifacts).
+Transfer import_bytes(std::string_view bytes, const std::string& dir);
+// The same for records (the remote tier's pull): validated entirely, then
+// committed (objects published, indexes updated under their locks).
+Transfer import_records(Bundle b, const std::string& dir);
+// Every entry of a cache and the objects they use (export, remote push);
+// CacheError when an index is damaged (verify --repair first).
+Bundle read_cache(const std::string& dir);
+
+struct ClearResult {
+  bool had_cache = false;
+  std::size_t removed = 0;
+  std::vector<std::string> left;  // files that are not npucache's, left as they were
+};
+// Removes the cache's files. A directory without a cache is reported and
+// nothing is created.
+ClearResult clear(const std::string& dir);
+
+}  // namespace npucache::cache::admin

@@ -1,0 +1,207 @@
+#include "admin/remote_admin.h"
+
+#include "admin/admin.h"
+#include "compiler/serialize.h"
+#include "format/cache_error.h"
+#include "format/keys.h"
+#include "format/layout.h"
+#include "format/profile_file.h"
+#include "format/template_file.h"
+#include "format/tuning_file.h"
+#include "log/log.h"
+#include "log/progress.h"
+#include "storage/remote_tier.h"
+#include "storage/store.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+namespace npucache::cache::admin {
+namespace {
+
+// The tier of a command: errors are the command's.
+std::shared_ptr<RemoteTier> tier_for(const remote::Config& c) {
+  auto t = RemoteTier::get(c);
+  if (!t) throw ConfigError("no remote cache: give --remote URL or set NPUCACHE_REMOTE");
+  return t;
+}
+
+[[noreturn]] void unreachable(const remote::Config& c, const std::string& what) {
+  throw CacheError("remote cache " + c.url + ": " + what + " failed (the warning above names the cause)");
+}
+
+bool matches(const std::string& model_info, const std::string& model) {
+  return model.empty() || model_info == model ||
+         (model_info.size() > model.size() && model_info.compare(0, model.size(), model) == 0 &&
+          model_info[model.size()] == '_');
+}
+
+std::vector<std::string> matching_models(RemoteTier& t, const std::string& model) {
+  auto all = t.models("");
+  if (!all) unreachable(t.config(), "listing its models");
+  std::vector<std::string> out;
+  for (const auto& m : *all)
+    if (matches(m, model)) out.push_back(m);
+  return out;
+}
+
+}  // namespace
+
+RemotePush remote_push(const remote::Config& c, const std::string& dir, const std::string& model) {
+  auto t = tier_for(c);
+  if (c.read_only) throw ConfigError("remote cache " + c.url + " is read-only here: push writes to it");
+  const Bundle all = read_cache(dir);
+  std::map<std::string, std::vector<EntryRecord>> by_model;
+  for (const auto& e : all.entries)
+    if (matches(layout::model_info_of(e.path), model)) by_model[layout::model_info_of(e.path)].push_back(e);
+  std::map<std::string, const ObjectRecord*> objects;
+  for (const auto& o : all.objects) objects[o.graph_key] = &o;
+  RemotePush out;
+  for (const auto& [m, es] : by_model) {
+    log::Progress::note("pushing " + m);
+    std::vector<ObjectRecord> os;
+    std::set<std::string> seen;
+    for (const auto& e : es)
+      if (seen.insert(e.graph_key).second) os.push_back(*objects.at(e.graph_key));
+    const RemoteTier::Pushed p = t->push(os, es, dir);
+    if (p.failed) unreachable(c, "writing " + m);
+    out.entries += p.entries;
+    out.objects += p.objects;
+    out.present += p.present;
+    out.skipped += p.skipped;
+  }
+  // The capture templates of the pushed objects, and the models' profiles.
+  std::vector<std::pair<std::string, std::string>> templates;
+  for (const auto& [key, file] : all.templates) {
+    const TemplateRecord r = decode_template_file(file, "template " + key);
+    for (const auto& [m, es] : by_model)
+      if (std::any_of(es.begin(), es.end(),
+                      [&](const EntryRecord& e) { return e.graph_key == r.validity.graph_key; })) {
+        templates.emplace_back(key, file);
+        break;
+      }
+  }
+  t->push_blobs(BlobKind::capture_template, templates, remote::Overwrite::no, dir);
+  out.templates = templates.size();
+  const Store s = Store::open(dir, Create::no);
+  if (auto bytes = s.directory().read(layout::kProfileFile, kMaxProfileFileBytes)) {
+    try {
+      std::vector<std::pair<std::string, std::string>> dims;
+      for (const auto& r : decode_profiles(*bytes, (s.dir() / layout::kProfileFile).string()))
+        if (matches(r.model_info, model))
+          dims.emplace_back(r.model_info + "|" + r.method + "|" + r.dim.input + "|" + std::to_string(r.dim.dim), "");
+      t->push_blobs(BlobKind::profile, dims, remote::Overwrite::no, dir);
+      out.profile_dims = dims.size();
+    } catch (const CacheError& e) {
+      log::warn("{}; not pushed", e.what());
+    }
+  }
+  // The directory's tuning table joins the shared one.
+  if (auto bytes = s.directory().read(layout::kTuningFile, kMaxTuningFileBytes)) {
+    try {
+      const auto records = decode_tuning(*bytes, (s.dir() / layout::kTuningFile).string());
+      t->push_tuning(records, dir);
+      out.tuning = records.size();
+    } catch (const CacheError& e) {
+      log::warn("{}; not pushed", e.what());
+    }
+  }
+  return out;
+}
+
+RemotePull remote_pull(const remote::Config& c, const std::string& model, const std::string& dir) {
+  if (model.empty())
+    throw ConfigError("remote pull needs a model: a model_info or a class name (`npucache remote ls`)");
+  auto t = tier_for(c);
+  RemotePull out;
+  out.models = matching_models(*t, model);
+  if (out.models.empty())
+    throw CacheError("remote cache " + c.url + " holds no model '" + model + "' (`npucache remote ls` lists them)");
+  Bundle b;
+  const RemoteTier::Check decodes = [](const ObjectRecord& r) { compiler::deserialize_compiled(r.raw); };
+  std::map<std::string, bool> fetched;  // graph key -> usable
+  for (const auto& m : out.models) {
+    auto es = t->entries(m, dir);
+    if (!es) unreachable(c, "reading the entries of " + m);
+    for (auto& re : *es) {
+      const std::string& key = re.entry.graph_key;
+      if (!fetched.count(key)) {
+        log::Progress::note("reading object " + std::to_string(b.objects.size() + 1));
+        auto o = re.object_hash.empty() ? t->object(key, dir, decodes)
+                                        : t->object_by_hash(re.object_hash, key, dir, decodes);
+        fetched[key] = o.has_value();
+        if (o) {
+          out.bytes += o->value_bytes;
+          b.objects.push_back(std::move(o->record));
+        }
+      }
+      if (!fetched[key]) {
+        out.problems.push_back(re.entry.path + ": its object " + key + " is missing or damaged in the remote");
+        continue;
+      }
+      // The entry records the checksum of the object it is committed with.
+      for (const auto& o : b.objects)
+        if (o.graph_key == key) re.entry.object_checksum = o.meta.checksum;
+      b.entries.push_back(std::move(re.entry));
+    }
+  }
+  if (b.entries.empty()) return out;
+  // The capture templates of the pulled objects.
+  for (auto& [key, file] : t->blobs(BlobKind::capture_template, dir)) {
+    try {
+      const TemplateRecord r = decode_template_file(file, "remote capture template " + key);
+      if (std::any_of(b.objects.begin(), b.objects.end(),
+                      [&](const ObjectRecord& o) { return o.graph_key == r.validity.graph_key; }))
+        b.templates.emplace_back(key, std::move(file));
+    } catch (const CacheError& e) {
+      t->failed({remote::Failure::corrupt, e.what()}, dir, "reading a capture template");
+    }
+  }
+  const Transfer tr = import_records(std::move(b), dir);
+  out.entries = tr.entries;
+  out.objects = tr.objects;
+  return out;
+}
+
+std::vector<RemoteListedModel> remote_ls(const remote::Config& c, const std::string& model) {
+  auto t = tier_for(c);
+  std::vector<RemoteListedModel> out;
+  for (const auto& m : matching_models(*t, model)) {
+    RemoteListedModel lm;
+    lm.model_info = m;
+    auto es = t->entries(m, "");
+    if (!es) unreachable(c, "reading the entries of " + m);
+    std::map<std::string, std::string> hash_of;  // graph key -> object hash
+    for (const auto& re : *es) {
+      auto& h = hash_of[re.entry.graph_key];
+      if (h.empty()) h = re.object_hash.empty() ? t->object_hash(re.entry.graph_key, "") : re.object_hash;
+    }
+    std::vector<std::string> hashes;
+    for (const auto& [k, h] : hash_of)
+      if (!h.empty()) hashes.push_back(h);
+    auto sizes = t->object_sizes(hashes, "");
+    if (!sizes) unreachable(c, "measuring the objects of " + m);
+    std::map<std::string, std::size_t> size_of;
+    for (std::size_t i = 0; i < hashes.size(); ++i) size_of[hashes[i]] = (*sizes)[i];
+    for (const auto& re : *es) {
+      RemoteListedEntry e;
+      e.path = re.entry.path;
+      e.graph_key = re.entry.graph_key;
+      e.object_hash = hash_of[e.graph_key];
+      const auto mode = re.entry.meta.components.find(component::kMode);
+      e.mode = mode == re.entry.meta.components.end() ? "?" : mode->second;
+      e.object_bytes = e.object_hash.empty() ? 0 : size_of[e.object_hash];
+      lm.entries.push_back(std::move(e));
+    }
+    for (const auto& [h, n] : size_of)
+      if (n > 0) {
+        ++lm.objects;
+        lm.bytes += n;
+      }
+    out.push_back(std::move(lm));
+  }
+  return out;
+}
+
+}  // namespace npucache::cache::admin

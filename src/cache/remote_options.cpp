@@ -1,0 +1,60 @@
+#include "cache/remote_options.h"
+
+#include <npucache/error.h>
+
+#include "log/log.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <mutex>
+#include <string>
+
+namespace npucache::cache {
+
+remote::Config resolve_remote(const RemoteOptions& o) {
+  std::string url = o.url;
+  if (url.empty())
+    if (const char* env = std::getenv("NPUCACHE_REMOTE")) url = env;
+  if (url.empty() || url == "off" || url == "none") return {};
+  remote::Config c = remote::parse_url(url);
+  if (o.read_only) c.read_only = *o.read_only;
+  if (o.connect_timeout_s) {
+    if (!(*o.connect_timeout_s > 0) || !std::isfinite(*o.connect_timeout_s))
+      throw ConfigError("RemoteOptions::connect_timeout_s must be a positive number of seconds");
+    c.connect_timeout_s = *o.connect_timeout_s;
+  }
+  if (o.timeout_s) {
+    if (!(*o.timeout_s > 0) || !std::isfinite(*o.timeout_s))
+      throw ConfigError("RemoteOptions::timeout_s must be a positive number of seconds");
+    c.timeout_s = *o.timeout_s;
+  }
+  if (o.max_object_bytes) c.max_object_bytes = *o.max_object_bytes;
+  const char* pw = std::getenv("NPUCACHE_REMOTE_PASSWORD");
+  const char* pw_file = std::getenv("NPUCACHE_REMOTE_PASSWORD_FILE");
+  if (pw && *pw) {
+    c.endpoint.password = pw;
+  } else if (pw_file && *pw_file) {
+    std::ifstream f(pw_file);
+    if (!f)
+      throw ConfigError(std::string("NPUCACHE_REMOTE_PASSWORD_FILE ") + pw_file + " cannot be read (" +
+                        std::strerror(errno) + "); name a file holding the remote's password");
+    std::string line;
+    std::getline(f, line);
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
+    c.endpoint.password = line;
+  } else if (c.password_in_url) {
+    static std::once_flag once;
+    std::call_once(once, [&] {
+      log::warn(
+          "the remote cache URL {} carries a password, which other users can read in process listings; "
+          "set NPUCACHE_REMOTE_PASSWORD or NPUCACHE_REMOTE_PASSWORD_FILE instead",
+          c.url);
+    });
+  }
+  return c;
+}
+
+}  // namespace npucache::cache

@@ -1,0 +1,18 @@
+// The remote tier's configuration from the public options
+// (CacheOptions::remote, include/npucache/cache.h) and the environment.
+#pragma once
+
+#include <npucache/cache.h>
+
+#include "remote/config.h"
+
+namespace npucache::cache {
+
+// The remote a cached method uses: options.url, else $NPUCACHE_REMOTE
+// ("" or "off": none); the password from $NPUCACHE_REMOTE_PASSWORD, else the
+// file named by $NPUCACHE_REMOTE_PASSWORD_FILE, else the URL's (warned about
+// once); the options' fields override the URL's attributes. ConfigError for
+// a malformed URL, a bad option or an unreadable password file.
+remote::Config resolve_remote(const RemoteOptions& options);
+
+}  // namespace npucache::cache

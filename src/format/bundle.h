@@ -1,0 +1,52 @@
+// The Mega-Cache bundle (docs/FORMAT.md): a versioned, checksummed,
+// zstd-compressed list of entries and their objects, in npucache's own
+// bounded encoding (wire.h).
+//
+//   bytes 0-7   magic "NPUCBNDL"
+//   8-11        u32 format version (4: with capture templates; 3 is read)
+//   12-19       u64 payload bytes (compressed)
+//   20-27       u64 decoded bytes (at most kMaxBundleBytes and
+//               kMaxBundleRatio times the payload)
+//   28-35       u64 xxh3-64 of the payload
+//   36-         payload: one zstd frame of the records
+//
+// read_bundle never trusts a size: every length is checked against what
+// remains and against the declared sizes, so damaged or hostile bytes give
+// a CacheError, never a crash or an unbounded allocation.
+#pragma once
+
+#include "format/records.h"
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace npucache::cache {
+
+// A bundle's decoded records may not exceed 4 GiB, nor 4096 times its
+// compressed payload (artifacts compress about tenfold): a header claiming
+// more is refused before anything is allocated.
+constexpr uint64_t kMaxBundleBytes = uint64_t{4} << 30;
+constexpr uint64_t kMaxBundleRatio = 4096;
+
+struct Bundle {
+  std::vector<EntryRecord> entries;
+  std::vector<ObjectRecord> objects;
+  // Capture templates of the objects: (template key, the file's bytes).
+  std::vector<std::pair<std::string, std::string>> templates;
+};
+
+std::string write_bundle(const Bundle& b);
+// Throws CacheError naming what is wrong (magic, version, sizes, checksum,
+// a malformed record).
+Bundle read_bundle(std::string_view bytes);
+
+// Everything a bundle from elsewhere must satisfy before anything of it is
+// written (import, load_cache_artifacts): names in the layout's grammar,
+// unique keys and paths, every object's bytes against its checksum and
+// decodable into a valid program, every entry's object present with the
+// checksum the entry records and binding the entry's parameters. Throws
+// CacheError naming the first violation.
+void validate_bundle(const Bundle& b);
+
+}  // namespace npucache::cache

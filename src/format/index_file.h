@@ -1,0 +1,36 @@
+// The index file of one model, <model_info>.h5 (docs/FORMAT.md): its model
+// components once, and every entry of the model (each method of each
+// world size and rank) with its key components, ModelCacheMeta fields,
+// parameter bindings and the graph key of its object. The records in the
+// envelope are what npucache reads; the HDF5 view shows the same entries
+// at the seed's paths, /<model_info>/[world<W>global_rank<R>/]<func>, each
+// with an external link compiled_module -> objects/<graph_key>.h5.
+#pragma once
+
+#include "format/records.h"
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace npucache::cache {
+
+struct IndexFile {
+  std::string model_info;
+  Components model;  // the model components (keys.h), shared by every entry
+  std::vector<EntryRecord> entries;
+};
+
+std::string encode_index(const IndexFile& index);
+
+struct DecodedIndex {
+  IndexFile index;           // what could be read
+  std::size_t damaged = 0;   // entries (or the model record) that could not
+  bool intact = false;       // every record read
+  bool hdf5_intact = false;  // the HDF5 view is undamaged
+};
+// Reads what is readable; throws CacheError (naming `what`) when nothing
+// can be trusted (a damaged header or model record).
+DecodedIndex decode_index(std::string_view bytes, const std::string& what);
+
+}  // namespace npucache::cache

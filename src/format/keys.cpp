@@ -1,0 +1,217 @@
+#include "format/keys.h"
+
+#include <npucache/ir/hash.h>
+
+#include "format/layout.h"
+
+#include <xxhash.h>
+
+#include <cctype>
+#include <cstdio>
+#include <map>
+#include <string_view>
+
+namespace npucache::cache {
+namespace {
+
+bool is_model_component(const std::string& name);
+
+// `model_only`: the components that name model_info (the model's, less
+// the config's option text, which the config hash stands for).
+std::string hash_components(const Components& c, bool model_only) {
+  std::string s;
+  for (const auto& [k, v] : c)
+    if (!model_only || (is_model_component(k) && k != component::kConfigOptions)) s += k + "=" + v + "\n";
+  return checksum(s);
+}
+
+// A class name as a directory name: "a::b::Model<int>" -> "a.b.Model_int_",
+// "(anonymous namespace)::M" -> "anonymous.M". (model_info's hash covers
+// the exact name, so names made equal here never share an entry.)
+std::string path_safe(const std::string& name) {
+  static constexpr std::string_view anonymous = "(anonymous namespace)";
+  std::string out;
+  for (std::size_t i = 0; i < name.size(); ++i) {
+    if (name.compare(i, anonymous.size(), anonymous) == 0) {
+      out += "anonymous";
+      i += anonymous.size() - 1;
+    } else if (name.compare(i, 2, "::") == 0) {
+      out += '.';
+      ++i;
+    } else {
+      const char c = name[i];
+      out += std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-' ? c : '_';
+    }
+  }
+  return out;
+}
+
+// The input signature as text: what a later call must match.
+std::string signature_text(const TraceResult& t) {
+  std::string s;
+  for (const auto& in : t.signature.inputs) s += "in " + in.path + " " + type_str(in.type) + "\n";
+  for (const auto& g : t.signature.guards) s += "guard " + g.path + "=" + g.value + "\n";
+  for (const auto& si : t.signature.sym_inputs) s += "symint " + si.path + " " + si.expr.str() + "\n";
+  for (const auto& g : t.signature.shape_guards) s += "shape " + g + "\n";
+  for (const auto& o : t.output_paths) s += "out " + o + "\n";
+  return s;
+}
+
+// The class part of model_info: path_safe(name), or for a long name (class
+// templates reach hundreds of characters) its first kReadable characters,
+// '-' and 8 hex digits of the full name's hash, so model_info, its index
+// file and the file's temporaries stay far below the 255-byte name limit.
+// The full name is recorded with every entry (component model_class).
+std::string readable_class(const std::string& name) {
+  constexpr std::size_t kMax = 96, kReadable = 80;
+  std::string safe = path_safe(name);
+  if (safe.size() <= kMax) return safe;
+  return safe.substr(0, kReadable) + "-" + checksum(name).substr(0, 8);
+}
+
+}  // namespace
+
+std::string decomposition_names(const DecompositionTable& t) {
+  if (t.empty()) return "default";
+  std::string s;
+  for (const auto& [op, d] : t) s += (s.empty() ? "" : ",") + std::string(op_name(op)) + ":" + d.name;
+  return s;
+}
+
+const std::vector<std::string>& component_names() {
+  using namespace component;
+  static const auto& names = *new const std::vector<std::string>{
+      // never destroyed (commits at exit)
+      kModelClass, kParameterSignature, kConfig,        kMode,        kDynamic,      kGeCache, kDecompositions,
+      kMethod,     kRuntimeVersion,     kFormatVersion, kCodeVersion, kConfigOptions};
+  return names;
+}
+
+namespace {
+// The components hashed into model_info.
+bool is_model_component(const std::string& name) {
+  using namespace component;
+  // ge_cache decides what a save stores (the program or the graph), not
+  // what the model is: single-process and distributed caches of a model
+  // share its entries, whichever level their objects hold (each entry
+  // records its level: with_program).
+  return name != kMethod && name != kRuntimeVersion && name != kFormatVersion && name != kCodeVersion &&
+         name != kGeCache;
+}
+}  // namespace
+
+Components model_components(const Components& c) {
+  Components out;
+  for (const auto& n : component_names())
+    if (auto it = c.find(n); it != c.end() && is_model_component(n)) out.emplace(n, it->second);
+  return out;
+}
+
+Components key_components(const Components& c) {
+  Components out;
+  for (const auto& n : component_names())
+    if (auto it = c.find(n); it != c.end()) out.emplace(n, it->second);
+  return out;
+}
+
+std::string parameter_signature(const nn::Module& m) {
+  std::string s;
+  for (const auto& [n, t] : m.named_parameters()) s += "p:" + n + ":" + type_str(t.type()) + ";";
+  for (const auto& [n, t] : m.named_buffers()) s += "b:" + n + ":" + type_str(t.type()) + ";";
+  return checksum(s);
+}
+
+LookupKey lookup_key(const KeyInputs& in) {
+  LookupKey k;
+  Components& c = k.components;
+  using namespace component;
+  c[kModelClass] = in.module->type_name();
+  c[kParameterSignature] = parameter_signature(*in.module);
+  c[kMethod] = in.method;
+  c[kConfig] = in.config.hash().hex().substr(0, 16);
+  c[kMode] = std::string(compile_mode_name(in.config.mode));
+  c[kDynamic] = !in.dynamic ? "auto" : *in.dynamic ? "true" : "false";
+  c[kGeCache] = in.ge_cache ? "true" : "false";
+  c[kDecompositions] = in.decompositions;
+  c[kRuntimeVersion] = in.runtime_version;
+  c[kFormatVersion] = layout::kFormatVersion;
+  c[kCodeVersion] = in.code_version;
+  std::string options = in.config.dump();
+  for (auto& ch : options)
+    if (ch == '\n') ch = ';';
+  c[kConfigOptions] = options;
+  k.hash = hash_components(c, false);
+  k.model_info = readable_class(c[kModelClass]) +
+                 (!in.dynamic   ? "_auto"
+                  : *in.dynamic ? "_dynamic"
+                                : "_static") +
+                 (in.config.captures() ? "_aclgraphcache" : "") + "_" + hash_components(c, true);
+  return k;
+}
+
+GraphId graph_id(const TraceResult& traced, const KeyInputs& in) {
+  const std::string canonical = canonical_hash(traced.graph).hex();
+  // Not whether the object holds the program: the computation is the same
+  // either way, and a lookup lowers a graph-only object.
+  std::string s = canonical + "|" + checksum(signature_text(traced)) + "|" + in.config.hash().hex() + "|" +
+                  in.runtime_version + "|" + in.decompositions + "|" +
+                  (!in.dynamic   ? "auto"
+                   : *in.dynamic ? "dynamic"
+                                 : "static") +
+                  "|" + layout::kFormatVersion;
+  XXH128_hash_t h = XXH3_128bits(s.data(), s.size());
+  return {Hash128{h.high64, h.low64}.hex(), canonical};
+}
+
+std::vector<std::string> stale_components(const Components& stored, const Components& now, bool fast_path) {
+  using namespace component;
+  Components checked;
+  for (const char* k : {kRuntimeVersion, kFormatVersion}) checked[k] = now.count(k) ? now.at(k) : "";
+  if (fast_path)
+    for (const char* k : {kCodeVersion, kParameterSignature}) checked[k] = now.count(k) ? now.at(k) : "";
+  return differing_components(stored, checked);
+}
+
+std::vector<std::string> differing_components(const Components& stored, const Components& now) {
+  std::vector<std::string> out;
+  for (const auto& [k, v] : now) {
+    auto it = stored.find(k);
+    const std::string old = it == stored.end() ? "(none)" : it->second;
+    if (old != v) out.push_back(k + ": stored '" + old + "', now '" + v + "'");
+  }
+  return out;
+}
+
+std::vector<std::string> model_differences(const Components& stored, const Components& now) {
+  using namespace component;
+  std::vector<std::string> out;
+  for (const auto& d : differing_components(model_components(stored), model_components(now)))
+    if (d.rfind(kConfig + std::string(":"), 0) != 0 && d.rfind(kConfigOptions + std::string(":"), 0) != 0)
+      out.push_back(d);
+  // The config, option by option (its hash alone says nothing).
+  auto options = [](const Components& c) {
+    std::map<std::string, std::string> m;
+    auto it = c.find(kConfigOptions);
+    if (it == c.end()) return m;
+    std::size_t at = 0;
+    while (at < it->second.size()) {
+      std::size_t end = it->second.find(';', at);
+      if (end == std::string::npos) end = it->second.size();
+      const std::string kv = it->second.substr(at, end - at);
+      if (auto eq = kv.find('='); eq != std::string::npos) m[kv.substr(0, eq)] = kv.substr(eq + 1);
+      at = end + 1;
+    }
+    return m;
+  };
+  const auto a = options(stored), b = options(now);
+  for (const auto& [k, v] : b)
+    if (auto it = a.find(k); it == a.end() || it->second != v)
+      out.push_back("config option " + k + ": stored '" + (it == a.end() ? "(none)" : it->second) + "', now '" + v +
+                    "'");
+  const auto sc = stored.find(kConfig), nc = now.find(kConfig);
+  if (out.empty() && sc != stored.end() && nc != now.end() && sc->second != nc->second)
+    out.push_back("config: stored '" + sc->second + "', now '" + nc->second + "'");
+  return out;
+}
+
+}  // namespace npucache::cache

@@ -1,0 +1,129 @@
+#include "format/object_file.h"
+
+#include "compiler/wire.h"
+#include "format/cache_error.h"
+#include "format/envelope.h"
+#include "format/layout.h"
+#include "format/view.h"
+#include "h5/h5.h"
+
+namespace npucache::cache {
+using compiler::ByteReader;
+using compiler::ByteWriter;
+namespace {
+
+// 16 GiB: far above any artifact (a 70B stage's program is megabytes),
+// low enough that a damaged size cannot exhaust memory.
+constexpr uint64_t kMaxArtifactBytes = uint64_t{16} << 30;
+
+std::string encode_meta(const std::string& key, const ObjectMeta& m) {
+  ByteWriter w;
+  w.str(key);
+  w.str(m.checksum);
+  w.u64(m.raw_size);
+  w.u8(m.with_program ? 1 : 0);
+  w.f64(m.compile_time_s);
+  w.str(m.pass_times);
+  w.str(m.mode);
+  w.u8(m.dynamic ? 1 : 0);
+  w.str(m.canonical_hash);
+  w.str(m.producer.host);
+  w.i64(m.producer.pid);
+  w.i64(m.producer.global_rank);
+  w.str(m.date);
+  w.str(m.version);
+  return w.take();
+}
+
+ObjectMeta decode_meta(std::string_view body, const std::string& what, std::string& key) try {
+  ByteReader r(body, what);
+  ObjectMeta m;
+  key = r.str();
+  m.checksum = r.str();
+  m.raw_size = r.u64();
+  if (m.raw_size > kMaxArtifactBytes) r.fail("it claims " + std::to_string(m.raw_size) + " bytes");
+  m.with_program = r.u8() != 0;
+  m.compile_time_s = r.f64();
+  m.pass_times = r.str();
+  m.mode = r.str();
+  m.dynamic = r.u8() != 0;
+  m.canonical_hash = r.str();
+  m.producer.host = r.str();
+  m.producer.pid = static_cast<long>(r.i64());
+  m.producer.global_rank = static_cast<int>(r.i64());
+  m.date = r.str();
+  m.version = r.str();
+  if (!r.done()) r.fail("its record has trailing bytes");
+  return m;
+} catch (const CacheError&) {
+  throw;
+} catch (const Error& e) {
+  throw CacheError(e.what());
+}
+
+}  // namespace
+
+std::string encode_object(const ObjectRecord& o) {
+  ObjectMeta m = o.meta;
+  m.checksum = checksum(o.raw);
+  m.raw_size = o.raw.size();
+  const std::vector<std::string> records{encode_meta(o.graph_key, m)};
+  const std::size_t userblock = userblock_for(records);
+  std::string image;
+  {
+    auto guard = h5::lock();
+    h5::Handle f = create_view(userblock, EnvelopeKind::object);
+    const hid_t root = f.id();
+    h5::write_attr(root, "graph_key", o.graph_key);
+    h5::write_attr(root, "checksum", m.checksum);
+    h5::write_attr(root, "raw_size", static_cast<int64_t>(m.raw_size));
+    h5::write_bool_attr(root, "with_program", m.with_program);
+    h5::write_attr(root, "compile_time_s", m.compile_time_s);
+    h5::write_attr(root, "pass_times", m.pass_times);
+    h5::write_attr(root, "canonical_hash", m.canonical_hash);
+    // Who compiled it: "host pid <pid> rank <r> npucache <version>". The
+    // key components (mode, dynamic...) are the entries' (the index's).
+    h5::write_attr(root, "producer",
+                   m.producer.host + " pid " + std::to_string(m.producer.pid) + " rank " +
+                       std::to_string(m.producer.global_rank) + " npucache " + m.version);
+    h5::write_attr(root, "date", m.date);
+    h5::write_bytes(root, layout::kModuleDataset, o.raw);
+    h5::write_strings(root, layout::kGraphDataset, o.graph_text);
+    image = h5::image_bytes(f.id());
+  }
+  return seal(EnvelopeKind::object, records, std::move(image), userblock);
+}
+
+ObjectMeta object_meta(std::string_view file, const std::string& what, std::string* graph_key) {
+  Opened o = open_envelope(EnvelopeKind::object, file, what);
+  if (!o.records_intact || o.records.size() != 1) throw CacheError(what + " is damaged: its record fails its checksum");
+  std::string key;
+  ObjectMeta m = decode_meta(o.records[0], what, key);
+  m.stored_size = file.size();
+  if (graph_key) *graph_key = key;
+  return m;
+}
+
+ObjectRecord decode_object(std::string_view file, const std::string& what, bool with_text) {
+  Opened o = open_envelope(EnvelopeKind::object, file, what);
+  if (!o.records_intact || o.records.size() != 1) throw CacheError(what + " is damaged: its record fails its checksum");
+  if (!o.hdf5_intact) throw CacheError(what + " is damaged: its HDF5 part fails its checksum");
+  ObjectRecord r;
+  r.meta = decode_meta(o.records[0], what, r.graph_key);
+  r.meta.stored_size = file.size();
+  {
+    auto guard = h5::lock();
+    h5::Handle f = h5::open_image(file);
+    r.raw = h5::read_bytes(f.id(), layout::kModuleDataset, static_cast<std::size_t>(r.meta.raw_size));
+    if (with_text) r.graph_text = h5::read_strings(f.id(), layout::kGraphDataset);
+  }
+  if (r.raw.size() != r.meta.raw_size)
+    throw CacheError(what + " is damaged: it holds " + std::to_string(r.raw.size()) + " bytes, its record says " +
+                     std::to_string(r.meta.raw_size));
+  if (checksum(r.raw) != r.meta.checksum)
+    throw CacheError(what + " is damaged: its bytes fail their checksum (stored " + r.meta.checksum + ", read " +
+                     checksum(r.raw) + ")");
+  return r;
+}
+
+}  // namespace npucache::cache

@@ -1,0 +1,245 @@
+#include "format/remote_value.h"
+
+#include "format/cache_error.h"
+#include "format/fixed_fields.h"
+#include "format/layout.h"
+#include "format/record_wire.h"
+#include "zstd/zstd_codec.h"
+
+#include <xxhash.h>
+
+#include <cstring>
+
+namespace npucache::cache {
+using compiler::ByteReader;
+using compiler::ByteWriter;
+
+namespace remote_key {
+std::string prefix() { return std::string(layout::kFormatName) + ":" + layout::kFormatVersion + ":"; }
+std::string object(const std::string& h) { return prefix() + "obj:" + h; }
+std::string graph(const std::string& k) { return prefix() + "graph:" + k; }
+std::string index(const std::string& m) { return prefix() + "index:" + m; }
+std::string models() { return prefix() + "models"; }
+std::string blob(std::string_view kind) { return prefix() + "blob:" + std::string(kind); }
+}  // namespace remote_key
+
+std::string_view blob_kind_name(BlobKind k) {
+  switch (k) {
+    case BlobKind::tuning: return "tuning";
+    case BlobKind::profile: return "profile";
+    case BlobKind::capture_template: return "template";
+  }
+  return "unknown";
+}
+
+namespace {
+
+constexpr char kMagic[8] = {'N', 'P', 'U', 'C', 'R', 'M', 'T', '1'};
+constexpr uint32_t kVersion = 1;
+constexpr std::size_t kHeader = 48;
+constexpr uint8_t kStored = 0, kZstd = 1;
+// Records other than objects are small: an entry, a reference, a decision.
+constexpr std::size_t kMaxSmallValue = std::size_t{16} << 20;
+// Objects add their graph text and facts to the artifact's bytes.
+constexpr std::size_t kObjectSlack = std::size_t{64} << 20;
+// A payload may claim at most this many times its compressed size (as bundles).
+constexpr uint64_t kMaxRatio = 4096;
+
+std::string seal(RemoteKind kind, const std::string& payload, bool compress) {
+  const std::string body = compress ? zstd::compress(payload) : payload;
+  std::string v(kMagic, sizeof kMagic);
+  v += static_cast<char>(kind);
+  v += static_cast<char>(compress ? kZstd : kStored);
+  v += std::string(2, '\0');
+  put_le<uint32_t>(v, kVersion);
+  put_le<uint64_t>(v, body.size());
+  put_le<uint64_t>(v, payload.size());
+  put_le<uint64_t>(v, XXH3_64bits(body.data(), body.size()));
+  put_le<uint64_t>(v, XXH3_64bits(v.data(), v.size()));
+  v += body;
+  return v;
+}
+
+std::string kind_name(RemoteKind k) {
+  switch (k) {
+    case RemoteKind::object: return "object";
+    case RemoteKind::graph: return "graph reference";
+    case RemoteKind::entry: return "entry";
+    case RemoteKind::blob: return "table record";
+  }
+  return "value";
+}
+
+// The payload of a value of `kind`, every header field checked first: a
+// view of `v` when stored, else decompressed into `scratch`. The payload's
+// own checksum is skipped when `hashed` (the whole value was checked
+// against its content hash already).
+std::string_view open_value(std::string_view v, RemoteKind kind, std::size_t max_decoded, const std::string& what,
+                            std::string& scratch, bool hashed = false) {
+  const auto bad = [&](const std::string& why) -> std::string_view {
+    throw CacheError(what + " is damaged or not npucache's: " + why);
+  };
+  if (v.size() < kHeader) return bad("it has " + std::to_string(v.size()) + " bytes, fewer than a header");
+  if (std::memcmp(v.data(), kMagic, sizeof kMagic) != 0) return bad("no npucache remote magic");
+  if (get_le<uint64_t>(v, 40) != XXH3_64bits(v.data(), 40)) return bad("its header fails its checksum");
+  if (static_cast<uint8_t>(v[8]) != static_cast<uint8_t>(kind))
+    return bad("it is a " + kind_name(static_cast<RemoteKind>(v[8])) + ", not a " + kind_name(kind));
+  const uint8_t codec = static_cast<uint8_t>(v[9]);
+  if (codec != kStored && codec != kZstd) return bad("unknown codec " + std::to_string(codec));
+  if (v[10] != 0 || v[11] != 0) return bad("reserved bytes are set");
+  if (get_le<uint32_t>(v, 12) != kVersion)
+    return bad("value encoding " + std::to_string(get_le<uint32_t>(v, 12)) + " (this build reads " +
+               std::to_string(kVersion) + ")");
+  const uint64_t p = get_le<uint64_t>(v, 16), d = get_le<uint64_t>(v, 24);
+  if (p != v.size() - kHeader)
+    return bad("truncated or padded: the header says " + std::to_string(p) + " payload bytes, found " +
+               std::to_string(v.size() - kHeader));
+  if (d > max_decoded) return bad("it claims " + std::to_string(d) + " decoded bytes, above the cap");
+  if (codec == kStored && d != p) return bad("a stored payload's sizes differ");
+  if (codec == kZstd && d > kMaxRatio * p + 4096) return bad("it claims more than its payload can hold");
+  const std::string_view body = v.substr(kHeader);
+  if (!hashed && get_le<uint64_t>(v, 32) != XXH3_64bits(body.data(), body.size()))
+    return bad("its payload fails its checksum");
+  if (codec == kStored) return body;
+  scratch = zstd::decompress(body, static_cast<std::size_t>(d));
+  if (scratch.size() != d) return bad("the payload decodes to another size");
+  return scratch;
+}
+
+// Runs a decoder, turning any decoding error into a CacheError.
+template <class F>
+auto decoding(const std::string& what, F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const CacheError&) {
+    throw;
+  } catch (const Error& e) {
+    throw CacheError(what + " is damaged: " + e.what());
+  }
+}
+
+}  // namespace
+
+std::string content_hash(std::string_view value) {
+  const XXH128_hash_t h = XXH3_128bits(value.data(), value.size());
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%016llx%016llx", static_cast<unsigned long long>(h.high64),
+                static_cast<unsigned long long>(h.low64));
+  return buf;
+}
+
+std::string encode_remote_object(const ObjectRecord& o) {
+  ByteWriter w;
+  write_object(w, o);
+  // Stored, not compressed: decompressing costs a reader more than the
+  // bytes it saves cost a network between hosts (perf/bench_remote).
+  return seal(RemoteKind::object, w.data(), false);
+}
+
+ObjectRecord decode_remote_object(std::string_view value, const std::string& hash, const std::string& graph_key,
+                                  std::size_t max_raw_bytes) {
+  const std::string what = "remote object " + hash;
+  if (!hash.empty() && content_hash(value) != hash)
+    throw CacheError(what + " is damaged: its bytes do not hash to its key (" + std::to_string(value.size()) +
+                     " bytes)");
+  std::string scratch;
+  const std::string_view payload =
+      open_value(value, RemoteKind::object, max_raw_bytes + kObjectSlack, what, scratch, !hash.empty());
+  return decoding(what, [&] {
+    ByteReader r(payload, what);
+    ObjectRecord o = read_object(r);
+    if (!r.done()) r.fail("trailing bytes");
+    if (!layout::valid_graph_key(o.graph_key)) r.fail("it names no valid graph key");
+    if (!graph_key.empty() && o.graph_key != graph_key) r.fail("it holds object " + o.graph_key + ", not " + graph_key);
+    if (o.raw.size() > max_raw_bytes)
+      r.fail("its artifact is " + std::to_string(o.raw.size()) + " bytes, above the cap");
+    if (o.raw.size() != o.meta.raw_size) r.fail("its artifact is not of its recorded size");
+    if (checksum(o.raw) != o.meta.checksum) r.fail("its artifact fails its checksum");
+    return o;
+  });
+}
+
+std::string encode_graph_ref(const GraphRef& g) {
+  ByteWriter w;
+  w.str(g.graph_key);
+  w.str(g.object_hash);
+  w.u64(g.value_bytes);
+  w.u64(g.raw_size);
+  w.u8(g.with_program ? 1 : 0);
+  w.str(g.checksum);
+  return seal(RemoteKind::graph, w.data(), false);
+}
+
+GraphRef decode_graph_ref(std::string_view value, const std::string& graph_key) {
+  const std::string what = "remote graph reference " + graph_key;
+  std::string scratch;
+  const std::string_view payload = open_value(value, RemoteKind::graph, kMaxSmallValue, what, scratch);
+  return decoding(what, [&] {
+    ByteReader r(payload, what);
+    GraphRef g;
+    g.graph_key = r.str();
+    g.object_hash = r.str();
+    g.value_bytes = r.u64();
+    g.raw_size = r.u64();
+    g.with_program = r.u8() != 0;
+    g.checksum = r.str();
+    if (!r.done()) r.fail("trailing bytes");
+    if (g.graph_key != graph_key) r.fail("it names graph key " + g.graph_key);
+    if (g.object_hash.size() != 32 || !layout::valid_graph_key(g.object_hash)) r.fail("it names no object hash");
+    return g;
+  });
+}
+
+std::string encode_remote_entry(const RemoteEntry& e) {
+  ByteWriter w;
+  write_entry(w, e.entry);
+  w.str(e.object_hash);
+  return seal(RemoteKind::entry, w.data(), false);
+}
+
+RemoteEntry decode_remote_entry(std::string_view value, const std::string& path, const std::string& model_info) {
+  const std::string what = "remote entry " + (path.empty() ? model_info : path);
+  std::string scratch;
+  const std::string_view payload = open_value(value, RemoteKind::entry, kMaxSmallValue, what, scratch);
+  return decoding(what, [&] {
+    ByteReader r(payload, what);
+    RemoteEntry e;
+    e.entry = read_entry(r);
+    e.object_hash = r.str();
+    if (!r.done()) r.fail("trailing bytes");
+    if (!path.empty() && e.entry.path != path) r.fail("it is entry " + e.entry.path);
+    if (!layout::valid_entry_path(e.entry.path) ||
+        (!model_info.empty() && layout::model_info_of(e.entry.path) != model_info))
+      r.fail("its path '" + e.entry.path + "' is not an entry of " + model_info);
+    if (!layout::valid_graph_key(e.entry.graph_key)) r.fail("it names no valid graph key");
+    if (!e.object_hash.empty() && !layout::valid_graph_key(e.object_hash)) r.fail("it names no valid object hash");
+    return e;
+  });
+}
+
+std::string encode_blob(const BlobRecord& b) {
+  ByteWriter w;
+  w.str(blob_kind_name(b.kind));
+  w.str(b.name);
+  w.str(b.bytes);
+  return seal(RemoteKind::blob, w.data(), false);
+}
+
+BlobRecord decode_blob(std::string_view value, BlobKind kind, const std::string& name) {
+  const std::string what = "remote " + std::string(blob_kind_name(kind)) + " record";
+  std::string scratch;
+  const std::string_view payload = open_value(value, RemoteKind::blob, kMaxSmallValue, what, scratch);
+  return decoding(what, [&] {
+    ByteReader r(payload, what);
+    BlobRecord b;
+    b.kind = kind;
+    if (r.str() != blob_kind_name(kind)) r.fail("it is a record of another table");
+    b.name = r.str();
+    b.bytes = r.str();
+    if (!r.done()) r.fail("trailing bytes");
+    if (!name.empty() && b.name != name) r.fail("it is stored under another name");
+    return b;
+  });
+}
+
+}  // namespace npucache::cache

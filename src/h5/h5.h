@@ -1,0 +1,118 @@
+// HDF5, wrapped once: RAII handles, every call checked, failures turned
+// into CacheError carrying HDF5's error stack; HDF5's own error printing
+// turned off. Only this layer includes <hdf5.h> (and the zstd filter).
+//
+// Files are built and read as in-memory images (the core driver): the
+// store writes the bytes itself through its safe directory operations and
+// hands HDF5 only bytes whose checksum it has verified, so a damaged file
+// never reaches HDF5's parser.
+//
+// Thread safety: the HDF5 build npucache uses is not thread-safe; every use
+// holds h5::lock() (a process-wide recursive mutex).
+#pragma once
+
+#include <hdf5.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace npucache::h5 {
+
+std::unique_lock<std::recursive_mutex> lock();
+
+// Initialises the HDF5 library now. HDF5 registers its shutdown with
+// atexit when it initialises, so whatever must still use HDF5 at exit (the
+// background commits, commit_queue.h) is made after this call: exit
+// handlers run in reverse order of registration.
+void init();
+
+// Owns an hid_t and closes it with the matching H5*close.
+class Handle {
+ public:
+  using Closer = herr_t (*)(hid_t);
+  Handle() = default;
+  Handle(hid_t id, Closer closer) : id_(id), close_(closer) {}
+  ~Handle() { reset(); }
+  Handle(Handle&& o) noexcept : id_(o.id_), close_(o.close_) { o.id_ = H5I_INVALID_HID; }
+  Handle& operator=(Handle&& o) noexcept {
+    if (this != &o) {
+      reset();
+      id_ = o.id_;
+      close_ = o.close_;
+      o.id_ = H5I_INVALID_HID;
+    }
+    return *this;
+  }
+  Handle(const Handle&) = delete;
+  Handle& operator=(const Handle&) = delete;
+  hid_t id() const { return id_; }
+  // Closes now, reporting a failure (destructors close quietly).
+  void close();
+
+ private:
+  void reset() noexcept;
+  hid_t id_ = H5I_INVALID_HID;
+  Closer close_ = nullptr;
+};
+
+// Throws CacheError "<what> failed: <HDF5 error stack>" when rc < 0.
+hid_t check(hid_t rc, const std::string& what);
+
+// A new file in memory made for a userblock of `userblock` bytes (a power
+// of two >= 512) that the caller puts in front of its image.
+Handle create_image(std::size_t userblock);
+// The file's image, without the userblock.
+std::string image_bytes(hid_t file);
+// A read-only file over `bytes` (copied).
+Handle open_image(std::string_view bytes);
+
+Handle open_group(hid_t loc, const std::string& path);
+Handle open_dataset(hid_t loc, const std::string& path);
+// Creates the group and missing intermediate groups.
+Handle create_group(hid_t loc, const std::string& path);
+bool exists(hid_t loc, const std::string& path);  // every component exists
+// Names of the links in a group, in name order.
+std::vector<std::string> children(hid_t loc, const std::string& path);
+bool is_group(hid_t loc, const std::string& path);
+
+// Attributes: strings are variable-length UTF-8, integers 64-bit, reals
+// 64-bit, booleans an enum {FALSE, TRUE} (h5py reads it as bool). Readers
+// check the stored type and throw CacheError for another.
+void write_attr(hid_t obj, const std::string& name, const std::string& value);
+void write_attr(hid_t obj, const std::string& name, int64_t value);
+void write_attr(hid_t obj, const std::string& name, double value);
+void write_bool_attr(hid_t obj, const std::string& name, bool value);
+std::string read_string_attr(hid_t obj, const std::string& name);
+int64_t read_int_attr(hid_t obj, const std::string& name);
+bool has_attr(hid_t obj, const std::string& name);
+// A fixed-length string attribute (as format 1 wrote them), its padding
+// dropped; "" when there is none or it is not a string. Never throws.
+std::string read_fixed_string_attr(hid_t obj, const std::string& name);
+
+// A 1-D uint8 dataset, chunked and zstd-compressed (filter 32015).
+void write_bytes(hid_t loc, const std::string& name, std::string_view bytes);
+// Throws CacheError when the dataset is larger than `cap` bytes.
+std::string read_bytes(hid_t loc, const std::string& name, std::size_t cap);
+std::size_t storage_size(hid_t loc, const std::string& name);
+// A 1-D dataset of variable-length strings (lines of text; one dataset per
+// file: each write of variable-length strings takes a global-heap
+// collection of at least 4 KiB).
+void write_strings(hid_t loc, const std::string& name, const std::vector<std::string>& lines);
+// The same as fixed-length strings (the longest one's length, NULLPAD):
+// for the many small lists of an index (an entry's parameter names).
+void write_fixed_strings(hid_t loc, const std::string& name, const std::vector<std::string>& lines);
+// Either kind.
+std::vector<std::string> read_strings(hid_t loc, const std::string& name);
+
+// A link named `link` to object `target_path` of the file `target_file`
+// (resolved by HDF5 tools relative to the linking file's directory).
+void external_link(hid_t loc, const std::string& link, const std::string& target_file, const std::string& target_path);
+// The (file, path) an external link names.
+std::pair<std::string, std::string> read_external_link(hid_t loc, const std::string& link);
+
+}  // namespace npucache::h5

@@ -1,0 +1,363 @@
+#include "storage/dir.h"
+
+#include "format/cache_error.h"
+#include "format/layout.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <algorithm>
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+
+namespace npucache::cache {
+namespace fs = std::filesystem;
+namespace {
+
+[[noreturn]] void fail(const std::string& what, const fs::path& p, int err) {
+  throw CacheError(what + " " + p.string() + " failed: " + std::strerror(err));
+}
+
+// Is the process with this pid gone (its temporary files are garbage)?
+bool dead(long pid) { return pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH; }
+
+std::string mode_text(mode_t m) {
+  char b[8];
+  std::snprintf(b, sizeof b, "%04o", static_cast<unsigned>(m & 07777));
+  return b;
+}
+
+// `inside`: a directory inside the cache (objects/, locks/), where a
+// sticky bit excuses nothing: nobody else may add files there.
+void check_safe(const struct stat& st, const fs::path& p, bool inside = false) {
+  if (!S_ISDIR(st.st_mode)) throw CacheRefused("refusing to use " + p.string() + ": it is not a directory");
+  if (st.st_uid != ::geteuid())
+    throw CacheRefused("refusing to use cache directory " + p.string() + ": it is owned by uid " +
+                       std::to_string(st.st_uid) + ", not by the current user (uid " + std::to_string(::geteuid()) +
+                       "); another user could make this process run code it did not compile. Use a cache_dir of "
+                       "your own");
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0 && (inside || (st.st_mode & S_ISVTX) == 0))
+    throw CacheRefused("refusing to use cache directory " + p.string() + ": other users can write to it (mode " +
+                       mode_text(st.st_mode) + ")" + (inside ? "" : " and it has no sticky bit") +
+                       ", so they could replace cache files; chmod 700 it or use another cache_dir");
+}
+
+int open_dir_at(int at, const std::string& name, const fs::path& full) {
+  struct stat lst;
+  if (::fstatat(at, name.c_str(), &lst, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(lst.st_mode))
+    throw CacheRefused("refusing to use " + full.string() +
+                       ": it is a symbolic link, and a link could make npucache read or write where someone else "
+                       "chooses; use the real directory");
+  const int fd = ::openat(at, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0 && errno == ELOOP)
+    throw CacheRefused("refusing to use " + full.string() + ": it is a symbolic link; use the real directory");
+  if (fd < 0 && errno == ENOTDIR) throw CacheRefused("refusing to use " + full.string() + ": it is not a directory");
+  return fd;
+}
+
+}  // namespace
+
+FileLock::FileLock(int fd, std::string what, bool shared) : fd_(fd), what_(std::move(what)) {
+  while (::flock(fd_, shared ? LOCK_SH : LOCK_EX) != 0) {
+    if (errno == EINTR) continue;
+    const int e = errno;
+    ::close(fd_);
+    fd_ = -1;
+    throw CacheError("cannot lock " + what_ + ": " + std::strerror(e));
+  }
+}
+
+FileLock::~FileLock() {
+  if (fd_ >= 0) {
+    ::flock(fd_, LOCK_UN);
+    ::close(fd_);
+  }
+}
+
+Dir::Fd::~Fd() {
+  if (fd >= 0) ::close(fd);
+}
+
+bool Dir::exists(const fs::path& path) {
+  struct stat st;
+  return ::lstat(path.c_str(), &st) == 0;
+}
+
+// The parents of a cache directory may be links (a home on another disk)
+// but only links of the current user or root: a link someone else planted
+// in a shared directory could point the cache, and what npucache writes,
+// anywhere (the kernel's protected_symlinks covers sticky directories
+// only, and can be off).
+static void check_parents(const fs::path& p) {
+  fs::path at = p.root_path();
+  for (const auto& part : p.parent_path().relative_path()) {
+    at /= part;
+    struct stat st;
+    if (::lstat(at.c_str(), &st) != 0) return;  // missing: created below, by us
+    if (S_ISLNK(st.st_mode) && st.st_uid != 0 && st.st_uid != ::geteuid())
+      throw CacheRefused("refusing to use cache directory " + p.string() + ": its parent " + at.string() +
+                         " is a symbolic link owned by uid " + std::to_string(st.st_uid) +
+                         ", who could point it anywhere; use a path without it");
+  }
+}
+
+// A cache directory given as a symbolic link (a dotfile link to a bigger
+// disk, a scratch link on a cluster) is followed when the link belongs to
+// the current user (or root) and resolves to a directory that passes the
+// checks; the resolved path is used from then on. A link of anyone else is
+// refused: it could point the cache anywhere.
+static fs::path resolve_own_link(const fs::path& p) {
+  struct stat lst;
+  if (::lstat(p.c_str(), &lst) != 0 || !S_ISLNK(lst.st_mode)) return p;
+  if (lst.st_uid != ::geteuid() && lst.st_uid != 0)
+    throw CacheRefused("refusing to use cache directory " + p.string() + ": it is a symbolic link owned by uid " +
+                       std::to_string(lst.st_uid) + ", not by the current user (uid " + std::to_string(::geteuid()) +
+                       "), who could point it anywhere; use the real directory");
+  std::error_code ec;
+  const fs::path target = fs::canonical(p, ec);
+  if (ec)
+    throw CacheError("cache directory " + p.string() + " is a symbolic link whose target cannot be resolved (" +
+                     ec.message() + "); create the directory it points to");
+  check_parents(target);
+  return target;
+}
+
+Dir Dir::open(const fs::path& path, Safety safety, Create create) {
+  fs::path p = fs::absolute(path).lexically_normal();
+  if (safety == Safety::cache) {
+    check_parents(p);
+    p = resolve_own_link(p);
+  }
+  if (create == Create::yes) {
+    // Missing components are created 0700, one at a time.
+    fs::path at = p.root_path();
+    for (const auto& part : p.relative_path()) {
+      at /= part;
+      if (part.empty()) continue;
+      if (::mkdir(at.c_str(), 0700) != 0 && errno != EEXIST) fail("creating directory", at, errno);
+    }
+  }
+  auto fd = std::make_shared<Fd>();
+  fd->fd = open_dir_at(AT_FDCWD, p.string(), p);
+  if (fd->fd < 0) {
+    if (errno == ENOENT) throw CacheError("no directory " + p.string());
+    fail("opening directory", p, errno);
+  }
+  if (safety == Safety::cache) {
+    struct stat st;
+    if (::fstat(fd->fd, &st) != 0) fail("inspecting", p, errno);
+    check_safe(st, p);
+  }
+  return Dir(std::move(fd), p, safety);
+}
+
+Dir Dir::sub(const std::string& name, Create create) const {
+  const fs::path full = path_ / name;
+  if (create == Create::yes && ::mkdirat(fd(), name.c_str(), 0700) != 0 && errno != EEXIST)
+    fail("creating directory", full, errno);
+  auto sfd = std::make_shared<Fd>();
+  sfd->fd = open_dir_at(fd(), name, full);
+  if (sfd->fd < 0) {
+    if (errno == ENOENT) throw CacheError("no directory " + full.string());
+    fail("opening directory", full, errno);
+  }
+  struct stat st;
+  if (::fstat(sfd->fd, &st) != 0) fail("inspecting", full, errno);
+  if (safety_ == Safety::cache) check_safe(st, full, true);
+  return Dir(std::move(sfd), full, safety_);
+}
+
+std::optional<Dir::Info> Dir::stat(const std::string& name) const {
+  struct stat st;
+  if (::fstatat(fd(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+    if (errno == ENOENT) return std::nullopt;
+    fail("inspecting", path_ / name, errno);
+  }
+  Info i;
+  i.ino = st.st_ino;
+  i.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+  i.size = static_cast<int64_t>(st.st_size);
+  i.regular = S_ISREG(st.st_mode);
+  i.ours = st.st_uid == ::geteuid();
+  return i;
+}
+
+std::optional<std::string> Dir::read(const std::string& name, std::size_t cap) const {
+  return read_up_to(name, cap, false);
+}
+
+std::optional<std::string> Dir::head(const std::string& name, std::size_t n) const { return read_up_to(name, n, true); }
+
+std::optional<std::string> Dir::read_up_to(const std::string& name, std::size_t cap, bool truncate) const {
+  const fs::path full = path_ / name;
+  const int f = ::openat(fd(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+  if (f < 0) {
+    if (errno == ENOENT) return std::nullopt;
+    if (errno == ELOOP)
+      throw CacheRefused("refusing to use " + full.string() +
+                         ": it is a symbolic link, and a link could make npucache load a file someone else controls");
+    fail("opening", full, errno);
+  }
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{f};
+  struct stat st;
+  if (::fstat(f, &st) != 0) fail("inspecting", full, errno);
+  if (!S_ISREG(st.st_mode)) throw CacheRefused("refusing to use " + full.string() + ": it is not a regular file");
+  if (safety_ == Safety::cache && st.st_uid != ::geteuid())
+    throw CacheRefused("refusing to use " + full.string() + ": it is owned by uid " + std::to_string(st.st_uid) +
+                       ", not by the current user (uid " + std::to_string(::geteuid()) + ")");
+  if (safety_ == Safety::cache && (st.st_mode & (S_IWGRP | S_IWOTH)) != 0)
+    throw CacheRefused("refusing to use " + full.string() + ": other users can write to it (mode " +
+                       mode_text(st.st_mode) +
+                       "), so its contents cannot be trusted; npucache writes its files 0600. Remove it (it is "
+                       "rebuilt) or chmod 600 it");
+  if (truncate && static_cast<uint64_t>(st.st_size) > cap) st.st_size = static_cast<off_t>(cap);
+  if (static_cast<uint64_t>(st.st_size) > cap)
+    throw CacheError(full.string() + " is " + std::to_string(st.st_size) +
+                     " bytes, more than a cache file of its kind "
+                     "can be (" +
+                     std::to_string(cap) + "): it is damaged or not npucache's");
+  std::string out(static_cast<std::size_t>(st.st_size), '\0');
+  std::size_t got = 0;
+  while (got < out.size()) {
+    const ssize_t n = ::read(f, out.data() + got, out.size() - got);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      fail("reading", full, errno);
+    }
+    if (n == 0) break;
+    got += static_cast<std::size_t>(n);
+  }
+  out.resize(got);
+  return out;
+}
+
+std::string Dir::temp_for(const std::string& name, int& out_fd) const {
+  // A name someone planted (a file or a link where our next temporary would go) only costs a
+  // retry: O_EXCL|O_NOFOLLOW never opens an existing entry, so the plant is never written through.
+  for (int attempt = 0;; ++attempt) {
+    const std::string temp = layout::temp_name(name);
+    out_fd = ::openat(fd(), temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (out_fd >= 0) return temp;
+    if (errno != EEXIST || attempt >= 64) fail("creating", path_ / temp, errno);
+  }
+}
+
+void Dir::sync() const {
+  if (::fsync(fd()) != 0 && errno != EINVAL) fail("syncing directory", path_, errno);
+}
+
+namespace {
+
+void write_all(int f, std::string_view bytes, const fs::path& p) {
+  const char* at = bytes.data();
+  std::size_t left = bytes.size();
+  while (left > 0) {
+    const ssize_t n = ::write(f, at, left);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      fail("writing", p, errno);
+    }
+    at += n;
+    left -= static_cast<std::size_t>(n);
+  }
+  if (::fsync(f) != 0) fail("syncing", p, errno);
+}
+
+}  // namespace
+
+void Dir::write(const std::string& name, std::string_view bytes) const {
+  int f = -1;
+  const std::string temp = temp_for(name, f);
+  try {
+    write_all(f, bytes, path_ / name);
+    if (::close(f) != 0) {
+      f = -1;
+      fail("closing", path_ / temp, errno);
+    }
+    f = -1;
+    if (::renameat(fd(), temp.c_str(), fd(), name.c_str()) != 0) fail("renaming a temporary over", path_ / name, errno);
+  } catch (...) {
+    if (f >= 0) ::close(f);
+    ::unlinkat(fd(), temp.c_str(), 0);
+    throw;
+  }
+  sync();
+}
+
+bool Dir::publish(const std::string& name, std::string_view bytes) const {
+  int f = -1;
+  const std::string temp = temp_for(name, f);
+  bool linked = false;
+  try {
+    write_all(f, bytes, path_ / name);
+    const int closed = ::close(f);
+    f = -1;
+    if (closed != 0) fail("closing", path_ / temp, errno);
+    if (::linkat(fd(), temp.c_str(), fd(), name.c_str(), 0) == 0)
+      linked = true;
+    else if (errno != EEXIST)
+      fail("linking", path_ / name, errno);
+  } catch (...) {
+    if (f >= 0) ::close(f);
+    ::unlinkat(fd(), temp.c_str(), 0);
+    throw;
+  }
+  ::unlinkat(fd(), temp.c_str(), 0);
+  if (linked) sync();
+  return linked;
+}
+
+void Dir::remove(const std::string& name) const {
+  if (::unlinkat(fd(), name.c_str(), 0) != 0 && errno != ENOENT) fail("removing", path_ / name, errno);
+}
+
+void Dir::rename(const std::string& name, const std::string& to) const {
+  if (::renameat(fd(), name.c_str(), fd(), to.c_str()) != 0 && errno != ENOENT) fail("renaming", path_ / name, errno);
+}
+
+std::vector<std::string> Dir::list() const {
+  std::vector<std::string> out;
+  const int f = ::openat(fd(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (f < 0) fail("listing", path_, errno);
+  DIR* d = ::fdopendir(f);
+  if (!d) {
+    ::close(f);
+    fail("listing", path_, errno);
+  }
+  while (const dirent* e = ::readdir(d)) {
+    const std::string n = e->d_name;
+    if (n != "." && n != "..") out.push_back(n);
+  }
+  ::closedir(d);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+FileLock Dir::lock(const std::string& name, bool shared) const {
+  const int f = ::openat(fd(), name.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (f < 0) fail("opening lock file", path_ / name, errno);
+  return FileLock(f, (path_ / name).string(), shared);
+}
+
+std::size_t Dir::remove_stale_temps() const {
+  std::size_t removed = 0;
+  for (const auto& n : list()) {
+    const long pid = layout::temp_owner_any(n);
+    if (pid > 0 && (pid == ::getpid() ? false : dead(pid)) && ::unlinkat(fd(), n.c_str(), 0) == 0) ++removed;
+  }
+  return removed;
+}
+
+void write_file_atomically(const fs::path& path, std::string_view bytes) {
+  const fs::path p = fs::absolute(path);
+  const fs::path parent = p.parent_path();
+  Dir::open(parent, Safety::plain, Create::no).write(p.filename().string(), bytes);
+}
+
+}  // namespace npucache::cache

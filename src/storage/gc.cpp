@@ -1,0 +1,346 @@
+#include "storage/gc.h"
+
+#include "storage/templates.h"
+
+#include <npucache/error.h>
+
+#include "format/artifact.h"
+#include "format/bundle.h"
+#include "format/cache_error.h"
+#include "format/envelope.h"
+#include "format/keys.h"
+#include "format/layout.h"
+#include "format/object_file.h"
+#include "format/profile_file.h"
+#include "h5/h5.h"
+#include "log/log.h"
+#include "log/progress.h"
+#include "storage/store.h"
+
+#include <nlohmann/json.hpp>
+
+#include <fcntl.h>
+#include <unistd.h>
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <climits>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <map>
+#include <set>
+
+namespace npucache::cache {
+namespace fs = std::filesystem;
+namespace {
+
+// 64 KiB: config.json holds one setting.
+constexpr std::size_t kMaxConfigBytes = std::size_t{64} << 10;
+
+Store open_store(const std::string& dir) {
+  if (!Dir::exists(dir)) throw CacheError("no cache in " + dir + " (no such directory)");
+  return Store::open(dir, Create::no);
+}
+
+}  // namespace
+
+std::vector<EntryRecord> all_entries(const Store& s, std::vector<std::string>* problems) {
+  std::vector<EntryRecord> out;
+  for (const auto& m : s.model_infos()) {
+    try {
+      if (auto d = s.index(m)) {
+        for (auto& e : d->index.entries) out.push_back(std::move(e));
+        if (!d->intact && problems)
+          problems->push_back("index " + s.index_path(m).string() + ": " + std::to_string(d->damaged) +
+                              " record(s) damaged");
+      }
+    } catch (const CacheError& e) {
+      if (problems) problems->push_back(e.what());
+    }
+  }
+  return out;
+}
+
+std::size_t file_size(const Store& s, const std::string& key) {
+  try {
+    auto info = s.directory().sub(layout::kObjectsDir, Create::no).stat(layout::object_file(key));
+    return info ? static_cast<std::size_t>(info->size) : 0;
+  } catch (const CacheError&) {
+    return 0;
+  }
+}
+
+bool is_our_envelope(const Dir& d, const std::string& name, EnvelopeKind kind) {
+  try {
+    auto head = d.head(name, 8);
+    return head && has_magic(kind, *head);
+  } catch (const Error&) {
+    return false;
+  }
+}
+
+static double last_used(const CacheStats& s, const std::string& path) {
+  auto it = s.last_used.find(path);
+  return it != s.last_used.end() ? it->second : 0.0;  // never used: evicted first
+}
+
+std::map<std::string, std::size_t> unreferenced(const Store& s, const std::vector<EntryRecord>& entries) {
+  std::set<std::string> used;
+  for (const auto& e : entries) used.insert(e.graph_key);
+  std::map<std::string, std::size_t> out;
+  for (const auto& key : s.object_keys())
+    if (!used.count(key)) out[key] = file_size(s, key);
+  return out;
+}
+
+std::size_t parse_size(const std::string& text) {
+  auto bad = [&]() {
+    return ConfigError("size '" + text +
+                       "' is not a size: give a number of bytes with an optional unit K, M, G or T "
+                       "(powers of 1024), e.g. 64M or 1.5G");
+  };
+  std::size_t i = 0;
+  while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.')) ++i;
+  const std::string number = text.substr(0, i);
+  std::string unit = text.substr(i);
+  if (number.empty() || std::count(number.begin(), number.end(), '.') > 1 || number == ".") throw bad();
+  for (auto& c : unit) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  static const std::map<std::string, double> units = {{"", 1.0},       {"B", 1.0},     {"K", 0x1p10},   {"KB", 0x1p10},
+                                                      {"KIB", 0x1p10}, {"M", 0x1p20},  {"MB", 0x1p20},  {"MIB", 0x1p20},
+                                                      {"G", 0x1p30},   {"GB", 0x1p30}, {"GIB", 0x1p30}, {"T", 0x1p40},
+                                                      {"TB", 0x1p40},  {"TIB", 0x1p40}};
+  auto u = units.find(unit);
+  if (u == units.end()) throw bad();
+  const double v = std::stod(number) * u->second;
+  if (!std::isfinite(v) || v < 0 || v >= 0x1p62)
+    throw ConfigError("size '" + text + "' is out of range (at most 4 EiB)");
+  return static_cast<std::size_t>(v);
+}
+
+std::string format_size(std::size_t bytes) {
+  static const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(bytes);
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.1f %s", v, units[u]);
+  return buf;
+}
+
+std::optional<std::size_t> max_size(const std::string& dir) {
+  if (!Dir::exists(dir)) return std::nullopt;
+  auto text = Dir::open(dir, Safety::cache, Create::no).read(layout::kConfigFile, kMaxConfigBytes);
+  if (!text) return std::nullopt;
+  auto j = nlohmann::json::parse(*text, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) {
+    log::warn("{}/{} is damaged; no size limit applies until `npucache config max-size` sets one", dir,
+              layout::kConfigFile);
+    return std::nullopt;
+  }
+  auto it = j.find("max_size");
+  if (it == j.end() || !it->is_number_unsigned()) return std::nullopt;
+  return it->get<std::size_t>();
+}
+
+void set_max_size(const std::string& dir, std::optional<std::size_t> limit) {
+  const Store s = Store::open(dir, Create::yes);
+  nlohmann::json j = nlohmann::json::object();
+  if (limit) j["max_size"] = *limit;
+  s.directory().write(layout::kConfigFile, j.dump() + "\n");
+}
+
+void enforce_limit(const std::string& dir, const std::vector<std::string>& written) {
+  const auto limit = max_size(dir);
+  if (!limit) return;
+  const GcResult g = gc(dir, *limit, written);
+  if (g.evicted_entries > 0)
+    log::info("cache {} over its limit {}: evicted {} layout(s) ({} entries), {} object(s)", dir, format_size(*limit),
+              g.evicted_layouts, g.evicted_entries, g.removed_objects);
+}
+
+namespace {
+
+// Removes the entries `removals` names (model_info -> entry paths) from
+// their indexes, then every object no remaining entry uses (objects
+// orphaned before are counted in orphaned_*), then templates of removed
+// objects. Runs under the sweeping lock (no writer between an object and
+// its index).
+void evict_and_sweep(const Store& s, const std::map<std::string, std::vector<std::string>>& removals,
+                     const std::map<std::string, std::size_t>& orphans_before, GcResult& out) {
+  std::vector<std::string> removed_paths;
+  for (const auto& [m, paths] : removals) {
+    auto d = s.index(m);
+    s.update_index(m, d ? d->index.model : Components{}, {}, paths);
+    removed_paths.insert(removed_paths.end(), paths.begin(), paths.end());
+  }
+  if (!removed_paths.empty()) forget_entries(s.dir(), removed_paths);
+  // Objects no remaining entry uses (including ones never referenced).
+  std::set<std::string> used;
+  for (const auto& e : all_entries(s)) used.insert(e.graph_key);
+  const bool have_objects = s.directory().stat(layout::kObjectsDir).has_value();
+  for (const auto& key : s.object_keys()) {
+    if (used.count(key)) continue;
+    const Dir objects = s.directory().sub(layout::kObjectsDir, Create::no);
+    if (!have_objects || !is_our_envelope(objects, layout::object_file(key), EnvelopeKind::object)) {
+      out.left.push_back(s.object_path(key).string());
+      continue;
+    }
+    s.remove_object(key);
+    ++out.removed_objects;
+    if (const auto o = orphans_before.find(key); o != orphans_before.end()) {
+      ++out.orphaned_objects;
+      out.orphaned_bytes += o->second;
+    }
+  }
+  if (have_objects) s.directory().sub(layout::kObjectsDir, Create::no).remove_stale_temps();
+  const auto keys = s.object_keys();
+  out.removed_templates = sweep_templates(s, std::set<std::string>(keys.begin(), keys.end()));
+  std::size_t total = 0;
+  for (const auto& e : all_entries(s))
+    if (used.erase(e.graph_key)) total += file_size(s, e.graph_key);
+  out.remaining_bytes = total;
+}
+
+// The class part of a model_info ("npucache.models.Decoder" of
+// "npucache.models.Decoder_dynamic_8efea6fcd2ba234c").
+std::string model_info_class(const std::string& model_info) {
+  for (const char* kind : {"_dynamic_", "_static_", "_auto_"})
+    if (const auto at = model_info.rfind(kind); at != std::string::npos) return model_info.substr(0, at);
+  return model_info;
+}
+
+// When the entry was last used (saved or served): stats.json's record, else
+// its ModelCacheMeta date; nullopt when neither is known.
+std::optional<double> entry_time(const CacheStats& st, const EntryRecord& e) {
+  if (const double t = last_used(st, e.path); t > 0) return t;
+  std::tm tm{};
+  if (strptime(e.meta.date.c_str(), "%Y-%m-%d %H:%M:%S", &tm) == nullptr) return std::nullopt;
+  tm.tm_isdst = -1;
+  const std::time_t t = std::mktime(&tm);
+  if (t == static_cast<std::time_t>(-1)) return std::nullopt;
+  return static_cast<double>(t);
+}
+
+double now_s() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
+
+}  // namespace
+
+GcResult gc(const std::string& dir, std::size_t limit, const std::vector<std::string>& keep) {
+  GcOptions o;
+  o.max_size = limit;
+  return gc(dir, o, keep);
+}
+
+GcResult gc(const std::string& dir, const GcOptions& options, const std::vector<std::string>& keep) {
+  const Store s = open_store(dir);
+  const FileLock sweeping = s.sweeping();  // no writer between its objects and its index
+  GcResult out;
+  out.limit = options.max_size.value_or(0);
+  const CacheStats st = read_stats(s.dir());
+  const auto entries = all_entries(s, &out.problems);
+  out.entries = entries.size();
+  const auto orphans_before = unreferenced(s, entries);
+  const std::set<std::string> fresh(keep.begin(), keep.end());
+  std::map<std::string, std::vector<std::string>> removals;  // model_info -> entry paths
+  std::set<std::string> removed;                             // entry paths
+  std::set<std::pair<std::string, int>> evicted_layouts;
+  const auto evict = [&](const EntryRecord& e) {
+    if (fresh.count(e.path) || !removed.insert(e.path).second) return;
+    removals[e.meta.model_info].push_back(e.path);
+    evicted_layouts.insert({e.meta.model_info, e.meta.rank.world_size});
+    ++out.evicted_entries;
+  };
+  // 1. One model: every stage file of its class, or one model_info.
+  for (const auto& name : options.models) {
+    std::size_t matched = 0;
+    for (const auto& e : entries) {
+      const auto cls = e.meta.components.find(component::kModelClass);
+      if (e.meta.model_info == name || model_info_class(e.meta.model_info) == name ||
+          (cls != e.meta.components.end() && cls->second == name)) {
+        ++matched;
+        evict(e);
+      }
+    }
+    if (matched == 0) {
+      std::set<std::string> known;
+      for (const auto& e : entries) known.insert(model_info_class(e.meta.model_info));
+      std::string list;
+      for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
+      throw ConfigError("--model '" + name + "': no entry of that model in " + s.dir().string() +
+                        (list.empty() ? std::string(" (it has no entries)")
+                                      : "; its models are: " + list + " (or one model_info as `npucache ls` prints)"));
+    }
+  }
+  // 2. By age: entries last used (saved or served) longer ago than that.
+  if (options.older_than_s) {
+    const double cutoff = now_s() - *options.older_than_s;
+    for (const auto& e : entries)
+      if (const auto t = entry_time(st, e); t && *t < cutoff) evict(e);
+  }
+  // 3. By size: whole layouts (model_info, world size), least recently used
+  // first, until the objects the remaining entries use fit.
+  if (options.max_size) {
+    struct Layout {
+      std::string model_info;
+      double used = 0;
+      bool fresh = false;  // holds an entry just written: never evicted
+      std::vector<const EntryRecord*> entries;
+    };
+    std::map<std::pair<std::string, int>, Layout> layouts;
+    std::map<std::string, int> refs;
+    std::size_t total = 0;
+    for (const auto& e : entries) {
+      if (removed.count(e.path)) continue;
+      Layout& l = layouts[{e.meta.model_info, e.meta.rank.world_size}];
+      l.model_info = e.meta.model_info;
+      l.used = std::max(l.used, last_used(st, e.path));
+      l.fresh = l.fresh || fresh.count(e.path) > 0;
+      l.entries.push_back(&e);
+      if (refs[e.graph_key]++ == 0) total += file_size(s, e.graph_key);
+    }
+    std::vector<Layout*> order;
+    for (auto& [k, l] : layouts) order.push_back(&l);
+    std::stable_sort(order.begin(), order.end(), [](const Layout* a, const Layout* b) { return a->used < b->used; });
+    for (Layout* l : order) {
+      if (total <= *options.max_size) break;
+      if (l->fresh) continue;
+      for (const EntryRecord* e : l->entries) {
+        evict(*e);
+        if (--refs[e->graph_key] == 0) total -= file_size(s, e->graph_key);
+      }
+    }
+  }
+  out.evicted_layouts = evicted_layouts.size();
+  evict_and_sweep(s, removals, orphans_before, out);
+  return out;
+}
+
+Orphans orphans(const std::string& dir) {
+  const Store s = open_store(dir);
+  Orphans out;
+  for (const auto& [key, bytes] : unreferenced(s, all_entries(s))) {
+    out.objects.push_back(key);
+    out.bytes += bytes;
+  }
+  return out;
+}
+
+double parse_age(const std::string& text) {
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  const std::string unit = end ? std::string(end) : "";
+  static const std::map<std::string, double> kUnits = {{"s", 1},    {"m", 60},    {"min", 60},
+                                                       {"h", 3600}, {"d", 86400}, {"w", 604800}};
+  const auto u = kUnits.find(unit);
+  if (text.empty() || end == text.c_str() || u == kUnits.end() || !std::isfinite(v) || v < 0)
+    throw ConfigError("'" + text +
+                      "' is not an age: give a number with a unit, s, m (or min), h, d or w, e.g. 36h or 7d");
+  return v * u->second;
+}
+
+}  // namespace npucache::cache

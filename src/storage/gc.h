@@ -1,0 +1,94 @@
+// Keeping a store within bounds: eviction (gc) by size, age and model,
+// the collection of orphaned objects, the persistent size limit a save
+// enforces (enforce_limit, called by the commit of new entries), and the
+// listing helpers eviction and administration share. Maintenance is the
+// storage's duty, as in ccache: the command line and cache administration
+// (admin/admin.h) only call it.
+//
+// Errors: CacheError when the directory holds no cache or cannot be read or
+// written, CacheRefused for an unsafe directory; ConfigError for a bad
+// argument (a size or an age that is not one, a model the cache lacks).
+#pragma once
+
+#include "format/envelope.h"
+#include "format/records.h"
+#include "storage/store.h"
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace npucache::cache {
+
+// Every readable entry of every index; unreadable indexes in `problems`.
+std::vector<EntryRecord> all_entries(const Store& s, std::vector<std::string>* problems = nullptr);
+// The bytes of an object's file (0 when it cannot be read).
+std::size_t file_size(const Store& s, const std::string& key);
+// A file is npucache's when it starts with an envelope magic: damaged
+// files of ours are removed with the rest, files that only share the name
+// pattern are left alone.
+bool is_our_envelope(const Dir& d, const std::string& name, EnvelopeKind kind);
+// The objects no entry of `entries` uses, with their file sizes.
+std::map<std::string, std::size_t> unreferenced(const Store& s, const std::vector<EntryRecord>& entries);
+
+struct GcResult {
+  std::size_t evicted_layouts = 0, evicted_entries = 0, entries = 0;
+  std::size_t removed_objects = 0;
+  // Of removed_objects: those no entry used before this gc (orphans: left
+  // by an evicted index, a crash or a removed index file) and their bytes.
+  std::size_t orphaned_objects = 0, orphaned_bytes = 0;
+  std::size_t removed_templates = 0;  // of removed objects, or damaged
+  std::size_t remaining_bytes = 0, limit = 0;
+  std::vector<std::string> left;      // files named like npucache's that are not (untouched)
+  std::vector<std::string> problems;  // indexes that could not be read (their entries are not counted)
+};
+// Evicts whole layouts (every entry of one model_info and world size),
+// least recently used first, until the objects the remaining entries use
+// fit `limit`; then removes objects no entry uses. A layout holding an
+// entry in `keep` (just written) is never evicted, even when it alone is
+// over the limit. Files named like npucache's that are not are left (and
+// listed); unreadable indexes are skipped (and listed).
+GcResult gc(const std::string& dir, std::size_t limit, const std::vector<std::string>& keep = {});
+
+// What a gc removes, each optional; with none set it only collects orphaned
+// objects (which every gc does).
+struct GcOptions {
+  std::optional<std::size_t> max_size;  // evict layouts down to this (above)
+  std::optional<double> older_than_s;   // evict entries last used (saved or served) longer ago
+  // Evict every entry of these models, each named by its class (as
+  // model_info begins, "npucache.models.Decoder", or as the model_class
+  // component, "npucache::models::Decoder": every pipeline stage's index)
+  // or by one model_info. A name no entry has is a ConfigError listing the
+  // models there.
+  std::vector<std::string> models;
+};
+// The selections of `options` together (an entry any of them picks is
+// evicted), then the objects no entry uses, as above; `keep` as above.
+GcResult gc(const std::string& dir, const GcOptions& options, const std::vector<std::string>& keep = {});
+
+// Objects no index record references (what gc would collect), and their
+// file bytes. A report, no lock: a writer between its object and its index
+// shows its object here for that moment.
+struct Orphans {
+  std::vector<std::string> objects;  // graph keys
+  std::size_t bytes = 0;
+};
+Orphans orphans(const std::string& dir);
+// "90s", "30m", "12h", "7d", "2w": seconds; ConfigError naming the text for
+// anything else.
+double parse_age(const std::string& text);
+// "64M", "1.5G", "1024", "2KiB": bytes; ConfigError (naming the text) for
+// anything else, negative, NaN or too large.
+std::size_t parse_size(const std::string& text);
+// "12.3 MiB"
+std::string format_size(std::size_t bytes);
+
+// The persistent size limit kept in the directory (config.json).
+std::optional<std::size_t> max_size(const std::string& dir);
+void set_max_size(const std::string& dir, std::optional<std::size_t> limit);
+// After a write: evicts (gc) when a limit is configured and exceeded.
+void enforce_limit(const std::string& dir, const std::vector<std::string>& written);
+
+}  // namespace npucache::cache

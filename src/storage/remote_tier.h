@@ -1,0 +1,114 @@
+// The remote tier: a Redis server behind the local store, shared by every
+// host of a fleet (docs/GUIDE.md, "The remote tier"; the keys and values
+// are remote_value.h's). The backend (remote/backend.h) knows only keys and
+// bytes; this class decides what is stored and checks everything it reads:
+// an object's value must hash to its key, its header, record, size and
+// checksum must hold, and the caller's `check` (decoding and validating the
+// program, as for a local file) must pass before it counts as a hit.
+//
+// A remote that fails never fails a job: every call answers nothing (a
+// miss) when the remote is refused, slow, full, behind a wrong password,
+// drops the connection or holds a damaged value; the failure is counted by
+// kind in the cache directory's statistics (stats.h, `npucache stats`) and
+// warned about once per process and kind, naming the cause. A connection
+// failure makes the backend skip the remote for the rest of the process; a
+// full remote stops the writes, reads go on. Without a configured remote
+// there is no tier (get() returns null): no connection, no cost.
+//
+// Thread safety: a tier may be used from several threads.
+#pragma once
+
+#include "compiler/tuning_table.h"
+#include "format/records.h"
+#include "format/remote_value.h"
+#include "remote/backend.h"
+#include "storage/stats.h"
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace npucache::cache {
+
+class RemoteTier {
+ public:
+  // The process's tier for `config` (one per URL and settings, so one
+  // connection), or null when no remote is configured.
+  static std::shared_ptr<RemoteTier> get(const remote::Config& config);
+  // A tier over any backend (tests, benchmarks).
+  explicit RemoteTier(std::unique_ptr<remote::Backend> backend);
+
+  const remote::Config& config() const { return backend_->config(); }
+  remote::Backend& backend() { return *backend_; }
+  // Not read-only, and no write found the remote full.
+  bool can_write() const { return !config().read_only && !full_.load(); }
+
+  struct Object {
+    ObjectRecord record;
+    std::string hash;  // content hash of its value (its key)
+    std::size_t value_bytes = 0;
+  };
+  using Check = std::function<void(const ObjectRecord&)>;
+  // The object stored for `graph_key` (its GraphRef and the object it
+  // names, one round trip where the server can),
+  // every check passed, `check` included (which throws CacheError or
+  // TraceError to reject it); nullopt otherwise. Counted in `dir`'s stats.
+  std::optional<Object> object(const std::string& graph_key, const std::string& dir, const Check& check = {});
+  // The same when the object's hash is known (an entry named it).
+  std::optional<Object> object_by_hash(const std::string& hash, const std::string& graph_key, const std::string& dir,
+                                       const Check& check = {});
+  // The index record of an entry.
+  std::optional<RemoteEntry> entry(const std::string& path, const std::string& dir);
+  // Every readable entry of a model (damaged records are counted and
+  // skipped); nullopt when the remote failed.
+  std::optional<std::vector<RemoteEntry>> entries(const std::string& model_info, const std::string& dir);
+  // The models with entries; nullopt when the remote failed.
+  std::optional<std::vector<std::string>> models(const std::string& dir);
+  // The object hash a graph key's reference names ("" when none).
+  std::string object_hash(const std::string& graph_key, const std::string& dir);
+  // Bytes of each object value (0: absent).
+  std::optional<std::vector<std::size_t>> object_sizes(const std::vector<std::string>& hashes, const std::string& dir);
+
+  struct Pushed {
+    std::size_t objects = 0, entries = 0;  // written (objects already there are not counted)
+    std::size_t present = 0;               // objects the remote held already
+    std::size_t skipped = 0;               // objects above max-object, and entries of objects not stored
+    bool failed = false;                   // the remote failed (counted, warned)
+  };
+  // Writes each object (unless the remote holds its graph key: written
+  // once), then its graph reference, then the entries, then their models.
+  // Objects above max-object are not sent, nor entries whose object was
+  // skipped here. Nothing when the tier cannot write.
+  Pushed push(const std::vector<ObjectRecord>& objects, const std::vector<EntryRecord>& entries,
+              const std::string& dir);
+
+  // The shared tuning table's decisions (a blob kind), and adding this
+  // process's (a decision already there is kept).
+  std::vector<compiler::TuningRecord> tuning(const std::string& dir);
+  void push_tuning(const std::vector<compiler::TuningRecord>& records, const std::string& dir);
+
+  // One record of a shared table (nullopt: absent, or the remote failed),
+  // every record of one, and adding records (`overwrite`: replace one of
+  // the same name). The caller decodes and checks the records' bytes.
+  std::optional<std::string> blob(BlobKind kind, const std::string& name, const std::string& dir);
+  std::vector<std::pair<std::string, std::string>> blobs(BlobKind kind, const std::string& dir);
+  void push_blobs(BlobKind kind, const std::vector<std::pair<std::string, std::string>>& records,
+                  remote::Overwrite overwrite, const std::string& dir);
+
+  // Records (and warns once per process and kind about) a failure.
+  void failed(const remote::Fault& f, const std::string& dir, const std::string& during);
+
+ private:
+  std::optional<Object> fetch(const std::string& hash, const std::string& graph_key, const std::string& dir,
+                              const Check& check);
+  // Checks an object's value (then `check`), counts the hit or the damage.
+  std::optional<Object> verify(std::string value, const std::string& hash, const std::string& graph_key,
+                               const std::string& dir, const Check& check);
+  std::unique_ptr<remote::Backend> backend_;
+  std::atomic<bool> full_{false};
+};
+
+}  // namespace npucache::cache

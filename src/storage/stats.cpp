@@ -1,0 +1,239 @@
+#include "storage/stats.h"
+
+#include "format/cache_error.h"
+#include "format/layout.h"
+#include "log/log.h"
+#include "storage/dir.h"
+#include "storage/store.h"
+
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <mutex>
+
+namespace npucache::cache {
+namespace fs = std::filesystem;
+namespace {
+
+constexpr std::size_t kRecentMisses = 20;
+
+double now() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
+
+// 16 MiB: stats.json holds counters, a last-use time per entry and 20
+// misses; anything larger is not ours.
+constexpr std::size_t kMaxStatsBytes = std::size_t{16} << 20;
+
+CacheStats parse(const Dir& dir) {
+  CacheStats s;
+  std::optional<std::string> text_bytes;
+  try {
+    text_bytes = dir.read(layout::kStatsFile, kMaxStatsBytes);
+  } catch (const CacheError& e) {
+    log::warn("{}; statistics start afresh", e.what());
+  }
+  if (!text_bytes) return s;
+  nlohmann::json j = nlohmann::json::parse(*text_bytes, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return s;
+  // Damaged or foreign values are skipped, never trusted or thrown.
+  auto count = [&](const char* k) {
+    auto it = j.find(k);
+    return it != j.end() && it->is_number_unsigned() ? it->get<uint64_t>() : uint64_t{0};
+  };
+  auto text = [](const nlohmann::json& o, const char* k) {
+    auto it = o.find(k);
+    return it != o.end() && it->is_string() ? it->get<std::string>() : std::string();
+  };
+  s.hits = count("hits");
+  s.misses = count("misses");
+  s.saves = count("saves");
+  s.captures = count("captures");
+  s.restores = count("restores");
+  s.recaptures = count("recaptures");
+  if (auto t = j.find("compile_time_saved_s"); t != j.end() && t->is_number() && t->get<double>() >= 0)
+    s.compile_time_saved_s = t->get<double>();
+  if (auto lu = j.find("last_used"); lu != j.end() && lu->is_object())
+    for (auto& [k, v] : lu->items())
+      if (v.is_number()) s.last_used[k] = v.get<double>();
+  if (auto rc = j.find("remote"); rc != j.end() && rc->is_object()) {
+    RemoteCounters& r = s.remote;
+    auto n = [&](const char* k) {
+      auto it = rc->find(k);
+      return it != rc->end() && it->is_number_unsigned() ? it->get<uint64_t>() : uint64_t{0};
+    };
+    r.hits = n("hits");
+    r.misses = n("misses");
+    r.writes = n("writes");
+    r.bytes_read = n("bytes_read");
+    r.bytes_written = n("bytes_written");
+    if (auto t = rc->find("time_s"); t != rc->end() && t->is_number() && t->get<double>() >= 0)
+      r.time_s = t->get<double>();
+    if (auto e = rc->find("errors"); e != rc->end() && e->is_object())
+      for (auto& [k, v] : e->items())
+        if (v.is_number_unsigned()) r.errors[k] = v.get<uint64_t>();
+  }
+  if (auto rm = j.find("recent_misses"); rm != j.end() && rm->is_array())
+    for (auto& m : *rm) {
+      if (!m.is_object()) continue;
+      MissRecord r;
+      if (auto t = m.find("time"); t != m.end() && t->is_number()) r.time = t->get<double>();
+      r.entry = text(m, "entry");
+      r.reason = text(m, "reason");
+      if (auto d = m.find("differences"); d != m.end() && d->is_array())
+        for (auto& x : *d)
+          if (x.is_string()) r.differences.push_back(x.get<std::string>());
+      s.recent_misses.push_back(std::move(r));
+    }
+  return s;
+}
+
+void add_remote(RemoteCounters& into, const RemoteCounters& d) {
+  into.hits += d.hits;
+  into.misses += d.misses;
+  into.writes += d.writes;
+  for (const auto& [k, v] : d.errors) into.errors[k] += v;
+  into.bytes_read += d.bytes_read;
+  into.bytes_written += d.bytes_written;
+  into.time_s += d.time_s;
+}
+
+template <class F>
+void update(const fs::path& dir, F&& change) {
+  try {
+    if (!Dir::exists(dir)) return;
+    const Dir d = Dir::open(dir, Safety::cache, Create::no);
+    FileLock lock = d.sub(layout::kLocksDir, Create::yes).lock(layout::kStatsLock);
+    CacheStats s = parse(d);
+    change(s);
+    nlohmann::json j;
+    j["hits"] = s.hits;
+    j["misses"] = s.misses;
+    j["saves"] = s.saves;
+    j["captures"] = s.captures;
+    j["restores"] = s.restores;
+    j["recaptures"] = s.recaptures;
+    j["compile_time_saved_s"] = s.compile_time_saved_s;
+    j["last_used"] = s.last_used;
+    if (!s.remote.empty())
+      j["remote"] = {
+          {"hits", s.remote.hits},     {"misses", s.remote.misses},         {"writes", s.remote.writes},
+          {"errors", s.remote.errors}, {"bytes_read", s.remote.bytes_read}, {"bytes_written", s.remote.bytes_written},
+          {"time_s", s.remote.time_s}};
+    j["recent_misses"] = nlohmann::json::array();
+    for (const auto& m : s.recent_misses)
+      j["recent_misses"].push_back(
+          {{"time", m.time}, {"entry", m.entry}, {"reason", m.reason}, {"differences", m.differences}});
+    d.write(layout::kStatsFile, j.dump(1) + "\n");
+    // Every process that used the cache ends here: damaged markers heal.
+    Store::open(dir, Create::no).heal_markers();
+  } catch (const std::exception& e) {
+    log::debug("cache statistics in {} not updated: {}", dir.string(), e.what());
+  }
+}
+
+// Counters accumulated per cache directory until flushed.
+class Pending {
+ public:
+  ~Pending() { flush(); }
+  template <class F>
+  void add(const fs::path& dir, F&& f) {
+    std::lock_guard lock(mu_);
+    f(pending_[dir.string()]);
+  }
+  void flush() {
+    std::map<std::string, CacheStats> todo;
+    {
+      std::lock_guard lock(mu_);
+      todo.swap(pending_);
+    }
+    for (auto& [dir, p] : todo)
+      update(dir, [&](CacheStats& s) {
+        s.hits += p.hits;
+        s.misses += p.misses;
+        s.saves += p.saves;
+        s.compile_time_saved_s += p.compile_time_saved_s;
+        for (const auto& [e, t] : p.last_used) s.last_used[e] = t;
+        for (auto& m : p.recent_misses) s.recent_misses.push_back(m);
+        add_remote(s.remote, p.remote);
+        if (s.recent_misses.size() > kRecentMisses)
+          s.recent_misses.erase(s.recent_misses.begin(),
+                                s.recent_misses.end() - static_cast<std::ptrdiff_t>(kRecentMisses));
+      });
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<std::string, CacheStats> pending_;
+};
+
+Pending& pending() {
+  static Pending p;
+  return p;
+}
+
+}  // namespace
+
+CacheStats read_stats(const fs::path& dir) { return parse(Dir::open(dir, Safety::cache, Create::no)); }
+
+void flush_stats() { pending().flush(); }
+
+void make_stats_counters() { (void)pending(); }
+
+void record_hit(const fs::path& dir, const std::string& entry, double compile_seconds) {
+  pending().add(dir, [&](CacheStats& s) {
+    ++s.hits;
+    s.compile_time_saved_s += compile_seconds;
+    s.last_used[entry] = now();
+  });
+}
+
+void record_miss(const fs::path& dir, const MissRecord& miss) {
+  pending().add(dir, [&](CacheStats& s) {
+    ++s.misses;
+    MissRecord m = miss;
+    m.time = now();
+    s.recent_misses.push_back(std::move(m));
+  });
+}
+
+void record_remote(const fs::path& dir, const RemoteCounters& delta) {
+  pending().add(dir, [&](CacheStats& s) { add_remote(s.remote, delta); });
+}
+
+void record_save(const fs::path& dir, const std::vector<std::string>& entries) {
+  pending().add(dir, [&](CacheStats& s) {
+    s.saves += entries.size();
+    for (const auto& e : entries) s.last_used[e] = now();
+  });
+}
+
+void record_captures(const fs::path& dir, uint64_t captures, uint64_t restores, uint64_t recaptures) {
+  pending().add(dir, [&](CacheStats& s) {
+    s.captures += captures;
+    s.restores += restores;
+    s.recaptures += recaptures;
+  });
+}
+
+void zero_stats(const fs::path& dir) {
+  update(dir, [](CacheStats& s) {
+    s.hits = s.misses = s.saves = 0;
+    s.captures = s.restores = s.recaptures = 0;
+    s.compile_time_saved_s = 0;
+    s.remote = {};
+    s.recent_misses.clear();
+  });
+}
+
+void clear_stats(const fs::path& dir) {
+  const Dir d = Dir::open(dir, Safety::cache, Create::no);
+  FileLock lock = d.sub(layout::kLocksDir, Create::yes).lock(layout::kStatsLock);
+  d.remove(layout::kStatsFile);
+}
+
+void forget_entries(const fs::path& dir, const std::vector<std::string>& entries) {
+  update(dir, [&](CacheStats& s) {
+    for (const auto& e : entries) s.last_used.erase(e);
+  });
+}
+
+}  // namespace npucache::cache

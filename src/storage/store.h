@@ -1,0 +1,105 @@
+// The store of one cache directory (docs/FORMAT.md).
+//
+// One file per unique artifact, content-addressed by graph key,
+// objects/<graph_key>.h5, written once (temporary + link: the first writer
+// of a key wins) and never changed; a writer that finds its key stored
+// adopts the stored bytes. One small index per model, <model_info>.h5, with
+// that model's entries; a write rewrites only the index of its model (under
+// that index's lock) and adds only its new objects, so its cost does not
+// grow with the cache and writers of different models never wait on each
+// other.
+//
+// Everything read is validated (envelope.h): a damaged object is reported,
+// removed and rebuilt by its next writer; a damaged index is salvaged (its
+// readable entries kept) when next written. Files are created exclusively
+// without following links, directories 0700, files 0600; an unsafe
+// directory or a file that is a link or owned by someone else is refused
+// (CacheRefused).
+//
+// Thread safety: a Store may be used from several threads (HDF5 calls are
+// serialised); processes coordinate through the file system alone.
+#pragma once
+
+#include "format/index_file.h"
+#include "format/records.h"
+#include "storage/dir.h"
+
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace npucache::cache {
+
+class Store {
+ public:
+  // Create::yes creates the directory (0700) and its marker files.
+  static Store open(const std::filesystem::path& dir, Create create);
+  const std::filesystem::path& dir() const { return dir_.path(); }
+  // The store's identity: the id its marker file (store.json) names, with
+  // the directory's device and inode. Ranks that report the same identity
+  // use the same directory, on one host or across a shared file system;
+  // node-local directories of the same path on different hosts differ.
+  std::string identity() const;
+  const Dir& directory() const { return dir_; }
+
+  // --- Reading -------------------------------------------------------------
+  // The entry at `path` (nullopt when its model has no index or the index
+  // no such entry). A damaged index whose record of the entry cannot be
+  // read is a CacheError.
+  std::optional<EntryRecord> entry(const std::string& path) const;
+  // The readable part of a model's index (nullopt when there is none).
+  // Throws CacheError when nothing of it can be trusted.
+  std::optional<DecodedIndex> index(const std::string& model_info) const;
+  std::vector<std::string> model_infos() const;
+  bool has_object(const std::string& graph_key) const;
+  // Throws CacheError naming the file and what is wrong (missing, damaged).
+  ObjectRecord object(const std::string& graph_key, bool with_text = true) const;
+  // The object's facts without its bytes.
+  ObjectMeta object_meta(const std::string& graph_key) const;
+  std::vector<std::string> object_keys() const;
+  std::filesystem::path object_path(const std::string& graph_key) const;
+  std::filesystem::path index_path(const std::string& model_info) const;
+
+  // --- Writing -------------------------------------------------------------
+  // Held (shared) by a writer from its first put_object to its last
+  // update_index; gc holds it exclusively (layout::kSweepLock).
+  FileLock writing() const;
+  FileLock sweeping() const;
+  struct Put {
+    ObjectRecord stored;   // what the store holds for the key now
+    bool adopted = false;  // another writer's bytes were there first
+  };
+  // `usable` (may be empty) checks a stored object beyond its checksums
+  // (that it decodes); one that fails is replaced like a damaged one.
+  using Check = std::function<void(const ObjectRecord&)>;
+  Put put_object(const ObjectRecord& o, const Check& usable = {}) const;
+  // Under the model's index lock: entries `put` added or replaced, `remove`
+  // removed; a damaged index is salvaged into the new one. Returns the
+  // number of entries the index lost to damage (0 normally).
+  std::size_t update_index(const std::string& model_info, const Components& model, const std::vector<EntryRecord>& put,
+                           const std::vector<std::string>& remove) const;
+  // Whether the model's index, as last read, has damaged records or a
+  // damaged HDF5 view (then heal_index rewrites it).
+  bool index_damaged(const std::string& model_info) const;
+  // The marker files (CACHEDIR.TAG, store.json) as they should be: "" or
+  // what is wrong with them.
+  std::string check_markers() const;
+  // Rewrites damaged markers (a damaged store.json gets a new id).
+  void heal_markers() const;
+  // Rewrites a model's index from its readable entries.
+  void heal_index(const std::string& model_info) const;
+  // Removes a whole index (cache administration).
+  void remove_index(const std::string& model_info) const;
+  // Removes an object file (cache administration, damage). When `only_if`
+  // is given, only while the file is still that one.
+  void remove_object(const std::string& graph_key, const std::optional<Dir::Info>& only_if = std::nullopt) const;
+
+ private:
+  explicit Store(Dir dir) : dir_(std::move(dir)) {}
+  Dir objects(Create create) const;
+  Dir dir_;
+};
+
+}  // namespace npucache::cache

@@ -1,0 +1,38 @@
+// Administration of capture templates (templates/<key>.h5): reading every
+// template of a store, and removing those whose program is gone. Used by
+// verify, gc, clear, stats, readable and export/import (admin.h).
+#pragma once
+
+#include "format/template_file.h"
+#include "storage/store.h"
+
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace npucache::cache {
+
+struct StoredTemplate {
+  std::string key;   // the file's template key
+  std::string path;  // the file, for messages
+  std::size_t bytes = 0;
+  std::optional<TemplateRecord> record;  // unset: damaged (`damage` says how)
+  std::string damage;
+  bool ours = true;  // starts with the template magic (else foreign, or its header damaged)
+  std::string raw;   // the file's bytes (with_bytes)
+};
+
+// Every file of templates/ named like a template (nothing when the folder
+// is missing); one without the template magic is listed as damaged and not
+// `ours` (gc and clear leave it, verify reports it).
+std::vector<StoredTemplate> stored_templates(const Store& s, bool with_bytes = false);
+// Removes one template file (its key).
+void remove_template(const Store& s, const std::string& key);
+// Removes the templates whose graph key is not in `objects` (their program
+// is gone) and the damaged ones; returns how many were removed.
+std::size_t sweep_templates(const Store& s, const std::set<std::string>& objects);
+// Writes a template file exactly as given (import), after checking it.
+void put_template(const Store& s, const std::string& key, const std::string& file_bytes);
+
+}  // namespace npucache::cache
