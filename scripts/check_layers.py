@@ -20,7 +20,7 @@ import re
 import sys
 
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]', re.M)
-BASE = {"log"}                      # every layer may use these folders
+BASE = {"log", "process"}           # every layer may use these folders
 BASE_PUBLIC = {"error.h", "version.h", "version_config.h"}
 
 

@@ -1,0 +1,101 @@
+#include "process/context.h"
+
+#include "process/env.h"
+
+#include <unistd.h>
+#include <atomic>
+#include <cstdlib>
+
+namespace npucache::process {
+namespace {
+
+std::atomic<Context*> g_current{nullptr};
+
+std::string host_name() {
+  char buf[256] = {0};
+  ::gethostname(buf, sizeof buf - 1);
+  return buf;
+}
+
+Context& program_context() {
+  // Never destroyed: it is shut down at exit, and objects of the program
+  // that outlive that (a static holding a compiled method) may still ask
+  // for it; what they get then is made again and never flushed.
+  static Context* ctx = [] {
+    auto* c = new Context(default_env());
+    std::atexit([] { program_context().shutdown(); });
+    return c;
+  }();
+  return *ctx;
+}
+
+}  // namespace
+
+Context& Context::current() {
+  if (Context* c = g_current.load(std::memory_order_acquire)) return *c;
+  return program_context();
+}
+
+Context::Context(std::shared_ptr<Env> env) : env_(env ? std::move(env) : default_env()) {
+  identity_.host = host_name();
+  identity_.pid = static_cast<long>(::getpid());
+}
+
+Context::~Context() { shutdown(); }
+
+void Context::set_world(int rank, int size) {
+  std::lock_guard lock(mu_);
+  identity_.world_rank = rank;
+  identity_.world_size = size;
+  identity_.mpi = true;
+}
+
+Identity Context::identity() const {
+  std::lock_guard lock(mu_);
+  return identity_;
+}
+
+void* Context::find_or_make(std::type_index type, const std::function<std::shared_ptr<void>()>& make) {
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& s : services_)
+      if (s.type == type) return s.object.get();
+  }
+  std::lock_guard making(making_);
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& s : services_)
+      if (s.type == type) return s.object.get();
+  }
+  std::shared_ptr<void> object = make();  // may make the services it uses first
+  std::lock_guard lock(mu_);
+  services_.push_back({type, object});
+  return object.get();
+}
+
+void Context::shutdown() {
+  // Not under making_: a service's destructor may wait for a thread (the
+  // commit queue's) that gets services.
+  for (;;) {
+    std::shared_ptr<void> last;
+    {
+      std::lock_guard lock(mu_);
+      if (services_.empty()) return;
+      last = std::move(services_.back().object);
+      services_.pop_back();
+    }
+    last.reset();  // outside the lock: its destructor may use other services
+  }
+}
+
+Context::Scope::Scope(std::shared_ptr<Env> env)
+    : ctx_(std::make_unique<Context>(std::move(env))), previous_(g_current.load()) {
+  g_current.store(ctx_.get(), std::memory_order_release);
+}
+
+Context::Scope::~Scope() {
+  ctx_->shutdown();
+  g_current.store(previous_, std::memory_order_release);
+}
+
+}  // namespace npucache::process

@@ -1,0 +1,117 @@
+// The process context: what a program using npucache has once per process,
+// owned in one place. It holds
+// - the outside world (env.h: the file system and the clock), which tests
+//   replace to inject faults;
+// - who this process is in its job (Identity: the world rank and size,
+//   set by the layer that initialises MPI; host and pid), so that no layer
+//   above asks MPI itself;
+// - the process-wide objects of every layer (services: the tuning table,
+//   the statistics' counters, the background commit queue, the remote
+//   tiers, the registry of used entries, the coordinator's communicator,
+//   ...), each made on first use and destroyed in the reverse order of
+//   making. A service that needs another gets it in its constructor, so
+//   what it uses outlives it (the commit queue drains before the counters
+//   flush).
+//
+// A program gets a context made on first use, shut down at exit (normal
+// return from main or exit()); it may also own one (Context::Scope), which
+// is then current until the scope ends and is shut down there: statistics
+// flushed, background commits drained, explicitly and in order. Tests use
+// a scope with a fault-injecting Env.
+//
+// Thread safety: every member may be called from any thread. A service's
+// own members say what they allow. Scopes nest and must be made and ended
+// by one thread while no other thread uses npucache.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <typeindex>
+#include <utility>
+#include <vector>
+
+namespace npucache::process {
+
+class Env;
+
+// Who this process is in its job.
+struct Identity {
+  int world_rank = 0;
+  int world_size = 1;
+  bool mpi = false;  // the world comes from MPI (set_world was called)
+  std::string host;  // gethostname()
+  long pid = 0;
+};
+
+class Context {
+ public:
+  // The current context: the innermost Scope's, else the program's (made
+  // on first use, shut down at exit).
+  static Context& current();
+
+  explicit Context(std::shared_ptr<Env> env);
+  ~Context();  // shutdown()
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  Env& env() const { return *env_; }
+
+  // The world rank and size, from the layer that initialises MPI.
+  void set_world(int rank, int size);
+  Identity identity() const;
+
+  // The service of type T, made (T(Context&) or T()) on first use. T must
+  // not be made while the context shuts down (a service used by a
+  // destructor is made before it: get it in the constructor).
+  template <class T>
+  T& get() {
+    return *static_cast<T*>(find_or_make(typeid(T), [this] { return make<T>(); }));
+  }
+
+  // Destroys every service in the reverse order of making (flushing what
+  // they hold). Services may be made again afterwards. Idempotent.
+  void shutdown();
+
+  // Makes a new context current until the scope ends, then shuts it down
+  // and makes the previous one current again.
+  class Scope {
+   public:
+    explicit Scope(std::shared_ptr<Env> env = nullptr);
+    ~Scope();
+    Scope(const Scope&) = delete;
+    Scope& operator=(const Scope&) = delete;
+    Context& context() { return *ctx_; }
+
+   private:
+    std::unique_ptr<Context> ctx_;
+    Context* previous_;
+  };
+
+ private:
+  struct Service {
+    std::type_index type;
+    std::shared_ptr<void> object;
+  };
+  template <class T>
+  static std::shared_ptr<void> make_in(Context& c) {
+    if constexpr (std::is_constructible_v<T, Context&>)
+      return std::make_shared<T>(c);
+    else
+      return std::make_shared<T>();
+  }
+  template <class T>
+  std::shared_ptr<void> make() {
+    return make_in<T>(*this);
+  }
+  void* find_or_make(std::type_index type, const std::function<std::shared_ptr<void>()>& make);
+
+  std::shared_ptr<Env> env_;
+  mutable std::mutex mu_;  // identity_, services_
+  Identity identity_;
+  std::recursive_mutex making_;  // one service made at a time (it may get others)
+  std::vector<Service> services_;
+};
+
+}  // namespace npucache::process
