@@ -15,6 +15,7 @@
 #include "h5/h5.h"
 #include "log/log.h"
 #include "log/progress.h"
+#include "storage/stats.h"
 #include "storage/store.h"
 
 #include <nlohmann/json.hpp>
