@@ -13,6 +13,7 @@
 #include <npucache/module.h>
 #include <npucache/mpi.h>
 #include <npucache/ops.h>
+#include <npucache/process.h>
 #include <npucache/tensor.h>
 #include <npucache/trace.h>
 #include <npucache/version.h>

@@ -5,6 +5,7 @@
 #include <npucache/cache.h>
 #include <npucache/error.h>
 
+#include "cache/runnable.h"
 #include "format/artifact.h"
 #include "format/bundle.h"
 #include "format/cache_error.h"
@@ -41,6 +42,11 @@ namespace {
 constexpr std::size_t kMaxConfigBytes = std::size_t{64} << 10;
 // Bundles larger than this are refused before they are read.
 constexpr std::size_t kMaxBundleFile = std::size_t{4} << 30;
+
+// The method cache's decode (cache/runnable.h), as a bundle's check.
+void decodes(const ObjectRecord& o, const std::vector<std::string>* parameters) {
+  (void)(parameters ? decode(o, *parameters) : decode(o));
+}
 
 Store open_store(const std::string& dir) {
   if (!Dir::exists(dir)) throw CacheError("no cache in " + dir + " (no such directory)");
@@ -141,8 +147,7 @@ VerifyResult verify(const std::string& dir, bool repair) {
           restamp.back().object_checksum = g->second.meta.checksum;
         }
         try {
-          bool has_program = false;
-          load_object(g->second, e.parameters, &has_program);
+          (void)decode(g->second, e.parameters);
         } catch (const Error& x) {
           why = x.what();
         }
@@ -302,26 +307,14 @@ Transfer import_bytes(std::string_view bytes, const std::string& dir) {
 Transfer import_records(Bundle b, const std::string& dir) {
   log::Progress::note("validating " + std::to_string(b.objects.size()) + " objects and " +
                       std::to_string(b.entries.size()) + " entries");
-  validate_bundle(b);
+  validate_bundle(b, decodes);
   const Store s = Store::open(dir, Create::yes);
-  const FileLock writing = s.writing();
-  std::map<std::string, std::string> stored_sum;
-  for (const auto& o : b.objects) {
-    log::Progress::note("writing object " + std::to_string(stored_sum.size() + 1) + " of " +
-                        std::to_string(b.objects.size()));
-    stored_sum[o.graph_key] = s.put_object(o).stored.meta.checksum;
-  }
-  std::map<std::string, std::vector<EntryRecord>> by_model;
-  for (auto& e : b.entries) {
-    e.object_checksum = stored_sum.at(e.graph_key);
-    by_model[layout::model_info_of(e.path)].push_back(e);
-  }
-  for (const auto& [m, es] : by_model) {
-    log::Progress::note("writing the index of " + m);
-    s.update_index(m, model_components(es.front().meta.components), es, {});
-  }
+  log::Progress::note("writing " + std::to_string(b.objects.size()) + " objects and the indexes of " +
+                      std::to_string(b.entries.size()) + " entries");
+  const std::size_t entries = b.entries.size(), objects = b.objects.size();
+  (void)s.commit({std::move(b.objects), std::move(b.entries)}, [](const ObjectRecord& o) { (void)decode(o); });
   for (const auto& [key, file] : b.templates) put_template(s, key, file);
-  return {b.entries.size(), b.objects.size(), 0, b.templates.size()};
+  return {entries, objects, 0, b.templates.size()};
 }
 
 Transfer import_bundle(const std::string& file, const std::string& dir) {

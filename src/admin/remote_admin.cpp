@@ -1,6 +1,7 @@
 #include "admin/remote_admin.h"
 
 #include "admin/admin.h"
+#include "cache/runnable.h"
 #include "compiler/serialize.h"
 #include "format/cache_error.h"
 #include "format/keys.h"
@@ -119,7 +120,7 @@ RemotePull remote_pull(const remote::Config& c, const std::string& model, const 
   if (out.models.empty())
     throw CacheError("remote cache " + c.url + " holds no model '" + model + "' (`npucache remote ls` lists them)");
   Bundle b;
-  const RemoteTier::Check decodes = [](const ObjectRecord& r) { compiler::deserialize_compiled(r.raw); };
+  const RemoteTier::Check decodes = [](const ObjectRecord& r) { (void)decode(r); };
   std::map<std::string, bool> fetched;  // graph key -> usable
   for (const auto& m : out.models) {
     auto es = t->entries(m, dir);

@@ -2,6 +2,7 @@
 
 #include "cache/explain.h"
 #include "cache/registry.h"
+#include "cache/runnable.h"
 #include "cache/template_store.h"
 #include "compiler/serialize.h"
 #include "compiler/tuning_table.h"
@@ -21,6 +22,8 @@
 #include <set>
 #include <tuple>
 #include "log/log.h"
+#include "process/context.h"
+#include "process/once.h"
 
 namespace npucache::cache {
 namespace {
@@ -33,7 +36,7 @@ std::string join(const std::vector<std::string>& v) {
 
 // Whether a stored object decodes (its checksums already passed): throws
 // the decoding error when it does not.
-void usable(const ObjectRecord& o) { compiler::deserialize_compiled(o.raw); }
+void usable(const ObjectRecord& o) { (void)decode(o); }
 
 }  // namespace
 
@@ -115,11 +118,10 @@ MethodCache::Lookup MethodCache::lookup(const FlatArgs& args, const TraceResult*
       }
     }
     ObjectRecord object;
-    bool has_program = false;
-    std::shared_ptr<compiler::CompiledGraph> g;
+    Decoded decoded;
     try {
       object = store.object(r.entry->graph_key, false);
-      g = load_object(object, r.entry->parameters, &has_program);
+      decoded = decode(object, r.entry->parameters);
     } catch (const CacheRefused&) {
       throw;
     } catch (const CacheError& e) {
@@ -128,24 +130,19 @@ MethodCache::Lookup MethodCache::lookup(const FlatArgs& args, const TraceResult*
       return miss(MissReason::corrupt, {e.what()});
     }
     if (!same_computation) {
-      diffs = trace_differences(g->trace, *trace);
+      diffs = trace_differences(decoded.graph->trace, *trace);
       if (diffs.empty()) diffs.push_back("compile settings (config, runtime, decompositions) differ");
       log::warn("cache entry {} was compiled from another computation ({}); replacing it", where(), join(diffs));
       return miss(MissReason::computation, diffs);
     }
-    SymBindings b;
+    std::shared_ptr<compiler::CompiledGraph> g;
     try {
-      b = g->trace.signature.bind(args);
+      g = cache::prepare(std::move(decoded), site(args, compile));
     } catch (const TraceError& e) {
       log::warn("cache entry {} was traced for other inputs ({}); compiling afresh", where(), e.what());
       return miss(MissReason::signature, {e.what()});
-    }
-    if (!has_program) {  // the stored graph after the passes, lowered with the stored autotune decisions
-      const compiler::CompileHints hints{&g->optimized, &g->autotune};
-      g = compile(std::move(g->trace), b, &hints);
-    }
-    try {
-      check_binds(*g, *id_.key.module);
+    } catch (const CacheRefused&) {
+      throw;
     } catch (const CacheError& e) {
       log::warn("cache entry {} does not fit this module ({}); replacing it", where(), e.what());
       return miss(MissReason::corrupt, {e.what()});
@@ -204,23 +201,18 @@ std::optional<MethodCache::Stored> MethodCache::stored_object(const GraphId& id,
     const Store store = Store::open(id_.dir, Create::no);
     if (!store.has_object(id.key)) return std::nullopt;
     ObjectRecord o;
-    bool has_program = false;
-    std::shared_ptr<compiler::CompiledGraph> g;
+    Decoded decoded;
     try {
       o = store.object(id.key, false);
-      g = load_object(o, parameter_names(trace.graph), &has_program);
-      g->trace.name = trace.name;  // the object may have been stored for another method
+      decoded = decode(o, parameter_names(trace.graph));
+      decoded.graph->trace.name = trace.name;  // the object may have been stored for another method
     } catch (const CacheRefused&) {
       throw;
     } catch (const CacheError& e) {
       discard_damaged(store, id.key, e.what());
       return std::nullopt;
     }
-    const SymBindings b = g->trace.signature.bind(args);
-    if (!has_program) {
-      const compiler::CompileHints hints{&g->optimized, &g->autotune};
-      g = compile(std::move(g->trace), b, &hints);
-    }
+    auto g = cache::prepare(std::move(decoded), site(args, compile));
     log::info("Cache object {} of {} found in {}: reusing the stored object, no compile", id.key, trace.name, id_.dir);
     return Stored{std::move(g), std::move(o)};
   } catch (const CacheError& e) {
@@ -237,17 +229,12 @@ std::optional<MethodCache::Stored> MethodCache::remote_object(const GraphId& id,
                                                               const compiler::CompileStep& compile) const {
   if (!remote_) return std::nullopt;
   std::shared_ptr<compiler::CompiledGraph> g;
-  bool has_program = false;
-  // Checked as a local file is, then decoded, validated and bound to this
-  // call before it counts as a hit.
+  // Checked as a local file is, then made runnable for this call before it
+  // counts as a hit.
   auto got = remote_->object(id.key, id_.dir, [&](const ObjectRecord& o) {
-    g = load_object(o, parameter_names(trace.graph), &has_program);
-    g->trace.name = trace.name;  // the object may have been stored for another method
-    const SymBindings b = g->trace.signature.bind(args);
-    if (!has_program) {
-      const compiler::CompileHints hints{&g->optimized, &g->autotune};
-      g = compile(std::move(g->trace), b, &hints);
-    }
+    Decoded d = decode(o, parameter_names(trace.graph));
+    d.graph->trace.name = trace.name;  // the object may have been stored for another method
+    g = cache::prepare(std::move(d), site(args, compile));
   });
   if (!got) return std::nullopt;
   log::info("Cache object {} of {} read from the remote cache {} ({} bytes): no compile needed", id.key, trace.name,
@@ -265,16 +252,7 @@ std::optional<MethodCache::Stored> MethodCache::remote_entry(const FlatArgs& arg
     return std::nullopt;
   }
   std::shared_ptr<compiler::CompiledGraph> g;
-  const RemoteTier::Check bind = [&](const ObjectRecord& o) {
-    bool has_program = false;
-    g = load_object(o, re->entry.parameters, &has_program);
-    const SymBindings b = g->trace.signature.bind(args);
-    if (!has_program) {
-      const compiler::CompileHints hints{&g->optimized, &g->autotune};
-      g = compile(std::move(g->trace), b, &hints);
-    }
-    check_binds(*g, *id_.key.module);
-  };
+  const RemoteTier::Check bind = [&](const ObjectRecord& o) { g = runnable(o, re->entry.parameters, args, compile); };
   auto got = re->object_hash.empty() ? remote_->object(re->entry.graph_key, id_.dir, bind)
                                      : remote_->object_by_hash(re->object_hash, re->entry.graph_key, id_.dir, bind);
   if (!got) return std::nullopt;
@@ -293,7 +271,7 @@ void MethodCache::commit_later(const compiler::CompiledGraph& g, const ObjectRec
   EntryRecord e = make_entry(g, object);
   cache::commit_later([self = *this, object, e] {
     try {
-      self.save({object}, {e});
+      self.save({{object}, {e}});
     } catch (const CacheRefused& x) {
       warn_uncached(self.dir(), "refused", std::string(x.what()) + "; running uncached");
     } catch (const CacheError& x) {
@@ -326,44 +304,40 @@ EntryRecord MethodCache::make_entry(const compiler::CompiledGraph& g, const Obje
   return cache::make_entry(g, path_, key_, id_.who, object);
 }
 
-std::map<std::string, ObjectRecord> MethodCache::save(const std::vector<ObjectRecord>& objects,
-                                                      std::vector<EntryRecord> entries) const {
+Store::Committed MethodCache::save(Store::Commit c) const {
   const Store store = Store::open(id_.dir, Create::yes);
-  std::map<std::string, ObjectRecord> adopted, stored;
-  std::optional<FileLock> writing(store.writing());
-  for (const auto& o : objects) {
-    Store::Put p = store.put_object(o, usable);
-    if (p.adopted) {
-      log::info("Cache object {} was stored by another writer first; adopting its bytes", o.graph_key);
-      adopted[o.graph_key] = p.stored;
-    }
-    stored[o.graph_key] = std::move(p.stored);
-  }
-  // Every entry records the checksum of the bytes the store holds.
-  std::map<std::string, std::vector<EntryRecord>> by_model;
-  for (auto& e : entries) {
-    if (auto it = stored.find(e.graph_key); it != stored.end()) {
-      e.object_checksum = it->second.meta.checksum;
-      e.with_program = it->second.meta.with_program;  // what the kept bytes hold
-    }
-    by_model[layout::model_info_of(e.path)].push_back(e);
-  }
-  for (const auto& [model_info, es] : by_model)
-    store.update_index(model_info, model_components(es.front().meta.components), es, {});
-  writing.reset();
+  Store::Committed done = store.commit(std::move(c), usable);
+  for (const auto& key : done.adopted)
+    log::info("Cache object {} was stored by another writer first; adopting its bytes", key);
   save_tuning();
   store.directory().remove_stale_temps();  // a crashed writer's leftovers (objects/: by gc and verify --repair)
   std::vector<std::string> paths;
-  for (const auto& e : entries) {
+  for (const auto& e : done.entries) {
     log::info("Cache {} saved to {}", model_cache_meta(e.meta),
               (std::filesystem::path(id_.dir) / e.path / layout::kModuleDataset).string());
     paths.push_back(e.path);
     if (e.path == path_)  // this process's own entry (save_cache_artifacts)
-      if (auto it = stored.find(e.graph_key); it != stored.end()) cache::remember(e, it->second);
+      if (auto it = done.kept.find(e.graph_key); it != done.kept.end()) cache::remember(e, it->second);
   }
   record_save(id_.dir, paths);
   enforce_limit(id_.dir, paths);
-  return adopted;
+  return done;
+}
+
+std::shared_ptr<compiler::CompiledGraph> MethodCache::runnable(const ObjectRecord& o,
+                                                               const std::vector<std::string>& parameters,
+                                                               const FlatArgs& args,
+                                                               const compiler::CompileStep& compile) const {
+  return cache::runnable(o, parameters, site(args, compile));
+}
+
+std::shared_ptr<compiler::CompiledGraph> MethodCache::prepare(Decoded d, const FlatArgs& args,
+                                                              const compiler::CompileStep& compile) const {
+  return cache::prepare(std::move(d), site(args, compile));
+}
+
+CallSite MethodCache::site(const FlatArgs& args, const compiler::CompileStep& compile) const {
+  return {args, compile, *id_.key.module, id_.key.runtime_version};
 }
 
 namespace {
@@ -384,12 +358,7 @@ void warn_damaged_tuning(const std::string& why) {
 }  // namespace
 
 void MethodCache::load_tuning() const {
-  static std::mutex mu;
-  static auto& loaded = *new std::set<std::string>();  // never destroyed (commits at exit)
-  {
-    std::lock_guard lock(mu);
-    if (!loaded.insert(id_.dir).second) return;
-  }
+  if (!process::Context::current().get<process::Once>().first("tuning loaded|" + id_.dir)) return;
   if (remote_) {  // the fleet's decisions (the remote's shared table)
     const auto records = remote_->tuning(id_.dir);
     const std::size_t added = compiler::TuningTable::process().merge(records);
@@ -605,15 +574,9 @@ void MethodCache::discard_damaged(const Store& store, const std::string& key, co
 }
 
 void warn_uncached(const std::string& dir, const std::string& kind, const std::string& what) {
-  static std::mutex mu;
-  // Never destroyed: background commits may warn while the process exits.
-  static auto& warned = *new std::set<std::pair<std::string, std::string>>();
-  {
-    std::lock_guard lock(mu);
-    if (!warned.insert({dir, kind}).second) {
-      log::debug("{}", what);
-      return;
-    }
+  if (!process::Context::current().get<process::Once>().first("uncached|" + dir + "|" + kind)) {
+    log::debug("{}", what);
+    return;
   }
   log::warn("{}", what);
 }

@@ -15,10 +15,12 @@
 // once (warn_uncached) and continue uncached.
 #pragma once
 
+#include "cache/runnable.h"
 #include "compiler/entry_source.h"
 #include "format/keys.h"
 #include "format/records.h"
 #include "remote/config.h"
+#include "storage/store.h"
 
 #include <map>
 #include <memory>
@@ -28,7 +30,6 @@
 
 namespace npucache::cache {
 
-class Store;
 class RemoteTier;
 
 struct MethodIdentity {
@@ -141,14 +142,25 @@ class MethodCache {
                            bool raw_has_program) const;
   EntryRecord make_entry(const compiler::CompiledGraph& g, const ObjectRecord& object) const;
 
-  // Stores records (this rank's, or those of every rank sharing the store):
-  // each object unless its key is stored already (then the stored bytes
-  // are adopted and the entries record their checksum), then each model's
-  // index once. Logs each saved entry, records statistics and remembers
-  // them for save_cache_artifacts(). Returns the objects adopted from
-  // another writer, by graph key.
-  std::map<std::string, ObjectRecord> save(const std::vector<ObjectRecord>& objects,
-                                           std::vector<EntryRecord> entries) const;
+  // Commits records (this rank's, or those of every rank sharing the
+  // store) through the store's one commit procedure (Store::commit: objects
+  // published or adopted, entries recording the kept bytes, each index
+  // once), then logs each saved entry, records statistics, remembers this
+  // rank's entry for save_cache_artifacts(), saves the tuning table and
+  // enforces the size limit. What the store kept is returned: a caller
+  // whose object was adopted runs the kept bytes (runnable()), so every
+  // user of a key runs the same program.
+  Store::Committed save(Store::Commit c) const;
+
+  // The program a call runs from stored bytes: cache/runnable.h's one path
+  // (decode with `parameters`, tuning merged, bound, lowered when the bytes
+  // hold no program, the module checked), for this method's module and
+  // runtime.
+  std::shared_ptr<compiler::CompiledGraph> runnable(const ObjectRecord& o, const std::vector<std::string>& parameters,
+                                                    const FlatArgs& args, const compiler::CompileStep& compile) const;
+  // Its second half, for bytes already decoded (cache/runnable.h: prepare).
+  std::shared_ptr<compiler::CompiledGraph> prepare(Decoded d, const FlatArgs& args,
+                                                   const compiler::CompileStep& compile) const;
   // Merges the cache directory's tuning table (layout::kTuningFile) into the
   // process's (compiler/tuning_table.h), once per directory and process
   // (the first compile of a MethodCache calls it). A missing file is no
@@ -187,6 +199,8 @@ class MethodCache {
     std::vector<std::string> diffs;
   };
   Nearest nearest(const Store& store) const;
+  // What runnable() prepares for: this call of this method's module.
+  CallSite site(const FlatArgs& args, const compiler::CompileStep& compile) const;
   // Removes a damaged object (if it is still damaged) so it is rebuilt.
   void discard_damaged(const Store& store, const std::string& key, const std::string& why) const;
 

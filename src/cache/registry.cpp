@@ -1,26 +1,37 @@
 #include "cache/registry.h"
 
+#include "process/context.h"
+
 #include <map>
 #include <mutex>
 
 namespace npucache::cache {
 namespace {
-std::mutex g_mu;
-std::map<std::string, EntryRecord> g_entries;   // by entry path
-std::map<std::string, ObjectRecord> g_objects;  // by graph key
+
+// A service of the process context.
+struct Registry {
+  std::mutex mu;
+  std::map<std::string, EntryRecord> entries;   // by entry path
+  std::map<std::string, ObjectRecord> objects;  // by graph key
+};
+
+Registry& registry() { return process::Context::current().get<Registry>(); }
+
 }  // namespace
 
 void remember(const EntryRecord& e, const ObjectRecord& o) {
-  std::lock_guard lock(g_mu);
-  g_entries[e.path] = e;
-  g_objects.emplace(o.graph_key, o);
+  Registry& r = registry();
+  std::lock_guard lock(r.mu);
+  r.entries[e.path] = e;
+  r.objects.emplace(o.graph_key, o);
 }
 
 Bundle remembered() {
-  std::lock_guard lock(g_mu);
+  Registry& r = registry();
+  std::lock_guard lock(r.mu);
   Bundle b;
-  for (const auto& [p, e] : g_entries) b.entries.push_back(e);
-  for (const auto& [k, o] : g_objects) b.objects.push_back(o);
+  for (const auto& [p, e] : r.entries) b.entries.push_back(e);
+  for (const auto& [k, o] : r.objects) b.objects.push_back(o);
   return b;
 }
 

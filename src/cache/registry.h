@@ -1,4 +1,4 @@
-// The process-wide record of every entry (with its object) this process
+// The process-wide record (a service of the process context) of every entry (with its object) this process
 // saved or loaded: what save_cache_artifacts() bundles.
 #pragma once
 

@@ -3,6 +3,8 @@
 #include <npucache/error.h>
 
 #include "log/log.h"
+#include "process/context.h"
+#include "process/once.h"
 
 #include <cerrno>
 #include <cmath>
@@ -45,14 +47,12 @@ remote::Config resolve_remote(const RemoteOptions& o) {
     std::getline(f, line);
     while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
     c.endpoint.password = line;
-  } else if (c.password_in_url) {
-    static std::once_flag once;
-    std::call_once(once, [&] {
-      log::warn(
-          "the remote cache URL {} carries a password, which other users can read in process listings; "
-          "set NPUCACHE_REMOTE_PASSWORD or NPUCACHE_REMOTE_PASSWORD_FILE instead",
-          c.url);
-    });
+  } else if (c.password_in_url &&
+             process::Context::current().get<process::Once>().first("password in the remote URL|" + c.url)) {
+    log::warn(
+        "the remote cache URL {} carries a password, which other users can read in process listings; "
+        "set NPUCACHE_REMOTE_PASSWORD or NPUCACHE_REMOTE_PASSWORD_FILE instead",
+        c.url);
   }
   return c;
 }

@@ -149,28 +149,17 @@ std::shared_ptr<compiler::CompiledGraph> MethodSource::persist(std::shared_ptr<c
     ObjectRecord o = cache_->make_object(*g, id);
     report_.artifact_bytes = o.raw.size();
     report_.artifact_checksum = o.meta.checksum;
-    const EntryRecord e = cache_->make_entry(*g, o);
-    auto adopted = cache_->save({o}, {e});
+    const Store::Committed done = cache_->save({{o}, {cache_->make_entry(*g, o)}});
     report_.writer = true;
     report_.saved = true;
-    // The rank that compiled writes back: the object the store kept.
-    const auto kept = adopted.find(id.key);
-    EntryRecord pushed = e;
-    if (kept != adopted.end()) {
-      pushed.object_checksum = kept->second.meta.checksum;
-      pushed.with_program = kept->second.meta.with_program;
-    }
-    cache_->push_remote({kept == adopted.end() ? o : kept->second}, {pushed});
-    if (auto it = adopted.find(id.key); it != adopted.end()) {
-      bool has_program = false;
-      auto stored = load_object(it->second, parameter_names(g->trace.graph), &has_program);
-      const SymBindings b = stored->trace.signature.bind(args);
-      if (!has_program) {
-        const compiler::CompileHints hints{&stored->optimized, &stored->autotune};
-        stored = compile(std::move(stored->trace), b, &hints);
-      }
-      report_.artifact_checksum = it->second.meta.checksum;
-      g = std::move(stored);
+    // The rank that compiled writes back what the store kept: its own
+    // object, or the one another writer stored first, which it then runs
+    // (every user of a key runs the same bytes).
+    const ObjectRecord& kept = done.kept.at(id.key);
+    cache_->push_remote({kept}, done.entries);
+    if (done.adopted.count(id.key)) {
+      g = cache_->runnable(kept, parameter_names(g->trace.graph), args, compile);
+      report_.artifact_checksum = kept.meta.checksum;
     }
   } catch (const CacheRefused& e) {
     warn_uncached(cache_->dir(), "refused", std::string(e.what()) + "; running uncached");
@@ -191,7 +180,7 @@ void MethodSource::persist_entry(const compiler::CompiledGraph& g, const ObjectR
   if (disabled_) return;
   const double t = now();
   try {
-    cache_->save({}, {cache_->make_entry(g, object)});
+    cache_->save({{}, {cache_->make_entry(g, object)}});
     report_.writer = true;
     report_.saved = true;
   } catch (const CacheRefused& e) {

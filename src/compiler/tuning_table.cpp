@@ -2,12 +2,11 @@
 
 #include <npucache/device.h>
 
+#include "process/context.h"
+
 namespace npucache::compiler {
 
-TuningTable& TuningTable::process() {
-  static TuningTable t;
-  return t;
-}
+TuningTable& TuningTable::process() { return process::Context::current().get<TuningTable>(); }
 
 std::optional<TuningEntry> TuningTable::find(const std::string& runtime, const std::string& key) const {
   std::lock_guard lock(mu_);

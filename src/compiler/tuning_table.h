@@ -48,7 +48,8 @@ struct TuningRecord {
 
 class TuningTable {
  public:
-  // The one table of the process.
+  // The one table of the process (a service of the process context,
+  // process/context.h).
   static TuningTable& process();
 
   std::optional<TuningEntry> find(const std::string& runtime, const std::string& key) const;

@@ -3,7 +3,7 @@
 #include <npucache/error.h>
 
 #include "coord/host_allgather.h"
-#include "coord/identity.h"
+#include "process/context.h"
 
 #include <algorithm>
 #include <chrono>
@@ -34,10 +34,20 @@ Hosts hosts_from(std::vector<TableEntry> hosts, int world) {
   return h;
 }
 
+namespace {
+
+// The process's coordinator context: a service of the process context.
+struct Held {
+  std::mutex mu;
+  std::unique_ptr<Context> ctx;
+};
+
+}  // namespace
+
 const Context& Context::get(double timeout_s, double* setup_s) {
-  static std::mutex mu;
-  static std::unique_ptr<Context> ctx;
-  std::lock_guard lock(mu);
+  Held& held = process::Context::current().get<Held>();
+  std::lock_guard lock(held.mu);
+  std::unique_ptr<Context>& ctx = held.ctx;
   if (ctx) return *ctx;
   const auto t0 = std::chrono::steady_clock::now();
   auto c = std::unique_ptr<Context>(new Context());
@@ -53,7 +63,7 @@ const Context& Context::get(double timeout_s, double* setup_s) {
   std::string table;
   const mpi::Step step{"coordinator set-up: the map of hosts", timeout_s};
   if (leaders.valid()) {
-    TableEntry mine{host_name(), {}};
+    TableEntry mine{process::Context::current().identity().host, {}};
     for (int i = 0; i < node.size(); ++i) mine.ranks.push_back(node.world_rank(i));
     std::vector<int> peers;
     for (int i = 0; i < leaders.size(); ++i) peers.push_back(i);

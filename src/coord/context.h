@@ -1,5 +1,5 @@
-// The coordinator's share of MPI, made once per process, collectively, by
-// the first coordinated method: its own communicator (a duplicate of
+// The coordinator's share of MPI, made once per process (a service of the
+// process context), collectively, by the first coordinated method: its own communicator (a duplicate of
 // MPI_COMM_WORLD, so its collectives never meet the model's, run by stream
 // workers, or the program's own) and the map of hosts (the ranks that share
 // memory, MPI_COMM_TYPE_SHARED, gathered host by host so that no rank

@@ -16,6 +16,8 @@
 #include "format/cache_error.h"
 #include "log/log.h"
 #include "mpi/comm.h"
+#include "process/context.h"
+#include "process/once.h"
 
 #include <algorithm>
 #include <chrono>
@@ -198,15 +200,12 @@ std::shared_ptr<compiler::CompiledGraph> CoordinatedSource::obtain(const FlatArg
   bool nobody_produces = false;  // every group is: no owner can fail, no status to agree on
   const RemoteFetch remote = plan_remote(plan, infos, hosts.host_of);
   const auto with_remote = std::count_if(infos.begin(), infos.end(), [](const RankInfo& r) { return r.remote; });
-  if (info.remote && with_remote < static_cast<std::ptrdiff_t>(infos.size())) {
-    static std::once_flag once;
-    std::call_once(once, [&] {
-      log::warn(
-          "the remote cache tier is set on {} of {} ranks; a job uses it only when every rank has it (set "
-          "NPUCACHE_REMOTE or --remote alike on every rank)",
-          with_remote, infos.size());
-    });
-  }
+  if (info.remote && with_remote < static_cast<std::ptrdiff_t>(infos.size()) &&
+      process::Context::current().get<process::Once>().first("remote on some ranks"))
+    log::warn(
+        "the remote cache tier is set on {} of {} ranks; a job uses it only when every rank has it (set "
+        "NPUCACHE_REMOTE or --remote alike on every rank)",
+        with_remote, infos.size());
   if (!remote.groups.empty()) {
     const auto& mine = group >= 0 ? remote.fetchers.find(group) : remote.fetchers.end();
     const bool fetcher =
@@ -314,16 +313,9 @@ std::shared_ptr<compiler::CompiledGraph> CoordinatedSource::obtain(const FlatArg
     cache::ObjectRecord obj;
     obj.graph_key = id.key;
     obj.raw = bytes;
-    g = cache::load_object(obj, params, &has_program);
-    // The artifact's autotune decisions join this rank's tuning table: a
-    // later compile here (another method, model or graph of the same
-    // shapes) reuses them instead of timing.
-    compiler::merge_decisions(g->autotune, compiler::tuning_runtime(current_device()));
-    const SymBindings b = g->trace.signature.bind(args);  // the cheap check of the call's inputs
-    if (!has_program) {
-      const compiler::CompileHints hints{&g->optimized, &g->autotune};
-      g = compile(std::move(g->trace), b, &hints);
-    }
+    cache::Decoded d = cache::decode(obj, params);
+    has_program = d.has_program;
+    g = cache().prepare(std::move(d), args, compile);
   }
   laps.lap(&steps.load_s);
   // 6. Persist.
@@ -383,7 +375,7 @@ void CoordinatedSource::persist_collectively(const mpi::Comm& comm, const std::v
     }
     if (!all.entries.empty()) {
       const double t = now();
-      cache().save(all.objects, all.entries);
+      cache().save({all.objects, all.entries});
       cache().push_remote({}, all.entries);  // index records, after their objects
       steps_.save_s = now() - t;
       report().writer = true;

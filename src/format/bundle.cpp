@@ -209,7 +209,7 @@ Bundle read_bundle(std::string_view bytes) {
   }
 }
 
-void validate_bundle(const Bundle& b) {
+void validate_bundle(const Bundle& b, const DecodeCheck& decodes) {
   auto bad = [](const std::string& why) { return CacheError("bundle rejected, nothing imported: " + why); };
   std::set<std::string> template_keys;
   for (const auto& [key, bytes] : b.templates) {
@@ -233,13 +233,8 @@ void validate_bundle(const Bundle& b) {
     if (!objects.emplace(o.graph_key, &o).second) throw bad("object " + o.graph_key + " appears twice");
     if (o.raw.size() != o.meta.raw_size || checksum(o.raw) != o.meta.checksum)
       throw bad("object " + o.graph_key + "'s bytes fail their checksum or size");
-    try {
-      bool has_program = false;
-      load_object(o, parameter_names(compiler::deserialize_compiled(o.raw).trace.graph), &has_program);
-    } catch (const Error& x) {
-      throw bad("object " + o.graph_key + ": " + x.what());
-    }
   }
+  std::set<std::string> decoded;  // objects decoded with an entry's parameters
   std::set<std::string> paths;
   std::map<std::string, Components> model;  // model_info -> its model components
   for (const auto& e : b.entries) {
@@ -266,10 +261,18 @@ void validate_bundle(const Bundle& b) {
       throw bad("entry " + e.path + " records checksum " + e.object_checksum + ", its object has " +
                 it->second->meta.checksum);
     try {
-      bool has_program = false;
-      load_object(*it->second, e.parameters, &has_program);  // decodes and validates the program
+      decodes(*it->second, &e.parameters);  // decodes and validates the program
     } catch (const Error& x) {
       throw bad("entry " + e.path + ": " + x.what());
+    }
+    decoded.insert(e.graph_key);
+  }
+  for (const auto& o : b.objects) {  // an object no entry uses is decoded as stored
+    if (decoded.count(o.graph_key)) continue;
+    try {
+      decodes(o, nullptr);
+    } catch (const Error& x) {
+      throw bad("object " + o.graph_key + ": " + x.what());
     }
   }
 }

@@ -17,6 +17,7 @@
 
 #include "format/records.h"
 
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -41,12 +42,16 @@ std::string write_bundle(const Bundle& b);
 // a malformed record).
 Bundle read_bundle(std::string_view bytes);
 
+// Decodes an object (with an entry's parameter names, or as stored when
+// null) and validates its program, throwing when it cannot: the method
+// cache's decode (cache/runnable.h), which import and the fuzzers pass.
+using DecodeCheck = std::function<void(const ObjectRecord& o, const std::vector<std::string>* parameters)>;
 // Everything a bundle from elsewhere must satisfy before anything of it is
 // written (import, load_cache_artifacts): names in the layout's grammar,
 // unique keys and paths, every object's bytes against its checksum and
-// decodable into a valid program, every entry's object present with the
-// checksum the entry records and binding the entry's parameters. Throws
-// CacheError naming the first violation.
-void validate_bundle(const Bundle& b);
+// decodable into a valid program (`decodes`), every entry's object present
+// with the checksum the entry records and binding the entry's parameters.
+// Throws CacheError naming the first violation.
+void validate_bundle(const Bundle& b, const DecodeCheck& decodes);
 
 }  // namespace npucache::cache

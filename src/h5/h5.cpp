@@ -11,6 +11,7 @@ namespace {
 
 // Turns HDF5's automatic error printing off once per process.
 void quiet() {
+  init();
   static std::once_flag once;
   std::call_once(once, [] { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); });
 }
@@ -79,8 +80,15 @@ std::unique_lock<std::recursive_mutex> lock() {
 }
 
 void init() {
-  const auto l = lock();
-  H5open();
+  static std::once_flag once;
+  std::call_once(once, [] {
+    const auto l = lock();
+    // No HDF5 shutdown at exit: the process context's shutdown (at exit)
+    // may still write files through HDF5 (commits, statistics), and HDF5
+    // holds nothing to flush (files are in-memory images).
+    H5dont_atexit();
+    H5open();
+  });
 }
 
 void Handle::reset() noexcept {

@@ -4,7 +4,7 @@
 #include "mpi/check.h"
 #include "mpi/detail/fault.h"
 #include "mpi/init_watch.h"
-#include "runtime/process.h"
+#include "process/context.h"
 
 #include <cstdlib>
 #include <exception>
@@ -12,10 +12,15 @@
 namespace npucache {
 namespace {
 
-int world_size_probe() { return MpiSession::world_size(); }
-// Registered when the library loads: the runtime can tell a collective run
-// without a communicator in a multi-rank job (runtime/process.h).
-const bool g_probe_registered = (runtime::set_world_probe(&world_size_probe), true);
+process::World world_probe() {
+  if (!MpiSession::initialized()) return {};
+  return {MpiSession::world_rank(), MpiSession::world_size(), true};
+}
+// Registered when the library loads: the process context knows the job's
+// world (process/context.h) without any other layer asking MPI, and the
+// runtime can tell a collective run without a communicator in a multi-rank
+// job (runtime/process.h).
+const bool g_probe_registered = (process::set_world_probe(&world_probe), true);
 
 }  // namespace
 

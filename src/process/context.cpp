@@ -10,6 +10,7 @@ namespace npucache::process {
 namespace {
 
 std::atomic<Context*> g_current{nullptr};
+std::atomic<World (*)()> g_world_probe{nullptr};
 
 std::string host_name() {
   char buf[256] = {0};
@@ -31,28 +32,26 @@ Context& program_context() {
 
 }  // namespace
 
+void set_world_probe(World (*probe)()) { g_world_probe.store(probe); }
+
+World world() {
+  auto* probe = g_world_probe.load();
+  return probe ? probe() : World{};
+}
+
 Context& Context::current() {
   if (Context* c = g_current.load(std::memory_order_acquire)) return *c;
   return program_context();
 }
 
-Context::Context(std::shared_ptr<Env> env) : env_(env ? std::move(env) : default_env()) {
-  identity_.host = host_name();
-  identity_.pid = static_cast<long>(::getpid());
-}
+Context::Context(std::shared_ptr<Env> env)
+    : env_(env ? std::move(env) : default_env()), host_(host_name()), pid_(static_cast<long>(::getpid())) {}
 
 Context::~Context() { shutdown(); }
 
-void Context::set_world(int rank, int size) {
-  std::lock_guard lock(mu_);
-  identity_.world_rank = rank;
-  identity_.world_size = size;
-  identity_.mpi = true;
-}
-
 Identity Context::identity() const {
-  std::lock_guard lock(mu_);
-  return identity_;
+  const World w = world();
+  return {w.rank, w.size, w.mpi, host_, pid_};
 }
 
 void* Context::find_or_make(std::type_index type, const std::function<std::shared_ptr<void>()>& make) {
@@ -73,7 +72,26 @@ void* Context::find_or_make(std::type_index type, const std::function<std::share
   return object.get();
 }
 
+void Context::on_flush(std::function<void()> hook) {
+  std::lock_guard lock(mu_);
+  flush_hooks_.push_back(std::move(hook));
+}
+
+void Context::flush() {
+  std::vector<std::function<void()>> hooks;
+  {
+    std::lock_guard lock(mu_);
+    hooks = flush_hooks_;
+  }
+  for (auto it = hooks.rbegin(); it != hooks.rend(); ++it) (*it)();
+}
+
 void Context::shutdown() {
+  flush();
+  {
+    std::lock_guard lock(mu_);
+    flush_hooks_.clear();  // the services they flush go now
+  }
   // Not under making_: a service's destructor may wait for a thread (the
   // commit queue's) that gets services.
   for (;;) {

@@ -36,11 +36,23 @@ namespace npucache::process {
 
 class Env;
 
+// The world of the job, as the layer that initialises MPI knows it.
+struct World {
+  int rank = 0;
+  int size = 1;
+  bool mpi = false;  // MPI is initialised (and not finalised)
+};
+// Registered by the MPI layer when the library loads (src/mpi/session.cpp):
+// asked each time, so MPI initialised by the program itself is seen too.
+// Without one, a process is a world of one.
+void set_world_probe(World (*probe)());
+World world();
+
 // Who this process is in its job.
 struct Identity {
   int world_rank = 0;
   int world_size = 1;
-  bool mpi = false;  // the world comes from MPI (set_world was called)
+  bool mpi = false;  // the world comes from MPI
   std::string host;  // gethostname()
   long pid = 0;
 };
@@ -58,8 +70,7 @@ class Context {
 
   Env& env() const { return *env_; }
 
-  // The world rank and size, from the layer that initialises MPI.
-  void set_world(int rank, int size);
+  // The world from the probe above, the host and the process.
   Identity identity() const;
 
   // The service of type T, made (T(Context&) or T()) on first use. T must
@@ -70,8 +81,16 @@ class Context {
     return *static_cast<T*>(find_or_make(typeid(T), [this] { return make<T>(); }));
   }
 
-  // Destroys every service in the reverse order of making (flushing what
-  // they hold). Services may be made again afterwards. Idempotent.
+  // A service whose work must be finished at a point (statistics written,
+  // background commits done) registers it in its constructor, after getting
+  // the services it uses: flush() runs the hooks in the reverse order of
+  // registration (the commit queue drains before the counters it feeds are
+  // written).
+  void on_flush(std::function<void()> hook);
+  void flush();
+
+  // Flushes, then destroys every service in the reverse order of making.
+  // Services may be made again afterwards. Idempotent.
   void shutdown();
 
   // Makes a new context current until the scope ends, then shuts it down
@@ -108,10 +127,12 @@ class Context {
   void* find_or_make(std::type_index type, const std::function<std::shared_ptr<void>()>& make);
 
   std::shared_ptr<Env> env_;
-  mutable std::mutex mu_;  // identity_, services_
-  Identity identity_;
+  mutable std::mutex mu_;  // services_
+  std::string host_;
+  long pid_ = 0;
   std::recursive_mutex making_;  // one service made at a time (it may get others)
   std::vector<Service> services_;
+  std::vector<std::function<void()>> flush_hooks_;  // under mu_
 };
 
 }  // namespace npucache::process

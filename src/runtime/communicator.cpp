@@ -4,6 +4,7 @@
 
 #include <cstring>
 
+#include "process/context.h"
 #include "runtime/process.h"
 
 namespace npucache {
@@ -71,7 +72,6 @@ std::unique_ptr<Communicator> make_single_process_communicator() {
 
 namespace {
 thread_local Communicator* t_comm = nullptr;
-int (*g_world_probe)() = nullptr;
 
 // The communicator of threads that never set one.
 SingleProcessCommunicator& unset_communicator() {
@@ -82,11 +82,9 @@ SingleProcessCommunicator& unset_communicator() {
 
 Communicator& current_communicator() { return t_comm ? *t_comm : unset_communicator(); }
 
-void runtime::set_world_probe(int (*probe)()) { g_world_probe = probe; }
-
 void runtime::check_communicator_set(const Communicator* comm, std::string_view what) {
-  if (comm != &unset_communicator() || g_world_probe == nullptr) return;
-  const int world = g_world_probe();
+  if (comm != &unset_communicator()) return;
+  const int world = process::world().size;
   if (world <= 1) return;
   throw CommError(std::string(what) + ": this process is one of " + std::to_string(world) +
                   " MPI ranks, but no communicator is set on the thread that ran it, so it would compute "

@@ -3,6 +3,7 @@
 #include "compiler/tuning_table.h"
 #include "h5/h5.h"
 #include "log/log.h"
+#include "process/context.h"
 #include "storage/stats.h"
 
 #include <sys/resource.h>
@@ -16,8 +17,17 @@
 namespace npucache::cache {
 namespace {
 
+// A service of the process context. Made after what a commit uses (HDF5,
+// the tuning table, the statistics' counters: its constructor makes them),
+// so the context's shutdown drains it before they go.
 class Queue {
  public:
+  explicit Queue(process::Context& c) {
+    h5::init();
+    (void)c.get<compiler::TuningTable>();
+    make_stats_counters();
+    c.on_flush([this] { wait(); });
+  }
   ~Queue() {
     {
       std::lock_guard lock(mu_);
@@ -68,18 +78,7 @@ class Queue {
   std::thread worker_;
 };
 
-Queue& queue() {
-  // At exit the queue is drained by its destructor, and function-local
-  // statics are destroyed (and HDF5 shut down) in the reverse order they
-  // were made: what a commit uses is made first, so it outlives the queue.
-  // (The statistics' counters are made here too; the other objects a commit
-  // reads -- the index cache, the component names, the warned and loaded
-  // sets -- are never destroyed, so their order does not matter.)
-  static const bool ready = (h5::init(), compiler::TuningTable::process(), make_stats_counters(), true);
-  (void)ready;
-  static Queue q;
-  return q;
-}
+Queue& queue() { return process::Context::current().get<Queue>(); }
 
 }  // namespace
 

@@ -6,6 +6,8 @@
 #include "format/layout.h"
 #include "format/tuning_file.h"
 #include "log/log.h"
+#include "process/context.h"
+#include "process/once.h"
 
 #include <cerrno>
 #include <chrono>
@@ -58,16 +60,26 @@ std::string cause(const Fault& f) {
 
 }  // namespace
 
+namespace {
+
+// The process's tiers, one per URL and settings (so one connection each): a
+// service of the process context.
+struct Tiers {
+  std::mutex mu;
+  std::map<std::string, std::shared_ptr<RemoteTier>> by_key;
+};
+
+}  // namespace
+
 std::shared_ptr<RemoteTier> RemoteTier::get(const remote::Config& config) {
   if (!config.enabled()) return nullptr;
-  static std::mutex mu;
-  static auto& tiers = *new std::map<std::string, std::shared_ptr<RemoteTier>>();
+  Tiers& tiers = process::Context::current().get<Tiers>();
   const auto& e = config.endpoint;
   const std::string key = config.url + "\n" + e.user + "\n" + e.password + "\n" + (config.read_only ? "ro" : "rw") +
                           "\n" + std::to_string(config.connect_timeout_s) + "\n" + std::to_string(config.timeout_s) +
                           "\n" + std::to_string(config.max_object_bytes);
-  std::lock_guard lock(mu);
-  auto& t = tiers[key];
+  std::lock_guard lock(tiers.mu);
+  auto& t = tiers.by_key[key];
   if (!t) t = std::make_shared<RemoteTier>(remote::make_redis_backend(config));
   return t;
 }
@@ -82,13 +94,8 @@ void RemoteTier::failed(const Fault& f, const std::string& dir, const std::strin
     record_remote(dir, c);
   }
   if (f.kind == Failure::full) full_ = true;
-  static std::mutex mu;
-  static auto& warned = *new std::set<std::pair<std::string, Failure>>();
-  bool first = false;
-  {
-    std::lock_guard lock(mu);
-    first = warned.insert({config().url, f.kind}).second;
-  }
+  const bool first = process::Context::current().get<process::Once>().first("remote failure|" + config().url + "|" +
+                                                                            std::string(remote::failure_name(f.kind)));
   const std::string text = "remote cache " + config().url + " " + during + ": " + cause(f) +
                            "; the job goes on with the local cache and compiles (counted in `npucache stats`)";
   if (first)

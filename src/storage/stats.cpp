@@ -3,6 +3,7 @@
 #include "format/cache_error.h"
 #include "format/layout.h"
 #include "log/log.h"
+#include "process/context.h"
 #include "storage/dir.h"
 #include "storage/store.h"
 
@@ -130,9 +131,15 @@ void update(const fs::path& dir, F&& change) {
   }
 }
 
-// Counters accumulated per cache directory until flushed.
+// Counters accumulated per cache directory until flushed: a service of the
+// process context, flushed when it is destroyed (the context's shutdown,
+// at exit or at the end of a scope), after the services made after it (the
+// commit queue, whose commits count saves).
 class Pending {
  public:
+  explicit Pending(process::Context& c) {
+    c.on_flush([this] { flush(); });
+  }
   ~Pending() { flush(); }
   template <class F>
   void add(const fs::path& dir, F&& f) {
@@ -165,10 +172,7 @@ class Pending {
   std::map<std::string, CacheStats> pending_;
 };
 
-Pending& pending() {
-  static Pending p;
-  return p;
-}
+Pending& pending() { return process::Context::current().get<Pending>(); }
 
 }  // namespace
 

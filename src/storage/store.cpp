@@ -1,9 +1,12 @@
 #include "storage/store.h"
 
 #include "format/cache_error.h"
+#include "format/keys.h"
 #include "format/layout.h"
 #include "format/object_file.h"
 #include "log/log.h"
+#include "process/context.h"
+#include "process/once.h"
 
 #include <xxhash.h>
 #include <nlohmann/json.hpp>
@@ -27,16 +30,16 @@ constexpr std::size_t kMaxObjectBytes = std::size_t{17} << 30;
 
 // A process keeps each index it decoded while the file stays the same
 // (inode, modification time, size): a warm start of several methods of a
-// model reads its index once.
+// model reads its index once. A service of the process context.
 struct CachedIndex {
   Dir::Info seen;
   DecodedIndex decoded;
 };
-std::mutex g_index_mu;
-std::map<std::string, CachedIndex>& index_cache() {
-  static auto& m = *new std::map<std::string, CachedIndex>();
-  return m;
-}
+struct IndexCache {
+  std::mutex mu;
+  std::map<std::string, CachedIndex> by_path;
+};
+IndexCache& index_cache() { return process::Context::current().get<IndexCache>(); }
 
 std::string new_store_id() {
   std::random_device rd;
@@ -87,23 +90,70 @@ void write_markers(const Dir& d) {
 }
 
 void note_format1(const Dir& d) {
-  static std::once_flag once;
-  if (d.stat(layout::kFormat1File))
-    std::call_once(once, [&] {
-      log::warn(
-          "{} holds a cache of format 1 ({}), which this version (format {}) does not read; `npucache clear {}` "
-          "removes it",
-          d.path().string(), layout::kFormat1File, layout::kFormatVersion, d.path().string());
-    });
+  if (d.stat(layout::kFormat1File) && process::Context::current().get<process::Once>().first("format 1"))
+    log::warn(
+        "{} holds a cache of format 1 ({}), which this version (format {}) does not read; `npucache clear {}` "
+        "removes it",
+        d.path().string(), layout::kFormat1File, layout::kFormatVersion, d.path().string());
 }
 
 }  // namespace
 
+namespace {
+
+// The stores this process opened, by path: a job opens each store once
+// (Dir::open checks the path's parents, links, owner and mode; a creating
+// open writes the markers). A service of the process context. An open
+// store is used again while its path still names the same directory with
+// the same owner and mode (one stat); anything else (the directory
+// removed, replaced, made a link, chmod-ed) opens it afresh, with every
+// check.
+struct OpenStores {
+  struct Open {
+    Dir dir;
+    dev_t dev = 0;
+    ino_t ino = 0;
+    mode_t mode = 0;
+    uid_t uid = 0;
+    bool marked = false;  // the markers were written
+  };
+  std::mutex mu;
+  std::map<std::string, Open> by_path;
+};
+
+}  // namespace
+
 Store Store::open(const fs::path& dir, Create create) {
+  const std::string key = fs::absolute(dir).lexically_normal().string();
+  OpenStores& open = process::Context::current().get<OpenStores>();
+  struct stat now {};
+  const bool present = ::stat(key.c_str(), &now) == 0;
+  {
+    std::lock_guard lock(open.mu);
+    auto it = open.by_path.find(key);
+    if (it != open.by_path.end()) {
+      OpenStores::Open& o = it->second;
+      if (present && o.dev == now.st_dev && o.ino == now.st_ino && o.mode == now.st_mode && o.uid == now.st_uid) {
+        if (create == Create::yes && !o.marked) {
+          write_markers(o.dir);
+          note_format1(o.dir);
+          o.marked = true;
+        }
+        return Store(o.dir);
+      }
+      open.by_path.erase(it);
+    }
+  }
   Dir d = Dir::open(dir, Safety::cache, create);
   if (create == Create::yes) {
     write_markers(d);
     note_format1(d);
+  }
+  struct stat st {};
+  if (::fstat(d.fd(), &st) == 0) {
+    std::lock_guard lock(open.mu);
+    open.by_path.insert_or_assign(
+        key, OpenStores::Open{d, st.st_dev, st.st_ino, st.st_mode, st.st_uid, create == Create::yes});
   }
   return Store(std::move(d));
 }
@@ -154,9 +204,10 @@ std::optional<DecodedIndex> Store::index(const std::string& model_info) const {
   auto seen = dir_.stat(name);
   if (!seen) return std::nullopt;
   {
-    std::lock_guard lock(g_index_mu);
-    auto it = index_cache().find(key);
-    if (it != index_cache().end() && it->second.seen.ino == seen->ino && it->second.seen.mtime_ns == seen->mtime_ns &&
+    IndexCache& cache = index_cache();
+    std::lock_guard lock(cache.mu);
+    auto it = cache.by_path.find(key);
+    if (it != cache.by_path.end() && it->second.seen.ino == seen->ino && it->second.seen.mtime_ns == seen->mtime_ns &&
         it->second.seen.size == seen->size)
       return it->second.decoded;
   }
@@ -164,8 +215,9 @@ std::optional<DecodedIndex> Store::index(const std::string& model_info) const {
   if (!bytes) return std::nullopt;
   DecodedIndex d = decode_index(*bytes, "index " + key);
   if (d.index.model_info != model_info) throw CacheError("index " + key + " names model " + d.index.model_info);
-  std::lock_guard lock(g_index_mu);
-  index_cache()[key] = {*seen, d};
+  IndexCache& cache = index_cache();
+  std::lock_guard lock(cache.mu);
+  cache.by_path[key] = {*seen, d};
   return d;
 }
 
@@ -258,6 +310,29 @@ Store::Put Store::put_object(const ObjectRecord& o, const Check& usable) const {
     }
   }
   throw CacheError("could not store object " + o.graph_key + ": another process keeps replacing it");
+}
+
+Store::Committed Store::commit(Commit c, const Check& usable) const {
+  Committed out;
+  const FileLock writing_lock = writing();
+  for (const auto& o : c.objects) {
+    if (out.kept.count(o.graph_key)) continue;  // one object per key in a commit
+    Put p = put_object(o, usable);
+    if (p.adopted) out.adopted.insert(o.graph_key);
+    out.kept.emplace(o.graph_key, std::move(p.stored));
+  }
+  std::map<std::string, std::vector<EntryRecord>> by_model;
+  for (auto& e : c.entries) {
+    if (const auto it = out.kept.find(e.graph_key); it != out.kept.end()) {
+      e.object_checksum = it->second.meta.checksum;
+      e.with_program = it->second.meta.with_program;  // what the kept bytes hold
+    }
+    by_model[layout::model_info_of(e.path)].push_back(e);
+  }
+  for (const auto& [model_info, es] : by_model)
+    update_index(model_info, model_components(es.front().meta.components), es, {});
+  out.entries = std::move(c.entries);
+  return out;
 }
 
 void Store::remove_object(const std::string& key, const std::optional<Dir::Info>& only_if) const {

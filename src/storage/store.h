@@ -26,7 +26,9 @@
 
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -34,7 +36,10 @@ namespace npucache::cache {
 
 class Store {
  public:
-  // Create::yes creates the directory (0700) and its marker files.
+  // Create::yes creates the directory (0700) and its marker files. A
+  // process opens a store once: later opens of the same path reuse it
+  // while the path names the same directory with the same owner and mode
+  // (else it is opened afresh, with every check).
   static Store open(const std::filesystem::path& dir, Create create);
   const std::filesystem::path& dir() const { return dir_.path(); }
   // The store's identity: the id its marker file (store.json) names, with
@@ -75,6 +80,26 @@ class Store {
   // (that it decodes); one that fails is replaced like a damaged one.
   using Check = std::function<void(const ObjectRecord&)>;
   Put put_object(const ObjectRecord& o, const Check& usable = {}) const;
+  // The one commit procedure: what the single process, the coordinator's
+  // store writers and `import` write goes through it. Under the writing
+  // lock, each object is published unless its key is stored already (then
+  // the stored bytes are adopted, checked with `usable`; damaged ones are
+  // replaced); every entry then records the checksum and program flag of
+  // the bytes the store keeps for its graph key (an entry whose object is
+  // not in the commit keeps what it records: its object is stored); each
+  // model's index is updated once. The objects keep the producer they
+  // carry. Throws CacheError (CacheRefused for an unsafe directory);
+  // nothing of an index is written before its objects are.
+  struct Commit {
+    std::vector<ObjectRecord> objects;
+    std::vector<EntryRecord> entries;
+  };
+  struct Committed {
+    std::map<std::string, ObjectRecord> kept;  // by graph key: what the store holds for each object committed
+    std::set<std::string> adopted;             // keys whose kept bytes are another writer's
+    std::vector<EntryRecord> entries;          // as written to the indexes
+  };
+  Committed commit(Commit c, const Check& usable = {}) const;
   // Under the model's index lock: entries `put` added or replaced, `remove`
   // removed; a damaged index is salvaged into the new one. Returns the
   // number of entries the index lost to damage (0 normally).

@@ -24,6 +24,7 @@
 #include <npucache/runtime/communicator.h>
 
 #include "admin/admin.h"
+#include "cache/runnable.h"
 #include "compiler/capture_template.h"
 #include "compiler/engine.h"
 #include "compiler/executor.h"
@@ -66,6 +67,11 @@ using namespace npucache;
 namespace fs = std::filesystem;
 
 namespace {
+
+// The method cache's decode, as import checks a bundle's objects.
+void decodes(const cache::ObjectRecord& o, const std::vector<std::string>* parameters) {
+  (void)(parameters ? cache::decode(o, *parameters) : cache::decode(o));
+}
 
 enum Target : uint8_t {
   kIndexFile,       // an index file, as read from the cache directory
@@ -179,7 +185,7 @@ void put(std::string& s, T v) {
 
 // A bundle around `records` with a correct header (docs/FORMAT.md).
 std::string frame_bundle(std::string_view records) {
-  const std::string payload = cache::zstd::compress(records, 1);
+  const std::string payload = zstd::compress(records, 1);
   std::string out = "NPUCBNDL";
   put<uint32_t>(out, 3);
   put<uint64_t>(out, payload.size());
@@ -190,7 +196,7 @@ std::string frame_bundle(std::string_view records) {
 
 // The records a bundle's payload holds (for seeds).
 std::string bundle_records(const std::string& bundle) {
-  return cache::zstd::decompress(std::string_view(bundle).substr(36), std::size_t{1} << 30);
+  return zstd::decompress(std::string_view(bundle).substr(36), std::size_t{1} << 30);
 }
 
 // Runs a decoded program with every symbol bound to 2 and small inputs.
@@ -297,7 +303,7 @@ void run_target(Target t, std::string_view in) {
       compiler::deserialize_compiled(o.raw);
       break;
     }
-    case kBundleFile: cache::validate_bundle(cache::read_bundle(in)); break;
+    case kBundleFile: cache::validate_bundle(cache::read_bundle(in), decodes); break;
     case kIndexRecords: {
       const auto records = split_frames(in);
       const std::string file =
@@ -305,14 +311,14 @@ void run_target(Target t, std::string_view in) {
       cache::decode_index(file, "fuzzed index records");
       break;
     }
-    case kBundleRecords: cache::validate_bundle(cache::read_bundle(frame_bundle(in))); break;
+    case kBundleRecords: cache::validate_bundle(cache::read_bundle(frame_bundle(in)), decodes); break;
     case kCompiled: {
       bool has_program = false;
       auto cg = compiler::deserialize_compiled(in, &has_program);
       if (has_program) run_program(cg);
       break;
     }
-    case kZstdFrame: cache::zstd::decompress(in, std::size_t{1} << 20); break;
+    case kZstdFrame: zstd::decompress(in, std::size_t{1} << 20); break;
     case kJsonFiles: {
       const auto parts = split_frames(in);
       for (std::size_t i = 0; i < 2; ++i) {
@@ -505,7 +511,7 @@ Seeds make_seeds(const fs::path& dir) {
       remote(1, cache::encode_graph_ref({o.graph_key, cache::content_hash(value), value.size(), o.raw.size(),
                                          o.meta.with_program, o.meta.checksum}));
       s.add(kCompiled, o.raw);
-      s.add(kZstdFrame, cache::zstd::compress(o.raw, 1));
+      s.add(kZstdFrame, zstd::compress(o.raw, 1));
     }
     const fs::path bundle = dir / (std::string(sub) + ".bundle");
     cache::admin::export_bundle(d.string(), bundle.string());

@@ -1,0 +1,41 @@
+// npucache's process context: what a program using npucache has once per
+// process -- the statistics' counters, the background commits of entries
+// the remote tier served, the tuning table, the remote connections, the
+// stores it opened. A program that does nothing gets one made on first use
+// and finished at exit (a normal return from main, or exit()).
+//
+// A program that wants it finished at a point of its own owns one:
+//
+//   int main() {
+//     npucache::ProcessContext npucache_context;  // current until it ends
+//     ...                                         // cache_compile, calls
+//   }  // statistics written, background commits finished, here
+//
+// Only one thread makes and ends a ProcessContext, while no other thread
+// uses npucache; compiled methods made under it are used under it.
+#pragma once
+
+namespace npucache {
+
+class ProcessContext {
+ public:
+  ProcessContext();
+  // flush(), then every process-wide object of npucache is destroyed; the
+  // context that was current before is current again.
+  ~ProcessContext();
+  ProcessContext(const ProcessContext&) = delete;
+  ProcessContext& operator=(const ProcessContext&) = delete;
+
+  // Writes the statistics' counters to each cache directory's stats.json
+  // and waits for background commits, now.
+  void flush();
+
+ private:
+  void* scope_;
+};
+
+// flush() of the current context (the program's own, or the innermost
+// ProcessContext).
+void flush_process_context();
+
+}  // namespace npucache

@@ -1,0 +1,69 @@
+#include "cache/cache_compile.h"
+
+#include <npucache/device.h>
+#include <npucache/error.h>
+
+#include "cache/remote_options.h"
+#include "cache/source.h"
+#include "compiler/engine.h"
+#include "compiler/surface.h"
+#include "compiler/tuning_table.h"
+#include "log/log.h"
+#include "process/context.h"
+
+#include <filesystem>
+
+namespace npucache {
+namespace cache {
+
+CompilerConfig cached_config(const CacheOptions& o) { return compiler::resolve_surface(o.compile).config; }
+
+std::shared_ptr<MethodCache> method_cache(const nn::Module& module, const CacheOptions& o, const CompilerConfig& config,
+                                          bool store_program) {
+  MethodIdentity id;
+  id.dir = o.cache_dir.empty() ? default_cache_dir() : std::filesystem::absolute(o.cache_dir).string();
+  const process::Identity me = process::Context::current().identity();
+  Communicator& comm = current_communicator();
+  id.who.world_size = o.world_size.value_or(me.mpi ? me.world_size : comm.layout().world_size);
+  id.who.global_rank = o.global_rank.value_or(me.mpi ? me.world_rank : comm.global_rank());
+  id.who.tp_rank = o.tp_rank.value_or(comm.rank(GroupRole::tp));
+  id.who.pp_rank = o.pp_rank.value_or(comm.rank(GroupRole::pp));
+  id.who.host = me.host;
+  id.who.pid = me.pid;
+  KeyInputs& k = id.key;
+  k.module = &module;
+  k.method = o.compile.method_name;
+  k.config = config;
+  k.dynamic = o.compile.dynamic;
+  // A captured method stores its program (beside its capture templates), so
+  // a warm start neither lowers nor captures; max-autotune stores it with
+  // ge_cache (or when coordinated).
+  k.ge_cache = config.captures() || o.ge_cache || store_program;
+  k.decompositions = decomposition_names(o.compile.custom_decompositions);
+  k.code_version = o.code_version;
+  k.runtime_version = compiler::tuning_runtime(current_device());
+  if (o.hit_check == HitCheck::code_version && o.code_version.empty())
+    throw ConfigError(
+        "hit_check = HitCheck::code_version serves stored programs without tracing on the user's word "
+        "that code_version changes with the code: set code_version, or use the default HitCheck::trace");
+  id.fast_path = o.hit_check == HitCheck::code_version;
+  id.remote = resolve_remote(o.remote);
+  return std::make_shared<MethodCache>(std::move(id));
+}
+
+}  // namespace cache
+
+std::shared_ptr<detail::CompiledFunction> detail::make_cached_function(const nn::Module& module,
+                                                                       const CacheOptions& options) {
+  const CompilerConfig config = cache::cached_config(options);
+  if (options.ge_cache && config.captures())
+    log::warn(
+        "ge_cache has no effect in reduce-overhead mode: {} always stores its compiled program and its capture "
+        "templates",
+        options.compile.method_name);
+  if (options.compile.disable) return make_function(module, options.compile, nullptr);
+  auto source = std::make_shared<cache::LocalSource>(cache::method_cache(module, options, config, false), nullptr);
+  return make_function(module, options.compile, std::move(source));
+}
+
+}  // namespace npucache

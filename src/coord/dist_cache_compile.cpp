@@ -1,0 +1,35 @@
+// dist::cache_compile (include/npucache/coordinator.h): the method cache of
+// cache_compile (cache/cache_compile.h) with the coordinator as the source
+// of its entries (or, in the independent baseline, a local source that
+// compiles on every miss).
+#include <npucache/coordinator.h>
+#include <npucache/error.h>
+
+#include "cache/cache_compile.h"
+#include "cache/source.h"
+#include "compiler/engine.h"
+#include "coord/coordinated_source.h"
+#include "coord/reports.h"
+
+#include <cmath>
+
+namespace npucache {
+
+std::shared_ptr<detail::CompiledFunction> dist::detail::make_coordinated_function(const nn::Module& module,
+                                                                                  const CacheOptions& options,
+                                                                                  const CoordinatorOptions& coord) {
+  if (!(coord.timeout_s > 0) || !std::isfinite(coord.timeout_s))
+    throw ConfigError("CoordinatorOptions::timeout_s must be a positive, finite number of seconds (got " +
+                      std::to_string(coord.timeout_s) + "): it bounds every collective of the coordinator");
+  const CompilerConfig config = cache::cached_config(options);
+  if (options.compile.disable) return npucache::detail::make_function(module, options.compile, nullptr);
+  auto cache = cache::method_cache(module, options, config, true);
+  std::shared_ptr<compiler::EntrySource> source;
+  if (coord.independent)
+    source = std::make_shared<cache::LocalSource>(std::move(cache), coord::add_report, /*compile_every_miss=*/true);
+  else
+    source = std::make_shared<coord::CoordinatedSource>(std::move(cache), coord, coord::add_report);
+  return npucache::detail::make_function(module, options.compile, std::move(source));
+}
+
+}  // namespace npucache
