@@ -6,5 +6,5 @@
 
 extern "C" {
 H5PL_type_t H5PLget_plugin_type(void) { return H5PL_TYPE_FILTER; }
-const void* H5PLget_plugin_info(void) { return npuh5::zstd_filter_class(); }
+const void* H5PLget_plugin_info(void) { return npucache::h5::zstd_filter_class(); }
 }
