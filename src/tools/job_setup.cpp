@@ -149,18 +149,17 @@ void guarded(const std::function<void()>& f) {
 }
 
 std::string config_hash(const models::DecoderConfig& c) {
-  char buf[768];
-  std::snprintf(buf, sizeof buf,
-                "arch=%s vocab=%lld hidden=%lld layers=%lld heads=%lld kv_heads=%lld "
-                "intermediate=%lld max_seq=%lld rope_theta=%.17g eps=%.17g qkv_bias=%d o_bias=%d tie=%d seed=%llu",
-                c.architecture.c_str(), static_cast<long long>(c.vocab), static_cast<long long>(c.hidden),
-                static_cast<long long>(c.layers), static_cast<long long>(c.heads), static_cast<long long>(c.kv_heads),
-                static_cast<long long>(c.intermediate), static_cast<long long>(c.max_seq), c.rope_theta, c.eps,
-                c.qkv_bias ? 1 : 0, c.o_bias ? 1 : 0, c.tie_word_embeddings ? 1 : 0,
-                static_cast<unsigned long long>(c.seed));
-  char hex[20];
-  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(coord::identity_hash(buf)));
-  return hex;
+  // Doubles as printf's %.17g (round-trip exact), in the classic locale.
+  std::ostringstream text;
+  text.imbue(std::locale::classic());
+  text << std::setprecision(17) << "arch=" << c.architecture << " vocab=" << c.vocab << " hidden=" << c.hidden
+       << " layers=" << c.layers << " heads=" << c.heads << " kv_heads=" << c.kv_heads
+       << " intermediate=" << c.intermediate << " max_seq=" << c.max_seq << " rope_theta=" << c.rope_theta
+       << " eps=" << c.eps << " qkv_bias=" << (c.qkv_bias ? 1 : 0) << " o_bias=" << (c.o_bias ? 1 : 0)
+       << " tie=" << (c.tie_word_embeddings ? 1 : 0) << " seed=" << c.seed;
+  std::ostringstream hex;
+  hex << std::hex << std::setw(16) << std::setfill('0') << coord::identity_hash(text.str());
+  return hex.str();
 }
 
 namespace {
