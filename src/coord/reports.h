@@ -1,4 +1,4 @@
-// The job report registry: every MethodReport of this process's
+// The job report registry (a service of the process context): every MethodReport of this process's
 // coordinated methods, in call order (dist::reports()).
 #pragma once
 

@@ -13,9 +13,13 @@ std::atomic<Context*> g_current{nullptr};
 std::atomic<World (*)()> g_world_probe{nullptr};
 
 std::string host_name() {
-  char buf[256] = {0};
-  ::gethostname(buf, sizeof buf - 1);
-  return buf;
+  // The system's bound on a host name, and room for its terminating NUL
+  // (gethostname may truncate without one at the bound).
+  const long max = ::sysconf(_SC_HOST_NAME_MAX);
+  std::string name(static_cast<std::size_t>(max > 0 ? max : 255) + 1, '\0');
+  if (::gethostname(name.data(), name.size() - 1) != 0) return "";
+  name.resize(name.find('\0'));
+  return name;
 }
 
 Context& program_context() {

@@ -7,11 +7,11 @@
 #include "tools/commands.h"
 #include "tools/job_setup.h"
 
-#include <nlohmann/json.hpp>
-
 #include <chrono>
 #include <cstdio>
 #include <numeric>
+#include <optional>
+#include <utility>
 
 namespace npucache::tools {
 namespace {
@@ -51,7 +51,7 @@ void run_warmup(const JobArgs& a) {
   auto methods = cached_methods(job);
   get_ready(job, methods);
   job.note_captures(methods.first.status(), methods.second.status());
-  report_job(job, "warmup", since(t0), "");
+  report_job(job, "warmup", since(t0));
 }
 
 // Whether the unsharded model fits one device, so rank 0 can check the
@@ -87,24 +87,14 @@ void run_infer(const JobArgs& a) {
                                ? 0.0
                                : std::accumulate(r.token_latency_s.begin(), r.token_latency_s.end(), 0.0) /
                                      static_cast<double>(r.token_latency_s.size());
-  std::string tokens;
-  for (int64_t t : r.tokens) tokens += (tokens.empty() ? "" : ",") + std::to_string(t);
-  if (job.rank() == 0) {
-    std::printf("tokens: %s\n", tokens.c_str());
-    if (compared)
-      std::printf("  tokens equal the single-process eager result: %s\n", match ? "yes" : "NO");
-    else
-      std::printf("  not compared with a single-process eager run: the unsharded model does not fit one device\n");
-    std::printf("  time to ready %.1f ms, time to first token %.2f ms, per-token latency %.2f ms\n", ready_s * 1e3,
-                r.time_to_first_token_s * 1e3, per_token * 1e3);
-  }
   job.note_captures(prompt.status(), decode.status());
-  const nlohmann::json extra = {{"time_to_ready_s", ready_s},
-                                {"time_to_first_token_s", r.time_to_first_token_s},
-                                {"per_token_s", per_token},
-                                {"tokens", r.tokens},
-                                {"tokens_match_single_process", compared ? nlohmann::json(match) : nlohmann::json()}};
-  report_job(job, "infer", ready_s, extra.dump());
+  std::optional<coord::GenerationReport> generation;
+  if (job.rank() == 0) {
+    generation = coord::GenerationReport{ready_s, r.time_to_first_token_s, per_token, r.tokens,
+                                         compared ? std::optional<bool>(match) : std::nullopt};
+    std::fputs(generation_text(*generation).c_str(), stdout);
+  }
+  report_job(job, "infer", ready_s, std::move(generation));
   if (job.rank() == 0 && !match) set_exit_code(1);
 }
 

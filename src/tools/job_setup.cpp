@@ -26,9 +26,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <map>
-#include <set>
+#include <iomanip>
+#include <locale>
+#include <sstream>
 #include <thread>
 
 namespace npucache::tools {
@@ -61,16 +61,6 @@ std::string report_path_problem(const std::string& path) {
 std::string report_path_error(const std::string& path) {
   const std::string why = report_path_problem(path);
   return why.empty() ? "" : "--report-json " + path + " cannot be written (" + why + "); give a writable path";
-}
-
-// The process's peak resident memory (VmHWM of /proc/self/status), 0 when
-// unknown.
-std::size_t peak_rss_bytes() {
-  std::ifstream f("/proc/self/status");
-  std::string line;
-  while (std::getline(f, line))
-    if (line.rfind("VmHWM:", 0) == 0) return static_cast<std::size_t>(std::stoull(line.substr(6))) * 1024;
-  return 0;
 }
 
 }  // namespace
@@ -160,18 +150,17 @@ void guarded(const std::function<void()>& f) {
 }
 
 std::string config_hash(const models::DecoderConfig& c) {
-  char buf[768];
-  std::snprintf(buf, sizeof buf,
-                "arch=%s vocab=%lld hidden=%lld layers=%lld heads=%lld kv_heads=%lld "
-                "intermediate=%lld max_seq=%lld rope_theta=%.17g eps=%.17g qkv_bias=%d o_bias=%d tie=%d seed=%llu",
-                c.architecture.c_str(), static_cast<long long>(c.vocab), static_cast<long long>(c.hidden),
-                static_cast<long long>(c.layers), static_cast<long long>(c.heads), static_cast<long long>(c.kv_heads),
-                static_cast<long long>(c.intermediate), static_cast<long long>(c.max_seq), c.rope_theta, c.eps,
-                c.qkv_bias ? 1 : 0, c.o_bias ? 1 : 0, c.tie_word_embeddings ? 1 : 0,
-                static_cast<unsigned long long>(c.seed));
-  char hex[20];
-  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(coord::identity_hash(buf)));
-  return hex;
+  // Doubles as printf's %.17g (round-trip exact), in the classic locale.
+  std::ostringstream text;
+  text.imbue(std::locale::classic());
+  text << std::setprecision(17) << "arch=" << c.architecture << " vocab=" << c.vocab << " hidden=" << c.hidden
+       << " layers=" << c.layers << " heads=" << c.heads << " kv_heads=" << c.kv_heads
+       << " intermediate=" << c.intermediate << " max_seq=" << c.max_seq << " rope_theta=" << c.rope_theta
+       << " eps=" << c.eps << " qkv_bias=" << (c.qkv_bias ? 1 : 0) << " o_bias=" << (c.o_bias ? 1 : 0)
+       << " tie=" << (c.tie_word_embeddings ? 1 : 0) << " seed=" << c.seed;
+  std::ostringstream hex;
+  hex << std::hex << std::setw(16) << std::setfill('0') << coord::identity_hash(text.str());
+  return hex.str();
 }
 
 namespace {
@@ -362,60 +351,18 @@ ExampleInputs example_inputs() {
 
 namespace {
 
-nlohmann::json to_json(const MethodReport& r) {
-  nlohmann::json pass_times = nlohmann::json::object();  // of this rank's compile, when it compiled
-  for (const auto& [pass, s] : r.pass_times_s) pass_times[pass] = s;
-  return {{"method", r.method},
-          {"graph_key", r.graph_key},
-          {"hit", r.hit},
-          {"compiled", r.compiled},
-          {"fetched", r.fetched},
-          {"read_store", r.read_store},
-          {"remote", r.remote},
-          {"remote_bytes", r.remote_bytes},
-          {"owner", r.owner},
-          {"trace_s", r.trace_s},
-          {"compile_s", r.compile_s},
-          {"compile_cpu_s", r.compile_cpu_s},
-          {"exchange_s", r.exchange_s},
-          {"persist_s", r.persist_s},
-          {"total_s", r.total_s},
-          {"bytes_received", r.bytes_received},
-          {"artifact_bytes", r.artifact_bytes},
-          {"writer", r.writer},
-          {"pass_times_s", pass_times},
-          {"kernels_tuned", r.kernels_tuned},
-          {"kernels_reused", r.kernels_reused}};
+// `v` with `decimals` digits after the point, as printf's %.<decimals>f.
+std::string fixed(double v, int decimals) {
+  std::ostringstream o;
+  o.imbue(std::locale::classic());
+  o << std::fixed << std::setprecision(decimals) << v;
+  return o.str();
 }
 
-// The coordinator's steps, in the order of docs/SCALING.md.
-const char* const kSteps[] = {"setup",   "lookup", "arrival",  "keys", "plan",    "remote",
-                              "produce", "status", "exchange", "load", "persist", "save"};
-
-nlohmann::json to_json(const dist::StepReport& s) {
-  return {{"setup", s.setup_s},       {"lookup", s.lookup_s}, {"arrival", s.arrival_s}, {"keys", s.keys_s},
-          {"plan", s.plan_s},         {"remote", s.remote_s}, {"produce", s.produce_s}, {"status", s.status_s},
-          {"exchange", s.exchange_s}, {"load", s.load_s},     {"persist", s.persist_s}, {"save", s.save_s}};
-}
-
-nlohmann::json method_json(const MethodReport& r, const dist::StepReport* s) {
-  nlohmann::json j = to_json(r);
-  if (s) {
-    j["steps"] = to_json(*s);
-    j["all_hit"] = s->all_hit;
-    j["hosts"] = s->hosts;
-    j["key_bytes"] = s->key_bytes;
-    j["bytes_between_hosts"] = s->bytes_between_hosts;
-    j["flat_bytes_between_hosts"] = s->flat_bytes_between_hosts;
-    j["entries_written"] = s->entries_written;
-    j["started_at"] = s->started_at;
-    j["ended_at"] = s->ended_at;
-  }
-  return j;
-}
+std::string ms(double seconds, int decimals) { return fixed(seconds * 1e3, decimals); }
 
 // "0-3, 6": ascending ranks as runs.
-std::string rank_list(const std::vector<int>& ranks) {
+std::string rank_runs(const std::vector<int>& ranks) {
   std::string s;
   for (std::size_t i = 0; i < ranks.size();) {
     std::size_t j = i;
@@ -426,199 +373,97 @@ std::string rank_list(const std::vector<int>& ranks) {
   return s;
 }
 
-template <class T>
-T value_or(const nlohmann::json& j, const char* key, T fallback) {
-  return j.contains(key) ? j[key].get<T>() : fallback;
-}
+std::string plural(std::size_t n, const std::string& word) { return word + (n == 1 ? "" : "s"); }
 
 }  // namespace
 
-void report_job(Job& job, const std::string& title, double wall_s, const std::string& extra_json) {
-  nlohmann::json methods_mine = nlohmann::json::array();
-  const auto steps = dist::step_reports();
-  std::size_t next_step = 0;
-  for (const auto& r : dist::reports()) {
-    // Step reports exist for coordinated methods only, in the same order.
-    const dist::StepReport* s = nullptr;
-    if (next_step < steps.size() && steps[next_step].method == r.method) s = &steps[next_step++];
-    methods_mine.push_back(method_json(r, s));
+std::string generation_text(const coord::GenerationReport& g) {
+  std::string s = "tokens: ";
+  for (std::size_t i = 0; i < g.tokens.size(); ++i) s += (i ? "," : "") + std::to_string(g.tokens[i]);
+  s += "\n";
+  if (g.tokens_match_single_process)
+    s += std::string("  tokens equal the single-process eager result: ") +
+         (*g.tokens_match_single_process ? "yes" : "NO") + "\n";
+  else
+    s += "  not compared with a single-process eager run: the unsharded model does not fit one device\n";
+  s += "  time to ready " + ms(g.time_to_ready_s, 1) + " ms, time to first token " + ms(g.time_to_first_token_s, 2) +
+       " ms, per-token latency " + ms(g.per_token_s, 2) + " ms\n";
+  return s;
+}
+
+std::string job_report_text(const coord::JobReport& r, const std::string& title) {
+  const coord::JobInfo& g = r.job;
+  std::string s = "== " + title + ": world " + std::to_string(g.world_size) + " on " + std::to_string(r.hosts) + " " +
+                  plural(static_cast<std::size_t>(r.hosts), "host") + ", tp " + std::to_string(g.tp) + ", pp " +
+                  std::to_string(g.pp) + ", " + g.mode + (g.independent ? ", independent" : ", coordinated") + "\n";
+  s += "  model             " + g.model + " (" + g.architecture + ", " + std::to_string(g.layers) + " layers, hidden " +
+       std::to_string(g.hidden) + "), " + g.weights + " weights\n";
+  s += "  unique subgraphs  " + std::to_string(r.unique_subgraphs) + "\n";
+  for (const coord::Subgraph& sub : r.subgraphs) {
+    const std::string key = sub.graph_key.substr(0, 16);
+    if (sub.compiled_by.size() == 1)
+      s += "    " + key + "  compiled by rank " + std::to_string(sub.compiled_by[0]) + " in " +
+           ms(sub.compile_cpu_s, 1) + " ms CPU\n";
+    else if (sub.compiled_by.size() > 1)
+      s += "    " + key + "  compiled by " + std::to_string(sub.compiled_by.size()) + " ranks (" +
+           rank_runs(sub.compiled_by) + ") in " + ms(sub.compile_cpu_s, 1) + " ms CPU summed\n";
   }
-  const nlohmann::json mine = {{"methods", methods_mine},
-                               {"peak_rss_bytes", peak_rss_bytes()},
-                               {"captures", {job.captures_recorded, job.captures_restored, job.captures_recaptured}}};
-  const mpi::Comm world = mpi::Comm::world();
-  const auto all = world.gather(mine.dump(), 0, {"job report: gathering every rank's report", job.args.timeout_s});
-  if (world.rank() != 0) return;
-  nlohmann::json per_rank = nlohmann::json::array();
-  std::set<std::string> keys;
-  int compiled = 0, loaded = 0, fetched = 0, writers = 0, entries_written = 0, hosts = 1, remote_reads = 0;
-  std::size_t remote_bytes = 0;
-  int kernels_tuned = 0, kernels_reused = 0;
-  std::size_t captures[3] = {0, 0, 0};  // recorded, restored, recaptured, over ranks
-  double compile_cpu = 0, exchange = 0, persist = 0;
-  std::size_t bytes = 0, between = 0, flat_between = 0;
-  // graph key -> (the ranks that compiled it, their compile CPU summed)
-  std::map<std::string, std::pair<std::vector<int>, double>> owners;
-  std::size_t peak_rss = 0;
-  std::map<std::string, std::map<std::string, double>> step_max;  // method -> step -> max over ranks
-  std::map<std::string, std::map<std::string, double>> step_min;  // method -> step -> min over ranks
-  std::map<std::string, std::pair<double, double>> span;          // method -> (last start, last end)
-  for (std::size_t r = 0; r < all.size(); ++r) {
-    const nlohmann::json rank = nlohmann::json::parse(all[r]);
-    const nlohmann::json& methods = rank["methods"];
-    const std::size_t rss = rank["peak_rss_bytes"].get<std::size_t>();
-    peak_rss = std::max(peak_rss, rss);
-    for (std::size_t k = 0; k < 3; ++k) captures[k] += rank["captures"].at(k).get<std::size_t>();
-    nlohmann::json keys_r = nlohmann::json::array();
-    bool hit = true;
-    double cs = 0, elapsed = 0;
-    for (const auto& m : methods) {
-      keys.insert(m["graph_key"].get<std::string>());
-      keys_r.push_back(m["graph_key"]);
-      compiled += m["compiled"].get<bool>();
-      loaded += m["hit"].get<bool>();
-      fetched += m["fetched"].get<bool>();
-      remote_reads += value_or<bool>(m, "remote", false);
-      remote_bytes += value_or<std::size_t>(m, "remote_bytes", 0);
-      writers += m["writer"].get<bool>();
-      kernels_tuned += value_or<int>(m, "kernels_tuned", 0);
-      kernels_reused += value_or<int>(m, "kernels_reused", 0);
-      hit = hit && m["hit"].get<bool>();
-      cs += m["compile_cpu_s"].get<double>();
-      elapsed += m["compile_s"].get<double>();
-      exchange = std::max(exchange, m["exchange_s"].get<double>());
-      persist = std::max(persist, m["persist_s"].get<double>());
-      bytes += m["bytes_received"].get<std::size_t>();
-      between += value_or<std::size_t>(m, "bytes_between_hosts", 0);
-      flat_between += value_or<std::size_t>(m, "flat_bytes_between_hosts", 0);
-      entries_written += value_or<int>(m, "entries_written", 0);
-      hosts = std::max(hosts, value_or<int>(m, "hosts", 1));
-      if (m.contains("steps")) {
-        const std::string method = m["method"].get<std::string>();
-        for (const char* st : kSteps) {
-          const double v = m["steps"][st].get<double>();
-          double& mx = step_max[method][st];
-          mx = std::max(mx, v);
-          auto [it, fresh] = step_min[method].try_emplace(st, v);
-          if (!fresh) it->second = std::min(it->second, v);
-        }
-        auto [it, fresh] = span.try_emplace(method, m["started_at"].get<double>(), m["ended_at"].get<double>());
-        if (!fresh) {
-          it->second.first = std::max(it->second.first, m["started_at"].get<double>());
-          it->second.second = std::max(it->second.second, m["ended_at"].get<double>());
-        }
-      }
-      if (m["compiled"].get<bool>()) {
-        auto& o = owners[m["graph_key"].get<std::string>()];
-        o.first.push_back(static_cast<int>(r));
-        o.second += m["compile_cpu_s"].get<double>();
-      }
-    }
-    compile_cpu += cs;
-    per_rank.push_back({{"rank", r},
-                        {"graph_keys", keys_r},
-                        {"hit", hit},
-                        {"compile_s", elapsed},
-                        {"compile_cpu_s", cs},
-                        {"peak_rss_bytes", rss},
-                        {"methods", methods}});
-  }
-  // Each step's time, summed over methods: the slowest rank's (steps_s)
-  // and the fastest rank's (steps_min_s: for a collective, the last rank to
-  // arrive waits least, so its time is the collective's own); and the
-  // coordinator's own time (coordination_s): from the moment the last rank
-  // began a method to the moment the last rank finished it, summed over
-  // methods (the ranks' skew before that is not the coordinator's).
-  nlohmann::json steps_s = nlohmann::json::object(), steps_min_s = nlohmann::json::object();
-  for (const char* st : kSteps) {
-    double sum = 0, sum_min = 0;
-    for (const auto& [method, m] : step_max) sum += m.at(st);
-    for (const auto& [method, m] : step_min) sum_min += m.at(st);
-    steps_s[st] = sum;
-    steps_min_s[st] = sum_min;
-  }
-  double coordination = 0;
-  for (const auto& [method, se] : span) coordination += se.second - se.first;
-  const auto& c = job.config;
-  const bool meta = job.model->weights() == models::Weights::meta;
-  nlohmann::json report = {{"model", c.name},
-                           {"architecture", c.architecture},
-                           {"layers", c.layers},
-                           {"weights", meta ? "meta" : "deterministic"},
-                           {"max_peak_rss_bytes", peak_rss},
-                           {"world_size", job.world()},
-                           {"tp", job.args.tp},
-                           {"pp", job.args.pp},
-                           {"backend", job.args.backend},
-                           {"mode", effective_mode(job.args)},
-                           {"dynamic", job.args.dynamic},
-                           {"independent", job.args.independent},
-                           {"flat_exchange", job.args.flat_exchange},
-                           {"hosts", hosts},
-                           {"unique_subgraphs", keys.size()},
-                           {"compiled", compiled},
-                           {"loaded", loaded},
-                           {"fetched", fetched},
-                           {"remote_reads", remote_reads},
-                           {"remote_bytes_read", remote_bytes},
-                           {"writers", writers},
-                           {"kernels_tuned", kernels_tuned},
-                           {"kernels_reused", kernels_reused},
-                           {"captures_recorded", captures[0]},
-                           {"captures_restored", captures[1]},
-                           {"captures_recaptured", captures[2]},
-                           {"entries_written", entries_written},
-                           {"wall_s", wall_s},
-                           {"compile_cpu_s", compile_cpu},
-                           {"bytes_exchanged", bytes},
-                           {"bytes_between_hosts", between},
-                           {"flat_bytes_between_hosts", flat_between},
-                           {"exchange_s", exchange},
-                           {"exchange_gbps", exchange > 0 ? static_cast<double>(bytes) / exchange / 1e9 : 0.0},
-                           {"persist_s", persist},
-                           {"steps_s", steps_s},
-                           {"steps_min_s", steps_min_s},
-                           {"coordination_s", coordination},
-                           {"per_rank", per_rank}};
-  if (!extra_json.empty()) report.update(nlohmann::json::parse(extra_json));
-  std::printf("== %s: world %d on %d host%s, tp %d, pp %d, %s%s\n", title.c_str(), job.world(), hosts,
-              hosts == 1 ? "" : "s", job.args.tp, job.args.pp, effective_mode(job.args).c_str(),
-              job.args.independent ? ", independent" : ", coordinated");
-  std::printf("  model             %s (%s, %lld layers, hidden %lld), %s weights\n", c.name.c_str(),
-              c.architecture.c_str(), static_cast<long long>(c.layers), static_cast<long long>(c.hidden),
-              meta ? "meta" : "deterministic");
-  std::printf("  unique subgraphs  %zu\n", keys.size());
-  for (const auto& [k, o] : owners) {
-    if (o.first.size() == 1)
-      std::printf("    %s  compiled by rank %d in %.1f ms CPU\n", k.substr(0, 16).c_str(), o.first[0], o.second * 1e3);
-    else
-      std::printf("    %s  compiled by %zu ranks (%s) in %.1f ms CPU summed\n", k.substr(0, 16).c_str(), o.first.size(),
-                  rank_list(o.first).c_str(), o.second * 1e3);
-  }
-  std::printf("  compiles          %d (compile CPU %.1f ms summed over ranks)\n", compiled, compile_cpu * 1e3);
-  std::printf("  tuning            %d kernels tuned, %d reused from the tuning table\n", kernels_tuned, kernels_reused);
-  if (captures[0] + captures[1] + captures[2] > 0)
-    std::printf("  captures          %zu recorded, %zu restored from templates, %zu stored templates not usable\n",
-                captures[0], captures[1], captures[2]);
-  std::printf("  cache hits        %d of %zu rank-methods\n", loaded,
-              all.size() * (per_rank.empty() ? 0 : per_rank[0]["methods"].size()));
-  std::printf("  fetched           %d artifacts, %zu bytes exchanged in %.2f ms (%.3f GB/s)\n", fetched, bytes,
-              exchange * 1e3, exchange > 0 ? static_cast<double>(bytes) / exchange / 1e9 : 0.0);
-  if (remote_reads > 0) std::printf("  remote cache      %d artifacts read, %zu bytes\n", remote_reads, remote_bytes);
-  if (hosts > 1) std::printf("  between hosts     %zu bytes (a flat broadcast: %zu)\n", between, flat_between);
+  s += "  compiles          " + std::to_string(r.compiled) + " (compile CPU " + ms(r.compile_cpu_s, 1) +
+       " ms summed over ranks)\n";
+  s += "  tuning            " + std::to_string(r.kernels_tuned) + " kernels tuned, " +
+       std::to_string(r.kernels_reused) + " reused from the tuning table\n";
+  const coord::Captures& c = r.captures;
+  if (c.recorded + c.restored + c.recaptured > 0)
+    s += "  captures          " + std::to_string(c.recorded) + " recorded, " + std::to_string(c.restored) +
+         " restored from templates, " + std::to_string(c.recaptured) + " stored templates not usable\n";
+  s +=
+      "  cache hits        " + std::to_string(r.loaded) + " of " + std::to_string(r.rank_methods()) + " rank-methods\n";
+  s += "  fetched           " + std::to_string(r.fetched) + " artifacts, " + std::to_string(r.bytes_exchanged) +
+       " bytes exchanged in " + ms(r.exchange_s, 2) + " ms (" + fixed(r.exchange_gbps(), 3) + " GB/s)\n";
+  if (r.remote_reads > 0)
+    s += "  remote cache      " + std::to_string(r.remote_reads) + " artifacts read, " +
+         std::to_string(r.remote_bytes_read) + " bytes\n";
+  if (r.hosts > 1)
+    s += "  between hosts     " + std::to_string(r.bytes_between_hosts) +
+         " bytes (a flat broadcast: " + std::to_string(r.flat_bytes_between_hosts) + ")\n";
   // One rank per cache directory and method writes that method's entries
   // to the index: `writers` counts those (rank, method) index writes.
-  std::printf(
-      "  persist           %.2f ms, %d entries written to the index in %d write%s (one rank per cache "
-      "directory and method)\n",
-      persist * 1e3, entries_written, writers, writers == 1 ? "" : "s");
-  std::printf("  wall              %.1f ms (start of cache work to every rank ready)\n", wall_s * 1e3);
-  std::printf("  peak RSS          %.1f MiB (the largest of any rank)\n", static_cast<double>(peak_rss) / (1 << 20));
+  s += "  persist           " + ms(r.persist_s, 2) + " ms, " + std::to_string(r.entries_written) +
+       " entries written to the index in " + std::to_string(r.writers) + " " +
+       plural(static_cast<std::size_t>(r.writers), "write") + " (one rank per cache directory and method)\n";
+  s += "  wall              " + ms(g.wall_s, 1) + " ms (start of cache work to every rank ready)\n";
+  s += "  peak RSS          " + fixed(static_cast<double>(r.max_peak_rss_bytes) / (1 << 20), 1) +
+       " MiB (the largest of any rank)\n";
+  return s;
+}
+
+void report_job(const Job& job, const std::string& title, double wall_s,
+                std::optional<coord::GenerationReport> generation) {
+  const auto& c = job.config;
+  coord::JobInfo info;
+  info.model = c.name;
+  info.architecture = c.architecture;
+  info.layers = c.layers;
+  info.hidden = c.hidden;
+  info.weights = job.model->weights() == models::Weights::meta ? "meta" : "deterministic";
+  info.world_size = job.world();
+  info.tp = job.args.tp;
+  info.pp = job.args.pp;
+  info.backend = job.args.backend;
+  info.mode = effective_mode(job.args);
+  info.dynamic = job.args.dynamic;
+  info.independent = job.args.independent;
+  info.flat_exchange = job.args.flat_exchange;
+  info.wall_s = wall_s;
+  auto report = coord::gather_job_report(info, coord::local_rank_report(job.rank(), job.captures), job.args.timeout_s);
+  if (!report) return;  // not rank 0
+  report->generation = std::move(generation);
+  std::fputs(job_report_text(*report, title).c_str(), stdout);
   if (!job.args.report_json.empty()) {
     // Whole or not at all, through an exclusively created temporary that
     // never follows a link (the report may go to a shared directory).
     try {
-      cache::write_file_atomically(job.args.report_json, report.dump(2) + "\n");
+      cache::write_file_atomically(job.args.report_json, nlohmann::json(*report).dump(2) + "\n");
     } catch (const std::exception& e) {
       throw Error("could not write the job report " + job.args.report_json + " (" + e.what() + ")");
     }

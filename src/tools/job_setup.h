@@ -7,10 +7,13 @@
 #include <npucache/models/models.h>
 #include <npucache/mpi.h>
 
+#include "coord/job_report.h"
+
 #include <CLI/CLI.hpp>
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -97,13 +100,13 @@ struct Job {
   int world() const { return comm->layout().world_size; }
   // This rank's captures (reduce-overhead), from the methods' statuses:
   // recorded here, restored from stored templates, stored templates not
-  // usable (report_job sums them over the ranks).
-  std::size_t captures_recorded = 0, captures_restored = 0, captures_recaptured = 0;
+  // usable (the job report sums them over the ranks).
+  coord::Captures captures;
   template <class... S>
   void note_captures(const S&... statuses) {
-    captures_recorded = (statuses.recorded + ... + 0);
-    captures_restored = (statuses.restored + ... + 0);
-    captures_recaptured = (statuses.recaptured + ... + 0);
+    captures.recorded = (statuses.recorded + ... + 0);
+    captures.restored = (statuses.restored + ... + 0);
+    captures.recaptured = (statuses.recaptured + ... + 0);
   }
 };
 
@@ -126,8 +129,19 @@ struct ExampleInputs {
 };
 ExampleInputs example_inputs();
 
-// Gathers every rank's method reports at rank 0, prints the table and
-// writes the JSON report there (§4 of the design).
-void report_job(Job& job, const std::string& title, double wall_s, const std::string& extra_json);
+// The lines of an infer job's generation (rank 0 prints them as soon as it
+// has them): the tokens, whether they equal the single-process eager
+// result, the latencies.
+std::string generation_text(const coord::GenerationReport& g);
+
+// The job report's table, as the job prints it at rank 0.
+std::string job_report_text(const coord::JobReport& r, const std::string& title);
+
+// Gathers every rank's report at rank 0 (coord::gather_job_report), which
+// prints its table and writes it as JSON to --report-json (§4 of the
+// design). `wall_s`: start of the cache work to every rank ready;
+// `generation`: what an infer job generated (rank 0's).
+void report_job(const Job& job, const std::string& title, double wall_s,
+                std::optional<coord::GenerationReport> generation = std::nullopt);
 
 }  // namespace npucache::tools
