@@ -1,8 +1,8 @@
 // What the store holds, typed: entries (one rank's cached method: its key
 // components, ModelCacheMeta fields and parameter bindings) and objects (one
 // per graph key: the serialized compiled graph, stored once however many
-// entries use it). Only the store converts these to and from HDF5
-// attributes (docs/FORMAT.md).
+// entries use it). Their one binary encoding is record_codec.h; only the
+// file kinds convert them to HDF5 attributes (docs/FORMAT.md).
 #pragma once
 
 #include <cstdint>
