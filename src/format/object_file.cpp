@@ -32,9 +32,12 @@ ObjectMeta decode_meta(std::string_view body, const std::string& what, std::stri
 }  // namespace
 
 std::string encode_object(const ObjectRecord& o) {
-  ObjectMeta m = o.meta;
-  m.checksum = checksum(o.raw);
-  m.raw_size = o.raw.size();
+  // The content hash was made with the record (make_object) and is carried,
+  // never recomputed: a record without one is a programming error.
+  const ObjectMeta& m = o.meta;
+  if (m.raw_size != o.raw.size() || !is_checksum(m.checksum))
+    throw CacheError("internal: object " + o.graph_key + " has no content hash of its " + std::to_string(o.raw.size()) +
+                     " bytes");
   ByteWriter w;
   write_object_meta(w, o.graph_key, m);
   const std::vector<std::string> records{w.take()};

@@ -1,5 +1,7 @@
 // The record codec (src/format/record_codec.h): a record has one encoding in
-// the index file, the object file, bundles and the remote tier's values;
+// the index file, the object file, bundles and the remote tier's values; an
+// object's content hash is made with its record and carried (no writer
+// hashes the artifact again), and checked when bytes come from outside;
 // files, bundles and values of earlier formats (tests/fixtures) are reported
 // stale or refused with the reason, never misread.
 #include <npucache/error.h>
@@ -220,6 +222,43 @@ TEST_F(RecordCodec, OneEncodingInEveryFileBundleAndValue) {
   EXPECT_EQ(object_value.substr(48, object_bytes.size() + o.raw.size()), object_bytes + o.raw);
   expect_same(cache::decode_remote_object(object_value, cache::content_hash(object_value), o.graph_key, 1 << 20), o);
   EXPECT_EQ(cache::remote_key::prefix(), std::string("npucache:") + cache::layout::kFormatVersion + ":");
+}
+
+// No writer hashes the artifact: a record made with a wrong content hash is
+// written with it by the object file, the store, a bundle and a remote
+// value, and refused by each reader (bytes from outside are checked). A
+// record made without one is refused before anything is written.
+TEST_F(RecordCodec, ContentHashIsCarriedByWritersAndCheckedByReaders) {
+  cache::ObjectRecord o = sample_object();
+  const std::string made = o.meta.checksum;
+  o.meta.checksum = cache::checksum("other bytes");
+  ASSERT_NE(o.meta.checksum, made);
+
+  const std::string file = cache::encode_object(o);
+  EXPECT_EQ(cache::object_meta(file, "object").checksum, o.meta.checksum);  // carried, not recomputed
+  EXPECT_TRUE(has(refusal([&] { cache::decode_object(file, "object", false); }), "fail their checksum"));
+
+  const cache::Store s = cache::Store::open(dir, cache::Create::yes);
+  EXPECT_EQ(s.put_object(o).stored.meta.checksum, o.meta.checksum);
+  EXPECT_TRUE(has(refusal([&] { s.object(o.graph_key); }), "fail their checksum"));
+
+  const std::string bundle = cache::write_bundle({{}, {o}, {}});
+  EXPECT_TRUE(has(refusal([&] { cache::read_bundle(bundle); }), "fails its content hash"));
+
+  const std::string value = cache::encode_remote_object(o);
+  EXPECT_TRUE(
+      has(refusal([&] { cache::decode_remote_object(value, cache::content_hash(value), o.graph_key, 1 << 20); }),
+          "fails its content hash"));
+
+  cache::ObjectRecord unhashed = sample_object();
+  unhashed.meta.checksum.clear();
+  EXPECT_TRUE(has(refusal([&] { cache::encode_object(unhashed); }), "no content hash"));
+
+  // With the hash it was made with, every reader takes it.
+  o.meta.checksum = made;
+  expect_same(cache::read_bundle(cache::write_bundle({{}, {o}, {}})).objects.at(0), o);
+  const std::string good = cache::encode_remote_object(o);
+  expect_same(cache::decode_remote_object(good, cache::content_hash(good), o.graph_key, 1 << 20), o);
 }
 
 // What formats 2.0.0 and 3.0.0 wrote (tests/fixtures/format-*): an index is
