@@ -72,6 +72,8 @@ cache::ObjectRecord object_of(uint64_t seed, std::size_t bytes) {
   o.graph_key = key_of(seed);
   o.raw = payload(bytes, seed);
   o.graph_text = {"graph " + o.graph_key};
+  o.meta.raw_size = o.raw.size();
+  o.meta.checksum = cache::checksum(o.raw);  // made with the record, as make_object does
   return o;
 }
 

@@ -55,6 +55,9 @@ ObjectRecord make_object(const compiler::CompiledGraph& g, const GraphId& id, bo
   o.raw = raw ? *raw : compiler::serialize_compiled(g, with_program);
   o.graph_text = lines(print_graph(g.trace.graph));
   ObjectMeta& m = o.meta;
+  // The content hash of the save, computed here once and carried: the
+  // object file, the store, the entries, bundles and the remote tier take
+  // it from the record; only bytes read back from outside are hashed again.
   m.checksum = checksum(o.raw);
   m.raw_size = o.raw.size();
   m.with_program = with_program;

@@ -1,9 +1,10 @@
 // The Mega-Cache bundle (docs/FORMAT.md): a versioned, checksummed,
-// zstd-compressed list of entries and their objects, in npucache's own
-// bounded encoding (wire.h).
+// zstd-compressed list of entries and their objects, in the records of
+// record_codec.h: the objects with their artifacts, each model's record
+// followed by its entries, the capture templates.
 //
 //   bytes 0-7   magic "NPUCBNDL"
-//   8-11        u32 format version (4: with capture templates; 3 is read)
+//   8-11        u32 format version (5; earlier ones are refused, naming why)
 //   12-19       u64 payload bytes (compressed)
 //   20-27       u64 decoded bytes (at most kMaxBundleBytes and
 //               kMaxBundleRatio times the payload)
@@ -39,7 +40,8 @@ struct Bundle {
 
 std::string write_bundle(const Bundle& b);
 // Throws CacheError naming what is wrong (magic, version, sizes, checksum,
-// a malformed record).
+// a malformed record, an artifact failing its content hash). Entries of one
+// model must agree on its components (write_bundle throws otherwise).
 Bundle read_bundle(std::string_view bytes);
 
 // Decodes an object (with an entry's parameter names, or as stored when

@@ -2,7 +2,6 @@
 
 #include "compiler/wire.h"
 #include "format/cache_error.h"
-#include "format/fixed_fields.h"
 
 #include <xxhash.h>
 
@@ -95,35 +94,36 @@ Opened open_envelope(EnvelopeKind kind, std::string_view file, const std::string
   };
   if (file.size() < kHeader + 512) throw damaged("it is " + std::to_string(file.size()) + " bytes, too short");
   if (std::memcmp(file.data(), magic(kind), 8) != 0) throw damaged("its header has the wrong magic");
-  if (get_le<uint64_t>(file, 48) != hash(file.substr(0, 48))) throw damaged("its header fails its checksum");
-  if (get_le<uint32_t>(file, 8) != kVersion)
-    throw damaged("envelope version " + std::to_string(get_le<uint32_t>(file, 8)) + " is not supported");
+  ByteReader h(file.substr(8, kHeader - 8), what);
+  const uint32_t version = h.u32(), userblock = h.u32();
+  const uint64_t rec_len = h.u64(), rec_sum = h.u64(), hdf5_len = h.u64(), hdf5_sum = h.u64(), head_sum = h.u64();
+  if (head_sum != hash(file.substr(0, 48))) throw damaged("its header fails its checksum");
+  if (version != kVersion) throw damaged("envelope version " + std::to_string(version) + " is not supported");
   Opened o;
-  o.userblock = get_le<uint32_t>(file, 12);
-  const uint64_t rec_len = get_le<uint64_t>(file, 16), hdf5_len = get_le<uint64_t>(file, 32);
+  o.userblock = userblock;
   if (o.userblock < 512 || (o.userblock & (o.userblock - 1)) != 0 || o.userblock > file.size() ||
       rec_len > o.userblock - kHeader)
     throw damaged("its header's sizes are inconsistent");
   o.hdf5 = file.substr(o.userblock);
-  o.hdf5_intact = o.hdf5.size() == hdf5_len && hash(o.hdf5) == get_le<uint64_t>(file, 40);
+  o.hdf5_intact = o.hdf5.size() == hdf5_len && hash(o.hdf5) == hdf5_sum;
   const std::string_view rec = file.substr(kHeader, static_cast<std::size_t>(rec_len));
-  const bool all = hash(file.substr(kHeader, o.userblock - kHeader)) == get_le<uint64_t>(file, 24);
+  const bool all = hash(file.substr(kHeader, o.userblock - kHeader)) == rec_sum;
   // Record by record, each against its own checksum.
-  std::size_t at = 0;
-  while (at + kRecordHead <= rec.size()) {
-    const uint32_t len = get_le<uint32_t>(rec, at);
-    const uint64_t sum = get_le<uint64_t>(rec, at + sizeof(uint32_t));
-    if (len > rec.size() - at - kRecordHead) {
+  ByteReader r(rec, what);
+  while (r.remaining() >= kRecordHead) {
+    const uint32_t len = r.u32();
+    const uint64_t sum = r.u64();
+    if (len > r.remaining()) {
       ++o.damaged_records;  // the rest cannot be framed
       break;
     }
-    const std::string_view body = rec.substr(at + kRecordHead, len);
+    const std::string_view body = r.bytes(len);
     if (hash(body) == sum)
       o.records.emplace_back(body);
     else
       ++o.damaged_records;
-    at += kRecordHead + len;
   }
+  const std::size_t at = rec.size() - r.remaining();
   if (at != rec.size() && o.damaged_records == 0) ++o.damaged_records;
   o.records_intact = all && o.damaged_records == 0;
   return o;

@@ -4,7 +4,8 @@
 // parameter bindings and the graph key of its object. The records in the
 // envelope are what npucache reads; the HDF5 view shows the same entries
 // at the seed's paths, /<model_info>/[world<W>global_rank<R>/]<func>, each
-// with an external link compiled_module -> objects/<graph_key>.h5.
+// with an external link compiled_module -> objects/<graph_key>.h5. The
+// records are the model record and the entry records of record_codec.h.
 #pragma once
 
 #include "format/records.h"
@@ -28,6 +29,9 @@ struct DecodedIndex {
   std::size_t damaged = 0;   // entries (or the model record) that could not
   bool intact = false;       // every record read
   bool hdf5_intact = false;  // the HDF5 view is undamaged
+  // Written by a cache format before 4.0.0 (another record encoding): its
+  // entries name their format_version, so a lookup reports them stale.
+  bool earlier_format = false;
 };
 // Reads what is readable; throws CacheError (naming `what`) when nothing
 // can be trusted (a damaged header or model record).

@@ -17,11 +17,13 @@ namespace {
 bool is_model_component(const std::string& name);
 
 // `model_only`: the components that name model_info (the model's, less
-// the config's option text, which the config hash stands for).
+// the config's option text, which the config hash stands for, and the
+// format version: each format version has index files of its own).
 std::string hash_components(const Components& c, bool model_only) {
   std::string s;
   for (const auto& [k, v] : c)
-    if (!model_only || (is_model_component(k) && k != component::kConfigOptions)) s += k + "=" + v + "\n";
+    if (!model_only || (is_model_component(k) && k != component::kConfigOptions) || k == component::kFormatVersion)
+      s += k + "=" + v + "\n";
   return checksum(s);
 }
 

@@ -3,8 +3,9 @@
 // model_info names one model: <ModelClass>_<dynamic|static|auto>[_aclgraphcache]
 // _<hash>, the hash over the model components (fully qualified class,
 // parameter signature: names, shapes and dtypes, never values; compiler
-// config, mode, dynamic, decompositions). Every method of the model sits
-// side by side under it. ge_cache is recorded but is not a model
+// config, mode, dynamic, decompositions) and the format version (each
+// format version has index files of its own). Every method of the model
+// sits side by side under it. ge_cache is recorded but is not a model
 // component: it decides whether a save stores the program or the graph,
 // and single-process and distributed caches (which store programs) of a
 // model share its entries.

@@ -22,8 +22,10 @@ namespace npucache::cache::layout {
 
 // The cache format version (shown as ModelCacheMeta's version). Bump when
 // the stored layout or serialization changes incompatibly; an entry of
-// another version is stale.
-inline constexpr const char* kFormatVersion = "3.0.0";
+// another version is stale. It is hashed into model_info, so each version
+// has index files of its own (an earlier version's are found as the nearest
+// entries and reported stale). 4.0.0: the records of record_codec.h.
+inline constexpr const char* kFormatVersion = "4.0.0";
 // The `format` attribute of every file npucache writes.
 inline constexpr const char* kFormatName = "npucache";
 

@@ -4,6 +4,7 @@
 #include "format/cache_error.h"
 #include "format/envelope.h"
 #include "format/layout.h"
+#include "format/record_codec.h"
 #include "format/view.h"
 #include "h5/h5.h"
 
@@ -12,47 +13,14 @@ using compiler::ByteReader;
 using compiler::ByteWriter;
 namespace {
 
-// 16 GiB: far above any artifact (a 70B stage's program is megabytes),
-// low enough that a damaged size cannot exhaust memory.
-constexpr uint64_t kMaxArtifactBytes = uint64_t{16} << 30;
-
-std::string encode_meta(const std::string& key, const ObjectMeta& m) {
-  ByteWriter w;
-  w.str(key);
-  w.str(m.checksum);
-  w.u64(m.raw_size);
-  w.u8(m.with_program ? 1 : 0);
-  w.f64(m.compile_time_s);
-  w.str(m.pass_times);
-  w.str(m.mode);
-  w.u8(m.dynamic ? 1 : 0);
-  w.str(m.canonical_hash);
-  w.str(m.producer.host);
-  w.i64(m.producer.pid);
-  w.i64(m.producer.global_rank);
-  w.str(m.date);
-  w.str(m.version);
-  return w.take();
-}
-
+// The object record of a file: damaged, of an earlier format, or read.
 ObjectMeta decode_meta(std::string_view body, const std::string& what, std::string& key) try {
+  // The formats before 4.0.0 began the record with the graph key's length.
+  if (body.size() >= 4 && body.substr(0, 4) == std::string_view("\x20\0\0\0", 4))
+    throw CacheError(what + " was written by cache format 3.0.0 or earlier (another record encoding; this is format " +
+                     layout::kFormatVersion + "): it is stale and never read; `npucache verify --repair` removes it");
   ByteReader r(body, what);
-  ObjectMeta m;
-  key = r.str();
-  m.checksum = r.str();
-  m.raw_size = r.u64();
-  if (m.raw_size > kMaxArtifactBytes) r.fail("it claims " + std::to_string(m.raw_size) + " bytes");
-  m.with_program = r.u8() != 0;
-  m.compile_time_s = r.f64();
-  m.pass_times = r.str();
-  m.mode = r.str();
-  m.dynamic = r.u8() != 0;
-  m.canonical_hash = r.str();
-  m.producer.host = r.str();
-  m.producer.pid = static_cast<long>(r.i64());
-  m.producer.global_rank = static_cast<int>(r.i64());
-  m.date = r.str();
-  m.version = r.str();
+  ObjectMeta m = read_object_meta(r, key);
   if (!r.done()) r.fail("its record has trailing bytes");
   return m;
 } catch (const CacheError&) {
@@ -64,10 +32,15 @@ ObjectMeta decode_meta(std::string_view body, const std::string& what, std::stri
 }  // namespace
 
 std::string encode_object(const ObjectRecord& o) {
-  ObjectMeta m = o.meta;
-  m.checksum = checksum(o.raw);
-  m.raw_size = o.raw.size();
-  const std::vector<std::string> records{encode_meta(o.graph_key, m)};
+  // The content hash was made with the record (make_object) and is carried,
+  // never recomputed: a record without one is a programming error.
+  const ObjectMeta& m = o.meta;
+  if (m.raw_size != o.raw.size() || !is_checksum(m.checksum))
+    throw CacheError("internal: object " + o.graph_key + " has no content hash of its " + std::to_string(o.raw.size()) +
+                     " bytes");
+  ByteWriter w;
+  write_object_meta(w, o.graph_key, m);
+  const std::vector<std::string> records{w.take()};
   const std::size_t userblock = userblock_for(records);
   std::string image;
   {
@@ -120,9 +93,10 @@ ObjectRecord decode_object(std::string_view file, const std::string& what, bool 
   if (r.raw.size() != r.meta.raw_size)
     throw CacheError(what + " is damaged: it holds " + std::to_string(r.raw.size()) + " bytes, its record says " +
                      std::to_string(r.meta.raw_size));
-  if (checksum(r.raw) != r.meta.checksum)
-    throw CacheError(what + " is damaged: its bytes fail their checksum (stored " + r.meta.checksum + ", read " +
-                     checksum(r.raw) + ")");
+  // Bytes from a file: checked against the content hash made with them.
+  if (const std::string sum = checksum(r.raw); sum != r.meta.checksum)
+    throw CacheError(what + " is damaged: its bytes fail their checksum (stored " + r.meta.checksum + ", read " + sum +
+                     ")");
   return r;
 }
 

@@ -1,8 +1,8 @@
 // What the store holds, typed: entries (one rank's cached method: its key
 // components, ModelCacheMeta fields and parameter bindings) and objects (one
 // per graph key: the serialized compiled graph, stored once however many
-// entries use it). Only the store converts these to and from HDF5
-// attributes (docs/FORMAT.md).
+// entries use it). Their one binary encoding is record_codec.h; only the
+// file kinds convert them to HDF5 attributes (docs/FORMAT.md).
 #pragma once
 
 #include <cstdint>
@@ -25,7 +25,10 @@ struct Producer {
 
 // Facts about an object's bytes and how they were produced.
 struct ObjectMeta {
-  std::string checksum;       // xxh3-64 of the uncompressed bytes, 16 hex digits
+  // The content hash: xxh3-64 of the uncompressed bytes, 16 hex digits.
+  // Computed once, when the record is made (make_object), and carried by
+  // every copy; checked only when the bytes are read from outside.
+  std::string checksum;
   uint64_t raw_size = 0;      // uncompressed bytes
   uint64_t stored_size = 0;   // bytes of the object's file (not stored: the file's size)
   bool with_program = false;  // holds the compiled DeviceProgram

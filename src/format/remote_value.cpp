@@ -1,9 +1,8 @@
 #include "format/remote_value.h"
 
 #include "format/cache_error.h"
-#include "format/fixed_fields.h"
 #include "format/layout.h"
-#include "format/record_wire.h"
+#include "format/record_codec.h"
 #include "zstd/zstd_codec.h"
 
 #include <xxhash.h>
@@ -35,7 +34,9 @@ std::string_view blob_kind_name(BlobKind k) {
 namespace {
 
 constexpr char kMagic[8] = {'N', 'P', 'U', 'C', 'R', 'M', 'T', '1'};
-constexpr uint32_t kVersion = 1;
+// 1: the records of cache formats 3.0.0 and before; 2: those of
+// record_codec.h (an entry with its model record).
+constexpr uint32_t kVersion = 2;
 constexpr std::size_t kHeader = 48;
 constexpr uint8_t kStored = 0, kZstd = 1;
 // Records other than objects are small: an entry, a reference, a decision.
@@ -47,17 +48,18 @@ constexpr uint64_t kMaxRatio = 4096;
 
 std::string seal(RemoteKind kind, const std::string& payload, bool compress) {
   const std::string body = compress ? zstd::compress(payload) : payload;
-  std::string v(kMagic, sizeof kMagic);
-  v += static_cast<char>(kind);
-  v += static_cast<char>(compress ? kZstd : kStored);
-  v += std::string(2, '\0');
-  put_le<uint32_t>(v, kVersion);
-  put_le<uint64_t>(v, body.size());
-  put_le<uint64_t>(v, payload.size());
-  put_le<uint64_t>(v, XXH3_64bits(body.data(), body.size()));
-  put_le<uint64_t>(v, XXH3_64bits(v.data(), v.size()));
-  v += body;
-  return v;
+  ByteWriter h;
+  h.bytes(std::string_view(kMagic, sizeof kMagic));
+  h.u8(static_cast<uint8_t>(kind));
+  h.u8(compress ? kZstd : kStored);
+  h.u8(0);
+  h.u8(0);
+  h.u32(kVersion);
+  h.u64(body.size());
+  h.u64(payload.size());
+  h.u64(XXH3_64bits(body.data(), body.size()));
+  h.u64(XXH3_64bits(h.data().data(), h.data().size()));
+  return h.take() + body;
 }
 
 std::string kind_name(RemoteKind k) {
@@ -81,16 +83,18 @@ std::string_view open_value(std::string_view v, RemoteKind kind, std::size_t max
   };
   if (v.size() < kHeader) return bad("it has " + std::to_string(v.size()) + " bytes, fewer than a header");
   if (std::memcmp(v.data(), kMagic, sizeof kMagic) != 0) return bad("no npucache remote magic");
-  if (get_le<uint64_t>(v, 40) != XXH3_64bits(v.data(), 40)) return bad("its header fails its checksum");
-  if (static_cast<uint8_t>(v[8]) != static_cast<uint8_t>(kind))
-    return bad("it is a " + kind_name(static_cast<RemoteKind>(v[8])) + ", not a " + kind_name(kind));
-  const uint8_t codec = static_cast<uint8_t>(v[9]);
+  ByteReader h(v.substr(sizeof kMagic, kHeader - sizeof kMagic), what);
+  const uint8_t got_kind = h.u8(), codec = h.u8(), reserved0 = h.u8(), reserved1 = h.u8();
+  const uint32_t version = h.u32();
+  const uint64_t p = h.u64(), d = h.u64(), payload_sum = h.u64(), header_sum = h.u64();
+  if (header_sum != XXH3_64bits(v.data(), 40)) return bad("its header fails its checksum");
+  if (got_kind != static_cast<uint8_t>(kind))
+    return bad("it is a " + kind_name(static_cast<RemoteKind>(got_kind)) + ", not a " + kind_name(kind));
   if (codec != kStored && codec != kZstd) return bad("unknown codec " + std::to_string(codec));
-  if (v[10] != 0 || v[11] != 0) return bad("reserved bytes are set");
-  if (get_le<uint32_t>(v, 12) != kVersion)
-    return bad("value encoding " + std::to_string(get_le<uint32_t>(v, 12)) + " (this build reads " +
-               std::to_string(kVersion) + ")");
-  const uint64_t p = get_le<uint64_t>(v, 16), d = get_le<uint64_t>(v, 24);
+  if (reserved0 != 0 || reserved1 != 0) return bad("reserved bytes are set");
+  if (version != kVersion)
+    return bad("value encoding " + std::to_string(version) + " (this build reads " + std::to_string(kVersion) +
+               (version < kVersion ? "; it was written by cache format 3.0.0 or earlier)" : ")"));
   if (p != v.size() - kHeader)
     return bad("truncated or padded: the header says " + std::to_string(p) + " payload bytes, found " +
                std::to_string(v.size() - kHeader));
@@ -98,8 +102,7 @@ std::string_view open_value(std::string_view v, RemoteKind kind, std::size_t max
   if (codec == kStored && d != p) return bad("a stored payload's sizes differ");
   if (codec == kZstd && d > kMaxRatio * p + 4096) return bad("it claims more than its payload can hold");
   const std::string_view body = v.substr(kHeader);
-  if (!hashed && get_le<uint64_t>(v, 32) != XXH3_64bits(body.data(), body.size()))
-    return bad("its payload fails its checksum");
+  if (!hashed && payload_sum != XXH3_64bits(body.data(), body.size())) return bad("its payload fails its checksum");
   if (codec == kStored) return body;
   scratch = zstd::decompress(body, static_cast<std::size_t>(d));
   if (scratch.size() != d) return bad("the payload decodes to another size");
@@ -147,14 +150,9 @@ ObjectRecord decode_remote_object(std::string_view value, const std::string& has
       open_value(value, RemoteKind::object, max_raw_bytes + kObjectSlack, what, scratch, !hash.empty());
   return decoding(what, [&] {
     ByteReader r(payload, what);
-    ObjectRecord o = read_object(r);
+    ObjectRecord o = read_object(r, max_raw_bytes);  // its artifact checked against its content hash
     if (!r.done()) r.fail("trailing bytes");
-    if (!layout::valid_graph_key(o.graph_key)) r.fail("it names no valid graph key");
     if (!graph_key.empty() && o.graph_key != graph_key) r.fail("it holds object " + o.graph_key + ", not " + graph_key);
-    if (o.raw.size() > max_raw_bytes)
-      r.fail("its artifact is " + std::to_string(o.raw.size()) + " bytes, above the cap");
-    if (o.raw.size() != o.meta.raw_size) r.fail("its artifact is not of its recorded size");
-    if (checksum(o.raw) != o.meta.checksum) r.fail("its artifact fails its checksum");
     return o;
   });
 }
@@ -186,12 +184,14 @@ GraphRef decode_graph_ref(std::string_view value, const std::string& graph_key) 
     if (!r.done()) r.fail("trailing bytes");
     if (g.graph_key != graph_key) r.fail("it names graph key " + g.graph_key);
     if (g.object_hash.size() != 32 || !layout::valid_graph_key(g.object_hash)) r.fail("it names no object hash");
+    if (!is_checksum(g.checksum)) r.fail("it names no content hash of its artifact");
     return g;
   });
 }
 
 std::string encode_remote_entry(const RemoteEntry& e) {
   ByteWriter w;
+  write_model(w, model_of(e.entry));
   write_entry(w, e.entry);
   w.str(e.object_hash);
   return seal(RemoteKind::entry, w.data(), false);
@@ -204,14 +204,12 @@ RemoteEntry decode_remote_entry(std::string_view value, const std::string& path,
   return decoding(what, [&] {
     ByteReader r(payload, what);
     RemoteEntry e;
-    e.entry = read_entry(r);
+    const ModelRecord model = read_model(r);
+    if (!model_info.empty() && model.model_info != model_info) r.fail("it is an entry of model " + model.model_info);
+    e.entry = read_entry(r, model);  // its path checked to be an entry of that model
     e.object_hash = r.str();
     if (!r.done()) r.fail("trailing bytes");
     if (!path.empty() && e.entry.path != path) r.fail("it is entry " + e.entry.path);
-    if (!layout::valid_entry_path(e.entry.path) ||
-        (!model_info.empty() && layout::model_info_of(e.entry.path) != model_info))
-      r.fail("its path '" + e.entry.path + "' is not an entry of " + model_info);
-    if (!layout::valid_graph_key(e.entry.graph_key)) r.fail("it names no valid graph key");
     if (!e.object_hash.empty() && !layout::valid_graph_key(e.object_hash)) r.fail("it names no valid object hash");
     return e;
   });

@@ -25,7 +25,7 @@
 namespace npucache::cache {
 
 namespace remote_key {
-std::string prefix();  // "npucache:3.0.0:"
+std::string prefix();  // "npucache:4.0.0:"
 std::string object(const std::string& content_hash);
 std::string graph(const std::string& graph_key);
 std::string index(const std::string& model_info);
@@ -47,8 +47,8 @@ enum class RemoteKind : uint8_t { object = 1, graph = 2, entry = 3, blob = 4 };
 // XXH3-128 of a value, 32 hex digits: an object's key.
 std::string content_hash(std::string_view value);
 
-// An object's value: its record (graph key, bytes, graph text, facts),
-// stored uncompressed (values of codec zstd are read too).
+// An object's value: its record with its artifact (record_codec.h:
+// write_object), stored uncompressed (values of codec zstd are read too).
 std::string encode_remote_object(const ObjectRecord& o);
 // Checks the value against its key's hash (then the payload's own checksum
 // is not needed; without `hash` it is checked), its header, the
@@ -75,8 +75,9 @@ inline constexpr std::size_t kGraphRefHashAt = 48 + 4 + 32 + 4;
 inline constexpr std::size_t kGraphRefHashLen = 32;
 GraphRef decode_graph_ref(std::string_view value, const std::string& graph_key);
 
-// An index record: the entry, and the hash of its object's value when the
-// writer knew it (empty: found through the graph key's GraphRef).
+// An index record: the entry (its model record, then its entry record), and
+// the hash of its object's value when the writer knew it (empty: found
+// through the graph key's GraphRef).
 struct RemoteEntry {
   EntryRecord entry;
   std::string object_hash;

@@ -288,8 +288,6 @@ Store::Put Store::put_object(const ObjectRecord& o, const Check& usable) const {
   for (int attempt = 0; attempt < 3; ++attempt) {
     if (obj.publish(name, bytes)) {
       Put p{o, false};
-      p.stored.meta.checksum = checksum(o.raw);
-      p.stored.meta.raw_size = o.raw.size();
       p.stored.meta.stored_size = bytes.size();
       return p;
     }
@@ -299,7 +297,7 @@ Store::Put Store::put_object(const ObjectRecord& o, const Check& usable) const {
     try {
       ObjectRecord stored = object(o.graph_key, true);
       if (usable) usable(stored);
-      const bool other = stored.meta.checksum != checksum(o.raw);
+      const bool other = stored.meta.checksum != o.meta.checksum;
       return {std::move(stored), other};
     } catch (const CacheRefused&) {
       throw;

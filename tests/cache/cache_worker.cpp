@@ -247,6 +247,8 @@ int write(char** argv) {
     o.raw.resize(bytes);
     for (auto& ch : o.raw) ch = static_cast<char>(rng() % 7);  // compressible, not trivially
     o.graph_text = {"graph " + o.graph_key};
+    o.meta.raw_size = o.raw.size();
+    o.meta.checksum = cache::checksum(o.raw);  // made with the record, as make_object does
     cache::EntryRecord e;
     e.path = "Worker_dynamic_0/" + prefix + std::to_string(i);
     e.graph_key = o.graph_key;

@@ -89,12 +89,13 @@ enum Target : uint8_t {
   kTemplateFile,    // a capture template's file (templates/<key>.h5)
   kTemplateReplay,  // a capture template restored against its program and replayed: equal to a capture or refused
   kProfileFile,     // the dynamic-shape profiles file
+  kObjectRecords,   // an object file's record, sealed in a valid envelope (checksums fixed)
   kTargets
 };
 const char* const kTargetNames[] = {"index-file",     "object-file",     "bundle-file",  "index-records",
                                     "bundle-records", "compiled",        "zstd-frame",   "json-files",
                                     "tuning-file",    "tuning-records",  "remote-value", "remote-sealed",
-                                    "template-file",  "template-replay", "profile-file"};
+                                    "template-file",  "template-replay", "profile-file", "object-records"};
 
 // The program kTemplateReplay restores fuzzed templates against: the seed
 // model's prompt in reduce-overhead, its call and its uncaptured result.
@@ -119,6 +120,7 @@ struct Globals {
   TemplateProgram tpl;
   std::string index_hdf5;   // the HDF5 view sealed with fuzzed index records
   std::string tuning_hdf5;  // the HDF5 view sealed with fuzzed tuning records
+  std::string object_hdf5;  // the HDF5 part sealed with fuzzed object records
   fs::path scratch;         // a directory for the JSON target
   fs::path findings = ".";
   std::string current;  // the input being run (dumped when a sanitizer aborts)
@@ -183,11 +185,12 @@ void put(std::string& s, T v) {
   s.append(reinterpret_cast<const char*>(&v), sizeof v);
 }
 
-// A bundle around `records` with a correct header (docs/FORMAT.md).
+// A bundle around `records` with a correct header (docs/FORMAT.md) of
+// this build's version.
 std::string frame_bundle(std::string_view records) {
   const std::string payload = zstd::compress(records, 1);
   std::string out = "NPUCBNDL";
-  put<uint32_t>(out, 3);
+  put<uint32_t>(out, 5);
   put<uint64_t>(out, payload.size());
   put<uint64_t>(out, records.size());
   put<uint64_t>(out, XXH3_64bits(payload.data(), payload.size()));
@@ -351,6 +354,14 @@ void run_target(Target t, std::string_view in) {
       break;
     }
     case kProfileFile: cache::decode_profiles(in, "fuzzed profiles"); break;
+    case kObjectRecords: {
+      const auto records = split_frames(in);
+      const std::string file =
+          cache::seal(cache::EnvelopeKind::object, records, g.object_hdf5, cache::userblock_for(records));
+      auto o = cache::decode_object(file, "fuzzed object records", true);
+      compiler::deserialize_compiled(o.raw);
+      break;
+    }
     case kRemoteValue: decode_remote(in); break;
     case kRemoteSealed:
       if (!in.empty()) decode_remote(std::string(in.substr(0, 1)) + fix_remote_checksums(in.substr(1)));
@@ -505,6 +516,11 @@ Seeds make_seeds(const fs::path& dir) {
     for (const auto& f : fs::directory_iterator(d / "objects")) {
       const std::string bytes = slurp(f.path());
       s.add(kObjectFile, bytes);
+      {
+        auto env = cache::open_envelope(cache::EnvelopeKind::object, bytes, f.path().string());
+        if (g.object_hdf5.empty()) g.object_hdf5 = std::string(env.hdf5);
+        if (std::string(env.hdf5) == g.object_hdf5) s.add(kObjectRecords, join_frames(env.records));
+      }
       auto o = cache::decode_object(bytes, f.path().string(), true);
       const std::string value = cache::encode_remote_object(o);
       remote(0, value);

@@ -1,19 +1,22 @@
 #!/usr/bin/env bash
-# ctest mpi_format_fixture: the 2-rank cache written by format 2.0.0
-# (tests/fixtures/format-2.0.0/mpi-tp1-pp2) under a job of today's format:
-# every rank's entries are reported stale with the version and rebuilt,
-# nothing is loaded from it, the tokens equal the single-process eager ones;
-# the next job is served entirely from the rebuilt cache.
-#   format_fixture.sh NPUCACHE_BINARY LAUNCH_DIR FIXTURES_DIR
+# ctest mpi_format_fixture (format 3.0.0) and mpi_format_fixture_2 (2.0.0):
+# the 2-rank cache written by that format (tests/fixtures/format-VERSION/
+# mpi-tp1-pp2) under a job of today's format: every rank's entries are
+# reported stale with the version and rebuilt, nothing is loaded from it,
+# the files of that format are left as they were, the tokens equal the
+# single-process eager ones; the next job is served entirely from the
+# rebuilt cache.
+#   format_fixture.sh NPUCACHE_BINARY LAUNCH_DIR FIXTURES_DIR VERSION
 set -euo pipefail
-[ $# -eq 3 ] || { echo "usage: $0 NPUCACHE_BINARY LAUNCH_DIR FIXTURES_DIR" >&2; exit 2; }
+[ $# -eq 4 ] || { echo "usage: $0 NPUCACHE_BINARY LAUNCH_DIR FIXTURES_DIR VERSION" >&2; exit 2; }
 bin="$1"
 launch="$2"
 fixtures="$3"
+version="$4"
 work="$(mktemp -d /tmp/npucache-fixture-XXXXXX)"
 trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
-cp -r "$fixtures/format-2.0.0/mpi-tp1-pp2" "$work/cache"
+cp -r "$fixtures/format-$version/mpi-tp1-pp2" "$work/cache"
 chmod -R go-rwx "$work/cache"
 field() { python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1" "$2"; }
 job() {  # job NAME: a 2-rank tp=1 x pp=2 inference, bounded in time
@@ -21,11 +24,16 @@ job() {  # job NAME: a 2-rank tp=1 x pp=2 inference, bounded in time
     --report-json "$work/$1.json" > "$work/$1.log" 2>&1 || { cat "$work/$1.log"; fail "job $1 failed"; }
 }
 job old
-grep -q "format_version: stored '2.0.0', now '3.0.0'" "$work/old.log" || { cat "$work/old.log"; fail "no stale report naming the format versions"; }
-[ "$(field "$work/old.json" loaded)" = 0 ] || fail "entries of format 2.0.0 were loaded"
+grep -q "is of another version; format_version: stored '$version', now '" "$work/old.log" ||
+  { cat "$work/old.log"; fail "no stale report naming the format versions"; }
+[ "$(field "$work/old.json" loaded)" = 0 ] || fail "entries of format $version were loaded"
 [ "$(field "$work/old.json" compiled)" -gt 0 ] || fail "nothing was rebuilt"
 [ "$(field "$work/old.json" tokens_match_single_process)" = True ] || fail "tokens differ from the eager ones"
+for f in "$fixtures/format-$version/mpi-tp1-pp2"/*.h5 "$fixtures/format-$version/mpi-tp1-pp2"/objects/*.h5; do
+  rel="${f#"$fixtures/format-$version/mpi-tp1-pp2/"}"
+  cmp -s "$f" "$work/cache/$rel" || fail "$rel of format $version was rewritten or removed"
+done
 job new
 [ "$(field "$work/new.json" compiled)" = 0 ] || fail "the rebuilt cache did not serve the next job"
 [ "$(field "$work/new.json" tokens_match_single_process)" = True ] || fail "tokens differ from the eager ones"
-echo "format 2.0.0 cache: reported stale and rebuilt; the next job compiled nothing"
+echo "format $version cache: reported stale and rebuilt; its files untouched; the next job compiled nothing"

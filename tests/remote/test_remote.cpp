@@ -14,6 +14,7 @@
 #include "remote/config.h"
 #include "remote/redis.h"
 #include "storage/remote_tier.h"
+#include "support/cache_files.h"
 #include "support/process.h"
 #include "support/redis_server.h"
 
@@ -428,6 +429,47 @@ TEST_F(RemoteTest, DamagedValuesAreNeverUsedAndAreReplaced) {
     EXPECT_EQ(compiled(next), "0") << next.text;
     for (const auto& k : server.keys())
       if (has(k, ":obj:")) obj_key = k;
+  }
+}
+
+// Values of format 3.0.0 (tests/fixtures/format-3.0.0/remote) under this
+// version's keys (its own keys, npucache:3.0.0:..., are never read): an
+// entry, a graph reference and an object of value encoding 1 are refused
+// naming their encoding, counted as corrupt and never served, on the
+// default hit check and the fast path; the job compiles and writes back.
+TEST_F(RemoteTest, PreviousFormatValuesAreNeverServed) {
+  const fs::path old = fs::path(FIXTURES) / "format-3.0.0" / "remote";
+  std::string old_entry, old_graph, old_object;
+  for (const auto& f : fs::directory_iterator(old)) {
+    std::ifstream in(f.path(), std::ios::binary);
+    std::string v{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+    const std::string name = f.path().filename().string();
+    (name == "entry.bin" ? old_entry : name.rfind("graph-", 0) == 0 ? old_graph : old_object) = std::move(v);
+  }
+  ASSERT_FALSE(old_entry.empty() || old_graph.empty() || old_object.empty());
+  for (const std::string args : {"prompt", "prompt --fast --code-version v1"}) {
+    RedisServer server;
+    Out cold = worker(dir("a"), server.url(), "", args);
+    ASSERT_EQ(cold.status, 0) << cold.text;
+    const auto entries = testing_support::entries(dir("a"));
+    ASSERT_EQ(entries.size(), 1u);
+    int planted = 0;
+    for (const auto& k : server.keys()) {
+      ASSERT_EQ(k.rfind(cache::remote_key::prefix(), 0), 0u) << k;
+      if (has(k, ":obj:")) planted += server.command({"SET", k, old_object}) == "OK";
+      if (has(k, ":graph:")) planted += server.command({"SET", k, old_graph}) == "OK";
+      if (has(k, ":index:")) planted += server.command({"HSET", k, entries[0].path, old_entry}) == "0";
+    }
+    ASSERT_EQ(planted, 3);
+    const std::string d = dir(args == "prompt" ? "b" : "c");
+    Out o = worker(d, server.url(), "", args);
+    ASSERT_EQ(o.status, 0) << o.text;
+    EXPECT_EQ(compiled(o), "1") << args << ": " << o.text;  // never served
+    EXPECT_TRUE(has(o.text, "value encoding 1 (this build reads 2; it was written by cache format 3.0.0 or earlier)"))
+        << args << ": " << o.text;
+    EXPECT_EQ(result(o.text), result(cold.text));
+    EXPECT_GE(remote_errors(stats(d), "corrupt"), 1u) << args;
+    fs::remove_all(dir("a"));
   }
 }
 

@@ -1,0 +1,341 @@
+// The record codec (src/format/record_codec.h): a record has one encoding in
+// the index file, the object file, bundles and the remote tier's values; an
+// object's content hash is made with its record and carried (no writer
+// hashes the artifact again), and checked when bytes come from outside;
+// files, bundles and values of earlier formats (tests/fixtures) are reported
+// stale or refused with the reason, never misread.
+#include <npucache/error.h>
+
+#include "admin/admin.h"
+#include "compiler/wire.h"
+#include "format/bundle.h"
+#include "format/cache_error.h"
+#include "format/envelope.h"
+#include "format/index_file.h"
+#include "format/keys.h"
+#include "format/layout.h"
+#include "format/object_file.h"
+#include "format/record_codec.h"
+#include "format/remote_value.h"
+#include "storage/store.h"
+#include "support/cache_files.h"
+#include "support/process.h"
+#include "zstd/zstd_codec.h"
+
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+#include <filesystem>
+#include <fstream>
+
+using namespace npucache;
+namespace fs = std::filesystem;
+using testing_support::has;
+
+namespace {
+
+std::string contents(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+const std::string kModelInfo = "Model_dynamic_0123456789abcdef";
+
+cache::ObjectRecord sample_object() {
+  cache::ObjectRecord o;
+  o.graph_key = "0123456789abcdef0123456789abcdef";
+  for (int i = 0; i < 300; ++i) o.raw += "artifact " + std::to_string(i) + ";";
+  o.graph_text = {"graph(", "    %x: f32[s0, 2] input 'x'):", "  return (%x)"};
+  cache::ObjectMeta& m = o.meta;
+  m.raw_size = o.raw.size();
+  m.checksum = cache::checksum(o.raw);
+  m.with_program = true;
+  m.compile_time_s = 1.5;
+  m.pass_times = "decompose=1.000000ms";
+  m.mode = "max-autotune";
+  m.dynamic = true;
+  m.canonical_hash = "00112233445566778899aabbccddeeff";
+  m.producer = {2, 1, 1, 0, "node0", 4242};
+  m.date = "2026-11-26 05:00:00.000001";
+  m.version = "0.1.0";
+  return o;
+}
+
+cache::EntryRecord sample_entry(const cache::ObjectRecord& o) {
+  using namespace cache::component;
+  cache::EntryRecord e;
+  e.path = kModelInfo + "/world2global_rank1/prompt";
+  e.meta.name = "Model.prompt(x)";
+  e.meta.date = "2026-11-26 05:00:00.000002";
+  e.meta.version = cache::layout::kFormatVersion;
+  e.meta.lookup_key = "fedcba9876543210";
+  e.meta.model_info = kModelInfo;
+  e.meta.components = {{kModelClass, "Model"},
+                       {kParameterSignature, "0011223344556677"},
+                       {kConfig, "8899aabbccddeeff"},
+                       {kMode, "max-autotune"},
+                       {kDynamic, "true"},
+                       {kDecompositions, "default"},
+                       {kConfigOptions, "autotune_candidates=2;"},
+                       {kMethod, "prompt"},
+                       {kRuntimeVersion, "simnpu-v1 runtime 1.0.0"},
+                       {kFormatVersion, cache::layout::kFormatVersion},
+                       {kCodeVersion, "v1"}};
+  e.meta.rank = {2, 1, 1, 0, "node0", 4242};
+  e.parameters = {"linear.weight", "linear.bias"};
+  e.graph_key = o.graph_key;
+  e.object_checksum = o.meta.checksum;
+  e.compile_time_s = 1.5;
+  e.with_program = true;
+  return e;
+}
+
+void expect_same(const cache::EntryRecord& a, const cache::EntryRecord& b) {
+  EXPECT_EQ(a.path, b.path);
+  EXPECT_EQ(a.meta.name, b.meta.name);
+  EXPECT_EQ(a.meta.date, b.meta.date);
+  EXPECT_EQ(a.meta.version, b.meta.version);
+  EXPECT_EQ(a.meta.fx, b.meta.fx);
+  EXPECT_EQ(a.meta.lookup_key, b.meta.lookup_key);
+  EXPECT_EQ(a.meta.model_info, b.meta.model_info);
+  EXPECT_EQ(a.meta.components, b.meta.components);
+  EXPECT_EQ(a.meta.rank.world_size, b.meta.rank.world_size);
+  EXPECT_EQ(a.meta.rank.global_rank, b.meta.rank.global_rank);
+  EXPECT_EQ(a.meta.rank.tp_rank, b.meta.rank.tp_rank);
+  EXPECT_EQ(a.meta.rank.pp_rank, b.meta.rank.pp_rank);
+  EXPECT_EQ(a.meta.rank.host, b.meta.rank.host);
+  EXPECT_EQ(a.meta.rank.pid, b.meta.rank.pid);
+  EXPECT_EQ(a.parameters, b.parameters);
+  EXPECT_EQ(a.graph_key, b.graph_key);
+  EXPECT_EQ(a.object_checksum, b.object_checksum);
+  EXPECT_EQ(a.compile_time_s, b.compile_time_s);
+  EXPECT_EQ(a.with_program, b.with_program);
+}
+
+void expect_same(const cache::ObjectRecord& a, const cache::ObjectRecord& b, bool with_bytes = true) {
+  EXPECT_EQ(a.graph_key, b.graph_key);
+  if (with_bytes) {
+    EXPECT_EQ(a.raw, b.raw);
+    EXPECT_EQ(a.graph_text, b.graph_text);
+  }
+  EXPECT_EQ(a.meta.checksum, b.meta.checksum);
+  EXPECT_EQ(a.meta.raw_size, b.meta.raw_size);
+  EXPECT_EQ(a.meta.with_program, b.meta.with_program);
+  EXPECT_EQ(a.meta.compile_time_s, b.meta.compile_time_s);
+  EXPECT_EQ(a.meta.pass_times, b.meta.pass_times);
+  EXPECT_EQ(a.meta.mode, b.meta.mode);
+  EXPECT_EQ(a.meta.dynamic, b.meta.dynamic);
+  EXPECT_EQ(a.meta.canonical_hash, b.meta.canonical_hash);
+  EXPECT_EQ(a.meta.producer.world_size, b.meta.producer.world_size);
+  EXPECT_EQ(a.meta.producer.global_rank, b.meta.producer.global_rank);
+  EXPECT_EQ(a.meta.producer.tp_rank, b.meta.producer.tp_rank);
+  EXPECT_EQ(a.meta.producer.pp_rank, b.meta.producer.pp_rank);
+  EXPECT_EQ(a.meta.producer.host, b.meta.producer.host);
+  EXPECT_EQ(a.meta.producer.pid, b.meta.producer.pid);
+  EXPECT_EQ(a.meta.date, b.meta.date);
+  EXPECT_EQ(a.meta.version, b.meta.version);
+}
+
+template <class F>
+std::string encoded(F&& write) {
+  compiler::ByteWriter w;
+  write(w);
+  return w.take();
+}
+
+// The message of the CacheError `f` throws ("" when it throws none).
+template <class F>
+std::string refusal(F&& f) {
+  try {
+    f();
+  } catch (const CacheError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+class RecordCodec : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir = fs::temp_directory_path() / ("npucache-records-" + std::to_string(::getpid()) + "-" +
+                                       ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir);
+  }
+  void TearDown() override { fs::remove_all(dir); }
+  fs::path dir;
+};
+
+}  // namespace
+
+// The model, entry and object records are the same bytes in an index file,
+// an object file, a bundle and a remote value, and read back equal.
+TEST_F(RecordCodec, OneEncodingInEveryFileBundleAndValue) {
+  const cache::ObjectRecord o = sample_object();
+  const cache::EntryRecord e = sample_entry(o);
+  const cache::ModelRecord model = cache::model_of(e);
+  const std::string model_bytes = encoded([&](auto& w) { cache::write_model(w, model); });
+  const std::string entry_bytes = encoded([&](auto& w) { cache::write_entry(w, e); });
+  const std::string object_bytes = encoded([&](auto& w) { cache::write_object_meta(w, o.graph_key, o.meta); });
+  EXPECT_EQ(entry_bytes.substr(0, 2), std::string("E\x01", 2));
+  EXPECT_EQ(model_bytes.substr(0, 2), std::string("M\x01", 2));
+  EXPECT_EQ(object_bytes.substr(0, 2), std::string("O\x01", 2));
+
+  // The index file: the model record, then the entry records.
+  const std::string index = cache::encode_index({kModelInfo, model.components, {e}});
+  const cache::Opened ix = cache::open_envelope(cache::EnvelopeKind::index, index, "index");
+  ASSERT_EQ(ix.records.size(), 2u);
+  EXPECT_EQ(ix.records[0], model_bytes);
+  EXPECT_EQ(ix.records[1], entry_bytes);
+  const cache::DecodedIndex d = cache::decode_index(index, "index");
+  EXPECT_TRUE(d.intact);
+  EXPECT_FALSE(d.earlier_format);
+  ASSERT_EQ(d.index.entries.size(), 1u);
+  expect_same(d.index.entries[0], e);
+
+  // The object file: the object record alone (the artifact is in HDF5).
+  const std::string file = cache::encode_object(o);
+  const cache::Opened of = cache::open_envelope(cache::EnvelopeKind::object, file, "object");
+  ASSERT_EQ(of.records.size(), 1u);
+  EXPECT_EQ(of.records[0], object_bytes);
+  expect_same(cache::decode_object(file, "object", true), o);
+
+  // A bundle: the object record and its artifact, the model record, the entry record.
+  const std::string bundle = cache::write_bundle({{e}, {o}, {}});
+  const std::string records = zstd::decompress(std::string_view(bundle).substr(36), std::size_t{1} << 20);
+  EXPECT_TRUE(has(records, object_bytes + o.raw));
+  EXPECT_TRUE(has(records, model_bytes + std::string("\x01\0\0\0", 4) + entry_bytes));
+  const cache::Bundle b = cache::read_bundle(bundle);
+  ASSERT_EQ(b.entries.size(), 1u);
+  ASSERT_EQ(b.objects.size(), 1u);
+  expect_same(b.entries[0], e);
+  expect_same(b.objects[0], o);
+
+  // Remote values: an entry is its model record and entry record; an
+  // object its record and artifact.
+  const std::string hash(32, 'c');
+  const std::string entry_value = cache::encode_remote_entry({e, hash});
+  EXPECT_EQ(entry_value.substr(48, model_bytes.size() + entry_bytes.size()), model_bytes + entry_bytes);
+  const cache::RemoteEntry re = cache::decode_remote_entry(entry_value, e.path, kModelInfo);
+  expect_same(re.entry, e);
+  EXPECT_EQ(re.object_hash, hash);
+  const std::string object_value = cache::encode_remote_object(o);
+  EXPECT_EQ(object_value.substr(48, object_bytes.size() + o.raw.size()), object_bytes + o.raw);
+  expect_same(cache::decode_remote_object(object_value, cache::content_hash(object_value), o.graph_key, 1 << 20), o);
+  EXPECT_EQ(cache::remote_key::prefix(), std::string("npucache:") + cache::layout::kFormatVersion + ":");
+}
+
+// No writer hashes the artifact: a record made with a wrong content hash is
+// written with it by the object file, the store, a bundle and a remote
+// value, and refused by each reader (bytes from outside are checked). A
+// record made without one is refused before anything is written.
+TEST_F(RecordCodec, ContentHashIsCarriedByWritersAndCheckedByReaders) {
+  cache::ObjectRecord o = sample_object();
+  const std::string made = o.meta.checksum;
+  o.meta.checksum = cache::checksum("other bytes");
+  ASSERT_NE(o.meta.checksum, made);
+
+  const std::string file = cache::encode_object(o);
+  EXPECT_EQ(cache::object_meta(file, "object").checksum, o.meta.checksum);  // carried, not recomputed
+  EXPECT_TRUE(has(refusal([&] { cache::decode_object(file, "object", false); }), "fail their checksum"));
+
+  const cache::Store s = cache::Store::open(dir, cache::Create::yes);
+  EXPECT_EQ(s.put_object(o).stored.meta.checksum, o.meta.checksum);
+  EXPECT_TRUE(has(refusal([&] { s.object(o.graph_key); }), "fail their checksum"));
+
+  const std::string bundle = cache::write_bundle({{}, {o}, {}});
+  EXPECT_TRUE(has(refusal([&] { cache::read_bundle(bundle); }), "fails its content hash"));
+
+  const std::string value = cache::encode_remote_object(o);
+  EXPECT_TRUE(
+      has(refusal([&] { cache::decode_remote_object(value, cache::content_hash(value), o.graph_key, 1 << 20); }),
+          "fails its content hash"));
+
+  cache::ObjectRecord unhashed = sample_object();
+  unhashed.meta.checksum.clear();
+  EXPECT_TRUE(has(refusal([&] { cache::encode_object(unhashed); }), "no content hash"));
+
+  // With the hash it was made with, every reader takes it.
+  o.meta.checksum = made;
+  expect_same(cache::read_bundle(cache::write_bundle({{}, {o}, {}})).objects.at(0), o);
+  const std::string good = cache::encode_remote_object(o);
+  expect_same(cache::decode_remote_object(good, cache::content_hash(good), o.graph_key, 1 << 20), o);
+}
+
+// What formats 2.0.0 and 3.0.0 wrote (tests/fixtures/format-*): an index is
+// read so that its entries name their format version (and a lookup
+// reports them stale), an entry of that encoding claiming this version is
+// damaged; object files, bundles and remote values are refused with why.
+TEST_F(RecordCodec, EarlierFormatFixtureFilesAreStaleOrRefused) {
+  for (const std::string version : {"2.0.0", "3.0.0"}) {
+    const fs::path single = fs::path(FIXTURES) / ("format-" + version) / "single";
+    int indexes = 0, objects = 0;
+    for (const auto& f : fs::directory_iterator(single)) {
+      if (f.path().extension() != ".h5" || f.path().filename() == cache::layout::kTuningFile) continue;
+      ++indexes;
+      const cache::DecodedIndex d = cache::decode_index(contents(f.path()), f.path().string());
+      EXPECT_TRUE(d.earlier_format) << f.path();
+      EXPECT_TRUE(d.intact) << f.path();
+      EXPECT_FALSE(d.index.entries.empty()) << f.path();
+      for (const auto& e : d.index.entries)
+        EXPECT_EQ(e.meta.components.at(cache::component::kFormatVersion), version) << e.path;
+    }
+    for (const auto& f : fs::directory_iterator(single / "objects")) {
+      ++objects;
+      const std::string bytes = contents(f.path());
+      for (const std::string& why : {refusal([&] { cache::decode_object(bytes, "object", true); }),
+                                     refusal([&] { cache::object_meta(bytes, "object"); })}) {
+        EXPECT_TRUE(has(why, "was written by cache format 3.0.0 or earlier")) << why;
+        EXPECT_TRUE(has(why, "stale and never read")) << why;
+      }
+    }
+    EXPECT_GE(indexes, 3) << version;
+    EXPECT_GE(objects, 3) << version;
+  }
+
+  // An entry of the earlier encoding that claims this format is damaged:
+  // an earlier record never stands for a current one.
+  const fs::path old_index = fs::path(FIXTURES) / "format-3.0.0/single/Model_dynamic_e4da69efb3eada98.h5";
+  const std::string bytes = contents(old_index);
+  const cache::Opened env = cache::open_envelope(cache::EnvelopeKind::index, bytes, "index");
+  std::vector<std::string> records = env.records;
+  ASSERT_GE(records.size(), 2u);
+  for (std::size_t at; (at = records[1].find("3.0.0")) != std::string::npos;)
+    records[1].replace(at, 5, cache::layout::kFormatVersion);
+  const std::string forged =
+      cache::seal(cache::EnvelopeKind::index, records, std::string(env.hdf5), cache::userblock_for(records));
+  const cache::DecodedIndex d = cache::decode_index(forged, "forged index");
+  EXPECT_EQ(d.damaged, 1u);
+  EXPECT_EQ(d.index.entries.size(), records.size() - 2);
+
+  // A bundle of format 3.0.0 (version 4): refused, nothing imported.
+  const std::string old_bundle = contents(fs::path(FIXTURES) / "format-3.0.0/single.npuc");
+  const std::string why = refusal([&] { cache::admin::import_bytes(old_bundle, dir.string()); });
+  EXPECT_TRUE(has(why, "bundle format version 4 is not supported")) << why;
+  EXPECT_TRUE(has(why, "written by cache format 3.0.0 or earlier")) << why;
+  EXPECT_TRUE(testing_support::entries(dir.string()).empty());
+
+  // Remote values of format 3.0.0 (value encoding 1), even under this
+  // version's keys: refused, naming the encoding.
+  const fs::path remote = fs::path(FIXTURES) / "format-3.0.0/remote";
+  int values = 0;
+  for (const auto& f : fs::directory_iterator(remote)) {
+    const std::string name = f.path().stem().string(), v = contents(f.path());
+    std::string got;
+    if (name == "entry") {
+      got = refusal([&] { cache::decode_remote_entry(v, "", ""); });
+    } else if (name.rfind("object-", 0) == 0) {
+      const std::string hash = name.substr(7);
+      ASSERT_EQ(cache::content_hash(v), hash);
+      got = refusal([&] { cache::decode_remote_object(v, hash, "", 1 << 20); });
+    } else if (name.rfind("graph-", 0) == 0) {
+      got = refusal([&] { cache::decode_graph_ref(v, name.substr(6)); });
+    } else {
+      continue;
+    }
+    ++values;
+    EXPECT_TRUE(has(got, "value encoding 1 (this build reads 2; it was written by cache format 3.0.0 or earlier)"))
+        << name << ": " << got;
+  }
+  EXPECT_EQ(values, 3);
+  EXPECT_NE(cache::remote_key::prefix(), "npucache:3.0.0:");
+}
