@@ -6,6 +6,8 @@
 #   ${NPUCACHE_INSTALL_PLUGINDIR}          libh5zzstd.so, the HDF5 zstd filter plugin
 #                                          (lib/npucache/hdf5-plugins; `npucache --plugin-path`)
 #   bin/npucache, npucache-warmup, npucache-infer
+#                                          (npucache links the library statically:
+#                                          npucache_internal, src/CMakeLists.txt)
 #   share/npucache/configs/                the shipped model configs (models/hf_config.h)
 #   share/npucache/launch/common.sh        the launchers' shared part
 #   share/doc/npucache/                    README.md and GUIDE.md as installed copies

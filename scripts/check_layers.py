@@ -21,7 +21,7 @@ import sys
 
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]', re.M)
 BASE = {"log", "process"}           # every layer may use these folders
-BASE_PUBLIC = {"error.h", "version.h", "version_config.h", "process.h"}
+BASE_PUBLIC = {"error.h", "export.h", "version.h", "version_config.h", "process.h"}
 
 
 def read_layers(root):

@@ -42,6 +42,8 @@
 //   the reason; the method then runs uncached.
 #pragma once
 
+#include <npucache/export.h>
+
 #include <npucache/compile.h>
 
 #include <cstddef>
@@ -159,7 +161,8 @@ struct MethodReport {
 
 namespace detail {
 // The engine of cache_compile: the local cache as its entry source.
-std::shared_ptr<CompiledFunction> make_cached_function(const nn::Module& module, const CacheOptions& options);
+NPUCACHE_API std::shared_ptr<CompiledFunction> make_cached_function(const nn::Module& module,
+                                                                    const CacheOptions& options);
 }  // namespace detail
 
 template <class M, class R, class... P>
@@ -181,14 +184,14 @@ CompiledMethod<M, R, P...> cache_compile(M& module, R (M::*method)(P...) const, 
 // Readable text of a cached entry: `path` is the seed's path
 // ${cache_dir}/${model_info}/[world.../]${func}. Written to `file` when
 // given; returned either way.
-std::string readable_cache(const std::string& path, const std::string& file = "");
+NPUCACHE_API std::string readable_cache(const std::string& path, const std::string& file = "");
 
 // Mega-Cache: portable bytes of every entry this process saved or loaded,
 // and filling a cache directory (default: the default cache dir) from them.
-std::string save_cache_artifacts();
-void load_cache_artifacts(std::string_view bytes, const std::string& cache_dir = "");
+NPUCACHE_API std::string save_cache_artifacts();
+NPUCACHE_API void load_cache_artifacts(std::string_view bytes, const std::string& cache_dir = "");
 
 // The default cache directory ($NPUCACHE_CACHE_DIR or .npucache), absolute.
-std::string default_cache_dir();
+NPUCACHE_API std::string default_cache_dir();
 
 }  // namespace npucache

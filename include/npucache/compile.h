@@ -26,6 +26,8 @@
 // graph with autotuned tilings and no capture; reduce-overhead captures.
 #pragma once
 
+#include <npucache/export.h>
+
 #include <npucache/compiler/config.h>
 #include <npucache/error.h>
 #include <npucache/nn/decompositions.h>
@@ -151,7 +153,7 @@ enum class Outcome {
   recompiled,  // a later call matched no compiled entry and was compiled again
   eager,       // CompileOptions::disable: the method ran eagerly
 };
-std::string_view outcome_name(Outcome o);
+NPUCACHE_API std::string_view outcome_name(Outcome o);
 
 // What happened on the latest call of a compiled or cached method.
 struct CallStatus {
@@ -198,27 +200,28 @@ using TraceFn = std::function<TraceResult(const TraceOptions&)>;
 using KeepFn = std::function<void(std::size_t entry)>;
 // Runs the compiled entry matching `args`, tracing (`trace`) and compiling a
 // new one when none matches. `entry` receives the entry's index.
-std::vector<Tensor> call(CompiledFunction& f, const FlatArgs& args, const TraceFn& trace, std::size_t& entry,
-                         const KeepFn& keep);
+NPUCACHE_API std::vector<Tensor> call(CompiledFunction& f, const FlatArgs& args, const TraceFn& trace,
+                                      std::size_t& entry, const KeepFn& keep);
 // Obtains the entry matching `args` exactly as call does (from the entry
 // source on the first call, else traced and compiled), without running it.
-void prepare(CompiledFunction& f, const FlatArgs& args, const TraceFn& trace, std::size_t& entry, const KeepFn& keep);
+NPUCACHE_API void prepare(CompiledFunction& f, const FlatArgs& args, const TraceFn& trace, std::size_t& entry,
+                          const KeepFn& keep);
 // Whether CompiledMethod::select runs the entry it obtains.
 enum class CallKind { run, prepare_only };
-const TraceOptions& trace_options(const CompiledFunction& f);
+NPUCACHE_API const TraceOptions& trace_options(const CompiledFunction& f);
 // CompileOptions::disable: calls run the method eagerly; note_eager_call
 // records such a call in the calling thread's status.
-bool runs_eagerly(const CompiledFunction& f);
-void note_eager_call(CompiledFunction& f);
+NPUCACHE_API bool runs_eagerly(const CompiledFunction& f);
+NPUCACHE_API void note_eager_call(CompiledFunction& f);
 // Graph breaks (fullgraph=false): whether the method runs split into
 // compiled pieces; graph_break records the first break and splits the
 // method from now on, or (fullgraph=true) throws `e` naming the method.
-bool is_segmented(const CompiledFunction& f);
-void graph_break(CompiledFunction& f, const GraphBreakError& e);
+NPUCACHE_API bool is_segmented(const CompiledFunction& f);
+NPUCACHE_API void graph_break(CompiledFunction& f, const GraphBreakError& e);
 // One call of a split method on the calling thread: ops record into pieces
 // that run (compiled, cached, replayed) at each graph break; finish() runs
 // the last one and records the call's status.
-class SegmentedCall {
+class NPUCACHE_API SegmentedCall {
  public:
   SegmentedCall(CompiledFunction& f, const nn::Module& module);
   ~SegmentedCall();
@@ -230,13 +233,13 @@ class SegmentedCall {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
-std::size_t compiles(const CompiledFunction& f);
-const CallStatus& status(const CompiledFunction& f);
+NPUCACHE_API std::size_t compiles(const CompiledFunction& f);
+NPUCACHE_API const CallStatus& status(const CompiledFunction& f);
 // The output paths of entry `i` ("out.logits", "out.kv[0]").
-const std::vector<std::string>& output_paths(const CompiledFunction& f, std::size_t i);
+NPUCACHE_API const std::vector<std::string>& output_paths(const CompiledFunction& f, std::size_t i);
 // `options.method_name`, or the name of `method` from the code.
-std::string default_method_name(const std::string& given, const MemberFunctionName& derived,
-                                const std::string& model_type);
+NPUCACHE_API std::string default_method_name(const std::string& given, const MemberFunctionName& derived,
+                                             const std::string& model_type);
 
 // A result of type R built from output paths and tensors, for a program
 // served without a trace in this process: vectors sized from the paths,
@@ -272,7 +275,7 @@ R build_result(const std::vector<std::string>& paths, const std::vector<Tensor>&
   return result;
 }
 // The engine of npucache::compile (results in memory only).
-std::shared_ptr<CompiledFunction> make_compiled_function(const nn::Module& module, CompileOptions options);
+NPUCACHE_API std::shared_ptr<CompiledFunction> make_compiled_function(const nn::Module& module, CompileOptions options);
 
 }  // namespace detail
 

@@ -33,6 +33,8 @@
 // baseline of existing systems).
 #pragma once
 
+#include <npucache/export.h>
+
 #include <npucache/cache.h>
 
 #include <string>
@@ -81,15 +83,14 @@ struct StepReport {
 };
 
 // Every report of this process's coordinated methods, in call order.
-std::vector<MethodReport> reports();
+NPUCACHE_API std::vector<MethodReport> reports();
 // The coordinator's steps of the same methods (independent methods have none).
-std::vector<StepReport> step_reports();
-void clear_reports();
+NPUCACHE_API std::vector<StepReport> step_reports();
+NPUCACHE_API void clear_reports();
 
 namespace detail {
-std::shared_ptr<npucache::detail::CompiledFunction> make_coordinated_function(const nn::Module& module,
-                                                                              const CacheOptions& options,
-                                                                              const CoordinatorOptions& coord);
+NPUCACHE_API std::shared_ptr<npucache::detail::CompiledFunction> make_coordinated_function(
+    const nn::Module& module, const CacheOptions& options, const CoordinatorOptions& coord);
 }  // namespace detail
 
 template <class M, class R, class... P>

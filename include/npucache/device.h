@@ -21,6 +21,8 @@
 // Thread safety: Platform and Device are safe to use from several threads.
 #pragma once
 
+#include <npucache/export.h>
+
 #include <cstddef>
 #include <memory>
 #include <mutex>
@@ -43,7 +45,7 @@ struct DeviceProperties {
   std::string runtime_version;  // "simnpu-runtime 1.0.0"
 };
 
-struct PlatformConfig {
+struct NPUCACHE_API PlatformConfig {
   int num_devices = 8;
   std::size_t memory_capacity = std::size_t{4} << 30;
   int compute_cores = 8;
@@ -55,7 +57,7 @@ struct PlatformConfig {
   static PlatformConfig from_env();
 };
 
-class Device {
+class NPUCACHE_API Device {
  public:
   Device(int id, DeviceProperties props, double launch_latency_us);
   ~Device();
@@ -89,7 +91,7 @@ class Device {
   std::vector<std::unique_ptr<runtime::Stream>> streams_;
 };
 
-class Platform {
+class NPUCACHE_API Platform {
  public:
   // The process-wide platform, configured from the environment on first use
   // unless configure() was called before.
@@ -111,8 +113,8 @@ class Platform {
 };
 
 // The calling thread's current device (default 0).
-int current_device();
-void set_current_device(int id);
+NPUCACHE_API int current_device();
+NPUCACHE_API void set_current_device(int id);
 
 // Sets the current device for a scope.
 class DeviceGuard {

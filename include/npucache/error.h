@@ -7,30 +7,32 @@
 // npucache::Error too, never by assert or abort.
 #pragma once
 
+#include <npucache/export.h>
+
 #include <stdexcept>
 #include <string>
 
 namespace npucache {
 
-class Error : public std::runtime_error {
+class NPUCACHE_API Error : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
 
 // An op was given operands whose dtypes or shapes it cannot accept.
-class ShapeError : public Error {
+class NPUCACHE_API ShapeError : public Error {
  public:
   using Error::Error;
 };
 
 // A graph failed verification (names the node, op and offending types).
-class VerifyError : public Error {
+class NPUCACHE_API VerifyError : public Error {
  public:
   using Error::Error;
 };
 
 // A method could not be traced into one full graph.
-class TraceError : public Error {
+class NPUCACHE_API TraceError : public Error {
  public:
   using Error::Error;
 };
@@ -41,7 +43,7 @@ class TraceError : public Error {
 // graph). With CompileOptions::fullgraph=false the method is split there
 // (a graph break, counted and explained in CallStatus::graph_breaks); with
 // fullgraph=true it is this error, giving the reason.
-class GraphBreakError : public TraceError {
+class NPUCACHE_API GraphBreakError : public TraceError {
  public:
   enum class Kind { host_read, data_dependent_branch, unlowerable_op };
   // "graph break [in <method>] at op <op>: <reason>"
@@ -60,19 +62,19 @@ class GraphBreakError : public TraceError {
 };
 
 // Misuse of the simulated device runtime (bad device id, foreign stream...).
-class DeviceError : public Error {
+class NPUCACHE_API DeviceError : public Error {
  public:
   using Error::Error;
 };
 
 // A device allocation exceeded the device's memory capacity.
-class OutOfMemoryError : public DeviceError {
+class NPUCACHE_API OutOfMemoryError : public DeviceError {
  public:
   using DeviceError::DeviceError;
 };
 
 // A collective or point-to-point communication failed or was misused.
-class CommError : public Error {
+class NPUCACHE_API CommError : public Error {
  public:
   using Error::Error;
 };
@@ -82,21 +84,21 @@ class CommError : public Error {
 // else. The message names the step and the ranks that did not answer. The
 // communicator it ran on is unusable afterwards (MPI cannot cancel a
 // collective), so the job must end: the npucache tools abort it.
-class TimeoutError : public CommError {
+class NPUCACHE_API TimeoutError : public CommError {
  public:
   using CommError::CommError;
 };
 
 // The compile cache could not be read or written, or refused a file
 // (corrupt, stale, foreign-owned or symlinked). Never thrown for a miss.
-class CacheError : public Error {
+class NPUCACHE_API CacheError : public Error {
  public:
   using Error::Error;
 };
 
 // A cache file or directory was refused for safety (a symbolic link, owned
 // by another user, writable by others): the method runs uncached.
-class CacheRefused : public CacheError {
+class NPUCACHE_API CacheRefused : public CacheError {
  public:
   using CacheError::CacheError;
 };
@@ -105,13 +107,13 @@ class CacheRefused : public CacheError {
 // a model built with meta weights) was run, read or written outside a
 // trace. Meta tensors can be traced and compiled, never executed; the
 // message names the tensor and says to materialise the weights.
-class MetaTensorError : public Error {
+class NPUCACHE_API MetaTensorError : public Error {
  public:
   using Error::Error;
 };
 
 // An invalid option or configuration value.
-class ConfigError : public Error {
+class NPUCACHE_API ConfigError : public Error {
  public:
   using Error::Error;
 };

@@ -10,6 +10,8 @@
 // held by shared_ptr).
 #pragma once
 
+#include <npucache/export.h>
+
 #include <memory>
 #include <string>
 #include <utility>
@@ -20,7 +22,7 @@
 
 namespace npucache::nn {
 
-class Module {
+class NPUCACHE_API Module {
  public:
   Module() = default;
   virtual ~Module() = default;
@@ -64,7 +66,7 @@ class Module {
 // parameters become graph placeholders, which need only their types);
 // running it, or filling its parameters, throws MetaTensorError. Scopes
 // nest; the thread's setting is restored when a scope ends.
-class MetaScope {
+class NPUCACHE_API MetaScope {
  public:
   MetaScope();
   ~MetaScope();
@@ -76,7 +78,7 @@ class MetaScope {
 
 // A new parameter of these dims, every element `value`, on the current
 // device; a meta tensor inside a MetaScope.
-Tensor new_parameter(const std::vector<int64_t>& dims, float value = 0.0f);
+NPUCACHE_API Tensor new_parameter(const std::vector<int64_t>& dims, float value = 0.0f);
 
 // Layers: Linear, Embedding, RMSNorm, LayerNorm and the tensor-parallel
 // variants. Parameters start at zero (norm weights at one) on the current
@@ -90,21 +92,21 @@ Tensor new_parameter(const std::vector<int64_t>& dims, float value = 0.0f);
 // - VocabParallelEmbedding holds vocab / tp rows; ids are shifted by
 //   group_rank(tp) * rows at run time (the graph stays rank-independent),
 //   out-of-range ids give zero rows, and the result is all_reduced.
-class Linear : public Module {
+class NPUCACHE_API Linear : public Module {
  public:
   Linear(int64_t in_features, int64_t out_features, bool bias = true);
   Tensor forward(const Tensor& x) const;
   Tensor weight, bias;  // [out, in], [out] or undefined
 };
 
-class Embedding : public Module {
+class NPUCACHE_API Embedding : public Module {
  public:
   Embedding(int64_t num_embeddings, int64_t dim);
   Tensor forward(const Tensor& ids) const;
   Tensor weight;  // [num, dim]
 };
 
-class RMSNorm : public Module {
+class NPUCACHE_API RMSNorm : public Module {
  public:
   explicit RMSNorm(int64_t dim, double eps = 1e-6);
   Tensor forward(const Tensor& x) const;
@@ -112,7 +114,7 @@ class RMSNorm : public Module {
   double eps;
 };
 
-class LayerNorm : public Module {
+class NPUCACHE_API LayerNorm : public Module {
  public:
   explicit LayerNorm(int64_t dim, double eps = 1e-5);
   Tensor forward(const Tensor& x) const;
@@ -121,9 +123,9 @@ class LayerNorm : public Module {
 };
 
 // Throws ConfigError when `total` is not divisible by `tp`.
-int64_t shard_size(int64_t total, int64_t tp, const char* what);
+NPUCACHE_API int64_t shard_size(int64_t total, int64_t tp, const char* what);
 
-class ColumnParallelLinear : public Module {
+class NPUCACHE_API ColumnParallelLinear : public Module {
  public:
   ColumnParallelLinear(int64_t in_features, int64_t out_features, int64_t tp, bool bias = false,
                        bool gather_output = false);
@@ -133,7 +135,7 @@ class ColumnParallelLinear : public Module {
   bool gather_output;
 };
 
-class RowParallelLinear : public Module {
+class NPUCACHE_API RowParallelLinear : public Module {
  public:
   RowParallelLinear(int64_t in_features, int64_t out_features, int64_t tp, bool bias = false);
   Tensor forward(const Tensor& x_sharded) const;
@@ -141,7 +143,7 @@ class RowParallelLinear : public Module {
   int64_t tp;
 };
 
-class VocabParallelEmbedding : public Module {
+class NPUCACHE_API VocabParallelEmbedding : public Module {
  public:
   VocabParallelEmbedding(int64_t vocab, int64_t dim, int64_t tp);
   Tensor forward(const Tensor& ids) const;

@@ -26,6 +26,8 @@
 // CommError saying what to call, never a silent per-rank partial result.
 #pragma once
 
+#include <npucache/export.h>
+
 #include <limits>
 #include <memory>
 
@@ -33,7 +35,7 @@
 
 namespace npucache {
 
-class MpiSession {
+class NPUCACHE_API MpiSession {
  public:
   MpiSession(int* argc, char*** argv);
   MpiSession(int* argc, char*** argv, double init_timeout_s);
@@ -60,7 +62,7 @@ class MpiSession {
 // runs: one that does not complete in time throws TimeoutError naming the
 // ranks that did not answer, after which the job must end (MPI cannot
 // abandon a collective). Unbounded by default.
-std::unique_ptr<Communicator> make_mpi_communicator(int tp, int pp,
-                                                    double timeout_s = std::numeric_limits<double>::infinity());
+NPUCACHE_API std::unique_ptr<Communicator> make_mpi_communicator(
+    int tp, int pp, double timeout_s = std::numeric_limits<double>::infinity());
 
 }  // namespace npucache

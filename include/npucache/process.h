@@ -15,9 +15,11 @@
 // uses npucache; compiled methods made under it are used under it.
 #pragma once
 
+#include <npucache/export.h>
+
 namespace npucache {
 
-class ProcessContext {
+class NPUCACHE_API ProcessContext {
  public:
   ProcessContext();
   // flush(), then every process-wide object of npucache is destroyed; the
@@ -36,6 +38,6 @@ class ProcessContext {
 
 // flush() of the current context (the program's own, or the innermost
 // ProcessContext).
-void flush_process_context();
+NPUCACHE_API void flush_process_context();
 
 }  // namespace npucache

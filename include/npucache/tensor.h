@@ -18,6 +18,8 @@
 // fullgraph=false compile() splits the method there).
 #pragma once
 
+#include <npucache/export.h>
+
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -31,7 +33,7 @@ namespace detail {
 struct TensorImpl;
 }
 
-class Tensor {
+class NPUCACHE_API Tensor {
  public:
   Tensor() = default;
   explicit Tensor(std::shared_ptr<detail::TensorImpl> impl) : impl_(std::move(impl)) {}

@@ -23,6 +23,8 @@
 // marked dynamic or static with options.dynamic_dims / static_dims.
 #pragma once
 
+#include <npucache/export.h>
+
 #include <charconv>
 #include <cstring>
 #include <functional>
@@ -48,7 +50,7 @@ namespace npucache {
 // specialise it like a plain integer. In reduce-overhead, a SymInt used
 // only as an updatable operator parameter (kv_len) is patched at each
 // replay instead of capturing again.
-class SymInt {
+class NPUCACHE_API SymInt {
  public:
   SymInt(int64_t value = 0) : expr_(value) {}  // NOLINT(google-explicit-constructor): integers convert
   explicit SymInt(SymExpr expr) : expr_(std::move(expr)) {}
@@ -63,7 +65,7 @@ class SymInt {
 };
 
 // Receives the leaves of a flattened value.
-class FlattenVisitor {
+class NPUCACHE_API FlattenVisitor {
  public:
   virtual ~FlattenVisitor() = default;
   virtual void tensor(const std::string& path, Tensor& t) = 0;
@@ -79,7 +81,7 @@ class FlattenVisitor {
 };
 
 namespace detail {
-[[noreturn]] void throw_not_flattenable(const std::string& path, const char* mangled_type);
+[[noreturn]] NPUCACHE_API void throw_not_flattenable(const std::string& path, const char* mangled_type);
 // The shortest text that reads back as exactly `value` ("1e-07", "0.1",
 // "-0", "inf"): a guard on a plain floating value compares every bit, so
 // 1e-7 and 1e-9 are different guards (six-digit text made them equal).
@@ -185,7 +187,7 @@ struct DimBound {
 
 struct FlatArgs;
 
-struct InputSignature {
+struct NPUCACHE_API InputSignature {
   std::vector<InputSpec> inputs;
   std::vector<GuardSpec> guards;
   std::vector<SymInputSpec> sym_inputs;
@@ -222,11 +224,11 @@ struct TraceState;
 // call tracing it, or a method split at graph breaks recording its next
 // piece. A compiled method called then runs as part of the code being
 // recorded.
-bool trace_active();
+NPUCACHE_API bool trace_active();
 }  // namespace detail
 
 // Activates tracing on the calling thread for its lifetime.
-class TraceSession {
+class NPUCACHE_API TraceSession {
  public:
   TraceSession(const nn::Module& module, const TraceOptions& options);
   ~TraceSession();
@@ -247,7 +249,7 @@ class TraceSession {
 };
 
 // Collects the tensors and plain values of an argument list, flattened.
-struct FlatArgs : FlattenVisitor {
+struct NPUCACHE_API FlatArgs : FlattenVisitor {
   std::vector<std::pair<std::string, Tensor>> tensors;
   std::vector<GuardSpec> values;
   std::vector<std::pair<std::string, int64_t>> symints;
@@ -256,7 +258,7 @@ struct FlatArgs : FlattenVisitor {
   void symint(const std::string& path, SymInt& s) override { symints.emplace_back(path, s.value()); }
 };
 
-std::string arg_name(const TraceOptions& options, std::size_t i);
+NPUCACHE_API std::string arg_name(const TraceOptions& options, std::size_t i);
 
 namespace detail {
 struct MemberFunctionName {
@@ -265,9 +267,9 @@ struct MemberFunctionName {
 };
 // `pmf` holds the bytes of a pointer to member function of the object at
 // `object` (the most derived class the pointer belongs to).
-MemberFunctionName member_function_name(const void* object, const unsigned char* pmf, std::size_t size);
+NPUCACHE_API MemberFunctionName member_function_name(const void* object, const unsigned char* pmf, std::size_t size);
 // "ns::Model<int>" -> "Model"
-std::string short_type_name(const std::string& qualified);
+NPUCACHE_API std::string short_type_name(const std::string& qualified);
 }  // namespace detail
 
 // The name of the member function `method` of `module`'s class, from the

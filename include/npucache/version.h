@@ -15,6 +15,8 @@
 // is in docs/GUIDE.md, "Versions and ABI".
 #pragma once
 
+#include <npucache/export.h>
+
 #include <npucache/version_config.h>
 
 #define NPUCACHE_VERSION_AT_LEAST(major, minor, patch) \
@@ -25,5 +27,5 @@
 namespace npucache {
 // The version of the library in use ("0.1.0"), which is NPUCACHE_VERSION of
 // the headers it was built with. Thread-safe; the string is static.
-const char* version();
+NPUCACHE_API const char* version();
 }  // namespace npucache

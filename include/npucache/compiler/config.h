@@ -5,6 +5,8 @@
 // ConfigError naming the first invalid option.
 #pragma once
 
+#include <npucache/export.h>
+
 #include <npucache/ir/hash.h>
 
 #include <optional>
@@ -14,8 +16,8 @@ namespace npucache {
 
 enum class CompileMode { max_autotune, reduce_overhead };
 // "max-autotune" / "reduce-overhead"; parse throws ConfigError.
-std::string_view compile_mode_name(CompileMode m);
-CompileMode parse_compile_mode(std::string_view name);
+NPUCACHE_API std::string_view compile_mode_name(CompileMode m);
+NPUCACHE_API CompileMode parse_compile_mode(std::string_view name);
 
 // How a replayed task graph receives new inputs (reduce-overhead).
 enum class InputHandling { update_address, copy };
@@ -26,7 +28,7 @@ struct GeConfig {
   friend bool operator==(const GeConfig&, const GeConfig&) = default;
 };
 
-struct CompilerConfig {
+struct NPUCACHE_API CompilerConfig {
   CompileMode mode = CompileMode::max_autotune;
   GeConfig ge_config;
   bool fusion = true;                                            // fuse elementwise/reduction chains
@@ -75,11 +77,12 @@ class NpuBackend {
   CompilerConfig config_;
 };
 
-NpuBackend get_npu_backend(const CompilerConfig& config = {});
+NPUCACHE_API NpuBackend get_npu_backend(const CompilerConfig& config = {});
 
 // The effective config of a compile: the config, the backend's config, or
 // the default. Both given and different: ConfigError "config in current
 // backend is different from the config ...".
-CompilerConfig resolve_config(const std::optional<CompilerConfig>& config, const std::optional<NpuBackend>& backend);
+NPUCACHE_API CompilerConfig resolve_config(const std::optional<CompilerConfig>& config,
+                                           const std::optional<NpuBackend>& backend);
 
 }  // namespace npucache

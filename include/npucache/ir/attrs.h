@@ -4,6 +4,8 @@
 // deterministic whatever order attributes were set in.
 #pragma once
 
+#include <npucache/export.h>
+
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -17,7 +19,7 @@ namespace npucache {
 
 using AttrValue = std::variant<bool, int64_t, double, std::string, std::vector<int64_t>, std::vector<SymExpr>, DType>;
 
-class Attrs {
+class NPUCACHE_API Attrs {
  public:
   Attrs() = default;
   Attrs(std::initializer_list<std::pair<std::string, AttrValue>> items);
@@ -46,9 +48,9 @@ class Attrs {
 };
 
 // "1.5", "[0, 2, 1]", "f32", "'tp'"...
-std::string attr_str(const AttrValue& v);
+NPUCACHE_API std::string attr_str(const AttrValue& v);
 
-[[noreturn]] void throw_attr_error(const std::string& key, const char* why);
+[[noreturn]] NPUCACHE_API void throw_attr_error(const std::string& key, const char* why);
 
 template <class T>
 const T& Attrs::get(const std::string& key) const {

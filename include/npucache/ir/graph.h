@@ -11,6 +11,8 @@
 // two tensor-parallel ranks yields equal graphs (see hash.h).
 #pragma once
 
+#include <npucache/export.h>
+
 #include <cstdint>
 #include <optional>
 #include <set>
@@ -32,10 +34,10 @@ struct TensorType {
   friend bool operator==(const TensorType&, const TensorType&) = default;
 };
 // "f32[2, s0]".
-std::string type_str(const TensorType& t);
+NPUCACHE_API std::string type_str(const TensorType& t);
 
 enum class PlaceholderKind : uint8_t { none, input, parameter, buffer };
-std::string_view placeholder_kind_name(PlaceholderKind k);
+NPUCACHE_API std::string_view placeholder_kind_name(PlaceholderKind k);
 
 struct Node {
   Op op = Op::placeholder;
@@ -55,7 +57,7 @@ struct Node {
 // specialise them to constants, and records every inequality that its
 // concrete values satisfy as a guard (a slice's end within its dim), each
 // when their concrete values agree.
-class DimUnifier {
+class NPUCACHE_API DimUnifier {
  public:
   virtual ~DimUnifier() = default;
   virtual bool unify(const SymExpr& a, const SymExpr& b) { return a == b; }
@@ -67,7 +69,7 @@ class DimUnifier {
   }
 };
 
-class Graph {
+class NPUCACHE_API Graph {
  public:
   ValueId add_placeholder(PlaceholderKind kind, const std::string& target, TensorType type);
   // Infers the output type; throws ShapeError naming the node, the op and the
@@ -89,7 +91,7 @@ class Graph {
   // Rebuilds a graph from its parts (deserialization); verify() checks it.
   static Graph from_parts(std::vector<Node> nodes, std::vector<ValueId> outputs);
 
-  friend bool operator==(const Graph& a, const Graph& b);
+  friend NPUCACHE_API bool operator==(const Graph& a, const Graph& b);
 
  private:
   std::string fresh_name(std::string_view base);
@@ -99,23 +101,24 @@ class Graph {
   std::set<std::string> used_names_;
 };
 
-bool operator==(const Node& a, const Node& b);
+NPUCACHE_API bool operator==(const Node& a, const Node& b);
 
 // Output type of `op` applied to operands of types `inputs`; throws
 // ShapeError describing the mismatch (without the node name).
-TensorType infer_type(Op op, const std::vector<const TensorType*>& inputs, const Attrs& attrs, DimUnifier& unifier);
+NPUCACHE_API TensorType infer_type(Op op, const std::vector<const TensorType*>& inputs, const Attrs& attrs,
+                                   DimUnifier& unifier);
 
 // Type-checks every node: inputs defined earlier, arity, and the recorded
 // type equal to the inferred one. Throws VerifyError naming the node, the op
 // and the offending shapes/dtypes.
-void verify(const Graph& g);
+NPUCACHE_API void verify(const Graph& g);
 
 // FX-like readable text, one line per node with its type.
-std::string print_graph(const Graph& g);
+NPUCACHE_API std::string print_graph(const Graph& g);
 
 // The first node drawing random numbers (randn, bernoulli, dropout), or
 // null. Cached and captured graphs refuse them: a replay would repeat the
 // same numbers.
-const Node* first_rng_node(const Graph& g);
+NPUCACHE_API const Node* first_rng_node(const Graph& g);
 
 }  // namespace npucache

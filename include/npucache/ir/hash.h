@@ -9,6 +9,8 @@
 // change in computation.
 #pragma once
 
+#include <npucache/export.h>
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -17,7 +19,7 @@
 
 namespace npucache {
 
-struct Hash128 {
+struct NPUCACHE_API Hash128 {
   uint64_t hi = 0;
   uint64_t lo = 0;
   std::string hex() const;  // 32 lowercase hex digits
@@ -25,16 +27,16 @@ struct Hash128 {
   friend auto operator<=>(const Hash128&, const Hash128&) = default;
 };
 
-Hash128 canonical_hash(const Graph& g);
+NPUCACHE_API Hash128 canonical_hash(const Graph& g);
 
 // The canonical order the hash numbers values in: placeholders in order,
 // then nodes depth-first (operands first) from the outputs, then from the
 // side-effecting nodes. Nodes that reach neither are left out.
-std::vector<ValueId> canonical_order(const Graph& g);
+NPUCACHE_API std::vector<ValueId> canonical_order(const Graph& g);
 
 // The first difference between two graphs in canonical order, in words a
 // user can act on ("node mul_3 (full): constant 1 stored, 3 now"), or ""
 // when they are equal up to names.
-std::string first_difference(const Graph& stored, const Graph& now);
+NPUCACHE_API std::string first_difference(const Graph& stored, const Graph& now);
 
 }  // namespace npucache

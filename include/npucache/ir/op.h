@@ -7,6 +7,8 @@
 // the compiler's decompose pass applies.
 #pragma once
 
+#include <npucache/export.h>
+
 #include <cstdint>
 #include <string_view>
 
@@ -107,9 +109,9 @@ struct OpInfo {
   const char* updatable = nullptr;
 };
 
-const OpInfo& op_info(Op op);
-std::string_view op_name(Op op);
+NPUCACHE_API const OpInfo& op_info(Op op);
+NPUCACHE_API std::string_view op_name(Op op);
 // Throws ShapeError for an unknown name.
-Op op_from_name(std::string_view name);
+NPUCACHE_API Op op_from_name(std::string_view name);
 
 }  // namespace npucache

@@ -10,6 +10,8 @@
 // Thread safety: values are immutable after construction; share freely.
 #pragma once
 
+#include <npucache/export.h>
+
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -21,7 +23,7 @@ namespace npucache {
 
 using SymBindings = std::map<std::string, int64_t>;
 
-class SymExpr {
+class NPUCACHE_API SymExpr {
  public:
   SymExpr() = default;                                                // the constant 0
   SymExpr(int64_t constant);                                          // NOLINT: implicit, dims are ints
@@ -50,9 +52,9 @@ class SymExpr {
   // Canonical text: "2*s0*s1 + s0 + 3"; "0" for zero.
   std::string str() const;
 
-  friend SymExpr operator+(const SymExpr& a, const SymExpr& b);
-  friend SymExpr operator-(const SymExpr& a, const SymExpr& b);
-  friend SymExpr operator*(const SymExpr& a, const SymExpr& b);
+  friend NPUCACHE_API SymExpr operator+(const SymExpr& a, const SymExpr& b);
+  friend NPUCACHE_API SymExpr operator-(const SymExpr& a, const SymExpr& b);
+  friend NPUCACHE_API SymExpr operator*(const SymExpr& a, const SymExpr& b);
   SymExpr operator-() const;
   friend bool operator==(const SymExpr& a, const SymExpr& b) { return a.terms_ == b.terms_; }
   friend bool operator<(const SymExpr& a, const SymExpr& b) { return a.terms_ < b.terms_; }
@@ -71,12 +73,12 @@ class SymExpr {
 using Shape = std::vector<SymExpr>;
 
 // Product of all dims (1 for a scalar).
-SymExpr numel(const Shape& shape);
+NPUCACHE_API SymExpr numel(const Shape& shape);
 // "[2, s0, s0*4]".
-std::string shape_str(const Shape& shape);
+NPUCACHE_API std::string shape_str(const Shape& shape);
 // Concrete dims; throws ShapeError naming the symbolic dim.
-std::vector<int64_t> concrete_dims(const Shape& shape);
-std::vector<int64_t> evaluate_dims(const Shape& shape, const SymBindings& bindings);
-Shape shape_of(const std::vector<int64_t>& dims);
+NPUCACHE_API std::vector<int64_t> concrete_dims(const Shape& shape);
+NPUCACHE_API std::vector<int64_t> evaluate_dims(const Shape& shape, const SymBindings& bindings);
+NPUCACHE_API Shape shape_of(const std::vector<int64_t>& dims);
 
 }  // namespace npucache

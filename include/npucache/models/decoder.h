@@ -35,6 +35,8 @@
 // plus its ranks; the tensor-parallel ranks of one stage trace equal graphs.
 #pragma once
 
+#include <npucache/export.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -46,7 +48,7 @@
 
 namespace npucache::models {
 
-struct DecoderConfig {
+struct NPUCACHE_API DecoderConfig {
   std::string name = "tiny-llama";                // in messages and reports
   std::string architecture = "LlamaForCausalLM";  // the Hugging Face class
   int64_t vocab = 256;                            // vocab_size
@@ -94,7 +96,7 @@ struct StageRanks {
 };
 
 // The stage ranks of `comm`'s rank.
-StageRanks stage_ranks(const Communicator& comm);
+NPUCACHE_API StageRanks stage_ranks(const Communicator& comm);
 
 // Layers [first, first + count) of a pipeline stage.
 struct LayerRange {
@@ -104,7 +106,7 @@ struct LayerRange {
 // Stage `stage` of `pp` over `layers` layers: floor(layers / pp) each, one
 // more on each of the first layers % pp stages. Throws ConfigError when a
 // stage would get no layer or the stage is out of range.
-LayerRange stage_layers(int64_t layers, int pp, int stage);
+NPUCACHE_API LayerRange stage_layers(int64_t layers, int pp, int stage);
 
 enum class Weights {
   deterministic,  // real memory, values from (seed, name, index)
@@ -118,11 +120,11 @@ struct StageMemory {
   std::size_t total() const { return weights + kv_cache; }
 };
 // Computed from the stage's meta model (no weight memory is allocated).
-StageMemory stage_memory(const DecoderConfig& config, const StageRanks& ranks, int64_t batch = 1);
+NPUCACHE_API StageMemory stage_memory(const DecoderConfig& config, const StageRanks& ranks, int64_t batch = 1);
 
 class DecoderLayer;
 
-class Decoder : public nn::Module {
+class NPUCACHE_API Decoder : public nn::Module {
  public:
   // Throws ConfigError for an invalid config or ranks; with real weights,
   // OutOfMemoryError naming the memory the stage needs when it exceeds the

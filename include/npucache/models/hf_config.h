@@ -30,6 +30,8 @@
 // directories of config_search_path(), first match wins.
 #pragma once
 
+#include <npucache/export.h>
+
 #include <npucache/models/decoder.h>
 
 #include <string>
@@ -38,10 +40,10 @@
 namespace npucache::models {
 
 // `text`: the JSON of a config.json; `origin` names it in errors.
-DecoderConfig parse_hf_config(const std::string& text, const std::string& origin);
+NPUCACHE_API DecoderConfig parse_hf_config(const std::string& text, const std::string& origin);
 // Reads and parses a config.json; the config's name is the file stem (the
 // directory name for a file named config.json).
-DecoderConfig load_hf_config(const std::string& path);
+NPUCACHE_API DecoderConfig load_hf_config(const std::string& path);
 
 // Where shipped configs are looked for, in order: the directories in
 // $NPUCACHE_CONFIG_PATH (colon-separated), then the data directory found
@@ -49,16 +51,16 @@ DecoderConfig load_hf_config(const std::string& path);
 // (so a relocated install works); when that does not exist (the library in
 // its build tree), the build tree's copy, <build>/share/npucache/configs.
 // Never the source tree.
-std::vector<std::string> config_search_path();
+NPUCACHE_API std::vector<std::string> config_search_path();
 // The names of the shipped configs (sorted, without duplicates).
-std::vector<std::string> shipped_config_names();
+NPUCACHE_API std::vector<std::string> shipped_config_names();
 // The path of the shipped config `name`; ConfigError listing the names and
 // the directories searched when there is none.
-std::string find_shipped_config(const std::string& name);
+NPUCACHE_API std::string find_shipped_config(const std::string& name);
 
 // A model named on a command line: "tiny-llama" (DecoderConfig{}),
 // "tiny-llama-large" (DecoderConfig::large()), a path to a config.json
 // (anything containing '/' or ending in ".json"), or a shipped config name.
-DecoderConfig resolve_model(const std::string& model);
+NPUCACHE_API DecoderConfig resolve_model(const std::string& model);
 
 }  // namespace npucache::models

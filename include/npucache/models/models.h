@@ -10,6 +10,8 @@
 // - greedy_generate: greedy generation over the ranks of a tp x pp job.
 #pragma once
 
+#include <npucache/export.h>
+
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -32,7 +34,7 @@ struct InputMeta {
   }
 };
 
-class SeedExample : public nn::Module {
+class NPUCACHE_API SeedExample : public nn::Module {
  public:
   SeedExample();
   std::string type_name() const override { return "Model"; }
@@ -42,7 +44,7 @@ class SeedExample : public nn::Module {
   std::shared_ptr<nn::Linear> linear1, linear2;
 };
 
-class SimpleMLP : public nn::Module {
+class NPUCACHE_API SimpleMLP : public nn::Module {
  public:
   explicit SimpleMLP(uint64_t seed = 7);
   Tensor forward(const Tensor& x);
@@ -62,7 +64,8 @@ struct GenerationResult {
 // methods; cached or compiled callables may be passed instead.
 // One model call (tokens, positions, kv) -> logits or hidden states.
 using StepFn = std::function<Tensor(const Tensor&, const Tensor&, const std::vector<Tensor>&)>;
-GenerationResult greedy_generate(Decoder& model, const std::vector<int64_t>& prompt, int new_tokens, Communicator& comm,
-                                 StepFn prompt_fn = nullptr, StepFn decode_fn = nullptr);
+NPUCACHE_API GenerationResult greedy_generate(Decoder& model, const std::vector<int64_t>& prompt, int new_tokens,
+                                              Communicator& comm, StepFn prompt_fn = nullptr,
+                                              StepFn decode_fn = nullptr);
 
 }  // namespace npucache::models

@@ -7,6 +7,8 @@
 // precedence.
 #pragma once
 
+#include <npucache/export.h>
+
 #include <functional>
 #include <map>
 #include <string>
@@ -25,6 +27,6 @@ struct NamedDecomposition {
 using DecompositionTable = std::map<Op, NamedDecomposition>;
 
 // The default decomposition of a composite op; nullptr for primitives.
-const Decomposition* default_decomposition(Op op);
+NPUCACHE_API const Decomposition* default_decomposition(Op op);
 
 }  // namespace npucache

@@ -14,6 +14,8 @@
 // time per communicator.
 #pragma once
 
+#include <npucache/export.h>
+
 #include <cstddef>
 #include <memory>
 #include <string>
@@ -21,11 +23,11 @@
 namespace npucache {
 
 enum class GroupRole { world, tp, pp, dp };
-std::string_view group_role_name(GroupRole g);
+NPUCACHE_API std::string_view group_role_name(GroupRole g);
 // "tp", "pp", "dp", "world"; throws CommError for anything else.
-GroupRole group_role_from_name(std::string_view name);
+NPUCACHE_API GroupRole group_role_from_name(std::string_view name);
 
-struct ParallelLayout {
+struct NPUCACHE_API ParallelLayout {
   int world_size = 1;
   int tp = 1;
   int pp = 1;
@@ -41,7 +43,7 @@ struct ParallelLayout {
 
 enum class PipelinePeer { next, prev };
 
-class Communicator {
+class NPUCACHE_API Communicator {
  public:
   virtual ~Communicator() = default;
 
@@ -62,11 +64,11 @@ class Communicator {
   virtual void recv(PipelinePeer peer, void* data, std::size_t bytes) = 0;
 };
 
-std::unique_ptr<Communicator> make_single_process_communicator();
+NPUCACHE_API std::unique_ptr<Communicator> make_single_process_communicator();
 
 // The communicator that collectives run by this thread use (eager ops and
 // compiled programs); default: a single-process one. Not owned.
-Communicator& current_communicator();
-void set_current_communicator(Communicator* comm);
+NPUCACHE_API Communicator& current_communicator();
+NPUCACHE_API void set_current_communicator(Communicator* comm);
 
 }  // namespace npucache

@@ -6,6 +6,8 @@
 // args[0..n-1] are the op's inputs and args.back() is its output.
 #pragma once
 
+#include <npucache/export.h>
+
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -20,7 +22,7 @@ class Communicator;
 
 namespace npucache::runtime {
 
-struct TensorArg {
+struct NPUCACHE_API TensorArg {
   BlockPtr block;
   std::size_t offset = 0;
   DType dtype = DType::f32;
@@ -46,6 +48,6 @@ struct KernelLaunch {
 
 // Runs the kernel of `launch` on the calling thread. Throws DeviceError for
 // an op without a kernel (composite ops) or invalid operands.
-void run_kernel(const KernelLaunch& launch);
+NPUCACHE_API void run_kernel(const KernelLaunch& launch);
 
 }  // namespace npucache::runtime

@@ -26,6 +26,8 @@
 // each with its own bindings.
 #pragma once
 
+#include <npucache/export.h>
+
 #include <cstdint>
 #include <memory>
 #include <utility>
@@ -41,7 +43,7 @@ namespace npucache::runtime {
 
 class TaskGraph;
 
-class Event {
+class NPUCACHE_API Event {
  public:
   Event();
   // Blocks the calling thread until the last recorded point is reached.
@@ -54,7 +56,7 @@ class Event {
   std::shared_ptr<State> state_;
 };
 
-class Stream {
+class NPUCACHE_API Stream {
  public:
   Stream(Device& device, int index);
   ~Stream();
@@ -98,7 +100,7 @@ class Stream {
   std::unique_ptr<Impl> impl_;
 };
 
-class TaskGraph {
+class NPUCACHE_API TaskGraph {
  public:
   // What a slot is bound to at a replay: a block and the base offset its
   // operands' offsets are relative to.
