@@ -184,7 +184,7 @@ int main(int argc, char** argv) {
       // frame found in it, and checksum what comes out.
       const auto at = file.find("\x28\xb5\x2f\xfd");
       const std::size_t frame = ZSTD_findFrameCompressedSize(file.data() + at, file.size() - at);
-      const std::string raw = cache::zstd::decompress(std::string_view(file).substr(at, frame), std::size_t{64} << 20);
+      const std::string raw = npucache::zstd::decompress(std::string_view(file).substr(at, frame), std::size_t{64} << 20);
       volatile uint64_t h = XXH3_64bits(raw.data(), raw.size());
       (void)h;
       return perf::now_s() - t0;

@@ -199,9 +199,9 @@ TEST_F(StoreAttack, AlteredBundlesAreRejectedOrImportCleanly) {
   ASSERT_EQ(::stat(file.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600u);  // exported bundles are private
   const std::string good = slurp(file);
-  const std::string raw = cache::zstd::decompress(std::string_view(good).substr(36), std::size_t{1} << 30);
+  const std::string raw = npucache::zstd::decompress(std::string_view(good).substr(36), std::size_t{1} << 30);
   auto reseal = [&](const std::string& records) {
-    const std::string payload = cache::zstd::compress(records);
+    const std::string payload = npucache::zstd::compress(records);
     std::string out = good.substr(0, 12);
     auto put = [&](uint64_t v) { out.append(reinterpret_cast<const char*>(&v), sizeof v); };
     put(payload.size());
@@ -245,7 +245,7 @@ TEST_F(StoreAttack, AlteredBundlesAreRejectedOrImportCleanly) {
   }
   // A zstd frame inside claiming more than the header: refused.
   {
-    std::string frame = cache::zstd::compress(std::string(1 << 20, '\0'));
+    std::string frame = npucache::zstd::compress(std::string(1 << 20, '\0'));
     std::string lying = reseal(raw);
     lying.replace(36, std::string::npos, frame);
     uint64_t len = frame.size();

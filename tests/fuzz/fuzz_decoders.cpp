@@ -179,7 +179,7 @@ void put(std::string& s, T v) {
 
 // A bundle around `records` with a correct header (docs/FORMAT.md).
 std::string frame_bundle(std::string_view records) {
-  const std::string payload = cache::zstd::compress(records, 1);
+  const std::string payload = npucache::zstd::compress(records, 1);
   std::string out = "NPUCBNDL";
   put<uint32_t>(out, 3);
   put<uint64_t>(out, payload.size());
@@ -190,7 +190,7 @@ std::string frame_bundle(std::string_view records) {
 
 // The records a bundle's payload holds (for seeds).
 std::string bundle_records(const std::string& bundle) {
-  return cache::zstd::decompress(std::string_view(bundle).substr(36), std::size_t{1} << 30);
+  return npucache::zstd::decompress(std::string_view(bundle).substr(36), std::size_t{1} << 30);
 }
 
 // Runs a decoded program with every symbol bound to 2 and small inputs.
@@ -312,7 +312,7 @@ void run_target(Target t, std::string_view in) {
       if (has_program) run_program(cg);
       break;
     }
-    case kZstdFrame: cache::zstd::decompress(in, std::size_t{1} << 20); break;
+    case kZstdFrame: npucache::zstd::decompress(in, std::size_t{1} << 20); break;
     case kJsonFiles: {
       const auto parts = split_frames(in);
       for (std::size_t i = 0; i < 2; ++i) {
@@ -505,7 +505,7 @@ Seeds make_seeds(const fs::path& dir) {
       remote(1, cache::encode_graph_ref({o.graph_key, cache::content_hash(value), value.size(), o.raw.size(),
                                          o.meta.with_program, o.meta.checksum}));
       s.add(kCompiled, o.raw);
-      s.add(kZstdFrame, cache::zstd::compress(o.raw, 1));
+      s.add(kZstdFrame, npucache::zstd::compress(o.raw, 1));
     }
     const fs::path bundle = dir / (std::string(sub) + ".bundle");
     cache::admin::export_bundle(d.string(), bundle.string());
