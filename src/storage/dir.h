@@ -12,6 +12,9 @@
 // sticky bit is set: anything else is refused (CacheRefused, with the
 // reason). Errors name the path and the system's reason ("No space left on
 // device", "Read-only file system").
+//
+// Every system call goes through the Env of the current process context
+// (process/env.h), so tests fail any of them on purpose.
 #pragma once
 
 #include <sys/types.h>
@@ -79,6 +82,8 @@ class Dir {
   bool publish(const std::string& name, std::string_view bytes) const;
   // Removes `name` (absent is not an error).
   void remove(const std::string& name) const;
+  // Removes the empty subdirectory `name`: false (errno set) when it cannot.
+  bool remove_empty_dir(const std::string& name) const;
   // Moves `name` out of the way atomically (rename to `to`).
   void rename(const std::string& name, const std::string& to) const;
   std::vector<std::string> list() const;

@@ -3,12 +3,13 @@
 #include "format/cache_error.h"
 #include "format/layout.h"
 #include "log/log.h"
+#include "process/context.h"
+#include "process/env.h"
 #include "storage/dir.h"
 #include "storage/store.h"
 
 #include <nlohmann/json.hpp>
 
-#include <chrono>
 #include <mutex>
 
 namespace npucache::cache {
@@ -17,7 +18,7 @@ namespace {
 
 constexpr std::size_t kRecentMisses = 20;
 
-double now() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
+double now() { return process::Context::current().env().wall_s(); }
 
 // 16 MiB: stats.json holds counters, a last-use time per entry and 20
 // misses; anything larger is not ours.

@@ -4,6 +4,8 @@
 #include "format/layout.h"
 #include "format/object_file.h"
 #include "log/log.h"
+#include "process/context.h"
+#include "process/env.h"
 
 #include <xxhash.h>
 #include <nlohmann/json.hpp>
@@ -139,7 +141,8 @@ std::string Store::identity() const {
   if (id.size() != 32)
     throw CacheError(dir_.path().string() + "/" + layout::kStoreFile + " is damaged: it names no store");
   struct stat st;
-  if (::fstat(dir_.fd(), &st) != 0) throw CacheError("cannot inspect " + dir_.path().string());
+  if (process::Context::current().env().fstat(dir_.fd(), &st) != 0)
+    throw CacheError("cannot inspect " + dir_.path().string());
   return id + ":" + std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino);
 }
 
