@@ -24,7 +24,7 @@ namespace {
 process::Env& env() { return process::Context::current().env(); }
 
 [[noreturn]] void fail(const std::string& what, const fs::path& p, int err) {
-  throw CacheError(what + " " + p.string() + " failed: " + std::strerror(err));
+  throw IoError(what + " " + p.string() + " failed: " + std::strerror(err));
 }
 
 // Is the process with this pid gone (its temporary files are garbage)?
@@ -72,7 +72,7 @@ FileLock::FileLock(int fd, std::string what, bool shared) : fd_(fd), what_(std::
     const int e = errno;
     env().close(fd_);
     fd_ = -1;
-    throw CacheError("cannot lock " + what_ + ": " + std::strerror(e));
+    throw IoError("cannot lock " + what_ + ": " + std::strerror(e));
   }
 }
 

@@ -17,6 +17,8 @@
 // (process/env.h), so tests fail any of them on purpose.
 #pragma once
 
+#include "format/cache_error.h"
+
 #include <sys/types.h>
 #include <cstdint>
 #include <filesystem>
@@ -27,6 +29,16 @@
 #include <vector>
 
 namespace npucache::cache {
+
+// A system call on the store's files failed: the disk or the file system
+// (an I/O error, a full disk, a read-only file system), not the bytes. What
+// a failed read would have returned is unknown, not damaged, so code that
+// salvages, replaces or removes damaged files must not act on it. The
+// message names the path and the system's reason.
+class IoError : public CacheError {
+ public:
+  using CacheError::CacheError;
+};
 
 // An advisory lock (flock), exclusive or shared, held for the object's
 // lifetime. flock locks belong to an open file: a process must not ask for

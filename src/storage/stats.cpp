@@ -24,11 +24,15 @@ double now() { return process::Context::current().env().wall_s(); }
 // misses; anything larger is not ours.
 constexpr std::size_t kMaxStatsBytes = std::size_t{16} << 20;
 
+// An I/O error reading the file is thrown (an update then writes nothing:
+// the counters on disk are unread, not damaged).
 CacheStats parse(const Dir& dir) {
   CacheStats s;
   std::optional<std::string> text_bytes;
   try {
     text_bytes = dir.read(layout::kStatsFile, kMaxStatsBytes);
+  } catch (const IoError&) {
+    throw;
   } catch (const CacheError& e) {
     log::warn("{}; statistics start afresh", e.what());
   }

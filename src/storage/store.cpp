@@ -254,6 +254,8 @@ Store::Put Store::put_object(const ObjectRecord& o, const Check& usable) const {
       return {std::move(stored), other};
     } catch (const CacheRefused&) {
       throw;
+    } catch (const IoError&) {
+      throw;  // unread, not damaged: it may be what other entries use
     } catch (const Error& e) {
       log::warn("stored object {} is unusable ({}); replacing it", o.graph_key, e.what());
       FileLock lock = dir_.sub(layout::kLocksDir, Create::yes).lock(layout::kRepairLock);
@@ -293,6 +295,8 @@ std::size_t Store::update_index(const std::string& model_info, const Components&
     }
   } catch (const CacheRefused&) {
     throw;
+  } catch (const IoError&) {
+    throw;  // unread, not damaged: replacing it would lose its entries
   } catch (const CacheError& e) {
     log::warn("{}; writing a new index", e.what());
     lost = 1;
