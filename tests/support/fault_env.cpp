@@ -137,7 +137,8 @@ ssize_t FaultEnv::transfer(FileOp op, int fd, std::size_t n, F&& call) {
   std::string path = fd_path(fd);
   const std::optional<Fault> f = enter(op, path);
   std::size_t ask = n;
-  if (f) switch (f->effect) {
+  if (f) {
+    switch (f->effect) {
       case Fault::Effect::fail:
         leave(op, std::move(path), -1, f->error, true);
         errno = f->error;
@@ -151,6 +152,7 @@ ssize_t FaultEnv::transfer(FileOp op, int fd, std::size_t n, F&& call) {
       case Fault::Effect::short_io: ask = n > 1 ? n / 2 : n; break;
       case Fault::Effect::delay: sleep_s(f->delay_s); break;
     }
+  }
   const ssize_t r = call(ask);
   const int e = errno;
   leave(op, std::move(path), static_cast<long>(r), e, f.has_value());
