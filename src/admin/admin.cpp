@@ -21,8 +21,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include <fcntl.h>
-#include <unistd.h>
 #include <algorithm>
 #include <cctype>
 #include <chrono>
@@ -374,7 +372,7 @@ ClearResult clear(const std::string& dir) {
         empty = false;
       }
     }
-    if (empty && ::unlinkat(d.fd(), sub, AT_REMOVEDIR) != 0) out.left.push_back((d.path() / sub).string());
+    if (empty && !d.remove_empty_dir(sub)) out.left.push_back((d.path() / sub).string());
   }
   return out;
 }

@@ -391,6 +391,8 @@ void MethodCache::save_tuning() const {
       if (auto r = read_tuning(d)) stored = std::move(*r);
     } catch (const CacheRefused&) {
       throw;
+    } catch (const IoError&) {
+      throw;  // unread, not damaged: its decisions are kept
     } catch (const CacheError& e) {
       warn_damaged_tuning(e.what());
       rewrite = true;
@@ -472,6 +474,8 @@ void MethodCache::save_profile(const std::vector<DimMark>& dims) const {
       if (auto r = read_profiles(d)) records = std::move(*r);
     } catch (const CacheRefused&) {
       throw;
+    } catch (const IoError&) {
+      throw;  // unread, not damaged: its records are kept
     } catch (const CacheError& e) {
       warn_damaged_profiles(e.what());
       rewrite = true;
@@ -565,6 +569,9 @@ void MethodCache::discard_damaged(const Store& store, const std::string& key, co
       return;
     } catch (const CacheRefused&) {
       throw;
+    } catch (const IoError& e) {
+      log::warn("object {} is kept: {}", key, e.what());  // unread, not damaged
+      return;
     } catch (const Error&) {
     }
     store.remove_object(key);

@@ -4,6 +4,8 @@
 #include "format/cache_error.h"
 #include "format/layout.h"
 #include "log/log.h"
+#include "process/context.h"
+#include "process/env.h"
 
 #include <chrono>
 #include <ctime>
@@ -11,7 +13,7 @@
 namespace npucache::cache {
 namespace {
 
-double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+double now() { return process::Context::current().env().monotonic_s(); }
 
 // CPU seconds of the calling thread (compiles, autotuning included, run on it).
 double thread_cpu() {

@@ -5,6 +5,8 @@
 #include "compiler/serialize.h"
 #include "format/cache_error.h"
 #include "format/layout.h"
+#include "process/context.h"
+#include "process/env.h"
 
 #include <chrono>
 #include <cstdio>
@@ -36,9 +38,11 @@ std::vector<std::string> parameter_names(const Graph& traced) {
 }
 
 std::string now_string() {
-  auto t = std::chrono::system_clock::now();
-  std::time_t secs = std::chrono::system_clock::to_time_t(t);
-  auto us = std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count() % 1000000;
+  // Whole microseconds of the Env's wall clock (a double holds them exactly
+  // for dates within centuries of now).
+  const auto t = static_cast<long long>(process::Context::current().env().wall_s() * 1e6);
+  std::time_t secs = static_cast<std::time_t>(t / 1000000);
+  const long long us = t % 1000000;
   std::tm tm;
   localtime_r(&secs, &tm);
   char buf[64];

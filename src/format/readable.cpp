@@ -6,7 +6,11 @@
 #include "format/cache_error.h"
 #include "format/keys.h"
 #include "format/layout.h"
+#include "process/context.h"
+#include "process/env.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <filesystem>
 #include <regex>
 #include <string>
@@ -131,8 +135,10 @@ std::pair<std::string, std::string> split_cache_path(const std::string& path) {
     // named by the next component.
     if (!rest.empty()) {
       const std::string model_info = rest.begin()->string();
-      std::error_code ec;
-      if (fs::is_regular_file(at / layout::index_file(model_info), ec)) return {at.string(), rest.string()};
+      struct stat st;
+      const fs::path index = at / layout::index_file(model_info);
+      if (process::Context::current().env().fstatat(AT_FDCWD, index.c_str(), &st, 0) == 0 && S_ISREG(st.st_mode))
+        return {at.string(), rest.string()};
     }
     rest = rest.empty() ? at.filename() : at.filename() / rest;
     if (at == at.parent_path()) break;

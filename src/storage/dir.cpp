@@ -2,6 +2,8 @@
 
 #include "format/cache_error.h"
 #include "format/layout.h"
+#include "process/context.h"
+#include "process/env.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -17,8 +19,12 @@ namespace npucache::cache {
 namespace fs = std::filesystem;
 namespace {
 
+// Every file-system call goes through the Env of the current process
+// context (tests inject faults there).
+process::Env& env() { return process::Context::current().env(); }
+
 [[noreturn]] void fail(const std::string& what, const fs::path& p, int err) {
-  throw CacheError(what + " " + p.string() + " failed: " + std::strerror(err));
+  throw IoError(what + " " + p.string() + " failed: " + std::strerror(err));
 }
 
 // Is the process with this pid gone (its temporary files are garbage)?
@@ -47,11 +53,11 @@ void check_safe(const struct stat& st, const fs::path& p, bool inside = false) {
 
 int open_dir_at(int at, const std::string& name, const fs::path& full) {
   struct stat lst;
-  if (::fstatat(at, name.c_str(), &lst, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(lst.st_mode))
+  if (env().fstatat(at, name.c_str(), &lst, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(lst.st_mode))
     throw CacheRefused("refusing to use " + full.string() +
                        ": it is a symbolic link, and a link could make npucache read or write where someone else "
                        "chooses; use the real directory");
-  const int fd = ::openat(at, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  const int fd = env().openat(at, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0 && errno == ELOOP)
     throw CacheRefused("refusing to use " + full.string() + ": it is a symbolic link; use the real directory");
   if (fd < 0 && errno == ENOTDIR) throw CacheRefused("refusing to use " + full.string() + ": it is not a directory");
@@ -61,29 +67,29 @@ int open_dir_at(int at, const std::string& name, const fs::path& full) {
 }  // namespace
 
 FileLock::FileLock(int fd, std::string what, bool shared) : fd_(fd), what_(std::move(what)) {
-  while (::flock(fd_, shared ? LOCK_SH : LOCK_EX) != 0) {
+  while (env().flock(fd_, shared ? LOCK_SH : LOCK_EX) != 0) {
     if (errno == EINTR) continue;
     const int e = errno;
-    ::close(fd_);
+    env().close(fd_);
     fd_ = -1;
-    throw CacheError("cannot lock " + what_ + ": " + std::strerror(e));
+    throw IoError("cannot lock " + what_ + ": " + std::strerror(e));
   }
 }
 
 FileLock::~FileLock() {
   if (fd_ >= 0) {
-    ::flock(fd_, LOCK_UN);
-    ::close(fd_);
+    env().flock(fd_, LOCK_UN);
+    env().close(fd_);
   }
 }
 
 Dir::Fd::~Fd() {
-  if (fd >= 0) ::close(fd);
+  if (fd >= 0) env().close(fd);
 }
 
 bool Dir::exists(const fs::path& path) {
   struct stat st;
-  return ::lstat(path.c_str(), &st) == 0;
+  return env().fstatat(AT_FDCWD, path.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0;
 }
 
 // The parents of a cache directory may be links (a home on another disk)
@@ -96,7 +102,7 @@ static void check_parents(const fs::path& p) {
   for (const auto& part : p.parent_path().relative_path()) {
     at /= part;
     struct stat st;
-    if (::lstat(at.c_str(), &st) != 0) return;  // missing: created below, by us
+    if (env().fstatat(AT_FDCWD, at.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return;  // missing: created below, by us
     if (S_ISLNK(st.st_mode) && st.st_uid != 0 && st.st_uid != ::geteuid())
       throw CacheRefused("refusing to use cache directory " + p.string() + ": its parent " + at.string() +
                          " is a symbolic link owned by uid " + std::to_string(st.st_uid) +
@@ -111,16 +117,16 @@ static void check_parents(const fs::path& p) {
 // refused: it could point the cache anywhere.
 static fs::path resolve_own_link(const fs::path& p) {
   struct stat lst;
-  if (::lstat(p.c_str(), &lst) != 0 || !S_ISLNK(lst.st_mode)) return p;
+  if (env().fstatat(AT_FDCWD, p.c_str(), &lst, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISLNK(lst.st_mode)) return p;
   if (lst.st_uid != ::geteuid() && lst.st_uid != 0)
     throw CacheRefused("refusing to use cache directory " + p.string() + ": it is a symbolic link owned by uid " +
                        std::to_string(lst.st_uid) + ", not by the current user (uid " + std::to_string(::geteuid()) +
                        "), who could point it anywhere; use the real directory");
-  std::error_code ec;
-  const fs::path target = fs::canonical(p, ec);
-  if (ec)
+  std::string resolved;
+  if (env().realpath(p.c_str(), resolved) != 0)
     throw CacheError("cache directory " + p.string() + " is a symbolic link whose target cannot be resolved (" +
-                     ec.message() + "); create the directory it points to");
+                     std::strerror(errno) + "); create the directory it points to");
+  const fs::path target = resolved;
   check_parents(target);
   return target;
 }
@@ -137,7 +143,7 @@ Dir Dir::open(const fs::path& path, Safety safety, Create create) {
     for (const auto& part : p.relative_path()) {
       at /= part;
       if (part.empty()) continue;
-      if (::mkdir(at.c_str(), 0700) != 0 && errno != EEXIST) fail("creating directory", at, errno);
+      if (env().mkdirat(AT_FDCWD, at.c_str(), 0700) != 0 && errno != EEXIST) fail("creating directory", at, errno);
     }
   }
   auto fd = std::make_shared<Fd>();
@@ -148,7 +154,7 @@ Dir Dir::open(const fs::path& path, Safety safety, Create create) {
   }
   if (safety == Safety::cache) {
     struct stat st;
-    if (::fstat(fd->fd, &st) != 0) fail("inspecting", p, errno);
+    if (env().fstat(fd->fd, &st) != 0) fail("inspecting", p, errno);
     check_safe(st, p);
   }
   return Dir(std::move(fd), p, safety);
@@ -156,7 +162,7 @@ Dir Dir::open(const fs::path& path, Safety safety, Create create) {
 
 Dir Dir::sub(const std::string& name, Create create) const {
   const fs::path full = path_ / name;
-  if (create == Create::yes && ::mkdirat(fd(), name.c_str(), 0700) != 0 && errno != EEXIST)
+  if (create == Create::yes && env().mkdirat(fd(), name.c_str(), 0700) != 0 && errno != EEXIST)
     fail("creating directory", full, errno);
   auto sfd = std::make_shared<Fd>();
   sfd->fd = open_dir_at(fd(), name, full);
@@ -165,14 +171,14 @@ Dir Dir::sub(const std::string& name, Create create) const {
     fail("opening directory", full, errno);
   }
   struct stat st;
-  if (::fstat(sfd->fd, &st) != 0) fail("inspecting", full, errno);
+  if (env().fstat(sfd->fd, &st) != 0) fail("inspecting", full, errno);
   if (safety_ == Safety::cache) check_safe(st, full, true);
   return Dir(std::move(sfd), full, safety_);
 }
 
 std::optional<Dir::Info> Dir::stat(const std::string& name) const {
   struct stat st;
-  if (::fstatat(fd(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+  if (env().fstatat(fd(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
     if (errno == ENOENT) return std::nullopt;
     fail("inspecting", path_ / name, errno);
   }
@@ -193,7 +199,7 @@ std::optional<std::string> Dir::head(const std::string& name, std::size_t n) con
 
 std::optional<std::string> Dir::read_up_to(const std::string& name, std::size_t cap, bool truncate) const {
   const fs::path full = path_ / name;
-  const int f = ::openat(fd(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+  const int f = env().openat(fd(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
   if (f < 0) {
     if (errno == ENOENT) return std::nullopt;
     if (errno == ELOOP)
@@ -203,10 +209,10 @@ std::optional<std::string> Dir::read_up_to(const std::string& name, std::size_t 
   }
   struct Closer {
     int fd;
-    ~Closer() { ::close(fd); }
+    ~Closer() { env().close(fd); }
   } closer{f};
   struct stat st;
-  if (::fstat(f, &st) != 0) fail("inspecting", full, errno);
+  if (env().fstat(f, &st) != 0) fail("inspecting", full, errno);
   if (!S_ISREG(st.st_mode)) throw CacheRefused("refusing to use " + full.string() + ": it is not a regular file");
   if (safety_ == Safety::cache && st.st_uid != ::geteuid())
     throw CacheRefused("refusing to use " + full.string() + ": it is owned by uid " + std::to_string(st.st_uid) +
@@ -225,7 +231,7 @@ std::optional<std::string> Dir::read_up_to(const std::string& name, std::size_t 
   std::string out(static_cast<std::size_t>(st.st_size), '\0');
   std::size_t got = 0;
   while (got < out.size()) {
-    const ssize_t n = ::read(f, out.data() + got, out.size() - got);
+    const ssize_t n = env().read(f, out.data() + got, out.size() - got);
     if (n < 0) {
       if (errno == EINTR) continue;
       fail("reading", full, errno);
@@ -242,14 +248,14 @@ std::string Dir::temp_for(const std::string& name, int& out_fd) const {
   // retry: O_EXCL|O_NOFOLLOW never opens an existing entry, so the plant is never written through.
   for (int attempt = 0;; ++attempt) {
     const std::string temp = layout::temp_name(name);
-    out_fd = ::openat(fd(), temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    out_fd = env().openat(fd(), temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (out_fd >= 0) return temp;
     if (errno != EEXIST || attempt >= 64) fail("creating", path_ / temp, errno);
   }
 }
 
 void Dir::sync() const {
-  if (::fsync(fd()) != 0 && errno != EINVAL) fail("syncing directory", path_, errno);
+  if (env().fsync(fd()) != 0 && errno != EINVAL) fail("syncing directory", path_, errno);
 }
 
 namespace {
@@ -258,7 +264,7 @@ void write_all(int f, std::string_view bytes, const fs::path& p) {
   const char* at = bytes.data();
   std::size_t left = bytes.size();
   while (left > 0) {
-    const ssize_t n = ::write(f, at, left);
+    const ssize_t n = env().write(f, at, left);
     if (n < 0) {
       if (errno == EINTR) continue;
       fail("writing", p, errno);
@@ -266,7 +272,7 @@ void write_all(int f, std::string_view bytes, const fs::path& p) {
     at += n;
     left -= static_cast<std::size_t>(n);
   }
-  if (::fsync(f) != 0) fail("syncing", p, errno);
+  if (env().fsync(f) != 0) fail("syncing", p, errno);
 }
 
 }  // namespace
@@ -276,15 +282,16 @@ void Dir::write(const std::string& name, std::string_view bytes) const {
   const std::string temp = temp_for(name, f);
   try {
     write_all(f, bytes, path_ / name);
-    if (::close(f) != 0) {
+    if (env().close(f) != 0) {
       f = -1;
       fail("closing", path_ / temp, errno);
     }
     f = -1;
-    if (::renameat(fd(), temp.c_str(), fd(), name.c_str()) != 0) fail("renaming a temporary over", path_ / name, errno);
+    if (env().renameat(fd(), temp.c_str(), fd(), name.c_str()) != 0)
+      fail("renaming a temporary over", path_ / name, errno);
   } catch (...) {
-    if (f >= 0) ::close(f);
-    ::unlinkat(fd(), temp.c_str(), 0);
+    if (f >= 0) env().close(f);
+    env().unlinkat(fd(), temp.c_str(), 0);
     throw;
   }
   sync();
@@ -296,51 +303,45 @@ bool Dir::publish(const std::string& name, std::string_view bytes) const {
   bool linked = false;
   try {
     write_all(f, bytes, path_ / name);
-    const int closed = ::close(f);
+    const int closed = env().close(f);
     f = -1;
     if (closed != 0) fail("closing", path_ / temp, errno);
-    if (::linkat(fd(), temp.c_str(), fd(), name.c_str(), 0) == 0)
+    if (env().linkat(fd(), temp.c_str(), fd(), name.c_str(), 0) == 0)
       linked = true;
     else if (errno != EEXIST)
       fail("linking", path_ / name, errno);
   } catch (...) {
-    if (f >= 0) ::close(f);
-    ::unlinkat(fd(), temp.c_str(), 0);
+    if (f >= 0) env().close(f);
+    env().unlinkat(fd(), temp.c_str(), 0);
     throw;
   }
-  ::unlinkat(fd(), temp.c_str(), 0);
+  env().unlinkat(fd(), temp.c_str(), 0);
   if (linked) sync();
   return linked;
 }
 
 void Dir::remove(const std::string& name) const {
-  if (::unlinkat(fd(), name.c_str(), 0) != 0 && errno != ENOENT) fail("removing", path_ / name, errno);
+  if (env().unlinkat(fd(), name.c_str(), 0) != 0 && errno != ENOENT) fail("removing", path_ / name, errno);
+}
+
+bool Dir::remove_empty_dir(const std::string& name) const {
+  return env().unlinkat(fd(), name.c_str(), AT_REMOVEDIR) == 0;
 }
 
 void Dir::rename(const std::string& name, const std::string& to) const {
-  if (::renameat(fd(), name.c_str(), fd(), to.c_str()) != 0 && errno != ENOENT) fail("renaming", path_ / name, errno);
+  if (env().renameat(fd(), name.c_str(), fd(), to.c_str()) != 0 && errno != ENOENT)
+    fail("renaming", path_ / name, errno);
 }
 
 std::vector<std::string> Dir::list() const {
   std::vector<std::string> out;
-  const int f = ::openat(fd(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (f < 0) fail("listing", path_, errno);
-  DIR* d = ::fdopendir(f);
-  if (!d) {
-    ::close(f);
-    fail("listing", path_, errno);
-  }
-  while (const dirent* e = ::readdir(d)) {
-    const std::string n = e->d_name;
-    if (n != "." && n != "..") out.push_back(n);
-  }
-  ::closedir(d);
+  if (env().list_dir(fd(), out) != 0) fail("listing", path_, errno);
   std::sort(out.begin(), out.end());
   return out;
 }
 
 FileLock Dir::lock(const std::string& name, bool shared) const {
-  const int f = ::openat(fd(), name.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+  const int f = env().openat(fd(), name.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (f < 0) fail("opening lock file", path_ / name, errno);
   return FileLock(f, (path_ / name).string(), shared);
 }
@@ -349,7 +350,7 @@ std::size_t Dir::remove_stale_temps() const {
   std::size_t removed = 0;
   for (const auto& n : list()) {
     const long pid = layout::temp_owner_any(n);
-    if (pid > 0 && (pid == ::getpid() ? false : dead(pid)) && ::unlinkat(fd(), n.c_str(), 0) == 0) ++removed;
+    if (pid > 0 && (pid == ::getpid() ? false : dead(pid)) && env().unlinkat(fd(), n.c_str(), 0) == 0) ++removed;
   }
   return removed;
 }

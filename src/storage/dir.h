@@ -12,7 +12,12 @@
 // sticky bit is set: anything else is refused (CacheRefused, with the
 // reason). Errors name the path and the system's reason ("No space left on
 // device", "Read-only file system").
+//
+// Every system call goes through the Env of the current process context
+// (process/env.h), so tests fail any of them on purpose.
 #pragma once
+
+#include "format/cache_error.h"
 
 #include <sys/types.h>
 #include <cstdint>
@@ -24,6 +29,16 @@
 #include <vector>
 
 namespace npucache::cache {
+
+// A system call on the store's files failed: the disk or the file system
+// (an I/O error, a full disk, a read-only file system), not the bytes. What
+// a failed read would have returned is unknown, not damaged, so code that
+// salvages, replaces or removes damaged files must not act on it. The
+// message names the path and the system's reason.
+class IoError : public CacheError {
+ public:
+  using CacheError::CacheError;
+};
 
 // An advisory lock (flock), exclusive or shared, held for the object's
 // lifetime. flock locks belong to an open file: a process must not ask for
@@ -79,6 +94,8 @@ class Dir {
   bool publish(const std::string& name, std::string_view bytes) const;
   // Removes `name` (absent is not an error).
   void remove(const std::string& name) const;
+  // Removes the empty subdirectory `name`: false (errno set) when it cannot.
+  bool remove_empty_dir(const std::string& name) const;
   // Moves `name` out of the way atomically (rename to `to`).
   void rename(const std::string& name, const std::string& to) const;
   std::vector<std::string> list() const;

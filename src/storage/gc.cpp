@@ -15,6 +15,8 @@
 #include "h5/h5.h"
 #include "log/log.h"
 #include "log/progress.h"
+#include "process/context.h"
+#include "process/env.h"
 #include "storage/stats.h"
 #include "storage/store.h"
 
@@ -227,7 +229,7 @@ std::optional<double> entry_time(const CacheStats& st, const EntryRecord& e) {
   return static_cast<double>(t);
 }
 
-double now_s() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
+double now_s() { return process::Context::current().env().wall_s(); }
 
 }  // namespace
 

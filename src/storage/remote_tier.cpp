@@ -7,6 +7,7 @@
 #include "format/tuning_file.h"
 #include "log/log.h"
 #include "process/context.h"
+#include "process/env.h"
 #include "process/once.h"
 
 #include <cerrno>
@@ -30,16 +31,16 @@ using remote::Fault;
 // Times a remote call into the counters of `dir`.
 class Counted {
  public:
-  explicit Counted(std::string dir) : dir_(std::move(dir)), t0_(std::chrono::steady_clock::now()) {}
+  explicit Counted(std::string dir) : dir_(std::move(dir)), t0_(process::Context::current().env().monotonic_s()) {}
   ~Counted() {
-    c.time_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+    c.time_s += process::Context::current().env().monotonic_s() - t0_;
     if (!dir_.empty()) record_remote(dir_, c);
   }
   RemoteCounters c;
 
  private:
   std::string dir_;
-  std::chrono::steady_clock::time_point t0_;
+  double t0_;
 };
 
 std::string cause(const Fault& f) {

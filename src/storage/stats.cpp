@@ -4,12 +4,12 @@
 #include "format/layout.h"
 #include "log/log.h"
 #include "process/context.h"
+#include "process/env.h"
 #include "storage/dir.h"
 #include "storage/store.h"
 
 #include <nlohmann/json.hpp>
 
-#include <chrono>
 #include <mutex>
 
 namespace npucache::cache {
@@ -18,17 +18,21 @@ namespace {
 
 constexpr std::size_t kRecentMisses = 20;
 
-double now() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
+double now() { return process::Context::current().env().wall_s(); }
 
 // 16 MiB: stats.json holds counters, a last-use time per entry and 20
 // misses; anything larger is not ours.
 constexpr std::size_t kMaxStatsBytes = std::size_t{16} << 20;
 
+// An I/O error reading the file is thrown (an update then writes nothing:
+// the counters on disk are unread, not damaged).
 CacheStats parse(const Dir& dir) {
   CacheStats s;
   std::optional<std::string> text_bytes;
   try {
     text_bytes = dir.read(layout::kStatsFile, kMaxStatsBytes);
+  } catch (const IoError&) {
+    throw;
   } catch (const CacheError& e) {
     log::warn("{}; statistics start afresh", e.what());
   }

@@ -4,7 +4,9 @@
 // only accumulate in memory (they are on the warm-start path); the
 // counters are merged into the file, under the cache lock and by atomic
 // rename, by flush_stats() and when the process exits normally. A stats
-// failure never fails a cache operation (it is logged at debug level).
+// failure never fails a cache operation (it is logged at debug level); a
+// stats.json that cannot be read is left as it is, never replaced. Dates are
+// the Env's wall clock (process/env.h).
 #pragma once
 
 #include <filesystem>
@@ -43,6 +45,8 @@ struct CacheStats {
   RemoteCounters remote;
 };
 
+// What parses of stats.json (a damaged file starts afresh); an I/O error
+// reading it is an IoError (gc then evicts nothing by age on a guess).
 CacheStats read_stats(const std::filesystem::path& dir);
 // `compile_seconds`: what the entry's object cost to compile (saved by the hit).
 void record_hit(const std::filesystem::path& dir, const std::string& entry, double compile_seconds);

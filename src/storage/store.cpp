@@ -6,11 +6,13 @@
 #include "format/object_file.h"
 #include "log/log.h"
 #include "process/context.h"
+#include "process/env.h"
 #include "process/once.h"
 
 #include <xxhash.h>
 #include <nlohmann/json.hpp>
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <algorithm>
@@ -127,7 +129,8 @@ Store Store::open(const fs::path& dir, Create create) {
   const std::string key = fs::absolute(dir).lexically_normal().string();
   OpenStores& open = process::Context::current().get<OpenStores>();
   struct stat now {};
-  const bool present = ::stat(key.c_str(), &now) == 0;
+  process::Env& env = process::Context::current().env();
+  const bool present = env.fstatat(AT_FDCWD, key.c_str(), &now, 0) == 0;
   {
     std::lock_guard lock(open.mu);
     auto it = open.by_path.find(key);
@@ -150,7 +153,7 @@ Store Store::open(const fs::path& dir, Create create) {
     note_format1(d);
   }
   struct stat st {};
-  if (::fstat(d.fd(), &st) == 0) {
+  if (env.fstat(d.fd(), &st) == 0) {
     std::lock_guard lock(open.mu);
     open.by_path.insert_or_assign(
         key, OpenStores::Open{d, st.st_dev, st.st_ino, st.st_mode, st.st_uid, create == Create::yes});
@@ -189,7 +192,8 @@ std::string Store::identity() const {
   if (id.size() != 32)
     throw CacheError(dir_.path().string() + "/" + layout::kStoreFile + " is damaged: it names no store");
   struct stat st;
-  if (::fstat(dir_.fd(), &st) != 0) throw CacheError("cannot inspect " + dir_.path().string());
+  if (process::Context::current().env().fstat(dir_.fd(), &st) != 0)
+    throw CacheError("cannot inspect " + dir_.path().string());
   return id + ":" + std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino);
 }
 
@@ -301,6 +305,8 @@ Store::Put Store::put_object(const ObjectRecord& o, const Check& usable) const {
       return {std::move(stored), other};
     } catch (const CacheRefused&) {
       throw;
+    } catch (const IoError&) {
+      throw;  // unread, not damaged: it may be what other entries use
     } catch (const Error& e) {
       log::warn("stored object {} is unusable ({}); replacing it", o.graph_key, e.what());
       FileLock lock = dir_.sub(layout::kLocksDir, Create::yes).lock(layout::kRepairLock);
@@ -363,6 +369,8 @@ std::size_t Store::update_index(const std::string& model_info, const Components&
     }
   } catch (const CacheRefused&) {
     throw;
+  } catch (const IoError&) {
+    throw;  // unread, not damaged: replacing it would lose its entries
   } catch (const CacheError& e) {
     log::warn("{}; writing a new index", e.what());
     lost = 1;
