@@ -17,6 +17,8 @@
 
 namespace npucache::cache {
 namespace fs = std::filesystem;
+bool IoError::storage_failed() const { return error_ == ENOSPC || error_ == EDQUOT || error_ == EIO; }
+
 namespace {
 
 // Every file-system call goes through the Env of the current process
@@ -24,7 +26,7 @@ namespace {
 process::Env& env() { return process::Context::current().env(); }
 
 [[noreturn]] void fail(const std::string& what, const fs::path& p, int err) {
-  throw IoError(what + " " + p.string() + " failed: " + std::strerror(err));
+  throw IoError(what + " " + p.string() + " failed: " + std::strerror(err), err);
 }
 
 // Is the process with this pid gone (its temporary files are garbage)?
@@ -72,7 +74,7 @@ FileLock::FileLock(int fd, std::string what, bool shared) : fd_(fd), what_(std::
     const int e = errno;
     env().close(fd_);
     fd_ = -1;
-    throw IoError("cannot lock " + what_ + ": " + std::strerror(e));
+    throw IoError("cannot lock " + what_ + ": " + std::strerror(e), e);
   }
 }
 

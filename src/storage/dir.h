@@ -37,7 +37,15 @@ namespace npucache::cache {
 // message names the path and the system's reason.
 class IoError : public CacheError {
  public:
-  using CacheError::CacheError;
+  IoError(const std::string& what, int error) : CacheError(what), error_(error) {}
+  // The errno of the failed call.
+  int error() const { return error_; }
+  // A failure of the storage itself (full, out of quota, an I/O error), as
+  // opposed to one of permission or a read-only file system.
+  bool storage_failed() const;
+
+ private:
+  int error_ = 0;
 };
 
 // An advisory lock (flock), exclusive or shared, held for the object's

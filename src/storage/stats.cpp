@@ -5,6 +5,7 @@
 #include "log/log.h"
 #include "process/context.h"
 #include "process/env.h"
+#include "process/once.h"
 #include "storage/dir.h"
 #include "storage/store.h"
 
@@ -130,6 +131,13 @@ void update(const fs::path& dir, F&& change) {
     d.write(layout::kStatsFile, j.dump(1) + "\n");
     // Every process that used the cache ends here: damaged markers heal.
     Store::open(dir, Create::no).heal_markers();
+  } catch (const IoError& e) {
+    // A full or failing disk is said once per directory; a read-only or
+    // refused one was said when the cache was used.
+    if (e.storage_failed() && process::Context::current().get<process::Once>().first("stats|" + dir.string()))
+      log::warn("cache statistics in {} not updated ({}); this process's counters are lost", dir.string(), e.what());
+    else
+      log::debug("cache statistics in {} not updated: {}", dir.string(), e.what());
   } catch (const std::exception& e) {
     log::debug("cache statistics in {} not updated: {}", dir.string(), e.what());
   }
