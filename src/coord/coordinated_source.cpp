@@ -7,6 +7,7 @@
 #include "compiler/tuning_table.h"
 #include "coord/agreed_failure.h"
 #include "coord/context.h"
+#include "coord/hash.h"
 #include "coord/host_allgather.h"
 #include "coord/remote_plan.h"
 #include "coord/reports.h"
@@ -47,15 +48,6 @@ class Laps {
  private:
   double last_ = now();
 };
-
-std::uint64_t fnv1a(const std::string& s) {
-  std::uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return h;
-}
 
 }  // namespace
 
@@ -128,7 +120,7 @@ std::shared_ptr<compiler::CompiledGraph> CoordinatedSource::obtain(const FlatArg
   // Arrival: one all-reduce says whether every rank calls this method,
   // whether every rank hit and whether any failed (max of the method's hash
   // and of its complement, max of "missed", max of "failed").
-  const std::uint64_t mh = fnv1a(cache().method());
+  const std::uint64_t mh = stable_hash(cache().method());
   std::vector<std::uint64_t> agreed{mh, ~mh, hit.hit() ? 0u : 1u, failure.failed() ? 1u : 0u};
   comm.allreduce_max(agreed, step("arrival"));
   if (agreed[0] != ~agreed[1]) {

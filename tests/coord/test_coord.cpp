@@ -2,6 +2,7 @@
 // identity), the routes of the node-leader exchange, the host map, and the
 // job identity handshake's messages.
 #include "coord/context.h"
+#include "coord/hash.h"
 #include "coord/host_allgather.h"
 #include "coord/job_identity.h"
 #include "coord/plan.h"
@@ -232,4 +233,13 @@ TEST(RemotePlan, OneFetcherPerHostForKeysNoStoreHolds) {
   ranks[3].remote = false;  // a rank without the remote: nobody reads it
   EXPECT_TRUE(plan_remote(plan, ranks, host_of).groups.empty());
   EXPECT_EQ(RankInfo::decode(ranks[0].encode()).remote, true);
+}
+
+// The values every build must give (the job identity and the config hash
+// of reports are made with it).
+TEST(Hash, IsTheSameOnEveryBuild) {
+  EXPECT_EQ(stable_hash(""), 1469598103934665603ull);
+  EXPECT_EQ(stable_hash("a"), 0x44bd8ad473cd9906ull);
+  EXPECT_EQ(stable_hash("foobar"), 0x88fad7c0a8ff07f2ull);
+  EXPECT_EQ(identity_hash("foobar"), stable_hash("foobar"));  // one function
 }
