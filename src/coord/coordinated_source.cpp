@@ -12,6 +12,7 @@
 #include "coord/remote_plan.h"
 #include "coord/reports.h"
 #include "coord/routes.h"
+#include "coord/transport.h"
 #include "format/artifact.h"
 #include "format/bundle.h"
 #include "format/cache_error.h"
@@ -71,9 +72,9 @@ void CoordinatedSource::load_profile(const FlatArgs& args, std::vector<DimMark>&
     if (at != paths.end() && i < kInputs && m.dim >= 0 && static_cast<std::size_t>(m.dim) < kDims)
       slots[i * kDims + static_cast<std::size_t>(m.dim)] = 1;
   }
-  const Context& ctx = Context::get(options_.timeout_s, nullptr);
-  ctx.comm().allreduce_max(slots, mpi::Step{"cache_compile of " + cache().method() + ": merging dynamic-shape profiles",
-                                            options_.timeout_s});
+  transport(options_.timeout_s, nullptr)
+      ->allreduce_max(slots, mpi::Step{"cache_compile of " + cache().method() + ": merging dynamic-shape profiles",
+                                       options_.timeout_s});
   for (std::size_t i = 0; i < paths.size() && i < kInputs; ++i)
     for (std::size_t d = 0; d < kDims; ++d)
       if (slots[i * kDims + d]) {
@@ -90,9 +91,9 @@ std::shared_ptr<compiler::CompiledGraph> CoordinatedSource::obtain(const FlatArg
   steps = {};
   steps.method = cache().method();
   steps.started_at = now();
-  const Context& ctx = Context::get(options_.timeout_s, &steps.setup_s);
-  const mpi::Comm& comm = ctx.comm();
-  const Hosts& hosts = ctx.hosts();
+  const std::shared_ptr<const Transport> net = transport(options_.timeout_s, &steps.setup_s);
+  const Transport& comm = *net;
+  const Hosts& hosts = Context::get(options_.timeout_s, nullptr).hosts();
   const int me = comm.rank();
   steps.hosts = hosts.count();
   auto step = [&](const std::string& what) {
@@ -319,7 +320,7 @@ std::shared_ptr<compiler::CompiledGraph> CoordinatedSource::obtain(const FlatArg
   return g;
 }
 
-void CoordinatedSource::persist_collectively(const mpi::Comm& comm, const std::vector<RankInfo>& infos,
+void CoordinatedSource::persist_collectively(const Transport& comm, const std::vector<RankInfo>& infos,
                                              const Plan& plan, const compiler::CompiledGraph& g,
                                              const cache::GraphId& id, const std::string& bytes,
                                              bool bytes_have_program) {

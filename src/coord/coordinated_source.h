@@ -8,10 +8,7 @@
 
 #include "cache/source.h"
 #include "coord/plan.h"
-
-namespace npucache::mpi {
-class Comm;
-}
+#include "coord/transport.h"
 
 namespace npucache::coord {
 
@@ -31,7 +28,7 @@ class CoordinatedSource final : public cache::MethodSource {
   // Step 6: one writer per store commits the new entries (and the objects
   // its store lacks) of every rank sharing it: the others send it theirs
   // and wait for its answer.
-  void persist_collectively(const mpi::Comm& comm, const std::vector<RankInfo>& infos, const Plan& plan,
+  void persist_collectively(const Transport& comm, const std::vector<RankInfo>& infos, const Plan& plan,
                             const compiler::CompiledGraph& g, const cache::GraphId& id, const std::string& bytes,
                             bool bytes_have_program);
 
