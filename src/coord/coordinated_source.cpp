@@ -5,7 +5,7 @@
 
 #include "compiler/serialize.h"
 #include "compiler/tuning_table.h"
-#include "coord/agreed_failure.h"
+#include "coord/agreement.h"
 #include "coord/context.h"
 #include "coord/hash.h"
 #include "coord/host_allgather.h"
@@ -115,14 +115,14 @@ std::shared_ptr<compiler::CompiledGraph> CoordinatedSource::obtain(const FlatArg
     }
     hit = lookup(args, tr ? &*tr : nullptr, tr ? &id : nullptr, compile);
   } catch (...) {
-    failure = LocalFailure::current();
+    failure = LocalFailure::current(Phase::arrival);
   }
   laps.lap(&steps.lookup_s);
   // Arrival: one all-reduce says whether every rank calls this method,
   // whether every rank hit and whether any failed (max of the method's hash
   // and of its complement, max of "missed", max of "failed").
   const std::uint64_t mh = stable_hash(cache().method());
-  std::vector<std::uint64_t> agreed{mh, ~mh, hit.hit() ? 0u : 1u, failure.failed() ? 1u : 0u};
+  std::vector<std::uint64_t> agreed{mh, ~mh, hit.hit() ? 0u : 1u, failure.flag()};
   comm.allreduce_max(agreed, step("arrival"));
   if (agreed[0] != ~agreed[1]) {
     const auto names = comm.allgather(cache().method(), step("arrival: naming the methods"));
@@ -134,9 +134,7 @@ std::shared_ptr<compiler::CompiledGraph> CoordinatedSource::obtain(const FlatArg
                     ") calls '" + cache().method() + "', " + who +
                     ". Every rank must call dist::cache_compile methods in the same order");
   }
-  if (agreed[3] != 0)
-    failure.throw_agreed(comm.allgather(failure.encode(), step("arrival: naming the ranks that failed")), me,
-                         cache().method(), "tracing its call and checking its cache");
+  agree_reduced(agreed[3], comm, failure, cache().method(), step("arrival"));
   laps.lap(&steps.arrival_s);
   if (agreed[2] == 0) {
     steps.all_hit = true;
@@ -161,7 +159,7 @@ std::shared_ptr<compiler::CompiledGraph> CoordinatedSource::obtain(const FlatArg
       info.needs = true;
       info.holds = cache().holds(id.key);
     } catch (...) {
-      failure = LocalFailure::current();
+      failure = LocalFailure::current(Phase::plan);
       info.failure = failure.encode();
     }
   }
@@ -178,7 +176,7 @@ std::shared_ptr<compiler::CompiledGraph> CoordinatedSource::obtain(const FlatArg
   {
     std::vector<std::string> failures;
     for (const auto& r : infos) failures.push_back(r.failure);
-    failure.agree(failures, me, cache().method(), "tracing its call");
+    decide(failures, failure, me, cache().method());
   }
   laps.lap(&steps.keys_s);
   // 4. Plan (every rank computes the same one).
@@ -188,7 +186,7 @@ std::shared_ptr<compiler::CompiledGraph> CoordinatedSource::obtain(const FlatArg
   laps.lap(&steps.plan_s);
   // 4b. The remote tier: keys no store holds are read from it once per
   // host, before anyone compiles; one all-reduce says which reads worked.
-  std::string bytes, status;
+  std::string bytes;
   bool from_remote = false;      // this rank's group is served by the remote, on every host
   bool nobody_produces = false;  // every group is: no owner can fail, no status to agree on
   const RemoteFetch remote = plan_remote(plan, infos, hosts.host_of);
@@ -242,6 +240,7 @@ std::shared_ptr<compiler::CompiledGraph> CoordinatedSource::obtain(const FlatArg
   rep.owner = from_remote ? -1 : owner;
   // 5. Owners produce the artifact; failures are agreed (one all-reduce;
   // the messages only when some owner failed).
+  LocalFailure produced;
   if (owner == me && !from_remote && bytes.empty()) {
     try {
       if (info.holds) {
@@ -254,20 +253,12 @@ std::shared_ptr<compiler::CompiledGraph> CoordinatedSource::obtain(const FlatArg
         // entry naming it is written (persist, below).
         cache().push_remote({cache().make_object(*mine, id, bytes, true)}, {});
       }
-    } catch (const std::exception& e) {
-      status = e.what();
-      if (status.empty()) status = "failed";
+    } catch (...) {
+      produced = LocalFailure::current(Phase::compile);
     }
   }
   laps.lap(&steps.produce_s);
-  std::vector<std::uint64_t> failed{status.empty() ? 0u : 1u};
-  if (!nobody_produces) comm.allreduce_max(failed, step("status"));
-  if (failed[0] != 0) {
-    const auto statuses = comm.allgather(status, step("status: naming the failures"));
-    for (std::size_t r = 0; r < statuses.size(); ++r)
-      if (!statuses[r].empty())
-        throw CommError("rank " + std::to_string(r) + " failed to compile " + cache().method() + ": " + statuses[r]);
-  }
+  if (!nobody_produces) agree(comm, produced, cache().method(), step("status"));
   laps.lap(&steps.status_s);
   // 5b. Exchange within each key group, along its routes.
   if (group >= 0) {
