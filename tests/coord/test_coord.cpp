@@ -80,6 +80,19 @@ TEST(Plan, NodeLocalDirectoriesOfOnePathAreOneStoreEach) {
   EXPECT_EQ(shipped, 4);  // each store gets the object once
 }
 
+// A rank whose cache is refused or unusable reports no store: it is no
+// store's member, writer or shipper, and the others' stores are as before.
+TEST(Plan, ARankWithoutAStoreWritesNothing) {
+  std::vector<RankInfo> ranks;
+  for (int r = 0; r < 4; ++r) ranks.push_back(needer("k", "shared"));
+  ranks[0].store.clear();
+  const Plan p = make_plan(ranks);
+  EXPECT_EQ(p.store_group, (std::vector<int>{-1, 0, 0, 0}));
+  EXPECT_EQ(p.store_writer, (std::vector<int>{1}));
+  EXPECT_EQ(p.ships_object, (std::vector<bool>{false, true, false, false}));
+  EXPECT_EQ(RankInfo::decode(ranks[0].encode()).store, "");
+}
+
 TEST(Plan, AHolderOnAnotherHostOwnsTheKey) {
   // Elastic reuse: the hosts that ran the job before hold the artifact.
   std::vector<RankInfo> ranks;
