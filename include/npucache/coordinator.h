@@ -13,19 +13,24 @@
 //     the same path are different stores);
 //  4. plan: ranks grouped by graph key, one owner per key (a holder if there
 //     is one, otherwise the compiles are spread over the ranks by cost);
-//  5. owners compile (or read) the artifact; the outcome is agreed; the
-//     artifact crosses the network once per host (one rank per host
-//     receives it, in a tree over the hosts, and passes it on within its
-//     host), so every rank of a group runs the same bytes;
+//  5. owners compile (or read) the artifact; the artifact crosses the
+//     network once per host (one rank per host receives it, in a tree over
+//     the hosts, and passes it on within its host), so every rank of a
+//     group runs the same bytes;
 //  6. persist: one writer per store (its lowest rank) commits the new
 //     entries of every rank sharing it, every entry pointing at the one
-//     stored copy of its artifact.
+//     stored copy of its artifact; when another process stored the key
+//     first, the ranks of that store run the bytes it kept.
+// After each phase in which a rank can fail on its own, the ranks agree on
+// the outcome: a rank's own failure reaches every rank at once as the same
+// error, of the failing rank's class (a ConfigError stays a ConfigError),
+// naming the rank, the phase and the cause; a cache that cannot be used or
+// written at one rank (refused, read-only, a full disk at a store's
+// writer) makes every rank run the method uncached, each warned once.
 // Every collective and transfer is bounded by `timeout_s`: a rank that
 // stops, dies, is cut off or runs something else makes every rank that can
 // still speak throw TimeoutError naming the step and the missing ranks
-// (mpi::Comm's roll call), instead of hanging; the job must then end. An
-// owner's failure reaches every rank as a CommError naming the rank and the
-// method.
+// (mpi::Comm's roll call), instead of hanging; the job must then end.
 //
 // The coordinator always shares and stores the compiled DeviceProgram (the
 // ge_cache level): sharing the graph alone would make every rank compile.
@@ -55,7 +60,8 @@ struct CoordinatorOptions {
 };
 
 // What the coordinator did for one method on this rank, step by step
-// (seconds; docs/SCALING.md models each), and the artifact bytes it moved.
+// (seconds; docs/SCALING.md models each), and the bytes it moved (the
+// artifact travels as a compressed one-object bundle).
 struct StepReport {
   std::string method;
   int hosts = 1;         // hosts (shared-memory nodes) of the job
@@ -66,10 +72,10 @@ struct StepReport {
   double plan_s = 0;
   double remote_s = 0;    // reading keys no store holds from the remote tier (one rank per host) and agreeing
   double produce_s = 0;   // owners: compile or read the artifact
-  double status_s = 0;    // agreeing on the owners' outcome
+  double status_s = 0;    // agreeing on the compile's outcome
   double exchange_s = 0;  // the artifact from its owner to its group
-  double load_s = 0;      // binding the received bytes
-  double persist_s = 0;   // one writer per store saves every rank's entry
+  double load_s = 0;      // preparing the received program, and agreeing on the exchange's and loads' outcome
+  double persist_s = 0;   // one writer per store saves every rank's entry, and agreeing on the outcome
   double save_s = 0;      // of which the writer's save itself
   bool all_hit = false;   // every rank hit: steps after arrival did not run
   // When the method's coordination started and ended, seconds on the

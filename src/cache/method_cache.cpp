@@ -172,11 +172,12 @@ MethodCache::Lookup MethodCache::lookup(const FlatArgs& args, const TraceResult*
 
 GraphId MethodCache::graph_id(const TraceResult& traced) const { return cache::graph_id(traced, id_.key); }
 
-std::string MethodCache::store_identity() const {
+std::string MethodCache::store_identity(std::string* why_unusable) const {
   try {
     return Store::open(id_.dir, Create::yes).identity();
   } catch (const CacheError& e) {
     warn_uncached(id_.dir, "refused", std::string(e.what()) + "; running uncached");
+    if (why_unusable) *why_unusable = e.what();
     return "unusable:" + id_.who.host + ":" + std::to_string(id_.who.pid) + ":" + std::to_string(id_.who.global_rank);
   }
 }
@@ -189,8 +190,8 @@ bool MethodCache::holds(const std::string& key) const {
   }
 }
 
-std::string MethodCache::object_bytes(const std::string& key) const {
-  return Store::open(id_.dir, Create::no).object(key, false).raw;
+ObjectRecord MethodCache::object_record(const std::string& key) const {
+  return Store::open(id_.dir, Create::no).object(key, true);
 }
 
 std::optional<MethodCache::Stored> MethodCache::stored_object(const GraphId& id, const TraceResult& trace,

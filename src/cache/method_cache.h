@@ -91,12 +91,13 @@ class MethodCache {
   GraphId graph_id(const TraceResult& traced) const;
   // The identity of this rank's store (Store::identity), creating the cache
   // directory if needed; a unique "unusable" identity when it cannot be
-  // used (refused, unwritable), so such a rank is a store of its own.
-  std::string store_identity() const;
+  // used (refused, unwritable), so such a rank is a store of its own, and
+  // then *why_unusable (when given) says why.
+  std::string store_identity(std::string* why_unusable = nullptr) const;
   // Whether the store holds the object `graph_key` (false when unreadable).
   bool holds(const std::string& graph_key) const;
-  // The stored object's serialized bytes (checksum verified).
-  std::string object_bytes(const std::string& graph_key) const;
+  // The stored object, with its graph's text (checksums verified).
+  ObjectRecord object_record(const std::string& graph_key) const;
   // The stored object for a trace that missed its entry (another rank, world
   // size or a lost index stored it): decoded and bound, or null when the
   // store has none (or a damaged one, which is removed). Costs a read, never

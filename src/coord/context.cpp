@@ -3,6 +3,7 @@
 #include <npucache/error.h>
 
 #include "coord/host_allgather.h"
+#include "coord/transport.h"
 #include "process/context.h"
 
 #include <algorithm>
@@ -68,7 +69,8 @@ const Context& Context::get(double timeout_s, double* setup_s) {
     std::vector<int> peers;
     for (int i = 0; i < leaders.size(); ++i) peers.push_back(i);
     std::vector<TableEntry> all;
-    for (const auto& b : bruck_allgather(leaders, peers, leaders.rank(), encode_table({mine}), kHostAllgatherTag, step))
+    for (const auto& b :
+         bruck_allgather(MpiTransport(leaders), peers, leaders.rank(), encode_table({mine}), kHostAllgatherTag, step))
       for (auto& e : decode_table(b)) all.push_back(std::move(e));
     table = encode_table(all);
   }

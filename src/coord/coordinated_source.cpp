@@ -1,28 +1,20 @@
 #include "coord/coordinated_source.h"
 
-#include <npucache/device.h>
 #include <npucache/error.h>
 
 #include "compiler/serialize.h"
-#include "compiler/tuning_table.h"
-#include "coord/agreed_failure.h"
-#include "coord/context.h"
+#include "coord/hash.h"
 #include "coord/host_allgather.h"
-#include "coord/remote_plan.h"
 #include "coord/reports.h"
 #include "coord/routes.h"
 #include "format/artifact.h"
 #include "format/bundle.h"
 #include "format/cache_error.h"
 #include "log/log.h"
-#include "mpi/comm.h"
 #include "process/context.h"
 #include "process/once.h"
 
 #include <algorithm>
-#include <chrono>
-#include <functional>
-#include <mutex>
 
 namespace npucache::coord {
 namespace {
@@ -33,28 +25,22 @@ constexpr int kExchangeTag = 100;
 constexpr int kEntriesTag = 102;
 constexpr int kSavedTag = 104;
 
-double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+// The program as it travels: a bundle of one object record.
+std::string wire_of(cache::ObjectRecord o) {
+  cache::Bundle b;
+  b.objects.push_back(std::move(o));
+  return cache::write_bundle(b);
+}
 
-// Seconds since the last lap, added to *into.
-class Laps {
- public:
-  void lap(double* into) {
-    const double t = now();
-    *into += t - last_;
-    last_ = t;
-  }
-
- private:
-  double last_ = now();
-};
-
-std::uint64_t fnv1a(const std::string& s) {
-  std::uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return h;
+// The one object of a bundle, for the graph `key`, its bytes checked.
+cache::ObjectRecord object_of(const std::string& wire, const std::string& key) {
+  cache::Bundle b = cache::read_bundle(wire);
+  if (b.objects.size() != 1 || b.objects[0].graph_key != key)
+    throw CacheError("the program received is not the one object of graph " + key);
+  cache::ObjectRecord& o = b.objects[0];
+  if (o.raw.size() != o.meta.raw_size || cache::checksum(o.raw) != o.meta.checksum)
+    throw CacheError("the program received for graph " + key + " fails its checksum");
+  return std::move(o);
 }
 
 }  // namespace
@@ -62,6 +48,18 @@ std::uint64_t fnv1a(const std::string& s) {
 CoordinatedSource::CoordinatedSource(std::shared_ptr<cache::MethodCache> cache, const dist::CoordinatorOptions& options,
                                      ReportSink sink)
     : MethodSource(std::move(cache), std::move(sink)), options_(options) {}
+
+mpi::Step CoordinatedSource::step(const std::string& what) {
+  return mpi::Step{"cache_compile of " + cache().method() + ": " + what, options_.timeout_s};
+}
+
+void CoordinatedSource::settle(const Agreed& a, Call& c) {
+  if (!a.survivable) return;
+  c.uncached = true;
+  disabled_ = true;
+  const std::string w = a.warning(cache().method());
+  if (process::Context::current().get<process::Once>().first("coordinator uncached|" + w)) log::warn("{}", w);
+}
 
 void CoordinatedSource::load_profile(const FlatArgs& args, std::vector<DimMark>& dims) {
   MethodSource::load_profile(args, dims);
@@ -79,9 +77,7 @@ void CoordinatedSource::load_profile(const FlatArgs& args, std::vector<DimMark>&
     if (at != paths.end() && i < kInputs && m.dim >= 0 && static_cast<std::size_t>(m.dim) < kDims)
       slots[i * kDims + static_cast<std::size_t>(m.dim)] = 1;
   }
-  const Context& ctx = Context::get(options_.timeout_s, nullptr);
-  ctx.comm().allreduce_max(slots, mpi::Step{"cache_compile of " + cache().method() + ": merging dynamic-shape profiles",
-                                            options_.timeout_s});
+  transport(options_.timeout_s, nullptr)->allreduce_max(slots, step("merging dynamic-shape profiles"));
   for (std::size_t i = 0; i < paths.size() && i < kInputs; ++i)
     for (std::size_t d = 0; d < kDims; ++d)
       if (slots[i * kDims + d]) {
@@ -93,304 +89,378 @@ void CoordinatedSource::load_profile(const FlatArgs& args, std::vector<DimMark>&
 std::shared_ptr<compiler::CompiledGraph> CoordinatedSource::obtain(const FlatArgs& args,
                                                                    const compiler::TraceStep& trace,
                                                                    const compiler::CompileStep& compile) {
-  MethodReport& rep = report();
-  dist::StepReport& steps = steps_;
-  steps = {};
-  steps.method = cache().method();
-  steps.started_at = now();
-  const Context& ctx = Context::get(options_.timeout_s, &steps.setup_s);
-  const mpi::Comm& comm = ctx.comm();
-  const Hosts& hosts = ctx.hosts();
-  const int me = comm.rank();
-  steps.hosts = hosts.count();
-  auto step = [&](const std::string& what) {
-    return mpi::Step{"cache_compile of " + cache().method() + ": " + what, options_.timeout_s};
-  };
-  Laps laps;
-  // 1. Own entry, decided from this rank's trace (or, on the fast path,
-  // from code_version without one).
-  // A rank whose own work fails here still arrives, carrying the failure,
-  // so the others learn it now instead of at the timeout (LocalFailure).
-  std::optional<TraceResult> tr;
-  cache::GraphId id;
-  cache::MethodCache::Lookup hit;
+  steps_ = {};
+  steps_.method = cache().method();
+  steps_.started_at = now();
+  const std::shared_ptr<const Transport> net = transport(options_.timeout_s, &steps_.setup_s);
+  const Hosts& hosts = Context::get(options_.timeout_s, nullptr).hosts();
+  steps_.hosts = hosts.count();
+  Call c(args, trace, compile, *net, hosts);
+  if (arrive(c)) {
+    plan(c);
+    produce(c);
+    load(c, exchange(c));
+    persist(c);
+  }
+  steps_.ended_at = now();
+  add_step_report(steps_);
+  return c.g;
+}
+
+// Arrival: each rank decides its own entry from its trace (or, on the fast
+// path, from code_version without one); one all-reduce says whether every
+// rank calls this method (max of the method's hash and of its complement),
+// whether every rank hit (max of "missed") and whether any failed (max of
+// the failure flags). A rank whose own work failed still arrives, carrying
+// the failure.
+bool CoordinatedSource::arrive(Call& c) {
   LocalFailure failure;
   try {
+    c.net.local_work(Phase::arrival, cache().method());
     if (!cache().fast_path()) {
-      tr = trace_checked(trace);
-      id = cache().graph_id(*tr);
+      c.tr = trace_checked(c.trace);
+      c.id = cache().graph_id(*c.tr);
     }
-    hit = lookup(args, tr ? &*tr : nullptr, tr ? &id : nullptr, compile);
+    c.hit = lookup(c.args, c.tr ? &*c.tr : nullptr, c.tr ? &c.id : nullptr, c.compile);
+    if (c.hit.reason == cache::MissReason::refused)
+      failure = LocalFailure::survivable(Phase::arrival, "its cache " + cache().dir() + " is " + c.hit.reason_text());
   } catch (...) {
-    failure = LocalFailure::current();
+    failure = LocalFailure::current(Phase::arrival);
   }
-  laps.lap(&steps.lookup_s);
-  // Arrival: one all-reduce says whether every rank calls this method,
-  // whether every rank hit and whether any failed (max of the method's hash
-  // and of its complement, max of "missed", max of "failed").
-  const std::uint64_t mh = fnv1a(cache().method());
-  std::vector<std::uint64_t> agreed{mh, ~mh, hit.hit() ? 0u : 1u, failure.failed() ? 1u : 0u};
-  comm.allreduce_max(agreed, step("arrival"));
+  c.laps.lap(&steps_.lookup_s);
+  const std::uint64_t mh = stable_hash(cache().method());
+  std::vector<std::uint64_t> agreed{mh, ~mh, c.hit.hit() ? 0u : 1u, failure.flag()};
+  c.net.allreduce_max(agreed, step("arrival"));
   if (agreed[0] != ~agreed[1]) {
-    const auto names = comm.allgather(cache().method(), step("arrival: naming the methods"));
+    const auto names = c.net.allgather(cache().method(), step("arrival: naming the methods"));
     std::string who;
     for (std::size_t r = 0; r < names.size(); ++r)
       if (names[r] != cache().method())
         who += (who.empty() ? "" : ", ") + std::string("rank ") + std::to_string(r) + " '" + names[r] + "'";
-    throw CommError("the ranks call different cached methods at the same point: this rank (" + std::to_string(me) +
+    throw CommError("the ranks call different cached methods at the same point: this rank (" + std::to_string(c.me) +
                     ") calls '" + cache().method() + "', " + who +
                     ". Every rank must call dist::cache_compile methods in the same order");
   }
-  if (agreed[3] != 0)
-    failure.throw_agreed(comm.allgather(failure.encode(), step("arrival: naming the ranks that failed")), me,
-                         cache().method(), "tracing its call and checking its cache");
-  laps.lap(&steps.arrival_s);
-  if (agreed[2] == 0) {
-    steps.all_hit = true;
-    steps.ended_at = now();
-    add_step_report(steps);
-    return hit.graph;
-  }
-  // 2-3. Misses trace; everyone reports key, cost, holdings, store.
-  RankInfo info;
-  info.store = cache().store_identity();
-  info.remote = cache().remote() != nullptr;
-  if (hit.hit()) {
-    id.key = hit.entry->graph_key;
-    info.holds = true;
-  } else {
-    try {
-      if (!tr) {  // the fast path traces only on a miss
-        tr = trace_checked(trace);
-        id = cache().graph_id(*tr);
+  settle(agree_reduced(agreed[3], c.net, failure, cache().method(), step("arrival")), c);
+  c.laps.lap(&steps_.arrival_s);
+  if (agreed[2] != 0) return true;
+  steps_.all_hit = true;
+  c.g = c.hit.graph;
+  return false;
+}
+
+// Plan: ranks that miss trace (the fast path traces only now); every rank
+// reports its key, cost, holdings and store in the host-by-host all-gather,
+// which carries the failures too; every rank computes the same plan.
+void CoordinatedSource::plan(Call& c) {
+  MethodReport& rep = report();
+  RankInfo& info = c.info;
+  LocalFailure failure;
+  try {
+    c.net.local_work(Phase::plan, cache().method());
+    if (!disabled_) {
+      std::string unusable;
+      info.store = cache().store_identity(&unusable);
+      if (!unusable.empty()) {
+        info.store.clear();
+        failure = LocalFailure::survivable(Phase::plan, "its cache " + cache().dir() + " cannot be used: " + unusable);
       }
-      info.cost = static_cast<double>(tr->graph.size());
-      info.needs = true;
-      info.holds = cache().holds(id.key);
-    } catch (...) {
-      failure = LocalFailure::current();
-      info.failure = failure.encode();
     }
+    info.remote = cache().remote() != nullptr;
+    if (c.hit.hit()) {
+      c.id.key = c.hit.entry->graph_key;
+      info.holds = true;
+    } else {
+      if (!c.tr) {
+        c.tr = trace_checked(c.trace);
+        c.id = cache().graph_id(*c.tr);
+      }
+      info.cost = static_cast<double>(c.tr->graph.size());
+      info.needs = true;
+      info.holds = !info.store.empty() && cache().holds(c.id.key);
+    }
+  } catch (...) {
+    failure = LocalFailure::current(Phase::plan);
   }
-  info.graph_key = id.key;
-  rep.graph_key = id.key;
-  std::vector<std::string> params;  // this rank's parameter names, placeholder order
-  if (tr) params = cache::parameter_names(tr->graph);
-  laps.lap(&steps.lookup_s);
-  std::vector<RankInfo> infos;
-  for (const auto& s : host_allgather(comm, hosts, info.encode(), step("key all-gather"))) {
-    steps.key_bytes += s.size();
-    infos.push_back(RankInfo::decode(s));
+  info.failure = failure.encode();
+  info.graph_key = c.id.key;
+  rep.graph_key = c.id.key;
+  if (c.tr) c.params = cache::parameter_names(c.tr->graph);
+  c.laps.lap(&steps_.lookup_s);
+  std::vector<std::string> failures;
+  for (const auto& s : host_allgather(c.net, c.hosts, info.encode(), step("key all-gather"))) {
+    steps_.key_bytes += s.size();
+    c.infos.push_back(RankInfo::decode(s));
+    failures.push_back(c.infos.back().failure);
   }
-  {
-    std::vector<std::string> failures;
-    for (const auto& r : infos) failures.push_back(r.failure);
-    failure.agree(failures, me, cache().method(), "tracing its call");
-  }
-  laps.lap(&steps.keys_s);
-  // 4. Plan (every rank computes the same one).
-  const Plan plan = make_plan(infos);
-  const int group = plan.group_of[static_cast<std::size_t>(me)];
-  int owner = group >= 0 ? plan.owner[static_cast<std::size_t>(group)] : -1;
-  laps.lap(&steps.plan_s);
-  // 4b. The remote tier: keys no store holds are read from it once per
-  // host, before anyone compiles; one all-reduce says which reads worked.
-  std::string bytes, status;
-  bool from_remote = false;      // this rank's group is served by the remote, on every host
-  bool nobody_produces = false;  // every group is: no owner can fail, no status to agree on
-  const RemoteFetch remote = plan_remote(plan, infos, hosts.host_of);
-  const auto with_remote = std::count_if(infos.begin(), infos.end(), [](const RankInfo& r) { return r.remote; });
-  if (info.remote && with_remote < static_cast<std::ptrdiff_t>(infos.size()) &&
+  settle(decide(failures, failure, c.me, cache().method()), c);
+  c.laps.lap(&steps_.keys_s);
+  c.plan = make_plan(c.infos);
+  c.group = c.plan.group_of[static_cast<std::size_t>(c.me)];
+  c.owner = c.group >= 0 ? c.plan.owner[static_cast<std::size_t>(c.group)] : -1;
+  c.laps.lap(&steps_.plan_s);
+  read_remote(c);
+  rep.owner = c.from_remote ? -1 : c.owner;
+}
+
+// The remote tier: keys no store holds are read from it once per host,
+// before anyone compiles; one all-reduce says which reads worked.
+void CoordinatedSource::read_remote(Call& c) {
+  MethodReport& rep = report();
+  c.remote = plan_remote(c.plan, c.infos, c.hosts.host_of);
+  const auto with_remote = std::count_if(c.infos.begin(), c.infos.end(), [](const RankInfo& r) { return r.remote; });
+  if (c.info.remote && with_remote < static_cast<std::ptrdiff_t>(c.infos.size()) &&
       process::Context::current().get<process::Once>().first("remote on some ranks"))
     log::warn(
         "the remote cache tier is set on {} of {} ranks; a job uses it only when every rank has it (set "
         "NPUCACHE_REMOTE or --remote alike on every rank)",
-        with_remote, infos.size());
-  if (!remote.groups.empty()) {
-    const auto& mine = group >= 0 ? remote.fetchers.find(group) : remote.fetchers.end();
-    const bool fetcher =
-        mine != remote.fetchers.end() && std::find(mine->second.begin(), mine->second.end(), me) != mine->second.end();
-    bool got = false;
-    if (fetcher)
-      if (auto rec = cache().remote_record(id.key)) {
-        bytes = std::move(rec->raw);
-        got = true;
-        rep.remote = true;
-        rep.read_store = true;  // served by a cache (the remote tier), not compiled
-        rep.remote_bytes = bytes.size();
-      }
-    // Per remote group: whether a fetcher failed, and W - the lowest fetcher that read it.
-    const std::size_t world = infos.size();
-    std::vector<std::uint64_t> outcome(2 * remote.groups.size(), 0);
-    for (std::size_t k = 0; k < remote.groups.size(); ++k)
-      if (fetcher && remote.groups[k] == group) {
-        outcome[2 * k] = got ? 0 : 1;
-        outcome[2 * k + 1] = got ? world - static_cast<std::size_t>(me) : 0;
-      }
-    comm.allreduce_max(outcome, step("remote reads"));
-    nobody_produces = remote.groups.size() == plan.keys.size();
-    for (std::size_t k = 0; k < remote.groups.size(); ++k) nobody_produces = nobody_produces && outcome[2 * k] == 0;
-    for (std::size_t k = 0; k < remote.groups.size(); ++k) {
-      if (remote.groups[k] != group) continue;
-      if (outcome[2 * k] == 0) {
-        from_remote = true;  // every host read it
-      } else if (outcome[2 * k + 1] > 0) {
-        owner = static_cast<int>(world - outcome[2 * k + 1]);  // a host that read it shares it
-        if (owner != me) {
-          bytes.clear();
-          rep.remote = rep.read_store = false;  // it receives the owner's copy
-        }
-      } else {
-        bytes.clear();  // nobody could: the owner compiles
-      }
+        with_remote, c.infos.size());
+  if (c.remote.groups.empty()) return;
+  const auto& mine = c.group >= 0 ? c.remote.fetchers.find(c.group) : c.remote.fetchers.end();
+  const bool fetcher = mine != c.remote.fetchers.end() &&
+                       std::find(mine->second.begin(), mine->second.end(), c.me) != mine->second.end();
+  bool got = false;
+  if (fetcher)
+    if (auto rec = cache().remote_record(c.id.key)) {
+      rep.remote = true;
+      rep.read_store = true;  // served by a cache (the remote tier), not compiled
+      rep.remote_bytes = rec->raw.size();
+      c.wire = wire_of(std::move(*rec));
+      got = true;
     }
-    laps.lap(&steps.remote_s);
-  }
-  rep.owner = from_remote ? -1 : owner;
-  // 5. Owners produce the artifact; failures are agreed (one all-reduce;
-  // the messages only when some owner failed).
-  if (owner == me && !from_remote && bytes.empty()) {
-    try {
-      if (info.holds) {
-        bytes = cache().object_bytes(id.key);
-        rep.read_store = true;
-      } else {
-        auto mine = compile_timed(std::move(*tr), args, compile);
-        bytes = compiler::serialize_compiled(*mine, true);
-        // The rank that compiled writes the artifact back, before any
-        // entry naming it is written (persist, below).
-        cache().push_remote({cache().make_object(*mine, id, bytes, true)}, {});
+  // Per remote group: whether a fetcher failed, and W - the lowest fetcher that read it.
+  const std::size_t world = c.infos.size();
+  std::vector<std::uint64_t> outcome(2 * c.remote.groups.size(), 0);
+  for (std::size_t k = 0; k < c.remote.groups.size(); ++k)
+    if (fetcher && c.remote.groups[k] == c.group) {
+      outcome[2 * k] = got ? 0 : 1;
+      outcome[2 * k + 1] = got ? world - static_cast<std::size_t>(c.me) : 0;
+    }
+  c.net.allreduce_max(outcome, step("remote reads"));
+  c.nobody_produces = c.remote.groups.size() == c.plan.keys.size();
+  for (std::size_t k = 0; k < c.remote.groups.size(); ++k) c.nobody_produces = c.nobody_produces && outcome[2 * k] == 0;
+  for (std::size_t k = 0; k < c.remote.groups.size(); ++k) {
+    if (c.remote.groups[k] != c.group) continue;
+    if (outcome[2 * k] == 0) {
+      c.from_remote = true;  // every host read it
+    } else if (outcome[2 * k + 1] > 0) {
+      c.owner = static_cast<int>(world - outcome[2 * k + 1]);  // a host that read it shares it
+      if (c.owner != c.me) {
+        c.wire.clear();
+        rep.remote = rep.read_store = false;  // it receives the owner's copy
       }
-    } catch (const std::exception& e) {
-      status = e.what();
-      if (status.empty()) status = "failed";
+    } else {
+      c.wire.clear();  // nobody could: the owner compiles
     }
   }
-  laps.lap(&steps.produce_s);
-  std::vector<std::uint64_t> failed{status.empty() ? 0u : 1u};
-  if (!nobody_produces) comm.allreduce_max(failed, step("status"));
-  if (failed[0] != 0) {
-    const auto statuses = comm.allgather(status, step("status: naming the failures"));
-    for (std::size_t r = 0; r < statuses.size(); ++r)
-      if (!statuses[r].empty())
-        throw CommError("rank " + std::to_string(r) + " failed to compile " + cache().method() + ": " + statuses[r]);
-  }
-  laps.lap(&steps.status_s);
-  // 5b. Exchange within each key group, along its routes.
-  if (group >= 0) {
-    std::vector<int> receivers;
-    for (std::size_t r = 0; r < infos.size(); ++r)
-      if (plan.group_of[r] == group && infos[r].needs && (from_remote || static_cast<int>(r) != owner))
-        receivers.push_back(static_cast<int>(r));
-    const auto routes = from_remote              ? host_routes(remote.fetchers.at(group), receivers, hosts.host_of)
-                        : options_.flat_exchange ? flat_routes(owner, receivers)
-                                                 : node_leader_routes(owner, receivers, hosts.host_of);
-    if (auto it = routes.find(me); it != routes.end()) {
-      const Route& route = it->second;
-      if (route.parent >= 0) {
-        bytes = comm.recv_from({route.parent}, kExchangeTag, step("exchange"))[0];
-        rep.fetched = true;
-        rep.bytes_received = bytes.size();
-        const auto host = [&](int r) { return hosts.host_of[static_cast<std::size_t>(r)]; };
-        if (host(route.parent) != host(me)) steps.bytes_between_hosts = bytes.size();
-        if (host(owner) != host(me)) steps.flat_bytes_between_hosts = bytes.size();
-      }
-      comm.send_to(route.children, kExchangeTag, bytes, step("exchange"));
-    }
-  }
-  laps.lap(&steps.exchange_s);
-  rep.exchange_s = steps.exchange_s;
-  rep.artifact_bytes = bytes.size();
-  if (!bytes.empty()) rep.artifact_checksum = cache::checksum(bytes);
-  // The rank's compiled graph: its own hit, or the group's bytes bound to
-  // its own parameter names.
-  // Bytes read from a store may hold the optimized graph without its
-  // program (a cache written without ge_cache): the rank lowers it with the
-  // stored autotune decisions, as a single-process hit does.
-  std::shared_ptr<compiler::CompiledGraph> g = hit.graph;
-  bool has_program = true;
-  if (!g) {
-    cache::ObjectRecord obj;
-    obj.graph_key = id.key;
-    obj.raw = bytes;
-    cache::Decoded d = cache::decode(obj, params);
-    has_program = d.has_program;
-    g = cache().prepare(std::move(d), args, compile);
-  }
-  laps.lap(&steps.load_s);
-  // 6. Persist.
-  persist_collectively(comm, infos, plan, *g, id, bytes, has_program);
-  laps.lap(&steps.persist_s);
-  rep.persist_s = steps.persist_s;
-  steps.ended_at = now();
-  add_step_report(steps);
-  return g;
+  c.laps.lap(&steps_.remote_s);
 }
 
-void CoordinatedSource::persist_collectively(const mpi::Comm& comm, const std::vector<RankInfo>& infos,
-                                             const Plan& plan, const compiler::CompiledGraph& g,
-                                             const cache::GraphId& id, const std::string& bytes,
-                                             bool bytes_have_program) {
-  const int me = comm.rank();
-  const RankInfo& info = infos[static_cast<std::size_t>(me)];
-  const int store = plan.store_group[static_cast<std::size_t>(me)];
-  const int writer = plan.store_writer[static_cast<std::size_t>(store)];
-  auto step = [&](const std::string& what) {
-    return mpi::Step{"cache_compile of " + cache().method() + ": persist (" + what + ")", options_.timeout_s};
-  };
-  // The ranks of this store with a new entry, other than its writer.
-  std::vector<int> senders;
-  for (std::size_t r = 0; r < infos.size(); ++r)
-    if (plan.store_group[r] == store && infos[r].needs && static_cast<int>(r) != writer)
-      senders.push_back(static_cast<int>(r));
-  cache::Bundle mine;
-  if (info.needs) {
-    // The owner's bytes: one artifact per key, byte-identical on every rank.
-    cache::ObjectRecord o = cache().make_object(g, id, bytes, bytes_have_program);
-    cache::EntryRecord e = cache().make_entry(g, o);
-    mine.entries.push_back(e);
-    if (plan.ships_object[static_cast<std::size_t>(me)]) mine.objects.push_back(o);
-    cache().remember(e, o);
-  }
-  if (me != writer) {
-    if (!info.needs) return;
-    comm.send_to({writer}, kEntriesTag, cache::write_bundle(mine), step("sending the entry to the store's writer"));
-    const std::string saved =
-        comm.recv_from({writer}, kSavedTag, step("waiting for the store's writer, rank " + std::to_string(writer)))[0];
-    report().saved = saved == "1";
+// Compile: owners compile or read the program, as the object record every
+// rank of the group will run and store (its producer is the owner).
+void CoordinatedSource::produce(Call& c) {
+  if (c.nobody_produces) {  // the remote tier served every group: no owner can fail
+    c.laps.lap(&steps_.produce_s);
     return;
   }
-  if (senders.empty() && !info.needs) return;  // nothing new for this store
-  const auto parts = comm.recv_from(senders, kEntriesTag, step("gathering the store's entries"));
-  // The store's writer commits for every rank sharing it; a failure to
-  // write (a full disk, a refused or read-only directory) is logged once and
-  // the job continues uncached: it never leaves the other ranks waiting.
-  std::string saved = "0";
+  LocalFailure failure;
+  try {
+    c.net.local_work(Phase::compile, cache().method());
+    if (c.owner == c.me && !c.from_remote && c.wire.empty()) c.wire = wire_of(owned_object(c));
+  } catch (...) {
+    failure = LocalFailure::current(Phase::compile);
+  }
+  c.laps.lap(&steps_.produce_s);
+  settle(agree(c.net, failure, cache().method(), step("status")), c);
+  c.laps.lap(&steps_.status_s);
+}
+
+cache::ObjectRecord CoordinatedSource::owned_object(Call& c) {
+  if (c.info.holds) {  // its store has it: a read, no compile
+    report().read_store = true;
+    return cache().object_record(c.id.key);
+  }
+  auto mine = compile_timed(std::move(*c.tr), c.args, c.compile);
+  cache::ObjectRecord o = cache().make_object(*mine, c.id, compiler::serialize_compiled(*mine, true), true);
+  // The rank that compiled writes the program back, before any entry
+  // naming it is written (persist, below).
+  cache().push_remote({o}, {});
+  return o;
+}
+
+// Exchange: the program travels within each key group, along its routes.
+// A rank whose own work fails here still passes the bytes on, so no rank
+// waits for it; its failure is agreed with the load's.
+LocalFailure CoordinatedSource::exchange(Call& c) {
+  MethodReport& rep = report();
+  LocalFailure failure;
+  try {
+    c.net.local_work(Phase::exchange, cache().method());
+  } catch (...) {
+    failure = LocalFailure::current(Phase::exchange);
+  }
+  if (c.group >= 0) {
+    std::vector<int> receivers;
+    for (std::size_t r = 0; r < c.infos.size(); ++r)
+      if (c.plan.group_of[r] == c.group && c.infos[r].needs && (c.from_remote || static_cast<int>(r) != c.owner))
+        receivers.push_back(static_cast<int>(r));
+    const auto routes = c.from_remote ? host_routes(c.remote.fetchers.at(c.group), receivers, c.hosts.host_of)
+                        : options_.flat_exchange ? flat_routes(c.owner, receivers)
+                                                 : node_leader_routes(c.owner, receivers, c.hosts.host_of);
+    if (auto it = routes.find(c.me); it != routes.end()) {
+      const Route& route = it->second;
+      if (route.parent >= 0) {
+        c.wire = c.net.recv_from({route.parent}, kExchangeTag, step("exchange"))[0];
+        rep.fetched = true;
+        rep.bytes_received = c.wire.size();
+        const auto host = [&](int r) { return c.hosts.host_of[static_cast<std::size_t>(r)]; };
+        if (host(route.parent) != host(c.me)) steps_.bytes_between_hosts = c.wire.size();
+        if (host(c.owner) != host(c.me)) steps_.flat_bytes_between_hosts = c.wire.size();
+      }
+      c.net.send_to(route.children, kExchangeTag, c.wire, step("exchange"));
+    }
+  }
+  c.laps.lap(&steps_.exchange_s);
+  rep.exchange_s = steps_.exchange_s;
+  return failure;
+}
+
+// Load: each rank that missed prepares the program it received for its own
+// call (bound to its own parameter names; bytes without a program, read
+// from a store written without ge_cache, are lowered with the stored
+// autotune decisions, as a single-process hit does); a rank that hit runs
+// its own. Then the ranks agree on the exchange's and the load's failures.
+void CoordinatedSource::load(Call& c, LocalFailure failure) {
+  MethodReport& rep = report();
+  try {
+    c.net.local_work(Phase::load, cache().method());
+    if (c.hit.hit()) {
+      c.g = c.hit.graph;
+    } else {
+      c.object = object_of(c.wire, c.id.key);
+      rep.artifact_bytes = c.object.raw.size();
+      rep.artifact_checksum = c.object.meta.checksum;
+      c.g = cache().prepare(cache::decode(c.object, c.params), c.args, c.compile);
+    }
+  } catch (...) {
+    if (!failure.failed()) failure = LocalFailure::current(Phase::load);
+  }
+  settle(agree(c.net, failure, cache().method(), step("load")), c);
+  c.laps.lap(&steps_.load_s);
+}
+
+LocalFailure CoordinatedSource::run_kept(Call& c, const std::string& wire) {
+  try {
+    cache::ObjectRecord kept = object_of(wire, c.id.key);
+    c.g = cache().runnable(kept, cache::parameter_names(c.g->trace.graph), c.args, c.compile);
+    report().artifact_checksum = kept.meta.checksum;
+    report().artifact_bytes = kept.raw.size();
+    cache().remember(cache().make_entry(*c.g, kept), kept);
+    c.object = std::move(kept);
+    return {};
+  } catch (...) {
+    return LocalFailure::current(Phase::persist);
+  }
+}
+
+// Persist: one writer per store (its lowest rank) commits the new entries
+// (and the objects its store lacks) of every rank sharing it; the others
+// send it theirs -- or nothing, when their own work failed, so the writer
+// never waits for them -- and wait for its answer, which carries the
+// object the store kept when another writer had stored the key first:
+// they run those bytes (every user of a key in a store runs the same
+// program). Then the ranks agree: a save that failed is survivable.
+void CoordinatedSource::persist(Call& c) {
+  if (c.uncached) return;
+  const auto me = static_cast<std::size_t>(c.me);
+  const int store = c.plan.store_group[me];
+  LocalFailure failure;
+  cache::Bundle mine;
+  try {
+    c.net.local_work(Phase::persist, cache().method());
+    if (c.info.needs && store >= 0) {
+      cache::EntryRecord e = cache().make_entry(*c.g, c.object);
+      if (c.plan.ships_object[me]) mine.objects.push_back(c.object);
+      cache().remember(e, c.object);
+      mine.entries.push_back(std::move(e));
+    }
+  } catch (...) {
+    failure = LocalFailure::current(Phase::persist, true);
+    mine = {};
+  }
+  if (store >= 0) {
+    const int writer = c.plan.store_writer[static_cast<std::size_t>(store)];
+    if (c.me == writer) {
+      std::vector<int> senders;
+      for (std::size_t r = 0; r < c.infos.size(); ++r)
+        if (c.plan.store_group[r] == store && c.infos[r].needs && static_cast<int>(r) != writer)
+          senders.push_back(static_cast<int>(r));
+      LocalFailure saving = commit_store(c, senders, std::move(mine));
+      if (!failure.failed()) failure = std::move(saving);
+    } else if (c.info.needs) {
+      c.net.send_to({writer}, kEntriesTag, mine.entries.empty() ? std::string() : cache::write_bundle(mine),
+                    step("persist (sending the entry to the store's writer)"));
+      const std::string answer =
+          c.net.recv_from({writer}, kSavedTag,
+                          step("persist (waiting for the store's writer, rank " + std::to_string(writer) + ")"))[0];
+      report().saved = !answer.empty() && answer[0] == '1';
+      if (answer.size() > 1 && !failure.failed()) failure = run_kept(c, answer.substr(1));
+    }
+  }
+  settle(agree(c.net, failure, cache().method(), step("persist")), c);
+  c.laps.lap(&steps_.persist_s);
+  report().persist_s = steps_.persist_s;
+}
+
+// The writer's half of persist: whatever happens it answers every sender
+// ("0": not saved; "1": saved, followed by the kept object's bundle when
+// the store kept another writer's bytes for the sender's key).
+LocalFailure CoordinatedSource::commit_store(Call& c, const std::vector<int>& senders, cache::Bundle mine) {
+  const auto parts = c.net.recv_from(senders, kEntriesTag, step("persist (gathering the store's entries)"));
+  std::vector<std::string> answers(senders.size(), "0");
+  const bool own = !mine.entries.empty();  // this rank's own entry is in the commit
+  std::string own_kept;                    // the kept object of its key, when another writer's
+  LocalFailure failure;
   try {
     cache::Bundle all = std::move(mine);
     for (const auto& p : parts) {
+      if (p.empty()) continue;  // a sender whose own work failed: the agreement names it
       cache::Bundle b = cache::read_bundle(p);
       for (auto& o : b.objects) all.objects.push_back(std::move(o));
       for (auto& e : b.entries) all.entries.push_back(std::move(e));
     }
     if (!all.entries.empty()) {
       const double t = now();
-      cache().save({all.objects, all.entries});
-      cache().push_remote({}, all.entries);  // index records, after their objects
+      const std::size_t entries = all.entries.size();
+      const cache::Store::Committed done = cache().save({std::move(all.objects), std::move(all.entries)});
+      cache().push_remote({}, done.entries);  // index records, after their objects
       steps_.save_s = now() - t;
       report().writer = true;
-      steps_.entries_written = static_cast<int>(all.entries.size());
-      log::info("Cache {} entries of {} saved to {} by rank {}, the writer of that store", all.entries.size(),
-                cache().method(), cache().dir(), me);
+      steps_.entries_written = static_cast<int>(entries);
+      log::info("Cache {} entries of {} saved to {} by rank {}, the writer of that store", entries, cache().method(),
+                cache().dir(), c.me);
+      const auto kept = [&](const std::string& key) -> const cache::ObjectRecord* {
+        if (!done.adopted.count(key)) return nullptr;
+        const auto it = done.kept.find(key);
+        return it == done.kept.end() ? nullptr : &it->second;
+      };
+      for (std::size_t i = 0; i < senders.size(); ++i) {
+        if (parts[i].empty()) continue;
+        answers[i] = "1";
+        if (const auto* k = kept(c.infos[static_cast<std::size_t>(senders[i])].graph_key)) answers[i] += wire_of(*k);
+      }
+      report().saved = own;
+      if (const auto* k = own ? kept(c.id.key) : nullptr) own_kept = wire_of(*k);
     }
-    saved = "1";
-  } catch (const CacheError& e) {
-    cache::warn_uncached(cache().dir(), "save",
-                         "could not save to the cache " + cache().dir() + " (" + e.what() +
-                             "); running uncached, the cache as it was is kept");
+  } catch (...) {
+    failure = LocalFailure::current(Phase::persist, true);
+    report().saved = false;
+    std::fill(answers.begin(), answers.end(), "0");
   }
-  comm.send_to(senders, kSavedTag, saved, step("telling the store's ranks"));
-  report().saved = info.needs && saved == "1";
+  for (std::size_t i = 0; i < senders.size(); ++i)
+    c.net.send_to({senders[i]}, kSavedTag, answers[i], step("persist (telling the store's ranks)"));
+  if (!own_kept.empty() && !failure.failed()) failure = run_kept(c, own_kept);
+  return failure;
 }
 
 }  // namespace npucache::coord

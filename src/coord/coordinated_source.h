@@ -1,17 +1,19 @@
 // dist::cache_compile's source: the MPI protocol of
 // include/npucache/coordinator.h. The shared duty (timing, RNG refusal,
 // persistence, reports) is MethodSource's; this class decides only how the
-// artifact is obtained: collectively.
+// artifact is obtained: collectively, as a sequence of named phases
+// (phase.h), each a short function over the call's state (protocol.h),
+// with the ranks' agreement (agreement.h) after each phase in which a rank
+// can fail on its own. It reaches the other ranks through its transport
+// (transport.h).
 #pragma once
 
 #include <npucache/coordinator.h>
 
 #include "cache/source.h"
-#include "coord/plan.h"
-
-namespace npucache::mpi {
-class Comm;
-}
+#include "coord/agreement.h"
+#include "coord/protocol.h"
+#include "format/bundle.h"
 
 namespace npucache::coord {
 
@@ -28,12 +30,30 @@ class CoordinatedSource final : public cache::MethodSource {
   void load_profile(const FlatArgs& args, std::vector<DimMark>& dims) override;
   std::shared_ptr<compiler::CompiledGraph> obtain(const FlatArgs& args, const compiler::TraceStep& trace,
                                                   const compiler::CompileStep& compile) override;
-  // Step 6: one writer per store commits the new entries (and the objects
-  // its store lacks) of every rank sharing it: the others send it theirs
-  // and wait for its answer.
-  void persist_collectively(const mpi::Comm& comm, const std::vector<RankInfo>& infos, const Plan& plan,
-                            const compiler::CompiledGraph& g, const cache::GraphId& id, const std::string& bytes,
-                            bool bytes_have_program);
+
+  // The phases, in order. arrive() returns false when every rank hit (the
+  // warm path: nothing else runs).
+  bool arrive(Call& c);
+  void plan(Call& c);
+  void read_remote(Call& c);  // the plan's reads from the remote tier
+  void produce(Call& c);      // compile
+  // The owner's object: read from its store, or compiled (with this rank
+  // as its producer, its compile time and passes).
+  cache::ObjectRecord owned_object(Call& c);
+  LocalFailure exchange(Call& c);
+  void load(Call& c, LocalFailure carried);
+  void persist(Call& c);
+  // The writer's half of persist: commits its store's entries and answers
+  // each sender.
+  LocalFailure commit_store(Call& c, const std::vector<int>& senders, cache::Bundle mine);
+  // Runs the object the store kept for this rank's key, another writer's
+  // (`wire`: a bundle of it); a failure is carried to the agreement.
+  LocalFailure run_kept(Call& c, const std::string& wire);
+
+  // What the ranks agreed after a phase: a survivable failure makes this
+  // rank go on uncached, warned once.
+  void settle(const Agreed& a, Call& c);
+  mpi::Step step(const std::string& what);
 
   dist::CoordinatorOptions options_;
   dist::StepReport steps_;

@@ -67,7 +67,7 @@ std::vector<std::string> unframe(const std::string& s) {
 
 }  // namespace
 
-std::vector<std::string> bruck_allgather(const mpi::Comm& comm, const std::vector<int>& peers, int me,
+std::vector<std::string> bruck_allgather(const Transport& net, const std::vector<int>& peers, int me,
                                          const std::string& mine, int tag, const mpi::Step& step) {
   // After round k this participant holds the strings of positions
   // me .. me + 2^(k+1) - 1 (mod P), in that order.
@@ -77,7 +77,7 @@ std::vector<std::string> bruck_allgather(const mpi::Comm& comm, const std::vecto
     const std::size_t count = static_cast<std::size_t>(std::min(d, n - d));
     const int to = peers[static_cast<std::size_t>((me - d + n) % n)];
     const int from = peers[static_cast<std::size_t>((me + d) % n)];
-    const auto got = unframe(comm.sendrecv(frame(rel, count), to, from, tag + 2 * round, step));
+    const auto got = unframe(net.sendrecv(frame(rel, count), to, from, tag + 2 * round, step));
     rel.insert(rel.end(), got.begin(), got.end());
   }
   std::vector<std::string> out(static_cast<std::size_t>(n));
@@ -151,9 +151,9 @@ std::vector<std::string> unfold(const std::vector<TableEntry>& entries, int worl
   return out;
 }
 
-std::vector<std::string> host_allgather(const mpi::Comm& comm, const Hosts& hosts, const std::string& mine,
+std::vector<std::string> host_allgather(const Transport& net, const Hosts& hosts, const std::string& mine,
                                         const mpi::Step& step) {
-  const int me = comm.rank(), world = comm.size();
+  const int me = net.rank(), world = net.size();
   if (world == 1) return {mine};
   const int nhosts = hosts.count();
   std::vector<std::vector<int>> members(static_cast<std::size_t>(nhosts));
@@ -166,13 +166,13 @@ std::vector<std::string> host_allgather(const mpi::Comm& comm, const Hosts& host
   if (me == leader) {
     // 1. The host's records, folded.
     const std::vector<int> others(local.begin() + 1, local.end());
-    const auto parts = comm.recv_from(others, kToLeaderTag, step);
+    const auto parts = net.recv_from(others, kToLeaderTag, step);
     std::vector<std::pair<int, std::string>> records{{me, mine}};
     for (std::size_t i = 0; i < others.size(); ++i) records.emplace_back(others[i], parts[i]);
     // 2. Between the hosts' leaders.
     std::vector<int> leaders;
     for (const auto& m : members) leaders.push_back(m.front());
-    const auto blocks = bruck_allgather(comm, leaders, host, encode_table(fold(records)), kRoundTag, step);
+    const auto blocks = bruck_allgather(net, leaders, host, encode_table(fold(records)), kRoundTag, step);
     std::vector<TableEntry> all;
     for (const auto& b : blocks) {
       auto entries = decode_table(b);
@@ -180,15 +180,20 @@ std::vector<std::string> host_allgather(const mpi::Comm& comm, const Hosts& host
     }
     table = encode_table(all);
   } else {
-    comm.send_to({leader}, kToLeaderTag, mine, step);
+    net.send_to({leader}, kToLeaderTag, mine, step);
   }
   // 3. Down the host, in a binomial tree from the leader.
   std::map<int, Route> routes;
   binomial_tree(local, routes);
   const Route& route = routes.at(me);
-  if (route.parent >= 0) table = comm.recv_from({route.parent}, kDownTag, step)[0];
-  comm.send_to(route.children, kDownTag, table, step);
+  if (route.parent >= 0) table = net.recv_from({route.parent}, kDownTag, step)[0];
+  net.send_to(route.children, kDownTag, table, step);
   return unfold(decode_table(table), world);
+}
+
+std::vector<std::string> host_allgather(const mpi::Comm& comm, const Hosts& hosts, const std::string& mine,
+                                        const mpi::Step& step) {
+  return host_allgather(MpiTransport(comm), hosts, mine, step);
 }
 
 }  // namespace npucache::coord

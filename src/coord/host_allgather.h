@@ -15,30 +15,33 @@
 // Messages per rank: O(R + log H) instead of O(W); bytes: the table, which
 // holds each distinct record once per host.
 //
-// Every transfer is a bounded point-to-point operation of `comm` (tags
-// kHostAllgatherTag and up); a rank that does not take part makes the
-// others throw TimeoutError naming it.
+// Every transfer is a bounded point-to-point operation of the transport
+// (tags kHostAllgatherTag and up); a rank that does not take part makes
+// the others throw TimeoutError naming it.
 #pragma once
 
 #include "coord/context.h"
-#include "mpi/comm.h"
+#include "coord/transport.h"
 
 #include <string>
 #include <vector>
 
 namespace npucache::coord {
 
-// Tags kHostAllgatherTag .. kHostAllgatherTag + 2 * (3 + log2 H) on `comm`.
+// Tags kHostAllgatherTag .. kHostAllgatherTag + 2 * (3 + log2 H) on `net`.
 constexpr int kHostAllgatherTag = 200;
 
+std::vector<std::string> host_allgather(const Transport& net, const Hosts& hosts, const std::string& mine,
+                                        const mpi::Step& step);
+// The same over a communicator (benchmarks).
 std::vector<std::string> host_allgather(const mpi::Comm& comm, const Hosts& hosts, const std::string& mine,
                                         const mpi::Step& step);
 
 // Bruck all-gather of one byte string per participant: `peers` are the
-// participants' ranks in `comm`, `me` this rank's position among them.
+// participants' ranks in `net`, `me` this rank's position among them.
 // ceil(log2 P) rounds of one sendrecv each (tags tag, tag + 2, ...).
 // Returns every participant's string, by position.
-std::vector<std::string> bruck_allgather(const mpi::Comm& comm, const std::vector<int>& peers, int me,
+std::vector<std::string> bruck_allgather(const Transport& net, const std::vector<int>& peers, int me,
                                          const std::string& mine, int tag, const mpi::Step& step);
 
 // The table format (pure, for tests): entries of (record, ranks).

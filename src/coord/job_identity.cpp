@@ -1,5 +1,6 @@
 #include "coord/job_identity.h"
 
+#include "coord/hash.h"
 #include "mpi/comm.h"
 
 #include <algorithm>
@@ -62,15 +63,6 @@ JobIdentity decode(const std::string& bytes) {
   return id;
 }
 
-std::uint64_t identity_hash(const std::string& encoded) {
-  std::uint64_t h = 1469598103934665603ull;  // FNV-1a 64: the same on every host and build
-  for (unsigned char c : encoded) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return h;
-}
-
 std::string describe_mismatch(const std::vector<JobIdentity>& ids) {
   // Every field name, in the order first seen.
   std::vector<std::string> names;
@@ -116,7 +108,7 @@ void agree_job_identity(const JobIdentity& mine, double timeout_s) {
   const mpi::Comm world = mpi::Comm::world();
   if (world.size() == 1) return;
   const std::string bytes = encode(mine);
-  const std::uint64_t h = identity_hash(bytes);
+  const std::uint64_t h = stable_hash(bytes);
   std::vector<std::uint64_t> v{h, ~h};
   world.allreduce_max(v, {"job identity handshake", timeout_s});
   if (v[0] == ~v[1]) return;  // max == min: every rank has the same hash

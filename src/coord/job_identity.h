@@ -15,6 +15,8 @@
 
 #include <npucache/error.h>
 
+#include "coord/hash.h"
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -44,9 +46,10 @@ void agree_job_identity(const JobIdentity& mine, double timeout_s);
 // the identities are equal. Pure, for tests.
 std::string describe_mismatch(const std::vector<JobIdentity>& identities);
 
-// The identity as bytes (one "name=value" per line) and its hash.
+// The identity as bytes (one "name=value" per line) and its hash (the
+// coordinator's one hash, coord/hash.h).
 std::string encode(const JobIdentity& id);
 JobIdentity decode(const std::string& bytes);
-std::uint64_t identity_hash(const std::string& encoded);
+inline std::uint64_t identity_hash(const std::string& encoded) { return stable_hash(encoded); }
 
 }  // namespace npucache::coord

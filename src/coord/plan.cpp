@@ -21,9 +21,9 @@ RankInfo RankInfo::decode(const std::string& s) {
   std::istringstream in(s);
   std::string cost, needs, holds, remote;
   if (!std::getline(in, r.graph_key, '\t') || !std::getline(in, cost, '\t') || !std::getline(in, needs, '\t') ||
-      !std::getline(in, holds, '\t') || !std::getline(in, remote, '\t') || !std::getline(in, r.failure, '\t') ||
-      !std::getline(in, r.store))
+      !std::getline(in, holds, '\t') || !std::getline(in, remote, '\t') || !std::getline(in, r.failure, '\t'))
     throw CommError("malformed rank report '" + s + "'");
+  std::getline(in, r.store);  // the last field, empty for a rank without a store
   r.cost = std::stod(cost);
   r.needs = needs == "1";
   r.holds = holds == "1";
@@ -80,9 +80,10 @@ Plan make_plan(const std::vector<RankInfo>& ranks) {
   std::set<std::pair<std::string, std::string>> shipped;  // (store, key)
   std::set<std::pair<std::string, std::string>> held;
   for (std::size_t r = 0; r < n; ++r)
-    if (ranks[r].holds) held.insert({ranks[r].store, ranks[r].graph_key});
-  p.store_group.assign(n, 0);
+    if (ranks[r].holds && !ranks[r].store.empty()) held.insert({ranks[r].store, ranks[r].graph_key});
+  p.store_group.assign(n, -1);
   for (std::size_t r = 0; r < n; ++r) {
+    if (ranks[r].store.empty()) continue;  // no usable cache: no store, no writer
     auto [it, inserted] = store_index.try_emplace(ranks[r].store, static_cast<int>(store_index.size()));
     p.store_group[r] = it->second;
     if (inserted) p.store_writer.push_back(static_cast<int>(r));

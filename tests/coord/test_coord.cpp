@@ -1,7 +1,9 @@
 // The coordinator's pure parts: the plan (one writer per store, by store
-// identity), the routes of the node-leader exchange, the host map, and the
-// job identity handshake's messages.
+// identity), the routes of the node-leader exchange, the host map, the job
+// identity handshake's messages, the agreement's decision and the hash.
+#include "coord/agreement.h"
 #include "coord/context.h"
+#include "coord/hash.h"
 #include "coord/host_allgather.h"
 #include "coord/job_identity.h"
 #include "coord/plan.h"
@@ -76,6 +78,19 @@ TEST(Plan, NodeLocalDirectoriesOfOnePathAreOneStoreEach) {
   int shipped = 0;
   for (bool b : p.ships_object) shipped += b;
   EXPECT_EQ(shipped, 4);  // each store gets the object once
+}
+
+// A rank whose cache is refused or unusable reports no store: it is no
+// store's member, writer or shipper, and the others' stores are as before.
+TEST(Plan, ARankWithoutAStoreWritesNothing) {
+  std::vector<RankInfo> ranks;
+  for (int r = 0; r < 4; ++r) ranks.push_back(needer("k", "shared"));
+  ranks[0].store.clear();
+  const Plan p = make_plan(ranks);
+  EXPECT_EQ(p.store_group, (std::vector<int>{-1, 0, 0, 0}));
+  EXPECT_EQ(p.store_writer, (std::vector<int>{1}));
+  EXPECT_EQ(p.ships_object, (std::vector<bool>{false, true, false, false}));
+  EXPECT_EQ(RankInfo::decode(ranks[0].encode()).store, "");
 }
 
 TEST(Plan, AHolderOnAnotherHostOwnsTheKey) {
@@ -232,4 +247,120 @@ TEST(RemotePlan, OneFetcherPerHostForKeysNoStoreHolds) {
   ranks[3].remote = false;  // a rank without the remote: nobody reads it
   EXPECT_TRUE(plan_remote(plan, ranks, host_of).groups.empty());
   EXPECT_EQ(RankInfo::decode(ranks[0].encode()).remote, true);
+}
+
+namespace {
+
+// This rank's failure from throwing `e` in `phase`.
+template <class E>
+LocalFailure failing(Phase phase, const std::string& what, bool cache_errors_survivable = false) {
+  try {
+    throw E(what);
+  } catch (...) {
+    return LocalFailure::current(phase, cache_errors_survivable);
+  }
+}
+
+// decide() as rank `me` sees it: the class and message it throws, or "".
+template <class E>
+std::string thrown(const std::vector<std::string>& all, const LocalFailure& mine, int me) {
+  try {
+    decide(all, mine, me, "m");
+  } catch (const E& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    return std::string("another class: ") + e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST(Agreement, NothingFailedGoesOn) {
+  const Agreed a = decide({"", "", ""}, LocalFailure{}, 1, "m");
+  EXPECT_FALSE(a.survivable);
+  EXPECT_EQ(a.failed, 0);
+  EXPECT_EQ(LocalFailure{}.flag(), 0u);
+  EXPECT_EQ(LocalFailure{}.encode(), "");
+}
+
+TEST(Agreement, OneFatalFailureIsTheSameTypedErrorOnEveryRank) {
+  const LocalFailure f = failing<ConfigError>(Phase::compile, "bad option");
+  EXPECT_EQ(f.severity(), LocalFailure::Severity::fatal);
+  const std::vector<std::string> all{"", f.encode(), ""};
+  for (int me : {0, 1, 2}) {
+    const std::string what = thrown<ConfigError>(all, me == 1 ? f : LocalFailure{}, me);
+    EXPECT_NE(what.find("cache_compile of m: rank 1 failed in phase compile (compiling or reading the program it "
+                        "owns): bad option"),
+              std::string::npos)
+        << what;
+    EXPECT_EQ(what.find("stops with it") != std::string::npos, me != 1) << what;
+  }
+}
+
+TEST(Agreement, EveryClassTravelsAndNoneBecomesACommError) {
+  const std::vector<std::string> none{"", ""};
+  auto at1 = [&](const LocalFailure& f) { return std::vector<std::string>{"", f.encode()}; };
+  EXPECT_NE(thrown<ConfigError>(at1(failing<ConfigError>(Phase::arrival, "c")), {}, 0), "");
+  EXPECT_NE(thrown<TraceError>(at1(failing<TraceError>(Phase::plan, "t")), {}, 0), "");
+  EXPECT_NE(thrown<ShapeError>(at1(failing<ShapeError>(Phase::compile, "s")), {}, 0), "");
+  EXPECT_NE(thrown<VerifyError>(at1(failing<VerifyError>(Phase::load, "v")), {}, 0), "");
+  EXPECT_NE(thrown<DeviceError>(at1(failing<DeviceError>(Phase::exchange, "d")), {}, 0), "");
+  EXPECT_NE(thrown<MetaTensorError>(at1(failing<MetaTensorError>(Phase::load, "x")), {}, 0), "");
+  EXPECT_NE(thrown<CacheError>(at1(failing<CacheError>(Phase::load, "k")), {}, 0), "");
+  const std::string other = thrown<Error>(at1(failing<CommError>(Phase::compile, "comm")), {}, 0);
+  EXPECT_NE(other.find("rank 1 failed in phase compile"), std::string::npos) << other;
+  try {
+    decide(at1(failing<CommError>(Phase::compile, "comm")), {}, 0, "m");
+  } catch (const CommError& e) {
+    ADD_FAILURE() << "a CommError: " << e.what();
+  } catch (const Error&) {
+  }
+}
+
+TEST(Agreement, CacheErrorsAreSurvivableOnlyWhereTheCallerSaysSo) {
+  EXPECT_EQ(failing<CacheError>(Phase::load, "damaged").severity(), LocalFailure::Severity::fatal);
+  EXPECT_EQ(failing<CacheRefused>(Phase::compile, "refused").severity(), LocalFailure::Severity::fatal);
+  EXPECT_EQ(failing<CacheError>(Phase::persist, "full", true).severity(), LocalFailure::Severity::survivable);
+  EXPECT_EQ(failing<CacheRefused>(Phase::persist, "refused", true).severity(), LocalFailure::Severity::survivable);
+  EXPECT_EQ(failing<ConfigError>(Phase::persist, "bad", true).severity(), LocalFailure::Severity::fatal);
+}
+
+TEST(Agreement, SurvivableFailuresGoOnUncachedNamingTheLowestRank) {
+  const LocalFailure full = failing<CacheError>(Phase::persist, "No space left on device", true);
+  const LocalFailure refused = LocalFailure::survivable(Phase::arrival, "its cache /c is refused");
+  EXPECT_EQ(refused.flag(), 1u);
+  const Agreed a = decide({"", full.encode(), "", refused.encode()}, LocalFailure{}, 0, "m");
+  EXPECT_TRUE(a.survivable);
+  EXPECT_EQ(a.rank, 1);
+  EXPECT_EQ(a.phase, Phase::persist);
+  EXPECT_EQ(a.failed, 2);
+  EXPECT_EQ(a.warning("m"),
+            "cache_compile of m: rank 1 failed in phase persist (saving the entries): No space left on device (2 "
+            "ranks failed); every rank runs m uncached");
+}
+
+TEST(Agreement, AFatalFailureOutweighsSurvivableOnes) {
+  const LocalFailure full = failing<CacheError>(Phase::persist, "full", true);
+  const LocalFailure bad = failing<VerifyError>(Phase::persist, "bad program");
+  const std::string what = thrown<VerifyError>({full.encode(), "", bad.encode()}, full, 0);
+  EXPECT_NE(what.find("rank 2 failed in phase persist"), std::string::npos) << what;
+  EXPECT_NE(what.find("(2 of 3 ranks failed)"), std::string::npos) << what;
+}
+
+// When every rank failed fatally each keeps its own exception (a graph
+// break on every rank splits the method alike).
+TEST(Agreement, EveryRankFailedKeepsItsOwnError) {
+  const LocalFailure mine = failing<TraceError>(Phase::arrival, "mine");
+  const LocalFailure theirs = failing<ConfigError>(Phase::arrival, "theirs");
+  EXPECT_EQ(thrown<TraceError>({mine.encode(), theirs.encode()}, mine, 0), "mine");
+}
+
+// The values every build must give (the job identity and the config hash
+// of reports are made with it).
+TEST(Hash, IsTheSameOnEveryBuild) {
+  EXPECT_EQ(stable_hash(""), 1469598103934665603ull);
+  EXPECT_EQ(stable_hash("a"), 0x44bd8ad473cd9906ull);
+  EXPECT_EQ(stable_hash("foobar"), 0x88fad7c0a8ff07f2ull);
+  EXPECT_EQ(identity_hash("foobar"), stable_hash("foobar"));  // one function
 }

@@ -1,0 +1,77 @@
+// The state of one coordinated first call (coordinated_source.h), handed
+// from phase to phase: what each phase found and the next one needs.
+#pragma once
+
+#include <npucache/coordinator.h>
+
+#include "cache/method_cache.h"
+#include "compiler/entry_source.h"
+#include "coord/context.h"
+#include "coord/plan.h"
+#include "coord/remote_plan.h"
+#include "coord/transport.h"
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace npucache::coord {
+
+// Seconds on the steady clock.
+inline double now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// Seconds since the last lap, added to *into.
+class Laps {
+ public:
+  void lap(double* into) {
+    const double t = now();
+    *into += t - last_;
+    last_ = t;
+  }
+
+ private:
+  double last_ = now();
+};
+
+struct Call {
+  Call(const FlatArgs& a, const compiler::TraceStep& t, const compiler::CompileStep& c, const Transport& n,
+       const Hosts& h)
+      : args(a), trace(t), compile(c), net(n), hosts(h), me(n.rank()) {}
+
+  const FlatArgs& args;
+  const compiler::TraceStep& trace;
+  const compiler::CompileStep& compile;
+  const Transport& net;
+  const Hosts& hosts;
+  const int me;
+  Laps laps;
+  // A survivable failure was agreed: every rank goes on, nothing is written.
+  bool uncached = false;
+
+  // Arrival.
+  std::optional<TraceResult> tr;  // this rank's trace (the fast path traces only on a miss)
+  cache::GraphId id;
+  cache::MethodCache::Lookup hit;
+  // Plan.
+  RankInfo info;                    // this rank's record of the key all-gather
+  std::vector<std::string> params;  // this rank's parameter names, placeholder order
+  std::vector<RankInfo> infos;      // every rank's
+  Plan plan;
+  int group = -1;  // this rank's key group (-1: nothing to do)
+  int owner = -1;  // its owner
+  RemoteFetch remote;
+  bool from_remote = false;      // this rank's group is served by the remote tier, on every host
+  bool nobody_produces = false;  // every group is: no owner can fail
+  // Compile and exchange: the program as it travels, a bundle of one
+  // object record (the owner's: its producer, compile time and passes).
+  std::string wire;
+  // Load: the object and the program this rank runs.
+  cache::ObjectRecord object;
+  std::shared_ptr<compiler::CompiledGraph> g;
+};
+
+}  // namespace npucache::coord
