@@ -15,7 +15,7 @@
 //            artifact, zstd-decompress it.
 //
 //   bench_store [--dir D] [--trials N] [--total-mb M]
-#include "format/layout.h"
+#include "format/names.h"
 #include "harness.h"
 #include "storage/store.h"
 #include "zstd/zstd_codec.h"
@@ -180,7 +180,7 @@ int main(int argc, char** argv) {
   auto floor = [](const Cache& c, const std::string& key) {
     return [&c, key] {
       const double t0 = perf::now_s();
-      std::ifstream f(c.dir / cache::layout::kObjectsDir / cache::layout::object_file(key), std::ios::binary);
+      std::ifstream f(c.dir / cache::names::kObjectsDir / cache::names::object_file(key), std::ios::binary);
       const std::string file((std::istreambuf_iterator<char>(f)), {});
       // The compressed artifact is most of the file: decompress the zstd
       // frame found in it, and checksum what comes out.

@@ -11,7 +11,7 @@
 #include "format/cache_error.h"
 #include "format/envelope.h"
 #include "format/keys.h"
-#include "format/layout.h"
+#include "format/names.h"
 #include "format/object_file.h"
 #include "format/profile_file.h"
 #include "h5/h5.h"
@@ -55,7 +55,7 @@ Store open_store(const std::string& dir) {
 // attributes (producer "npucache", format_version "1").
 bool is_our_format1(const Dir& d) {
   try {
-    auto bytes = d.read(layout::kFormat1File, std::size_t{64} << 30);
+    auto bytes = d.read(names::kFormat1File, std::size_t{64} << 30);
     if (!bytes || bytes->size() < 8 || std::memcmp(bytes->data(), "\x89HDF\r\n\x1a\n", 8) != 0) return false;
     auto guard = h5::lock();
     h5::Handle f = h5::open_image(*bytes);
@@ -157,7 +157,7 @@ VerifyResult verify(const std::string& dir, bool repair) {
     }
     if (repair && (!d->intact || !d->hdf5_intact || !broken.empty() || !restamp.empty())) {
       s.update_index(m, d->index.model, restamp, broken);
-      const bool gone = !s.directory().stat(layout::index_file(m));
+      const bool gone = !s.directory().stat(names::index_file(m));
       out.repaired.push_back((gone ? "removed index " : "rewrote index ") + s.index_path(m).string() + " (" +
                              std::to_string(broken.size()) + " broken entries removed" +
                              (restamp.empty() ? ""
@@ -186,8 +186,8 @@ VerifyResult verify(const std::string& dir, bool repair) {
       out.repaired.push_back("removed damaged object " + s.object_path(key).string());
     }
     const std::size_t temps = s.directory().remove_stale_temps() +
-                              (s.directory().stat(layout::kObjectsDir)
-                                   ? s.directory().sub(layout::kObjectsDir, Create::no).remove_stale_temps()
+                              (s.directory().stat(names::kObjectsDir)
+                                   ? s.directory().sub(names::kObjectsDir, Create::no).remove_stale_temps()
                                    : 0);
     if (temps) out.repaired.push_back("removed " + std::to_string(temps) + " temporary file(s) of crashed writers");
   }
@@ -242,10 +242,10 @@ Explanation explain(const std::string& dir, const std::string& entry) {
   }
   std::sort(out.pieces.begin(), out.pieces.end());
   try {
-    if (auto bytes = s.directory().read(layout::kProfileFile, kMaxProfileFileBytes)) {
-      const std::string model_info = layout::model_info_of(entry);
+    if (auto bytes = s.directory().read(names::kProfileFile, kMaxProfileFileBytes)) {
+      const std::string model_info = names::model_info_of(entry);
       const std::string func = entry.substr(entry.rfind('/') + 1);
-      for (const auto& r : decode_profiles(*bytes, (s.dir() / layout::kProfileFile).string()))
+      for (const auto& r : decode_profiles(*bytes, (s.dir() / names::kProfileFile).string()))
         if (r.model_info == model_info && r.method == func)
           out.dynamic_dims.push_back(r.dim.input + " dim " + std::to_string(r.dim.dim));
     }
@@ -328,19 +328,19 @@ ClearResult clear(const std::string& dir) {
   const Dir d = Dir::open(dir, Safety::cache, Create::no);
   std::vector<std::string> names = d.list();
   for (const auto& n : names) {
-    const bool temp = layout::temp_owner_any(n) > 0;
+    const bool temp = names::temp_owner_any(n) > 0;
     bool ours = temp;
-    if (n == layout::kStatsFile || n == layout::kConfigFile || n == layout::kStoreFile || n == layout::kCacheDirTag)
+    if (n == names::kStatsFile || n == names::kConfigFile || n == names::kStoreFile || n == names::kCacheDirTag)
       ours = true;
-    else if (!layout::index_model_info(n).empty())
+    else if (!names::index_model_info(n).empty())
       ours = is_our_envelope(d, n, EnvelopeKind::index);
-    else if (n == layout::kTuningFile)
+    else if (n == names::kTuningFile)
       ours = is_our_envelope(d, n, EnvelopeKind::tuning);
-    else if (n == layout::kProfileFile)
+    else if (n == names::kProfileFile)
       ours = is_our_envelope(d, n, EnvelopeKind::profile);
-    else if (n == layout::kFormat1File)
+    else if (n == names::kFormat1File)
       ours = is_our_format1(d);
-    if (n == layout::kObjectsDir || n == layout::kLocksDir || n == layout::kTemplatesDir) continue;
+    if (n == names::kObjectsDir || n == names::kLocksDir || n == names::kTemplatesDir) continue;
     if (ours) {
       out.had_cache = out.had_cache || !temp;
       d.remove(n);
@@ -349,7 +349,7 @@ ClearResult clear(const std::string& dir) {
       out.left.push_back((d.path() / n).string());
     }
   }
-  for (const char* sub : {layout::kObjectsDir, layout::kTemplatesDir, layout::kLocksDir}) {
+  for (const char* sub : {names::kObjectsDir, names::kTemplatesDir, names::kLocksDir}) {
     auto info = d.stat(sub);
     if (!info) continue;
     const Dir s = d.sub(sub, Create::no);
@@ -357,12 +357,12 @@ ClearResult clear(const std::string& dir) {
     for (const auto& n : s.list()) {
       const std::string where = sub;
       const bool ours =
-          where == layout::kLocksDir ? (n.size() > 5 && n.compare(n.size() - 5, 5, ".lock") == 0)
-          : where == layout::kTemplatesDir
-              ? (!layout::template_key_of(n).empty() && is_our_envelope(s, n, EnvelopeKind::capture_template)) ||
-                    layout::temp_owner_any(n) > 0
-              : (!layout::object_key(n).empty() && is_our_envelope(s, n, EnvelopeKind::object)) ||
-                    layout::temp_owner_any(n) > 0;
+          where == names::kLocksDir ? (n.size() > 5 && n.compare(n.size() - 5, 5, ".lock") == 0)
+          : where == names::kTemplatesDir
+              ? (!names::template_key_of(n).empty() && is_our_envelope(s, n, EnvelopeKind::capture_template)) ||
+                    names::temp_owner_any(n) > 0
+              : (!names::object_key(n).empty() && is_our_envelope(s, n, EnvelopeKind::object)) ||
+                    names::temp_owner_any(n) > 0;
       if (ours) {
         s.remove(n);
         ++out.removed;

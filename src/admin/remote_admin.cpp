@@ -5,7 +5,7 @@
 #include "compiler/serialize.h"
 #include "format/cache_error.h"
 #include "format/keys.h"
-#include "format/layout.h"
+#include "format/names.h"
 #include "format/profile_file.h"
 #include "format/template_file.h"
 #include "format/tuning_file.h"
@@ -55,7 +55,7 @@ RemotePush remote_push(const remote::Config& c, const std::string& dir, const st
   const Bundle all = read_cache(dir);
   std::map<std::string, std::vector<EntryRecord>> by_model;
   for (const auto& e : all.entries)
-    if (matches(layout::model_info_of(e.path), model)) by_model[layout::model_info_of(e.path)].push_back(e);
+    if (matches(names::model_info_of(e.path), model)) by_model[names::model_info_of(e.path)].push_back(e);
   std::map<std::string, const ObjectRecord*> objects;
   for (const auto& o : all.objects) objects[o.graph_key] = &o;
   RemotePush out;
@@ -86,10 +86,10 @@ RemotePush remote_push(const remote::Config& c, const std::string& dir, const st
   t->push_blobs(BlobKind::capture_template, templates, remote::Overwrite::no, dir);
   out.templates = templates.size();
   const Store s = Store::open(dir, Create::no);
-  if (auto bytes = s.directory().read(layout::kProfileFile, kMaxProfileFileBytes)) {
+  if (auto bytes = s.directory().read(names::kProfileFile, kMaxProfileFileBytes)) {
     try {
       std::vector<std::pair<std::string, std::string>> dims;
-      for (const auto& r : decode_profiles(*bytes, (s.dir() / layout::kProfileFile).string()))
+      for (const auto& r : decode_profiles(*bytes, (s.dir() / names::kProfileFile).string()))
         if (matches(r.model_info, model))
           dims.emplace_back(r.model_info + "|" + r.method + "|" + r.dim.input + "|" + std::to_string(r.dim.dim), "");
       t->push_blobs(BlobKind::profile, dims, remote::Overwrite::no, dir);
@@ -99,9 +99,9 @@ RemotePush remote_push(const remote::Config& c, const std::string& dir, const st
     }
   }
   // The directory's tuning table joins the shared one.
-  if (auto bytes = s.directory().read(layout::kTuningFile, kMaxTuningFileBytes)) {
+  if (auto bytes = s.directory().read(names::kTuningFile, kMaxTuningFileBytes)) {
     try {
-      const auto records = decode_tuning(*bytes, (s.dir() / layout::kTuningFile).string());
+      const auto records = decode_tuning(*bytes, (s.dir() / names::kTuningFile).string());
       t->push_tuning(records, dir);
       out.tuning = records.size();
     } catch (const CacheError& e) {

@@ -8,7 +8,7 @@
 #include "compiler/tuning_table.h"
 #include "format/artifact.h"
 #include "format/cache_error.h"
-#include "format/layout.h"
+#include "format/names.h"
 #include "format/profile_file.h"
 #include "format/tuning_file.h"
 #include "storage/commit_queue.h"
@@ -53,13 +53,13 @@ std::shared_ptr<MethodCache> MethodCache::for_method(const std::string& method) 
 MethodCache::MethodCache(MethodIdentity id)
     : id_(std::move(id)),
       key_(lookup_key(id_.key)),
-      path_(layout::entry_path(key_.model_info, id_.key.method, id_.who.world_size, id_.who.global_rank)),
+      path_(names::entry_path(key_.model_info, id_.key.method, id_.who.world_size, id_.who.global_rank)),
       remote_(RemoteTier::get(id_.remote)) {
-  if (!layout::valid_name(id_.key.method))
+  if (!names::valid_name(id_.key.method))
     throw ConfigError("method name '" + id_.key.method +
                       "' cannot name a cache entry: use letters, digits, '_', "
                       "'.' and '-' (not starting with '.'), e.g. CompileOptions::method_name = \"prompt\"");
-  if (!layout::valid_entry_path(path_))
+  if (!names::valid_entry_path(path_))
     throw ConfigError("cache entry path '" + path_ + "' is malformed (world size " +
                       std::to_string(id_.who.world_size) + ", rank " + std::to_string(id_.who.global_rank) + ")");
 }
@@ -67,7 +67,7 @@ MethodCache::MethodCache(MethodIdentity id)
 std::string MethodCache::where() const { return (std::filesystem::path(id_.dir) / path_).string(); }
 
 std::string MethodCache::module_path() const {
-  return (std::filesystem::path(id_.dir) / path_ / layout::kModuleDataset).string();
+  return (std::filesystem::path(id_.dir) / path_ / names::kModuleDataset).string();
 }
 
 std::string MethodCache::Lookup::reason_text() const {
@@ -293,12 +293,12 @@ void MethodCache::push_remote(const std::vector<ObjectRecord>& objects, const st
 }
 
 ObjectRecord MethodCache::make_object(const compiler::CompiledGraph& g, const GraphId& id) const {
-  return cache::make_object(g, id, stores_program(), id_.who, nullptr);
+  return cache::make_object(g, id, objects_with_program(), id_.who, nullptr);
 }
 
 ObjectRecord MethodCache::make_object(const compiler::CompiledGraph& g, const GraphId& id, const std::string& raw,
-                                      bool raw_has_program) const {
-  return cache::make_object(g, id, raw_has_program, id_.who, &raw);
+                                      bool raw_with_program) const {
+  return cache::make_object(g, id, raw_with_program, id_.who, &raw);
 }
 
 EntryRecord MethodCache::make_entry(const compiler::CompiledGraph& g, const ObjectRecord& object) const {
@@ -315,7 +315,7 @@ Store::Committed MethodCache::save(Store::Commit c) const {
   std::vector<std::string> paths;
   for (const auto& e : done.entries) {
     log::info("Cache {} saved to {}", model_cache_meta(e.meta),
-              (std::filesystem::path(id_.dir) / e.path / layout::kModuleDataset).string());
+              (std::filesystem::path(id_.dir) / e.path / names::kModuleDataset).string());
     paths.push_back(e.path);
     if (e.path == path_)  // this process's own entry (save_cache_artifacts)
       if (auto it = done.kept.find(e.graph_key); it != done.kept.end()) cache::remember(e, it->second);
@@ -346,8 +346,8 @@ namespace {
 // The tuning file's decisions: nullopt when there is none; CacheError when
 // it is damaged or not npucache's.
 std::optional<std::vector<compiler::TuningRecord>> read_tuning(const Dir& d) {
-  const std::string what = (d.path() / layout::kTuningFile).string();
-  auto bytes = d.read(layout::kTuningFile, kMaxTuningFileBytes);
+  const std::string what = (d.path() / names::kTuningFile).string();
+  auto bytes = d.read(names::kTuningFile, kMaxTuningFileBytes);
   if (!bytes) return std::nullopt;
   return decode_tuning(*bytes, what);
 }
@@ -370,7 +370,7 @@ void MethodCache::load_tuning() const {
     const Dir d = Dir::open(id_.dir, Safety::cache, Create::no);
     if (auto records = read_tuning(d)) {
       const std::size_t added = compiler::TuningTable::process().merge(*records);
-      log::debug("tuning table {}/{}: {} decisions, {} new to this process", id_.dir, layout::kTuningFile,
+      log::debug("tuning table {}/{}: {} decisions, {} new to this process", id_.dir, names::kTuningFile,
                  records->size(), added);
     }
   } catch (const CacheRefused& e) {
@@ -384,7 +384,7 @@ void MethodCache::save_tuning() const {
   try {
     const Store store = Store::open(id_.dir, Create::yes);
     const Dir& d = store.directory();
-    FileLock lock = d.sub(layout::kLocksDir, Create::yes).lock(layout::kTuningLock);
+    FileLock lock = d.sub(names::kLocksDir, Create::yes).lock(names::kTuningLock);
     compiler::TuningTable& table = compiler::TuningTable::process();
     std::vector<compiler::TuningRecord> stored;
     bool rewrite = false;
@@ -405,8 +405,8 @@ void MethodCache::save_tuning() const {
     std::sort(stored.begin(), stored.end(),
               [](const auto& a, const auto& b) { return std::tie(a.runtime, a.key) < std::tie(b.runtime, b.key); });
     if (!rewrite && stored == all) return;
-    d.write(layout::kTuningFile, encode_tuning(all));
-    log::debug("tuning table {}/{}: {} decisions saved", id_.dir, layout::kTuningFile, all.size());
+    d.write(names::kTuningFile, encode_tuning(all));
+    log::debug("tuning table {}/{}: {} decisions saved", id_.dir, names::kTuningFile, all.size());
   } catch (const Error& e) {
     warn_uncached(
         id_.dir, "tuning",
@@ -419,8 +419,8 @@ namespace {
 // The profiles file's records: nullopt when there is none; CacheError when
 // it is damaged or not npucache's.
 std::optional<std::vector<ProfileRecord>> read_profiles(const Dir& d) {
-  const std::string what = (d.path() / layout::kProfileFile).string();
-  auto bytes = d.read(layout::kProfileFile, kMaxProfileFileBytes);
+  const std::string what = (d.path() / names::kProfileFile).string();
+  auto bytes = d.read(names::kProfileFile, kMaxProfileFileBytes);
   if (!bytes) return std::nullopt;
   return decode_profiles(*bytes, what);
 }
@@ -468,7 +468,7 @@ void MethodCache::save_profile(const std::vector<DimMark>& dims) const {
   try {
     const Store store = Store::open(id_.dir, Create::yes);
     const Dir& d = store.directory();
-    FileLock lock = d.sub(layout::kLocksDir, Create::yes).lock(layout::kProfileLock);
+    FileLock lock = d.sub(names::kLocksDir, Create::yes).lock(names::kProfileLock);
     std::vector<ProfileRecord> records;
     bool rewrite = false;
     try {
@@ -495,8 +495,8 @@ void MethodCache::save_profile(const std::vector<DimMark>& dims) const {
       remote_->push_blobs(BlobKind::profile, named, remote::Overwrite::no, id_.dir);
     }
     if (!rewrite) return;
-    d.write(layout::kProfileFile, encode_profiles(records));
-    log::debug("dynamic-shape profiles {}/{}: {} dims saved", id_.dir, layout::kProfileFile, records.size());
+    d.write(names::kProfileFile, encode_profiles(records));
+    log::debug("dynamic-shape profiles {}/{}: {} dims saved", id_.dir, names::kProfileFile, records.size());
   } catch (const Error& e) {
     warn_uncached(id_.dir, "profiles",
                   "could not save the dynamic-shape profile of " + where() + " in " + id_.dir + " (" + e.what() +
@@ -563,7 +563,7 @@ MethodCache::Nearest MethodCache::nearest(const Store& store) const {
 void MethodCache::discard_damaged(const Store& store, const std::string& key, const std::string& why) const {
   log::warn("{}; removing it so it is rebuilt", why);
   try {
-    FileLock lock = store.directory().sub(layout::kLocksDir, Create::yes).lock(layout::kRepairLock);
+    FileLock lock = store.directory().sub(names::kLocksDir, Create::yes).lock(names::kRepairLock);
     // Only if it is still unusable: another process may have replaced it.
     try {
       usable(store.object(key, false));

@@ -53,7 +53,7 @@ class MethodCache {
   const std::string& entry_path() const { return path_; }
   const std::string& method() const { return id_.key.method; }
   // Whether objects hold the compiled program (ge_cache in max-autotune).
-  bool stores_program() const { return id_.key.ge_cache; }
+  bool objects_with_program() const { return id_.key.ge_cache; }
   // Whether the method is captured and replayed (its captures are kept as
   // templates beside its objects).
   bool captures() const { return id_.key.config.captures(); }
@@ -138,9 +138,9 @@ class MethodCache {
   ObjectRecord make_object(const compiler::CompiledGraph& g, const GraphId& id) const;
   // The object of `g` from bytes produced elsewhere (another rank's
   // artifact, or a stored object), which hold the program or not as
-  // `raw_has_program` says: the record says what the bytes hold.
+  // `raw_with_program` says: the record says what the bytes hold.
   ObjectRecord make_object(const compiler::CompiledGraph& g, const GraphId& id, const std::string& raw,
-                           bool raw_has_program) const;
+                           bool raw_with_program) const;
   EntryRecord make_entry(const compiler::CompiledGraph& g, const ObjectRecord& object) const;
 
   // Commits records (this rank's, or those of every rank sharing the
@@ -162,7 +162,7 @@ class MethodCache {
   // Its second half, for bytes already decoded (cache/runnable.h: prepare).
   std::shared_ptr<compiler::CompiledGraph> prepare(Decoded d, const FlatArgs& args,
                                                    const compiler::CompileStep& compile) const;
-  // Merges the cache directory's tuning table (layout::kTuningFile) into the
+  // Merges the cache directory's tuning table (names::kTuningFile) into the
   // process's (compiler/tuning_table.h), once per directory and process
   // (the first compile of a MethodCache calls it). A missing file is no
   // table; a damaged or foreign one is logged (warning), ignored and

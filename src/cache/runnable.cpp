@@ -10,7 +10,7 @@ namespace npucache::cache {
 
 Decoded decode(const ObjectRecord& o, const std::vector<std::string>& parameters) {
   Decoded d;
-  d.graph = load_object(o, parameters, &d.has_program);
+  d.graph = load_object(o, parameters, &d.with_program);
   return d;
 }
 
@@ -18,7 +18,7 @@ Decoded decode(const ObjectRecord& o) {
   Decoded d;
   d.graph = std::make_shared<compiler::CompiledGraph>();
   try {
-    *d.graph = compiler::deserialize_compiled(o.raw, &d.has_program);
+    *d.graph = compiler::deserialize_compiled(o.raw, &d.with_program);
   } catch (const Error& e) {
     throw CacheError("object " + o.graph_key + " cannot be decoded: " + e.what());
   }
@@ -29,7 +29,7 @@ std::shared_ptr<compiler::CompiledGraph> prepare(Decoded d, const CallSite& call
   std::shared_ptr<compiler::CompiledGraph> g = std::move(d.graph);
   compiler::merge_decisions(g->autotune, call.runtime);
   const SymBindings b = g->trace.signature.bind(call.args);
-  if (!d.has_program) {
+  if (!d.with_program) {
     const compiler::CompileHints hints{&g->optimized, &g->autotune};
     g = call.compile(std::move(g->trace), b, &hints);
   }

@@ -26,7 +26,7 @@ namespace npucache::cache {
 
 struct Decoded {
   std::shared_ptr<compiler::CompiledGraph> graph;
-  bool has_program = false;  // the bytes hold the compiled program (else the optimized graph only)
+  bool with_program = false;  // the bytes hold the compiled program (else the optimized graph only)
 };
 
 // Decoded with bounded readers, the program validated, the placeholders

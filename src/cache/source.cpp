@@ -2,7 +2,7 @@
 
 #include "format/artifact.h"
 #include "format/cache_error.h"
-#include "format/layout.h"
+#include "format/names.h"
 #include "log/log.h"
 #include "process/context.h"
 #include "process/env.h"
@@ -46,7 +46,7 @@ compiler::FirstEntry MethodSource::first_call(const FlatArgs& args, const compil
                         : served ? report_.reason + "; the stored object of the same computation was reused"
                                  : report_.reason;
   first.status.entry = cache_->where();
-  if (!disabled_ && cache_->captures() && layout::valid_graph_key(report_.graph_key))
+  if (!disabled_ && cache_->captures() && names::valid_graph_key(report_.graph_key))
     first.templates = cache_->templates(report_.graph_key);
   if (sink_) sink_(report_);
   return first;

@@ -2,7 +2,7 @@
 
 #include "cache/method_cache.h"
 #include "format/cache_error.h"
-#include "format/layout.h"
+#include "format/names.h"
 #include "format/template_file.h"
 #include "log/log.h"
 #include "storage/remote_tier.h"
@@ -14,7 +14,7 @@ namespace {
 
 TemplateValidity validity(const std::string& graph_key, const SymBindings& binding, const std::string& runtime,
                           const compiler::TemplateSettings& s) {
-  return {graph_key, compiler::binding_text(binding), runtime, layout::kFormatVersion, s.device_memory, s.pool_align};
+  return {graph_key, compiler::binding_text(binding), runtime, names::kFormatVersion, s.device_memory, s.pool_align};
 }
 
 }  // namespace
@@ -30,7 +30,7 @@ std::optional<std::string> CachedTemplates::load(const SymBindings& binding, con
                                                  std::string& why) {
   const TemplateValidity now = validity(graph_key_, binding, runtime_, settings);
   const std::string key = template_key(now.graph_key, now.binding);
-  const std::string file = layout::template_file(key);
+  const std::string file = names::template_file(key);
   // The remote tier's copy, checked as a local file is, then kept locally.
   auto from_remote = [&]() -> std::optional<std::string> {
     if (!remote_) return std::nullopt;
@@ -41,7 +41,7 @@ std::optional<std::string> CachedTemplates::load(const SymBindings& binding, con
       if (!template_differences(r.validity, now).empty()) return std::nullopt;
       try {
         const Store store = Store::open(dir_, Create::yes);
-        store.directory().sub(layout::kTemplatesDir, Create::yes).write(file, *bytes);
+        store.directory().sub(names::kTemplatesDir, Create::yes).write(file, *bytes);
       } catch (const Error& e) {
         log::debug("a remote capture template was not kept locally: {}", e.what());
       }
@@ -54,8 +54,8 @@ std::optional<std::string> CachedTemplates::load(const SymBindings& binding, con
   try {
     if (!Dir::exists(dir_)) return from_remote();
     const Dir d = Dir::open(dir_, Safety::cache, Create::no);
-    if (!d.stat(layout::kTemplatesDir)) return from_remote();
-    const Dir t = d.sub(layout::kTemplatesDir, Create::no);
+    if (!d.stat(names::kTemplatesDir)) return from_remote();
+    const Dir t = d.sub(names::kTemplatesDir, Create::no);
     auto bytes = t.read(file, kMaxTemplateFileBytes);
     if (!bytes) return from_remote();
     TemplateRecord r = decode_template_file(*bytes, (t.path() / file).string());
@@ -85,16 +85,16 @@ void CachedTemplates::save(const SymBindings& binding, const compiler::TemplateS
     r.validity = validity(graph_key_, binding, runtime_, settings);
     r.fingerprint = compiler::template_fingerprint(compiler::decode_template(bytes));
     r.bytes = bytes;
-    const std::string file = layout::template_file(template_key(r.validity.graph_key, r.validity.binding));
+    const std::string file = names::template_file(template_key(r.validity.graph_key, r.validity.binding));
     const std::string sealed = encode_template_file(r);
     const Store store = Store::open(dir_, Create::yes);
-    const Dir t = store.directory().sub(layout::kTemplatesDir, Create::yes);
+    const Dir t = store.directory().sub(names::kTemplatesDir, Create::yes);
     t.write(file, sealed);
     if (remote_)
       remote_->push_blobs(BlobKind::capture_template,
                           {{template_key(r.validity.graph_key, r.validity.binding), sealed}}, remote::Overwrite::yes,
                           dir_);
-    log::debug("capture template {}/{}/{} saved ({} bytes)", dir_, layout::kTemplatesDir, file, bytes.size());
+    log::debug("capture template {}/{}/{} saved ({} bytes)", dir_, names::kTemplatesDir, file, bytes.size());
   } catch (const Error& e) {
     warn_uncached(
         dir_, "templates",

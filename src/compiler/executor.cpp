@@ -319,12 +319,12 @@ std::vector<Tensor> ProgramRunner::run(const std::vector<Tensor>& inputs, const 
   return make_outputs(prep, roots);
 }
 
-std::unique_ptr<ProgramRunner::Captured> ProgramRunner::layout(const Prepared& prep, const SymBindings& b) const {
+std::unique_ptr<ProgramRunner::Captured> ProgramRunner::pool_plan(const Prepared& prep, const SymBindings& b) const {
   const DeviceProgram& p = *program_;
   auto cap = std::make_unique<Captured>();
   for (const auto& [sym, v] : b)
     if (!update_only_.count(sym)) cap->binding.emplace(sym, v);
-  // Pool layout: the arena as planned, then temporaries and outputs.
+  // Pool plan: the arena as planned, then temporaries and outputs.
   cap->pool_offset.assign(p.buffers.size(), -1);
   std::size_t end = prep.plan.arena_bytes;
   for (std::size_t i = 0; i < p.buffers.size(); ++i) {
@@ -390,7 +390,7 @@ void ProgramRunner::set_slots(Captured& cap, const CaptureTemplate& t) const {
 ProgramRunner::Captured& ProgramRunner::capture(Prepared& prep, const std::vector<Bound>& io, Communicator& comm,
                                                 const std::vector<int64_t>& key, const SymBindings& b, bool phantom) {
   const DeviceProgram& p = *program_;
-  auto cap = layout(prep, b);
+  auto cap = pool_plan(prep, b);
   // Record with the calling thread's pool (nothing runs while capturing),
   // or, for a capture that only makes a template (no call: meta weights), a
   // block that is never read.
@@ -423,7 +423,7 @@ ProgramRunner::Captured& ProgramRunner::capture(Prepared& prep, const std::vecto
 ProgramRunner::Captured* ProgramRunner::restore(Prepared& prep, Communicator& comm, const std::vector<int64_t>& key,
                                                 const SymBindings& b) {
   std::string why;
-  auto cap = layout(prep, b);
+  auto cap = pool_plan(prep, b);
   std::optional<std::string> bytes = templates_->load(cap->binding, settings(), why);
   if (!bytes) {
     if (!why.empty()) note_recapture(why);
@@ -436,7 +436,7 @@ ProgramRunner::Captured* ProgramRunner::restore(Prepared& prep, Communicator& co
     if (t.binding != expected.binding)
       throw Error("captured for sizes " + binding_text(t.binding) + ", not " + binding_text(expected.binding));
     if (t.footprint != expected.footprint || t.pool_offset != expected.pool_offset)
-      throw Error("its pool layout differs (footprint " + std::to_string(t.footprint) + " bytes, a capture here lays " +
+      throw Error("its pool plan differs (footprint " + std::to_string(t.footprint) + " bytes, a capture here lays " +
                   std::to_string(expected.footprint) + ")");
     if (t.tasks.size() != expected.tasks.size())
       throw Error("it has " + std::to_string(t.tasks.size()) + " tasks, the program " +

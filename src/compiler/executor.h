@@ -139,9 +139,10 @@ class ProgramRunner {
   // for `b`'s binding key) evaluated.
   std::vector<runtime::TaskGraph::Patch> patches(const Prepared& prep, const SymBindings& b) const;
   std::shared_ptr<const Attrs> patched_attrs(const Prepared& prep, std::size_t step, const SymBindings& b) const;
-  // The pool layout a capture of binding `b` makes (no graph yet).
-  std::unique_ptr<Captured> layout(const Prepared& prep, const SymBindings& b) const;
-  // The template of a capture with that layout; the slots it declares.
+  // The pool plan a capture of binding `b` makes (no graph yet): where each
+  // of its buffers lies in the pool.
+  std::unique_ptr<Captured> pool_plan(const Prepared& prep, const SymBindings& b) const;
+  // The template of a capture with that plan; the slots it declares.
   CaptureTemplate make_template(const Prepared& prep, const Captured& cap) const;
   void set_slots(Captured& cap, const CaptureTemplate& t) const;
   // Captures the program for binding `b` (caller holds mu_); `phantom`: no

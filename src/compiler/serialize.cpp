@@ -394,7 +394,7 @@ void put_record(ByteWriter& w, const CompiledGraph& g, bool with_program) {
   w.f64(g.compile_seconds);
 }
 
-CompiledGraph get_record(ByteReader& r, bool* has_program) {
+CompiledGraph get_record(ByteReader& r, bool* with_program) {
   if (r.u32() != kMagic) r.fail("it is not a compiled graph");
   const uint32_t version = r.u32();
   if (version != kEncodingVersion)
@@ -433,7 +433,7 @@ CompiledGraph get_record(ByteReader& r, bool* has_program) {
   g.unplanned_bytes = r.u64();
   g.compile_seconds = r.f64();
   if (!r.done()) r.fail("it has trailing bytes");
-  if (has_program) *has_program = with_program;
+  if (with_program) *with_program = with_program;
   return g;
 }
 
@@ -459,7 +459,7 @@ std::string serialize_compiled(const CompiledGraph& g, bool with_program) {
   return w.take();
 }
 
-CompiledGraph deserialize_compiled(std::string_view bytes, bool* has_program) {
+CompiledGraph deserialize_compiled(std::string_view bytes, bool* with_program) {
   ByteReader r(bytes, "the compiled graph");
   bool program = false;
   CompiledGraph g = get_record(r, &program);
@@ -468,7 +468,7 @@ CompiledGraph deserialize_compiled(std::string_view bytes, bool* has_program) {
     validate_program(g.program);
   else
     verify(g.optimized);
-  if (has_program) *has_program = program;
+  if (with_program) *with_program = program;
   return g;
 }
 

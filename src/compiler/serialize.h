@@ -21,6 +21,6 @@ DeviceProgram deserialize_program(std::string_view bytes);
 // left out (a loader then recompiles it from the stored graph).
 std::string serialize_compiled(const CompiledGraph& g, bool with_program);
 // Throws Error when the bytes are not a valid archive.
-CompiledGraph deserialize_compiled(std::string_view bytes, bool* has_program = nullptr);
+CompiledGraph deserialize_compiled(std::string_view bytes, bool* with_program = nullptr);
 
 }  // namespace npucache::compiler

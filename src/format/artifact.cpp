@@ -4,7 +4,7 @@
 
 #include "compiler/serialize.h"
 #include "format/cache_error.h"
-#include "format/layout.h"
+#include "format/names.h"
 #include "process/context.h"
 #include "process/env.h"
 
@@ -85,7 +85,7 @@ EntryRecord make_entry(const compiler::CompiledGraph& g, const std::string& path
   e.parameters = parameter_names(g.trace.graph);
   e.meta.name = g.trace.name;
   e.meta.date = now_string();
-  e.meta.version = layout::kFormatVersion;
+  e.meta.version = names::kFormatVersion;
   e.meta.lookup_key = key.hash;
   e.meta.model_info = key.model_info;
   e.meta.components = key.components;
@@ -113,10 +113,10 @@ void check_binds(const compiler::CompiledGraph& g, const nn::Module& module) {
 }
 
 std::shared_ptr<compiler::CompiledGraph> load_object(const ObjectRecord& o, const std::vector<std::string>& parameters,
-                                                     bool* has_program) {
+                                                     bool* with_program) {
   auto g = std::make_shared<compiler::CompiledGraph>();
   try {
-    *g = compiler::deserialize_compiled(o.raw, has_program);
+    *g = compiler::deserialize_compiled(o.raw, with_program);
   } catch (const Error& e) {
     throw CacheError(std::string("object ") + o.graph_key + " cannot be decoded: " + e.what());
   }
@@ -130,7 +130,7 @@ std::shared_ptr<compiler::CompiledGraph> load_object(const ObjectRecord& o, cons
   if (k != parameters.size()) throw CacheError("entry lists more parameters than object " + o.graph_key + " uses");
   // The program and the optimized graph keep the traced placeholder order
   // (passes never drop or reorder placeholders).
-  if (*has_program && g->program.parameters.size() != parameters.size())
+  if (*with_program && g->program.parameters.size() != parameters.size())
     throw CacheError("object " + o.graph_key + "'s program binds " + std::to_string(g->program.parameters.size()) +
                      " parameters, its graph " + std::to_string(parameters.size()));
   for (std::size_t j = 0; j < g->program.parameters.size(); ++j) g->program.parameters[j].name = parameters[j];

@@ -26,7 +26,7 @@ EntryRecord make_entry(const compiler::CompiledGraph& g, const std::string& path
 // parameter placeholders to this entry's names (ranks sharing an object may
 // name their parameters differently). Throws CacheError when undecodable.
 std::shared_ptr<compiler::CompiledGraph> load_object(const ObjectRecord& o, const std::vector<std::string>& parameters,
-                                                     bool* has_program);
+                                                     bool* with_program);
 
 // Whether the module has every parameter and buffer the program reads, of
 // the type the program reads it as: throws CacheError naming the first one

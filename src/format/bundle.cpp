@@ -5,7 +5,7 @@
 #include "format/artifact.h"
 #include "format/cache_error.h"
 #include "format/keys.h"
-#include "format/layout.h"
+#include "format/names.h"
 #include "format/record_codec.h"
 #include "format/template_file.h"
 #include "zstd/zstd_codec.h"
@@ -81,7 +81,7 @@ Bundle read_bundle(std::string_view bytes) {
   const uint64_t len = h.u64(), raw_len = h.u64(), sum = h.u64();
   if (version != kVersion)
     throw CacheError("bundle format version " + std::to_string(version) + " is not supported (this build reads " +
-                     std::to_string(kVersion) + ", cache format " + layout::kFormatVersion + "): " +
+                     std::to_string(kVersion) + ", cache format " + names::kFormatVersion + "): " +
                      (version < kVersion ? "it was written by cache format 3.0.0 or earlier, whose entries would "
                                            "only be reported stale here; export a cache made by this version"
                                          : "it was written by a later version; export it again with this version"));
@@ -130,7 +130,7 @@ void validate_bundle(const Bundle& b, const DecodeCheck& decodes) {
   auto bad = [](const std::string& why) { return CacheError("bundle rejected, nothing imported: " + why); };
   std::set<std::string> template_keys;
   for (const auto& [key, bytes] : b.templates) {
-    if (!layout::valid_graph_key(key)) throw bad("template key '" + key + "' is malformed");
+    if (!names::valid_graph_key(key)) throw bad("template key '" + key + "' is malformed");
     if (!template_keys.insert(key).second) throw bad("template " + key + " appears twice");
     TemplateRecord t;
     try {
@@ -146,15 +146,15 @@ void validate_bundle(const Bundle& b, const DecodeCheck& decodes) {
   }
   std::map<std::string, const ObjectRecord*> objects;
   for (const auto& o : b.objects) {
-    if (!layout::valid_graph_key(o.graph_key)) throw bad("object key '" + o.graph_key + "' is malformed");
+    if (!names::valid_graph_key(o.graph_key)) throw bad("object key '" + o.graph_key + "' is malformed");
     if (!objects.emplace(o.graph_key, &o).second) throw bad("object " + o.graph_key + " appears twice");
   }
   std::set<std::string> decoded;  // objects decoded with an entry's parameters
   std::set<std::string> paths;
   std::map<std::string, Components> model;  // model_info -> its model components
   for (const auto& e : b.entries) {
-    if (!layout::valid_entry_path(e.path)) throw bad("entry path '" + e.path + "' is not a cache entry path");
-    if (layout::model_info_of(e.path) != e.meta.model_info)
+    if (!names::valid_entry_path(e.path)) throw bad("entry path '" + e.path + "' is not a cache entry path");
+    if (names::model_info_of(e.path) != e.meta.model_info)
       throw bad("entry " + e.path + " names model " + e.meta.model_info);
     if (!paths.insert(e.path).second) throw bad("entry " + e.path + " appears twice");
     for (const auto& n : component_names())

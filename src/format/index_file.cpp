@@ -4,7 +4,7 @@
 #include "format/cache_error.h"
 #include "format/envelope.h"
 #include "format/keys.h"
-#include "format/layout.h"
+#include "format/names.h"
 #include "format/record_codec.h"
 #include "format/view.h"
 #include "h5/h5.h"
@@ -46,10 +46,10 @@ std::string hdf5_view(const IndexFile& ix, std::size_t userblock) {
     h5::write_attr(g.id(), "graph_key", e.graph_key);
     h5::write_attr(g.id(), "tp_rank", int64_t{e.meta.rank.tp_rank});
     h5::write_attr(g.id(), "pp_rank", int64_t{e.meta.rank.pp_rank});
-    h5::write_fixed_strings(g.id(), layout::kParametersDataset, e.parameters);
-    h5::external_link(g.id(), layout::kModuleDataset,
-                      std::string(layout::kObjectsDir) + "/" + layout::object_file(e.graph_key),
-                      std::string("/") + layout::kModuleDataset);
+    h5::write_fixed_strings(g.id(), names::kParametersDataset, e.parameters);
+    h5::external_link(g.id(), names::kModuleDataset,
+                      std::string(names::kObjectsDir) + "/" + names::object_file(e.graph_key),
+                      std::string("/") + names::kModuleDataset);
   }
   return h5::image_bytes(f.id());
 }

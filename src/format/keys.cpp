@@ -2,7 +2,7 @@
 
 #include <npucache/ir/hash.h>
 
-#include "format/layout.h"
+#include "format/names.h"
 
 #include <xxhash.h>
 
@@ -136,7 +136,7 @@ LookupKey lookup_key(const KeyInputs& in) {
   c[kGeCache] = in.ge_cache ? "true" : "false";
   c[kDecompositions] = in.decompositions;
   c[kRuntimeVersion] = in.runtime_version;
-  c[kFormatVersion] = layout::kFormatVersion;
+  c[kFormatVersion] = names::kFormatVersion;
   c[kCodeVersion] = in.code_version;
   std::string options = in.config.dump();
   for (auto& ch : options)
@@ -160,7 +160,7 @@ GraphId graph_id(const TraceResult& traced, const KeyInputs& in) {
                   (!in.dynamic   ? "auto"
                    : *in.dynamic ? "dynamic"
                                  : "static") +
-                  "|" + layout::kFormatVersion;
+                  "|" + names::kFormatVersion;
   XXH128_hash_t h = XXH3_128bits(s.data(), s.size());
   return {Hash128{h.high64, h.low64}.hex(), canonical};
 }

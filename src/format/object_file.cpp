@@ -3,7 +3,7 @@
 #include "compiler/wire.h"
 #include "format/cache_error.h"
 #include "format/envelope.h"
-#include "format/layout.h"
+#include "format/names.h"
 #include "format/record_codec.h"
 #include "format/view.h"
 #include "h5/h5.h"
@@ -18,7 +18,7 @@ ObjectMeta decode_meta(std::string_view body, const std::string& what, std::stri
   // The formats before 4.0.0 began the record with the graph key's length.
   if (body.size() >= 4 && body.substr(0, 4) == std::string_view("\x20\0\0\0", 4))
     throw CacheError(what + " was written by cache format 3.0.0 or earlier (another record encoding; this is format " +
-                     layout::kFormatVersion + "): it is stale and never read; `npucache verify --repair` removes it");
+                     names::kFormatVersion + "): it is stale and never read; `npucache verify --repair` removes it");
   ByteReader r(body, what);
   ObjectMeta m = read_object_meta(r, key);
   if (!r.done()) r.fail("its record has trailing bytes");
@@ -60,8 +60,8 @@ std::string encode_object(const ObjectRecord& o) {
                    m.producer.host + " pid " + std::to_string(m.producer.pid) + " rank " +
                        std::to_string(m.producer.global_rank) + " npucache " + m.version);
     h5::write_attr(root, "date", m.date);
-    h5::write_bytes(root, layout::kModuleDataset, o.raw);
-    h5::write_strings(root, layout::kGraphDataset, o.graph_text);
+    h5::write_bytes(root, names::kModuleDataset, o.raw);
+    h5::write_strings(root, names::kGraphDataset, o.graph_text);
     image = h5::image_bytes(f.id());
   }
   return seal(EnvelopeKind::object, records, std::move(image), userblock);
@@ -87,8 +87,8 @@ ObjectRecord decode_object(std::string_view file, const std::string& what, bool 
   {
     auto guard = h5::lock();
     h5::Handle f = h5::open_image(file);
-    r.raw = h5::read_bytes(f.id(), layout::kModuleDataset, static_cast<std::size_t>(r.meta.raw_size));
-    if (with_text) r.graph_text = h5::read_strings(f.id(), layout::kGraphDataset);
+    r.raw = h5::read_bytes(f.id(), names::kModuleDataset, static_cast<std::size_t>(r.meta.raw_size));
+    if (with_text) r.graph_text = h5::read_strings(f.id(), names::kGraphDataset);
   }
   if (r.raw.size() != r.meta.raw_size)
     throw CacheError(what + " is damaged: it holds " + std::to_string(r.raw.size()) + " bytes, its record says " +

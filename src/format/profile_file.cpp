@@ -3,7 +3,7 @@
 #include "compiler/wire.h"
 #include "format/cache_error.h"
 #include "format/envelope.h"
-#include "format/layout.h"
+#include "format/names.h"
 #include "format/view.h"
 #include "h5/h5.h"
 
@@ -37,9 +37,9 @@ ProfileRecord decode_record(std::string_view body, const std::string& what) try 
     return s;
   };
   p.model_info = text("model_info");
-  if (!layout::valid_name(p.model_info)) r.fail("a record names an invalid model_info '" + p.model_info + "'");
+  if (!names::valid_name(p.model_info)) r.fail("a record names an invalid model_info '" + p.model_info + "'");
   p.method = text("method");
-  if (!layout::valid_name(p.method)) r.fail("a record names an invalid method '" + p.method + "'");
+  if (!names::valid_name(p.method)) r.fail("a record names an invalid method '" + p.method + "'");
   p.dim.input = text("input path");
   p.dim.dim = r.i64();
   if (p.dim.dim < 0 || p.dim.dim >= kMaxProfileDim) r.fail("a record names dim " + std::to_string(p.dim.dim));
@@ -71,7 +71,7 @@ std::string encode_profiles(const std::vector<ProfileRecord>& records) {
     h5::write_attr(f.id(), "dims", static_cast<int64_t>(records.size()));
     for (const auto& [model_info, ls] : lines) {
       h5::Handle g = h5::create_group(f.id(), model_info);
-      h5::write_strings(g.id(), layout::kProfileDataset, ls);
+      h5::write_strings(g.id(), names::kProfileDataset, ls);
     }
     image = h5::image_bytes(f.id());
   }

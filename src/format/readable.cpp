@@ -5,7 +5,7 @@
 #include "format/artifact.h"
 #include "format/cache_error.h"
 #include "format/keys.h"
-#include "format/layout.h"
+#include "format/names.h"
 #include "process/context.h"
 #include "process/env.h"
 
@@ -102,8 +102,8 @@ std::string shape_guards_text(const InputSignature& sig, bool dynamic_all) {
 }  // namespace
 
 std::string readable_entry(const EntryRecord& e, const ObjectRecord& o) {
-  bool has_program = false;
-  auto g = load_object(o, e.parameters, &has_program);
+  bool with_program = false;
+  auto g = load_object(o, e.parameters, &with_program);
   std::string s = "# " + model_cache_meta(e.meta) + "\n# entry " + e.path + "\n# object " + e.graph_key + "\n";
   s += "\n## key components\n";
   for (const auto& [k, v] : e.meta.components) s += k + " = " + v + "\n";
@@ -115,7 +115,7 @@ std::string readable_entry(const EntryRecord& e, const ObjectRecord& o) {
   s += "\n## traced graph\n" + print_graph(g->trace.graph);
   if (!g->optimized.nodes().empty()) s += "\n## optimized graph\n" + print_graph(g->optimized);
   s += "\n## compile passes\n" + compiler::format_timings(g->timings);
-  if (has_program) {
+  if (with_program) {
     s += "\n## device program (" + std::to_string(g->program.steps.size()) + " steps, " +
          std::to_string(g->program.num_streams) + " streams)\n";
     s += compiler::print_program(g->program);
@@ -128,7 +128,7 @@ std::string readable_entry(const EntryRecord& e, const ObjectRecord& o) {
 std::pair<std::string, std::string> split_cache_path(const std::string& path) {
   fs::path p = fs::absolute(path).lexically_normal();
   if (p.filename().empty()) p = p.parent_path();                    // a trailing slash
-  if (p.filename() == layout::kModuleDataset) p = p.parent_path();  // the seed's .../<func>/compiled_module
+  if (p.filename() == names::kModuleDataset) p = p.parent_path();  // the seed's .../<func>/compiled_module
   fs::path rest;
   for (fs::path at = p; !at.empty(); at = at.parent_path()) {
     // `at` is the cache directory when it holds the index of the model
@@ -136,7 +136,7 @@ std::pair<std::string, std::string> split_cache_path(const std::string& path) {
     if (!rest.empty()) {
       const std::string model_info = rest.begin()->string();
       struct stat st;
-      const fs::path index = at / layout::index_file(model_info);
+      const fs::path index = at / names::index_file(model_info);
       if (process::Context::current().env().fstatat(AT_FDCWD, index.c_str(), &st, 0) == 0 && S_ISREG(st.st_mode))
         return {at.string(), rest.string()};
     }

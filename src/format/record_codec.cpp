@@ -1,7 +1,7 @@
 #include "format/record_codec.h"
 
 #include "format/keys.h"
-#include "format/layout.h"
+#include "format/names.h"
 
 #include <cmath>
 
@@ -73,7 +73,7 @@ std::string checksum_field(ByteReader& r, const char* what) {
 
 std::string graph_key_field(ByteReader& r) {
   std::string k = r.str();
-  if (!layout::valid_graph_key(k)) r.fail("graph key '" + k.substr(0, 40) + "' is malformed");
+  if (!names::valid_graph_key(k)) r.fail("graph key '" + k.substr(0, 40) + "' is malformed");
   return k;
 }
 
@@ -85,7 +85,7 @@ bool is_entry_component(const std::string& k) {
 
 // The entry's components: its model's, then its own.
 void bind(EntryRecord& e, const ModelRecord& model, ByteReader& r) {
-  if (!layout::valid_entry_path(e.path) || layout::model_info_of(e.path) != model.model_info)
+  if (!names::valid_entry_path(e.path) || names::model_info_of(e.path) != model.model_info)
     r.fail("entry path '" + e.path.substr(0, 300) + "' is not an entry of " + model.model_info);
   e.meta.model_info = model.model_info;
   Components own = std::move(e.meta.components);
@@ -125,7 +125,7 @@ ModelRecord read_model(ByteReader& r) {
   expect(r, kModel);
   ModelRecord m;
   m.model_info = r.str();
-  if (!layout::valid_name(m.model_info)) r.fail("model_info '" + m.model_info.substr(0, 300) + "' is malformed");
+  if (!names::valid_name(m.model_info)) r.fail("model_info '" + m.model_info.substr(0, 300) + "' is malformed");
   const std::size_t n = r.count(2 * sizeof(uint32_t));
   std::string last;
   for (std::size_t i = 0; i < n; ++i) {
@@ -263,7 +263,7 @@ ModelRecord read_earlier_model(ByteReader& r) {
   if (r.u8() != kEarlierModel) r.fail("its model record cannot be read");
   ModelRecord m;
   m.model_info = r.str();
-  if (!layout::valid_name(m.model_info)) r.fail("model_info '" + m.model_info.substr(0, 300) + "' is malformed");
+  if (!names::valid_name(m.model_info)) r.fail("model_info '" + m.model_info.substr(0, 300) + "' is malformed");
   const std::size_t n = r.count(2 * sizeof(uint32_t));
   for (std::size_t i = 0; i < n; ++i) {
     std::string k = r.str();
@@ -284,8 +284,8 @@ EntryRecord read_earlier_entry(ByteReader& r, const ModelRecord& model) {
   e.meta.fx = r.str();
   e.meta.lookup_key = r.str();
   for (const char* n : {kMethod, kRuntimeVersion, kFormatVersion, kCodeVersion}) e.meta.components[n] = r.str();
-  if (e.meta.components[kFormatVersion] == layout::kFormatVersion)
-    r.fail("an entry of the encoding before format 4.0.0 claims format " + std::string(layout::kFormatVersion));
+  if (e.meta.components[kFormatVersion] == names::kFormatVersion)
+    r.fail("an entry of the encoding before format 4.0.0 claims format " + std::string(names::kFormatVersion));
   bind(e, model, r);
   e.meta.rank.world_size = rank_field(r, "world_size");
   e.meta.rank.global_rank = rank_field(r, "global_rank");

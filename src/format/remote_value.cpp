@@ -1,7 +1,7 @@
 #include "format/remote_value.h"
 
 #include "format/cache_error.h"
-#include "format/layout.h"
+#include "format/names.h"
 #include "format/record_codec.h"
 #include "zstd/zstd_codec.h"
 
@@ -14,7 +14,7 @@ using compiler::ByteReader;
 using compiler::ByteWriter;
 
 namespace remote_key {
-std::string prefix() { return std::string(layout::kFormatName) + ":" + layout::kFormatVersion + ":"; }
+std::string prefix() { return std::string(names::kFormatName) + ":" + names::kFormatVersion + ":"; }
 std::string object(const std::string& h) { return prefix() + "obj:" + h; }
 std::string graph(const std::string& k) { return prefix() + "graph:" + k; }
 std::string index(const std::string& m) { return prefix() + "index:" + m; }
@@ -183,7 +183,7 @@ GraphRef decode_graph_ref(std::string_view value, const std::string& graph_key) 
     g.checksum = r.str();
     if (!r.done()) r.fail("trailing bytes");
     if (g.graph_key != graph_key) r.fail("it names graph key " + g.graph_key);
-    if (g.object_hash.size() != 32 || !layout::valid_graph_key(g.object_hash)) r.fail("it names no object hash");
+    if (g.object_hash.size() != 32 || !names::valid_graph_key(g.object_hash)) r.fail("it names no object hash");
     if (!is_checksum(g.checksum)) r.fail("it names no content hash of its artifact");
     return g;
   });
@@ -210,7 +210,7 @@ RemoteEntry decode_remote_entry(std::string_view value, const std::string& path,
     e.object_hash = r.str();
     if (!r.done()) r.fail("trailing bytes");
     if (!path.empty() && e.entry.path != path) r.fail("it is entry " + e.entry.path);
-    if (!e.object_hash.empty() && !layout::valid_graph_key(e.object_hash)) r.fail("it names no valid object hash");
+    if (!e.object_hash.empty() && !names::valid_graph_key(e.object_hash)) r.fail("it names no valid object hash");
     return e;
   });
 }

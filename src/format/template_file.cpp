@@ -3,7 +3,7 @@
 #include "compiler/wire.h"
 #include "format/cache_error.h"
 #include "format/envelope.h"
-#include "format/layout.h"
+#include "format/names.h"
 #include "format/view.h"
 #include "h5/h5.h"
 
@@ -67,7 +67,7 @@ std::string encode_template_file(const TemplateRecord& r) {
     h5::write_attr(root, "footprint", static_cast<int64_t>(t.footprint));
     h5::write_attr(root, "tasks", static_cast<int64_t>(t.tasks.size()));
     h5::write_attr(root, "fingerprint", r.fingerprint);
-    h5::write_strings(root, layout::kTemplateTasksDataset, template_listing(t));
+    h5::write_strings(root, names::kTemplateTasksDataset, template_listing(t));
     image = h5::image_bytes(f.id());
   }
   return seal(EnvelopeKind::capture_template, records, std::move(image), userblock);
@@ -91,7 +91,7 @@ TemplateRecord decode_template_file(std::string_view file, const std::string& wh
     t.fingerprint = r.str();
     t.bytes = r.str();
     if (!r.done()) r.fail("its record has trailing bytes");
-    if (!layout::valid_graph_key(t.validity.graph_key)) r.fail("its graph key is invalid");
+    if (!names::valid_graph_key(t.validity.graph_key)) r.fail("its graph key is invalid");
     const compiler::CaptureTemplate decoded = compiler::decode_template(t.bytes);
     if (compiler::template_fingerprint(decoded) != t.fingerprint) r.fail("its template does not match its fingerprint");
     if (compiler::binding_text(decoded.binding) != t.validity.binding)

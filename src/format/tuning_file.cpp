@@ -3,7 +3,7 @@
 #include "compiler/wire.h"
 #include "format/cache_error.h"
 #include "format/envelope.h"
-#include "format/layout.h"
+#include "format/names.h"
 #include "format/view.h"
 #include "h5/h5.h"
 
@@ -114,7 +114,7 @@ std::string encode_tuning(const std::vector<TuningRecord>& records) {
     for (const auto& [runtime, ls] : lines) {
       h5::Handle g = h5::create_group(root, group_name(runtime, used));
       h5::write_attr(g.id(), "runtime", runtime);
-      h5::write_strings(g.id(), layout::kTuningDataset, ls);
+      h5::write_strings(g.id(), names::kTuningDataset, ls);
     }
     image = h5::image_bytes(f.id());
   }

@@ -1,7 +1,7 @@
 #include "storage/dir.h"
 
 #include "format/cache_error.h"
-#include "format/layout.h"
+#include "format/names.h"
 #include "process/context.h"
 #include "process/env.h"
 
@@ -249,7 +249,7 @@ std::string Dir::temp_for(const std::string& name, int& out_fd) const {
   // A name someone planted (a file or a link where our next temporary would go) only costs a
   // retry: O_EXCL|O_NOFOLLOW never opens an existing entry, so the plant is never written through.
   for (int attempt = 0;; ++attempt) {
-    const std::string temp = layout::temp_name(name);
+    const std::string temp = names::temp_name(name);
     out_fd = env().openat(fd(), temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (out_fd >= 0) return temp;
     if (errno != EEXIST || attempt >= 64) fail("creating", path_ / temp, errno);
@@ -351,7 +351,7 @@ FileLock Dir::lock(const std::string& name, bool shared) const {
 std::size_t Dir::remove_stale_temps() const {
   std::size_t removed = 0;
   for (const auto& n : list()) {
-    const long pid = layout::temp_owner_any(n);
+    const long pid = names::temp_owner_any(n);
     if (pid > 0 && (pid == ::getpid() ? false : dead(pid)) && env().unlinkat(fd(), n.c_str(), 0) == 0) ++removed;
   }
   return removed;

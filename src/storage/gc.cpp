@@ -9,7 +9,7 @@
 #include "format/cache_error.h"
 #include "format/envelope.h"
 #include "format/keys.h"
-#include "format/layout.h"
+#include "format/names.h"
 #include "format/object_file.h"
 #include "format/profile_file.h"
 #include "h5/h5.h"
@@ -68,7 +68,7 @@ std::vector<EntryRecord> all_entries(const Store& s, std::vector<std::string>* p
 
 std::size_t file_size(const Store& s, const std::string& key) {
   try {
-    auto info = s.directory().sub(layout::kObjectsDir, Create::no).stat(layout::object_file(key));
+    auto info = s.directory().sub(names::kObjectsDir, Create::no).stat(names::object_file(key));
     return info ? static_cast<std::size_t>(info->size) : 0;
   } catch (const CacheError&) {
     return 0;
@@ -137,12 +137,12 @@ std::string format_size(std::size_t bytes) {
 
 std::optional<std::size_t> max_size(const std::string& dir) {
   if (!Dir::exists(dir)) return std::nullopt;
-  auto text = Dir::open(dir, Safety::cache, Create::no).read(layout::kConfigFile, kMaxConfigBytes);
+  auto text = Dir::open(dir, Safety::cache, Create::no).read(names::kConfigFile, kMaxConfigBytes);
   if (!text) return std::nullopt;
   auto j = nlohmann::json::parse(*text, nullptr, false);
   if (j.is_discarded() || !j.is_object()) {
     log::warn("{}/{} is damaged; no size limit applies until `npucache config max-size` sets one", dir,
-              layout::kConfigFile);
+              names::kConfigFile);
     return std::nullopt;
   }
   auto it = j.find("max_size");
@@ -154,7 +154,7 @@ void set_max_size(const std::string& dir, std::optional<std::size_t> limit) {
   const Store s = Store::open(dir, Create::yes);
   nlohmann::json j = nlohmann::json::object();
   if (limit) j["max_size"] = *limit;
-  s.directory().write(layout::kConfigFile, j.dump() + "\n");
+  s.directory().write(names::kConfigFile, j.dump() + "\n");
 }
 
 void enforce_limit(const std::string& dir, const std::vector<std::string>& written) {
@@ -185,11 +185,11 @@ void evict_and_sweep(const Store& s, const std::map<std::string, std::vector<std
   // Objects no remaining entry uses (including ones never referenced).
   std::set<std::string> used;
   for (const auto& e : all_entries(s)) used.insert(e.graph_key);
-  const bool have_objects = s.directory().stat(layout::kObjectsDir).has_value();
+  const bool have_objects = s.directory().stat(names::kObjectsDir).has_value();
   for (const auto& key : s.object_keys()) {
     if (used.count(key)) continue;
-    const Dir objects = s.directory().sub(layout::kObjectsDir, Create::no);
-    if (!have_objects || !is_our_envelope(objects, layout::object_file(key), EnvelopeKind::object)) {
+    const Dir objects = s.directory().sub(names::kObjectsDir, Create::no);
+    if (!have_objects || !is_our_envelope(objects, names::object_file(key), EnvelopeKind::object)) {
       out.left.push_back(s.object_path(key).string());
       continue;
     }
@@ -200,7 +200,7 @@ void evict_and_sweep(const Store& s, const std::map<std::string, std::vector<std
       out.orphaned_bytes += o->second;
     }
   }
-  if (have_objects) s.directory().sub(layout::kObjectsDir, Create::no).remove_stale_temps();
+  if (have_objects) s.directory().sub(names::kObjectsDir, Create::no).remove_stale_temps();
   const auto keys = s.object_keys();
   out.removed_templates = sweep_templates(s, std::set<std::string>(keys.begin(), keys.end()));
   std::size_t total = 0;

@@ -3,7 +3,7 @@
 #include <npucache/error.h>
 
 #include "format/cache_error.h"
-#include "format/layout.h"
+#include "format/names.h"
 #include "format/tuning_file.h"
 #include "log/log.h"
 #include "process/context.h"
@@ -202,7 +202,7 @@ std::optional<RemoteTier::Object> RemoteTier::object_by_hash(const std::string& 
 }
 
 std::optional<RemoteEntry> RemoteTier::entry(const std::string& path, const std::string& dir) {
-  const std::string model_info = layout::model_info_of(path);
+  const std::string model_info = names::model_info_of(path);
   Answer<std::string> got = [&] {
     Counted t(dir);
     auto a = backend_->hash_get(remote_key::index(model_info), path);
@@ -256,7 +256,7 @@ std::optional<std::vector<std::string>> RemoteTier::models(const std::string& di
   std::vector<std::string> out;
   if (got.is_hit())
     for (auto& m : got.value())
-      if (layout::valid_name(m)) out.push_back(std::move(m));
+      if (names::valid_name(m)) out.push_back(std::move(m));
   return out;
 }
 
@@ -332,7 +332,7 @@ RemoteTier::Pushed RemoteTier::push(const std::vector<ObjectRecord>& objects, co
     const auto h = hash_of.find(e.graph_key);
     const std::string v = encode_remote_entry({e, h == hash_of.end() ? "" : h->second});
     t.c.bytes_written += v.size();
-    by_model[layout::model_info_of(e.path)].emplace_back(e.path, v);
+    by_model[names::model_info_of(e.path)].emplace_back(e.path, v);
   }
   for (const auto& [model_info, fields] : by_model) {
     auto put = backend_->hash_put(remote_key::index(model_info), fields, remote::Overwrite::yes);

@@ -1,7 +1,7 @@
 #include "storage/stats.h"
 
 #include "format/cache_error.h"
-#include "format/layout.h"
+#include "format/names.h"
 #include "log/log.h"
 #include "process/context.h"
 #include "process/env.h"
@@ -31,7 +31,7 @@ CacheStats parse(const Dir& dir) {
   CacheStats s;
   std::optional<std::string> text_bytes;
   try {
-    text_bytes = dir.read(layout::kStatsFile, kMaxStatsBytes);
+    text_bytes = dir.read(names::kStatsFile, kMaxStatsBytes);
   } catch (const IoError&) {
     throw;
   } catch (const CacheError& e) {
@@ -107,7 +107,7 @@ void update(const fs::path& dir, F&& change) {
   try {
     if (!Dir::exists(dir)) return;
     const Dir d = Dir::open(dir, Safety::cache, Create::no);
-    FileLock lock = d.sub(layout::kLocksDir, Create::yes).lock(layout::kStatsLock);
+    FileLock lock = d.sub(names::kLocksDir, Create::yes).lock(names::kStatsLock);
     CacheStats s = parse(d);
     change(s);
     nlohmann::json j;
@@ -128,7 +128,7 @@ void update(const fs::path& dir, F&& change) {
     for (const auto& m : s.recent_misses)
       j["recent_misses"].push_back(
           {{"time", m.time}, {"entry", m.entry}, {"reason", m.reason}, {"differences", m.differences}});
-    d.write(layout::kStatsFile, j.dump(1) + "\n");
+    d.write(names::kStatsFile, j.dump(1) + "\n");
     // Every process that used the cache ends here: damaged markers heal.
     Store::open(dir, Create::no).heal_markers();
   } catch (const IoError& e) {
@@ -242,8 +242,8 @@ void zero_stats(const fs::path& dir) {
 
 void clear_stats(const fs::path& dir) {
   const Dir d = Dir::open(dir, Safety::cache, Create::no);
-  FileLock lock = d.sub(layout::kLocksDir, Create::yes).lock(layout::kStatsLock);
-  d.remove(layout::kStatsFile);
+  FileLock lock = d.sub(names::kLocksDir, Create::yes).lock(names::kStatsLock);
+  d.remove(names::kStatsFile);
 }
 
 void forget_entries(const fs::path& dir, const std::vector<std::string>& entries) {

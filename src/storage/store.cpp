@@ -2,7 +2,7 @@
 
 #include "format/cache_error.h"
 #include "format/keys.h"
-#include "format/layout.h"
+#include "format/names.h"
 #include "format/object_file.h"
 #include "log/log.h"
 #include "process/context.h"
@@ -62,7 +62,7 @@ constexpr std::string_view cachedir_tag() {
 }
 
 std::string store_json(const std::string& id) {
-  return std::string("{\"format\": \"") + layout::kFormatName + "\", \"format_version\": \"" + layout::kFormatVersion +
+  return std::string("{\"format\": \"") + names::kFormatName + "\", \"format_version\": \"" + names::kFormatVersion +
          "\", \"store_id\": \"" + id + "\"}\n";
 }
 
@@ -70,10 +70,10 @@ std::string store_json(const std::string& id) {
 // another format version names its store just as well (the version is
 // the directory's, read for reports; entries carry their own).
 std::string read_store_id(const Dir& d) {
-  auto text = d.read(layout::kStoreFile, 4096);
+  auto text = d.read(names::kStoreFile, 4096);
   if (!text) return "";
   const nlohmann::json j = nlohmann::json::parse(*text, nullptr, false);
-  if (!j.is_object() || j.size() != 3 || !j.contains("format") || j["format"] != layout::kFormatName ||
+  if (!j.is_object() || j.size() != 3 || !j.contains("format") || j["format"] != names::kFormatName ||
       !j.contains("format_version") || !j["format_version"].is_string() || !j.contains("store_id") ||
       !j["store_id"].is_string())
     return "";
@@ -87,16 +87,16 @@ std::string read_store_id(const Dir& d) {
 }
 
 void write_markers(const Dir& d) {
-  d.publish(layout::kCacheDirTag, cachedir_tag());
-  d.publish(layout::kStoreFile, store_json(new_store_id()));
+  d.publish(names::kCacheDirTag, cachedir_tag());
+  d.publish(names::kStoreFile, store_json(new_store_id()));
 }
 
 void note_format1(const Dir& d) {
-  if (d.stat(layout::kFormat1File) && process::Context::current().get<process::Once>().first("format 1"))
+  if (d.stat(names::kFormat1File) && process::Context::current().get<process::Once>().first("format 1"))
     log::warn(
         "{} holds a cache of format 1 ({}), which this version (format {}) does not read; `npucache clear {}` "
         "removes it",
-        d.path().string(), layout::kFormat1File, layout::kFormatVersion, d.path().string());
+        d.path().string(), names::kFormat1File, names::kFormatVersion, d.path().string());
 }
 
 }  // namespace
@@ -161,25 +161,25 @@ Store Store::open(const fs::path& dir, Create create) {
   return Store(std::move(d));
 }
 
-Dir Store::objects(Create create) const { return dir_.sub(layout::kObjectsDir, create); }
+Dir Store::objects(Create create) const { return dir_.sub(names::kObjectsDir, create); }
 
 std::string Store::check_markers() const {
   std::string problems;
-  auto tag = dir_.read(layout::kCacheDirTag, 4096);
-  if (tag && *tag != cachedir_tag()) problems += std::string(layout::kCacheDirTag) + " is damaged; ";
-  if (dir_.stat(layout::kStoreFile) && read_store_id(dir_).empty())
-    problems += std::string(layout::kStoreFile) + " is damaged; ";
+  auto tag = dir_.read(names::kCacheDirTag, 4096);
+  if (tag && *tag != cachedir_tag()) problems += std::string(names::kCacheDirTag) + " is damaged; ";
+  if (dir_.stat(names::kStoreFile) && read_store_id(dir_).empty())
+    problems += std::string(names::kStoreFile) + " is damaged; ";
   return problems;
 }
 
 void Store::heal_markers() const {
   if (check_markers().empty()) return;
-  FileLock lock = dir_.sub(layout::kLocksDir, Create::yes).lock(layout::kStoreLock);
-  auto tag = dir_.read(layout::kCacheDirTag, 4096);
-  if (tag && *tag != cachedir_tag()) dir_.write(layout::kCacheDirTag, cachedir_tag());
-  if (dir_.stat(layout::kStoreFile) && read_store_id(dir_).empty()) {
-    log::warn("{}/{} is damaged; the store gets a new id", dir_.path().string(), layout::kStoreFile);
-    dir_.write(layout::kStoreFile, store_json(new_store_id()));
+  FileLock lock = dir_.sub(names::kLocksDir, Create::yes).lock(names::kStoreLock);
+  auto tag = dir_.read(names::kCacheDirTag, 4096);
+  if (tag && *tag != cachedir_tag()) dir_.write(names::kCacheDirTag, cachedir_tag());
+  if (dir_.stat(names::kStoreFile) && read_store_id(dir_).empty()) {
+    log::warn("{}/{} is damaged; the store gets a new id", dir_.path().string(), names::kStoreFile);
+    dir_.write(names::kStoreFile, store_json(new_store_id()));
   }
 }
 
@@ -190,7 +190,7 @@ std::string Store::identity() const {
     id = read_store_id(dir_);
   }
   if (id.size() != 32)
-    throw CacheError(dir_.path().string() + "/" + layout::kStoreFile + " is damaged: it names no store");
+    throw CacheError(dir_.path().string() + "/" + names::kStoreFile + " is damaged: it names no store");
   struct stat st;
   if (process::Context::current().env().fstat(dir_.fd(), &st) != 0)
     throw CacheError("cannot inspect " + dir_.path().string());
@@ -198,12 +198,12 @@ std::string Store::identity() const {
 }
 
 fs::path Store::object_path(const std::string& key) const {
-  return dir_.path() / layout::kObjectsDir / layout::object_file(key);
+  return dir_.path() / names::kObjectsDir / names::object_file(key);
 }
-fs::path Store::index_path(const std::string& model_info) const { return dir_.path() / layout::index_file(model_info); }
+fs::path Store::index_path(const std::string& model_info) const { return dir_.path() / names::index_file(model_info); }
 
 std::optional<DecodedIndex> Store::index(const std::string& model_info) const {
-  const std::string name = layout::index_file(model_info);
+  const std::string name = names::index_file(model_info);
   const std::string key = (dir_.path() / name).string();
   auto seen = dir_.stat(name);
   if (!seen) return std::nullopt;
@@ -226,7 +226,7 @@ std::optional<DecodedIndex> Store::index(const std::string& model_info) const {
 }
 
 std::optional<EntryRecord> Store::entry(const std::string& path) const {
-  const std::string model_info = layout::model_info_of(path);
+  const std::string model_info = names::model_info_of(path);
   auto d = index(model_info);
   if (!d) return std::nullopt;
   for (const auto& e : d->index.entries)
@@ -240,13 +240,13 @@ std::optional<EntryRecord> Store::entry(const std::string& path) const {
 std::vector<std::string> Store::model_infos() const {
   std::vector<std::string> out;
   for (const auto& n : dir_.list())
-    if (auto m = layout::index_model_info(n); !m.empty()) out.push_back(m);
+    if (auto m = names::index_model_info(n); !m.empty()) out.push_back(m);
   return out;
 }
 
 bool Store::has_object(const std::string& key) const {
   try {
-    auto info = objects(Create::no).stat(layout::object_file(key));
+    auto info = objects(Create::no).stat(names::object_file(key));
     return info && info->regular && info->ours;
   } catch (const CacheError&) {
     return false;
@@ -255,16 +255,16 @@ bool Store::has_object(const std::string& key) const {
 
 std::vector<std::string> Store::object_keys() const {
   std::vector<std::string> out;
-  if (!dir_.stat(layout::kObjectsDir)) return out;
+  if (!dir_.stat(names::kObjectsDir)) return out;
   for (const auto& n : objects(Create::no).list())
-    if (auto k = layout::object_key(n); !k.empty()) out.push_back(k);
+    if (auto k = names::object_key(n); !k.empty()) out.push_back(k);
   return out;
 }
 
 ObjectRecord Store::object(const std::string& key, bool with_text) const {
   const std::string what = "object file " + object_path(key).string();
-  if (!dir_.stat(layout::kObjectsDir)) throw CacheError(what + " is missing");
-  auto bytes = objects(Create::no).read(layout::object_file(key), kMaxObjectBytes);
+  if (!dir_.stat(names::kObjectsDir)) throw CacheError(what + " is missing");
+  auto bytes = objects(Create::no).read(names::object_file(key), kMaxObjectBytes);
   if (!bytes) throw CacheError(what + " is missing");
   ObjectRecord o = decode_object(*bytes, what, with_text);
   if (o.graph_key != key) throw CacheError(what + " holds object " + o.graph_key);
@@ -273,8 +273,8 @@ ObjectRecord Store::object(const std::string& key, bool with_text) const {
 
 ObjectMeta Store::object_meta(const std::string& key) const {
   const std::string what = "object file " + object_path(key).string();
-  if (!dir_.stat(layout::kObjectsDir)) throw CacheError(what + " is missing");
-  auto bytes = objects(Create::no).read(layout::object_file(key), kMaxObjectBytes);
+  if (!dir_.stat(names::kObjectsDir)) throw CacheError(what + " is missing");
+  auto bytes = objects(Create::no).read(names::object_file(key), kMaxObjectBytes);
   if (!bytes) throw CacheError(what + " is missing");
   std::string stored_key;
   ObjectMeta m = cache::object_meta(*bytes, what, &stored_key);
@@ -282,12 +282,12 @@ ObjectMeta Store::object_meta(const std::string& key) const {
   return m;
 }
 
-FileLock Store::writing() const { return dir_.sub(layout::kLocksDir, Create::yes).lock(layout::kSweepLock, true); }
-FileLock Store::sweeping() const { return dir_.sub(layout::kLocksDir, Create::yes).lock(layout::kSweepLock); }
+FileLock Store::writing() const { return dir_.sub(names::kLocksDir, Create::yes).lock(names::kSweepLock, true); }
+FileLock Store::sweeping() const { return dir_.sub(names::kLocksDir, Create::yes).lock(names::kSweepLock); }
 
 Store::Put Store::put_object(const ObjectRecord& o, const Check& usable) const {
   const Dir obj = objects(Create::yes);
-  const std::string name = layout::object_file(o.graph_key);
+  const std::string name = names::object_file(o.graph_key);
   const std::string bytes = encode_object(o);
   for (int attempt = 0; attempt < 3; ++attempt) {
     if (obj.publish(name, bytes)) {
@@ -309,7 +309,7 @@ Store::Put Store::put_object(const ObjectRecord& o, const Check& usable) const {
       throw;  // unread, not damaged: it may be what other entries use
     } catch (const Error& e) {
       log::warn("stored object {} is unusable ({}); replacing it", o.graph_key, e.what());
-      FileLock lock = dir_.sub(layout::kLocksDir, Create::yes).lock(layout::kRepairLock);
+      FileLock lock = dir_.sub(names::kLocksDir, Create::yes).lock(names::kRepairLock);
       remove_object(o.graph_key, seen);
     }
   }
@@ -331,7 +331,7 @@ Store::Committed Store::commit(Commit c, const Check& usable) const {
       e.object_checksum = it->second.meta.checksum;
       e.with_program = it->second.meta.with_program;  // what the kept bytes hold
     }
-    by_model[layout::model_info_of(e.path)].push_back(e);
+    by_model[names::model_info_of(e.path)].push_back(e);
   }
   for (const auto& [model_info, es] : by_model)
     update_index(model_info, model_components(es.front().meta.components), es, {});
@@ -340,9 +340,9 @@ Store::Committed Store::commit(Commit c, const Check& usable) const {
 }
 
 void Store::remove_object(const std::string& key, const std::optional<Dir::Info>& only_if) const {
-  if (!dir_.stat(layout::kObjectsDir)) return;
+  if (!dir_.stat(names::kObjectsDir)) return;
   const Dir obj = objects(Create::no);
-  const std::string name = layout::object_file(key);
+  const std::string name = names::object_file(key);
   if (only_if) {
     auto now = obj.stat(name);
     if (!now || now->ino != only_if->ino) return;  // already replaced by another writer
@@ -352,7 +352,7 @@ void Store::remove_object(const std::string& key, const std::optional<Dir::Info>
 
 std::size_t Store::update_index(const std::string& model_info, const Components& model,
                                 const std::vector<EntryRecord>& put, const std::vector<std::string>& remove) const {
-  FileLock lock = dir_.sub(layout::kLocksDir, Create::yes).lock(model_info + ".lock");
+  FileLock lock = dir_.sub(names::kLocksDir, Create::yes).lock(model_info + ".lock");
   IndexFile ix;
   ix.model_info = model_info;
   ix.model = model;
@@ -377,12 +377,12 @@ std::size_t Store::update_index(const std::string& model_info, const Components&
   }
   for (const auto& p : remove) entries.erase(p);
   for (const auto& e : put) {
-    if (layout::model_info_of(e.path) != model_info)
+    if (names::model_info_of(e.path) != model_info)
       throw CacheError("entry " + e.path + " is not an entry of model " + model_info);
     entries[e.path] = e;
   }
   for (auto& [p, e] : entries) ix.entries.push_back(std::move(e));
-  const std::string name = layout::index_file(model_info);
+  const std::string name = names::index_file(model_info);
   if (ix.entries.empty()) {
     dir_.remove(name);
   } else {
@@ -411,8 +411,8 @@ void Store::heal_index(const std::string& model_info) const {
 }
 
 void Store::remove_index(const std::string& model_info) const {
-  FileLock lock = dir_.sub(layout::kLocksDir, Create::yes).lock(model_info + ".lock");
-  dir_.remove(layout::index_file(model_info));
+  FileLock lock = dir_.sub(names::kLocksDir, Create::yes).lock(model_info + ".lock");
+  dir_.remove(names::index_file(model_info));
 }
 
 }  // namespace npucache::cache

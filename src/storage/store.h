@@ -69,7 +69,7 @@ class Store {
 
   // --- Writing -------------------------------------------------------------
   // Held (shared) by a writer from its first put_object to its last
-  // update_index; gc holds it exclusively (layout::kSweepLock).
+  // update_index; gc holds it exclusively (names::kSweepLock).
   FileLock writing() const;
   FileLock sweeping() const;
   struct Put {

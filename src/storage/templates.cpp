@@ -2,14 +2,14 @@
 
 #include "format/cache_error.h"
 #include "format/envelope.h"
-#include "format/layout.h"
+#include "format/names.h"
 
 namespace npucache::cache {
 namespace {
 
 std::optional<Dir> templates_dir(const Store& s, Create create) {
-  if (create == Create::no && !s.directory().stat(layout::kTemplatesDir)) return std::nullopt;
-  return s.directory().sub(layout::kTemplatesDir, create);
+  if (create == Create::no && !s.directory().stat(names::kTemplatesDir)) return std::nullopt;
+  return s.directory().sub(names::kTemplatesDir, create);
 }
 
 }  // namespace
@@ -19,7 +19,7 @@ std::vector<StoredTemplate> stored_templates(const Store& s, bool with_bytes) {
   const auto d = templates_dir(s, Create::no);
   if (!d) return out;
   for (const auto& name : d->list()) {
-    const std::string key = layout::template_key_of(name);
+    const std::string key = names::template_key_of(name);
     if (key.empty()) continue;
     StoredTemplate t;
     t.key = key;
@@ -52,7 +52,7 @@ std::vector<StoredTemplate> stored_templates(const Store& s, bool with_bytes) {
 }
 
 void remove_template(const Store& s, const std::string& key) {
-  if (const auto d = templates_dir(s, Create::no)) d->remove(layout::template_file(key));
+  if (const auto d = templates_dir(s, Create::no)) d->remove(names::template_file(key));
 }
 
 std::size_t sweep_templates(const Store& s, const std::set<std::string>& objects) {
@@ -70,7 +70,7 @@ void put_template(const Store& s, const std::string& key, const std::string& fil
   const TemplateRecord r = decode_template_file(file_bytes, "template " + key);
   if (template_key(r.validity.graph_key, r.validity.binding) != key)
     throw CacheError("template " + key + " is not named by its content's key");
-  templates_dir(s, Create::yes)->write(layout::template_file(key), file_bytes);
+  templates_dir(s, Create::yes)->write(names::template_file(key), file_bytes);
 }
 
 }  // namespace npucache::cache

@@ -6,7 +6,7 @@
 #include <npucache/models/models.h>
 
 #include "format/cache_error.h"
-#include "format/layout.h"
+#include "format/names.h"
 #include "format/object_file.h"
 #include "format/tuning_file.h"
 #include "storage/store.h"
@@ -253,7 +253,7 @@ void expect_stale_and_rebuilt(const fs::path& dir, const std::string& version, c
     EXPECT_FALSE(has(o.text, "status hit\nreason \n")) << args << ": an old entry was served\n" << o.text;
     EXPECT_TRUE(has(o.text, "compiled 1\nstatus compiled\nreason stale (entry ")) << args << ": " << o.text;
     EXPECT_TRUE(has(o.text, "is of another version; format_version: stored '" + version + "', now '" +
-                                cache::layout::kFormatVersion + "'"))
+                                cache::names::kFormatVersion + "'"))
         << args << ": " << o.text;
     EXPECT_TRUE(has(o.text, "result 4 8 12")) << args << ": " << o.text;
     for (const auto& f : fs::recursive_directory_iterator(fixture)) {
@@ -404,7 +404,7 @@ TEST_F(CacheTest, H5dumpShowsTheSeedPathsAndThePluginDecodes) {
   ASSERT_EQ(sh(worker(dir, "prompt --static")).status, 0);
   auto entries = entry_paths();
   ASSERT_EQ(entries.size(), 2u);
-  const std::string model_info = cache::layout::model_info_of(entries[0]);
+  const std::string model_info = cache::names::model_info_of(entries[0]);
   const fs::path index = dir / (model_info + ".h5");
   Out h = sh("h5dump -H " + index.string());
   ASSERT_EQ(h.status, 0) << h.text;
@@ -471,7 +471,7 @@ TEST_F(CacheTest, SymlinkedOrForeignFilesAreRefusedAndTheMethodRunsUncached) {
   ASSERT_EQ(sh(worker(dir)).status, 0);
   fs::path index;
   for (const auto& f : fs::directory_iterator(dir))
-    if (f.path().extension() == ".h5" && f.path().filename() != cache::layout::kTuningFile) index = f.path();
+    if (f.path().extension() == ".h5" && f.path().filename() != cache::names::kTuningFile) index = f.path();
   fs::path real = dir / "real.bin";
   fs::rename(index, real);
   fs::create_symlink(real, index);
@@ -628,7 +628,7 @@ TEST_F(CacheTest, TuningIsSharedThroughTheCacheDirectoryAcrossProcessesAndModels
   const auto [tuned, reused] = tuning_counts(cold.text);
   EXPECT_GE(tuned, 1) << cold.text;
   EXPECT_EQ(reused, 0) << cold.text;
-  const fs::path table = dir / cache::layout::kTuningFile;
+  const fs::path table = dir / cache::names::kTuningFile;
   ASSERT_TRUE(fs::exists(table));
   const auto records = cache::decode_tuning(file_bytes(table), table.string());
   EXPECT_EQ(static_cast<int>(records.size()), tuned);
@@ -664,7 +664,7 @@ TEST_F(CacheTest, TuningIsSharedThroughTheCacheDirectoryAcrossProcessesAndModels
 
 TEST_F(CacheTest, DamagedTuningFileIsIgnoredWithAWarningAndRewritten) {
   ASSERT_EQ(sh(worker(dir)).status, 0);
-  const std::string good = file_bytes(dir / cache::layout::kTuningFile);
+  const std::string good = file_bytes(dir / cache::names::kTuningFile);
   ASSERT_GT(good.size(), 600u);
   const std::size_t userblock = 512;  // the seed's few decisions fit the smallest userblock
   std::vector<std::size_t> offsets = {
@@ -677,8 +677,8 @@ TEST_F(CacheTest, DamagedTuningFileIsIgnoredWithAWarningAndRewritten) {
     fs::remove_all(d);
     fs::create_directories(d);
     fs::permissions(d, fs::perms::owner_all, fs::perm_options::replace);
-    { std::ofstream(d / cache::layout::kTuningFile, std::ios::binary) << bad; }
-    fs::permissions(d / cache::layout::kTuningFile, fs::perms::owner_read | fs::perms::owner_write,
+    { std::ofstream(d / cache::names::kTuningFile, std::ios::binary) << bad; }
+    fs::permissions(d / cache::names::kTuningFile, fs::perms::owner_read | fs::perms::owner_write,
                     fs::perm_options::replace);
     Out o = sh(worker(d.string(), "prompt --other"));
     EXPECT_EQ(o.status, 0) << "offset " << at << ": " << o.text;
@@ -686,7 +686,7 @@ TEST_F(CacheTest, DamagedTuningFileIsIgnoredWithAWarningAndRewritten) {
     EXPECT_TRUE(has(o.text, "tuning.h5 is damaged")) << "offset " << at << ": " << o.text;
     EXPECT_TRUE(has(o.text, "its decisions are ignored and it is rewritten on the next save")) << o.text;
     EXPECT_EQ(tuning_counts(o.text).second, 0) << "offset " << at << ": " << o.text;  // nothing of it used
-    const std::string now = file_bytes(d / cache::layout::kTuningFile);
+    const std::string now = file_bytes(d / cache::names::kTuningFile);
     EXPECT_NE(now, bad);
     EXPECT_NO_THROW(cache::decode_tuning(now, "rewritten")) << "offset " << at;
     fs::remove_all(d);
@@ -696,13 +696,13 @@ TEST_F(CacheTest, DamagedTuningFileIsIgnoredWithAWarningAndRewritten) {
   fs::remove_all(d);
   fs::create_directories(d);
   fs::permissions(d, fs::perms::owner_all, fs::perm_options::replace);
-  { std::ofstream(d / cache::layout::kTuningFile) << "not a tuning table\n"; }
-  fs::permissions(d / cache::layout::kTuningFile, fs::perms::owner_read | fs::perms::owner_write,
+  { std::ofstream(d / cache::names::kTuningFile) << "not a tuning table\n"; }
+  fs::permissions(d / cache::names::kTuningFile, fs::perms::owner_read | fs::perms::owner_write,
                   fs::perm_options::replace);
   Out o = sh(worker(d.string(), "prompt --other"));
   EXPECT_EQ(o.status, 0) << o.text;
   EXPECT_TRUE(has(o.text, "not npucache's")) << o.text;
-  EXPECT_NO_THROW(cache::decode_tuning(file_bytes(d / cache::layout::kTuningFile), "rewritten"));
+  EXPECT_NO_THROW(cache::decode_tuning(file_bytes(d / cache::names::kTuningFile), "rewritten"));
   // The cache tools do not take it for an index, and clear removes it.
   Out ls = sh(std::string(NPUCACHE_CLI) + " verify " + d.string());
   EXPECT_FALSE(has(ls.text, "tuning.h5 is damaged")) << ls.text;

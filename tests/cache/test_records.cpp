@@ -13,7 +13,7 @@
 #include "format/envelope.h"
 #include "format/index_file.h"
 #include "format/keys.h"
-#include "format/layout.h"
+#include "format/names.h"
 #include "format/object_file.h"
 #include "format/record_codec.h"
 #include "format/remote_value.h"
@@ -67,7 +67,7 @@ cache::EntryRecord sample_entry(const cache::ObjectRecord& o) {
   e.path = kModelInfo + "/world2global_rank1/prompt";
   e.meta.name = "Model.prompt(x)";
   e.meta.date = "2026-11-26 05:00:00.000002";
-  e.meta.version = cache::layout::kFormatVersion;
+  e.meta.version = cache::names::kFormatVersion;
   e.meta.lookup_key = "fedcba9876543210";
   e.meta.model_info = kModelInfo;
   e.meta.components = {{kModelClass, "Model"},
@@ -79,7 +79,7 @@ cache::EntryRecord sample_entry(const cache::ObjectRecord& o) {
                        {kConfigOptions, "autotune_candidates=2;"},
                        {kMethod, "prompt"},
                        {kRuntimeVersion, "simnpu-v1 runtime 1.0.0"},
-                       {kFormatVersion, cache::layout::kFormatVersion},
+                       {kFormatVersion, cache::names::kFormatVersion},
                        {kCodeVersion, "v1"}};
   e.meta.rank = {2, 1, 1, 0, "node0", 4242};
   e.parameters = {"linear.weight", "linear.bias"};
@@ -221,7 +221,7 @@ TEST_F(RecordCodec, OneEncodingInEveryFileBundleAndValue) {
   const std::string object_value = cache::encode_remote_object(o);
   EXPECT_EQ(object_value.substr(48, object_bytes.size() + o.raw.size()), object_bytes + o.raw);
   expect_same(cache::decode_remote_object(object_value, cache::content_hash(object_value), o.graph_key, 1 << 20), o);
-  EXPECT_EQ(cache::remote_key::prefix(), std::string("npucache:") + cache::layout::kFormatVersion + ":");
+  EXPECT_EQ(cache::remote_key::prefix(), std::string("npucache:") + cache::names::kFormatVersion + ":");
 }
 
 // No writer hashes the artifact: a record made with a wrong content hash is
@@ -270,7 +270,7 @@ TEST_F(RecordCodec, EarlierFormatFixtureFilesAreStaleOrRefused) {
     const fs::path single = fs::path(FIXTURES) / ("format-" + version) / "single";
     int indexes = 0, objects = 0;
     for (const auto& f : fs::directory_iterator(single)) {
-      if (f.path().extension() != ".h5" || f.path().filename() == cache::layout::kTuningFile) continue;
+      if (f.path().extension() != ".h5" || f.path().filename() == cache::names::kTuningFile) continue;
       ++indexes;
       const cache::DecodedIndex d = cache::decode_index(contents(f.path()), f.path().string());
       EXPECT_TRUE(d.earlier_format) << f.path();
@@ -300,7 +300,7 @@ TEST_F(RecordCodec, EarlierFormatFixtureFilesAreStaleOrRefused) {
   std::vector<std::string> records = env.records;
   ASSERT_GE(records.size(), 2u);
   for (std::size_t at; (at = records[1].find("3.0.0")) != std::string::npos;)
-    records[1].replace(at, 5, cache::layout::kFormatVersion);
+    records[1].replace(at, 5, cache::names::kFormatVersion);
   const std::string forged =
       cache::seal(cache::EnvelopeKind::index, records, std::string(env.hdf5), cache::userblock_for(records));
   const cache::DecodedIndex d = cache::decode_index(forged, "forged index");

@@ -9,7 +9,7 @@
 #include "admin/admin.h"
 #include "format/bundle.h"
 #include "format/keys.h"
-#include "format/layout.h"
+#include "format/names.h"
 #include "storage/store.h"
 #include "support/cache_files.h"
 #include "support/process.h"
@@ -640,8 +640,8 @@ TEST_F(StoreAttack, GroupOrWorldWritableFilesInsideAreRefused) {
 // nothing that could step out of the directory or be confused with
 // another layout is.
 TEST(Layout, EntryPathGrammar) {
-  using cache::layout::entry_path;
-  using cache::layout::valid_entry_path;
+  using cache::names::entry_path;
+  using cache::names::valid_entry_path;
   EXPECT_TRUE(valid_entry_path("Model_dynamic_0123456789abcdef/prompt"));
   EXPECT_TRUE(valid_entry_path(entry_path("M_static_1", "decode", 8, 7)));
   EXPECT_TRUE(valid_entry_path(entry_path("M_static_1", "decode", 999999999, 0)));

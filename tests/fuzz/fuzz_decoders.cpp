@@ -33,7 +33,7 @@
 #include "format/bundle.h"
 #include "format/envelope.h"
 #include "format/index_file.h"
-#include "format/layout.h"
+#include "format/names.h"
 #include "format/object_file.h"
 #include "format/profile_file.h"
 #include "format/remote_value.h"
@@ -316,9 +316,9 @@ void run_target(Target t, std::string_view in) {
     }
     case kBundleRecords: cache::validate_bundle(cache::read_bundle(frame_bundle(in)), decodes); break;
     case kCompiled: {
-      bool has_program = false;
-      auto cg = compiler::deserialize_compiled(in, &has_program);
-      if (has_program) run_program(cg);
+      bool with_program = false;
+      auto cg = compiler::deserialize_compiled(in, &with_program);
+      if (with_program) run_program(cg);
       break;
     }
     case kZstdFrame: zstd::decompress(in, std::size_t{1} << 20); break;
@@ -475,9 +475,9 @@ Seeds make_seeds(const fs::path& dir) {
     const fs::path d = dir / sub;
     for (const auto& f : fs::directory_iterator(d)) {
       const std::string name = f.path().filename().string();
-      if (name == cache::layout::kProfileFile) {
+      if (name == cache::names::kProfileFile) {
         s.add(kProfileFile, slurp(f.path()));
-      } else if (name == cache::layout::kTuningFile) {
+      } else if (name == cache::names::kTuningFile) {
         const std::string bytes = slurp(f.path());
         s.add(kTuningFile, bytes);
         auto env = cache::open_envelope(cache::EnvelopeKind::tuning, bytes, name);
@@ -493,8 +493,8 @@ Seeds make_seeds(const fs::path& dir) {
         s.add(kJsonFiles, join_frames({slurp(f.path()), "{\"max_size\": 1048576}"}));
       }
     }
-    if (fs::exists(d / cache::layout::kTemplatesDir))
-      for (const auto& f : fs::directory_iterator(d / cache::layout::kTemplatesDir)) {
+    if (fs::exists(d / cache::names::kTemplatesDir))
+      for (const auto& f : fs::directory_iterator(d / cache::names::kTemplatesDir)) {
         const std::string bytes = slurp(f.path());
         s.add(kTemplateFile, bytes);
         s.add(kTemplateReplay, cache::decode_template_file(bytes, f.path().string()).bytes);

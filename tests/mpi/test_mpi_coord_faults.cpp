@@ -14,7 +14,7 @@
 #include <npucache/ops.h>
 
 #include "coord/transport.h"
-#include "format/layout.h"
+#include "format/names.h"
 #include "mpi/comm.h"
 #include "mpi/fault_transport.h"
 #include "process/context.h"
@@ -393,7 +393,7 @@ TEST_F(CoordFaults, AFailedSaveAtTheStoresWriterMakesEveryRankGoOnUncached) {
   f.kind = Fault::Kind::act;
   f.rank = 0;  // the writer of the one store
   f.phase = coord::Phase::persist;
-  f.action = [&] { std::ofstream(dir + "/" + cache::layout::kObjectsDir) << "full"; };
+  f.action = [&] { std::ofstream(dir + "/" + cache::names::kObjectsDir) << "full"; };
   auto t = install(f);
   Scaled m;
   const CallResult r = call(m, options(dir));
@@ -474,11 +474,11 @@ TEST_F(CoordFaults, AnAdoptedObjectIsRunByEveryRankOfTheStore) {
   f.rank = 0;  // the store's writer plants it just before it commits
   f.phase = coord::Phase::persist;
   f.action = [&] {
-    const fs::path objects = fs::path(dir) / cache::layout::kObjectsDir;
+    const fs::path objects = fs::path(dir) / cache::names::kObjectsDir;
     fs::create_directories(objects);
     ::chmod(objects.c_str(), 0700);
-    fs::copy_file(fs::path(side) / cache::layout::kObjectsDir / cache::layout::object_file(key),
-                  objects / cache::layout::object_file(key));
+    fs::copy_file(fs::path(side) / cache::names::kObjectsDir / cache::names::object_file(key),
+                  objects / cache::names::object_file(key));
   };
   install(f);
   const CallResult r = call(m, options(dir));

@@ -2,7 +2,7 @@
 #pragma once
 
 #include "format/cache_error.h"
-#include "format/layout.h"
+#include "format/names.h"
 #include "storage/store.h"
 
 #include <string>
@@ -35,7 +35,7 @@ inline std::vector<std::string> entry_paths(const std::string& dir) {
 // Removes one entry (as a user's cleanup or a lost index would).
 inline void remove_entry(const std::string& dir, const std::string& path) {
   const cache::Store s = cache::Store::open(dir, cache::Create::no);
-  const std::string m = cache::layout::model_info_of(path);
+  const std::string m = cache::names::model_info_of(path);
   auto d = s.index(m);
   s.update_index(m, d ? d->index.model : cache::Components{}, {}, {path});
 }
@@ -43,7 +43,7 @@ inline void remove_entry(const std::string& dir, const std::string& path) {
 // Replaces (or adds) one entry record.
 inline void put_entry(const std::string& dir, const cache::EntryRecord& e) {
   const cache::Store s = cache::Store::open(dir, cache::Create::no);
-  const std::string m = cache::layout::model_info_of(e.path);
+  const std::string m = cache::names::model_info_of(e.path);
   auto d = s.index(m);
   s.update_index(m, d ? d->index.model : cache::Components{}, {e}, {});
 }

@@ -1,4 +1,4 @@
-#include "format/layout.h"
+#include "format/names.h"
 
 #include <unistd.h>
 #include <atomic>
@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <string_view>
 
-namespace npucache::cache::layout {
+namespace npucache::cache::names {
 
 std::string entry_path(const std::string& model_info, const std::string& func, int world_size, int global_rank) {
   if (world_size > 1)
@@ -86,9 +86,9 @@ long temp_owner_any(const std::string& name) {
   return end && *end == '.' && pid > 0 ? pid : -1;
 }
 
-}  // namespace npucache::cache::layout
+}  // namespace npucache::cache::names
 
-namespace npucache::cache::layout {
+namespace npucache::cache::names {
 
 std::string template_file(const std::string& template_key) { return template_key + kIndexSuffix; }
 
@@ -100,4 +100,4 @@ std::string template_key_of(const std::string& file_name) {
   return valid_graph_key(k) ? k : "";
 }
 
-}  // namespace npucache::cache::layout
+}  // namespace npucache::cache::names

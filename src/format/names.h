@@ -18,10 +18,10 @@
 
 #include <string>
 
-namespace npucache::cache::layout {
+namespace npucache::cache::names {
 
 // The cache format version (shown as ModelCacheMeta's version). Bump when
-// the stored layout or serialization changes incompatibly; an entry of
+// the stored names or encodings change incompatibly; an entry of
 // another version is stale. It is hashed into model_info, so each version
 // has index files of its own (an earlier version's are found as the nearest
 // entries and reported stale). 4.0.0: the records of record_codec.h.
@@ -101,4 +101,4 @@ std::string temp_name(const std::string& final_name);
 // The pid of any temporary name, or -1 when `name` is not one.
 long temp_owner_any(const std::string& name);
 
-}  // namespace npucache::cache::layout
+}  // namespace npucache::cache::names
