@@ -394,7 +394,7 @@ void put_record(ByteWriter& w, const CompiledGraph& g, bool with_program) {
   w.f64(g.compile_seconds);
 }
 
-CompiledGraph get_record(ByteReader& r, bool* with_program) {
+CompiledGraph get_record(ByteReader& r, bool* with_program_out) {
   if (r.u32() != kMagic) r.fail("it is not a compiled graph");
   const uint32_t version = r.u32();
   if (version != kEncodingVersion)
@@ -433,7 +433,7 @@ CompiledGraph get_record(ByteReader& r, bool* with_program) {
   g.unplanned_bytes = r.u64();
   g.compile_seconds = r.f64();
   if (!r.done()) r.fail("it has trailing bytes");
-  if (with_program) *with_program = with_program;
+  if (with_program_out) *with_program_out = with_program;
   return g;
 }
 
