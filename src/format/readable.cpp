@@ -127,7 +127,7 @@ std::string readable_entry(const EntryRecord& e, const ObjectRecord& o) {
 
 std::pair<std::string, std::string> split_cache_path(const std::string& path) {
   fs::path p = fs::absolute(path).lexically_normal();
-  if (p.filename().empty()) p = p.parent_path();                    // a trailing slash
+  if (p.filename().empty()) p = p.parent_path();                   // a trailing slash
   if (p.filename() == names::kModuleDataset) p = p.parent_path();  // the seed's .../<func>/compiled_module
   fs::path rest;
   for (fs::path at = p; !at.empty(); at = at.parent_path()) {

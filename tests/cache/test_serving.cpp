@@ -390,8 +390,8 @@ TEST_F(Serving, ConcurrentProfileWritersLoseNoDims) {
     EXPECT_LE(maxdiff(r.text), 1e-4) << r.text;
   }
   fs::remove_all(scratch);
-  Out d = sh("h5dump -d /" + model_info_in(dir) + "/dynamic_dims " +
-             (dir / npucache::cache::names::kProfileFile).string());
+  Out d =
+      sh("h5dump -d /" + model_info_in(dir) + "/dynamic_dims " + (dir / npucache::cache::names::kProfileFile).string());
   ASSERT_EQ(d.status, 0) << d.text;
   for (int k = 0; k < kServers; ++k) EXPECT_TRUE(has(d.text, "\"m" + std::to_string(k) + ": arg0 dim 0\"")) << d.text;
   Out v = sh(std::string(NPUCACHE_CLI) + " verify " + dir.string());
