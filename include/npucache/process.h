@@ -2,7 +2,9 @@
 // process -- the statistics' counters, the background commits of entries
 // the remote tier served, the tuning table, the remote connections, the
 // stores it opened. A program that does nothing gets one made on first use
-// and finished at exit (a normal return from main, or exit()).
+// and flushed at exit (a normal return from main, or exit(): statistics
+// written, background commits finished); it is never destroyed, so other
+// threads still in a call when exit() runs go on safely.
 //
 // A program that wants it finished at a point of its own owns one:
 //
@@ -12,7 +14,11 @@
 //   }  // statistics written, background commits finished, here
 //
 // Only one thread makes and ends a ProcessContext, while no other thread
-// uses npucache; compiled methods made under it are used under it.
+// of the program uses npucache (npucache's own background commits work in
+// the context that queued them). Contexts may end in any order: the latest
+// one still alive, else the program's, is current again. A compiled method
+// made under one keeps working after it ended, in the context current
+// then.
 #pragma once
 
 #include <npucache/export.h>

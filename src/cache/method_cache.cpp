@@ -216,6 +216,9 @@ std::optional<MethodCache::Stored> MethodCache::stored_object(const GraphId& id,
     auto g = cache::prepare(std::move(decoded), site(args, compile));
     log::info("Cache object {} of {} found in {}: reusing the stored object, no compile", id.key, trace.name, id_.dir);
     return Stored{std::move(g), std::move(o)};
+  } catch (const CacheRefused& e) {  // an unsafe directory: said once, as the lookup says it
+    warn_uncached(id_.dir, "refused", std::string(e.what()) + "; running uncached");
+    return std::nullopt;
   } catch (const CacheError& e) {
     log::warn("stored object {} is unusable ({}); compiling", id.key, e.what());
     return std::nullopt;

@@ -95,7 +95,9 @@ Tensor dropout(const std::vector<Tensor>& in, const Attrs& a) {
 }  // namespace
 
 const Decomposition* default_decomposition(Op op) {
-  static const std::map<Op, Decomposition> table = {
+  // Never destroyed: a thread may still be compiling while another runs
+  // exit().
+  static const auto& table = *new std::map<Op, Decomposition>{
       {Op::linear, linear},   {Op::gelu, gelu},           {Op::silu, silu},           {Op::transpose, transpose},
       {Op::rmsnorm, rmsnorm}, {Op::layernorm, layernorm}, {Op::attention, attention}, {Op::dropout, dropout},
   };

@@ -3,6 +3,7 @@
 #include "process/env.h"
 
 #include <unistd.h>
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 
@@ -10,6 +11,13 @@ namespace npucache::process {
 namespace {
 
 std::atomic<Context*> g_current{nullptr};
+thread_local Context* t_bound = nullptr;
+
+// The Scopes alive, in the order they were made: the last is current. A
+// Scope that ends leaves the list wherever it is in it (a program may end
+// an outer one first), so an ended context is never current again.
+std::mutex g_scopes_mu;
+std::vector<Context*> g_scopes;  // under g_scopes_mu
 std::atomic<World (*)()> g_world_probe{nullptr};
 
 std::string host_name() {
@@ -23,9 +31,12 @@ std::string host_name() {
 }
 
 Context& program_context() {
-  // Never destroyed: it is shut down at exit, and objects of the program
-  // that outlive that (a static holding a compiled method) may still ask
-  // for it; what they get then is made again and never flushed.
+  // Never destroyed, nor its services: it is flushed at exit (background
+  // commits finished, statistics written), and what runs after that keeps
+  // using it -- other threads of a program that called exit() while they
+  // were in a first call (holding services), objects of the program
+  // destroyed later (a static holding a compiled method). What they do
+  // then is not flushed.
   static Context* ctx = [] {
     auto* c = new Context(default_env());
     std::atexit([] { program_context().shutdown(); });
@@ -44,6 +55,7 @@ World world() {
 }
 
 Context& Context::current() {
+  if (t_bound) return *t_bound;
   if (Context* c = g_current.load(std::memory_order_acquire)) return *c;
   return program_context();
 }
@@ -82,6 +94,7 @@ void Context::on_flush(std::function<void()> hook) {
 }
 
 void Context::flush() {
+  const Bind bind(*this);  // what the hooks use is this context's
   std::vector<std::function<void()>> hooks;
   {
     std::lock_guard lock(mu_);
@@ -91,6 +104,7 @@ void Context::flush() {
 }
 
 void Context::shutdown() {
+  const Bind bind(*this);  // the services' destructors use this context's
   flush();
   {
     std::lock_guard lock(mu_);
@@ -110,14 +124,21 @@ void Context::shutdown() {
   }
 }
 
-Context::Scope::Scope(std::shared_ptr<Env> env)
-    : ctx_(std::make_unique<Context>(std::move(env))), previous_(g_current.load()) {
+Context::Bind::Bind(Context& c) : previous_(t_bound) { t_bound = &c; }
+
+Context::Bind::~Bind() { t_bound = previous_; }
+
+Context::Scope::Scope(std::shared_ptr<Env> env) : ctx_(std::make_unique<Context>(std::move(env))) {
+  std::lock_guard lock(g_scopes_mu);
+  g_scopes.push_back(ctx_.get());
   g_current.store(ctx_.get(), std::memory_order_release);
 }
 
 Context::Scope::~Scope() {
   ctx_->shutdown();
-  g_current.store(previous_, std::memory_order_release);
+  std::lock_guard lock(g_scopes_mu);
+  g_scopes.erase(std::find(g_scopes.begin(), g_scopes.end(), ctx_.get()));
+  g_current.store(g_scopes.empty() ? nullptr : g_scopes.back(), std::memory_order_release);
 }
 
 }  // namespace npucache::process

@@ -13,15 +13,19 @@
 //   what it uses outlives it (the commit queue drains before the counters
 //   flush).
 //
-// A program gets a context made on first use, shut down at exit (normal
-// return from main or exit()); it may also own one (Context::Scope), which
-// is then current until the scope ends and is shut down there: statistics
-// flushed, background commits drained, explicitly and in order. Tests use
-// a scope with a fault-injecting Env.
+// A program gets a context made on first use, flushed at exit (normal
+// return from main or exit()) and never destroyed, services included:
+// other threads may still be in a call when exit() runs. It may also own
+// one (Context::Scope), which is then current until the scope ends and is
+// shut down there: statistics flushed, background commits drained, its
+// services destroyed, explicitly and in order. Tests use a scope with a
+// fault-injecting Env.
 //
 // Thread safety: every member may be called from any thread. A service's
-// own members say what they allow. Scopes nest and must be made and ended
-// by one thread while no other thread uses npucache.
+// own members say what they allow. Scopes are made and ended by one thread
+// while no other thread of the program uses npucache (a service's own
+// thread works in its own context: Bind); an outer one may end first. A
+// context's flush and shutdown work in that context, current or not.
 #pragma once
 
 #include <functional>
@@ -59,8 +63,9 @@ struct Identity {
 
 class Context {
  public:
-  // The current context: the innermost Scope's, else the program's (made
-  // on first use, shut down at exit).
+  // The current context: the calling thread's bound one (Bind), else the
+  // latest Scope's still alive, else the program's (made on first use,
+  // flushed at exit).
   static Context& current();
 
   explicit Context(std::shared_ptr<Env> env);
@@ -93,8 +98,25 @@ class Context {
   // Services may be made again afterwards. Idempotent.
   void shutdown();
 
-  // Makes a new context current until the scope ends, then shuts it down
-  // and makes the previous one current again.
+  // Makes `c` the calling thread's current context while it lives, over
+  // the process's (the innermost Scope's or the program's): a service's own
+  // thread (the commit queue's) works in the context that owns it, never in
+  // a Scope the program makes and ends meanwhile. The context must outlive
+  // it (the service joins its thread when destroyed).
+  class Bind {
+   public:
+    explicit Bind(Context& c);
+    ~Bind();
+    Bind(const Bind&) = delete;
+    Bind& operator=(const Bind&) = delete;
+
+   private:
+    Context* previous_;
+  };
+
+  // Makes a new context current until the scope ends, then shuts it down;
+  // the latest Scope still alive (else the program's context) is current
+  // again, also when an outer Scope ends before an inner one.
   class Scope {
    public:
     explicit Scope(std::shared_ptr<Env> env = nullptr);
@@ -105,7 +127,6 @@ class Context {
 
    private:
     std::unique_ptr<Context> ctx_;
-    Context* previous_;
   };
 
  private:

@@ -73,9 +73,10 @@ std::unique_ptr<Communicator> make_single_process_communicator() {
 namespace {
 thread_local Communicator* t_comm = nullptr;
 
-// The communicator of threads that never set one.
+// The communicator of threads that never set one. Never destroyed: a
+// thread may still call while another runs exit().
 SingleProcessCommunicator& unset_communicator() {
-  static SingleProcessCommunicator single;
+  static auto& single = *new SingleProcessCommunicator();
   return single;
 }
 }  // namespace

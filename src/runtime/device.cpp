@@ -44,7 +44,9 @@ int parse_positive_int(const char* text, const char* var) {
 
 thread_local int t_current_device = 0;
 std::mutex g_platform_mu;
-std::unique_ptr<Platform> g_platform;
+// Never destroyed: a thread may still run programs while another runs
+// exit().
+std::unique_ptr<Platform>& g_platform = *new std::unique_ptr<Platform>();
 
 }  // namespace
 

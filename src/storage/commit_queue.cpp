@@ -19,10 +19,13 @@ namespace {
 
 // A service of the process context. Made after what a commit uses (HDF5,
 // the tuning table, the statistics' counters: its constructor makes them),
-// so the context's shutdown drains it before they go.
+// so the context's shutdown drains it before they go. Its thread works in
+// that context (process::Context::Bind), whatever context the program makes
+// current meanwhile: the services a commit uses are its context's, which
+// joins the thread before destroying them.
 class Queue {
  public:
-  explicit Queue(process::Context& c) {
+  explicit Queue(process::Context& c) : context_(c) {
     h5::init();
     (void)c.get<compiler::TuningTable>();
     make_stats_counters();
@@ -51,6 +54,7 @@ class Queue {
 
  private:
   void run() {
+    const process::Context::Bind bind(context_);
     // Below the job's threads: a commit must not slow the path to ready.
     (void)!::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), 19);
     std::unique_lock lock(mu_);
@@ -71,6 +75,7 @@ class Queue {
       idle_.notify_all();
     }
   }
+  process::Context& context_;
   std::mutex mu_;
   std::condition_variable cv_, idle_;
   std::deque<std::function<void()>> todo_;

@@ -3,10 +3,10 @@
 // procedure) by a background thread, so a job is ready as soon as it has
 // the program and its next start is local. One commit at a time, in the
 // order queued; a commit's errors are its own to log. The queue is a
-// service of the process context (process/context.h): it is drained when
-// the context shuts down (at exit, or at the end of a scope that owns the
-// context), before the statistics' counters flush, or by
-// wait_for_commits().
+// service of the process context (process/context.h), and its thread works
+// in that context: it is drained when the context flushes (at exit, or at
+// the end of a scope that owns the context), before the statistics'
+// counters flush, or by wait_for_commits().
 #pragma once
 
 #include <functional>

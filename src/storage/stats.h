@@ -57,9 +57,9 @@ void record_save(const std::filesystem::path& dir, const std::vector<std::string
 void record_captures(const std::filesystem::path& dir, uint64_t captures, uint64_t restores, uint64_t recaptures);
 // Merges the accumulated counters into every touched stats file.
 void flush_stats();
-// Makes the process's accumulated counters now, without flushing: objects
-// made after them (the commit queue) are destroyed, and so finish, before
-// the counters flush at exit.
+// Makes the process's accumulated counters now, without flushing: services
+// made after them (the commit queue) flush, and so finish, before the
+// counters flush (process/context.h).
 void make_stats_counters();
 // Zeroes the counters, keeping last-use times.
 void zero_stats(const std::filesystem::path& dir);

@@ -103,61 +103,45 @@ void note_format1(const Dir& d) {
 
 namespace {
 
-// The stores this process opened, by path: a job opens each store once
-// (Dir::open checks the path's parents, links, owner and mode; a creating
-// open writes the markers). A service of the process context. An open
-// store is used again while its path still names the same directory with
-// the same owner and mode (one stat); anything else (the directory
-// removed, replaced, made a link, chmod-ed) opens it afresh, with every
-// check.
-struct OpenStores {
-  struct Open {
+// The stores this process wrote the markers of, by path: a job writes them
+// once per store (a service of the process context). Every open checks the
+// path as a fresh process would (Dir::open: its parents' links, its own
+// link, owner and mode): the directory may have been removed, replaced,
+// chmod-ed, given away or replaced by a link since this process last
+// opened it, and a stat of the path alone follows links someone else may
+// have planted. The markers are written again when the path names another
+// directory than the one they were written in (kept open, so its inode is
+// not reused while it is remembered).
+struct MarkedStores {
+  struct Marked {
     Dir dir;
     dev_t dev = 0;
     ino_t ino = 0;
-    mode_t mode = 0;
-    uid_t uid = 0;
-    bool marked = false;  // the markers were written
   };
   std::mutex mu;
-  std::map<std::string, Open> by_path;
+  std::map<std::string, Marked> by_path;
 };
 
 }  // namespace
 
 Store Store::open(const fs::path& dir, Create create) {
-  const std::string key = fs::absolute(dir).lexically_normal().string();
-  OpenStores& open = process::Context::current().get<OpenStores>();
-  struct stat now {};
-  process::Env& env = process::Context::current().env();
-  const bool present = env.fstatat(AT_FDCWD, key.c_str(), &now, 0) == 0;
-  {
-    std::lock_guard lock(open.mu);
-    auto it = open.by_path.find(key);
-    if (it != open.by_path.end()) {
-      OpenStores::Open& o = it->second;
-      if (present && o.dev == now.st_dev && o.ino == now.st_ino && o.mode == now.st_mode && o.uid == now.st_uid) {
-        if (create == Create::yes && !o.marked) {
-          write_markers(o.dir);
-          note_format1(o.dir);
-          o.marked = true;
-        }
-        return Store(o.dir);
-      }
-      open.by_path.erase(it);
-    }
-  }
   Dir d = Dir::open(dir, Safety::cache, create);
-  if (create == Create::yes) {
-    write_markers(d);
-    note_format1(d);
-  }
+  if (create == Create::no) return Store(std::move(d));
   struct stat st {};
-  if (env.fstat(d.fd(), &st) == 0) {
-    std::lock_guard lock(open.mu);
-    open.by_path.insert_or_assign(
-        key, OpenStores::Open{d, st.st_dev, st.st_ino, st.st_mode, st.st_uid, create == Create::yes});
+  if (process::Context::current().env().fstat(d.fd(), &st) != 0)
+    throw CacheError("cannot inspect " + d.path().string());
+  const std::string key = fs::absolute(dir).lexically_normal().string();
+  MarkedStores& marked = process::Context::current().get<MarkedStores>();
+  {
+    std::lock_guard lock(marked.mu);
+    const auto it = marked.by_path.find(key);
+    if (it != marked.by_path.end() && it->second.dev == st.st_dev && it->second.ino == st.st_ino)
+      return Store(std::move(d));
   }
+  write_markers(d);
+  note_format1(d);
+  std::lock_guard lock(marked.mu);
+  marked.by_path.insert_or_assign(key, MarkedStores::Marked{d, st.st_dev, st.st_ino});
   return Store(std::move(d));
 }
 

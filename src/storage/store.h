@@ -36,10 +36,11 @@ namespace npucache::cache {
 
 class Store {
  public:
-  // Create::yes creates the directory (0700) and its marker files. A
-  // process opens a store once: later opens of the same path reuse it
-  // while the path names the same directory with the same owner and mode
-  // (else it is opened afresh, with every check).
+  // Create::yes creates the directory (0700) and its marker files (once
+  // per process and directory). Every open checks the path as a fresh
+  // process would (owner, mode, links of the directory and its parents):
+  // a directory removed, replaced, chmod-ed or replaced by a link since the
+  // process last opened it is judged anew, never reused blindly.
   static Store open(const std::filesystem::path& dir, Create create);
   const std::filesystem::path& dir() const { return dir_.path(); }
   // The store's identity: the id its marker file (store.json) names, with

@@ -17,9 +17,10 @@ namespace {
 
 using Config = std::vector<std::pair<std::string, int64_t>>;
 
-// Candidate tilings, the untuned default first.
+// Candidate tilings, the untuned default first. Never destroyed: a thread
+// may still be compiling while another runs exit().
 const std::vector<Config>& matmul_candidates() {
-  static const std::vector<Config> c = {
+  static const auto& c = *new std::vector<Config>{
       {{"tile_m", 32}, {"tile_n", 256}, {"tile_k", 128}},  {{"tile_m", 16}, {"tile_n", 128}, {"tile_k", 64}},
       {{"tile_m", 64}, {"tile_n", 256}, {"tile_k", 64}},   {{"tile_m", 8}, {"tile_n", 64}, {"tile_k", 256}},
       {{"tile_m", 32}, {"tile_n", 512}, {"tile_k", 32}},   {{"tile_m", 4}, {"tile_n", 1024}, {"tile_k", 128}},
@@ -30,7 +31,7 @@ const std::vector<Config>& matmul_candidates() {
 }
 
 const std::vector<Config>& fused_candidates() {
-  static const std::vector<Config> c = {
+  static const auto& c = *new std::vector<Config>{
       {{"block", 1024}}, {{"block", 256}},  {{"block", 512}}, {{"block", 2048}},
       {{"block", 4096}}, {{"block", 8192}}, {{"block", 128}}, {{"block", 16384}},
   };
