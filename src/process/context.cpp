@@ -39,7 +39,7 @@ Context& program_context() {
   // then is not flushed.
   static Context* ctx = [] {
     auto* c = new Context(default_env());
-    std::atexit([] { program_context().shutdown(); });
+    std::atexit([] { program_context().flush(); });
     return c;
   }();
   return *ctx;
