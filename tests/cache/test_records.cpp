@@ -19,6 +19,7 @@
 #include "format/remote_value.h"
 #include "storage/store.h"
 #include "support/cache_files.h"
+#include "support/error_message.h"
 #include "support/process.h"
 #include "zstd/zstd_codec.h"
 
@@ -143,17 +144,6 @@ std::string encoded(F&& write) {
   return w.take();
 }
 
-// The message of the CacheError `f` throws ("" when it throws none).
-template <class F>
-std::string refusal(F&& f) {
-  try {
-    f();
-  } catch (const CacheError& e) {
-    return e.what();
-  }
-  return "";
-}
-
 class RecordCodec : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -236,23 +226,26 @@ TEST_F(RecordCodec, ContentHashIsCarriedByWritersAndCheckedByReaders) {
 
   const std::string file = cache::encode_object(o);
   EXPECT_EQ(cache::object_meta(file, "object").checksum, o.meta.checksum);  // carried, not recomputed
-  EXPECT_TRUE(has(refusal([&] { cache::decode_object(file, "object", false); }), "fail their checksum"));
+  EXPECT_TRUE(has(npucache::testing::error_message<CacheError>([&] { cache::decode_object(file, "object", false); }),
+                  "fail their checksum"));
 
   const cache::Store s = cache::Store::open(dir, cache::Create::yes);
   EXPECT_EQ(s.put_object(o).stored.meta.checksum, o.meta.checksum);
-  EXPECT_TRUE(has(refusal([&] { s.object(o.graph_key); }), "fail their checksum"));
+  EXPECT_TRUE(has(npucache::testing::error_message<CacheError>([&] { s.object(o.graph_key); }), "fail their checksum"));
 
   const std::string bundle = cache::write_bundle({{}, {o}, {}});
-  EXPECT_TRUE(has(refusal([&] { cache::read_bundle(bundle); }), "fails its content hash"));
+  EXPECT_TRUE(
+      has(npucache::testing::error_message<CacheError>([&] { cache::read_bundle(bundle); }), "fails its content hash"));
 
   const std::string value = cache::encode_remote_object(o);
-  EXPECT_TRUE(
-      has(refusal([&] { cache::decode_remote_object(value, cache::content_hash(value), o.graph_key, 1 << 20); }),
-          "fails its content hash"));
+  EXPECT_TRUE(has(npucache::testing::error_message<CacheError>(
+                      [&] { cache::decode_remote_object(value, cache::content_hash(value), o.graph_key, 1 << 20); }),
+                  "fails its content hash"));
 
   cache::ObjectRecord unhashed = sample_object();
   unhashed.meta.checksum.clear();
-  EXPECT_TRUE(has(refusal([&] { cache::encode_object(unhashed); }), "no content hash"));
+  EXPECT_TRUE(
+      has(npucache::testing::error_message<CacheError>([&] { cache::encode_object(unhashed); }), "no content hash"));
 
   // With the hash it was made with, every reader takes it.
   o.meta.checksum = made;
@@ -282,8 +275,9 @@ TEST_F(RecordCodec, EarlierFormatFixtureFilesAreStaleOrRefused) {
     for (const auto& f : fs::directory_iterator(single / "objects")) {
       ++objects;
       const std::string bytes = contents(f.path());
-      for (const std::string& why : {refusal([&] { cache::decode_object(bytes, "object", true); }),
-                                     refusal([&] { cache::object_meta(bytes, "object"); })}) {
+      for (const std::string& why :
+           {npucache::testing::error_message<CacheError>([&] { cache::decode_object(bytes, "object", true); }),
+            npucache::testing::error_message<CacheError>([&] { cache::object_meta(bytes, "object"); })}) {
         EXPECT_TRUE(has(why, "was written by cache format 3.0.0 or earlier")) << why;
         EXPECT_TRUE(has(why, "stale and never read")) << why;
       }
@@ -309,7 +303,8 @@ TEST_F(RecordCodec, EarlierFormatFixtureFilesAreStaleOrRefused) {
 
   // A bundle of format 3.0.0 (version 4): refused, nothing imported.
   const std::string old_bundle = contents(fs::path(FIXTURES) / "format-3.0.0/single.npuc");
-  const std::string why = refusal([&] { cache::admin::import_bytes(old_bundle, dir.string()); });
+  const std::string why =
+      npucache::testing::error_message<CacheError>([&] { cache::admin::import_bytes(old_bundle, dir.string()); });
   EXPECT_TRUE(has(why, "bundle format version 4 is not supported")) << why;
   EXPECT_TRUE(has(why, "written by cache format 3.0.0 or earlier")) << why;
   EXPECT_TRUE(testing_support::entries(dir.string()).empty());
@@ -322,13 +317,13 @@ TEST_F(RecordCodec, EarlierFormatFixtureFilesAreStaleOrRefused) {
     const std::string name = f.path().stem().string(), v = contents(f.path());
     std::string got;
     if (name == "entry") {
-      got = refusal([&] { cache::decode_remote_entry(v, "", ""); });
+      got = npucache::testing::error_message<CacheError>([&] { cache::decode_remote_entry(v, "", ""); });
     } else if (name.rfind("object-", 0) == 0) {
       const std::string hash = name.substr(7);
       ASSERT_EQ(cache::content_hash(v), hash);
-      got = refusal([&] { cache::decode_remote_object(v, hash, "", 1 << 20); });
+      got = npucache::testing::error_message<CacheError>([&] { cache::decode_remote_object(v, hash, "", 1 << 20); });
     } else if (name.rfind("graph-", 0) == 0) {
-      got = refusal([&] { cache::decode_graph_ref(v, name.substr(6)); });
+      got = npucache::testing::error_message<CacheError>([&] { cache::decode_graph_ref(v, name.substr(6)); });
     } else {
       continue;
     }

@@ -12,6 +12,7 @@
 #include "process/env.h"
 #include "storage/dir.h"
 #include "storage/stats.h"
+#include "support/error_message.h"
 #include "support/fault_env.h"
 #include "support/process.h"
 
@@ -51,17 +52,6 @@ std::vector<std::string> temporaries(const fs::path& dir) {
   for (const auto& f : fs::directory_iterator(dir))
     if (has(f.path().filename().string(), ".tmp.")) out.push_back(f.path().string());
   return out;
-}
-
-// The message of what `f` throws as a CacheError ("" when it does not).
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const CacheError& e) {
-    return e.what();
-  }
-  return "";
 }
 
 class EnvTest : public ::testing::Test {
@@ -156,7 +146,7 @@ TEST_F(EnvTest, AFailedReplaceKeepsTheOldFileAndWordsTheSystemsReason) {
     SCOPED_TRACE(std::string(testing_support::op_name(c.fault.op)));
     env->disarm();
     env->arm(c.fault);
-    const std::string e = error_of([&] { d.write("index.h5", "new"); });
+    const std::string e = npucache::testing::error_message<CacheError>([&] { d.write("index.h5", "new"); });
     EXPECT_TRUE(has(e, c.says)) << e;
     EXPECT_TRUE(has(e, std::strerror(c.fault.error))) << e;
     EXPECT_EQ(slurp(dir / "index.h5"), "old");
@@ -166,7 +156,8 @@ TEST_F(EnvTest, AFailedReplaceKeepsTheOldFileAndWordsTheSystemsReason) {
   // in place, and the caller hears of it.
   env->disarm();
   env->arm(Fault::fail(FileOp::fsync, 2, EIO));
-  EXPECT_TRUE(has(error_of([&] { d.write("index.h5", "new"); }), "syncing directory"));
+  EXPECT_TRUE(
+      has(npucache::testing::error_message<CacheError>([&] { d.write("index.h5", "new"); }), "syncing directory"));
   EXPECT_EQ(slurp(dir / "index.h5"), "new");
   EXPECT_TRUE(temporaries(dir).empty());
 }
@@ -178,7 +169,7 @@ TEST_F(EnvTest, AFailedPublishLeavesNothing) {
                          Fault::fail(FileOp::link, 1, EIO), Fault::fail(FileOp::link, 1, ENOSPC)}) {
     env->disarm();
     env->arm(f);
-    const std::string e = error_of([&] { d.publish("object.h5", "bytes"); });
+    const std::string e = npucache::testing::error_message<CacheError>([&] { d.publish("object.h5", "bytes"); });
     EXPECT_TRUE(has(e, std::strerror(f.error))) << e;
     EXPECT_FALSE(fs::exists(dir / "object.h5"));
     EXPECT_TRUE(temporaries(dir).empty());
@@ -202,7 +193,7 @@ TEST_F(EnvTest, ShortReadsAndWritesAreCompletedAndReadErrorsReported) {
   EXPECT_EQ(d.read("f", 1 << 20), bytes);
   env->disarm();
   env->arm(Fault::fail(FileOp::read, 1, EIO));
-  const std::string e = error_of([&] { (void)d.read("f", 1 << 20); });
+  const std::string e = npucache::testing::error_message<CacheError>([&] { (void)d.read("f", 1 << 20); });
   EXPECT_TRUE(has(e, "reading " + (dir / "f").string() + " failed: Input/output error")) << e;
   // A file that ends before its size (truncated under the reader) is read
   // as far as it goes; what it holds is then checked by its decoder.
@@ -215,15 +206,18 @@ TEST_F(EnvTest, LocksListingsAndDirectoriesReportInjectedErrors) {
   const Dir d = Dir::open(dir, Safety::cache, Create::no);
   process::Context::Scope scope(env);
   env->arm(Fault::fail(FileOp::lock, 1, ENOLCK));
-  EXPECT_TRUE(has(error_of([&] { (void)d.lock("x.lock"); }), "cannot lock"));
+  EXPECT_TRUE(has(npucache::testing::error_message<CacheError>([&] { (void)d.lock("x.lock"); }), "cannot lock"));
   env->arm(Fault::fail(FileOp::list, 1, EIO));
-  EXPECT_TRUE(has(error_of([&] { (void)d.list(); }), "listing " + dir.string() + " failed: Input/output error"));
+  EXPECT_TRUE(has(npucache::testing::error_message<CacheError>([&] { (void)d.list(); }),
+                  "listing " + dir.string() + " failed: Input/output error"));
   env->arm(Fault::fail(FileOp::mkdir, 1, ENOSPC));
-  EXPECT_TRUE(has(error_of([&] { (void)d.sub("objects", Create::yes); }), "No space left on device"));
+  EXPECT_TRUE(has(npucache::testing::error_message<CacheError>([&] { (void)d.sub("objects", Create::yes); }),
+                  "No space left on device"));
   EXPECT_FALSE(fs::exists(dir / "objects"));
   env->arm(Fault::fail(FileOp::open, 1, EACCES, "/npucache-env-"));
   EXPECT_TRUE(
-      has(error_of([&] { (void)Dir::open(dir, Safety::cache, Create::no); }), "opening directory " + dir.string()));
+      has(npucache::testing::error_message<CacheError>([&] { (void)Dir::open(dir, Safety::cache, Create::no); }),
+          "opening directory " + dir.string()));
   env->disarm();
   // Every operation of Dir was counted, by kind and by path.
   EXPECT_GE(env->count(FileOp::create, "/x.lock"), 1u);

@@ -1,4 +1,6 @@
-// The message of the npucache::Error `f` throws ("" when it throws none).
+// The message of the error `f` throws ("" when it throws none): an
+// npucache::Error by default, or only the class E (another exception
+// propagates and fails the test).
 #pragma once
 
 #include <npucache/error.h>
@@ -8,10 +10,11 @@
 
 namespace npucache::testing {
 
-inline std::string error_message(const std::function<void()>& f) {
+template <class E = Error>
+std::string error_message(const std::function<void()>& f) {
   try {
     f();
-  } catch (const Error& e) {
+  } catch (const E& e) {
     return e.what();
   }
   return "";
