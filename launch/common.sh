@@ -138,6 +138,9 @@ launch_job() {
   [ "$rc" = 0 ] || return "$rc"
   local np=$((tp * pp * dp))
   local flags=()
+  # A rank's stderr is mpirun's pipe: rank 0's progress line (--progress
+  # auto) learns from here whether the user's is a terminal.
+  if [ -t 2 ]; then export NPUCACHE_STDERR_IS_TTY=1; else unset NPUCACHE_STDERR_IS_TTY; fi
   if mpirun --version 2>/dev/null | grep -q "Open MPI"; then
     flags+=(--oversubscribe)
     if [ "$(id -u)" -eq 0 ]; then

@@ -73,7 +73,7 @@ int main(int argc, char** argv) {
   }
   const auto& ctx = coord::Context::get(600, nullptr);
   const mpi::Comm& comm = ctx.comm();
-  const auto& hosts = ctx.hosts();
+  const auto& hosts = ctx.hosts(600, nullptr);
   const int me = comm.rank(), world = comm.size();
   // The lowest rank of each host reads the host's interface.
   bool leader = true;

@@ -34,7 +34,7 @@ int main(int argc, char** argv) {
   const mpi::Step step{"bench_keys", 600};
   const auto& ctx = coord::Context::get(600, nullptr);
   const mpi::Comm& comm = ctx.comm();
-  const auto& hosts = ctx.hosts();
+  const auto& hosts = ctx.hosts(600, nullptr);
   const int me = comm.rank(), world = comm.size();
   // A coordinator record: 32-hex graph key, cost, needs, holds, store identity.
   char rec[256];

@@ -52,15 +52,28 @@ const Context& Context::get(double timeout_s, double* setup_s) {
   if (ctx) return *ctx;
   const auto t0 = std::chrono::steady_clock::now();
   auto c = std::unique_ptr<Context>(new Context());
-  const mpi::Comm world = mpi::Comm::world();
-  c->comm_ = world.dup({"coordinator set-up: its communicator", timeout_s});
+  c->comm_ = mpi::Comm::world().dup({"coordinator set-up: its communicator", timeout_s});
+  ctx = std::move(c);
+  if (setup_s) *setup_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return *ctx;
+}
+
+const Hosts* Context::hosts_if_made() const {
+  std::lock_guard lock(hosts_mu_);
+  return hosts_.get();
+}
+
+const Hosts& Context::hosts(double timeout_s, double* setup_s) const {
+  std::lock_guard lock(hosts_mu_);
+  if (hosts_) return *hosts_;
+  const auto t0 = std::chrono::steady_clock::now();
   // The map of hosts without a message between every pair of ranks: each
   // host's lowest rank describes its host (name, ranks), those ranks
   // exchange the descriptions in a Bruck all-gather, and each passes the
   // table down its host.
-  const mpi::Comm node = c->comm_.split_shared({"coordinator set-up: finding the hosts", timeout_s});
+  const mpi::Comm node = comm_.split_shared({"coordinator set-up: finding the hosts", timeout_s});
   const mpi::Comm leaders =
-      c->comm_.split(node.rank() == 0 ? 0 : -1, c->comm_.rank(), {"coordinator set-up: the hosts' leaders", timeout_s});
+      comm_.split(node.rank() == 0 ? 0 : -1, comm_.rank(), {"coordinator set-up: the hosts' leaders", timeout_s});
   std::string table;
   const mpi::Step step{"coordinator set-up: the map of hosts", timeout_s};
   if (leaders.valid()) {
@@ -75,13 +88,13 @@ const Context& Context::get(double timeout_s, double* setup_s) {
     table = encode_table(all);
   }
   node.broadcast(table, 0, step);
-  c->hosts_ = hosts_from(decode_table(table), c->comm_.size());
+  auto h = std::make_unique<Hosts>(hosts_from(decode_table(table), comm_.size()));
   std::vector<std::string> per_rank;
-  for (int h : c->hosts_.host_of) per_rank.push_back(c->hosts_.names[static_cast<std::size_t>(h)]);
+  for (int i : h->host_of) per_rank.push_back(h->names[static_cast<std::size_t>(i)]);
   mpi::set_host_names(std::move(per_rank));
-  ctx = std::move(c);
+  hosts_ = std::move(h);
   if (setup_s) *setup_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return *ctx;
+  return *hosts_;
 }
 
 }  // namespace npucache::coord

@@ -1,14 +1,18 @@
 // The coordinator's share of MPI, made once per process (a service of the
-// process context), collectively, by the first coordinated method: its own communicator (a duplicate of
+// process context), collectively: its own communicator (a duplicate of
 // MPI_COMM_WORLD, so its collectives never meet the model's, run by stream
-// workers, or the program's own) and the map of hosts (the ranks that share
-// memory, MPI_COMM_TYPE_SHARED, gathered host by host so that no rank
-// talks to every other). Every step of the set-up is bounded by the first
-// method's timeout.
+// workers, or the program's own), made by the first coordinated method, and
+// the map of hosts (the ranks that share memory, MPI_COMM_TYPE_SHARED,
+// gathered host by host so that no rank talks to every other), made only
+// when a method first has something to plan: a warm start where every rank
+// hits pays one collective of set-up, not five. Every step of the set-up is
+// bounded by the calling method's timeout.
 #pragma once
 
 #include "mpi/comm.h"
 
+#include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -27,12 +31,19 @@ class Context {
   static const Context& get(double timeout_s, double* setup_s);
 
   const mpi::Comm& comm() const { return comm_; }
-  const Hosts& hosts() const { return hosts_; }
+  // The map of hosts, made on first use within `timeout_s` (the time it
+  // took is added to *setup_s). The first call is collective: every rank
+  // makes it at the same point of the protocol (the coordinator: after an
+  // arrival that agreed some rank misses).
+  const Hosts& hosts(double timeout_s, double* setup_s) const;
+  // The map if a method made it already, else nullptr (never collective).
+  const Hosts* hosts_if_made() const;
 
  private:
   Context() = default;
   mpi::Comm comm_;
-  Hosts hosts_;
+  mutable std::mutex hosts_mu_;
+  mutable std::unique_ptr<Hosts> hosts_;
 };
 
 struct TableEntry;

@@ -5,6 +5,7 @@
 #include "compiler/serialize.h"
 #include "coord/hash.h"
 #include "coord/host_allgather.h"
+#include "coord/job_progress.h"
 #include "coord/reports.h"
 #include "coord/routes.h"
 #include "format/artifact.h"
@@ -15,6 +16,7 @@
 #include "process/once.h"
 
 #include <algorithm>
+#include <set>
 
 namespace npucache::coord {
 namespace {
@@ -93,10 +95,13 @@ std::shared_ptr<compiler::CompiledGraph> CoordinatedSource::obtain(const FlatArg
   steps_.method = cache().method();
   steps_.started_at = now();
   const std::shared_ptr<const Transport> net = transport(options_.timeout_s, &steps_.setup_s);
-  const Hosts& hosts = Context::get(options_.timeout_s, nullptr).hosts();
-  steps_.hosts = hosts.count();
-  Call c(args, trace, compile, *net, hosts);
+  Call c(args, trace, compile, *net);
   if (arrive(c)) {
+    // Every rank is here (the arrival agreed that some rank misses): the
+    // map of hosts is made collectively on the first such call.
+    c.hosts = &Context::get(options_.timeout_s, nullptr).hosts(options_.timeout_s, nullptr);
+    steps_.hosts = c.hosts->count();
+    c.laps.lap(&steps_.setup_s);
     plan(c);
     produce(c);
     load(c, exchange(c));
@@ -104,7 +109,30 @@ std::shared_ptr<compiler::CompiledGraph> CoordinatedSource::obtain(const FlatArg
   }
   steps_.ended_at = now();
   add_step_report(steps_);
+  if (c.me == 0) show_progress(c);
   return c.g;
+}
+
+// Rank 0's progress line (job_progress.h), from what the call holds.
+void CoordinatedSource::show_progress(const Call& c) {
+  JobProgress& progress = JobProgress::get();
+  if (!progress.enabled()) return;
+  const int world = c.net.size();
+  const Hosts* hosts = c.hosts ? c.hosts : Context::get(options_.timeout_s, nullptr).hosts_if_made();
+  std::vector<Outcome> per_host;
+  std::vector<std::string> names;
+  if (hosts) names = hosts->names;
+  if (steps_.all_hit) {
+    per_host.assign(hosts ? names.size() : 1, Outcome{});
+    for (int r = 0; r < world; ++r)
+      ++per_host[hosts ? static_cast<std::size_t>(hosts->host_of[static_cast<std::size_t>(r)]) : 0].loaded;
+  } else if (!c.plan.group_of.empty()) {
+    per_host =
+        outcomes(c.plan, c.infos, c.source, hosts ? hosts->host_of : std::vector<int>{}, hosts ? hosts->count() : 1);
+  } else {
+    per_host = {Outcome{0, 0, 0}};
+  }
+  progress.finished(cache().method(), world, per_host, names, c.uncached, steps_.ended_at - steps_.started_at);
 }
 
 // Arrival: each rank decides its own entry from its trace (or, on the fast
@@ -188,7 +216,7 @@ void CoordinatedSource::plan(Call& c) {
   if (c.tr) c.params = cache::parameter_names(c.tr->graph);
   c.laps.lap(&steps_.lookup_s);
   std::vector<std::string> failures;
-  for (const auto& s : host_allgather(c.net, c.hosts, info.encode(), step("key all-gather"))) {
+  for (const auto& s : host_allgather(c.net, *c.hosts, info.encode(), step("key all-gather"))) {
     steps_.key_bytes += s.size();
     c.infos.push_back(RankInfo::decode(s));
     failures.push_back(c.infos.back().failure);
@@ -198,16 +226,28 @@ void CoordinatedSource::plan(Call& c) {
   c.plan = make_plan(c.infos);
   c.group = c.plan.group_of[static_cast<std::size_t>(c.me)];
   c.owner = c.group >= 0 ? c.plan.owner[static_cast<std::size_t>(c.group)] : -1;
+  c.source = c.plan.owner;
   c.laps.lap(&steps_.plan_s);
   read_remote(c);
   rep.owner = c.from_remote ? -1 : c.owner;
+  if (c.me == 0 && JobProgress::get().enabled()) {
+    std::set<int> owners;
+    int subgraphs = 0;
+    for (int src : c.source)
+      if (src >= 0 && !c.infos[static_cast<std::size_t>(src)].holds) {
+        ++subgraphs;
+        owners.insert(src);
+      }
+    if (subgraphs > 0)
+      JobProgress::get().compiling(cache().method(), subgraphs, static_cast<int>(owners.size()), c.net.size());
+  }
 }
 
 // The remote tier: keys no store holds are read from it once per host,
 // before anyone compiles; one all-reduce says which reads worked.
 void CoordinatedSource::read_remote(Call& c) {
   MethodReport& rep = report();
-  c.remote = plan_remote(c.plan, c.infos, c.hosts.host_of);
+  c.remote = plan_remote(c.plan, c.infos, c.hosts->host_of);
   const auto with_remote = std::count_if(c.infos.begin(), c.infos.end(), [](const RankInfo& r) { return r.remote; });
   if (c.info.remote && with_remote < static_cast<std::ptrdiff_t>(c.infos.size()) &&
       process::Context::current().get<process::Once>().first("remote on some ranks"))
@@ -240,6 +280,11 @@ void CoordinatedSource::read_remote(Call& c) {
   c.nobody_produces = c.remote.groups.size() == c.plan.keys.size();
   for (std::size_t k = 0; k < c.remote.groups.size(); ++k) c.nobody_produces = c.nobody_produces && outcome[2 * k] == 0;
   for (std::size_t k = 0; k < c.remote.groups.size(); ++k) {
+    const auto g = static_cast<std::size_t>(c.remote.groups[k]);
+    if (outcome[2 * k] == 0)
+      c.source[g] = -1;
+    else if (outcome[2 * k + 1] > 0)
+      c.source[g] = static_cast<int>(world - outcome[2 * k + 1]);
     if (c.remote.groups[k] != c.group) continue;
     if (outcome[2 * k] == 0) {
       c.from_remote = true;  // every host read it
@@ -304,16 +349,16 @@ LocalFailure CoordinatedSource::exchange(Call& c) {
     for (std::size_t r = 0; r < c.infos.size(); ++r)
       if (c.plan.group_of[r] == c.group && c.infos[r].needs && (c.from_remote || static_cast<int>(r) != c.owner))
         receivers.push_back(static_cast<int>(r));
-    const auto routes = c.from_remote ? host_routes(c.remote.fetchers.at(c.group), receivers, c.hosts.host_of)
+    const auto routes = c.from_remote ? host_routes(c.remote.fetchers.at(c.group), receivers, c.hosts->host_of)
                         : options_.flat_exchange ? flat_routes(c.owner, receivers)
-                                                 : node_leader_routes(c.owner, receivers, c.hosts.host_of);
+                                                 : node_leader_routes(c.owner, receivers, c.hosts->host_of);
     if (auto it = routes.find(c.me); it != routes.end()) {
       const Route& route = it->second;
       if (route.parent >= 0) {
         c.wire = c.net.recv_from({route.parent}, kExchangeTag, step("exchange"))[0];
         rep.fetched = true;
         rep.bytes_received = c.wire.size();
-        const auto host = [&](int r) { return c.hosts.host_of[static_cast<std::size_t>(r)]; };
+        const auto host = [&](int r) { return c.hosts->host_of[static_cast<std::size_t>(r)]; };
         if (host(route.parent) != host(c.me)) steps_.bytes_between_hosts = c.wire.size();
         if (host(c.owner) != host(c.me)) steps_.flat_bytes_between_hosts = c.wire.size();
       }

@@ -53,6 +53,7 @@ class CoordinatedSource final : public cache::MethodSource {
   // What the ranks agreed after a phase: a survivable failure makes this
   // rank go on uncached, warned once.
   void settle(const Agreed& a, Call& c);
+  void show_progress(const Call& c);
   mpi::Step step(const std::string& what);
 
   dist::CoordinatorOptions options_;

@@ -1,6 +1,7 @@
 #include "coord/job_report.h"
 
 #include "mpi/comm.h"
+#include "process/context.h"
 
 #include <nlohmann/json.hpp>
 
@@ -96,6 +97,7 @@ double RankReport::compile_cpu_s() const {
 RankReport local_rank_report(int rank, const Captures& captures) {
   RankReport r;
   r.rank = rank;
+  r.host = process::Context::current().identity().host;
   r.peak_rss_bytes = peak_rss_bytes();
   r.captures = captures;
   const auto steps = dist::step_reports();
@@ -121,7 +123,9 @@ JobReport assemble_job_report(const JobInfo& job, std::vector<RankReport> ranks)
   std::set<std::string> keys;
   std::map<std::string, Subgraph> subgraphs;
   std::map<std::string, std::size_t> step_row;  // method -> index in method_steps
+  std::set<std::string> host_names;
   for (const RankReport& r : ranks) {
+    if (!r.host.empty()) host_names.insert(r.host);
     j.max_peak_rss_bytes = std::max(j.max_peak_rss_bytes, r.peak_rss_bytes);
     j.captures.recorded += r.captures.recorded;
     j.captures.restored += r.captures.restored;
@@ -175,6 +179,7 @@ JobReport assemble_job_report(const JobInfo& job, std::vector<RankReport> ranks)
     }
     j.coordination_s += row.coordination_s();
   }
+  j.hosts = std::max(j.hosts, static_cast<int>(host_names.size()));
   j.unique_subgraphs = keys.size();
   for (auto& [key, sub] : subgraphs) {
     std::sort(sub.compiled_by.begin(), sub.compiled_by.end());
@@ -285,6 +290,7 @@ void from_json(const json& j, RankMethod& rm) {
 
 void to_json(json& j, const RankReport& r) {
   j = {{"rank", r.rank},
+       {"host", r.host},
        {"peak_rss_bytes", r.peak_rss_bytes},
        {"captures", captures_json(r.captures)},
        {"methods", r.methods},
@@ -296,6 +302,7 @@ void to_json(json& j, const RankReport& r) {
 
 void from_json(const json& j, RankReport& r) {
   j.at("rank").get_to(r.rank);
+  r.host = j.value("host", std::string());
   j.at("peak_rss_bytes").get_to(r.peak_rss_bytes);
   r.captures = j.contains("captures") ? captures_from_json(j.at("captures")) : Captures{};
   j.at("methods").get_to(r.methods);

@@ -50,6 +50,7 @@ struct Captures {
 // What one rank did: the unit every rank sends to rank 0.
 struct RankReport {
   int rank = 0;
+  std::string host;                // the process's host name
   std::size_t peak_rss_bytes = 0;  // the process's VmHWM
   Captures captures;
   std::vector<RankMethod> methods;  // in call order
@@ -110,7 +111,7 @@ struct Subgraph {
 // rank's report.
 struct JobReport {
   JobInfo job;
-  int hosts = 1;  // the most any coordinated method saw
+  int hosts = 1;  // the ranks' distinct host names, or the most any coordinated method saw
   std::size_t unique_subgraphs = 0;
   // Rank-methods that compiled, hit their own entry, received the artifact
   // from another rank, read it from the remote tier; (rank, method) index

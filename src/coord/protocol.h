@@ -38,15 +38,14 @@ class Laps {
 };
 
 struct Call {
-  Call(const FlatArgs& a, const compiler::TraceStep& t, const compiler::CompileStep& c, const Transport& n,
-       const Hosts& h)
-      : args(a), trace(t), compile(c), net(n), hosts(h), me(n.rank()) {}
+  Call(const FlatArgs& a, const compiler::TraceStep& t, const compiler::CompileStep& c, const Transport& n)
+      : args(a), trace(t), compile(c), net(n), me(n.rank()) {}
 
   const FlatArgs& args;
   const compiler::TraceStep& trace;
   const compiler::CompileStep& compile;
   const Transport& net;
-  const Hosts& hosts;
+  const Hosts* hosts = nullptr;  // made after an arrival that agreed some rank misses
   const int me;
   Laps laps;
   // A survivable failure was agreed: every rank goes on, nothing is written.
@@ -61,8 +60,9 @@ struct Call {
   std::vector<std::string> params;  // this rank's parameter names, placeholder order
   std::vector<RankInfo> infos;      // every rank's
   Plan plan;
-  int group = -1;  // this rank's key group (-1: nothing to do)
-  int owner = -1;  // its owner
+  std::vector<int> source;  // per group: its owner after the remote reads, -1 when every host read it
+  int group = -1;           // this rank's key group (-1: nothing to do)
+  int owner = -1;           // its owner
   RemoteFetch remote;
   bool from_remote = false;      // this rank's group is served by the remote tier, on every host
   bool nobody_produces = false;  // every group is: no owner can fail

@@ -8,6 +8,9 @@
 #include "format/view.h"
 #include "h5/h5.h"
 
+#include <optional>
+#include <string>
+
 namespace npucache::cache {
 using compiler::ByteReader;
 using compiler::ByteWriter;
@@ -84,7 +87,16 @@ ObjectRecord decode_object(std::string_view file, const std::string& what, bool 
   ObjectRecord r;
   r.meta = decode_meta(o.records[0], what, r.graph_key);
   r.meta.stored_size = file.size();
-  {
+  // The artifact's bytes without opening the HDF5 file when its one chunk
+  // is found whose bytes match the content hash (the check below would
+  // make of any other read); HDF5 reads it otherwise, and the graph text.
+  std::optional<std::string> found;
+  if (!with_text)
+    found = h5::find_single_chunk(o.hdf5, static_cast<std::size_t>(r.meta.raw_size),
+                                  [&](const std::string& bytes) { return checksum(bytes) == r.meta.checksum; });
+  if (found) {
+    r.raw = std::move(*found);
+  } else {
     auto guard = h5::lock();
     h5::Handle f = h5::open_image(file);
     r.raw = h5::read_bytes(f.id(), names::kModuleDataset, static_cast<std::size_t>(r.meta.raw_size));

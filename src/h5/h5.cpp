@@ -2,6 +2,7 @@
 
 #include <npucache/error.h>
 #include "h5/zstd_filter.h"
+#include "zstd/zstd_codec.h"
 
 #include <algorithm>
 #include <cstring>
@@ -290,6 +291,23 @@ std::string read_bytes(hid_t loc, const std::string& name, std::size_t cap) {
   std::string out(static_cast<std::size_t>(n), '\0');
   if (n > 0) check(H5Dread(ds.id(), H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()), "reading " + name);
   return out;
+}
+
+std::optional<std::string> find_single_chunk(std::string_view image, std::size_t size,
+                                             const std::function<bool(const std::string&)>& accept) {
+  if (size == 0 || size > kChunk) return std::nullopt;
+  constexpr std::string_view kMagic("\x28\xb5\x2f\xfd", 4);  // a zstd frame's first bytes
+  for (std::size_t at = image.find(kMagic); at != std::string_view::npos; at = image.find(kMagic, at + 1)) {
+    const char* p = image.data() + at;
+    const std::size_t left = image.size() - at;
+    if (zstd::frame_size(p, left) != size) continue;
+    const std::size_t n = zstd::frame_length(p, left);
+    if (n == 0) continue;
+    std::string out(size, '\0');
+    if (zstd::decompress_into(p, n, out.data(), out.size()) != size) continue;
+    if (accept(out)) return out;
+  }
+  return std::nullopt;
 }
 
 std::size_t storage_size(hid_t loc, const std::string& name) {

@@ -15,7 +15,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -98,6 +100,16 @@ std::string read_fixed_string_attr(hid_t obj, const std::string& name);
 void write_bytes(hid_t loc, const std::string& name, std::string_view bytes);
 // Throws CacheError when the dataset is larger than `cap` bytes.
 std::string read_bytes(hid_t loc, const std::string& name, std::size_t cap);
+// The bytes of a dataset of `size` bytes written by write_bytes, found in
+// the file image without opening it: a dataset of one chunk is stored as
+// one zstd frame of exactly `size` bytes of content. Each such frame in the
+// image is decompressed and offered to `accept` (which checks it against
+// what the caller knows of the bytes, e.g. their content hash) until it
+// takes one; nullopt when none is taken or the dataset spans several
+// chunks (then read_bytes reads it). Opening an HDF5 file costs more than
+// reading its bytes; this is the warm load's read. No HDF5 call is made.
+std::optional<std::string> find_single_chunk(std::string_view image, std::size_t size,
+                                             const std::function<bool(const std::string&)>& accept);
 std::size_t storage_size(hid_t loc, const std::string& name);
 // A 1-D dataset of variable-length strings (lines of text; one dataset per
 // file: each write of variable-length strings takes a global-heap

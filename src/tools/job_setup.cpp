@@ -9,6 +9,7 @@
 #include "cache/remote_options.h"
 #include "compiler/surface.h"
 #include "coord/job_identity.h"
+#include "coord/job_progress.h"
 #include "mpi/comm.h"
 #include "storage/dir.h"
 #include "storage/remote_tier.h"
@@ -97,6 +98,11 @@ void add_job_options(CLI::App* cmd, JobArgs& a) {
                   "remote cache tier: redis://host:port[/db][?timeout=2s&connect-timeout=100ms] or "
                   "redis+unix:///path (default: $NPUCACHE_REMOTE; off: none)");
   cmd->add_flag("--remote-read-only", a.remote_read_only, "read from the remote cache, never write to it");
+  cmd->add_option("--progress", a.progress,
+                  "rank 0's progress line after each method (rank-methods loaded, compiled, received of the "
+                  "job's, per host): auto (when the launcher's stderr is a terminal), always or never; "
+                  "NPUCACHE_PROGRESS=1/0 overrides")
+      ->default_str("auto");
   cmd->add_option("--max-seq", a.max_seq, "cap the KV-cache length")
       ->check(positive_integer())
       ->default_str("the config's max_position_embeddings");
@@ -239,6 +245,7 @@ CompileOptions job_compile_options(const JobArgs& a) {
 models::DecoderConfig check_args(JobArgs& a) {
   (void)compiler::resolve_surface(job_compile_options(a));  // ConfigError naming what is wrong
   a.timeout_s = parse_timeout(a.timeout);
+  (void)coord::parse_progress_mode(a.progress);
   models::DecoderConfig c = model_config(a);
   c.validate(a.tp, a.pp);
   (void)cache::resolve_remote(remote_options(a));  // a malformed --remote is a usage error, before MPI
@@ -263,6 +270,7 @@ Job::Job(const JobArgs& a, models::Weights weights) : args(a), config(check_args
     mpi::Comm::world().broadcast(error, 0, {"checking the report path", args.timeout_s});
     if (!error.empty()) throw coord::JobMismatch(error);
   }
+  coord::JobProgress::get().configure(coord::parse_progress_mode(args.progress), 2);  // prompt and decode
   comm = make_mpi_communicator(args.tp, args.pp, args.timeout_s);
   set_current_communicator(comm.get());
   set_current_device(comm->global_rank() % Platform::get().device_count());

@@ -45,6 +45,7 @@ struct JobArgs {
   bool check_only = false;     // --check-args: validate, start nothing
   std::string remote;          // --remote URL (default: $NPUCACHE_REMOTE)
   bool remote_read_only = false;
+  std::string progress = "auto";  // rank 0's progress line: auto, always, never
 };
 
 // The mode as given, or the backend's default ("max-autotune" for npu,

@@ -51,6 +51,11 @@ std::size_t frame_size(const void* src, std::size_t n) {
   return static_cast<std::size_t>(s);
 }
 
+std::size_t frame_length(const void* src, std::size_t n) {
+  const std::size_t r = ZSTD_findFrameCompressedSize(src, n);
+  return ZSTD_isError(r) ? 0 : r;
+}
+
 std::size_t decompress_into(const void* src, std::size_t n, void* dst, std::size_t cap) {
   try {
     std::size_t r = ZSTD_decompressDCtx(dctx(), dst, cap, src, n);

@@ -23,5 +23,8 @@ std::size_t bound(std::size_t n);
 // Content size recorded in the frame, or 0 when unknown/invalid.
 std::size_t frame_size(const void* src, std::size_t n);
 std::size_t decompress_into(const void* src, std::size_t n, void* dst, std::size_t cap);
+// The length of the frame starting at `src` (at most `n`), or 0 when no
+// whole frame starts there.
+std::size_t frame_length(const void* src, std::size_t n);
 
 }  // namespace npucache::zstd

@@ -98,6 +98,22 @@ std::vector<RankReport> four_ranks() {
   return ranks;
 }
 
+// A warm job where every rank hit makes no map of hosts (its steps say 0
+// hosts): the report counts the ranks' host names instead.
+TEST(JobReport, HostsOfAWarmJobAreTheRanksDistinctHostNames) {
+  std::vector<RankReport> ranks = four_ranks();
+  for (RankReport& r : ranks) {
+    r.host = r.rank < 2 ? "node-a" : "node-b";
+    for (RankMethod& m : r.methods) m.steps->hosts = 0;
+  }
+  EXPECT_EQ(assemble_job_report(job_info(4), ranks).hosts, 2);
+  ranks[3].host = "node-c";
+  EXPECT_EQ(assemble_job_report(job_info(4), ranks).hosts, 3);
+  // The name travels in the per-rank JSON.
+  const RankReport back = json(ranks[3]).get<RankReport>();
+  EXPECT_EQ(back.host, "node-c");
+}
+
 TEST(JobReport, TotalsOverRanks) {
   const JobReport r = assemble_job_report(job_info(4), four_ranks());
   EXPECT_EQ(r.hosts, 2);

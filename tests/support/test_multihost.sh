@@ -112,8 +112,10 @@ start=$SECONDS
 # ---- 1. 2 hosts, node-local caches
 say "2 hosts x 2 ranks, node-local caches"
 up 2 local
-warmup 120 --tp 2 --pp 1 --dp 2 --cache-dir "$cache/a" --report-json "$work/a1.json"
+warmup 120 --tp 2 --pp 1 --dp 2 --cache-dir "$cache/a" --report-json "$work/a1.json" --progress always
 [ "$rc" -eq 0 ] || fail "cold warmup exited $rc: $out"
+grep -Eq 'npucache: 2/2 methods \(decode [0-9.]+ s\), 8/8 rank-methods ready: 0 loaded, 2 compiled, 6 received; [^ ]+ 4 \([^)]*\); [^ ]+ 4 \(' <<<"$out" ||
+  fail "rank 0's progress line should count the 8 rank-methods, 4 on each host: $out"
 check "$work/a1.json" 'r["hosts"] == 2 and r["compiled"] == r["unique_subgraphs"] == 2' "each unique subgraph compiled once"
 check "$work/a1.json" 'r["writers"] == 4 and r["entries_written"] == 8' "one writer per host store and method"
 check "$work/a1.json" '0 < r["bytes_between_hosts"] <= r["flat_bytes_between_hosts"] * (1 / 2 + 0.10)' \
