@@ -91,7 +91,7 @@ std::string seconds_text(double s) {
 }  // namespace
 
 void JobProgress::finished(const std::string& method, int world, const std::vector<Outcome>& per_host,
-                        const std::vector<std::string>& host_names, bool uncached, double seconds) {
+                           const std::vector<std::string>& host_names, bool uncached, double seconds) {
   std::string s;
   {
     std::lock_guard lock(mu_);
@@ -108,9 +108,9 @@ void JobProgress::finished(const std::string& method, int world, const std::vect
       for (std::size_t h = 0; h < per_host.size(); ++h) hosts_[h] += per_host[h];
     }
     const long total = static_cast<long>(expected_methods_) * world;
-    s = std::to_string(methods_) + (expected_methods_ > 0 ? "/" + std::to_string(expected_methods_) : "") +
-        " method" + (methods_ == 1 && expected_methods_ <= 1 ? "" : "s") + " (" + method + " " +
-        seconds_text(seconds) + (uncached ? ", uncached" : "") + "), " + std::to_string(job_.total()) +
+    s = std::to_string(methods_) + (expected_methods_ > 0 ? "/" + std::to_string(expected_methods_) : "") + " method" +
+        (methods_ == 1 && expected_methods_ <= 1 ? "" : "s") + " (" + method + " " + seconds_text(seconds) +
+        (uncached ? ", uncached" : "") + "), " + std::to_string(job_.total()) +
         (total > 0 ? "/" + std::to_string(total) : "") + " rank-methods ready: " + counts(job_);
     if (hosts_.size() > 1)
       for (std::size_t h = 0; h < hosts_.size(); ++h)

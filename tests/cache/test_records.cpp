@@ -17,6 +17,7 @@
 #include "format/object_file.h"
 #include "format/record_codec.h"
 #include "format/remote_value.h"
+#include "h5/h5.h"
 #include "storage/store.h"
 #include "support/cache_files.h"
 #include "support/error_message.h"
@@ -26,6 +27,7 @@
 #include <gtest/gtest.h>
 
 #include <unistd.h>
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -252,6 +254,42 @@ TEST_F(RecordCodec, ContentHashIsCarriedByWritersAndCheckedByReaders) {
   expect_same(cache::read_bundle(cache::write_bundle({{}, {o}, {}})).objects.at(0), o);
   const std::string good = cache::encode_remote_object(o);
   expect_same(cache::decode_remote_object(good, cache::content_hash(good), o.graph_key, 1 << 20), o);
+}
+
+// A warm load reads an object's artifact from its one zstd chunk without
+// opening HDF5 (h5::find_single_chunk): the bytes are those HDF5 reads;
+// in an image, frames of another size, truncated frames and frames whose
+// bytes the caller refuses are passed over; an artifact of several chunks
+// is read by HDF5.
+TEST_F(RecordCodec, ArtifactReadFromItsChunkIsWhatHdf5Reads) {
+  const cache::ObjectRecord o = sample_object();
+  const std::string file = cache::encode_object(o);
+  EXPECT_EQ(cache::decode_object(file, "object", false).raw, o.raw);
+  const cache::ObjectRecord hdf5 = cache::decode_object(file, "object", true);
+  EXPECT_EQ(hdf5.raw, o.raw);
+  EXPECT_EQ(hdf5.graph_text, o.graph_text);
+
+  const std::string want(1000, 'w'), decoy(1000, 'd');
+  const std::string other = zstd::compress(std::string(999, 'w')), good = zstd::compress(want);
+  const std::string image = "junk\x28\xb5\x2f\xfd" + other + zstd::compress(decoy) + good.substr(0, good.size() / 2) +
+                            "\x28\xb5" + good + "tail";
+  int offered = 0;
+  const auto found = h5::find_single_chunk(image, want.size(), [&](const std::string& bytes) {
+    ++offered;
+    return bytes == want;
+  });
+  ASSERT_TRUE(found.has_value());
+  EXPECT_EQ(*found, want);
+  EXPECT_EQ(offered, 2);  // the decoy, then the whole good frame
+  EXPECT_FALSE(h5::find_single_chunk(image, want.size(), [](const std::string&) { return false; }).has_value());
+  EXPECT_FALSE(h5::find_single_chunk(image, 0, [](const std::string&) { return true; }).has_value());
+
+  cache::ObjectRecord big = sample_object();
+  big.raw.clear();
+  for (int i = 0; big.raw.size() < (std::size_t{9} << 20); ++i) big.raw += std::to_string(i * 7919) + ",";
+  big.meta.raw_size = big.raw.size();
+  big.meta.checksum = cache::checksum(big.raw);
+  EXPECT_EQ(cache::decode_object(cache::encode_object(big), "object", false).raw, big.raw);
 }
 
 // What formats 2.0.0 and 3.0.0 wrote (tests/fixtures/format-*): an index is
