@@ -61,6 +61,17 @@ class CanonicalEncoder {
   }
 
   void expr(const SymExpr& e) {
+    // A constant (most dims) hashes as the renamed form below would make
+    // it -- one term of the empty monomial, none for 0 -- without
+    // building it.
+    if (const auto c = e.try_constant()) {
+      h_.u64(*c != 0 ? 1 : 0);
+      if (*c != 0) {
+        h_.u64(0);
+        h_.i64(*c);
+      }
+      return;
+    }
     // Rename symbols canonically, then hash the canonical terms.
     std::map<SymExpr::Monomial, int64_t> renamed;
     for (const auto& [m, c] : e.terms()) {
