@@ -185,7 +185,8 @@ TEST_F(IndexDeltas, ConcurrentWritersOfOneModelLoseNothing) {
     pid_t pid = ::fork();
     if (pid == 0) {
       const cache::Store s = cache::Store::open(dir, cache::Create::no);
-      for (int i = 0; i < 30; ++i) s.update_index(kModel, kComponents, {entry("w" + std::to_string(w) + "_" + std::to_string(i))}, {});
+      for (int i = 0; i < 30; ++i)
+        s.update_index(kModel, kComponents, {entry("w" + std::to_string(w) + "_" + std::to_string(i))}, {});
       ::_exit(0);
     }
     kids.push_back(pid);
@@ -237,7 +238,8 @@ TEST_F(IndexDeltas, KillDuringDeltaWritesAndCompactionsLeavesAWholeState) {
     pid_t pid = ::fork();
     if (pid == 0) {
       const cache::Store s = cache::Store::open(dir, cache::Create::no);
-      for (int i = from; i < from + 1000; ++i) s.update_index(kModel, kComponents, {entry("f" + std::to_string(i))}, {});
+      for (int i = from; i < from + 1000; ++i)
+        s.update_index(kModel, kComponents, {entry("f" + std::to_string(i))}, {});
       ::_exit(0);
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(5 + rng() % 60));
