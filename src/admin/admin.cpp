@@ -124,6 +124,7 @@ VerifyResult verify(const std::string& dir, bool repair) {
       continue;
     }
     if (!d) continue;
+    for (const auto& p : d->problems) out.bad.emplace_back(s.index_path(m).string(), p);
     if (!d->intact)
       out.bad.emplace_back(s.index_path(m).string(), std::to_string(d->damaged) + " record(s) damaged; " +
                                                          std::to_string(d->index.entries.size()) + " readable");
@@ -340,7 +341,8 @@ ClearResult clear(const std::string& dir) {
       ours = is_our_envelope(d, n, EnvelopeKind::profile);
     else if (n == names::kFormat1File)
       ours = is_our_format1(d);
-    if (n == names::kObjectsDir || n == names::kLocksDir || n == names::kTemplatesDir) continue;
+    if (n == names::kObjectsDir || n == names::kLocksDir || n == names::kTemplatesDir || n == names::kDeltasDir)
+      continue;
     if (ours) {
       out.had_cache = out.had_cache || !temp;
       d.remove(n);
@@ -349,7 +351,7 @@ ClearResult clear(const std::string& dir) {
       out.left.push_back((d.path() / n).string());
     }
   }
-  for (const char* sub : {names::kObjectsDir, names::kTemplatesDir, names::kLocksDir}) {
+  for (const char* sub : {names::kObjectsDir, names::kTemplatesDir, names::kDeltasDir, names::kLocksDir}) {
     auto info = d.stat(sub);
     if (!info) continue;
     const Dir s = d.sub(sub, Create::no);
@@ -358,6 +360,9 @@ ClearResult clear(const std::string& dir) {
       const std::string where = sub;
       const bool ours =
           where == names::kLocksDir ? (n.size() > 5 && n.compare(n.size() - 5, 5, ".lock") == 0)
+          : where == names::kDeltasDir
+              ? (!names::delta_of(n).first.empty() && is_our_envelope(s, n, EnvelopeKind::index)) ||
+                    names::temp_owner_any(n) > 0
           : where == names::kTemplatesDir
               ? (!names::template_key_of(n).empty() && is_our_envelope(s, n, EnvelopeKind::capture_template)) ||
                     names::temp_owner_any(n) > 0

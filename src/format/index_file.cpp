@@ -9,6 +9,8 @@
 #include "format/view.h"
 #include "h5/h5.h"
 
+#include <algorithm>
+#include <cstdio>
 #include <set>
 
 namespace npucache::cache {
@@ -22,6 +24,15 @@ std::string hdf5_view(const IndexFile& ix, std::size_t userblock) {
   h5::Handle f = create_view(userblock, EnvelopeKind::index);
   const hid_t root = f.id();
   h5::write_attr(root, "model_info", ix.model_info);
+  h5::write_attr(root, "index_part", std::string(ix.seq.delta ? "delta" : "base"));
+  char generation[24];
+  std::snprintf(generation, sizeof generation, "%016llx", static_cast<unsigned long long>(ix.seq.generation));
+  h5::write_attr(root, "generation", std::string(generation));
+  h5::write_attr(root, "first_sequence", static_cast<int64_t>(ix.seq.first));
+  h5::write_attr(root, "last_sequence", static_cast<int64_t>(ix.seq.last));
+  if (!ix.seq.removed.empty()) h5::write_fixed_strings(root, "removed", ix.seq.removed);
+  // A delta lives in deltas/, one level below the objects' directory.
+  const std::string objects = std::string(ix.seq.delta ? "../" : "") + names::kObjectsDir + "/";
   for (const auto& [k, v] : ix.model) {
     if (k == component::kDynamic || k == component::kGeCache)
       h5::write_bool_attr(root, k, v == "true");
@@ -47,8 +58,7 @@ std::string hdf5_view(const IndexFile& ix, std::size_t userblock) {
     h5::write_attr(g.id(), "tp_rank", int64_t{e.meta.rank.tp_rank});
     h5::write_attr(g.id(), "pp_rank", int64_t{e.meta.rank.pp_rank});
     h5::write_fixed_strings(g.id(), names::kParametersDataset, e.parameters);
-    h5::external_link(g.id(), names::kModuleDataset,
-                      std::string(names::kObjectsDir) + "/" + names::object_file(e.graph_key),
+    h5::external_link(g.id(), names::kModuleDataset, objects + names::object_file(e.graph_key),
                       std::string("/") + names::kModuleDataset);
   }
   return h5::image_bytes(f.id());
@@ -61,6 +71,11 @@ std::string encode_index(const IndexFile& ix) {
   {
     ByteWriter w;
     write_model(w, {ix.model_info, ix.model});
+    records.push_back(w.take());
+  }
+  {
+    ByteWriter w;
+    write_sequence(w, ix.seq);
     records.push_back(w.take());
   }
   for (const auto& e : ix.entries) {
@@ -89,8 +104,20 @@ DecodedIndex decode_index(std::string_view bytes, const std::string& what) try {
   }
   d.index.model_info = model.model_info;
   d.index.model = model.components;
+  std::size_t first_entry = 1;
+  if (!d.earlier_format && o.records.size() > 1 && is_sequence_record(o.records[1])) {
+    try {
+      ByteReader r(o.records[1], what);
+      d.index.seq = read_sequence(r, model);
+      if (!r.done()) r.fail("its sequence record has trailing bytes");
+      d.sequenced = true;
+    } catch (const Error&) {
+      ++d.damaged;
+    }
+    first_entry = 2;
+  }
   std::set<std::string> paths;
-  for (std::size_t i = 1; i < o.records.size(); ++i) {
+  for (std::size_t i = first_entry; i < o.records.size(); ++i) {
     try {
       ByteReader r(o.records[i], what);
       EntryRecord e = d.earlier_format ? read_earlier_entry(r, model) : read_entry(r, model);
@@ -102,6 +129,9 @@ DecodedIndex decode_index(std::string_view bytes, const std::string& what) try {
     }
   }
   d.intact = o.records_intact && d.damaged == 0;
+  // In path order (as written), so that a path is found by a binary search.
+  std::sort(d.index.entries.begin(), d.index.entries.end(),
+            [](const EntryRecord& a, const EntryRecord& b) { return a.path < b.path; });
   return d;
 } catch (const CacheError&) {
   throw;

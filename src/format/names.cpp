@@ -29,6 +29,28 @@ std::string index_model_info(const std::string& file_name) {
   return valid_name(m) && file_name != kFormat1File && file_name != kTuningFile && file_name != kProfileFile ? m : "";
 }
 
+std::string delta_file(const std::string& model_info, uint64_t first) {
+  return model_info + "." + std::to_string(first) + kIndexSuffix;
+}
+
+std::pair<std::string, uint64_t> delta_of(const std::string& file_name) {
+  const std::string suffix = kIndexSuffix;
+  if (file_name.size() <= suffix.size() ||
+      file_name.compare(file_name.size() - suffix.size(), suffix.size(), suffix) != 0)
+    return {"", 0};
+  const std::string stem = file_name.substr(0, file_name.size() - suffix.size());
+  const auto dot = stem.rfind('.');
+  if (dot == std::string::npos || dot + 1 == stem.size() || stem.size() - dot - 1 > 19) return {"", 0};
+  uint64_t n = 0;
+  for (std::size_t i = dot + 1; i < stem.size(); ++i) {
+    if (!std::isdigit(static_cast<unsigned char>(stem[i]))) return {"", 0};
+    n = n * 10 + static_cast<uint64_t>(stem[i] - '0');
+  }
+  const std::string m = stem.substr(0, dot);
+  if (!valid_name(m) || n == 0 || stem[dot + 1] == '0') return {"", 0};
+  return {m, n};
+}
+
 std::string object_key(const std::string& file_name) {
   if (file_name.size() != 35 || file_name.compare(32, 3, ".h5") != 0) return "";
   const std::string k = file_name.substr(0, 32);

@@ -7,7 +7,9 @@
 //     store.json                 names the store: {"format": "npucache", "store_id": ...}
 //     config.json                persistent settings (max_size)
 //     stats.json                 hit/miss counters, last use, recent misses
-//     <model_info>.h5            the index of one model: its entries, at the seed's paths
+//     <model_info>.h5            the index of one model (its base): its entries, at the seed's paths
+//     deltas/<model_info>.<n>.h5 a delta of that index: the entries commits since the base added,
+//                                replaced or removed (sequence n on), same HDF5 view
 //     objects/<graph_key>.h5     one compiled artifact, written once, never changed
 //     templates/<key>.h5         a capture template of an artifact under one binding of its sizes
 //     tuning.h5                  the tuning table: autotune decisions by kernel signature and runtime
@@ -16,7 +18,9 @@
 //     .<name>.tmp.<pid>.<n>      a write in progress (in the target's directory)
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <utility>
 
 namespace npucache::cache::names {
 
@@ -25,7 +29,8 @@ namespace npucache::cache::names {
 // another version is stale. It is hashed into model_info, so each version
 // has index files of its own (an earlier version's are found as the nearest
 // entries and reported stale). 4.0.0: the records of record_codec.h.
-inline constexpr const char* kFormatVersion = "4.0.0";
+// 5.0.0: an index is a base and deltas (deltas/), with a sequence record.
+inline constexpr const char* kFormatVersion = "5.0.0";
 // The `format` attribute of every file npucache writes.
 inline constexpr const char* kFormatName = "npucache";
 
@@ -35,6 +40,8 @@ inline constexpr const char* kConfigFile = "config.json";
 inline constexpr const char* kStatsFile = "stats.json";
 inline constexpr const char* kObjectsDir = "objects";
 inline constexpr const char* kLocksDir = "locks";
+// The deltas of the models' indexes: deltas/<model_info>.<n>.h5.
+inline constexpr const char* kDeltasDir = "deltas";
 inline constexpr const char* kStatsLock = "stats.lock";
 // Held while a damaged object is replaced.
 inline constexpr const char* kRepairLock = "objects.lock";
@@ -81,6 +88,11 @@ std::string index_file(const std::string& model_info);
 std::string object_file(const std::string& graph_key);
 // The model_info an index file name stands for, or "" when it is none.
 std::string index_model_info(const std::string& file_name);
+// "<model_info>.<n>.h5": the delta of a model's index whose first sequence
+// number is n (in the deltas directory), and back: the model_info and n of
+// a delta file's name ({"", 0} when it is none).
+std::string delta_file(const std::string& model_info, uint64_t first);
+std::pair<std::string, uint64_t> delta_of(const std::string& file_name);
 // The graph key an object file name stands for, or "".
 std::string object_key(const std::string& file_name);
 // "templates/<key>.h5" names: the file of a template key, and back ("").

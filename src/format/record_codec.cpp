@@ -13,6 +13,7 @@ namespace {
 constexpr uint8_t kModel = 'M';
 constexpr uint8_t kEntry = 'E';
 constexpr uint8_t kObject = 'O';
+constexpr uint8_t kSequence = 'Q';
 // The kind bytes of the index records of formats 2.0.0 and 3.0.0.
 constexpr uint8_t kEarlierModel = 1;
 constexpr uint8_t kEarlierEntry = 2;
@@ -24,6 +25,7 @@ const char* kind_name(uint8_t k) {
     case kModel: return "model";
     case kEntry: return "entry";
     case kObject: return "object";
+    case kSequence: return "sequence";
   }
   return "unknown";
 }
@@ -137,6 +139,34 @@ ModelRecord read_model(ByteReader& r) {
   }
   return m;
 }
+
+void write_sequence(ByteWriter& w, const SequenceRecord& q) {
+  head(w, kSequence);
+  w.u8(q.delta ? 1 : 0);
+  w.u64(q.generation);
+  w.u64(q.first);
+  w.u64(q.last);
+  w.strings(q.removed);
+}
+
+SequenceRecord read_sequence(ByteReader& r, const ModelRecord& model) {
+  expect(r, kSequence);
+  SequenceRecord q;
+  q.delta = flag(r, "the delta flag");
+  q.generation = r.u64();
+  q.first = r.u64();
+  q.last = r.u64();
+  if (q.delta ? (q.first == 0 || q.last < q.first) : q.first != 0) r.fail("the sequence record's range is malformed");
+  if (q.last > (uint64_t{1} << 62)) r.fail("the sequence record's last number is out of range");
+  q.removed = r.strings();
+  if (!q.delta && !q.removed.empty()) r.fail("a base index record removes entries");
+  for (const auto& p : q.removed)
+    if (!names::valid_entry_path(p) || names::model_info_of(p) != model.model_info)
+      r.fail("removed entry '" + p.substr(0, 300) + "' is not an entry of model " + model.model_info);
+  return q;
+}
+
+bool is_sequence_record(std::string_view body) { return !body.empty() && static_cast<uint8_t>(body[0]) == kSequence; }
 
 void write_producer(ByteWriter& w, const Producer& p) {
   w.i64(p.world_size);

@@ -54,6 +54,24 @@ bool is_checksum(std::string_view s);
 void write_model(compiler::ByteWriter& w, const ModelRecord& m);
 ModelRecord read_model(compiler::ByteReader& r);
 
+// The sequence record of an index file (format 5.0.0), after its model
+// record: 'Q', version, u8 delta, u64 generation, u64 first, u64 last,
+// strings removed. A base (<model_info>.h5; delta 0, first 0) names its
+// generation (a random id, new with every base) and the last sequence
+// number of the deltas it includes; a delta (deltas/<model_info>.<first>.h5)
+// names the generation of the base it extends, the sequence numbers
+// [first, last] of the commits it holds, and the entries they removed.
+struct SequenceRecord {
+  bool delta = false;
+  uint64_t generation = 0;
+  uint64_t first = 0;
+  uint64_t last = 0;
+  std::vector<std::string> removed;  // entry paths (a delta's tombstones)
+};
+void write_sequence(compiler::ByteWriter& w, const SequenceRecord& q);
+SequenceRecord read_sequence(compiler::ByteReader& r, const ModelRecord& model);
+bool is_sequence_record(std::string_view body);
+
 // The entry record: 'E', version, path, the entry components, the
 // ModelCacheMeta fields, the rank, parameters, its object's graph key and
 // content hash, compile time, with_program. Read under `model`: the path

@@ -16,10 +16,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <map>
 #include <mutex>
 #include <random>
+#include <set>
 
 namespace npucache::cache {
 namespace fs = std::filesystem;
@@ -30,18 +32,235 @@ namespace {
 constexpr std::size_t kMaxIndexBytes = std::size_t{256} << 20;
 constexpr std::size_t kMaxObjectBytes = std::size_t{17} << 30;
 
-// A process keeps each index it decoded while the file stays the same
-// (inode, modification time, size): a warm start of several methods of a
-// model reads its index once. A service of the process context.
+// An index is its base, <model_info>.h5, and the deltas that extend it,
+// deltas/<model_info>.<first>.h5, each naming the base's generation and the
+// sequence numbers [first, last] of the commits it holds; the next delta
+// starts at last + 1. A commit writes a delta of what it changes, merged
+// with the newest deltas no larger than what it carries (so a model has
+// O(log) deltas, each entry rewritten O(log) times); when the deltas hold
+// more than a quarter of the base's entries (at least kMinCompaction), or
+// would be more than kMaxDeltaFiles files, the commit writes a new base
+// of every entry instead (a new generation) and removes the deltas. Every
+// state a reader can meet is whole: a delta, a merged delta and a base are
+// each published by one rename; merged deltas and deltas of an earlier
+// generation left behind are never reached from the base.
+constexpr std::size_t kMinCompaction = 16;
+constexpr std::size_t kMaxDeltaFiles = 12;
+// A reader that keeps meeting a changing index gives up after this many
+// tries (each try is a handful of stats while nothing changes).
+constexpr int kSnapshotTries = 100;
+
+// A process keeps each index file it decoded while the file stays the
+// same (inode, modification time, size), and each model's merged index
+// while its files do: a warm start of several methods of a model reads its
+// files once. A service of the process context.
+bool same(const Dir::Info& a, const Dir::Info& b) {
+  return a.ino == b.ino && a.mtime_ns == b.mtime_ns && a.size == b.size;
+}
+using Decoded = std::shared_ptr<const DecodedIndex>;
 struct CachedIndex {
   Dir::Info seen;
-  DecodedIndex decoded;
+  Decoded decoded;
+};
+struct CachedMerge {
+  std::vector<Dir::Info> files;  // the base and the deltas, as merged
+  Decoded merged;
 };
 struct IndexCache {
   std::mutex mu;
   std::map<std::string, CachedIndex> by_path;
+  std::map<std::string, CachedMerge> merged;  // by the base's path
 };
 IndexCache& index_cache() { return process::Context::current().get<IndexCache>(); }
+
+// One index file, decoded (from the cache when unchanged since `seen`);
+// null when it is gone.
+Decoded decode_file(const Dir& d, const std::string& name, const Dir::Info& seen, std::size_t cap) {
+  const std::string key = (d.path() / name).string();
+  {
+    IndexCache& cache = index_cache();
+    std::lock_guard lock(cache.mu);
+    auto it = cache.by_path.find(key);
+    if (it != cache.by_path.end() && same(it->second.seen, seen)) return it->second.decoded;
+  }
+  auto bytes = d.read(name, cap);
+  if (!bytes) return nullptr;
+  auto decoded = std::make_shared<const DecodedIndex>(decode_index(*bytes, "index " + key));
+  IndexCache& cache = index_cache();
+  std::lock_guard lock(cache.mu);
+  cache.by_path[key] = {seen, decoded};
+  return decoded;
+}
+
+// A model's index as one state: its base and the deltas reached from it.
+struct Snapshot {
+  std::string base_key;
+  Decoded base;
+  struct Delta {
+    std::string name, path;
+    std::size_t records = 0;  // entries and removals
+    Decoded decoded;
+  };
+  std::vector<Delta> deltas;
+  std::vector<Dir::Info> seen;  // of the base and each delta
+  uint64_t last = 0;            // the last sequence number the state includes
+  std::vector<std::string> problems;
+
+  bool intact() const {
+    bool ok = base->intact && problems.empty();
+    for (const auto& d : deltas) ok = ok && d.decoded->intact;
+    return ok;
+  }
+  bool hdf5_intact() const {
+    bool ok = base->hdf5_intact;
+    for (const auto& d : deltas) ok = ok && d.decoded->hdf5_intact;
+    return ok;
+  }
+  // Whether the state holds entry `path`: its newest mention.
+  bool holds(const std::string& path) const {
+    const auto in = [&path](const std::vector<EntryRecord>& es) {
+      auto it = std::lower_bound(es.begin(), es.end(), path,
+                                 [](const EntryRecord& e, const std::string& p) { return e.path < p; });
+      return it != es.end() && it->path == path;
+    };
+    for (auto d = deltas.rbegin(); d != deltas.rend(); ++d) {
+      if (in(d->decoded->index.entries)) return true;
+      const auto& r = d->decoded->index.seq.removed;
+      if (std::find(r.begin(), r.end(), path) != r.end()) return false;
+    }
+    return in(base->index.entries);
+  }
+  DecodedIndex merge() const {
+    DecodedIndex m;
+    m.index.model_info = base->index.model_info;
+    m.index.model = base->index.model;
+    m.index.seq = base->index.seq;
+    m.index.seq.last = last;
+    m.damaged = base->damaged + problems.size();
+    m.intact = intact();
+    m.hdf5_intact = hdf5_intact();
+    m.earlier_format = base->earlier_format;
+    m.sequenced = base->sequenced;
+    m.files.push_back(base_key);
+    m.problems = problems;
+    if (deltas.empty()) {
+      m.index.entries = base->index.entries;
+      return m;
+    }
+    std::map<std::string, const EntryRecord*> at;
+    for (const auto& e : base->index.entries) at[e.path] = &e;
+    for (const auto& d : deltas) {
+      for (const auto& p : d.decoded->index.seq.removed) at.erase(p);
+      for (const auto& e : d.decoded->index.entries) at[e.path] = &e;
+      m.index.model = d.decoded->index.model;
+      m.damaged += d.decoded->damaged;
+      m.files.push_back(d.path);
+    }
+    m.index.entries.reserve(at.size());
+    for (const auto& [p, e] : at) m.index.entries.push_back(*e);
+    return m;
+  }
+};
+
+uint64_t new_generation() {
+  std::random_device rd;
+  uint64_t g = 0;
+  while (g == 0) g = (static_cast<uint64_t>(rd()) << 32) ^ rd();
+  return g;
+}
+
+// Reads a model's index without a lock. Each try stats and reads the base,
+// then the deltas from base.last + 1 on until a name is absent (or holds a
+// file that is not the next delta of this base), then stats them all
+// again: when nothing changed, what was read is the state at the moment
+// the last name was found absent (files are only ever replaced by a
+// rename, never rewritten in place). A writer that replaced or removed one
+// of them meanwhile makes the reader try again.
+std::optional<Snapshot> read_snapshot(const Dir& dir, const std::string& model_info, std::size_t cap) {
+  const std::string base_name = names::index_file(model_info);
+  const std::string base_key = (dir.path() / base_name).string();
+  for (int attempt = 0; attempt < kSnapshotTries; ++attempt) {
+    auto base_seen = dir.stat(base_name);
+    if (!base_seen) return std::nullopt;
+    Snapshot snap;
+    snap.base_key = base_key;
+    snap.base = decode_file(dir, base_name, *base_seen, cap);
+    if (!snap.base) continue;  // replaced or removed since its stat
+    const DecodedIndex& base = *snap.base;
+    if (base.index.model_info != model_info)
+      throw CacheError("index " + base_key + " names model " + base.index.model_info);
+    snap.last = base.index.seq.last;
+    snap.seen.push_back(*base_seen);
+    std::optional<Dir> deltas;
+    std::string end_name;               // the name the walk stopped at
+    std::optional<Dir::Info> end_seen;  // what it held then
+    if (base.sequenced && !base.earlier_format && !base.index.seq.delta && dir.stat(names::kDeltasDir)) {
+      deltas = dir.sub(names::kDeltasDir, Create::no);
+      for (;;) {
+        end_name = names::delta_file(model_info, snap.last + 1);
+        end_seen = deltas->stat(end_name);
+        if (!end_seen) break;
+        const std::string path = (deltas->path() / end_name).string();
+        const std::string what = "delta " + path;
+        Decoded d;
+        try {
+          if (!end_seen->regular) throw CacheError(what + " is not a regular file");
+          d = decode_file(*deltas, end_name, *end_seen, cap);
+        } catch (const CacheRefused&) {
+          throw;
+        } catch (const IoError&) {
+          throw;
+        } catch (const CacheError& e) {
+          snap.problems.push_back(std::string(e.what()) + "; the entries it and later deltas added are lost");
+          break;
+        }
+        if (!d) break;  // removed since its stat: the check below tries again
+        const SequenceRecord& q = d->index.seq;
+        if (d->sequenced && (!q.delta || q.generation != base.index.seq.generation)) break;  // left behind
+        if (!d->sequenced || q.first != snap.last + 1 || d->index.model_info != model_info) {
+          snap.problems.push_back(what + " is damaged: its sequence record " +
+                                  (d->sequenced ? "does not continue the index" : "cannot be read") +
+                                  "; the entries it and later deltas added are lost");
+          break;
+        }
+        snap.seen.push_back(*end_seen);
+        snap.last = q.last;
+        snap.deltas.push_back({end_name, path, d->index.entries.size() + q.removed.size(), d});
+        end_seen.reset();
+      }
+    }
+    // Nothing changed while it was read?
+    auto now = dir.stat(base_name);
+    bool changed = !now || !same(*now, *base_seen);
+    for (std::size_t i = 0; !changed && i < snap.deltas.size(); ++i) {
+      now = deltas->stat(snap.deltas[i].name);
+      changed = !now || !same(*now, snap.seen[i + 1]);
+    }
+    if (!changed && deltas) {
+      now = deltas->stat(end_name);
+      changed = now.has_value() != end_seen.has_value() || (now && !same(*now, *end_seen));
+    }
+    if (!changed) return snap;
+  }
+  throw IoError("index " + base_key + " kept changing while it was read", EAGAIN);
+}
+
+// The merged index of a snapshot (from the cache while its files are the same).
+Decoded merged(const Snapshot& snap) {
+  IndexCache& cache = index_cache();
+  {
+    std::lock_guard lock(cache.mu);
+    auto it = cache.merged.find(snap.base_key);
+    if (it != cache.merged.end() && it->second.files.size() == snap.seen.size() &&
+        std::equal(snap.seen.begin(), snap.seen.end(), it->second.files.begin(), same))
+      return it->second.merged;
+  }
+  if (snap.deltas.empty() && snap.problems.empty()) return snap.base;
+  auto m = std::make_shared<const DecodedIndex>(snap.merge());
+  std::lock_guard lock(cache.mu);
+  cache.merged[snap.base_key] = {snap.seen, m};
+  return m;
+}
 
 std::string new_store_id() {
   std::random_device rd;
@@ -187,26 +406,9 @@ fs::path Store::object_path(const std::string& key) const {
 fs::path Store::index_path(const std::string& model_info) const { return dir_.path() / names::index_file(model_info); }
 
 std::optional<DecodedIndex> Store::index(const std::string& model_info) const {
-  const std::string name = names::index_file(model_info);
-  const std::string key = (dir_.path() / name).string();
-  auto seen = dir_.stat(name);
-  if (!seen) return std::nullopt;
-  {
-    IndexCache& cache = index_cache();
-    std::lock_guard lock(cache.mu);
-    auto it = cache.by_path.find(key);
-    if (it != cache.by_path.end() && it->second.seen.ino == seen->ino && it->second.seen.mtime_ns == seen->mtime_ns &&
-        it->second.seen.size == seen->size)
-      return it->second.decoded;
-  }
-  auto bytes = dir_.read(name, kMaxIndexBytes);
-  if (!bytes) return std::nullopt;
-  DecodedIndex d = decode_index(*bytes, "index " + key);
-  if (d.index.model_info != model_info) throw CacheError("index " + key + " names model " + d.index.model_info);
-  IndexCache& cache = index_cache();
-  std::lock_guard lock(cache.mu);
-  cache.by_path[key] = {*seen, d};
-  return d;
+  auto snap = read_snapshot(dir_, model_info, kMaxIndexBytes);
+  if (!snap) return std::nullopt;
+  return *merged(*snap);
 }
 
 std::optional<EntryRecord> Store::entry(const std::string& path) const {
@@ -334,22 +536,26 @@ void Store::remove_object(const std::string& key, const std::optional<Dir::Info>
   obj.remove(name);
 }
 
+void Store::remove_deltas(const std::string& model_info) const {
+  if (!dir_.stat(names::kDeltasDir)) return;
+  const Dir deltas = dir_.sub(names::kDeltasDir, Create::no);
+  for (const auto& n : deltas.list())
+    if (names::delta_of(n).first == model_info) deltas.remove(n);
+}
+
 std::size_t Store::update_index(const std::string& model_info, const Components& model,
                                 const std::vector<EntryRecord>& put, const std::vector<std::string>& remove) const {
   FileLock lock = dir_.sub(names::kLocksDir, Create::yes).lock(model_info + ".lock");
-  IndexFile ix;
-  ix.model_info = model_info;
-  ix.model = model;
   std::size_t lost = 0;
-  std::map<std::string, EntryRecord> entries;
+  std::optional<Snapshot> snap;
   try {
-    if (auto d = index(model_info)) {
-      for (auto& e : d->index.entries) entries[e.path] = std::move(e);
-      if (!d->intact) {
-        lost = d->damaged;
-        log::warn("index {} is damaged: {} record(s) unreadable; its {} readable entries are kept in a new index",
-                  index_path(model_info).string(), d->damaged, entries.size());
-      }
+    snap = read_snapshot(dir_, model_info, kMaxIndexBytes);
+    if (snap && !snap->intact()) {
+      const DecodedIndex m = snap->merge();
+      lost = m.damaged;
+      for (const auto& p : m.problems) log::warn("{}", p);
+      log::warn("index {} is damaged: {} record(s) unreadable; its {} readable entries are kept in a new index",
+                index_path(model_info).string(), m.damaged, m.index.entries.size());
     }
   } catch (const CacheRefused&) {
     throw;
@@ -358,20 +564,104 @@ std::size_t Store::update_index(const std::string& model_info, const Components&
   } catch (const CacheError& e) {
     log::warn("{}; writing a new index", e.what());
     lost = 1;
+    snap.reset();
   }
-  for (const auto& p : remove) entries.erase(p);
-  for (const auto& e : put) {
+  for (const auto& e : put)
     if (names::model_info_of(e.path) != model_info)
       throw CacheError("entry " + e.path + " is not an entry of model " + model_info);
-    entries[e.path] = e;
-  }
-  for (auto& [p, e] : entries) ix.entries.push_back(std::move(e));
+  // What this commit changes: removals of entries the index holds, and
+  // the entries it puts.
+  std::map<std::string, std::optional<EntryRecord>> change;
+  for (const auto& p : remove)
+    if (snap && snap->holds(p)) change[p] = std::nullopt;
+  for (const auto& e : put) change[e.path] = e;
   const std::string name = names::index_file(model_info);
-  if (ix.entries.empty()) {
-    dir_.remove(name);
+  const bool whole =
+      snap && snap->intact() && snap->hdf5_intact() && snap->base->sequenced && !snap->base->earlier_format;
+  if (whole && change.empty()) return lost;  // nothing to write
+  // How many entries the index holds after the commit: the base's, and
+  // the difference each path the deltas or the commit name makes.
+  std::size_t after = 0;
+  if (snap) {
+    std::set<std::string> touched;
+    for (const auto& d : snap->deltas) {
+      for (const auto& e : d.decoded->index.entries) touched.insert(e.path);
+      for (const auto& p : d.decoded->index.seq.removed) touched.insert(p);
+    }
+    for (const auto& [p, e] : change) touched.insert(p);
+    Snapshot base_only;
+    base_only.base = snap->base;
+    std::ptrdiff_t n = static_cast<std::ptrdiff_t>(snap->base->index.entries.size());
+    for (const auto& p : touched) {
+      const auto c = change.find(p);
+      const bool now = c != change.end() ? c->second.has_value() : snap->holds(p);
+      n += static_cast<std::ptrdiff_t>(now) - static_cast<std::ptrdiff_t>(base_only.holds(p));
+    }
+    after = n > 0 ? static_cast<std::size_t>(n) : 0;
   } else {
-    dir_.write(name, encode_index(ix));
+    after = change.size();
   }
+  if (after == 0) {
+    dir_.remove(name);  // first the base: deltas without it are never read
+    remove_deltas(model_info);
+    return lost;
+  }
+  if (whole) {
+    // The newest deltas no larger than what they and this commit carry are
+    // merged into the new delta.
+    std::size_t from = snap->deltas.size(), carried = change.size();
+    while (from > 0 && snap->deltas[from - 1].records <= carried) carried += snap->deltas[--from].records;
+    std::size_t records = carried;
+    for (std::size_t i = 0; i < from; ++i) records += snap->deltas[i].records;
+    const std::size_t base_entries = snap->base->index.entries.size();
+    if (records <= std::max(kMinCompaction, base_entries / 4) && from + 1 <= kMaxDeltaFiles) {
+      IndexFile ix;
+      ix.model_info = model_info;
+      ix.model = model;
+      ix.seq.delta = true;
+      ix.seq.generation = snap->base->index.seq.generation;
+      ix.seq.first = from < snap->deltas.size() ? snap->deltas[from].decoded->index.seq.first : snap->last + 1;
+      ix.seq.last = snap->last + 1;
+      std::map<std::string, std::optional<EntryRecord>> carry;
+      for (std::size_t i = from; i < snap->deltas.size(); ++i) {
+        for (const auto& p : snap->deltas[i].decoded->index.seq.removed) carry[p] = std::nullopt;
+        for (const auto& e : snap->deltas[i].decoded->index.entries) carry[e.path] = e;
+      }
+      for (auto& [p, e] : change) carry[p] = std::move(e);
+      for (auto& [p, e] : carry) {
+        if (e)
+          ix.entries.push_back(std::move(*e));
+        else
+          ix.seq.removed.push_back(p);
+      }
+      const Dir deltas = dir_.sub(names::kDeltasDir, Create::yes);
+      deltas.write(names::delta_file(model_info, ix.seq.first), encode_index(ix));
+      // Merged into the new one: no longer reached from the base.
+      for (std::size_t i = from + 1; i < snap->deltas.size(); ++i) deltas.remove(snap->deltas[i].name);
+      return lost;
+    }
+  }
+  // A new base: of a new model, when the deltas are due to be compacted, or
+  // to salvage a damaged index. Its new generation leaves every delta
+  // behind at once; they are removed after it is in place.
+  std::map<std::string, EntryRecord> entries;
+  if (snap)
+    for (auto& e : snap->merge().index.entries) entries[e.path] = std::move(e);
+  for (auto& [p, e] : change) {
+    if (e)
+      entries[p] = std::move(*e);
+    else
+      entries.erase(p);
+  }
+  IndexFile ix;
+  ix.model_info = model_info;
+  ix.model = model;
+  ix.seq.generation = new_generation();
+  ix.seq.last = snap ? snap->last + 1 : 0;
+  ix.entries.reserve(entries.size());
+  for (auto& [p, e] : entries) ix.entries.push_back(std::move(e));
+  dir_.write(name, encode_index(ix));
+  remove_deltas(model_info);
   return lost;
 }
 
@@ -396,7 +686,8 @@ void Store::heal_index(const std::string& model_info) const {
 
 void Store::remove_index(const std::string& model_info) const {
   FileLock lock = dir_.sub(names::kLocksDir, Create::yes).lock(model_info + ".lock");
-  dir_.remove(names::index_file(model_info));
+  dir_.remove(names::index_file(model_info));  // first the base: deltas without it are never read
+  remove_deltas(model_info);
 }
 
 }  // namespace npucache::cache

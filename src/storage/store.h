@@ -3,11 +3,14 @@
 // One file per unique artifact, content-addressed by graph key,
 // objects/<graph_key>.h5, written once (temporary + link: the first writer
 // of a key wins) and never changed; a writer that finds its key stored
-// adopts the stored bytes. One small index per model, <model_info>.h5, with
-// that model's entries; a write rewrites only the index of its model (under
-// that index's lock) and adds only its new objects, so its cost does not
-// grow with the cache and writers of different models never wait on each
-// other.
+// adopts the stored bytes. One index per model: a base, <model_info>.h5,
+// and deltas, deltas/<model_info>.<n>.h5, with that model's entries; a
+// commit writes a delta of what it changes into the index of its model
+// (under that index's lock; a new base, amortised, when the deltas grow)
+// and adds only its new objects, so its cost grows neither with the cache
+// nor with the model, and writers of different models never wait on each
+// other. Readers take no lock: they merge the base and its deltas as one
+// state (store.cpp).
 //
 // Everything read is validated (envelope.h): a damaged object is reported,
 // removed and rebuilt by its next writer; a damaged index is salvaged (its
@@ -125,6 +128,8 @@ class Store {
  private:
   explicit Store(Dir dir) : dir_(std::move(dir)) {}
   Dir objects(Create create) const;
+  // Removes the model's delta files (under its index lock).
+  void remove_deltas(const std::string& model_info) const;
   Dir dir_;
 };
 

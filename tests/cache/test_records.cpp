@@ -172,12 +172,14 @@ TEST_F(RecordCodec, OneEncodingInEveryFileBundleAndValue) {
   EXPECT_EQ(model_bytes.substr(0, 2), std::string("M\x01", 2));
   EXPECT_EQ(object_bytes.substr(0, 2), std::string("O\x01", 2));
 
-  // The index file: the model record, then the entry records.
-  const std::string index = cache::encode_index({kModelInfo, model.components, {e}});
+  // The index file: the model record, the sequence record, then the entry
+  // records.
+  const std::string index = cache::encode_index({kModelInfo, model.components, {e}, {}});
   const cache::Opened ix = cache::open_envelope(cache::EnvelopeKind::index, index, "index");
-  ASSERT_EQ(ix.records.size(), 2u);
+  ASSERT_EQ(ix.records.size(), 3u);
   EXPECT_EQ(ix.records[0], model_bytes);
-  EXPECT_EQ(ix.records[1], entry_bytes);
+  EXPECT_EQ(ix.records[1].substr(0, 2), std::string("Q\x01", 2));
+  EXPECT_EQ(ix.records[2], entry_bytes);
   const cache::DecodedIndex d = cache::decode_index(index, "index");
   EXPECT_TRUE(d.intact);
   EXPECT_FALSE(d.earlier_format);

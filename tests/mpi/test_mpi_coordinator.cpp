@@ -339,37 +339,39 @@ TEST_F(Coordinator, RemovingOneEntryMakesOnlyThatRankFetchOrLoad) {
   }
 }
 
-// The 2-rank cache of the previous format (tests/fixtures/format-3.0.0/
-// mpi-tp1-pp2, written by `npucache warmup --tp 1 --pp 2`) under a
+// The 2-rank caches of the previous formats (tests/fixtures/format-4.0.0/
+// and format-3.0.0/ mpi-tp1-pp2, written by `npucache warmup --tp 1 --pp 2`) under a
 // coordinated job, on the default hit check and on the code_version fast
 // path: every rank's entries are reported stale with the version, nothing
 // of it is served, and the next job is served from the rebuilt entries.
 TEST_F(Coordinator, PreviousFormatCacheIsStaleOnBothHitChecks) {
   if (world != 2) GTEST_SKIP() << "the fixture is a cache of a 2-rank job";
-  for (const bool fast : {false, true}) {
-    const std::string d = dir + (fast ? "-fast" : "-trace");
-    if (rank == 0) {
-      fs::create_directories(fs::path(d).parent_path());
-      fs::copy(fs::path(FIXTURES) / "format-3.0.0" / "mpi-tp1-pp2", d, fs::copy_options::recursive);
-      for (const auto& f : fs::recursive_directory_iterator(d))
-        fs::permissions(f.path(), fs::perms::group_all | fs::perms::others_all, fs::perm_options::remove);
-      fs::permissions(d, fs::perms::group_all | fs::perms::others_all, fs::perm_options::remove);
+  for (const std::string version : {"4.0.0", "3.0.0"})
+    for (const bool fast : {false, true}) {
+      const std::string d = dir + "-" + version + (fast ? "-fast" : "-trace");
+      if (rank == 0) {
+        fs::create_directories(fs::path(d).parent_path());
+        fs::copy(fs::path(FIXTURES) / ("format-" + version) / "mpi-tp1-pp2", d, fs::copy_options::recursive);
+        for (const auto& f : fs::recursive_directory_iterator(d))
+          fs::permissions(f.path(), fs::perms::group_all | fs::perms::others_all, fs::perm_options::remove);
+        fs::permissions(d, fs::perms::group_all | fs::perms::others_all, fs::perm_options::remove);
+      }
+      mpi::Comm::world().barrier(kTest);
+      CacheOptions base = options("prompt", d);
+      base.code_version = "v1";
+      if (fast) base.hit_check = HitCheck::code_version;
+      const auto old = job(d, {}, &base);
+      EXPECT_EQ(total(count(old, &MethodReport::hit)), 0);
+      for (const auto& r : old)
+        EXPECT_NE(r.reason.find("is of another version; format_version: stored '" + version + "', now '"),
+                  std::string::npos)
+            << (fast ? "fast path, " : "") << r.method << ": " << r.reason;
+      const auto again = job(d, {}, &base);
+      EXPECT_EQ(total(count(again, &MethodReport::hit)), 2 * world) << (fast ? "fast path" : "");
+      EXPECT_EQ(total(count(again, &MethodReport::compiled)), 0) << (fast ? "fast path" : "");
+      mpi::Comm::world().barrier(kTest);
+      if (rank == 0) fs::remove_all(d);
     }
-    mpi::Comm::world().barrier(kTest);
-    CacheOptions base = options("prompt", d);
-    base.code_version = "v1";
-    if (fast) base.hit_check = HitCheck::code_version;
-    const auto old = job(d, {}, &base);
-    EXPECT_EQ(total(count(old, &MethodReport::hit)), 0);
-    for (const auto& r : old)
-      EXPECT_NE(r.reason.find("is of another version; format_version: stored '3.0.0', now '"), std::string::npos)
-          << (fast ? "fast path, " : "") << r.method << ": " << r.reason;
-    const auto again = job(d, {}, &base);
-    EXPECT_EQ(total(count(again, &MethodReport::hit)), 2 * world) << (fast ? "fast path" : "");
-    EXPECT_EQ(total(count(again, &MethodReport::compiled)), 0) << (fast ? "fast path" : "");
-    mpi::Comm::world().barrier(kTest);
-    if (rank == 0) fs::remove_all(d);
-  }
 }
 
 TEST_F(Coordinator, NodeLocalCacheDirectories) {
