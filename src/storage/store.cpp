@@ -45,6 +45,11 @@ constexpr std::size_t kMaxObjectBytes = std::size_t{17} << 30;
 // each published by one rename; merged deltas and deltas of an earlier
 // generation left behind are never reached from the base.
 constexpr std::size_t kMinCompaction = 16;
+// A model of at most this many entries is always rewritten whole: that
+// costs little (tens of microseconds an entry), and its one file shows
+// every entry to h5dump at the seed's paths. Deltas are for the models
+// whose rewrite would cost more than the commit.
+constexpr std::size_t kWholeUpTo = 32;
 constexpr std::size_t kMaxDeltaFiles = 12;
 // A reader that keeps meeting a changing index gives up after this many
 // tries (each try is a handful of stats while nothing changes).
@@ -606,7 +611,7 @@ std::size_t Store::update_index(const std::string& model_info, const Components&
     remove_deltas(model_info);
     return lost;
   }
-  if (whole) {
+  if (whole && after > kWholeUpTo) {
     // The newest deltas no larger than what they and this commit carry are
     // merged into the new delta.
     std::size_t from = snap->deltas.size(), carried = change.size();

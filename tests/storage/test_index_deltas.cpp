@@ -161,7 +161,7 @@ TEST_F(IndexDeltas, EveryStateIsTheCommittedOneAcrossCompactions) {
 // not yet removed. A delta of the earlier base is never applied to it.
 TEST_F(IndexDeltas, DeltasLeftBehindByACompactionAreNeverApplied) {
   const cache::Store s = store();
-  s.update_index(kModel, kComponents, entries(0, 20), {});
+  s.update_index(kModel, kComponents, entries(0, 40), {});
   s.update_index(kModel, kComponents, {entry("f1", std::string(32, 'b'))}, {kModel + "/f2"});
   const fs::path aside = dir / "aside";
   fs::create_directories(aside);
@@ -230,9 +230,9 @@ TEST_F(IndexDeltas, ReadersDuringCompactionsSeeWholeStates) {
 // compaction) leaves a whole state: a prefix of its commits, never less
 // than what was there.
 TEST_F(IndexDeltas, KillDuringDeltaWritesAndCompactionsLeavesAWholeState) {
-  store().update_index(kModel, kComponents, entries(0, 30), {});
+  store().update_index(kModel, kComponents, entries(0, 40), {});
   std::mt19937 rng(11);
-  std::size_t last = 30;
+  std::size_t last = 40;
   for (int round = 0; round < 10; ++round) {
     const int from = static_cast<int>(last);
     pid_t pid = ::fork();
@@ -263,7 +263,7 @@ TEST_F(IndexDeltas, KillDuringDeltaWritesAndCompactionsLeavesAWholeState) {
 // damage (verify too), and the next commit salvages it into a new base.
 TEST_F(IndexDeltas, DamagedDeltaIsReportedAndSalvaged) {
   const cache::Store s = store();
-  s.update_index(kModel, kComponents, entries(0, 20), {});
+  s.update_index(kModel, kComponents, entries(0, 40), {});
   s.update_index(kModel, kComponents, {entry("x1"), entry("x2"), entry("x3")}, {});
   const fs::path delta = dir / "deltas" / cache::names::delta_file(kModel, 1);
   ASSERT_TRUE(fs::exists(delta));
@@ -277,15 +277,15 @@ TEST_F(IndexDeltas, DamagedDeltaIsReportedAndSalvaged) {
   ASSERT_TRUE(d);
   EXPECT_FALSE(d->intact);
   EXPECT_EQ(d->damaged, 1u);
-  EXPECT_EQ(d->index.entries.size(), 22u);
+  EXPECT_EQ(d->index.entries.size(), 42u);
   EXPECT_TRUE(s.index_damaged(kModel));
   Out v = sh(std::string(NPUCACHE_CLI) + " verify " + dir.string());
-  EXPECT_NE(v.text.find("1 record(s) damaged; 22 readable"), std::string::npos) << v.text;
+  EXPECT_NE(v.text.find("1 record(s) damaged; 42 readable"), std::string::npos) << v.text;
   EXPECT_EQ(s.update_index(kModel, kComponents, {entry("y")}, {}), 1u);
   EXPECT_EQ(delta_files(dir), 0u);
   d = s.index(kModel);
   EXPECT_TRUE(d->intact);
-  EXPECT_EQ(d->index.entries.size(), 23u);
+  EXPECT_EQ(d->index.entries.size(), 43u);
   // A delta whose header is damaged: what it and later deltas added is
   // lost (the base and earlier deltas served), and reported.
   s.update_index(kModel, kComponents, {entry("z1")}, {});
@@ -324,7 +324,10 @@ TEST_F(IndexDeltas, ToolsSeeDeltaEntries) {
     x.object_checksum = o.meta.checksum;
     return x;
   };
-  s.update_index(kModel, kComponents, {e("a"), e("b"), e("c")}, {});
+  // A model of more entries than are always rewritten whole.
+  std::vector<cache::EntryRecord> many{e("a"), e("b"), e("c")};
+  for (int i = 0; i < 40; ++i) many.push_back(e("p" + std::to_string(i)));
+  s.update_index(kModel, kComponents, many, {});
   s.update_index(kModel, kComponents, {e("d")}, {kModel + "/a"});
   const fs::path delta = dir / "deltas" / cache::names::delta_file(kModel, 1);
   ASSERT_TRUE(fs::exists(delta));
@@ -337,19 +340,36 @@ TEST_F(IndexDeltas, ToolsSeeDeltaEntries) {
   Out ls = sh(std::string(NPUCACHE_CLI) + " ls " + dir.string());
   EXPECT_NE(ls.text.find(kModel + "/d"), std::string::npos) << ls.text;
   EXPECT_EQ(ls.text.find(kModel + "/a "), std::string::npos) << ls.text;
-  EXPECT_NE(ls.text.find("3 entries"), std::string::npos) << ls.text;
+  EXPECT_NE(ls.text.find("43 entries"), std::string::npos) << ls.text;
   Out v = sh(std::string(NPUCACHE_CLI) + " verify " + dir.string());
-  EXPECT_NE(v.text.find("3 entries"), std::string::npos) << v.text;
+  EXPECT_NE(v.text.find("43 entries"), std::string::npos) << v.text;
   Out gc = sh(std::string(NPUCACHE_CLI) + " gc " + dir.string() + " --model " + kModel);
   EXPECT_EQ(gc.status, 0) << gc.text;
   EXPECT_FALSE(s.index(kModel)) << gc.text;
   EXPECT_EQ(delta_files(dir), 0u);
   // clear removes the deltas directory with the rest.
-  s.update_index(kModel, kComponents, {e("a")}, {});
-  s.update_index(kModel, kComponents, {e("b")}, {});
+  s.update_index(kModel, kComponents, many, {});
+  s.update_index(kModel, kComponents, {e("d")}, {});
+  ASSERT_EQ(delta_files(dir), 1u);
   Out c = sh(std::string(NPUCACHE_CLI) + " clear " + dir.string());
   EXPECT_EQ(c.status, 0) << c.text;
   EXPECT_FALSE(fs::exists(dir / "deltas")) << c.text;
+}
+
+// A model of few entries (every demo, most programs) is rewritten whole:
+// one file, every entry in h5dump of it, no delta; past the threshold its
+// commits become deltas.
+TEST_F(IndexDeltas, SmallModelIsOneFile) {
+  const cache::Store s = store();
+  for (int i = 0; i < 32; ++i) {
+    s.update_index(kModel, kComponents, {entry("f" + std::to_string(i))}, {});
+    ASSERT_EQ(delta_files(dir), 0u) << "commit " << i;
+  }
+  Out h = sh("h5dump -H " + (dir / cache::names::index_file(kModel)).string());
+  EXPECT_NE(h.text.find("GROUP \"f31\""), std::string::npos) << h.text;
+  s.update_index(kModel, kComponents, {entry("f32")}, {});
+  EXPECT_EQ(delta_files(dir), 1u);
+  EXPECT_EQ(paths(s).size(), 33u);
 }
 
 }  // namespace
