@@ -156,7 +156,7 @@ MethodCache::Lookup MethodCache::lookup(const FlatArgs& args, const TraceResult*
       }
     }
     record_hit(id_.dir, path_, r.entry->compile_time_s);
-    cache::remember(*r.entry, object);
+    cache::remember(*r.entry, std::move(object));
     r.graph = std::move(g);
     return r;
   } catch (const CacheRefused& e) {

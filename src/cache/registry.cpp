@@ -4,6 +4,7 @@
 
 #include <map>
 #include <mutex>
+#include <utility>
 
 namespace npucache::cache {
 namespace {
@@ -19,11 +20,12 @@ Registry& registry() { return process::Context::current().get<Registry>(); }
 
 }  // namespace
 
-void remember(const EntryRecord& e, const ObjectRecord& o) {
+void remember(const EntryRecord& e, ObjectRecord o) {
   Registry& r = registry();
   std::lock_guard lock(r.mu);
   r.entries[e.path] = e;
-  r.objects.emplace(o.graph_key, o);
+  const std::string key = o.graph_key;
+  r.objects.try_emplace(key, std::move(o));
 }
 
 Bundle remembered() {

@@ -6,7 +6,7 @@
 
 namespace npucache::cache {
 
-void remember(const EntryRecord& e, const ObjectRecord& o);
+void remember(const EntryRecord& e, ObjectRecord o);  // taken: a hit moves its object in
 Bundle remembered();
 
 }  // namespace npucache::cache
