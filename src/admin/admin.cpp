@@ -186,10 +186,7 @@ VerifyResult verify(const std::string& dir, bool repair) {
       s.remove_object(key);
       out.repaired.push_back("removed damaged object " + s.object_path(key).string());
     }
-    const std::size_t temps =
-        s.directory().remove_stale_temps() +
-        (s.directory().stat(names::kObjectsDir) ? s.directory().sub(names::kObjectsDir, Create::no).remove_stale_temps()
-                                                : 0);
+    const std::size_t temps = s.remove_stale_temps();
     if (temps) out.repaired.push_back("removed " + std::to_string(temps) + " temporary file(s) of crashed writers");
   }
   return out;

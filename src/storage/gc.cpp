@@ -200,7 +200,7 @@ void evict_and_sweep(const Store& s, const std::map<std::string, std::vector<std
       out.orphaned_bytes += o->second;
     }
   }
-  if (have_objects) s.directory().sub(names::kObjectsDir, Create::no).remove_stale_temps();
+  s.remove_stale_temps();
   const auto keys = s.object_keys();
   out.removed_templates = sweep_templates(s, std::set<std::string>(keys.begin(), keys.end()));
   std::size_t total = 0;

@@ -541,6 +541,13 @@ void Store::remove_object(const std::string& key, const std::optional<Dir::Info>
   obj.remove(name);
 }
 
+std::size_t Store::remove_stale_temps() const {
+  std::size_t n = dir_.remove_stale_temps();
+  for (const char* sub : {names::kObjectsDir, names::kDeltasDir})
+    if (dir_.stat(sub)) n += dir_.sub(sub, Create::no).remove_stale_temps();
+  return n;
+}
+
 void Store::remove_deltas(const std::string& model_info) const {
   if (!dir_.stat(names::kDeltasDir)) return;
   const Dir deltas = dir_.sub(names::kDeltasDir, Create::no);

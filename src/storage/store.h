@@ -52,6 +52,9 @@ class Store {
   // node-local directories of the same path on different hosts differ.
   std::string identity() const;
   const Dir& directory() const { return dir_; }
+  // Removes the temporaries of crashed writers (their process is gone) in
+  // the store's directory, objects/ and deltas/; returns how many.
+  std::size_t remove_stale_temps() const;
 
   // --- Reading -------------------------------------------------------------
   // The entry at `path` (nullopt when its model has no index or the index
