@@ -186,10 +186,9 @@ VerifyResult verify(const std::string& dir, bool repair) {
       s.remove_object(key);
       out.repaired.push_back("removed damaged object " + s.object_path(key).string());
     }
-    const std::size_t temps =
-        s.directory().remove_stale_temps() +
-        (s.directory().stat(names::kObjectsDir) ? s.directory().sub(names::kObjectsDir, Create::no).remove_stale_temps()
-                                                : 0);
+    std::size_t temps = s.directory().remove_stale_temps();
+    for (const char* sub : {names::kObjectsDir, names::kDeltasDir})
+      if (s.directory().stat(sub)) temps += s.directory().sub(sub, Create::no).remove_stale_temps();
     if (temps) out.repaired.push_back("removed " + std::to_string(temps) + " temporary file(s) of crashed writers");
   }
   return out;

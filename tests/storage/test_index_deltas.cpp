@@ -409,4 +409,23 @@ TEST_F(IndexDeltas, FileRewrittenWithinTheTimestampGranularityIsReadAgain) {
   EXPECT_EQ(s.entry(kModel + "/f0")->graph_key, key);
 }
 
+// A writer killed while it wrote a delta leaves its temporary in deltas/:
+// verify --repair removes it once its pid is gone, as in the store's
+// directory and objects/.
+TEST_F(IndexDeltas, RepairRemovesATemporaryOfAKilledDeltaWriter) {
+  const cache::Store s = store();
+  s.update_index(kModel, kComponents, entries(0, 40), {});
+  s.update_index(kModel, kComponents, {entry("x")}, {});
+  const pid_t gone = ::fork();
+  if (gone == 0) ::_exit(0);
+  ::waitpid(gone, nullptr, 0);
+  const fs::path temp =
+      dir / "deltas" / ("." + cache::names::delta_file(kModel, 2) + ".tmp." + std::to_string(gone) + ".0");
+  std::ofstream(temp) << "half a delta";
+  ASSERT_EQ(cache::names::temp_owner_any(temp.filename().string()), gone);
+  Out r = sh(std::string(NPUCACHE_CLI) + " verify --repair " + dir.string());
+  EXPECT_EQ(r.status, 0) << r.text;
+  EXPECT_FALSE(fs::exists(temp)) << r.text;
+}
+
 }  // namespace
