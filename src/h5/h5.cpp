@@ -297,10 +297,17 @@ std::optional<std::string> find_single_chunk(std::string_view image, std::size_t
                                              const std::function<bool(const std::string&)>& accept) {
   if (size == 0 || size > kChunk) return std::nullopt;
   constexpr std::string_view kMagic("\x28\xb5\x2f\xfd", 4);  // a zstd frame's first bytes
+  // An image holds one frame of the artifact's size: a few more are tried
+  // (bytes of the HDF5 metadata that look like one), not every offset of a
+  // crafted image, each of whose frames would be walked to its end and
+  // decompressed. HDF5 reads the artifact otherwise.
+  constexpr int kMaxCandidates = 4;
+  int candidates = 0;
   for (std::size_t at = image.find(kMagic); at != std::string_view::npos; at = image.find(kMagic, at + 1)) {
     const char* p = image.data() + at;
     const std::size_t left = image.size() - at;
     if (zstd::frame_size(p, left) != size) continue;
+    if (++candidates > kMaxCandidates) break;
     const std::size_t n = zstd::frame_length(p, left);
     if (n == 0) continue;
     std::string out(size, '\0');

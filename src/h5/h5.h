@@ -103,9 +103,9 @@ std::string read_bytes(hid_t loc, const std::string& name, std::size_t cap);
 // The bytes of a dataset of `size` bytes written by write_bytes, found in
 // the file image without opening it: a dataset of one chunk is stored as
 // one zstd frame of exactly `size` bytes of content. Each such frame in the
-// image is decompressed and offered to `accept` (which checks it against
-// what the caller knows of the bytes, e.g. their content hash) until it
-// takes one; nullopt when none is taken or the dataset spans several
+// image (the first four) is decompressed and offered to `accept` (which
+// checks it against what the caller knows of the bytes, e.g. their content
+// hash) until it takes one; nullopt when none is taken or the dataset spans several
 // chunks (then read_bytes reads it). Opening an HDF5 file costs more than
 // reading its bytes; this is the warm load's read. No HDF5 call is made.
 std::optional<std::string> find_single_chunk(std::string_view image, std::size_t size,

@@ -57,10 +57,23 @@ constexpr int kSnapshotTries = 100;
 
 // A process keeps each index file it decoded while the file stays the
 // same (inode, modification time, size), and each model's merged index
-// while its files do: a warm start of several methods of a model reads its
-// files once. A service of the process context.
+// while its files do, once they have settled (below): a warm start of
+// several methods of a model reads its files once. A service of the
+// process context.
 bool same(const Dir::Info& a, const Dir::Info& b) {
   return a.ino == b.ino && a.mtime_ns == b.mtime_ns && a.size == b.size;
+}
+// Only a file modified at least kSettled ago is kept: a file's time is
+// as coarse as the file system's clock (milliseconds, a second or two on
+// some), and a rename frees an inode the next temporary takes again, so a
+// file rewritten twice within that granularity can be another file of the
+// same inode, time and size. One modified since cannot have the time a
+// settled file had.
+constexpr int64_t kSettledNs = int64_t{2} * 1000000000;
+bool settled(const Dir::Info& i) {
+  const int64_t now =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  return i.mtime_ns < now - kSettledNs;
 }
 using Decoded = std::shared_ptr<const DecodedIndex>;
 struct CachedIndex {
@@ -91,6 +104,7 @@ Decoded decode_file(const Dir& d, const std::string& name, const Dir::Info& seen
   auto bytes = d.read(name, cap);
   if (!bytes) return nullptr;
   auto decoded = std::make_shared<const DecodedIndex>(decode_index(*bytes, "index " + key));
+  if (!settled(seen)) return decoded;
   IndexCache& cache = index_cache();
   std::lock_guard lock(cache.mu);
   cache.by_path[key] = {seen, decoded};
@@ -262,6 +276,7 @@ Decoded merged(const Snapshot& snap) {
   }
   if (snap.deltas.empty() && snap.problems.empty()) return snap.base;
   auto m = std::make_shared<const DecodedIndex>(snap.merge());
+  if (!std::all_of(snap.seen.begin(), snap.seen.end(), settled)) return m;
   std::lock_guard lock(cache.mu);
   cache.merged[snap.base_key] = {snap.seen, m};
   return m;

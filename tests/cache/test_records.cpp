@@ -28,6 +28,7 @@
 
 #include <unistd.h>
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 
@@ -292,6 +293,31 @@ TEST_F(RecordCodec, ArtifactReadFromItsChunkIsWhatHdf5Reads) {
   big.meta.raw_size = big.raw.size();
   big.meta.checksum = cache::checksum(big.raw);
   EXPECT_EQ(cache::decode_object(cache::encode_object(big), "object", false).raw, big.raw);
+}
+
+// An image built so that every offset holding a zstd magic starts a frame
+// of the artifact's size (each frame's header is the contents of a raw
+// block of the frame before it, all of them running to the image's end):
+// the chunk's scan tries a handful of them and leaves the rest to HDF5,
+// its work linear in the image, not in the image times the frames in it.
+TEST_F(RecordCodec, ChunkScanOfNestedDecoyFramesIsBounded) {
+  const std::size_t size = std::size_t{4} << 20;
+  std::string header("\x28\xb5\x2f\xfd\xa0", 5);  // single segment, 4-byte content size
+  for (int i = 0; i < 4; ++i) header += static_cast<char>((size >> (8 * i)) & 0xff);
+  const std::string raw_block("\x48\x00\x00", 3);  // a raw block of 9 bytes: the next header
+  std::string image = header;
+  for (int i = 0; i < 100000; ++i) image += raw_block + header;
+  image += std::string("\x01\x00\x00", 3);  // the last block, empty
+  int offered = 0;
+  const auto start = std::chrono::steady_clock::now();
+  const auto found = h5::find_single_chunk(image, size, [&](const std::string&) {
+    ++offered;
+    return false;
+  });
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_FALSE(found.has_value());
+  EXPECT_LE(offered, 4);
+  EXPECT_LT(seconds, 10.0);
 }
 
 // What formats 2.0.0 and 3.0.0 wrote (tests/fixtures/format-*): an index is

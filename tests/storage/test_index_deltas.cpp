@@ -4,11 +4,14 @@
 // kills, concurrent writers and damage; gc, verify, ls and h5dump see every
 // entry.
 #include "format/names.h"
+#include "process/context.h"
 #include "storage/store.h"
 
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <chrono>
@@ -370,6 +373,59 @@ TEST_F(IndexDeltas, SmallModelIsOneFile) {
   s.update_index(kModel, kComponents, {entry("f32")}, {});
   EXPECT_EQ(delta_files(dir), 1u);
   EXPECT_EQ(paths(s).size(), 33u);
+}
+
+// A process keeps the index files it decoded while they are the same
+// (inode, modification time, size). Another process rewriting an index
+// twice within the file system's timestamp granularity gives the new file
+// the inode the first one had (freed by the rename in between, taken again
+// by the next temporary) and, for a commit that replaces an entry's object,
+// the same size: the reader is served what it read before, never the
+// committed state. (The granularity is a few milliseconds here; the test
+// sets the time the kernel would have given.)
+TEST_F(IndexDeltas, FileRewrittenWithinTheTimestampGranularityIsReadAgain) {
+  const cache::Store s = store();
+  s.update_index(kModel, kComponents, {entry("f0", std::string(32, 'a'))}, {});
+  const fs::path base = dir / cache::names::index_file(kModel);
+  struct stat first {};
+  ASSERT_EQ(::stat(base.c_str(), &first), 0);
+  ASSERT_EQ(s.index(kModel)->index.entries.at(0).graph_key, std::string(32, 'a'));  // decoded, kept
+  std::string key;
+  struct stat now {};
+  for (char c : std::string("bcdefghijk")) {
+    {
+      process::Context::Scope other;  // another process: its own decoded indexes
+      key = std::string(32, c);
+      cache::Store::open(dir, cache::Create::no).update_index(kModel, kComponents, {entry("f0", key)}, {});
+    }
+    ASSERT_EQ(::stat(base.c_str(), &now), 0);
+    if (now.st_ino == first.st_ino) break;
+  }
+  if (now.st_ino != first.st_ino || now.st_size != first.st_size)
+    GTEST_SKIP() << "this file system gave the rewritten index another inode or size";
+  const struct timespec times[2] = {first.st_atim, first.st_mtim};
+  ASSERT_EQ(::utimensat(AT_FDCWD, base.c_str(), times, 0), 0);
+  EXPECT_EQ(s.index(kModel)->index.entries.at(0).graph_key, key);
+  EXPECT_EQ(s.entry(kModel + "/f0")->graph_key, key);
+}
+
+// A writer killed while it wrote a delta leaves its temporary in deltas/:
+// verify --repair removes it once its pid is gone, as in the store's
+// directory and objects/.
+TEST_F(IndexDeltas, RepairRemovesATemporaryOfAKilledDeltaWriter) {
+  const cache::Store s = store();
+  s.update_index(kModel, kComponents, entries(0, 40), {});
+  s.update_index(kModel, kComponents, {entry("x")}, {});
+  const pid_t gone = ::fork();
+  if (gone == 0) ::_exit(0);
+  ::waitpid(gone, nullptr, 0);
+  const fs::path temp =
+      dir / "deltas" / ("." + cache::names::delta_file(kModel, 2) + ".tmp." + std::to_string(gone) + ".0");
+  std::ofstream(temp) << "half a delta";
+  ASSERT_EQ(cache::names::temp_owner_any(temp.filename().string()), gone);
+  Out r = sh(std::string(NPUCACHE_CLI) + " verify --repair " + dir.string());
+  EXPECT_EQ(r.status, 0) << r.text;
+  EXPECT_FALSE(fs::exists(temp)) << r.text;
 }
 
 }  // namespace
