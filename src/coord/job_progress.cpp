@@ -105,7 +105,15 @@ void JobProgress::finished(const std::string& method, int world, const std::vect
         hosts_.resize(per_host.size());
         host_names_ = host_names;
       }
-      for (std::size_t h = 0; h < per_host.size(); ++h) hosts_[h] += per_host[h];
+      for (std::size_t h = 0; h < per_host.size(); ++h) {
+        hosts_[h] += per_host[h];
+        // A host's ranks (this method counts each once) loaded every method
+        // that all hit before the map existed.
+        hosts_[h].loaded += per_host[h].total() * unmapped_all_hit_;
+      }
+      unmapped_all_hit_ = 0;
+    } else if (sum.total() == world && sum.loaded == world) {
+      ++unmapped_all_hit_;
     }
     const long total = static_cast<long>(expected_methods_) * world;
     s = std::to_string(methods_) + (expected_methods_ > 0 ? "/" + std::to_string(expected_methods_) : "") + " method" +

@@ -70,6 +70,9 @@ class JobProgress {
   int methods_ = 0;
   Outcome job_;
   std::vector<Outcome> hosts_;  // summed per host over methods that knew them
+  // Methods where every rank hit before the map of hosts was made: each of
+  // a host's ranks loaded them, counted once the map is known.
+  int unmapped_all_hit_ = 0;
   std::vector<std::string> host_names_;
   double seconds_ = 0;
   std::string last_;

@@ -99,6 +99,21 @@ TEST(JobProgress, TheLineSumsMethodsAndHostsOfTheJob) {
   EXPECT_NE(printed.find("npucache: 2/2 methods (decode"), std::string::npos) << printed;
 }
 
+// A first method where every rank hit makes no map of hosts; once a later
+// method makes it, each host's count includes its ranks' loads of the
+// first: the hosts add up to the job's total.
+TEST(JobProgress, HostsCountMethodsThatHitBeforeTheMapWasMade) {
+  Env forced("NPUCACHE_PROGRESS", "0");
+  JobProgress p;
+  p.configure(ProgressMode::never, 2);
+  Fixture f;
+  p.finished("prompt", 6, {Outcome{6, 0, 0}}, {}, false, 0.01);
+  p.finished("decode", 6, outcomes(f.plan, f.ranks, f.plan.owner, f.host_of, 2), {"a", "b"}, false, 0.5);
+  EXPECT_EQ(p.line(),
+            "2/2 methods (decode 0.50 s), 12/12 rank-methods ready: 8 loaded, 1 compiled, 3 received; "
+            "a 6 (4 loaded, 1 compiled, 1 received); b 6 (4 loaded, 0 compiled, 2 received); 0.51 s in all");
+}
+
 TEST(JobProgress, QuietUnlessAskedOrOnATerminal) {
   Env unset("NPUCACHE_PROGRESS", nullptr);
   Env not_tty("NPUCACHE_STDERR_IS_TTY", nullptr);
