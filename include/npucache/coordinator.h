@@ -64,7 +64,8 @@ struct CoordinatorOptions {
 // artifact travels as a compressed one-object bundle).
 struct StepReport {
   std::string method;
-  int hosts = 1;         // hosts (shared-memory nodes) of the job
+  int hosts = 1;         // hosts (shared-memory nodes) of the job; 0 when every rank hit before any
+                         // method needed the map of hosts (the job report counts host names then)
   double setup_s = 0;    // the coordinator's communicator and host map (a process's first method)
   double lookup_s = 0;   // this rank's own entry: trace, lookup, and on a hit the load
   double arrival_s = 0;  // agreeing on the method and on whether every rank hit

@@ -107,6 +107,10 @@ std::shared_ptr<compiler::CompiledGraph> CoordinatedSource::obtain(const FlatArg
     load(c, exchange(c));
     persist(c);
   }
+  if (!c.hosts) {  // every rank hit: the map of hosts is not needed, and known only if made before
+    const Hosts* known = Context::get(options_.timeout_s, nullptr).hosts_if_made();
+    steps_.hosts = known ? known->count() : 0;
+  }
   steps_.ended_at = now();
   add_step_report(steps_);
   if (c.me == 0) show_progress(c);

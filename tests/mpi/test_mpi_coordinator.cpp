@@ -10,6 +10,7 @@
 #include "compiler/compiled_graph.h"
 #include "compiler/tuning_table.h"
 #include "mpi/comm.h"
+#include "process/context.h"
 #include "support/cache_files.h"
 
 #include <gtest/gtest.h>
@@ -336,6 +337,40 @@ TEST_F(Coordinator, RemovingOneEntryMakesOnlyThatRankFetchOrLoad) {
   EXPECT_EQ(total(count(again, &MethodReport::hit)), 2 * world - 1);
   if (rank == victim) {
     EXPECT_FALSE(again[0].hit);
+  }
+}
+
+// The map of hosts is made only when a method's arrival agrees that some
+// rank misses, and then by every rank at that point: in a fresh process
+// context (a new coordinator), a warm prompt makes none (one collective of
+// set-up: the communicator), a decode one rank misses makes it on every
+// rank, and the job's results and reports are whole.
+TEST_F(Coordinator, TheMapOfHostsIsMadeByTheFirstMethodThatMisses) {
+  job();
+  const int victim = world - 1;
+  std::string path;
+  if (rank == victim)
+    for (const auto& e : testing_support::entries(dir))
+      if (e.path.find("global_rank" + std::to_string(victim) + "/decode") != std::string::npos ||
+          (world == 1 && e.path.find("/decode") != std::string::npos))
+        path = e.path;
+  mpi::Comm::world().broadcast(path, victim, kTest);
+  ASSERT_FALSE(path.empty());
+  if (rank == 0) testing_support::remove_entry(dir, path);
+  mpi::Comm::world().barrier(kTest);
+  process::Context::Scope fresh;
+  auto again = job();
+  const auto steps = dist::step_reports();
+  ASSERT_EQ(steps.size(), 2u);
+  EXPECT_TRUE(steps[0].all_hit);
+  EXPECT_EQ(steps[0].hosts, 0);  // the warm prompt made no map
+  EXPECT_GT(steps[0].setup_s, 0.0);
+  EXPECT_FALSE(steps[1].all_hit);
+  EXPECT_EQ(total(steps[1].hosts), world);  // every rank made it, one host here
+  EXPECT_EQ(total(count(again, &MethodReport::hit)), 2 * world - 1);
+  EXPECT_EQ(total(count(again, &MethodReport::compiled)), 0);  // another rank's store holds the object
+  if (rank == victim) {
+    EXPECT_FALSE(again[1].hit);
   }
 }
 
