@@ -47,8 +47,12 @@ field() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.ar
 run warm warmup --remote "$url"
 [ "$(field warm compiled)" -gt 0 ] || fail "the warming job compiled nothing"
 [ "$(field warm remote_reads)" = 0 ] || fail "the warming job read the empty remote"
-run fresh warmup --remote "$url"
+run fresh warmup --remote "$url" --progress always
 keys=$(field fresh unique_subgraphs)
+# Rank 0's progress line says the same: the readers and receivers of the
+# remote's objects received every rank-method, nothing compiled or loaded.
+grep -q "npucache: 2/2 methods (decode [0-9.]* s), 8/8 rank-methods ready: 0 loaded, 0 compiled, 8 received" \
+  "$work/fresh.log" || { cat "$work/fresh.log" >&2; fail "the progress line does not count the remote's rank-methods"; }
 [ "$(field fresh compiled)" = 0 ] || fail "a warm remote still compiled $(field fresh compiled)"
 [ "$(field fresh remote_reads)" = "$keys" ] ||
   fail "$(field fresh remote_reads) remote reads for $keys objects on one host (one each expected)"
