@@ -78,6 +78,7 @@ bool settled(const Dir::Info& i) {
 using Decoded = std::shared_ptr<const DecodedIndex>;
 struct CachedIndex {
   Dir::Info seen;
+  std::string digest;  // of the bytes decoded
   Decoded decoded;
 };
 struct CachedMerge {
@@ -91,23 +92,37 @@ struct IndexCache {
 };
 IndexCache& index_cache() { return process::Context::current().get<IndexCache>(); }
 
-// One index file, decoded (from the cache when unchanged since `seen`);
-// null when it is gone.
+// One index file, decoded; null when it is gone. From the cache when it
+// is unchanged since `seen` and settled; a file too recent to trust its
+// stat is read again, and its decoding reused when its bytes are those
+// decoded (their digest): a restart right after a save decodes nothing
+// twice.
 Decoded decode_file(const Dir& d, const std::string& name, const Dir::Info& seen, std::size_t cap) {
   const std::string key = (d.path() / name).string();
+  IndexCache& cache = index_cache();
+  std::string known;
   {
-    IndexCache& cache = index_cache();
     std::lock_guard lock(cache.mu);
     auto it = cache.by_path.find(key);
-    if (it != cache.by_path.end() && same(it->second.seen, seen)) return it->second.decoded;
+    if (it != cache.by_path.end()) {
+      if (same(it->second.seen, seen) && settled(seen)) return it->second.decoded;
+      known = it->second.digest;
+    }
   }
   auto bytes = d.read(name, cap);
   if (!bytes) return nullptr;
+  std::string digest = checksum(*bytes);
+  if (!known.empty() && digest == known) {
+    std::lock_guard lock(cache.mu);
+    auto it = cache.by_path.find(key);
+    if (it != cache.by_path.end() && it->second.digest == digest) {
+      it->second.seen = seen;
+      return it->second.decoded;
+    }
+  }
   auto decoded = std::make_shared<const DecodedIndex>(decode_index(*bytes, "index " + key));
-  if (!settled(seen)) return decoded;
-  IndexCache& cache = index_cache();
   std::lock_guard lock(cache.mu);
-  cache.by_path[key] = {seen, decoded};
+  cache.by_path[key] = {seen, std::move(digest), decoded};
   return decoded;
 }
 
