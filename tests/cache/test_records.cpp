@@ -289,7 +289,7 @@ TEST_F(RecordCodec, ArtifactReadFromItsChunkIsWhatHdf5Reads) {
 
   cache::ObjectRecord big = sample_object();
   big.raw.clear();
-  for (int i = 0; big.raw.size() < (std::size_t{9} << 20); ++i) big.raw += std::to_string(i * 7919) + ",";
+  for (int64_t i = 0; big.raw.size() < (std::size_t{9} << 20); ++i) big.raw += std::to_string(i * 7919) + ",";
   big.meta.raw_size = big.raw.size();
   big.meta.checksum = cache::checksum(big.raw);
   EXPECT_EQ(cache::decode_object(cache::encode_object(big), "object", false).raw, big.raw);
