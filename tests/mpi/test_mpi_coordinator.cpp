@@ -116,6 +116,21 @@ class Coordinator : public ::testing::Test {
     return prompt.compiles() + decode.compiles();
   }
 
+  // Removes rank `victim`'s entry of `method` from the shared cache (every
+  // rank calls it); returns the entry's path, "" when there was none.
+  std::string remove_entry_of(int victim, const std::string& method) {
+    std::string path;
+    if (rank == victim)
+      for (const auto& e : testing_support::entries(dir))
+        if (e.path.find("global_rank" + std::to_string(victim) + "/" + method) != std::string::npos ||
+            (world == 1 && e.path.find("/" + method) != std::string::npos))
+          path = e.path;
+    mpi::Comm::world().broadcast(path, victim, kTest);
+    if (rank == 0 && !path.empty()) testing_support::remove_entry(dir, path);
+    mpi::Comm::world().barrier(kTest);
+    return path;
+  }
+
   // Sum of a per-rank count over all ranks.
   int total(int mine) const {
     int n = 0;
@@ -322,16 +337,7 @@ TEST_F(Coordinator, RanksThatReceiveAnArtifactReuseItsAutotuneDecisions) {
 TEST_F(Coordinator, RemovingOneEntryMakesOnlyThatRankFetchOrLoad) {
   job();
   const int victim = world - 1;
-  std::string path;
-  if (rank == victim)
-    for (const auto& e : testing_support::entries(dir))
-      if (e.path.find("global_rank" + std::to_string(victim) + "/prompt") != std::string::npos ||
-          (world == 1 && e.path.find("/prompt") != std::string::npos))
-        path = e.path;
-  mpi::Comm::world().broadcast(path, victim, kTest);
-  ASSERT_FALSE(path.empty());
-  if (rank == 0) testing_support::remove_entry(dir, path);
-  mpi::Comm::world().barrier(kTest);
+  ASSERT_FALSE(remove_entry_of(victim, "prompt").empty());
   auto again = job();
   EXPECT_EQ(total(count(again, &MethodReport::compiled)), 0);
   EXPECT_EQ(total(count(again, &MethodReport::hit)), 2 * world - 1);
@@ -348,16 +354,7 @@ TEST_F(Coordinator, RemovingOneEntryMakesOnlyThatRankFetchOrLoad) {
 TEST_F(Coordinator, TheMapOfHostsIsMadeByTheFirstMethodThatMisses) {
   job();
   const int victim = world - 1;
-  std::string path;
-  if (rank == victim)
-    for (const auto& e : testing_support::entries(dir))
-      if (e.path.find("global_rank" + std::to_string(victim) + "/decode") != std::string::npos ||
-          (world == 1 && e.path.find("/decode") != std::string::npos))
-        path = e.path;
-  mpi::Comm::world().broadcast(path, victim, kTest);
-  ASSERT_FALSE(path.empty());
-  if (rank == 0) testing_support::remove_entry(dir, path);
-  mpi::Comm::world().barrier(kTest);
+  ASSERT_FALSE(remove_entry_of(victim, "decode").empty());
   process::Context::Scope fresh;
   auto again = job();
   const auto steps = dist::step_reports();
