@@ -13,6 +13,14 @@ if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU" AND CMAKE_CXX_COMPILER_VERSION VERSION_L
   target_compile_options(npucache_warnings INTERFACE -Wno-restrict)
 endif()
 
+# A unity build #includes each source file into its batch, so GCC takes the
+# anonymous-namespace fixtures of a test file for a header's and warns that a
+# test derived from one has a base of internal linkage: true of every
+# GoogleTest fixture in an anonymous namespace, and harmless.
+if(NPUCACHE_UNITY_BUILD AND CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+  target_compile_options(npucache_warnings INTERFACE -Wno-subobject-linkage)
+endif()
+
 if(NPUCACHE_SANITIZE STREQUAL "address")
   set(_san -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
 elseif(NPUCACHE_SANITIZE STREQUAL "thread")
@@ -23,4 +31,9 @@ endif()
 if(_san)
   target_compile_options(npucache_settings INTERFACE ${_san})
   target_link_options(npucache_settings INTERFACE ${_san})
+  # Sanitizer builds at -O1 with line tables only (these come after the
+  # build type's flags, and the last -O and -g win): they compile faster,
+  # and the sanitizers' reports still name files and lines. Their tests are
+  # chosen by label (cmake/Tests.cmake).
+  target_compile_options(npucache_settings INTERFACE -O1 -g1)
 endif()

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# The main job: installs dependencies, builds, then on 8 ranks (tiny-llama,
-# tp=2 x pp=4): a cold coordinated warmup into an empty cache, then a warm
-# inference run that loads every rank's entry. Both print their tables.
+# The main job: installs dependencies, builds what the demo runs (the
+# npucache command: target npucache_demo, no test, benchmark or example),
+# then on 8 ranks (tiny-llama, tp=2 x pp=4): a cold coordinated warmup into
+# an empty cache, then a warm inference run that loads every rank's entry.
+# Both print their tables.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 "$root/scripts/install-deps.sh"
-"$root/scripts/build.sh"
+BUILD_TARGETS=npucache_demo "$root/scripts/build.sh"
 cache="${NPUCACHE_DEMO_CACHE:-$root/build/demo-cache}"
 rm -rf "$cache"
 export NPUCACHE_LOG_LEVEL="${NPUCACHE_LOG_LEVEL:-warn}"

@@ -1,19 +1,40 @@
 #!/usr/bin/env bash
-# Installs dependencies, builds npucache, and runs the whole ctest suite
-# (unit tests, MPI tests under mpiexec, the install/consumer test).
-# Set NPUCACHE_SANITIZE=address or thread to run the suite under a sanitizer
-# build (in build-address / build-thread).
+# Installs dependencies, builds npucache with its tests, runs the ctest
+# suite (unit tests, MPI tests under mpiexec, the install tests...), then
+# checks the labels and times of what ran (scripts/check_tests.py): every
+# test has one cost label, and no `fast` test took more than a few seconds.
+# Arguments go to ctest, e.g. `scripts/test.sh -L fast`, `-R test_cache`.
+#
+#   NPUCACHE_SANITIZE=address|thread  the suite under a sanitizer build
+#                                     (build-address / build-thread, at -O1)
+#   NPUCACHE_TEST_LABELS="asan"       define and build only the tests with
+#                                     one of these labels (cmake/Tests.cmake);
+#                                     the benchmarks and examples are not built
+#   BUILD_DIR, JOBS                   where to build (default build/), ctest -j
+# ctest's JUnit report is left in BUILD_DIR/junit.xml.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 "$root/scripts/install-deps.sh"
 san="${NPUCACHE_SANITIZE:-}"
+labels="${NPUCACHE_TEST_LABELS:-}"
+args=(-DNPUCACHE_BUILD_TESTS=ON "-DNPUCACHE_SANITIZE=$san" "-DNPUCACHE_TEST_LABELS=${labels// /;}")
 if [ -n "$san" ]; then
   export BUILD_DIR="${BUILD_DIR:-$root/build-$san}"
   export BUILD_TYPE="${BUILD_TYPE:-RelWithDebInfo}"
-  "$root/scripts/build.sh" -DNPUCACHE_BUILD_TESTS=ON -DNPUCACHE_SANITIZE="$san"
-else
-  "$root/scripts/build.sh" -DNPUCACHE_BUILD_TESTS=ON
 fi
+if [ -n "$labels" ]; then
+  args+=(-DNPUCACHE_BUILD_PERF=OFF -DNPUCACHE_BUILD_EXAMPLES=OFF)
+else
+  args+=(-DNPUCACHE_BUILD_PERF=ON -DNPUCACHE_BUILD_EXAMPLES=ON)
+fi
+"$root/scripts/build.sh" "${args[@]}"
 build="${BUILD_DIR:-$root/build}"
-cd "$build"
-ctest --output-on-failure -j "${JOBS:-2}" --timeout 600 "$@"
+junit="$build/junit.xml"
+rm -f "$junit"
+rc=0
+(cd "$build" && ctest --output-on-failure -j "${JOBS:-2}" --timeout 600 --output-junit "$junit" "$@") || rc=$?
+check=(--build "$build" --junit "$junit")
+# Times say what a test costs only in the plain build.
+[ -z "$san" ] || check+=(--no-times)
+python3 "$root/scripts/check_tests.py" "${check[@]}" || rc=1
+exit "$rc"

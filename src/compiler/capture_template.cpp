@@ -12,7 +12,7 @@
 namespace npucache::compiler {
 namespace {
 
-constexpr uint32_t kMagic = 0x4c54504e;  // "NPTL"
+constexpr uint32_t kTemplateMagic = 0x4c54504e;  // "NPTL"
 constexpr uint32_t kVersion = 1;
 constexpr std::size_t kMaxRank = 64;
 // Smallest encodings, for the count checks.
@@ -29,7 +29,7 @@ std::string binding_text(const SymBindings& b) {
 
 std::string encode_template(const CaptureTemplate& t) {
   ByteWriter w;
-  w.u32(kMagic);
+  w.u32(kTemplateMagic);
   w.u32(kVersion);
   w.u32(static_cast<uint32_t>(t.binding.size()));
   for (const auto& [sym, v] : t.binding) {
@@ -58,7 +58,7 @@ CaptureTemplate decode_template(std::string_view bytes) {
   if (bytes.size() > kMaxTemplateBytes)
     throw Error("capture template of " + std::to_string(bytes.size()) + " bytes is too large");
   ByteReader r(bytes, "capture template");
-  if (r.u32() != kMagic) r.fail("not a capture template (magic)");
+  if (r.u32() != kTemplateMagic) r.fail("not a capture template (magic)");
   if (const uint32_t v = r.u32(); v != kVersion) r.fail("template version " + std::to_string(v) + " is not 1");
   CaptureTemplate t;
   const std::size_t nb = r.count(4 + 8);

@@ -19,7 +19,7 @@ namespace {
 // 4: SymInt inputs in the signature; the config's autotune and
 //    eager_kernels.
 constexpr uint32_t kEncodingVersion = 4;
-constexpr uint32_t kMagic = 0x4350554e;  // "NUPC"
+constexpr uint32_t kGraphMagic = 0x4350554e;  // "NUPC"
 
 // Smallest encodings, for the count checks (a count claiming more items
 // than the remaining bytes could hold is refused before allocating).
@@ -358,7 +358,7 @@ DeviceProgram get_program(ByteReader& r) {
 }
 
 void put_record(ByteWriter& w, const CompiledGraph& g, bool with_program) {
-  w.u32(kMagic);
+  w.u32(kGraphMagic);
   w.u32(kEncodingVersion);
   put(w, g.trace);
   put(w, g.config);
@@ -395,7 +395,7 @@ void put_record(ByteWriter& w, const CompiledGraph& g, bool with_program) {
 }
 
 CompiledGraph get_record(ByteReader& r, bool* with_program_out) {
-  if (r.u32() != kMagic) r.fail("it is not a compiled graph");
+  if (r.u32() != kGraphMagic) r.fail("it is not a compiled graph");
   const uint32_t version = r.u32();
   if (version != kEncodingVersion)
     r.fail("encoding version " + std::to_string(version) + " is not this build's " + std::to_string(kEncodingVersion));

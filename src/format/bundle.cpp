@@ -22,11 +22,11 @@ using compiler::ByteReader;
 using compiler::ByteWriter;
 namespace {
 
-constexpr char kMagic[8] = {'N', 'P', 'U', 'C', 'B', 'N', 'D', 'L'};
+constexpr char kBundleMagic[8] = {'N', 'P', 'U', 'C', 'B', 'N', 'D', 'L'};
 // 3: npucache's own bounded encoding; 4: capture templates; 5: the records
 // of record_codec.h (cache format 4.0.0), entries under model records.
-constexpr uint32_t kVersion = 5;
-constexpr std::size_t kHeader = 36;
+constexpr uint32_t kBundleVersion = 5;
+constexpr std::size_t kBundleHeader = 36;
 
 }  // namespace
 
@@ -65,8 +65,8 @@ std::string write_bundle(const Bundle& b) {
                      std::to_string(kMaxBundleBytes) + "); `npucache gc --max-size` the cache first");
   const std::string payload = zstd::compress(raw);
   ByteWriter h;
-  h.bytes(std::string_view(kMagic, sizeof kMagic));
-  h.u32(kVersion);
+  h.bytes(std::string_view(kBundleMagic, sizeof kBundleMagic));
+  h.u32(kBundleVersion);
   h.u64(payload.size());
   h.u64(raw.size());
   h.u64(XXH3_64bits(payload.data(), payload.size()));
@@ -74,24 +74,25 @@ std::string write_bundle(const Bundle& b) {
 }
 
 Bundle read_bundle(std::string_view bytes) {
-  if (bytes.size() < kHeader || std::memcmp(bytes.data(), kMagic, sizeof kMagic) != 0)
+  if (bytes.size() < kBundleHeader || std::memcmp(bytes.data(), kBundleMagic, sizeof kBundleMagic) != 0)
     throw CacheError("not an npucache bundle (bad magic); export one with `npucache export`");
-  ByteReader h(bytes.substr(sizeof kMagic, kHeader - sizeof kMagic), "bundle header");
+  ByteReader h(bytes.substr(sizeof kBundleMagic, kBundleHeader - sizeof kBundleMagic), "bundle header");
   const uint32_t version = h.u32();
   const uint64_t len = h.u64(), raw_len = h.u64(), sum = h.u64();
-  if (version != kVersion)
+  if (version != kBundleVersion)
     throw CacheError("bundle format version " + std::to_string(version) + " is not supported (this build reads " +
-                     std::to_string(kVersion) + ", cache format " + names::kFormatVersion + "): " +
-                     (version < kVersion ? "it was written by cache format 3.0.0 or earlier, whose entries would "
-                                           "only be reported stale here; export a cache made by this version"
-                                         : "it was written by a later version; export it again with this version"));
-  if (bytes.size() - kHeader != len)
+                     std::to_string(kBundleVersion) + ", cache format " + names::kFormatVersion + "): " +
+                     (version < kBundleVersion
+                          ? "it was written by cache format 3.0.0 or earlier, whose entries would "
+                            "only be reported stale here; export a cache made by this version"
+                          : "it was written by a later version; export it again with this version"));
+  if (bytes.size() - kBundleHeader != len)
     throw CacheError("bundle is truncated or padded: header says " + std::to_string(len) + " payload bytes, found " +
-                     std::to_string(bytes.size() - kHeader));
+                     std::to_string(bytes.size() - kBundleHeader));
   if (raw_len > kMaxBundleBytes || raw_len > kMaxBundleRatio * len + 4096)
     throw CacheError("bundle claims " + std::to_string(raw_len) + " decoded bytes from " + std::to_string(len) +
                      ", more than a bundle can hold: it is damaged or not npucache's");
-  const std::string_view payload = bytes.substr(kHeader);
+  const std::string_view payload = bytes.substr(kBundleHeader);
   if (XXH3_64bits(payload.data(), payload.size()) != sum)
     throw CacheError("bundle checksum mismatch: the bundle is corrupt");
   const std::string raw = zstd::decompress(payload, static_cast<std::size_t>(raw_len));

@@ -12,8 +12,8 @@ using compiler::ByteReader;
 using compiler::ByteWriter;
 namespace {
 
-constexpr std::size_t kHeader = 56;
-constexpr uint32_t kVersion = 1;
+constexpr std::size_t kEnvelopeHeader = 56;
+constexpr uint32_t kEnvelopeVersion = 1;
 constexpr std::size_t kRecordHead = sizeof(uint32_t) + sizeof(uint64_t);
 
 const char* magic(EnvelopeKind k) {
@@ -43,7 +43,7 @@ const char* kind_name(EnvelopeKind k) {
 }
 
 std::size_t userblock_for(const std::vector<std::string>& records) {
-  std::size_t need = kHeader;
+  std::size_t need = kEnvelopeHeader;
   for (const auto& r : records) need += kRecordHead + r.size();
   std::size_t u = 512;
   while (u < need) u *= 2;
@@ -59,27 +59,27 @@ std::string seal(EnvelopeKind kind, const std::vector<std::string>& records, std
     rec.bytes(r);
   }
   const std::string body = rec.take();
-  if (kHeader + body.size() > userblock)
+  if (kEnvelopeHeader + body.size() > userblock)
     throw CacheError("internal: the userblock of " + std::to_string(userblock) + " bytes cannot hold the records");
   // HDF5 gives the image of a file made with a userblock without the
   // userblock itself (its superblock records the offset): it goes after ours.
   const std::string_view hdf5 = hdf5_image;
   ByteWriter h;
   h.bytes(std::string_view(magic(kind), 8));
-  h.u32(kVersion);
+  h.u32(kEnvelopeVersion);
   h.u32(static_cast<uint32_t>(userblock));
   h.u64(body.size());
   // Over the whole rest of the userblock (records and zero padding), so a
   // damaged byte anywhere in it is found.
-  std::string region(userblock - kHeader, '\0');
+  std::string region(userblock - kEnvelopeHeader, '\0');
   std::memcpy(region.data(), body.data(), body.size());
   h.u64(hash(region));
   h.u64(hdf5.size());
   h.u64(hash(hdf5));
   h.u64(hash(h.data()));
   std::string out(userblock, '\0');
-  std::memcpy(out.data(), h.data().data(), kHeader);
-  std::memcpy(out.data() + kHeader, body.data(), body.size());
+  std::memcpy(out.data(), h.data().data(), kEnvelopeHeader);
+  std::memcpy(out.data() + kEnvelopeHeader, body.data(), body.size());
   out += hdf5_image;
   return out;
 }
@@ -92,22 +92,22 @@ Opened open_envelope(EnvelopeKind kind, std::string_view file, const std::string
   auto damaged = [&](const std::string& why) -> CacheError {
     return CacheError(what + " is damaged or not npucache's: " + why);
   };
-  if (file.size() < kHeader + 512) throw damaged("it is " + std::to_string(file.size()) + " bytes, too short");
+  if (file.size() < kEnvelopeHeader + 512) throw damaged("it is " + std::to_string(file.size()) + " bytes, too short");
   if (std::memcmp(file.data(), magic(kind), 8) != 0) throw damaged("its header has the wrong magic");
-  ByteReader h(file.substr(8, kHeader - 8), what);
+  ByteReader h(file.substr(8, kEnvelopeHeader - 8), what);
   const uint32_t version = h.u32(), userblock = h.u32();
   const uint64_t rec_len = h.u64(), rec_sum = h.u64(), hdf5_len = h.u64(), hdf5_sum = h.u64(), head_sum = h.u64();
   if (head_sum != hash(file.substr(0, 48))) throw damaged("its header fails its checksum");
-  if (version != kVersion) throw damaged("envelope version " + std::to_string(version) + " is not supported");
+  if (version != kEnvelopeVersion) throw damaged("envelope version " + std::to_string(version) + " is not supported");
   Opened o;
   o.userblock = userblock;
   if (o.userblock < 512 || (o.userblock & (o.userblock - 1)) != 0 || o.userblock > file.size() ||
-      rec_len > o.userblock - kHeader)
+      rec_len > o.userblock - kEnvelopeHeader)
     throw damaged("its header's sizes are inconsistent");
   o.hdf5 = file.substr(o.userblock);
   o.hdf5_intact = o.hdf5.size() == hdf5_len && hash(o.hdf5) == hdf5_sum;
-  const std::string_view rec = file.substr(kHeader, static_cast<std::size_t>(rec_len));
-  const bool all = hash(file.substr(kHeader, o.userblock - kHeader)) == rec_sum;
+  const std::string_view rec = file.substr(kEnvelopeHeader, static_cast<std::size_t>(rec_len));
+  const bool all = hash(file.substr(kEnvelopeHeader, o.userblock - kEnvelopeHeader)) == rec_sum;
   // Record by record, each against its own checksum.
   ByteReader r(rec, what);
   while (r.remaining() >= kRecordHead) {

@@ -17,7 +17,7 @@ using compiler::ByteWriter;
 namespace {
 
 // Far above any input path or method name.
-constexpr std::size_t kMaxText = 4096;
+constexpr std::size_t kMaxProfileText = 4096;
 
 std::string encode_record(const ProfileRecord& r) {
   ByteWriter w;
@@ -33,7 +33,7 @@ ProfileRecord decode_record(std::string_view body, const std::string& what) try 
   ProfileRecord p;
   auto text = [&](const char* field) {
     std::string s = r.str();
-    if (s.empty() || s.size() > kMaxText) r.fail(std::string("a record's ") + field + " is empty or too long");
+    if (s.empty() || s.size() > kMaxProfileText) r.fail(std::string("a record's ") + field + " is empty or too long");
     return s;
   };
   p.model_info = text("model_info");

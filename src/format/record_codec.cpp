@@ -20,7 +20,7 @@ constexpr uint8_t kEarlierEntry = 2;
 // Ranks and sizes a record may name: [-1, 2^30] (-1: not in such a group).
 constexpr int64_t kMaxRank = int64_t{1} << 30;
 
-const char* kind_name(uint8_t k) {
+const char* record_kind_name(uint8_t k) {
   switch (k) {
     case kModel: return "model";
     case kEntry: return "entry";
@@ -40,13 +40,13 @@ void head(ByteWriter& w, uint8_t kind) {
 void expect(ByteReader& r, uint8_t kind) {
   const uint8_t k = r.u8();
   if (k != kind) {
-    const char* what = kind_name(k);
+    const char* what = record_kind_name(k);
     r.fail(std::string("a record of kind ") + (std::string(what) == "unknown" ? std::to_string(k) : what) +
-           " stands where a " + kind_name(kind) + " record belongs");
+           " stands where a " + record_kind_name(kind) + " record belongs");
   }
   if (const uint8_t v = r.u8(); v != kRecordEncoding)
-    r.fail(std::string("a ") + kind_name(kind) + " record of encoding " + std::to_string(v) + " (this build reads " +
-           std::to_string(kRecordEncoding) + ")");
+    r.fail(std::string("a ") + record_kind_name(kind) + " record of encoding " + std::to_string(v) +
+           " (this build reads " + std::to_string(kRecordEncoding) + ")");
 }
 
 bool flag(ByteReader& r, const char* what) {

@@ -33,11 +33,11 @@ std::string_view blob_kind_name(BlobKind k) {
 
 namespace {
 
-constexpr char kMagic[8] = {'N', 'P', 'U', 'C', 'R', 'M', 'T', '1'};
+constexpr char kValueMagic[8] = {'N', 'P', 'U', 'C', 'R', 'M', 'T', '1'};
 // 1: the records of cache formats 3.0.0 and before; 2: those of
 // record_codec.h (an entry with its model record).
-constexpr uint32_t kVersion = 2;
-constexpr std::size_t kHeader = 48;
+constexpr uint32_t kValueVersion = 2;
+constexpr std::size_t kValueHeader = 48;
 constexpr uint8_t kStored = 0, kZstd = 1;
 // Records other than objects are small: an entry, a reference, a decision.
 constexpr std::size_t kMaxSmallValue = std::size_t{16} << 20;
@@ -49,12 +49,12 @@ constexpr uint64_t kMaxRatio = 4096;
 std::string seal(RemoteKind kind, const std::string& payload, bool compress) {
   const std::string body = compress ? zstd::compress(payload) : payload;
   ByteWriter h;
-  h.bytes(std::string_view(kMagic, sizeof kMagic));
+  h.bytes(std::string_view(kValueMagic, sizeof kValueMagic));
   h.u8(static_cast<uint8_t>(kind));
   h.u8(compress ? kZstd : kStored);
   h.u8(0);
   h.u8(0);
-  h.u32(kVersion);
+  h.u32(kValueVersion);
   h.u64(body.size());
   h.u64(payload.size());
   h.u64(XXH3_64bits(body.data(), body.size()));
@@ -62,7 +62,7 @@ std::string seal(RemoteKind kind, const std::string& payload, bool compress) {
   return h.take() + body;
 }
 
-std::string kind_name(RemoteKind k) {
+std::string remote_kind_name(RemoteKind k) {
   switch (k) {
     case RemoteKind::object: return "object";
     case RemoteKind::graph: return "graph reference";
@@ -81,27 +81,27 @@ std::string_view open_value(std::string_view v, RemoteKind kind, std::size_t max
   const auto bad = [&](const std::string& why) -> std::string_view {
     throw CacheError(what + " is damaged or not npucache's: " + why);
   };
-  if (v.size() < kHeader) return bad("it has " + std::to_string(v.size()) + " bytes, fewer than a header");
-  if (std::memcmp(v.data(), kMagic, sizeof kMagic) != 0) return bad("no npucache remote magic");
-  ByteReader h(v.substr(sizeof kMagic, kHeader - sizeof kMagic), what);
+  if (v.size() < kValueHeader) return bad("it has " + std::to_string(v.size()) + " bytes, fewer than a header");
+  if (std::memcmp(v.data(), kValueMagic, sizeof kValueMagic) != 0) return bad("no npucache remote magic");
+  ByteReader h(v.substr(sizeof kValueMagic, kValueHeader - sizeof kValueMagic), what);
   const uint8_t got_kind = h.u8(), codec = h.u8(), reserved0 = h.u8(), reserved1 = h.u8();
   const uint32_t version = h.u32();
   const uint64_t p = h.u64(), d = h.u64(), payload_sum = h.u64(), header_sum = h.u64();
   if (header_sum != XXH3_64bits(v.data(), 40)) return bad("its header fails its checksum");
   if (got_kind != static_cast<uint8_t>(kind))
-    return bad("it is a " + kind_name(static_cast<RemoteKind>(got_kind)) + ", not a " + kind_name(kind));
+    return bad("it is a " + remote_kind_name(static_cast<RemoteKind>(got_kind)) + ", not a " + remote_kind_name(kind));
   if (codec != kStored && codec != kZstd) return bad("unknown codec " + std::to_string(codec));
   if (reserved0 != 0 || reserved1 != 0) return bad("reserved bytes are set");
-  if (version != kVersion)
-    return bad("value encoding " + std::to_string(version) + " (this build reads " + std::to_string(kVersion) +
-               (version < kVersion ? "; it was written by cache format 3.0.0 or earlier)" : ")"));
-  if (p != v.size() - kHeader)
+  if (version != kValueVersion)
+    return bad("value encoding " + std::to_string(version) + " (this build reads " + std::to_string(kValueVersion) +
+               (version < kValueVersion ? "; it was written by cache format 3.0.0 or earlier)" : ")"));
+  if (p != v.size() - kValueHeader)
     return bad("truncated or padded: the header says " + std::to_string(p) + " payload bytes, found " +
-               std::to_string(v.size() - kHeader));
+               std::to_string(v.size() - kValueHeader));
   if (d > max_decoded) return bad("it claims " + std::to_string(d) + " decoded bytes, above the cap");
   if (codec == kStored && d != p) return bad("a stored payload's sizes differ");
   if (codec == kZstd && d > kMaxRatio * p + 4096) return bad("it claims more than its payload can hold");
-  const std::string_view body = v.substr(kHeader);
+  const std::string_view body = v.substr(kValueHeader);
   if (!hashed && payload_sum != XXH3_64bits(body.data(), body.size())) return bad("its payload fails its checksum");
   if (codec == kStored) return body;
   scratch = zstd::decompress(body, static_cast<std::size_t>(d));

@@ -21,7 +21,7 @@ using compiler::TuningRecord;
 namespace {
 
 // Far above any real signature, runtime or configuration text.
-constexpr std::size_t kMaxText = 64 * 1024;
+constexpr std::size_t kMaxTuningText = 64 * 1024;
 // Far above the candidates autotune compares.
 constexpr int64_t kMaxCandidates = 4096;
 
@@ -44,7 +44,7 @@ TuningRecord decode_tuning_record(std::string_view body, const std::string& what
   TuningRecord t;
   auto text = [&](const char* field, bool may_be_empty) {
     std::string s = r.str();
-    if (s.size() > kMaxText) r.fail(std::string("its ") + field + " is " + std::to_string(s.size()) + " bytes");
+    if (s.size() > kMaxTuningText) r.fail(std::string("its ") + field + " is " + std::to_string(s.size()) + " bytes");
     if (s.empty() && !may_be_empty) r.fail(std::string("a record has an empty ") + field);
     return s;
   };

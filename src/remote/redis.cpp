@@ -110,8 +110,6 @@ int connect_unix(const Endpoint& e, Clock::time_point deadline) {
   return s.release();
 }
 
-bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
-
 }  // namespace
 
 // --- Reply -----------------------------------------------------------------
@@ -218,7 +216,7 @@ RedisConnection::RedisConnection(const Endpoint& e, double connect_timeout_s, do
   for (const Reply& r : run(hello, timeout_s)) {
     if (r.type() != Reply::Type::error) continue;
     const std::string_view t = r.text();
-    const bool auth = starts_with(t, "WRONGPASS") || starts_with(t, "NOAUTH") ||
+    const bool auth = t.starts_with("WRONGPASS") || t.starts_with("NOAUTH") ||
                       t.find("password") != std::string_view::npos || t.find("AUTH") != std::string_view::npos;
     throw RedisError(auth ? Failure::auth : Failure::server, std::string(t));
   }

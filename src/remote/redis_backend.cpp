@@ -12,12 +12,10 @@
 namespace npucache::remote {
 namespace {
 
-bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
-
 // An error reply as a fault.
 Fault error_fault(std::string_view text) {
-  if (starts_with(text, "OOM")) return {Failure::full, std::string(text)};
-  if (starts_with(text, "NOAUTH") || starts_with(text, "WRONGPASS") || starts_with(text, "NOPERM"))
+  if (text.starts_with("OOM")) return {Failure::full, std::string(text)};
+  if (text.starts_with("NOAUTH") || text.starts_with("WRONGPASS") || text.starts_with("NOPERM"))
     return {Failure::auth, std::string(text)};
   return {Failure::server, std::string(text)};
 }

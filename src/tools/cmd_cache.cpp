@@ -33,9 +33,10 @@
 #include <vector>
 
 namespace npucache::tools {
-namespace {
 
 std::string dir_or_default(const std::string& d) { return d.empty() ? default_cache_dir() : d; }
+
+namespace {
 
 void print_json(const nlohmann::json& j) { std::printf("%s\n", j.dump(2).c_str()); }
 

@@ -29,8 +29,6 @@ remote::Config remote_of(const std::string& url) {
   return c;
 }
 
-std::string dir_or_default(const std::string& d) { return d.empty() ? default_cache_dir() : d; }
-
 void cmd_push(const std::string& url, const std::string& d, const std::string& model) {
   const remote::Config c = remote_of(url);
   const std::string dir = dir_or_default(d);

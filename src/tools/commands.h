@@ -28,6 +28,10 @@ void add_cache_commands(CLI::App& app);
 void add_job_commands(CLI::App& app);
 void add_remote_commands(CLI::App& app);
 
+// The cache directory a command was given, or the default one
+// (default_cache_dir(): NPUCACHE_CACHE_DIR, else .npucache).
+std::string dir_or_default(const std::string& dir);
+
 int exit_code();
 void set_exit_code(int code);
 

@@ -30,9 +30,9 @@
 // (printed with the model, its options, the call and the command that
 // replays it), 2 on a usage error.
 #include "random_model.h"
+#include "support/temp_dir.h"
 
 #include <sys/wait.h>
-#include <unistd.h>
 
 #include <array>
 #include <chrono>
@@ -425,8 +425,8 @@ std::string hex(std::uint64_t v) {
 // each other's lookups). Returns false on a failure (printed).
 bool epoch(std::uint64_t epoch_seed, int n, int per, bool pairs, double deadline_s, int* ran,
            std::map<std::string, int>* outcomes, const std::chrono::steady_clock::time_point t0) {
-  const fs::path dir = fs::temp_directory_path() / ("npucache-random-diff-" + std::to_string(::getpid()));
-  fs::remove_all(dir);
+  const testing_support::TempDir tmp("random-diff");
+  const fs::path dir = tmp.path() / "cache";
   bool ok = true;
   for (int first = 0; first < n && ok;) {
     if (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() > deadline_s) break;
@@ -462,7 +462,6 @@ bool epoch(std::uint64_t epoch_seed, int n, int per, bool pairs, double deadline
       }
     }
   }
-  fs::remove_all(dir);
   return ok;
 }
 

@@ -23,6 +23,8 @@
 #include <npucache/module.h>
 #include <npucache/ops.h>
 
+#include "support/small_models.h"
+
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -31,14 +33,9 @@
 #include <vector>
 
 using namespace npucache;
+using testing_support::ramp;
 
 namespace {
-
-std::vector<float> ramp(int64_t n, float scale, float shift) {
-  std::vector<float> v(static_cast<std::size_t>(n));
-  for (int64_t i = 0; i < n; ++i) v[static_cast<std::size_t>(i)] = scale * static_cast<float>(i % 13) + shift;
-  return v;
-}
 
 struct Server : nn::Module {
   Tensor w, bias;

@@ -13,6 +13,7 @@
 #include "support/cache_files.h"
 
 #include "support/process.h"
+#include "support/temp_dir_test.h"
 
 #include <gtest/gtest.h>
 
@@ -41,16 +42,9 @@ std::string worker(const std::string& dir, const std::string& args = "prompt") {
   return std::string(CACHE_WORKER) + " run " + dir + " seed " + args;
 }
 
-class CacheTest : public ::testing::Test {
+class CacheTest : public testing_support::TempDirTest {
  protected:
-  void SetUp() override {
-    dir = fs::temp_directory_path() / ("npucache-test-" + std::to_string(::getpid()) + "-" +
-                                       ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir);
-  }
-  void TearDown() override { fs::remove_all(dir); }
   std::vector<std::string> entry_paths() { return testing_support::entry_paths(dir); }
-  fs::path dir;
 };
 
 }  // namespace
@@ -716,21 +710,4 @@ TEST_F(CacheTest, DamagedTuningFileIsIgnoredWithAWarningAndRewritten) {
   Out ls = sh(std::string(NPUCACHE_CLI) + " verify " + d.string());
   EXPECT_FALSE(has(ls.text, "tuning.h5 is damaged")) << ls.text;
   fs::remove_all(d);
-}
-
-TEST(TuningFile, DecodesWhatItEncodesAndRejectsEveryFlippedByte) {
-  std::vector<compiler::TuningRecord> rs = {
-      {"simnpu-v1 runtime 1.0.0",
-       "matmul f32[8, 64] f32[64, 64] trans_b",
-       {"tile_m=32 tile_n=256 tile_k=128", 1.5, 2.5, 8, ""}},
-      {"simnpu/v2 runtime 2", "fused f32[8] code#12", {"block=256", 0, 0, 0, "not timed: too large"}}};
-  const std::string f = cache::encode_tuning(rs);
-  EXPECT_EQ(cache::decode_tuning(f, "t"), rs);
-  for (std::size_t at = 0; at < f.size(); at += 7) {
-    std::string bad = f;
-    bad[at] = static_cast<char>(bad[at] ^ 0x01);
-    EXPECT_THROW(cache::decode_tuning(bad, "t"), cache::CacheError) << "offset " << at;
-  }
-  EXPECT_THROW(cache::decode_tuning(f.substr(0, f.size() - 1), "t"), cache::CacheError);
-  EXPECT_THROW(cache::decode_tuning("", "t"), cache::CacheError);
 }

@@ -2,10 +2,11 @@
 // dynamic, ge_cache and hit check, the cached method's results in a cold
 // and in a warm process equal the eager results (within 1e-5), and the cold
 // and warm results are bit for bit the same (the same program ran).
+#include "support/temp_dir_test.h"
+
 #include <gtest/gtest.h>
 
 #include <sys/wait.h>
-#include <unistd.h>
 #include <array>
 #include <cstdio>
 #include <filesystem>
@@ -57,12 +58,11 @@ std::string combo_name(const ::testing::TestParamInfo<Combo>& info) {
 
 TEST_P(Differential, CachedColdAndWarmEqualEager) {
   const auto& [model, mode, dynamic, ge, check] = GetParam();
-  const fs::path dir = fs::temp_directory_path() / ("npucache-diff-" + std::to_string(::getpid()));
-  fs::remove_all(dir);
+  const npucache::testing_support::TempDir tmp("diff", npucache::testing_support::current_test_name());
+  const fs::path dir = tmp.path() / "cache";
   const std::string args =
       model + " " + dir.string() + " " + mode + " " + std::to_string(dynamic) + " " + std::to_string(ge) + " " + check;
   Outcome cold = run(args), warm = run(args);
-  fs::remove_all(dir);
   ASSERT_EQ(cold.status, 0) << cold.text;
   ASSERT_EQ(warm.status, 0) << warm.text;
   EXPECT_EQ(cold.outcome, "compiled") << cold.text;

@@ -9,11 +9,11 @@
 #include "format/profile_file.h"
 #include "format/template_file.h"
 #include "support/process.h"
+#include "support/temp_dir_test.h"
 
 #include <gtest/gtest.h>
 
 #include <sys/stat.h>
-#include <unistd.h>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -25,14 +25,9 @@ using npucache::testing_support::sh;
 
 namespace {
 
-class Serving : public ::testing::Test {
+class Serving : public npucache::testing_support::TempDirTest {
  protected:
-  void SetUp() override {
-    dir = fs::temp_directory_path() / ("npucache-serving-" + std::to_string(::getpid()) + "-" +
-                                       ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir);
-  }
-  void TearDown() override { fs::remove_all(dir); }
+  Serving() : TempDirTest("serving") {}
   Out serve(const std::string& args) { return sh(std::string(SERVE_WORKER) + " " + dir.string() + " " + args); }
   static int number(const std::string& text, const std::string& key) {
     std::smatch m;
@@ -44,7 +39,6 @@ class Serving : public ::testing::Test {
     if (!std::regex_search(text, m, std::regex("maxdiff ([0-9.eE+-]+)"))) return 1e30;
     return std::stod(m[1]);
   }
-  fs::path dir;
 };
 
 }  // namespace

@@ -23,23 +23,16 @@
 #include <thread>
 
 #include "support/error_message.h"
+#include "support/expect_close.h"
+#include "support/small_models.h"
 
 using namespace npucache;
+using testing_support::expect_close;
+using testing_support::ramp;
 
 namespace {
 
-std::vector<float> ramp(int64_t n, float scale, float shift) {
-  std::vector<float> v(static_cast<std::size_t>(n));
-  for (int64_t i = 0; i < n; ++i) v[static_cast<std::size_t>(i)] = scale * static_cast<float>(i % 13) + shift;
-  return v;
-}
-
-void expect_close(const std::vector<float>& a, const std::vector<float>& b, const std::string& what) {
-  ASSERT_EQ(a.size(), b.size()) << what;
-  for (std::size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 1e-4f) << what << " at " << i;
-}
-
-std::string message(const std::function<void()>& f) { return npucache::testing::error_message(f); }
+using npucache::testing::message;
 
 CompileOptions mode(const char* m) {
   CompileOptions o;

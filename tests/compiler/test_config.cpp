@@ -14,7 +14,7 @@
 using namespace npucache;
 
 namespace {
-std::string message(const std::function<void()>& f) { return npucache::testing::error_message(f); }
+using npucache::testing::message;
 }  // namespace
 
 TEST(CompilerConfig, ValueSemanticsHashAndDump) {

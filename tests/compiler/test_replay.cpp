@@ -10,6 +10,8 @@
 #include <npucache/runtime/pool.h>
 
 #include "compiler/compiled_graph.h"
+#include "support/expect_close.h"
+#include "support/small_models.h"
 
 #include <gtest/gtest.h>
 
@@ -20,21 +22,10 @@
 #include <thread>
 
 using namespace npucache;
+using testing_support::expect_close;
+using testing_support::ramp;
 
 namespace {
-
-constexpr float kTol = 1e-4f;
-
-std::vector<float> ramp(int64_t n, float scale, float shift) {
-  std::vector<float> v(static_cast<std::size_t>(n));
-  for (int64_t i = 0; i < n; ++i) v[static_cast<std::size_t>(i)] = scale * static_cast<float>(i % 13) + shift;
-  return v;
-}
-
-void expect_close(const std::vector<float>& a, const std::vector<float>& b, const std::string& what) {
-  ASSERT_EQ(a.size(), b.size()) << what;
-  for (std::size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], kTol) << what << " at " << i;
-}
 
 // A recurrent step, an asymmetric binary function and an in-place update.
 struct Cell : nn::Module {

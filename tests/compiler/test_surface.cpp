@@ -18,24 +18,18 @@
 #include <thread>
 
 #include "support/error_message.h"
+#include "support/expect_close.h"
+#include "support/small_models.h"
+#include "support/temp_dir_test.h"
 
 using namespace npucache;
+using testing_support::expect_close;
+using testing_support::ramp;
 namespace fs = std::filesystem;
 
 namespace {
 
-std::vector<float> ramp(int64_t n, float scale, float shift) {
-  std::vector<float> v(static_cast<std::size_t>(n));
-  for (int64_t i = 0; i < n; ++i) v[static_cast<std::size_t>(i)] = scale * static_cast<float>(i % 13) + shift;
-  return v;
-}
-
-void expect_close(const std::vector<float>& a, const std::vector<float>& b, const std::string& what) {
-  ASSERT_EQ(a.size(), b.size()) << what;
-  for (std::size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 1e-4f) << what << " at " << i;
-}
-
-std::string message(const std::function<void()>& f) { return npucache::testing::error_message(f); }
+using npucache::testing::message;
 
 // A matmul (tuned in max-autotune) followed by an elementwise chain (fused
 // by code generation).
@@ -187,8 +181,8 @@ TEST(Surface, DisableRunsEagerlyAndCompilesNothing) {
 }
 
 TEST(Surface, TraceEnabledWritesEachCompilesGraphsAndProgram) {
-  const fs::path dir = fs::temp_directory_path() / ("npucache-trace-" + std::to_string(::getpid()));
-  fs::remove_all(dir);
+  const testing_support::TempDir tmp("trace", testing_support::current_test_name());
+  const fs::path dir = tmp.path() / "trace";  // not created: the trace makes it
   Block m;
   CompileOptions o;
   o.options = {{"trace.enabled", true}, {"trace.debug_dir", dir.string()}};
@@ -202,7 +196,6 @@ TEST(Surface, TraceEnabledWritesEachCompilesGraphsAndProgram) {
       ASSERT_TRUE(fs::exists(p)) << p;
       EXPECT_GT(fs::file_size(p), 0u) << p;
     }
-  fs::remove_all(dir);
 }
 
 // dynamic unset: static first; the dim that changes is compiled once more

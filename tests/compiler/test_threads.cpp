@@ -8,9 +8,10 @@
 #include <npucache/models/models.h>
 #include <npucache/ops.h>
 
+#include "support/temp_dir_test.h"
+
 #include <gtest/gtest.h>
 
-#include <unistd.h>
 #include <atomic>
 #include <cmath>
 #include <filesystem>
@@ -86,12 +87,6 @@ int hammer(models::SimpleMLP& mlp, F& f, std::vector<std::string>& errors, std::
 
 class Threads : public ::testing::TestWithParam<CompileMode> {};
 
-std::string temp_dir(const std::string& name) {
-  auto d = std::filesystem::temp_directory_path() / ("npucache-threads-" + name + "-" + std::to_string(::getpid()));
-  std::filesystem::remove_all(d);
-  return d.string();
-}
-
 }  // namespace
 
 TEST_P(Threads, CompileSharedByThreadsFirstCallIncluded) {
@@ -106,7 +101,9 @@ TEST_P(Threads, CompileSharedByThreadsFirstCallIncluded) {
 }
 
 TEST_P(Threads, CacheCompileColdThenWarmSharedByThreads) {
-  const std::string dir = temp_dir(GetParam() == CompileMode::reduce_overhead ? "ro" : "ma");
+  const testing_support::TempDir tmp(GetParam() == CompileMode::reduce_overhead ? "threads-ro" : "threads-ma",
+                                     testing_support::current_test_name());
+  const std::string dir = (tmp.path() / "cache").string();
   for (const bool warm : {false, true}) {
     models::SimpleMLP mlp;
     CacheOptions o;
@@ -122,7 +119,6 @@ TEST_P(Threads, CacheCompileColdThenWarmSharedByThreads) {
     ASSERT_EQ(outcomes.size(), static_cast<std::size_t>(kThreads));
     for (Outcome oc : outcomes) EXPECT_EQ(outcome_name(oc), outcome_name(warm ? Outcome::hit : Outcome::compiled));
   }
-  std::filesystem::remove_all(dir);
 }
 
 // A static program recompiles per shape: concurrent recompiles of the

@@ -13,16 +13,15 @@
 #include <cmath>
 
 #include "support/error_message.h"
+#include "support/small_models.h"
 
 using namespace npucache;
+using testing_support::ramp;
 
 namespace {
 
-std::vector<float> ramp(int64_t n, float scale, float shift) {
-  std::vector<float> v(static_cast<std::size_t>(n));
-  for (int64_t i = 0; i < n; ++i) v[static_cast<std::size_t>(i)] = scale * static_cast<float>(i % 11) + shift;
-  return v;
-}
+// This file's values repeat every 11 (ramp's default is 13).
+constexpr int kPeriod = 11;
 
 constexpr int64_t kHeads = 2, kHeadDim = 4, kHidden = kHeads * kHeadDim;
 
@@ -30,10 +29,14 @@ constexpr int64_t kHeads = 2, kHeadDim = 4, kHidden = kHeads * kHeadDim;
 struct DecodeLayer : nn::Module {
   Tensor wq, wk, wv, wo;
   DecodeLayer() {
-    wq = register_parameter("wq", Tensor::from_vector(ramp(kHidden * kHidden, 0.02f, -0.1f), {kHidden, kHidden}));
-    wk = register_parameter("wk", Tensor::from_vector(ramp(kHidden * kHidden, 0.015f, -0.07f), {kHidden, kHidden}));
-    wv = register_parameter("wv", Tensor::from_vector(ramp(kHidden * kHidden, 0.01f, -0.05f), {kHidden, kHidden}));
-    wo = register_parameter("wo", Tensor::from_vector(ramp(kHidden * kHidden, 0.03f, -0.15f), {kHidden, kHidden}));
+    wq = register_parameter("wq",
+                            Tensor::from_vector(ramp(kHidden * kHidden, 0.02f, -0.1f, kPeriod), {kHidden, kHidden}));
+    wk = register_parameter("wk",
+                            Tensor::from_vector(ramp(kHidden * kHidden, 0.015f, -0.07f, kPeriod), {kHidden, kHidden}));
+    wv = register_parameter("wv",
+                            Tensor::from_vector(ramp(kHidden * kHidden, 0.01f, -0.05f, kPeriod), {kHidden, kHidden}));
+    wo = register_parameter("wo",
+                            Tensor::from_vector(ramp(kHidden * kHidden, 0.03f, -0.15f, kPeriod), {kHidden, kHidden}));
   }
   std::string type_name() const override { return "DecodeLayer"; }
   // x [1, 1, hidden], pos [1, 1]: writes this token's k/v at pos and
@@ -63,9 +66,9 @@ struct Loop {
 // first kv_len keys.
 TEST(Update, FusedAttentionEqualsAttentionOverTheFirstKeys) {
   const int64_t S = 12, len = 7;
-  Tensor q = Tensor::from_vector(ramp(2 * 3 * kHeadDim, 0.1f, -0.5f), {1, 2, 3, kHeadDim});
-  Tensor k = Tensor::from_vector(ramp(2 * S * kHeadDim, 0.07f, -0.3f), {1, 2, S, kHeadDim});
-  Tensor v = Tensor::from_vector(ramp(2 * S * kHeadDim, 0.05f, -0.2f), {1, 2, S, kHeadDim});
+  Tensor q = Tensor::from_vector(ramp(2 * 3 * kHeadDim, 0.1f, -0.5f, kPeriod), {1, 2, 3, kHeadDim});
+  Tensor k = Tensor::from_vector(ramp(2 * S * kHeadDim, 0.07f, -0.3f, kPeriod), {1, 2, S, kHeadDim});
+  Tensor v = Tensor::from_vector(ramp(2 * S * kHeadDim, 0.05f, -0.2f, kPeriod), {1, 2, S, kHeadDim});
   const auto fused = ops::fused_attention(q, k, v, len).to_vector();
   const auto ref = ops::attention(q, k.slice(2, 0, len), v.slice(2, 0, len), true).to_vector();
   ASSERT_EQ(fused.size(), ref.size());
@@ -84,7 +87,7 @@ TEST(Update, ThousandStepDecodeLoopReplaysOneCapture) {
   o.dynamic = true;  // kv_len is a symbol from the first call
   auto step = compile(layer, &DecodeLayer::step, o);
   Loop compiled(kSteps), eager(kSteps);
-  Tensor x = Tensor::from_vector(ramp(kHidden, 0.1f, -0.4f), {1, 1, kHidden});
+  Tensor x = Tensor::from_vector(ramp(kHidden, 0.1f, -0.4f, kPeriod), {1, 1, kHidden});
   Tensor xe = x;
   float worst = 0;
   for (int64_t t = 0; t < kSteps; ++t) {
@@ -108,7 +111,7 @@ TEST(Update, AutomaticDynamicTurnsTheSymIntDynamicOnce) {
   o.mode = "reduce-overhead";
   auto step = compile(layer, &DecodeLayer::step, o);
   Loop compiled(64), eager(64);
-  Tensor x = Tensor::from_vector(ramp(kHidden, 0.1f, -0.4f), {1, 1, kHidden});
+  Tensor x = Tensor::from_vector(ramp(kHidden, 0.1f, -0.4f, kPeriod), {1, 1, kHidden});
   Tensor xe = x;
   for (int64_t t = 0; t < 40; ++t) {
     Tensor pos = Tensor::from_vector_i64({t}, {1, 1});
@@ -131,7 +134,7 @@ TEST(Update, StaticTraceGuardsTheSymInt) {
   o.dynamic = false;
   auto step = compile(layer, &DecodeLayer::step, o);
   Loop l(8);
-  Tensor x = Tensor::from_vector(ramp(kHidden, 0.1f, -0.4f), {1, 1, kHidden});
+  Tensor x = Tensor::from_vector(ramp(kHidden, 0.1f, -0.4f, kPeriod), {1, 1, kHidden});
   (void)step(x, Tensor::from_vector_i64({0}, {1, 1}), l.kc, l.vc, 1);
   (void)step(x, Tensor::from_vector_i64({1}, {1, 1}), l.kc, l.vc, 2);
   EXPECT_EQ(step.compiles(), 2u);

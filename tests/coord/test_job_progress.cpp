@@ -85,7 +85,7 @@ TEST(JobProgress, TheLineSumsMethodsAndHostsOfTheJob) {
             "a 3 (1 loaded, 1 compiled, 1 received); b 3 (1 loaded, 0 compiled, 2 received); 0.50 s in all");
   // A method without a map of hosts (every rank hit, none made) adds to
   // the job's totals only.
-  p.finished("decode", 6, {Outcome{6, 0, 0}}, {}, false, 0.25);
+  p.finished("decode", 6, {coord::Outcome{6, 0, 0}}, {}, false, 0.25);
   EXPECT_EQ(p.line(),
             "2/2 methods (decode 0.25 s), 12/12 rank-methods ready: 8 loaded, 1 compiled, 3 received; "
             "a 3 (1 loaded, 1 compiled, 1 received); b 3 (1 loaded, 0 compiled, 2 received); 0.75 s in all");
@@ -107,7 +107,7 @@ TEST(JobProgress, HostsCountMethodsThatHitBeforeTheMapWasMade) {
   JobProgress p;
   p.configure(ProgressMode::never, 2);
   Fixture f;
-  p.finished("prompt", 6, {Outcome{6, 0, 0}}, {}, false, 0.01);
+  p.finished("prompt", 6, {coord::Outcome{6, 0, 0}}, {}, false, 0.01);
   p.finished("decode", 6, outcomes(f.plan, f.ranks, f.plan.owner, f.host_of, 2), {"a", "b"}, false, 0.5);
   EXPECT_EQ(p.line(),
             "2/2 methods (decode 0.50 s), 12/12 rank-methods ready: 8 loaded, 1 compiled, 3 received; "
@@ -138,7 +138,7 @@ TEST(JobProgress, QuietUnlessAskedOrOnATerminal) {
   // though the line is still made.
   if (!::isatty(2)) {
     EXPECT_FALSE(p.enabled());
-    p.finished("prompt", 2, {Outcome{2, 0, 0}}, {}, false, 0.1);
+    p.finished("prompt", 2, {coord::Outcome{2, 0, 0}}, {}, false, 0.1);
     EXPECT_FALSE(p.line().empty());
     EXPECT_EQ(std::ftell(out), 0);
   }

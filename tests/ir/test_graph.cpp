@@ -2,6 +2,8 @@
 #include <npucache/error.h>
 #include <npucache/ir/graph.h>
 
+#include "ir/symbols.h"
+
 #include <gtest/gtest.h>
 
 #include "support/error_message.h"
@@ -10,7 +12,7 @@ using namespace npucache;
 
 namespace {
 
-SymExpr s(const char* n) { return SymExpr::symbol(n); }
+using npucache::testing::s;
 
 struct G {
   Graph g;

@@ -1,12 +1,14 @@
 #include <npucache/error.h>
 #include <npucache/ir/symbolic.h>
 
+#include "ir/symbols.h"
+
 #include <gtest/gtest.h>
 
 using namespace npucache;
 
 namespace {
-SymExpr s(const char* n) { return SymExpr::symbol(n); }
+using npucache::testing::s;
 }  // namespace
 
 TEST(SymExpr, CanonicalFormMakesEqualExpressionsEqual) {

@@ -5,12 +5,13 @@
 #include <npucache/module.h>
 #include <npucache/tensor.h>
 
+#include "support/temp_dir_test.h"
+
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <chrono>
 
@@ -192,8 +193,8 @@ TEST(HfConfig, HostileValuesAreRefusedBeforeAnythingIsBuilt) {
 // Files that are not config files: refused at once, never read without end
 // or waited on.
 TEST(HfConfig, DevicesPipesAndDirectoriesAreRefusedAtOnce) {
-  const auto dir = std::filesystem::temp_directory_path() / ("npucache-hf-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
+  const testing_support::TempDir tmp("hf", testing_support::current_test_name());
+  const std::filesystem::path& dir = tmp.path();
   const std::string pipe = (dir / "pipe.json").string();
   ASSERT_EQ(::mkfifo(pipe.c_str(), 0600), 0);
   std::ofstream((dir / "big.json").string()) << std::string(2 << 20, ' ');
@@ -213,7 +214,6 @@ TEST(HfConfig, DevicesPipesAndDirectoriesAreRefusedAtOnce) {
     }
     EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 1.0) << path;
   }
-  std::filesystem::remove_all(dir);
 }
 
 // Dims given through the C++ API are bounded before anything is
@@ -245,7 +245,8 @@ TEST(HfConfig, ShippedConfigsAreFoundByNameAndPathsByPath) {
   }
   // A path: a Hugging Face snapshot directory's config.json is named after
   // its directory.
-  const auto dir = std::filesystem::temp_directory_path() / ("npucache-hf-" + std::to_string(::getpid())) / "my-llama";
+  const testing_support::TempDir tmp("hf", testing_support::current_test_name());
+  const auto dir = tmp.path() / "my-llama";
   std::filesystem::create_directories(dir);
   std::ofstream(dir / "config.json") << llama().dump();
   const auto c = models::resolve_model((dir / "config.json").string());
@@ -262,5 +263,4 @@ TEST(HfConfig, ShippedConfigsAreFoundByNameAndPathsByPath) {
   const std::vector<std::string> search = models::config_search_path();
   ASSERT_EQ(search.size(), 1u);
   EXPECT_TRUE(search[0].ends_with("/share/npucache/configs")) << search[0];
-  std::filesystem::remove_all(dir.parent_path());
 }

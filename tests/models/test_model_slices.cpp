@@ -14,9 +14,9 @@
 #include <npucache/error.h>
 #include <npucache/models/models.h>
 
-#include <gtest/gtest.h>
+#include "support/temp_dir_test.h"
 
-#include <unistd.h>
+#include <gtest/gtest.h>
 
 #include <cmath>
 #include <filesystem>
@@ -76,14 +76,6 @@ void expect_close(const Run& got, const Run& want, const std::string& what) {
   EXPECT_LE(worst, kTol) << what;
 }
 
-std::string temp_dir() {
-  const auto d =
-      std::filesystem::temp_directory_path() / ("npucache-slice-" + std::to_string(::getpid()) + "-" +
-                                                ::testing::UnitTest::GetInstance()->current_test_info()->name());
-  std::filesystem::remove_all(d);
-  return d.string();
-}
-
 void check_slice(const std::string& name) {
   const models::DecoderConfig c = slice(name);
   models::Decoder model(c, {});
@@ -103,7 +95,8 @@ void check_slice(const std::string& name) {
   auto cd = compile(model, &models::Decoder::decode, co);
   expect_close(run(model, cp, cd), want, name + " compile");
 
-  const std::string dir = temp_dir();
+  const testing_support::TempDir tmp("slice", testing_support::current_test_name());
+  const std::string dir = (tmp.path() / "cache").string();
   CacheOptions o;
   o.cache_dir = dir;
   o.compile.config = quick_autotune();
@@ -135,8 +128,6 @@ void check_slice(const std::string& name) {
     EXPECT_EQ(p.status().outcome, Outcome::hit) << p.status().reason;
     EXPECT_EQ(d.status().outcome, Outcome::hit) << d.status().reason;
   }
-  std::filesystem::remove_all(dir);
-  std::filesystem::remove_all(dir + "-meta");
 }
 
 }  // namespace

@@ -12,12 +12,12 @@
 
 #include "mpi/comm.h"
 #include "support/logits.h"
-
-#include <unistd.h>
+#include "support/temp_dir_test.h"
 
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <optional>
 
 using namespace npucache;
 
@@ -109,9 +109,13 @@ TEST(MpiModels, MetaWarmupThenCachedInferenceWithUnevenLayers) {
   auto local = make_single_process_communicator();
   models::Decoder reference_model(c, {});
   const auto reference = models::greedy_generate(reference_model, kPrompt, kNewTokens, *local);
+  // Rank 0's temporary directory, the same one on every rank.
+  std::optional<testing_support::TempDir> temp;
   std::string dir;
-  if (MpiSession::world_rank() == 0)
-    dir = (std::filesystem::temp_directory_path() / ("npucache-meta-warmup-" + std::to_string(::getpid()))).string();
+  if (MpiSession::world_rank() == 0) {
+    temp.emplace("meta-warmup", testing_support::current_test_name());
+    dir = (temp->path() / "cache").string();  // not created: the caches make it
+  }
   mpi::Comm::world().broadcast(dir, 0, {"test helper", 60});
   CacheOptions o;
   o.compile.config = CompilerConfig{};
@@ -147,5 +151,5 @@ TEST(MpiModels, MetaWarmupThenCachedInferenceWithUnevenLayers) {
     set_current_communicator(nullptr);
   }
   mpi::Comm::world().barrier({"test helper", 60});
-  if (MpiSession::world_rank() == 0) std::filesystem::remove_all(dir);
+  temp.reset();
 }

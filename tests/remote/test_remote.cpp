@@ -17,6 +17,7 @@
 #include "support/cache_files.h"
 #include "support/process.h"
 #include "support/redis_server.h"
+#include "support/temp_dir_test.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -47,15 +48,11 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-class RemoteTest : public ::testing::Test {
+// Each test's caches are directories of `base`, named: dir("a") (which
+// hides TempDirTest's `dir`).
+class RemoteTest : public testing_support::TempDirTest {
  protected:
-  void SetUp() override {
-    base = fs::temp_directory_path() / ("npucache-remote-" + std::to_string(::getpid()) + "-" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(base);
-    fs::create_directories(base);
-  }
-  void TearDown() override { fs::remove_all(base); }
+  RemoteTest() : TempDirTest("remote") {}
   std::string dir(const std::string& name) const { return (base / name).string(); }
   // A cache_worker run of the seed model's prompt with the remote `url`.
   Out worker(const std::string& d, const std::string& url, const std::string& env = "",
@@ -68,7 +65,6 @@ class RemoteTest : public ::testing::Test {
     return nlohmann::json::parse(o.text.substr(o.text.find('{')));
   }
   static std::string result(const std::string& t) { return t.substr(t.find("result")); }
-  fs::path base;
 };
 
 std::string compiled(const Out& o) {

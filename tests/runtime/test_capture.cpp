@@ -39,7 +39,7 @@ struct Chain {
 };
 
 void write(const runtime::TensorArg& a, const std::vector<float>& v) { std::memcpy(a.data(), v.data(), v.size() * 4); }
-std::vector<float> read(const runtime::TensorArg& a) {
+std::vector<float> read_back(const runtime::TensorArg& a) {
   auto* p = static_cast<const float*>(a.data());
   return {p, p + a.numel()};
 }
@@ -54,7 +54,7 @@ TEST(Capture, ReplayEqualsEager) {
   write(c.in, input);
   c.launch_all(s, 40);
   s.synchronize();
-  std::vector<float> eager = read(c.out);
+  std::vector<float> eager = read_back(c.out);
 
   std::fill(static_cast<float*>(c.out.data()), static_cast<float*>(c.out.data()) + 256, -1.0f);
   s.begin_capture();
@@ -62,12 +62,12 @@ TEST(Capture, ReplayEqualsEager) {
   auto graph = s.end_capture();
   s.synchronize();
   EXPECT_EQ(graph->size(), 120u);
-  EXPECT_EQ(read(c.out)[0], -1.0f);  // capture ran nothing
+  EXPECT_EQ(read_back(c.out)[0], -1.0f);  // capture ran nothing
   uint64_t before = s.launches();
   graph->replay(s);
   s.synchronize();
   EXPECT_EQ(s.launches(), before + 1);  // one submission
-  EXPECT_EQ(read(c.out), eager);
+  EXPECT_EQ(read_back(c.out), eager);
 }
 
 // Declares every operand in `block` as bound to `slot` (at its offset).
@@ -95,8 +95,8 @@ TEST(Capture, SlotsBindEachReplayToTheGivenBuffers) {
   graph->replay(s, {{fresh, 0}, {out2, 0}});
   s.synchronize();
   EXPECT_EQ(static_cast<float*>(out2->data())[5], 6.0f);  // 3*3 - 3
-  EXPECT_EQ(read(c.in)[5], 2.0f);                         // the captured buffers are untouched
-  EXPECT_NE(read(c.out)[5], 6.0f);
+  EXPECT_EQ(read_back(c.in)[5], 2.0f);                    // the captured buffers are untouched
+  EXPECT_NE(read_back(c.out)[5], 6.0f);
 
   // The same buffer for input and output (in place): still by slot.
   graph->replay(s, {{fresh, 0}, {fresh, 0}});
@@ -138,7 +138,7 @@ TEST(Capture, OtherThreadsLaunchesAreNotCaptured) {
   t.join();
   auto graph = s.end_capture();
   EXPECT_EQ(graph->size(), 3u);
-  EXPECT_EQ(read(other)[7], 2.0f);
+  EXPECT_EQ(read_back(other)[7], 2.0f);
   EXPECT_THROW(s.end_capture(), DeviceError);
 }
 
@@ -169,7 +169,7 @@ TEST(Capture, ThreadsCaptureOnOneStreamAtOnce) {
   std::fill(static_cast<float*>(a.out.data()), static_cast<float*>(a.out.data()) + 128, -1.0f);
   std::fill(static_cast<float*>(b.out.data()), static_cast<float*>(b.out.data()) + 128, -1.0f);
   s.synchronize();
-  EXPECT_EQ(read(a.out)[0], -1.0f);  // the captures ran nothing
+  EXPECT_EQ(read_back(a.out)[0], -1.0f);  // the captures ran nothing
   ga->replay(s);
   gb->replay(s);
   s.synchronize();
@@ -180,9 +180,9 @@ TEST(Capture, ThreadsCaptureOnOneStreamAtOnce) {
   ea.launch_all(s, 2);
   eb.launch_all(s, 5);
   s.synchronize();
-  EXPECT_EQ(read(a.out), read(ea.out));
-  EXPECT_EQ(read(b.out), read(eb.out));
-  EXPECT_EQ(read(a.out)[0], 15.0f);  // relu(relu(3 * 3 - 3) * 3 - 3)
+  EXPECT_EQ(read_back(a.out), read_back(ea.out));
+  EXPECT_EQ(read_back(b.out), read_back(eb.out));
+  EXPECT_EQ(read_back(a.out)[0], 15.0f);  // relu(relu(3 * 3 - 3) * 3 - 3)
 }
 
 TEST(Capture, MisuseIsAnError) {

@@ -24,6 +24,7 @@
 #include "support/cache_files.h"
 #include "support/fault_env.h"
 #include "support/process.h"
+#include "support/temp_dir_test.h"
 
 #include <gtest/gtest.h>
 #include <spdlog/sinks/base_sink.h>
@@ -172,21 +173,10 @@ Out in_new_process(const fs::path& dir, Method m) {
   return sh(std::string(self, static_cast<std::size_t>(n)) + " --warm " + dir.string() + " " + method_name(m));
 }
 
-class Faults : public ::testing::Test {
+// Its caches are directories of `base`, named by each test.
+class Faults : public testing_support::TempDirTest {
  protected:
-  void SetUp() override {
-    std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
-    for (char& c : name)
-      if (c == '/') c = '_';
-    base = fs::temp_directory_path() / ("npucache-faults-" + std::to_string(::getpid()) + "-" + name);
-    fs::remove_all(base);
-    fs::create_directories(base);
-    fs::permissions(base, fs::perms::owner_all, fs::perm_options::replace);
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(base, ec);
-  }
+  Faults() : TempDirTest("faults") {}
   // A cache holding `m`'s entry, made with the real Env.
   fs::path cache_with(Method m, const std::string& name) {
     const fs::path d = base / name;
@@ -203,7 +193,6 @@ class Faults : public ::testing::Test {
     fs::copy(from, d, fs::copy_options::recursive);
     return d;
   }
-  fs::path base;
   Warnings warnings;  // added to the logger once per test, not per run
 };
 

@@ -20,4 +20,7 @@ std::string error_message(const std::function<void()>& f) {
   return "";
 }
 
+// The same, for an npucache::Error (the shorthand the compiler tests use).
+inline std::string message(const std::function<void()>& f) { return error_message(f); }
+
 }  // namespace npucache::testing

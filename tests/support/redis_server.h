@@ -6,6 +6,7 @@
 #pragma once
 
 #include "remote/redis.h"
+#include "support/temp_dir.h"
 
 #include <netinet/in.h>
 #include <signal.h>
@@ -38,9 +39,6 @@ class RedisServer {
  public:
   // `extra`: more redis-server options, e.g. {"--requirepass", "s3cret"}.
   explicit RedisServer(std::vector<std::string> extra = {}) {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("npucache-redis-" + std::to_string(::getpid()) + "-" + std::to_string(counter()++));
-    std::filesystem::create_directories(dir_);
     for (int attempt = 0; attempt < 5; ++attempt) {
       port_ = free_port();
       std::vector<std::string> args{NPUCACHE_REDIS_SERVER,
@@ -53,11 +51,11 @@ class RedisServer {
                                     "--appendonly",
                                     "no",
                                     "--dir",
-                                    dir_.string(),
+                                    dir_.path().string(),
                                     "--daemonize",
                                     "no",
                                     "--logfile",
-                                    (dir_ / "log").string()};
+                                    (dir_.path() / "log").string()};
       for (auto& e : extra) args.push_back(e);
       extra_ = extra;
       pid_ = ::fork();
@@ -71,13 +69,10 @@ class RedisServer {
       if (ready()) return;
       kill();
     }
-    throw std::runtime_error("redis-server did not start (see " + (dir_ / "log").string() + ")");
+    dir_.keep();  // for the log the error names
+    throw std::runtime_error("redis-server did not start (see " + (dir_.path() / "log").string() + ")");
   }
-  ~RedisServer() {
-    kill();
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
-  }
+  ~RedisServer() { kill(); }  // then dir_ is removed
   RedisServer(const RedisServer&) = delete;
   RedisServer& operator=(const RedisServer&) = delete;
 
@@ -120,10 +115,6 @@ class RedisServer {
   }
 
  private:
-  static int& counter() {
-    static int n = 0;
-    return n;
-  }
   bool ready() {
     const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     std::string password;
@@ -142,7 +133,7 @@ class RedisServer {
     }
     return false;
   }
-  std::filesystem::path dir_;
+  TempDir dir_{"redis"};  // the server's scratch directory
   std::vector<std::string> extra_;
   int port_ = 0;
   pid_t pid_ = -1;

@@ -3,11 +3,11 @@
 // headers only) runs cold and warm in separate processes; cached results
 // must equal eager ones, or the run must stop with a clear error.
 #include "support/process.h"
+#include "support/temp_dir_test.h"
 
 #include <gtest/gtest.h>
 
 #include <sys/wait.h>
-#include <unistd.h>
 #include <array>
 #include <cstdio>
 #include <filesystem>
@@ -28,18 +28,12 @@ std::string line(const std::string& text, const std::string& label) {
   return text.substr(at, text.find('\n', at) - at);
 }
 
-class UserModels : public ::testing::Test {
+class UserModels : public npucache::testing_support::TempDirTest {
  protected:
-  void SetUp() override {
-    dir = fs::temp_directory_path() / ("npucache-user-" + std::to_string(::getpid()) + "-" +
-                                       ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir);
-  }
-  void TearDown() override { fs::remove_all(dir); }
+  UserModels() : TempDirTest("user") {}
   Out run(const std::string& which, const std::string& flags = "", const char* bin = USER_MODELS) {
     return sh(std::string(bin) + " " + which + " " + dir.string() + " " + flags);
   }
-  fs::path dir;
 };
 
 }  // namespace

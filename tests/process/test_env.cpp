@@ -15,12 +15,12 @@
 #include "support/error_message.h"
 #include "support/fault_env.h"
 #include "support/process.h"
+#include "support/temp_dir_test.h"
 
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
 #include <sys/file.h>
-#include <unistd.h>
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -54,20 +54,10 @@ std::vector<std::string> temporaries(const fs::path& dir) {
   return out;
 }
 
-class EnvTest : public ::testing::Test {
+// `base` is the directory the tests use (created, 0700, empty).
+class EnvTest : public testing_support::TempDirTest {
  protected:
-  void SetUp() override {
-    dir = fs::temp_directory_path() / ("npucache-env-" + std::to_string(::getpid()) + "-" +
-                                       ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-    fs::permissions(dir, fs::perms::owner_all, fs::perm_options::replace);
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-  }
-  fs::path dir;
+  EnvTest() : TempDirTest("env") {}
   std::shared_ptr<FaultEnv> env = std::make_shared<FaultEnv>();
 };
 
@@ -75,7 +65,7 @@ class EnvTest : public ::testing::Test {
 
 TEST_F(EnvTest, TheRealEnvKeepsPosixConventions) {
   process::Env& e = *process::default_env();
-  const int d = e.openat(AT_FDCWD, dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  const int d = e.openat(AT_FDCWD, base.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   ASSERT_GE(d, 0);
   errno = 0;
   EXPECT_EQ(e.openat(d, "missing", O_RDONLY), -1);
@@ -119,9 +109,9 @@ TEST_F(EnvTest, TheRealEnvKeepsPosixConventions) {
   EXPECT_EQ(e.unlinkat(d, "sub", AT_REMOVEDIR), 0);
   EXPECT_EQ(e.unlinkat(d, "c", 0), 0);
   std::string real;
-  EXPECT_EQ(e.realpath((dir / "." / "a").c_str(), real), 0);
-  EXPECT_EQ(real, fs::canonical(dir / "a").string());
-  EXPECT_EQ(e.realpath((dir / "nothing").c_str(), real), -1);
+  EXPECT_EQ(e.realpath((base / "." / "a").c_str(), real), 0);
+  EXPECT_EQ(real, fs::canonical(base / "a").string());
+  EXPECT_EQ(e.realpath((base / "nothing").c_str(), real), -1);
   EXPECT_EQ(errno, ENOENT);
   e.close(d);
   const double t0 = e.monotonic_s();
@@ -131,7 +121,7 @@ TEST_F(EnvTest, TheRealEnvKeepsPosixConventions) {
 }
 
 TEST_F(EnvTest, AFailedReplaceKeepsTheOldFileAndWordsTheSystemsReason) {
-  const Dir d = Dir::open(dir, Safety::cache, Create::no);
+  const Dir d = Dir::open(base, Safety::cache, Create::no);
   d.write("index.h5", "old");
   process::Context::Scope scope(env);
   struct Case {
@@ -149,8 +139,8 @@ TEST_F(EnvTest, AFailedReplaceKeepsTheOldFileAndWordsTheSystemsReason) {
     const std::string e = npucache::testing::error_message<CacheError>([&] { d.write("index.h5", "new"); });
     EXPECT_TRUE(has(e, c.says)) << e;
     EXPECT_TRUE(has(e, std::strerror(c.fault.error))) << e;
-    EXPECT_EQ(slurp(dir / "index.h5"), "old");
-    EXPECT_TRUE(temporaries(dir).empty());
+    EXPECT_EQ(slurp(base / "index.h5"), "old");
+    EXPECT_TRUE(temporaries(base).empty());
   }
   // The directory's fsync fails after the rename: the new file is whole and
   // in place, and the caller hears of it.
@@ -158,12 +148,12 @@ TEST_F(EnvTest, AFailedReplaceKeepsTheOldFileAndWordsTheSystemsReason) {
   env->arm(Fault::fail(FileOp::fsync, 2, EIO));
   EXPECT_TRUE(
       has(npucache::testing::error_message<CacheError>([&] { d.write("index.h5", "new"); }), "syncing directory"));
-  EXPECT_EQ(slurp(dir / "index.h5"), "new");
-  EXPECT_TRUE(temporaries(dir).empty());
+  EXPECT_EQ(slurp(base / "index.h5"), "new");
+  EXPECT_TRUE(temporaries(base).empty());
 }
 
 TEST_F(EnvTest, AFailedPublishLeavesNothing) {
-  const Dir d = Dir::open(dir, Safety::cache, Create::no);
+  const Dir d = Dir::open(base, Safety::cache, Create::no);
   process::Context::Scope scope(env);
   for (const Fault& f : {Fault::fail(FileOp::write, 1, ENOSPC), Fault::fail(FileOp::fsync, 1, EIO),
                          Fault::fail(FileOp::link, 1, EIO), Fault::fail(FileOp::link, 1, ENOSPC)}) {
@@ -171,30 +161,30 @@ TEST_F(EnvTest, AFailedPublishLeavesNothing) {
     env->arm(f);
     const std::string e = npucache::testing::error_message<CacheError>([&] { d.publish("object.h5", "bytes"); });
     EXPECT_TRUE(has(e, std::strerror(f.error))) << e;
-    EXPECT_FALSE(fs::exists(dir / "object.h5"));
-    EXPECT_TRUE(temporaries(dir).empty());
+    EXPECT_FALSE(fs::exists(base / "object.h5"));
+    EXPECT_TRUE(temporaries(base).empty());
   }
   env->disarm();
   EXPECT_TRUE(d.publish("object.h5", "bytes"));
   EXPECT_FALSE(d.publish("object.h5", "other"));  // never replaced
-  EXPECT_EQ(slurp(dir / "object.h5"), "bytes");
-  EXPECT_TRUE(temporaries(dir).empty());
+  EXPECT_EQ(slurp(base / "object.h5"), "bytes");
+  EXPECT_TRUE(temporaries(base).empty());
 }
 
 TEST_F(EnvTest, ShortReadsAndWritesAreCompletedAndReadErrorsReported) {
-  const Dir d = Dir::open(dir, Safety::cache, Create::no);
+  const Dir d = Dir::open(base, Safety::cache, Create::no);
   const std::string bytes(10000, 'x');
   process::Context::Scope scope(env);
   env->arm(Fault::short_write(1));
   d.write("f", bytes);
-  EXPECT_EQ(slurp(dir / "f"), bytes);
+  EXPECT_EQ(slurp(base / "f"), bytes);
   EXPECT_EQ(env->count(FileOp::write, "/.f.tmp."), 2u);  // the rest written by a second call
   env->arm(Fault::short_read(1));
   EXPECT_EQ(d.read("f", 1 << 20), bytes);
   env->disarm();
   env->arm(Fault::fail(FileOp::read, 1, EIO));
   const std::string e = npucache::testing::error_message<CacheError>([&] { (void)d.read("f", 1 << 20); });
-  EXPECT_TRUE(has(e, "reading " + (dir / "f").string() + " failed: Input/output error")) << e;
+  EXPECT_TRUE(has(e, "reading " + (base / "f").string() + " failed: Input/output error")) << e;
   // A file that ends before its size (truncated under the reader) is read
   // as far as it goes; what it holds is then checked by its decoder.
   env->disarm();
@@ -203,21 +193,21 @@ TEST_F(EnvTest, ShortReadsAndWritesAreCompletedAndReadErrorsReported) {
 }
 
 TEST_F(EnvTest, LocksListingsAndDirectoriesReportInjectedErrors) {
-  const Dir d = Dir::open(dir, Safety::cache, Create::no);
+  const Dir d = Dir::open(base, Safety::cache, Create::no);
   process::Context::Scope scope(env);
   env->arm(Fault::fail(FileOp::lock, 1, ENOLCK));
   EXPECT_TRUE(has(npucache::testing::error_message<CacheError>([&] { (void)d.lock("x.lock"); }), "cannot lock"));
   env->arm(Fault::fail(FileOp::list, 1, EIO));
   EXPECT_TRUE(has(npucache::testing::error_message<CacheError>([&] { (void)d.list(); }),
-                  "listing " + dir.string() + " failed: Input/output error"));
+                  "listing " + base.string() + " failed: Input/output error"));
   env->arm(Fault::fail(FileOp::mkdir, 1, ENOSPC));
   EXPECT_TRUE(has(npucache::testing::error_message<CacheError>([&] { (void)d.sub("objects", Create::yes); }),
                   "No space left on device"));
-  EXPECT_FALSE(fs::exists(dir / "objects"));
+  EXPECT_FALSE(fs::exists(base / "objects"));
   env->arm(Fault::fail(FileOp::open, 1, EACCES, "/npucache-env-"));
   EXPECT_TRUE(
-      has(npucache::testing::error_message<CacheError>([&] { (void)Dir::open(dir, Safety::cache, Create::no); }),
-          "opening directory " + dir.string()));
+      has(npucache::testing::error_message<CacheError>([&] { (void)Dir::open(base, Safety::cache, Create::no); }),
+          "opening directory " + base.string()));
   env->disarm();
   // Every operation of Dir was counted, by kind and by path.
   EXPECT_GE(env->count(FileOp::create, "/x.lock"), 1u);
@@ -228,9 +218,9 @@ TEST_F(EnvTest, LocksListingsAndDirectoriesReportInjectedErrors) {
 TEST_F(EnvTest, DatesAndTimingsReadTheEnvsClocks) {
   process::Context::Scope scope(env);
   env->set_manual_clock(1000.0, 1.7e9 + 0.25);
-  cache::record_hit(dir, "Model_x/prompt", 1.0);
+  cache::record_hit(base, "Model_x/prompt", 1.0);
   cache::flush_stats();
-  EXPECT_DOUBLE_EQ(cache::read_stats(dir).last_used.at("Model_x/prompt"), 1.7e9 + 0.25);
+  EXPECT_DOUBLE_EQ(cache::read_stats(base).last_used.at("Model_x/prompt"), 1.7e9 + 0.25);
   // An entry's date (ModelCacheMeta's) is the Env's wall clock, local time.
   const std::time_t t = static_cast<std::time_t>(1.7e9);
   std::tm tm;
@@ -239,7 +229,7 @@ TEST_F(EnvTest, DatesAndTimingsReadTheEnvsClocks) {
   std::strftime(want, sizeof want, "%Y-%m-%d %H:%M:%S", &tm);
   EXPECT_EQ(cache::now_string(), std::string(want) + ".250000");
   // A slow call, on the manual clock: time passes, nobody waits.
-  const Dir d = Dir::open(dir, Safety::cache, Create::no);
+  const Dir d = Dir::open(base, Safety::cache, Create::no);
   env->arm(Fault::slow(FileOp::fsync, 1, 30.0));
   const double before = process::default_env()->monotonic_s();
   d.write("f", "x");
@@ -252,24 +242,24 @@ TEST_F(EnvTest, DatesAndTimingsReadTheEnvsClocks) {
 // A stats.json that cannot be read (an I/O error, not damage) is kept as it
 // is: the flush writes nothing rather than counters that start afresh.
 TEST_F(EnvTest, AnUnreadableStatsFileIsNotReplaced) {
-  cache::record_hit(dir, "Model_x/prompt", 2.0);
+  cache::record_hit(base, "Model_x/prompt", 2.0);
   cache::flush_stats();
-  const std::string before = slurp(dir / "stats.json");
+  const std::string before = slurp(base / "stats.json");
   ASSERT_TRUE(has(before, "Model_x/prompt")) << before;
   process::Context::Scope scope(env);
   env->arm(Fault::fail(FileOp::read, 1, EIO, "/stats.json"));
-  cache::record_hit(dir, "Model_y/prompt", 1.0);
+  cache::record_hit(base, "Model_y/prompt", 1.0);
   cache::flush_stats();
   EXPECT_EQ(env->faulted().size(), 1u);
-  EXPECT_EQ(slurp(dir / "stats.json"), before);
-  cache::record_hit(dir, "Model_y/prompt", 1.0);
+  EXPECT_EQ(slurp(base / "stats.json"), before);
+  cache::record_hit(base, "Model_y/prompt", 1.0);
   cache::flush_stats();  // readable again: merged
-  EXPECT_TRUE(has(slurp(dir / "stats.json"), "Model_x/prompt"));
-  EXPECT_TRUE(has(slurp(dir / "stats.json"), "Model_y/prompt"));
+  EXPECT_TRUE(has(slurp(base / "stats.json"), "Model_x/prompt"));
+  EXPECT_TRUE(has(slurp(base / "stats.json"), "Model_y/prompt"));
 }
 
 TEST_F(EnvTest, ManyThreadsShareOneEnv) {
-  const Dir d = Dir::open(dir, Safety::cache, Create::no);
+  const Dir d = Dir::open(base, Safety::cache, Create::no);
   process::Context::Scope scope(env);
   constexpr int kThreads = 4, kFiles = 25;
   std::vector<std::thread> threads;

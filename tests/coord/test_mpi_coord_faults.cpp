@@ -4,8 +4,8 @@
 // contract (every user of a key in a store runs the bytes the store kept;
 // a refused rank writes nothing; an object records the rank that compiled
 // it). Faults are injected through the coordinator's transport
-// (tests/mpi/fault_transport.h). A rank that never arrives ends the job:
-// tests/mpi/coord_dead_rank.sh runs that test alone
+// (tests/coord/fault_transport.h). A rank that never arrives ends the job:
+// tests/coord/coord_dead_rank.sh runs that test alone
 // (NPUCACHE_TEST_COORD_DEAD=1).
 #include <npucache/cache.h>
 #include <npucache/coordinator.h>
@@ -13,12 +13,13 @@
 #include <npucache/mpi.h>
 #include <npucache/ops.h>
 
+#include "coord/fault_transport.h"
 #include "coord/transport.h"
 #include "format/names.h"
 #include "mpi/comm.h"
-#include "mpi/fault_transport.h"
 #include "process/context.h"
 #include "support/cache_files.h"
+#include "support/temp_dir_test.h"
 
 #include <gtest/gtest.h>
 
@@ -33,6 +34,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -110,14 +112,11 @@ class CoordFaults : public ::testing::Test {
     world = mpi::Comm::world().size();
     rank = mpi::Comm::world().rank();
     set_current_device(rank % Platform::get().device_count());
+    // Rank 0's temporary directory, the same one on every rank.
     std::string d;
     if (rank == 0) {
-      std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
-      std::replace(name.begin(), name.end(), '/', '_');  // a parameterized test's "Name/0"
-      d = (fs::temp_directory_path() / ("npucache-coordfaults-" + std::to_string(::getpid()) + "-" + name)).string();
-      fs::remove_all(d);
-      fs::create_directories(d);
-      ::chmod(d.c_str(), 0700);
+      temp.emplace("coordfaults", testing_support::current_test_name());
+      d = temp->path().string();
     }
     mpi::Comm::world().broadcast(d, 0, kTest);
     base = d;
@@ -127,11 +126,7 @@ class CoordFaults : public ::testing::Test {
   void TearDown() override {
     coord::install_transport(nullptr);
     mpi::Comm::world().barrier(kTest);
-    if (rank == 0) {
-      for (auto& p : fs::recursive_directory_iterator(base, fs::directory_options::skip_permission_denied))
-        if (p.is_directory()) ::chmod(p.path().c_str(), 0700);
-      fs::remove_all(base);
-    }
+    temp.reset();  // rank 0's: the directory and everything in it, whatever its permissions
   }
 
   bool needs_world() {
@@ -202,6 +197,7 @@ class CoordFaults : public ::testing::Test {
   }
 
   int world = 1, rank = 0;
+  std::optional<testing_support::TempDir> temp;  // rank 0 only
   std::string base, dir;
 };
 
@@ -557,12 +553,12 @@ TEST_F(CoordFaults, AnObjectRecordsTheRankThatCompiledIt) {
 
 // --- A rank that never arrives ----------------------------------------------
 
-// Run alone by tests/mpi/coord_dead_rank.sh: rank 3 never arrives at the
+// Run alone by tests/coord/coord_dead_rank.sh: rank 3 never arrives at the
 // key all-gather; every other rank names it within the timeout plus the
 // roll call's grace, prints so, and the job is ended.
 TEST_F(CoordFaults, ADeadRankIsNamedByEveryOtherRank) {
   const char* on = std::getenv("NPUCACHE_TEST_COORD_DEAD");
-  if (!on || std::string(on) != "1") GTEST_SKIP() << "run by tests/mpi/coord_dead_rank.sh";
+  if (!on || std::string(on) != "1") GTEST_SKIP() << "run by tests/coord/coord_dead_rank.sh";
   if (!needs_world()) GTEST_SKIP() << "needs 4 ranks or more";
   constexpr double kShort = 4;
   Fault f;

@@ -19,7 +19,7 @@ npucache="$1"
 worker="$2"
 mpirun_sh="$3"
 # shellcheck source=tests/tools/tool_test_lib.sh
-source "$(dirname "$0")/tool_test_lib.sh"
+source "$(dirname "$0")/../tools/tool_test_lib.sh"
 c="$work/c"
 
 # The Decoder on 2 pipeline stages, and the seed example.

@@ -12,6 +12,7 @@
 #include "mpi/comm.h"
 #include "process/context.h"
 #include "support/cache_files.h"
+#include "support/temp_dir_test.h"
 
 #include <gtest/gtest.h>
 
@@ -20,6 +21,7 @@
 #include <filesystem>
 #include <limits>
 #include <map>
+#include <optional>
 #include <set>
 
 using namespace npucache;
@@ -58,12 +60,11 @@ class Coordinator : public ::testing::Test {
     comm = make_mpi_communicator(layout.tp, layout.pp);
     set_current_communicator(comm.get());
     model = std::make_unique<models::TinyLlama>(models::TinyLlamaConfig{}, models::stage_ranks(*comm));
+    // Rank 0's temporary directory, the same one on every rank.
     std::string d;
     if (rank == 0) {
-      d = (fs::temp_directory_path() / ("npucache-coord-" + std::to_string(::getpid()) + "-" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name()))
-              .string();
-      fs::remove_all(d);
+      temp.emplace("coord", testing_support::current_test_name());
+      d = (temp->path() / "cache").string();  // not created: the caches make it
     }
     mpi::Comm::world().broadcast(d, 0, kTest);
     dir = d;
@@ -72,7 +73,7 @@ class Coordinator : public ::testing::Test {
   void TearDown() override {
     mpi::Comm::world().barrier(kTest);
     set_current_communicator(nullptr);
-    if (rank == 0) fs::remove_all(dir);
+    temp.reset();  // rank 0's: the directory and everything in it
   }
 
   CacheOptions options(const std::string& method, const std::string& d = "") const {
@@ -161,6 +162,9 @@ class Coordinator : public ::testing::Test {
   Layout layout{1, 1};
   std::unique_ptr<Communicator> comm;
   std::unique_ptr<models::TinyLlama> model;
+  // Rank 0's temporary directory (no other rank has one), and a cache
+  // directory in it, not created: every rank's the same.
+  std::optional<testing_support::TempDir> temp;
   std::string dir;
 };
 

@@ -13,6 +13,7 @@
 #include "storage/store.h"
 #include "support/cache_files.h"
 #include "support/process.h"
+#include "support/temp_dir_test.h"
 #include "zstd/zstd_codec.h"
 
 #include <gtest/gtest.h>
@@ -68,21 +69,12 @@ std::map<std::string, std::string> snapshot(const fs::path& dir) {
 
 bool is_root() { return ::geteuid() == 0; }
 
-class StoreAttack : public ::testing::Test {
+class StoreAttack : public testing_support::TempDirTest {
  protected:
-  void SetUp() override {
-    base = fs::temp_directory_path() / ("npucache-attack-" + std::to_string(::getpid()) + "-" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(base);
-    fs::create_directories(base);
-    fs::permissions(base, fs::perms::owner_all, fs::perm_options::replace);
-    dir = base / "cache";
-  }
+  StoreAttack() : TempDirTest("attack") {}
   void TearDown() override {
     for (const auto& m : mounts) ::umount2(m.c_str(), MNT_DETACH);
-    std::error_code ec;
-    fs::permissions(base, fs::perms::owner_all, fs::perm_options::replace, ec);
-    fs::remove_all(base, ec);
+    TempDirTest::TearDown();
   }
   // A tmpfs of `bytes` at `where` (root only).
   bool mount_tmpfs(const fs::path& where, std::size_t bytes) {
@@ -92,7 +84,6 @@ class StoreAttack : public ::testing::Test {
     mounts.push_back(where.string());
     return true;
   }
-  fs::path base, dir;
   std::vector<std::string> mounts;
 };
 

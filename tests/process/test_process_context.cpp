@@ -6,7 +6,7 @@
 // after its context ended); exit() while another thread is in a first call;
 // many first calls at once making the process's services; an object
 // adopted from another writer run and recorded. The model and its compile
-// hook: tests/support/process_models.h; processes of their own:
+// hook: tests/process/process_models.h; processes of their own:
 // process_worker.cpp.
 #include <npucache/npucache.h>
 
@@ -15,12 +15,13 @@
 #include "compiler/serialize.h"
 #include "format/names.h"
 #include "process/context.h"
+#include "process/process_models.h"
 #include "storage/commit_queue.h"
 #include "storage/store.h"
 #include "support/cache_files.h"
 #include "support/process.h"
-#include "support/process_models.h"
 #include "support/redis_server.h"
+#include "support/temp_dir_test.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -109,23 +110,14 @@ nlohmann::json stats_of(const fs::path& dir) {
 
 uint64_t count(const nlohmann::json& j, const std::string& key) { return j.contains(key) ? j[key].get<uint64_t>() : 0; }
 
-class ProcessContextTest : public ::testing::Test {
+class ProcessContextTest : public testing_support::TempDirTest {
  protected:
-  void SetUp() override {
-    base = fs::temp_directory_path() / ("npucache-process-" + std::to_string(::getpid()) + "-" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(base);
-    fs::create_directories(base);
-    fs::permissions(base, fs::perms::owner_all, fs::perm_options::replace);
-    dir = base / "cache";
-  }
+  ProcessContextTest() : TempDirTest("process") {}
   void TearDown() override {
     compile_hook() = nullptr;
-    std::error_code ec;
-    fs::remove_all(base, ec);
+    TempDirTest::TearDown();
   }
   Out worker(const std::string& args) const { return sh(std::string(PROCESS_WORKER) + " " + args); }
-  fs::path base, dir;
 };
 
 bool is_root() { return ::geteuid() == 0; }

@@ -23,7 +23,7 @@
 
 #include <mpi.h>
 
-#include "support/process_models.h"
+#include "process/process_models.h"
 
 #include <atomic>
 #include <chrono>

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # ctest mpi_coord_dead_rank: a rank that never arrives at a step of the
 # coordinator (the key all-gather; injected through the coordinator's
-# transport, tests/mpi/fault_transport.h) is named by every other rank
+# transport, tests/coord/fault_transport.h) is named by every other rank
 # within the coordinator's timeout (4 s) plus the roll call's grace, and the
 # job ends.
 #   coord_dead_rank.sh TEST_MPI_COORD_FAULTS MPIEXEC [MPIEXEC FLAGS...]

@@ -22,11 +22,11 @@
 #include "support/cache_files.h"
 #include "support/error_message.h"
 #include "support/process.h"
+#include "support/temp_dir_test.h"
 #include "zstd/zstd_codec.h"
 
 #include <gtest/gtest.h>
 
-#include <unistd.h>
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
@@ -147,15 +147,9 @@ std::string encoded(F&& write) {
   return w.take();
 }
 
-class RecordCodec : public ::testing::Test {
+class RecordCodec : public testing_support::TempDirTest {
  protected:
-  void SetUp() override {
-    dir = fs::temp_directory_path() / ("npucache-records-" + std::to_string(::getpid()) + "-" +
-                                       ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir);
-  }
-  void TearDown() override { fs::remove_all(dir); }
-  fs::path dir;
+  RecordCodec() : TempDirTest("records") {}
 };
 
 }  // namespace
