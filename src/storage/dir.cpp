@@ -29,8 +29,13 @@ process::Env& env() { return process::Context::current().env(); }
   throw IoError(what + " " + p.string() + " failed: " + std::strerror(err), err);
 }
 
-// Is the process with this pid gone (its temporary files are garbage)?
+// Is the process with this pid gone in this pid namespace?
 bool dead(long pid) { return pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH; }
+
+// A temporary without its owner lock and older than this was left by a
+// writer that is gone: no write of the store takes an hour, and an hour
+// covers the clock skew between a host and an NFS server.
+constexpr double kAbandonedTempSeconds = 3600;
 
 std::string mode_text(mode_t m) {
   char b[8];
@@ -245,14 +250,55 @@ std::optional<std::string> Dir::read_up_to(const std::string& name, std::size_t 
   return out;
 }
 
-std::string Dir::temp_for(const std::string& name, int& out_fd) const {
+std::string Dir::temp_for(const std::string& name, int& out_fd, int& owner_fd) const {
   // A name someone planted (a file or a link where our next temporary would go) only costs a
   // retry: O_EXCL|O_NOFOLLOW never opens an existing entry, so the plant is never written through.
   for (int attempt = 0;; ++attempt) {
     const std::string temp = names::temp_name(name);
     out_fd = env().openat(fd(), temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (out_fd >= 0) return temp;
-    if (errno != EEXIST || attempt >= 64) fail("creating", path_ / temp, errno);
+    if (out_fd < 0) {
+      if (errno != EEXIST || attempt >= 64) fail("creating", path_ / temp, errno);
+      continue;
+    }
+    // The owner lock (docs/FORMAT.md, "Concurrency"): held on a
+    // description of its own until the temporary is renamed, linked or
+    // removed, so closing the written descriptor keeps it. A sweeper
+    // removes a temporary only while it holds this lock; one that removed
+    // this name before the lock was taken is seen below, and the write
+    // starts again. The lock's descriptor is read-only and its calls lose
+    // nothing when they fail, so they are made outside the Env (whose
+    // injected faults stand for losses).
+    owner_fd = ::openat(fd(), temp.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    int err = owner_fd < 0 ? errno : 0;
+    while (!err && ::flock(owner_fd, LOCK_EX) != 0)
+      if (errno != EINTR) err = errno;
+    const char* what = "locking";
+    bool gone = err == ENOENT;  // removed by a sweeper before the lock
+    if (!err) {
+      what = "inspecting";
+      struct stat mine {
+      }, named{};
+      if (env().fstat(out_fd, &mine) != 0) {
+        err = errno;
+      } else if (env().fstatat(fd(), temp.c_str(), &named, AT_SYMLINK_NOFOLLOW) != 0) {
+        if (errno == ENOENT)
+          gone = true;
+        else
+          err = errno;
+      } else {
+        gone = mine.st_ino != named.st_ino || mine.st_dev != named.st_dev;
+      }
+      if (!err && !gone) return temp;
+    }
+    env().close(out_fd);
+    out_fd = -1;
+    if (owner_fd >= 0) ::close(owner_fd);
+    owner_fd = -1;
+    if (!gone) {
+      env().unlinkat(fd(), temp.c_str(), 0);
+      fail(what, path_ / temp, err);
+    }
+    if (attempt >= 64) fail("keeping a temporary of", path_ / name, ENOENT);
   }
 }
 
@@ -279,9 +325,20 @@ void write_all(int f, std::string_view bytes, const fs::path& p) {
 
 }  // namespace
 
+namespace {
+
+// Closes a temporary's owner lock (after its rename, link or removal;
+// outside the Env, as it was taken: Dir::temp_for).
+void release(int& owner_fd) {
+  if (owner_fd >= 0) ::close(owner_fd);
+  owner_fd = -1;
+}
+
+}  // namespace
+
 void Dir::write(const std::string& name, std::string_view bytes) const {
-  int f = -1;
-  const std::string temp = temp_for(name, f);
+  int f = -1, owner = -1;
+  const std::string temp = temp_for(name, f, owner);
   try {
     write_all(f, bytes, path_ / name);
     if (env().close(f) != 0) {
@@ -294,14 +351,16 @@ void Dir::write(const std::string& name, std::string_view bytes) const {
   } catch (...) {
     if (f >= 0) env().close(f);
     env().unlinkat(fd(), temp.c_str(), 0);
+    release(owner);
     throw;
   }
+  release(owner);
   sync();
 }
 
 bool Dir::publish(const std::string& name, std::string_view bytes) const {
-  int f = -1;
-  const std::string temp = temp_for(name, f);
+  int f = -1, owner = -1;
+  const std::string temp = temp_for(name, f, owner);
   bool linked = false;
   try {
     write_all(f, bytes, path_ / name);
@@ -315,9 +374,11 @@ bool Dir::publish(const std::string& name, std::string_view bytes) const {
   } catch (...) {
     if (f >= 0) env().close(f);
     env().unlinkat(fd(), temp.c_str(), 0);
+    release(owner);
     throw;
   }
   env().unlinkat(fd(), temp.c_str(), 0);
+  release(owner);
   if (linked) sync();
   return linked;
 }
@@ -352,7 +413,20 @@ std::size_t Dir::remove_stale_temps() const {
   std::size_t removed = 0;
   for (const auto& n : list()) {
     const long pid = names::temp_owner_any(n);
-    if (pid > 0 && (pid == ::getpid() ? false : dead(pid)) && env().unlinkat(fd(), n.c_str(), 0) == 0) ++removed;
+    if (pid <= 0 || pid == ::getpid()) continue;  // not a temporary, or one of this process's
+    const int f = env().openat(fd(), n.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (f < 0) continue;
+    // A writer holds its temporary's owner lock while it writes, whatever
+    // its pid namespace or host: a held lock is a live writer. Without it,
+    // the writer is gone when its pid is gone here, or when the temporary
+    // is older than any write (a pid of another namespace or host that is
+    // alive here, or a writer of an earlier version without the lock).
+    struct stat st {};
+    if (env().flock(f, LOCK_EX | LOCK_NB) == 0 && env().fstat(f, &st) == 0) {
+      const double age = env().wall_s() - static_cast<double>(st.st_mtim.tv_sec);
+      if ((dead(pid) || age > kAbandonedTempSeconds) && env().unlinkat(fd(), n.c_str(), 0) == 0) ++removed;
+    }
+    env().close(f);
   }
   return removed;
 }

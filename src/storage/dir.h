@@ -110,7 +110,9 @@ class Dir {
   // Locks `name` in this directory (created 0600 when missing), exclusively
   // or shared.
   FileLock lock(const std::string& name, bool shared = false) const;
-  // Removes temporaries left by processes that no longer exist.
+  // Removes temporaries whose writers are gone: never one whose owner lock
+  // is held (a live writer in any pid namespace or on any host sharing the
+  // file system; docs/FORMAT.md, "Locks").
   std::size_t remove_stale_temps() const;
 
  private:
@@ -121,7 +123,9 @@ class Dir {
   std::optional<std::string> read_up_to(const std::string& name, std::size_t cap, bool truncate) const;
   Dir(std::shared_ptr<Fd> fd, std::filesystem::path path, Safety safety)
       : fd_(std::move(fd)), path_(std::move(path)), safety_(safety) {}
-  std::string temp_for(const std::string& name, int& fd) const;
+  // A new temporary for `name`, open for writing (`fd`), with its owner
+  // lock held on `owner_fd` until the caller closes it.
+  std::string temp_for(const std::string& name, int& fd, int& owner_fd) const;
   void sync() const;
   std::shared_ptr<Fd> fd_;
   std::filesystem::path path_;

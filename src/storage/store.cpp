@@ -63,26 +63,30 @@ constexpr int kSnapshotTries = 100;
 bool same(const Dir::Info& a, const Dir::Info& b) {
   return a.ino == b.ino && a.mtime_ns == b.mtime_ns && a.size == b.size;
 }
-// Only a file modified at least kSettled ago is kept: a file's time is
-// as coarse as the file system's clock (milliseconds, a second or two on
-// some), and a rename frees an inode the next temporary takes again, so a
-// file rewritten twice within that granularity can be another file of the
-// same inode, time and size. One modified since cannot have the time a
-// settled file had.
+// A file's stat vouches for its bytes only if the file had settled, been
+// modified at least kSettled ago, when the bytes were read: a file's time
+// is as coarse as the file system's clock (milliseconds, a second or two
+// on ext3, older ext4 and many NFS servers), and a rename frees an inode
+// the next temporary takes again, so a file rewritten within that
+// granularity can be another file of the same inode, time and size. A
+// file modified after a settled read cannot have the time it had then.
+// A decoding made while its file was recent is never trusted by stat,
+// however long ago that was: its file is read again (and the decoding
+// reused when the bytes are the ones decoded). The clock is the Env's.
 constexpr int64_t kSettledNs = int64_t{2} * 1000000000;
 bool settled(const Dir::Info& i) {
-  const int64_t now =
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  const auto now = static_cast<int64_t>(process::Context::current().env().wall_s() * 1e9);
   return i.mtime_ns < now - kSettledNs;
 }
 using Decoded = std::shared_ptr<const DecodedIndex>;
 struct CachedIndex {
   Dir::Info seen;
-  std::string digest;  // of the bytes decoded
+  bool trusted = false;  // `seen` had settled when the bytes were read
+  std::string digest;    // of the bytes decoded
   Decoded decoded;
 };
 struct CachedMerge {
-  std::vector<Dir::Info> files;  // the base and the deltas, as merged
+  std::vector<Dir::Info> files;  // the base and the deltas, as merged (all settled then)
   Decoded merged;
 };
 struct IndexCache {
@@ -92,12 +96,16 @@ struct IndexCache {
 };
 IndexCache& index_cache() { return process::Context::current().get<IndexCache>(); }
 
+// Whether a decoding may stand for a file by its stat alone (readers), or
+// only by its bytes (a commit under the model's lock: what it writes back
+// must be what the file holds, whatever a clock or a file system says).
+enum class Trust { stat, bytes };
+
 // One index file, decoded; null when it is gone. From the cache when it
-// is unchanged since `seen` and settled; a file too recent to trust its
-// stat is read again, and its decoding reused when its bytes are those
-// decoded (their digest): a restart right after a save decodes nothing
-// twice.
-Decoded decode_file(const Dir& d, const std::string& name, const Dir::Info& seen, std::size_t cap) {
+// is unchanged since a settled read (Trust::stat); otherwise it is read
+// again, and its decoding reused when its bytes are those decoded (their
+// digest): a restart right after a save decodes nothing twice.
+Decoded decode_file(const Dir& d, const std::string& name, const Dir::Info& seen, std::size_t cap, Trust trust) {
   const std::string key = (d.path() / name).string();
   IndexCache& cache = index_cache();
   std::string known;
@@ -105,10 +113,11 @@ Decoded decode_file(const Dir& d, const std::string& name, const Dir::Info& seen
     std::lock_guard lock(cache.mu);
     auto it = cache.by_path.find(key);
     if (it != cache.by_path.end()) {
-      if (same(it->second.seen, seen) && settled(seen)) return it->second.decoded;
+      if (trust == Trust::stat && it->second.trusted && same(it->second.seen, seen)) return it->second.decoded;
       known = it->second.digest;
     }
   }
+  const bool trusted = settled(seen);  // judged before the read: a file settled then is the one read
   auto bytes = d.read(name, cap);
   if (!bytes) return nullptr;
   std::string digest = checksum(*bytes);
@@ -117,12 +126,13 @@ Decoded decode_file(const Dir& d, const std::string& name, const Dir::Info& seen
     auto it = cache.by_path.find(key);
     if (it != cache.by_path.end() && it->second.digest == digest) {
       it->second.seen = seen;
+      it->second.trusted = trusted;
       return it->second.decoded;
     }
   }
   auto decoded = std::make_shared<const DecodedIndex>(decode_index(*bytes, "index " + key));
   std::lock_guard lock(cache.mu);
-  cache.by_path[key] = {seen, std::move(digest), decoded};
+  cache.by_path[key] = {seen, trusted, std::move(digest), decoded};
   return decoded;
 }
 
@@ -210,7 +220,7 @@ uint64_t new_generation() {
 // the last name was found absent (files are only ever replaced by a
 // rename, never rewritten in place). A writer that replaced or removed one
 // of them meanwhile makes the reader try again.
-std::optional<Snapshot> read_snapshot(const Dir& dir, const std::string& model_info, std::size_t cap) {
+std::optional<Snapshot> read_snapshot(const Dir& dir, const std::string& model_info, std::size_t cap, Trust trust) {
   const std::string base_name = names::index_file(model_info);
   const std::string base_key = (dir.path() / base_name).string();
   for (int attempt = 0; attempt < kSnapshotTries; ++attempt) {
@@ -218,7 +228,7 @@ std::optional<Snapshot> read_snapshot(const Dir& dir, const std::string& model_i
     if (!base_seen) return std::nullopt;
     Snapshot snap;
     snap.base_key = base_key;
-    snap.base = decode_file(dir, base_name, *base_seen, cap);
+    snap.base = decode_file(dir, base_name, *base_seen, cap, trust);
     if (!snap.base) continue;  // replaced or removed since its stat
     const DecodedIndex& base = *snap.base;
     if (base.index.model_info != model_info)
@@ -239,7 +249,7 @@ std::optional<Snapshot> read_snapshot(const Dir& dir, const std::string& model_i
         Decoded d;
         try {
           if (!end_seen->regular) throw CacheError(what + " is not a regular file");
-          d = decode_file(*deltas, end_name, *end_seen, cap);
+          d = decode_file(*deltas, end_name, *end_seen, cap, trust);
         } catch (const CacheRefused&) {
           throw;
         } catch (const IoError&) {
@@ -441,7 +451,7 @@ fs::path Store::object_path(const std::string& key) const {
 fs::path Store::index_path(const std::string& model_info) const { return dir_.path() / names::index_file(model_info); }
 
 std::optional<DecodedIndex> Store::index(const std::string& model_info) const {
-  auto snap = read_snapshot(dir_, model_info, kMaxIndexBytes);
+  auto snap = read_snapshot(dir_, model_info, kMaxIndexBytes, Trust::stat);
   if (!snap) return std::nullopt;
   return *merged(*snap);
 }
@@ -591,7 +601,7 @@ std::size_t Store::update_index(const std::string& model_info, const Components&
   std::size_t lost = 0;
   std::optional<Snapshot> snap;
   try {
-    snap = read_snapshot(dir_, model_info, kMaxIndexBytes);
+    snap = read_snapshot(dir_, model_info, kMaxIndexBytes, Trust::bytes);
     if (snap && !snap->intact()) {
       const DecodedIndex m = snap->merge();
       lost = m.damaged;

@@ -6,11 +6,14 @@
 #include "format/names.h"
 #include "process/context.h"
 #include "storage/store.h"
+#include "support/fault_env.h"
+#include "support/temp_dir_test.h"
 
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -86,16 +89,10 @@ void flip(const fs::path& f, std::size_t at) {
   io.put(static_cast<char>(c ^ 0x5a));
 }
 
-class IndexDeltas : public ::testing::Test {
+class IndexDeltas : public testing_support::TempDirTest {
  protected:
-  void SetUp() override {
-    dir = fs::temp_directory_path() / ("npucache-deltas-" + std::to_string(::getpid()) + "-" +
-                                       ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir);
-  }
-  void TearDown() override { fs::remove_all(dir); }
+  IndexDeltas() : TempDirTest("deltas") {}
   cache::Store store() const { return cache::Store::open(dir, cache::Create::yes); }
-  fs::path dir;
 };
 
 // Writing one entry into a model of 3000 leaves its base alone and writes
@@ -103,14 +100,14 @@ class IndexDeltas : public ::testing::Test {
 TEST_F(IndexDeltas, CommitIntoABigModelWritesWhatItChanges) {
   const cache::Store s = store();
   s.update_index(kModel, kComponents, entries(0, 3000), {});
-  const fs::path base = dir / cache::names::index_file(kModel);
-  const auto base_size = fs::file_size(base);
+  const fs::path base_file = dir / cache::names::index_file(kModel);
+  const auto base_size = fs::file_size(base_file);
   struct stat before {};
-  ASSERT_EQ(::stat(base.c_str(), &before), 0);
+  ASSERT_EQ(::stat(base_file.c_str(), &before), 0);
   for (int i = 0; i < 40; ++i) {
     s.update_index(kModel, kComponents, {entry("new" + std::to_string(i))}, {});
     struct stat now {};
-    ASSERT_EQ(::stat(base.c_str(), &now), 0);
+    ASSERT_EQ(::stat(base_file.c_str(), &now), 0);
     EXPECT_EQ(now.st_ino, before.st_ino) << "commit " << i << " rewrote the base";
     std::uintmax_t delta_bytes = 0;
     for (const auto& f : fs::directory_iterator(dir / "deltas")) delta_bytes += f.file_size();
@@ -386,9 +383,9 @@ TEST_F(IndexDeltas, SmallModelIsOneFile) {
 TEST_F(IndexDeltas, FileRewrittenWithinTheTimestampGranularityIsReadAgain) {
   const cache::Store s = store();
   s.update_index(kModel, kComponents, {entry("f0", std::string(32, 'a'))}, {});
-  const fs::path base = dir / cache::names::index_file(kModel);
+  const fs::path base_file = dir / cache::names::index_file(kModel);
   struct stat first {};
-  ASSERT_EQ(::stat(base.c_str(), &first), 0);
+  ASSERT_EQ(::stat(base_file.c_str(), &first), 0);
   ASSERT_EQ(s.index(kModel)->index.entries.at(0).graph_key, std::string(32, 'a'));  // decoded, kept
   std::string key;
   struct stat now {};
@@ -398,15 +395,81 @@ TEST_F(IndexDeltas, FileRewrittenWithinTheTimestampGranularityIsReadAgain) {
       key = std::string(32, c);
       cache::Store::open(dir, cache::Create::no).update_index(kModel, kComponents, {entry("f0", key)}, {});
     }
-    ASSERT_EQ(::stat(base.c_str(), &now), 0);
+    ASSERT_EQ(::stat(base_file.c_str(), &now), 0);
     if (now.st_ino == first.st_ino) break;
   }
   if (now.st_ino != first.st_ino || now.st_size != first.st_size)
     GTEST_SKIP() << "this file system gave the rewritten index another inode or size";
   const struct timespec times[2] = {first.st_atim, first.st_mtim};
-  ASSERT_EQ(::utimensat(AT_FDCWD, base.c_str(), times, 0), 0);
+  ASSERT_EQ(::utimensat(AT_FDCWD, base_file.c_str(), times, 0), 0);
   EXPECT_EQ(s.index(kModel)->index.entries.at(0).graph_key, key);
   EXPECT_EQ(s.entry(kModel + "/f0")->graph_key, key);
+}
+
+// Another process rewrites the index onto the same inode, size and
+// modification time: what a file system of one-second timestamps (ext3,
+// older ext4, many NFS servers) gives two writes within a second. Returns
+// false when this file system gave the new file another inode or size.
+bool rewrite_in_the_same_second(const fs::path& dir, const fs::path& base_file, char key) {
+  struct stat first {};
+  if (::stat(base_file.c_str(), &first) != 0) return false;
+  struct stat now {};
+  for (int tries = 0; tries < 10; ++tries) {
+    {
+      process::Context::Scope other;  // another process: its own decoded indexes, the real clock
+      cache::Store::open(dir, cache::Create::no)
+          .update_index(kModel, kComponents, {entry("f0", std::string(32, key))}, {});
+    }
+    if (::stat(base_file.c_str(), &now) != 0) return false;
+    if (now.st_ino == first.st_ino) break;
+  }
+  if (now.st_ino != first.st_ino || now.st_size != first.st_size) return false;
+  const struct timespec times[2] = {first.st_atim, first.st_mtim};
+  return ::utimensat(AT_FDCWD, base_file.c_str(), times, 0) == 0;
+}
+
+// A long-running process decodes an index while it is too recent to
+// trust its stat; seconds later, by its clock, the file looks settled. A
+// rewrite by another process onto the same inode, size and time in
+// between must not be hidden by the old decoding: neither from a read,
+// nor from this process's next commit, which would write the old entries
+// back over the other's.
+TEST_F(IndexDeltas, ADecodingOfARecentFileIsNeverTrustedOnceItLooksSettled) {
+  auto env = std::make_shared<testing_support::FaultEnv>();
+  const double t0 = process::default_env()->wall_s();
+  env->set_manual_clock(100.0, t0);
+  process::Context::Scope scope(env);  // the long-running process, on a clock of its own
+  const cache::Store s = store();
+  s.update_index(kModel, kComponents, {entry("f0", std::string(32, 'a'))}, {});
+  ASSERT_EQ(s.index(kModel)->index.entries.at(0).graph_key, std::string(32, 'a'));  // decoded while recent
+  const fs::path base_file = dir / cache::names::index_file(kModel);
+  if (!rewrite_in_the_same_second(dir, base_file, 'b'))
+    GTEST_SKIP() << "this file system gave the rewritten index another inode or size";
+  env->advance(10);  // the file now looks settled to this process
+  EXPECT_EQ(s.index(kModel)->index.entries.at(0).graph_key, std::string(32, 'b'));
+  EXPECT_EQ(s.entry(kModel + "/f0")->graph_key, std::string(32, 'b'));
+}
+
+// A commit under the model's lock reads the files it rewrites, even when a
+// settled read of them is cached: a clock skewed against the file server's
+// (or a file system that keeps the time of a rewrite) can give a rewritten
+// file a settled file's stat.
+TEST_F(IndexDeltas, ACommitNeverWritesBackAStatValidatedDecoding) {
+  auto env = std::make_shared<testing_support::FaultEnv>();
+  env->set_manual_clock(100.0, process::default_env()->wall_s());
+  process::Context::Scope scope(env);
+  const cache::Store s = store();
+  s.update_index(kModel, kComponents, {entry("f0", std::string(32, 'a'))}, {});
+  env->advance(10);
+  ASSERT_EQ(s.index(kModel)->index.entries.at(0).graph_key, std::string(32, 'a'));  // a settled read, kept
+  const fs::path base_file = dir / cache::names::index_file(kModel);
+  if (!rewrite_in_the_same_second(dir, base_file, 'b'))
+    GTEST_SKIP() << "this file system gave the rewritten index another inode or size";
+  s.update_index(kModel, kComponents, {entry("f1", std::string(32, 'c'))}, {});
+  process::Context::Scope fresh;  // judged as a fresh process would
+  const cache::Store reader = cache::Store::open(dir, cache::Create::no);
+  EXPECT_EQ(reader.entry(kModel + "/f0")->graph_key, std::string(32, 'b'));  // the other's commit stands
+  EXPECT_EQ(reader.entry(kModel + "/f1")->graph_key, std::string(32, 'c'));
 }
 
 // A writer killed while it wrote a delta leaves its temporary in deltas/:
@@ -426,6 +489,34 @@ TEST_F(IndexDeltas, RepairRemovesATemporaryOfAKilledDeltaWriter) {
   Out r = sh(std::string(NPUCACHE_CLI) + " verify --repair " + dir.string());
   EXPECT_EQ(r.status, 0) << r.text;
   EXPECT_FALSE(fs::exists(temp)) << r.text;
+}
+
+// A writer in another pid namespace (a container) or on another host of an
+// NFS mount has a pid that is not alive here: its temporary is kept while
+// the writer holds the temporary's owner lock, and swept once it does not
+// (the writer gone), by repair and by the store alike.
+TEST_F(IndexDeltas, ALiveWritersTemporaryIsKeptWhateverItsPidSaysHere) {
+  const cache::Store s = store();
+  s.update_index(kModel, kComponents, entries(0, 40), {});
+  s.update_index(kModel, kComponents, {entry("x")}, {});
+  const pid_t elsewhere = ::fork();  // a pid that names no live process here
+  if (elsewhere == 0) ::_exit(0);
+  ::waitpid(elsewhere, nullptr, 0);
+  for (const fs::path& where : {fs::path(dir), dir / "deltas"}) {
+    const fs::path temp = where / ("." + cache::names::index_file(kModel) + ".tmp." + std::to_string(elsewhere) + ".0");
+    std::ofstream(temp) << "a live writer's first bytes";
+    const int owner = ::open(temp.c_str(), O_RDONLY | O_CLOEXEC);  // the writer's owner lock
+    ASSERT_GE(owner, 0);
+    ASSERT_EQ(::flock(owner, LOCK_EX), 0);
+    Out r = sh(std::string(NPUCACHE_CLI) + " verify --repair " + dir.string());
+    EXPECT_EQ(r.status, 0) << r.text;
+    EXPECT_TRUE(fs::exists(temp)) << "a live writer's temporary was removed by repair: " << r.text;
+    s.remove_stale_temps();
+    EXPECT_TRUE(fs::exists(temp)) << "a live writer's temporary was removed by the store";
+    ::close(owner);  // the writer is gone
+    EXPECT_GE(s.remove_stale_temps(), 1u);
+    EXPECT_FALSE(fs::exists(temp));
+  }
 }
 
 }  // namespace
