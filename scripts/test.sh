@@ -6,7 +6,7 @@
 # Arguments go to ctest, e.g. `scripts/test.sh -L fast`, `-R test_cache`.
 #
 #   NPUCACHE_SANITIZE=address|thread  the suite under a sanitizer build
-#                                     (build-address / build-thread, at -O1)
+#                                     (build-address / build-thread, at -O0)
 #   NPUCACHE_TEST_LABELS="asan"       define and build only the tests with
 #                                     one of these labels (cmake/Tests.cmake);
 #                                     the benchmarks and examples are not built
