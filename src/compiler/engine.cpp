@@ -461,9 +461,13 @@ std::vector<Tensor> CompiledFunction::call(const FlatArgs& args, const TraceFn& 
 }
 
 std::vector<Tensor> CompiledFunction::run_piece(nn::Piece& piece, std::size_t& compiled, std::size_t& loaded) {
-  // The key: the piece's computation (graph) and its input types.
+  // The key: the piece's computation (graph), its input types and the
+  // parameters it reads (bound_names: same-shaped layers split at host
+  // reads have one structure and are other programs).
   std::string key = canonical_hash(piece.trace.graph).hex();
   for (const auto& in : piece.trace.signature.inputs) key += "|" + type_str(in.type);
+  key += "|reads";
+  for (const auto& name : bound_names(piece.trace.graph)) key += "|" + name;
   const int device = piece.inputs.empty() ? current_device() : piece.inputs.front().device();
   FlatArgs args;
   for (std::size_t i = 0; i < piece.inputs.size(); ++i)

@@ -1,5 +1,6 @@
 #include "format/artifact.h"
 
+#include <npucache/ir/hash.h>
 #include <npucache/version.h>
 
 #include "compiler/serialize.h"
@@ -30,12 +31,7 @@ std::vector<std::string> lines(const std::string& text) {
 
 }  // namespace
 
-std::vector<std::string> parameter_names(const Graph& traced) {
-  std::vector<std::string> out;
-  for (const Node& n : traced.nodes())
-    if (n.op == Op::placeholder && n.kind != PlaceholderKind::input) out.push_back(n.target);
-  return out;
-}
+std::vector<std::string> parameter_names(const Graph& traced) { return bound_names(traced); }
 
 std::string now_string() {
   // Whole microseconds of the Env's wall clock (a double holds them exactly

@@ -30,7 +30,9 @@ namespace npucache::cache::names {
 // has index files of its own (an earlier version's are found as the nearest
 // entries and reported stale). 4.0.0: the records of record_codec.h.
 // 5.0.0: an index is a base and deltas (deltas/), with a sequence record.
-inline constexpr const char* kFormatVersion = "5.0.0";
+// 6.0.0: a graph-break piece's entry is named by the parameters it reads
+// too (bound_names in <npucache/ir/hash.h>).
+inline constexpr const char* kFormatVersion = "6.0.0";
 // The `format` attribute of every file npucache writes.
 inline constexpr const char* kFormatName = "npucache";
 

@@ -5,10 +5,13 @@
 //   serve_worker DIR [--batches 1,4,8] [--dynamic auto|true|false]
 //                [--mode M] [--backend B] [--breaks] [--fullgraph]
 //                [--method NAME] [--methods N] [--scale S] [--weights W]
+//                [--routed]
 //
 // --mode and --backend are compile()'s (torch.compile's) surface, given to
 // cache_compile; --breaks runs a method with a host read in the middle (a
-// graph break); --fullgraph asks for one full graph. --method names the
+// graph break); --routed runs three same-shaped layers with a host read
+// after each (pieces of one structure reading other parameters);
+// --fullgraph asks for one full graph. --method names the
 // cached method (${func}); --methods N caches N methods of the same code
 // (NAME_0 ... NAME_{N-1}), each called with every batch in turn; --scale
 // multiplies the result by a plain member (another graph, the same model);
@@ -39,10 +42,15 @@ namespace {
 
 struct Server : nn::Module {
   Tensor w, bias;
+  std::vector<Tensor> layers;
   float scale = 1.0f;  // a plain member: another value, another graph of the same model
   explicit Server(float weights = 1.0f) {
     w = register_parameter("w", Tensor::from_vector(ramp(32 * 32, 0.01f * weights, -0.05f * weights), {32, 32}));
     bias = register_parameter("bias", Tensor::from_vector(ramp(32, 0.02f * weights, -0.1f * weights), {32}));
+    for (int i = 0; i < 3; ++i)
+      layers.push_back(register_parameter(
+          "layer" + std::to_string(i),
+          Tensor::from_vector(ramp(32 * 32, 0.01f * weights * (i + 1), -0.04f * weights * (i + 1)), {32, 32})));
   }
   std::string type_name() const override { return "Server"; }
   Tensor forward(const Tensor& x) {
@@ -55,6 +63,15 @@ struct Server : nn::Module {
     const float total = ops::sum(h, {0, 1}).item();
     Tensor y = total > 0 ? ops::relu(h) : ops::tanh(h);
     return ops::matmul(y, w) * 0.5f;
+  }
+  // Same-shaped layers with a host read after each (an early-exit check).
+  Tensor routed(const Tensor& x) {
+    Tensor h = x;
+    for (const Tensor& l : layers) {
+      h = ops::tanh(ops::matmul(h, l));
+      if (ops::sum(h, {0, 1}).item() > 1e9f) break;  // never taken
+    }
+    return h * 2.0f;
   }
 };
 
@@ -76,7 +93,7 @@ int main(int argc, char** argv) try {
   CacheOptions o;
   o.cache_dir = argv[1];
   std::vector<int64_t> batches = {1, 4, 8};
-  bool breaks = false;
+  bool breaks = false, routed = false;
   std::string name;
   int methods = 1;
   float scale = 1.0f, weights = 1.0f;
@@ -101,6 +118,8 @@ int main(int argc, char** argv) try {
       o.compile.backend = next();
     } else if (a == "--breaks") {
       breaks = true;
+    } else if (a == "--routed") {
+      routed = true;
     } else if (a == "--fullgraph") {
       o.compile.fullgraph = true;
     } else if (a == "--method") {
@@ -117,7 +136,7 @@ int main(int argc, char** argv) try {
   }
   Server m(weights);
   m.scale = scale;
-  auto method = breaks ? &Server::branchy : &Server::forward;
+  auto method = routed ? &Server::routed : breaks ? &Server::branchy : &Server::forward;
   std::vector<CompiledMethod<Server, Tensor, const Tensor&>> fns;
   for (int k = 0; k < methods; ++k) {
     CacheOptions ok = o;

@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <fstream>
 #include <regex>
+#include <set>
 
 namespace fs = std::filesystem;
 using npucache::testing_support::has;
@@ -157,6 +158,60 @@ TEST_F(Serving, PiecesBetweenGraphBreaksAreCached) {
   Out strict = serve("--breaks --fullgraph --batches 4");
   EXPECT_NE(strict.status, 0) << strict.text;
   EXPECT_TRUE(has(strict.text, "graph break in Server.branchy at op sum")) << strict.text;
+}
+
+// Pieces of one structure over other layers (a host read after each
+// same-shaped layer) are other programs: each runs its own parameters when
+// compiled, and is stored and loaded as an entry of its own.
+TEST_F(Serving, PiecesOfOneStructureReadingOtherParametersAreCachedApart) {
+  for (const char* mode : {"default", "reduce-overhead"}) {
+    SCOPED_TRACE(mode);
+    fs::remove_all(dir);
+    const std::string args = std::string("--routed --batches 4,4 --mode ") + mode;
+    Out cold = serve(args);
+    ASSERT_EQ(cold.status, 0) << cold.text;
+    // Four pieces (3 layers, the scaling after them), two structures: the
+    // second and third layers' pieces bind the first's stored object to
+    // their own parameters.
+    EXPECT_EQ(number(cold.text, "compiles"), 2) << cold.text;
+    EXPECT_LE(maxdiff(cold.text), 1e-5) << cold.text;
+    Out warm = serve(args);
+    ASSERT_EQ(warm.status, 0) << warm.text;
+    EXPECT_EQ(number(warm.text, "compiles"), 0) << warm.text;
+    EXPECT_LE(maxdiff(warm.text), 1e-5) << warm.text;
+    Out ls = sh(std::string(NPUCACHE_CLI) + " ls " + dir.string());
+    std::set<std::string> pieces;
+    const std::regex piece("routed\\.piece-[0-9a-f]{16}");
+    for (auto it = std::sregex_iterator(ls.text.begin(), ls.text.end(), piece); it != std::sregex_iterator(); ++it)
+      pieces.insert(it->str());
+    EXPECT_EQ(pieces.size(), 4u) << ls.text;
+  }
+}
+
+// The pieces of a cache of format 5.0.0 (tests/fixtures/format-5.0.0/breaks,
+// keyed without the parameters they read) are reported stale and rebuilt,
+// never served (their entries' names changed with the key, so they are not
+// even found); the old files are left as they were.
+TEST_F(Serving, PreviousFormatPiecesAreRebuiltNeverServed) {
+  const fs::path fixture = fs::path(FIXTURES) / "format-5.0.0" / "breaks";
+  fs::copy(fixture, dir, fs::copy_options::recursive);
+  for (const auto& f : fs::recursive_directory_iterator(dir))
+    fs::permissions(f.path(), fs::perms::group_all | fs::perms::others_all, fs::perm_options::remove);
+  fs::permissions(dir, fs::perms::group_all | fs::perms::others_all, fs::perm_options::remove);
+  Out old = serve("--breaks --dynamic auto --batches 4,4,6");
+  ASSERT_EQ(old.status, 0) << old.text;
+  EXPECT_EQ(number(old.text, "compiles"), 4) << old.text;  // as cold: before the break, after it on each path
+  EXPECT_FALSE(has(old.text, "call 4 hit")) << old.text;
+  EXPECT_LE(maxdiff(old.text), 1e-4) << old.text;
+  for (const auto& f : fs::recursive_directory_iterator(fixture)) {
+    if (!f.is_regular_file() || f.path().extension() != ".h5") continue;
+    std::ifstream a(f.path(), std::ios::binary), b(dir / fs::relative(f.path(), fixture), std::ios::binary);
+    const std::string x{std::istreambuf_iterator<char>(a), {}}, y{std::istreambuf_iterator<char>(b), {}};
+    EXPECT_EQ(x, y) << f.path() << " of format 5.0.0 was rewritten";
+  }
+  Out warm = serve("--breaks --dynamic auto --batches 4,4,6");
+  EXPECT_EQ(number(warm.text, "compiles"), 0) << warm.text;
+  EXPECT_LE(maxdiff(warm.text), 1e-4) << warm.text;
 }
 
 // Captured graphs in the cache (reduce-overhead): a warm start restores

@@ -48,6 +48,27 @@ struct Branchy : nn::Module {
   }
 };
 
+// Same-shaped layers with a host read after each (an early-exit check, MoE
+// routing): the pieces after the first have one structure and read other
+// parameters, so only the parameters they read tell them apart.
+struct Routed : nn::Module {
+  std::vector<Tensor> w;
+  Routed() {
+    for (int i = 0; i < 4; ++i)
+      w.push_back(register_parameter("layer" + std::to_string(i),
+                                     Tensor::from_vector(ramp(16 * 16, 0.01f * (i + 1), -0.05f * (i + 1)), {16, 16})));
+  }
+  std::string type_name() const override { return "Routed"; }
+  Tensor forward(const Tensor& x) {
+    Tensor h = x;
+    for (const Tensor& wi : w) {
+      h = ops::tanh(ops::matmul(h, wi));
+      if (ops::sum(h, {0, 1}).item() > 1e9f) break;  // never taken: every layer runs
+    }
+    return h;
+  }
+};
+
 Tensor input(float sign) { return Tensor::from_vector(ramp(4 * 16, 0.1f * sign, -0.3f * sign), {4, 16}); }
 
 bool has(const std::string& hay, const std::string& needle) { return hay.find(needle) != std::string::npos; }
@@ -71,6 +92,27 @@ TEST(GraphBreaks, HostReadSplitsTheMethodAndEqualsEagerOnBothPaths) {
       }
     // Pieces: before the read (1), and after it on each path (2).
     EXPECT_EQ(f.compiles(), 3u) << mode;
+  }
+}
+
+// A piece's identity includes the parameters it reads: pieces of one
+// structure over other layers are other programs (run with their own
+// parameters, compiled once each per structure and binding).
+TEST(GraphBreaks, PiecesOfOneStructureRunTheirOwnParameters) {
+  Routed m;
+  for (const char* mode : {"default", "reduce-overhead"}) {
+    CompileOptions o;
+    o.mode = mode;
+    auto f = compile(m, &Routed::forward, o);
+    for (int i = 0; i < 2; ++i) {
+      Tensor x = input(1.0f);
+      expect_close(f(x).to_vector(), m.forward(x).to_vector(), std::string(mode) + " call " + std::to_string(i));
+      EXPECT_EQ(f.status().graph_breaks.size(), 4u) << mode;
+    }
+    // One piece per layer, all of one structure (the first reads the
+    // argument, the others the previous piece's output); the method
+    // returns the last piece's output, so nothing runs after it.
+    EXPECT_EQ(f.compiles(), 4u) << mode;
   }
 }
 

@@ -34,6 +34,25 @@ NPUCACHE_API Hash128 canonical_hash(const Graph& g);
 // side-effecting nodes. Nodes that reach neither are left out.
 NPUCACHE_API std::vector<ValueId> canonical_order(const Graph& g);
 
+// The parameters and buffers a graph reads, by name, in placeholder order.
+//
+// The rule for every key that selects a program to run: the canonical hash
+// does not see which parameters a program binds (it is invariant to their
+// names, so that pipeline stages and same-shaped layers share one stored
+// object), so a key that picks a program to run with a module's weights
+// pairs the hash with these names. Graph-break pieces put them in their key
+// (the in-process map and the piece's cache entry); method entries record
+// them (`parameters`) and a hit compares them with the trace's; a stored
+// object is bound to an entry's names when it is loaded. Keys that select
+// only bytes leave them out: an object's graph key, a capture template (it
+// addresses parameters by slot, bound at replay) and a remote object.
+inline std::vector<std::string> bound_names(const Graph& g) {
+  std::vector<std::string> out;
+  for (const Node& n : g.nodes())
+    if (n.op == Op::placeholder && n.kind != PlaceholderKind::input) out.push_back(n.target);
+  return out;
+}
+
 // The first difference between two graphs in canonical order, in words a
 // user can act on ("node mul_3 (full): constant 1 stored, 3 now"), or ""
 // when they are equal up to names.
