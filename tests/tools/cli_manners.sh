@@ -57,7 +57,10 @@ NPUCACHE_LOG_LEVEL=verbose timeout 300 "$npucache" warmup --cache-dir "$work/c" 
 [ "$rc" = 0 ] || fail "warmup exited $rc: $(tail -5 job.err)"
 grep -Eq "^\[WARNING\] NPUCACHE [0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2} NPUCACHE_LOG_LEVEL='verbose' is not a level .*; using info" job.err \
   || fail "no warning for an unknown log level: $(head -3 job.err)"
-meta="^\[INFO\] NPUCACHE [0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2} Cache ModelCacheMeta\(name='Decoder\.(prompt|decode)\(arg0, arg1, arg2\)', date='[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9:.]+', version='5\.0\.0', fx=None\) saved to $work/c/.+/(prompt|decode)/compiled_module$"
+# The cache format version, as src/format/names.h states it.
+fmt="$(sed -n 's/.*kFormatVersion = "\([0-9.]*\)".*/\1/p' "$(dirname "$0")/../../src/format/names.h" | sed 's/\./\\./g')"
+[ -n "$fmt" ] || fail "cannot read kFormatVersion from src/format/names.h"
+meta="^\[INFO\] NPUCACHE [0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2} Cache ModelCacheMeta\(name='Decoder\.(prompt|decode)\(arg0, arg1, arg2\)', date='[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9:.]+', version='$fmt', fx=None\) saved to $work/c/.+/(prompt|decode)/compiled_module$"
 [ "$(grep -Ec "$meta" job.err)" = 2 ] || fail "expected 2 ModelCacheMeta save lines in the seed's format: $(cat job.err)"
 if grep -q $'\033' job.err; then fail "colour codes in a log that is not a terminal"; fi
 # The job table says what its persist figures count (no bare "2 writers").
