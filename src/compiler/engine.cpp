@@ -513,12 +513,15 @@ std::vector<Tensor> CompiledFunction::run_piece(nn::Piece& piece, std::size_t& c
   }
   const SymBindings none;
   if (config_.captures()) {
-    // A piece before the last replays into the thread's scratch pool with
-    // outputs of their own: code after it (later pieces included) reads
-    // its outputs, and tensors of the thread's pool (arguments fed back
-    // from an earlier call), which its replay must not overwrite.
+    // Every piece replays into the thread's scratch pool with outputs of
+    // their own: code after it (later pieces included) reads its outputs,
+    // and tensors of the thread's pool that its replay must not overwrite
+    // -- arguments fed back from an earlier call, which the method's eager
+    // code may read or return after any piece, the last one included
+    // (a replay stages only the inputs it reads). So a split method never
+    // writes the thread's pool, and its results are its own memory.
     compiler::ReplayOptions ro = replay_options();
-    ro.scratch_pool = !piece.last;
+    ro.scratch_pool = true;
     return runner->replay(piece.inputs, *params, none, current_communicator(), ro);
   }
   return runner->run(piece.inputs, *params, none, current_communicator());
