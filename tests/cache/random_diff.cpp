@@ -21,10 +21,15 @@
 //   random_diff --epoch-seed X --models N [--pairs 1]
 //     replays one epoch's first N models from an empty cache (two
 //     processes at a time with --pairs 1): the command a failure prints.
-//   random_diff --replay X:N,X:N,...
-//     replays several epochs (the regressions ctest keeps).
+//   random_diff --replay X:N[:G],X:N[:G],...
+//     replays several epochs (the regressions ctest keeps), each with
+//     generator G (default --generator's).
 //   random_diff --worker --epoch-seed X --first I --count N --dir D
 //     one process of an epoch (run by the others).
+//   --generator 1|2 (every form): which models are drawn; 2, the default,
+//     adds graph breaks (host reads between same-shaped layers, branches on
+//     truth values) with fullgraph=false, and automatic dynamic; 1 draws
+//     the models before them (the regressions found with it replay with it).
 //
 // Exit status 0 when every result matched, 1 on a wrong result or failure
 // (printed with the model, its options, the call and the command that
@@ -58,10 +63,14 @@ constexpr double kSMenu[] = {0.5, 1.5, -2.0, 1e-7, 1e-9};
 struct Options {
   bool reduce_overhead = false, dynamic = true, ge_cache = false, pair = false;
   bool fresh_outputs = false, copy_inputs = false, no_fusion = false, single_stream = false;
+  // Generator 2: fullgraph=false (the method may run as pieces between
+  // graph breaks), and automatic dynamic (dynamic unset).
+  bool breaks = false, auto_dynamic = false;
   int method_name = 0;  // "f" or "g"
   std::string text() const {
     std::string t = reduce_overhead ? "reduce-overhead" : "max-autotune";
-    t += dynamic ? " dynamic" : " static";
+    t += auto_dynamic ? " automatic-dynamic" : dynamic ? " dynamic" : " static";
+    if (breaks) t += " fullgraph=false";
     if (ge_cache) t += " ge_cache";
     t += pair ? " forward_pair" : " forward";
     t += method_name ? " as g" : " as f";
@@ -109,6 +118,12 @@ Options random_options(Rng& r) {
   return o;
 }
 
+// Which models the hunt draws: 1, the models before graph breaks; 2 (the
+// default), also graph breaks (host reads between same-shaped layers,
+// branches on truth values), fullgraph=false and automatic dynamic, drawn
+// from a stream of their own so every model of generator 1 is still drawn.
+int g_generator = 2;
+
 // The models of an epoch, each derived from the seed and the models before
 // it: most copy an earlier model and change a little, so entries collide.
 std::vector<Model> plan(std::uint64_t epoch_seed, int n) {
@@ -139,6 +154,13 @@ std::vector<Model> plan(std::uint64_t epoch_seed, int n) {
       m.options.copy_inputs = m.options.copy_inputs && m.options.reduce_overhead;
     }
     m.weight_seed = r.next();
+    if (g_generator >= 2) {
+      Rng x(mix(mix(epoch_seed, static_cast<std::uint64_t>(i)), 0x627265616b73));
+      if (x.chance(0.35)) add_breaks(m.program, x);
+      if (x.chance(0.2)) m.options.breaks = !m.options.breaks;
+      if (x.chance(0.2)) m.options.auto_dynamic = !m.options.auto_dynamic;
+      m.options.breaks = m.options.breaks || has_breaks(m.program);
+    }
     models.push_back(m);
   }
   return models;
@@ -237,7 +259,8 @@ CacheOptions cache_options(const Options& o, const std::string& dir) {
   cc.ge_config.enable_single_stream = o.single_stream;
   if (o.copy_inputs) cc.input_handling = InputHandling::copy;
   c.compile.config = cc;
-  c.compile.dynamic = o.dynamic;
+  c.compile.dynamic = o.auto_dynamic ? std::nullopt : std::optional<bool>(o.dynamic);
+  c.compile.fullgraph = !o.breaks;
   c.compile.method_name = o.method_name ? "g" : "f";
   c.compile.replay_outputs = o.fresh_outputs ? ReplayOutputs::fresh : ReplayOutputs::pool;
   c.ge_cache = o.ge_cache;
@@ -399,7 +422,7 @@ struct Run {
 Run start(const std::string& args) {
   Run r;
   const std::string self = fs::read_symlink("/proc/self/exe").string();
-  r.pipe = ::popen((self + " " + args + " 2>&1").c_str(), "r");
+  r.pipe = ::popen((self + " " + args + " --generator " + std::to_string(g_generator) + " 2>&1").c_str(), "r");
   if (!r.pipe) r.status = 127;
   return r;
 }
@@ -451,11 +474,11 @@ bool epoch(std::uint64_t epoch_seed, int n, int per, bool pairs, double deadline
       if (w.status != 0) {
         std::printf(
             "\nFAILED (process of models %d-%d exited with status %d). Replay from an empty cache%s:\n"
-            "  %s --epoch-seed %s --models %d%s\n",
+            "  %s --epoch-seed %s --models %d%s --generator %d\n",
             w.first, w.first + w.count - 1, w.status,
             pairs ? " (two processes at a time: the race may take several replays)" : "",
             fs::read_symlink("/proc/self/exe").c_str(), hex(epoch_seed).c_str(), w.first + w.count,
-            pairs ? " --pairs 1" : "");
+            pairs ? " --pairs 1" : "", g_generator);
         ok = false;
       } else {
         *ran += w.count;
@@ -469,7 +492,7 @@ int usage() {
   std::fprintf(stderr,
                "usage: random_diff [--seed N] [--epochs E] [--models N] [--seconds S] [--per-process N]\n"
                "       random_diff --epoch-seed X --models N [--pairs 1]\n"
-               "       random_diff --replay X:N,X:N,...\n");
+               "       random_diff --replay X:N[:G],X:N[:G],...\n");
   return 2;
 }
 
@@ -492,6 +515,8 @@ int main(int argc, char** argv) {
     if (const char* e = std::getenv(env); e && *e) return std::strtod(e, nullptr);
     return opt.count(key) ? std::strtod(opt[key].c_str(), nullptr) : fallback;
   };
+  g_generator = static_cast<int>(num("generator", "", 2));
+  if (g_generator < 1 || g_generator > 2) return usage();
   try {
     if (is_worker)
       return worker(std::stoull(opt.at("epoch-seed"), nullptr, 0), std::stoi(opt.at("first")),
@@ -509,14 +534,20 @@ int main(int argc, char** argv) {
   int ran = 0;
   std::map<std::string, int> outcomes;
   if (opt.count("replay")) {
-    // Epochs of earlier findings: "SEED:MODELS,SEED:MODELS,...".
+    // Epochs of earlier findings: "SEED:MODELS[:GENERATOR],...".
+    const int generator = g_generator;
     std::istringstream list(opt["replay"]);
     for (std::string item; std::getline(list, item, ',');) {
       const auto colon = item.find(':');
       if (colon == std::string::npos) return usage();
-      std::printf("== replaying epoch %s, %s models\n", item.substr(0, colon).c_str(), item.substr(colon + 1).c_str());
-      if (!epoch(std::stoull(item.substr(0, colon), nullptr, 0), std::stoi(item.substr(colon + 1)), per, false, 1e30,
-                 &ran, &outcomes, t0))
+      const auto second = item.find(':', colon + 1);
+      g_generator = second == std::string::npos ? generator : std::stoi(item.substr(second + 1));
+      const std::string models_text = item.substr(colon + 1, second == std::string::npos ? std::string::npos
+                                                                                         : second - colon - 1);
+      std::printf("== replaying epoch %s, %s models (generator %d)\n", item.substr(0, colon).c_str(),
+                  models_text.c_str(), g_generator);
+      if (!epoch(std::stoull(item.substr(0, colon), nullptr, 0), std::stoi(models_text), per, false, 1e30, &ran,
+                 &outcomes, t0))
         return 1;
     }
     std::printf("PASS: %d models replayed\n", ran);

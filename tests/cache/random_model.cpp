@@ -34,7 +34,7 @@ const char* const kKinds[] = {
     "reduce",        "argmax",       "softmax",        "rmsnorm",         "layernorm",     "shuffle",
     "transpose_sm",  "permute_rt",   "slice_rotate",   "slice_seq_const", "slice_seq_arg", "seq_rotate",
     "concat_linear", "gather",       "embedding",      "where",           "cast_rt",       "expand_reduce",
-    "kv_write"};
+    "kv_write",      "layer_reads",  "truth_branch"};
 static_assert(std::size(kKinds) == static_cast<std::size_t>(Kind::kCount));
 
 template <class T, std::size_t N>
@@ -92,6 +92,7 @@ void fill_step(Step& s, Rng& r, int n, int width) {
       s.b = r.below(2);
       s.op = r.below(2);
       break;
+    case Kind::truth_branch: s.f = pick(r, kThresholds); break;
     default: break;
   }
 }
@@ -116,7 +117,7 @@ Program random_program(Rng& r, int width) {
   const int n = 1 + r.below(7);
   for (int j = 0; j < n; ++j) {
     Step s;
-    s.kind = static_cast<Kind>(r.below(static_cast<int>(Kind::kCount)));
+    s.kind = static_cast<Kind>(r.below(kDrawnKinds));
     fill_step(s, r, 2 + j, width);
     p.steps.push_back(s);
   }
@@ -124,6 +125,21 @@ Program random_program(Rng& r, int width) {
   p.pick_b = r.chance(0.5);
   p.class_name = r.chance(0.8) ? 0 : 1;
   return p;
+}
+
+void add_breaks(Program& p, Rng& r) {
+  const int k = 1 + r.below(2);
+  for (int j = 0; j < k; ++j) {
+    Step s;
+    s.kind = r.chance(0.5) ? Kind::layer_reads : Kind::truth_branch;
+    fill_step(s, r, 2 + static_cast<int>(p.steps.size()), p.width);
+    p.steps.push_back(s);
+  }
+}
+
+bool has_breaks(const Program& p) {
+  return std::any_of(p.steps.begin(), p.steps.end(),
+                     [](const Step& s) { return s.kind == Kind::layer_reads || s.kind == Kind::truth_branch; });
 }
 
 void mutate(Program& p, Rng& r) {
@@ -150,7 +166,7 @@ void mutate(Program& p, Rng& r) {
     }
     case 4: {  // one step more
       Step s;
-      s.kind = static_cast<Kind>(r.below(static_cast<int>(Kind::kCount)));
+      s.kind = static_cast<Kind>(r.below(kDrawnKinds));
       fill_step(s, r, 2 + n, p.width);
       p.steps.push_back(s);
       break;
@@ -348,6 +364,18 @@ Tensor RandNet::step(const Step& st, const std::vector<Tensor>& v, const Tensor&
       Tensor cache = ops::buffer_update(kv, pos, a);
       return a + ops::expand(ops::mean(cache, {1}, true), a.shape());
     }
+    case Kind::layer_reads: {
+      // The reads never change the path (a debug read, an early-exit check
+      // that does not fire): only the layers tell the pieces apart.
+      Tensor h = ops::tanh(sel_a_->forward(a));
+      if (ops::sum(h, {0, 1, 2}).item() > 1e30f) h = h * 0.0;
+      h = ops::tanh(sel_b_->forward(h));
+      if (ops::sum(h, {0, 1, 2}).item() > 1e30f) h = h * 0.0;
+      return h;
+    }
+    case Kind::truth_branch:
+      if (ops::gt(ops::sum(a, {0, 1, 2}), ops::scalar(st.f))) return a * 2.0 - 1.0;
+      return ops::tanh(a);
     case Kind::kCount: break;
   }
   throw Error("unknown step kind");

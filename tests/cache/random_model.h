@@ -81,8 +81,15 @@ enum class Kind : int {
   cast_rt,          // x to f16 or bf16 and back
   expand_reduce,    // a + expand(mean(a, 1))
   kv_write,         // writes a into the KV cache at positions 0..S-1 in place; a + mean of the cache
+  // Graph breaks (generator 2, add_breaks; never drawn by random_program
+  // or mutate, so the seeds of generator 1 draw what they drew):
+  layer_reads,   // tanh(sel_a(a)), a host read, tanh(sel_b(.)), a host read:
+                 // pieces of one structure reading other layers
+  truth_branch,  // a tensor's truth value (sum(a) > f) picks a * 2 - 1 or tanh(a)
   kCount
 };
+// The kinds random_program and mutate draw from.
+constexpr int kDrawnKinds = static_cast<int>(Kind::layer_reads);
 
 struct Step {
   Kind kind = Kind::unary;
@@ -104,6 +111,11 @@ Program random_program(Rng& rng, int width);
 // A small change: a constant to another, an op to another, operands, the
 // layer flag, a bound.
 void mutate(Program& p, Rng& rng);
+// Appends one or two steps that break the graph (a host read between
+// same-shaped layers, a branch on a tensor's truth value) reading earlier
+// values; the method then runs as pieces (fullgraph=false).
+void add_breaks(Program& p, Rng& rng);
+bool has_breaks(const Program& p);
 std::string describe(const Program& p);
 
 // The method's arguments: x, y [B, S, D] f32; ids [B, S] i64 (some out of
