@@ -95,7 +95,7 @@ Cache build(const fs::path& dir, int n, std::size_t total, bool one_model) {
   std::string model;
   for (int i = 0; i < n; ++i) {
     cache::ObjectRecord o = object_of(static_cast<uint64_t>(n) * 1000003 + static_cast<uint64_t>(i), each);
-    o.meta.checksum = s.put_object(o).stored.meta.checksum;
+    o.meta.checksum = s.put_object(o, s.writing()).stored.meta.checksum;
     c.bytes += o.raw.size();
     const std::string m = one_model ? "Big_dynamic_0000000000000000" : "Model" + std::to_string(i / 8) + "_dynamic_0";
     if (!pending.empty() && m != model) {
@@ -143,13 +143,13 @@ int main(int argc, char** argv) {
       const std::string model = c.one_model ? "Big_dynamic_0000000000000000" : "Model0_dynamic_0";
       const double t0 = perf::now_s();
       {
-        const cache::FileLock writing = s.writing();
-        o.meta.checksum = s.put_object(o).stored.meta.checksum;
-        s.update_index(model, {{"model_class", "Model"}}, {entry_for(model, "new", o)}, {});
+        const cache::Writing writing = s.writing();
+        o.meta.checksum = s.put_object(o, writing).stored.meta.checksum;
+        s.update_index(model, {{"model_class", "Model"}}, {entry_for(model, "new", o)}, {}, writing);
       }
       const double t = perf::now_s() - t0;
       s.update_index(model, {{"model_class", "Model"}}, {}, {model + "/new"});
-      s.remove_object(o.graph_key);
+      s.remove_object(o.graph_key, s.sweeping(cache::kAdminWaitSeconds));
       return t;
     };
   };
@@ -160,7 +160,7 @@ int main(int argc, char** argv) {
       const cache::Store s = cache::Store::open(c.dir.string(), cache::Create::no);
       const cache::ObjectRecord o = object_of(0xBEEF, commit_bytes);
       const std::string model = c.one_model ? "Big_dynamic_0000000000000000" : "Model0_dynamic_0";
-      cache::ObjectRecord stored = s.put_object(o).stored;
+      cache::ObjectRecord stored = s.put_object(o, s.writing()).stored;
       s.update_index(model, {{"model_class", "Model"}}, {entry_for(model, "loaded", stored)}, {});
       loaded_keys.push_back(o.graph_key);
     }

@@ -4,11 +4,14 @@
 #   1. .ci/run (every test once, the ASan and TSan builds, 2 minutes of fuzzing)
 #   2. the differential hunt for NPUCACHE_DIFF_SECONDS (default 1800) of
 #      random models across processes on one cache, against eager results
-#   3. fuzzing of every decoder under ASan+UBSan for FUZZ_SECONDS (default 3600)
-#   4. the big-model warmups: Llama-3-8B on 4 ranks and Llama-3-70B on 32
+#   3. the stress test of one shared cache (tests/stress/stress.py) for
+#      NPUCACHE_STRESS_SECONDS (default 1200): writers, administration and
+#      kills against its oracle
+#   4. fuzzing of every decoder under ASan+UBSan for FUZZ_SECONDS (default 3600)
+#   5. the big-model warmups: Llama-3-8B on 4 ranks and Llama-3-70B on 32
 #      (tp=8 x pp=4, meta weights), cold coordinated and independent, then
 #      warm, with their goals (perf/real_shapes.py; results in perf/out/long/)
-#   5. the fast, slow and mpi tests under ASan+UBSan (not only those labelled `asan`)
+#   6. the fast, slow and mpi tests under ASan+UBSan (not only those labelled `asan`)
 # Each step's time is printed as it ends; a failing step ends the run.
 #   scripts/long.sh [--skip-ci]
 set -euo pipefail
@@ -25,6 +28,9 @@ step() {
 }
 [ "${1:-}" = "--skip-ci" ] || step ci bash .ci/run
 step differential env NPUCACHE_DIFF_SECONDS="${NPUCACHE_DIFF_SECONDS:-1800}" build/tests/random_diff
+step stress python3 tests/stress/stress.py --seconds "${NPUCACHE_STRESS_SECONDS:-1200}" --seed "$(date +%s)" \
+  --cli build/src/npucache --cache-worker build/tests/cache_worker --serve-worker build/tests/serve_worker \
+  --random-diff build/tests/random_diff --launch launch
 step fuzz env FUZZ_SECONDS="${FUZZ_SECONDS:-3600}" scripts/fuzz.sh
 mkdir -p perf/out/long
 step big-models python3 perf/real_shapes.py perf/out/long --trials 1

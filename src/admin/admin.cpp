@@ -83,112 +83,191 @@ Listing ls(const std::string& dir) {
   return out;
 }
 
-VerifyResult verify(const std::string& dir, bool repair) {
+namespace {
+
+// What one object file is, read once per phase: usable, damaged (with its
+// file's identity) or missing.
+struct ObjectState {
+  std::optional<ObjectRecord> good;
+  std::string damage;  // "" unless damaged
+  std::optional<Dir::Info> seen;
+};
+
+class Objects {
+ public:
+  explicit Objects(const Store& s) : s_(s) {}
+  const ObjectState& get(const std::string& key) {
+    auto [it, fresh] = m_.try_emplace(key);
+    if (!fresh) return it->second;
+    ObjectState& o = it->second;
+    o.seen = s_.object_stat(key);
+    if (!o.seen) return o;
+    try {
+      o.good = s_.object(key, true);
+    } catch (const CacheRefused&) {
+      throw;
+    } catch (const CacheError& e) {
+      o.damage = e.what();
+    }
+    return o;
+  }
+  static std::string state(const ObjectState& o) { return o.seen ? "damaged" : "missing"; }
+
+ private:
+  const Store& s_;
+  std::map<std::string, ObjectState> m_;
+};
+
+// One model's index against the objects its entries use.
+struct ModelCheck {
+  std::string error;  // the index cannot be read at all
+  std::optional<DecodedIndex> d;
+  std::vector<std::pair<std::string, std::string>> bad;
+  std::vector<std::string> broken;   // entries whose object is missing, damaged or does not decode
+  std::vector<EntryRecord> restamp;  // entries of an object rebuilt since they were written
+  bool needs_repair() const {
+    return d && (!d->intact || !d->hdf5_intact || !broken.empty() || !restamp.empty());
+  }
+};
+
+ModelCheck check_model(const Store& s, const std::string& m, Objects& objects) {
+  ModelCheck c;
+  try {
+    c.d = s.index(m);
+  } catch (const CacheRefused&) {
+    throw;
+  } catch (const CacheError& e) {
+    c.error = e.what();
+    return c;
+  }
+  if (!c.d) return c;
+  const std::string where = s.index_path(m).string();
+  for (const auto& p : c.d->problems) c.bad.emplace_back(where, p);
+  if (!c.d->intact)
+    c.bad.emplace_back(where, std::to_string(c.d->damaged) + " record(s) damaged; " +
+                                  std::to_string(c.d->index.entries.size()) + " readable");
+  if (!c.d->hdf5_intact) c.bad.emplace_back(where, "its HDF5 view (for h5dump) is damaged");
+  for (const auto& e : c.d->index.entries) {
+    std::string why;
+    const ObjectState& o = objects.get(e.graph_key);
+    if (!o.good) {
+      why = "its object " + e.graph_key + " is " + Objects::state(o);
+    } else {
+      // A damaged object replaced by a rebuild has other bytes (compile
+      // timings, autotune picks) for the same computation: still good.
+      if (o.good->meta.checksum != e.object_checksum) {
+        c.restamp.push_back(e);
+        c.restamp.back().object_checksum = o.good->meta.checksum;
+      }
+      try {
+        (void)decode(*o.good, e.parameters);
+      } catch (const Error& x) {
+        why = x.what();
+      }
+    }
+    if (!why.empty()) {
+      c.bad.emplace_back(e.path, why);
+      c.broken.push_back(e.path);
+    }
+  }
+  return c;
+}
+
+// Why a template is bad ("" when it is good).
+std::string template_damage(const StoredTemplate& t, Objects& objects) {
+  if (!t.damage.empty() || !t.record) return t.damage;
+  const std::string& key = t.record->validity.graph_key;
+  const ObjectState& o = objects.get(key);
+  if (o.good) return "";
+  return "its object " + key + " is " + Objects::state(o) + ": the template can never be used";
+}
+
+}  // namespace
+
+VerifyResult verify(const std::string& dir, bool repair, double wait_s) {
   const Store s = open_store(dir);
   VerifyResult out;
-  if (auto m = s.check_markers(); !m.empty()) {
-    out.bad.emplace_back(s.dir().string(), m);
-    if (repair) {
-      s.heal_markers();
-      out.repaired.push_back("rewrote the marker files");
+  // 1. The survey, under the store lock shared: writers go on, nothing is
+  // removed meanwhile. Read in the order things name each other --
+  // templates, then indexes, then the objects they name, then the object
+  // listing -- so a file written meanwhile is never reported as naming a
+  // missing object (an object is published before anything names it).
+  std::map<std::string, ModelCheck> models;
+  std::vector<std::string> damaged_objects;
+  std::vector<std::string> bad_templates;
+  {
+    const Writing reading = s.writing(wait_s);
+    const auto templates = stored_templates(s);
+    Objects objects(s);
+    for (const auto& m : s.model_infos()) models.emplace(m, check_model(s, m, objects));
+    for (const auto& t : templates) {
+      ++out.templates;
+      const std::string why = template_damage(t, objects);
+      if (why.empty()) continue;
+      out.bad.emplace_back(t.path, why);
+      bad_templates.push_back(t.key);
     }
-  }
-  std::map<std::string, std::string> damaged_objects;  // key -> what is wrong
-  std::map<std::string, ObjectRecord> good_objects;
-  for (const auto& key : s.object_keys()) {
-    ++out.objects;
-    try {
-      good_objects.emplace(key, s.object(key, true));
-    } catch (const CacheRefused&) {
-      throw;
-    } catch (const CacheError& e) {
-      damaged_objects[key] = e.what();
-      out.bad.emplace_back(s.object_path(key).string(), e.what());
-    }
-  }
-  for (const auto& m : s.model_infos()) {
-    ++out.indexes;
-    std::optional<DecodedIndex> d;
-    try {
-      d = s.index(m);
-    } catch (const CacheRefused&) {
-      throw;
-    } catch (const CacheError& e) {
-      out.bad.emplace_back(s.index_path(m).string(), std::string(e.what()) +
-                                                         "; its entries are lost (the next "
-                                                         "run re-makes them with a trace, no compile)");
-      if (repair) {
-        s.remove_index(m);
-        out.repaired.push_back("removed unreadable index " + s.index_path(m).string());
+    for (const auto& key : s.object_keys()) {
+      ++out.objects;
+      const ObjectState& o = objects.get(key);
+      if (!o.damage.empty()) {
+        out.bad.emplace_back(s.object_path(key).string(), o.damage);
+        damaged_objects.push_back(key);
       }
+    }
+  }
+  if (auto m = s.check_markers(); !m.empty()) out.bad.emplace_back(s.dir().string(), m);
+  for (const auto& [m, c] : models) {
+    ++out.indexes;
+    if (!c.error.empty()) {
+      out.bad.emplace_back(s.index_path(m).string(),
+                           c.error + "; its entries are lost (the next run re-makes them with a trace, no compile)");
       continue;
     }
-    if (!d) continue;
-    for (const auto& p : d->problems) out.bad.emplace_back(s.index_path(m).string(), p);
-    if (!d->intact)
-      out.bad.emplace_back(s.index_path(m).string(), std::to_string(d->damaged) + " record(s) damaged; " +
-                                                         std::to_string(d->index.entries.size()) + " readable");
-    if (!d->hdf5_intact) out.bad.emplace_back(s.index_path(m).string(), "its HDF5 view (for h5dump) is damaged");
-    std::vector<std::string> broken;
-    std::vector<EntryRecord> restamp;  // entries of an object rebuilt since they were written
-    for (const auto& e : d->index.entries) {
-      ++out.entries;
-      std::string why;
-      if (auto it = damaged_objects.find(e.graph_key); it != damaged_objects.end()) {
-        why = "its object " + e.graph_key + " is damaged";
-      } else if (auto g = good_objects.find(e.graph_key); g == good_objects.end()) {
-        why = "its object " + e.graph_key + " is missing";
-      } else {
-        // A damaged object replaced by a rebuild has other bytes (compile
-        // timings, autotune picks) for the same computation: still good.
-        if (g->second.meta.checksum != e.object_checksum) {
-          restamp.push_back(e);
-          restamp.back().object_checksum = g->second.meta.checksum;
-        }
-        try {
-          (void)decode(g->second, e.parameters);
-        } catch (const Error& x) {
-          why = x.what();
-        }
-      }
-      if (!why.empty()) {
-        out.bad.emplace_back(e.path, why);
-        broken.push_back(e.path);
-      }
+    if (c.d) out.entries += c.d->index.entries.size();
+    out.bad.insert(out.bad.end(), c.bad.begin(), c.bad.end());
+  }
+  if (!repair) return out;
+  // 2. The repair, under the store lock exclusively: every finding is
+  // checked again, now that no writer can change what it names; only what
+  // is still bad is removed or rewritten.
+  const Sweeping held = s.sweeping(wait_s);
+  if (!s.check_markers().empty()) {
+    s.heal_markers();
+    out.repaired.push_back("rewrote the marker files");
+  }
+  Objects objects(s);
+  for (const auto& [m, first] : models) {
+    if (first.error.empty() && !first.needs_repair()) continue;
+    const ModelCheck c = check_model(s, m, objects);
+    if (!c.error.empty()) {
+      s.remove_index(m, held);
+      out.repaired.push_back("removed unreadable index " + s.index_path(m).string());
+      continue;
     }
-    if (repair && (!d->intact || !d->hdf5_intact || !broken.empty() || !restamp.empty())) {
-      s.update_index(m, d->index.model, restamp, broken);
-      const bool gone = !s.directory().stat(names::index_file(m));
-      out.repaired.push_back((gone ? "removed index " : "rewrote index ") + s.index_path(m).string() + " (" +
-                             std::to_string(broken.size()) + " broken entries removed" +
-                             (restamp.empty() ? ""
-                                              : ", " + std::to_string(restamp.size()) +
+    if (!c.needs_repair()) continue;
+    s.update_index(m, c.d->index.model, c.restamp, c.broken, held);
+    const bool gone = !s.directory().stat(names::index_file(m));
+    out.repaired.push_back((gone ? "removed index " : "rewrote index ") + s.index_path(m).string() + " (" +
+                           std::to_string(c.broken.size()) + " broken entries removed" +
+                           (c.restamp.empty() ? ""
+                                              : ", " + std::to_string(c.restamp.size()) +
                                                     " entries now record their rebuilt object's checksum") +
-                             ")");
-    }
+                           ")");
   }
+  const std::set<std::string> recheck(bad_templates.begin(), bad_templates.end());
   for (const auto& t : stored_templates(s)) {
-    ++out.templates;
-    std::string why = t.damage;
-    if (t.record && !good_objects.count(t.record->validity.graph_key))
-      why = "its object " + t.record->validity.graph_key + " is " +
-            (damaged_objects.count(t.record->validity.graph_key) ? "damaged" : "missing") +
-            ": the template can never be used";
-    if (why.empty()) continue;
-    out.bad.emplace_back(t.path, why);
-    if (repair) {
-      remove_template(s, t.key);
-      out.repaired.push_back("removed capture template " + t.path + " (the next start captures again)");
-    }
+    if (!recheck.count(t.key) || template_damage(t, objects).empty()) continue;
+    remove_template(s, t.key, held);
+    out.repaired.push_back("removed capture template " + t.path + " (the next start captures again)");
   }
-  if (repair) {
-    for (const auto& [key, why] : damaged_objects) {
-      s.remove_object(key);
-      out.repaired.push_back("removed damaged object " + s.object_path(key).string());
-    }
-    const std::size_t temps = s.remove_stale_temps();
-    if (temps) out.repaired.push_back("removed " + std::to_string(temps) + " temporary file(s) of crashed writers");
+  for (const auto& key : damaged_objects) {
+    if (objects.get(key).damage.empty()) continue;  // replaced by a writer since
+    s.remove_object(key, held);
+    out.repaired.push_back("removed damaged object " + s.object_path(key).string());
   }
+  const std::size_t temps = s.remove_stale_temps();
+  if (temps) out.repaired.push_back("removed " + std::to_string(temps) + " temporary file(s) of crashed writers");
   return out;
 }
 
@@ -267,8 +346,11 @@ Explanation explain(const std::string& dir, const std::string& entry) {
   return out;
 }
 
-Bundle read_cache(const std::string& dir) {
+Bundle read_cache(const std::string& dir, double wait_s) {
   const Store s = open_store(dir);
+  // Shared: writers go on (what they commit meanwhile is not in the
+  // bundle), nothing is removed while the entries' objects are read.
+  const Writing reading = s.writing(wait_s);
   Bundle b;
   std::vector<std::string> problems;
   b.entries = all_entries(s, &problems);
@@ -285,8 +367,8 @@ Bundle read_cache(const std::string& dir) {
   return b;
 }
 
-Transfer export_bundle(const std::string& dir, const std::string& file) {
-  const Bundle b = read_cache(dir);
+Transfer export_bundle(const std::string& dir, const std::string& file, double wait_s) {
+  const Bundle b = read_cache(dir, wait_s);
   log::Progress::note("compressing and writing " + file);
   const std::string bytes = write_bundle(b);
   write_file_atomically(file, bytes);
@@ -308,8 +390,9 @@ Transfer import_records(Bundle b, const std::string& dir) {
   log::Progress::note("writing " + std::to_string(b.objects.size()) + " objects and the indexes of " +
                       std::to_string(b.entries.size()) + " entries");
   const std::size_t entries = b.entries.size(), objects = b.objects.size();
-  (void)s.commit({std::move(b.objects), std::move(b.entries)}, [](const ObjectRecord& o) { (void)decode(o); });
-  for (const auto& [key, file] : b.templates) put_template(s, key, file);
+  (void)s.commit({std::move(b.objects), std::move(b.entries), {}}, [](const ObjectRecord& o) { (void)decode(o); });
+  const Writing held = s.writing();
+  for (const auto& [key, file] : b.templates) put_template(s, key, file, held);
   return {entries, objects, 0, b.templates.size()};
 }
 
@@ -320,10 +403,14 @@ Transfer import_bundle(const std::string& file, const std::string& dir) {
   return import_bytes(*bytes, dir);
 }
 
-ClearResult clear(const std::string& dir) {
+ClearResult clear(const std::string& dir, double wait_s) {
   ClearResult out;
   if (!Dir::exists(dir)) return out;  // nothing there, nothing created
   const Dir d = Dir::open(dir, Safety::cache, Create::no);
+  // Exclusive: no writer is between an object and its entry. The lock's
+  // own files stay (a process waiting on one holds that inode).
+  std::optional<Sweeping> held;
+  if (d.stat(names::kLocksDir)) held.emplace(Store::open(dir, Create::no).sweeping(wait_s));
   std::vector<std::string> names = d.list();
   for (const auto& n : names) {
     const bool temp = names::temp_owner_any(n) > 0;
@@ -355,6 +442,10 @@ ClearResult clear(const std::string& dir) {
     bool empty = true;
     for (const auto& n : s.list()) {
       const std::string where = sub;
+      if (where == names::kLocksDir && (n == names::kSweepLock || n == names::kSweepGate) && held) {
+        empty = false;  // kept: see above
+        continue;
+      }
       const bool ours =
           where == names::kLocksDir ? (n.size() > 5 && n.compare(n.size() - 5, 5, ".lock") == 0)
           : where == names::kDeltasDir

@@ -50,7 +50,13 @@ struct VerifyResult {
 // next run rebuilds them), damaged indexes are rewritten with their
 // readable entries, damaged or orphaned templates removed (the next start
 // captures again), stale temporaries removed.
-VerifyResult verify(const std::string& dir, bool repair);
+//
+// Beside running jobs (docs/FORMAT.md, "Lock protocol"): the check holds the
+// store lock shared (writers go on; a busy, healthy cache is reported
+// healthy); the repair then takes it exclusively within `wait_s` (else
+// CacheBusy, nothing changed) and checks every finding again before it
+// removes or rewrites anything, so nothing a job saved meanwhile is lost.
+VerifyResult verify(const std::string& dir, bool repair, double wait_s = kAdminWaitSeconds);
 
 struct Stats {
   std::size_t entries = 0, objects = 0;
@@ -86,7 +92,8 @@ struct Transfer {
   std::size_t entries = 0, objects = 0, bytes = 0, templates = 0;
 };
 // The Mega-Cache bundle of a whole cache, written to `file` (0600).
-Transfer export_bundle(const std::string& dir, const std::string& file);
+// Under the store lock shared (`wait_s`): writers go on, no sweep runs.
+Transfer export_bundle(const std::string& dir, const std::string& file, double wait_s = kAdminWaitSeconds);
 // Fills `dir` from a bundle: validated entirely first; a bad bundle is a
 // CacheError and changes nothing.
 Transfer import_bundle(const std::string& file, const std::string& dir);
@@ -97,15 +104,16 @@ Transfer import_bytes(std::string_view bytes, const std::string& dir);
 Transfer import_records(Bundle b, const std::string& dir);
 // Every entry of a cache and the objects they use (export, remote push);
 // CacheError when an index is damaged (verify --repair first).
-Bundle read_cache(const std::string& dir);
+Bundle read_cache(const std::string& dir, double wait_s = kAdminWaitSeconds);
 
 struct ClearResult {
   bool had_cache = false;
   std::size_t removed = 0;
   std::vector<std::string> left;  // files that are not npucache's, left as they were
 };
-// Removes the cache's files. A directory without a cache is reported and
-// nothing is created.
-ClearResult clear(const std::string& dir);
+// Removes the cache's files (but locks/sweep.lock) under the store lock
+// exclusively, taken within `wait_s` (else CacheBusy, nothing removed). A
+// directory without a cache is reported and nothing is created.
+ClearResult clear(const std::string& dir, double wait_s = kAdminWaitSeconds);
 
 }  // namespace npucache::cache::admin

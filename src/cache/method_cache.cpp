@@ -275,7 +275,7 @@ void MethodCache::commit_later(const compiler::CompiledGraph& g, const ObjectRec
   EntryRecord e = make_entry(g, object);
   cache::commit_later([self = *this, object, e] {
     try {
-      self.save({{object}, {e}});
+      self.save({{object}, {e}, {}});
     } catch (const CacheRefused& x) {
       warn_uncached(self.dir(), "refused", std::string(x.what()) + "; running uncached");
     } catch (const CacheError& x) {
@@ -566,8 +566,10 @@ MethodCache::Nearest MethodCache::nearest(const Store& store) const {
 void MethodCache::discard_damaged(const Store& store, const std::string& key, const std::string& why) const {
   log::warn("{}; removing it so it is rebuilt", why);
   try {
-    FileLock lock = store.directory().sub(names::kLocksDir, Create::yes).lock(names::kRepairLock);
+    const Writing held = store.writing();
     // Only if it is still unusable: another process may have replaced it.
+    const auto seen = store.object_stat(key);
+    if (!seen) return;
     try {
       usable(store.object(key, false));
       return;
@@ -578,7 +580,7 @@ void MethodCache::discard_damaged(const Store& store, const std::string& key, co
       return;
     } catch (const Error&) {
     }
-    store.remove_object(key);
+    store.remove_damaged_object(key, *seen, held);
   } catch (const CacheError& e) {
     log::warn("could not remove damaged object {}: {}", key, e.what());
   }

@@ -151,7 +151,7 @@ std::shared_ptr<compiler::CompiledGraph> MethodSource::persist(std::shared_ptr<c
     ObjectRecord o = cache_->make_object(*g, id);
     report_.artifact_bytes = o.raw.size();
     report_.artifact_checksum = o.meta.checksum;
-    const Store::Committed done = cache_->save({{o}, {cache_->make_entry(*g, o)}});
+    const Store::Committed done = cache_->save({{o}, {cache_->make_entry(*g, o)}, {}});
     report_.writer = true;
     report_.saved = true;
     // The rank that compiled writes back what the store kept: its own
@@ -182,9 +182,11 @@ void MethodSource::persist_entry(const compiler::CompiledGraph& g, const ObjectR
   if (disabled_) return;
   const double t = now();
   try {
-    cache_->save({{}, {cache_->make_entry(g, object)}});
+    // The object is pinned by the commit: stored again from this copy if a
+    // sweep removed it since it was read.
+    const Store::Committed done = cache_->save({{}, {cache_->make_entry(g, object)}, {object}});
     report_.writer = true;
-    report_.saved = true;
+    report_.saved = done.unpinned.empty();
   } catch (const CacheRefused& e) {
     warn_uncached(cache_->dir(), "refused", std::string(e.what()) + "; running uncached");
     disabled_ = true;

@@ -8,6 +8,7 @@
 #include "storage/remote_tier.h"
 #include "storage/stats.h"
 #include "storage/store.h"
+#include "storage/templates.h"
 
 namespace npucache::cache {
 namespace {
@@ -88,8 +89,17 @@ void CachedTemplates::save(const SymBindings& binding, const compiler::TemplateS
     const std::string file = names::template_file(template_key(r.validity.graph_key, r.validity.binding));
     const std::string sealed = encode_template_file(r);
     const Store store = Store::open(dir_, Create::yes);
-    const Dir t = store.directory().sub(names::kTemplatesDir, Create::yes);
-    t.write(file, sealed);
+    const Writing held = store.writing();
+    // Written only while its object is stored (pinned by the hold): a
+    // template of an object a sweep removed since it was loaded could
+    // never be used.
+    if (!store.object_stat(graph_key_)) {
+      log::debug("capture template of {} not saved: its object was removed (gc, clear or verify --repair) since "
+                 "it was loaded",
+                 graph_key_);
+      return;
+    }
+    put_template(store, template_key(r.validity.graph_key, r.validity.binding), sealed, held);
     if (remote_)
       remote_->push_blobs(BlobKind::capture_template,
                           {{template_key(r.validity.graph_key, r.validity.binding), sealed}}, remote::Overwrite::yes,

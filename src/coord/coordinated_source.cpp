@@ -481,7 +481,7 @@ LocalFailure CoordinatedSource::commit_store(Call& c, const std::vector<int>& se
     if (!all.entries.empty()) {
       const double t = now();
       const std::size_t entries = all.entries.size();
-      const cache::Store::Committed done = cache().save({std::move(all.objects), std::move(all.entries)});
+      const cache::Store::Committed done = cache().save({std::move(all.objects), std::move(all.entries), {}});
       cache().push_remote({}, done.entries);  // index records, after their objects
       steps_.save_s = now() - t;
       report().writer = true;

@@ -47,10 +47,15 @@ inline constexpr const char* kDeltasDir = "deltas";
 inline constexpr const char* kStatsLock = "stats.lock";
 // Held while a damaged object is replaced.
 inline constexpr const char* kRepairLock = "objects.lock";
-// Shared by every writer from its first object to its index update;
-// exclusive for gc, so gc never removes an object a writer has stored but
-// not yet indexed.
+// The store lock (docs/FORMAT.md, "Lock protocol"): shared by every writer
+// from its first file to its last; exclusive for gc, verify --repair and
+// clear, so they never remove what a writer has stored but not yet indexed.
 inline constexpr const char* kSweepLock = "sweep.lock";
+// The store lock's gate: a writer passes it (shared, for an instant) before
+// it takes the store lock; a sweep holds it exclusively while it waits for
+// the store lock, so writers that come meanwhile wait behind the sweep
+// instead of starving it.
+inline constexpr const char* kSweepGate = "sweep.gate";
 // Held while the markers (CACHEDIR.TAG, store.json) are created or healed.
 inline constexpr const char* kStoreLock = "store.lock";
 inline constexpr const char* kIndexSuffix = ".h5";

@@ -83,6 +83,29 @@ FileLock::FileLock(int fd, std::string what, bool shared) : fd_(fd), what_(std::
   }
 }
 
+std::optional<FileLock> FileLock::within(int fd, std::string what, bool shared, double wait_s) {
+  const double deadline = env().monotonic_s() + wait_s;
+  for (double pause = 0.002;; pause = std::min(pause * 2, 0.05)) {
+    if (env().flock(fd, (shared ? LOCK_SH : LOCK_EX) | LOCK_NB) == 0) {
+      FileLock held;
+      held.fd_ = fd;
+      held.what_ = std::move(what);
+      return held;
+    }
+    const int e = errno;
+    if (e != EWOULDBLOCK && e != EINTR) {
+      env().close(fd);
+      throw IoError("cannot lock " + what + ": " + std::strerror(e), e);
+    }
+    const double left = deadline - env().monotonic_s();
+    if (left <= 0) {
+      env().close(fd);
+      return std::nullopt;
+    }
+    env().sleep_s(std::min(pause, left));
+  }
+}
+
 FileLock::~FileLock() {
   if (fd_ >= 0) {
     env().flock(fd_, LOCK_UN);
@@ -407,6 +430,12 @@ FileLock Dir::lock(const std::string& name, bool shared) const {
   const int f = env().openat(fd(), name.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (f < 0) fail("opening lock file", path_ / name, errno);
   return FileLock(f, (path_ / name).string(), shared);
+}
+
+std::optional<FileLock> Dir::lock_within(const std::string& name, bool shared, double wait_s) const {
+  const int f = env().openat(fd(), name.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (f < 0) fail("opening lock file", path_ / name, errno);
+  return FileLock::within(f, (path_ / name).string(), shared, wait_s);
 }
 
 std::size_t Dir::remove_stale_temps() const {

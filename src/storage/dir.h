@@ -54,12 +54,16 @@ class IoError : public CacheError {
 class FileLock {
  public:
   FileLock(int fd, std::string what, bool shared = false);
+  // Takes the lock on `fd` within `wait_s` seconds (polling; the Env's
+  // clock and sleep), or closes `fd` and returns nullopt.
+  static std::optional<FileLock> within(int fd, std::string what, bool shared, double wait_s);
   ~FileLock();
   FileLock(FileLock&& o) noexcept : fd_(o.fd_), what_(std::move(o.what_)) { o.fd_ = -1; }
   FileLock(const FileLock&) = delete;
   FileLock& operator=(const FileLock&) = delete;
 
  private:
+  FileLock() = default;
   int fd_ = -1;
   std::string what_;
 };
@@ -110,6 +114,8 @@ class Dir {
   // Locks `name` in this directory (created 0600 when missing), exclusively
   // or shared.
   FileLock lock(const std::string& name, bool shared = false) const;
+  // The same within `wait_s` seconds, or nullopt (nothing held).
+  std::optional<FileLock> lock_within(const std::string& name, bool shared, double wait_s) const;
   // Removes temporaries whose writers are gone: never one whose owner lock
   // is held (a live writer in any pid namespace or on any host sharing the
   // file system; docs/FORMAT.md, "Locks").

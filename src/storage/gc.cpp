@@ -160,7 +160,16 @@ void set_max_size(const std::string& dir, std::optional<std::size_t> limit) {
 void enforce_limit(const std::string& dir, const std::vector<std::string>& written) {
   const auto limit = max_size(dir);
   if (!limit) return;
-  const GcResult g = gc(dir, *limit, written);
+  GcOptions o;
+  o.max_size = *limit;
+  o.wait_s = kLimitWaitSeconds;
+  GcResult g;
+  try {
+    g = gc(dir, o, written);
+  } catch (const CacheBusy& e) {  // another sweep, or writers throughout: the next save tries again
+    log::debug("size limit of {} not enforced after this save: {}", dir, e.what());
+    return;
+  }
   if (g.evicted_entries > 0)
     log::info("cache {} over its limit {}: evicted {} layout(s) ({} entries), {} object(s)", dir, format_size(*limit),
               g.evicted_layouts, g.evicted_entries, g.removed_objects);
@@ -174,11 +183,11 @@ namespace {
 // objects. Runs under the sweeping lock (no writer between an object and
 // its index).
 void evict_and_sweep(const Store& s, const std::map<std::string, std::vector<std::string>>& removals,
-                     const std::map<std::string, std::size_t>& orphans_before, GcResult& out) {
+                     const std::map<std::string, std::size_t>& orphans_before, GcResult& out, const Sweeping& held) {
   std::vector<std::string> removed_paths;
   for (const auto& [m, paths] : removals) {
     auto d = s.index(m);
-    s.update_index(m, d ? d->index.model : Components{}, {}, paths);
+    s.update_index(m, d ? d->index.model : Components{}, {}, paths, held);
     removed_paths.insert(removed_paths.end(), paths.begin(), paths.end());
   }
   if (!removed_paths.empty()) forget_entries(s.dir(), removed_paths);
@@ -193,7 +202,7 @@ void evict_and_sweep(const Store& s, const std::map<std::string, std::vector<std
       out.left.push_back(s.object_path(key).string());
       continue;
     }
-    s.remove_object(key);
+    s.remove_object(key, held);
     ++out.removed_objects;
     if (const auto o = orphans_before.find(key); o != orphans_before.end()) {
       ++out.orphaned_objects;
@@ -202,7 +211,7 @@ void evict_and_sweep(const Store& s, const std::map<std::string, std::vector<std
   }
   s.remove_stale_temps();
   const auto keys = s.object_keys();
-  out.removed_templates = sweep_templates(s, std::set<std::string>(keys.begin(), keys.end()));
+  out.removed_templates = sweep_templates(s, std::set<std::string>(keys.begin(), keys.end()), held);
   std::size_t total = 0;
   for (const auto& e : all_entries(s))
     if (used.erase(e.graph_key)) total += file_size(s, e.graph_key);
@@ -241,7 +250,7 @@ GcResult gc(const std::string& dir, std::size_t limit, const std::vector<std::st
 
 GcResult gc(const std::string& dir, const GcOptions& options, const std::vector<std::string>& keep) {
   const Store s = open_store(dir);
-  const FileLock sweeping = s.sweeping();  // no writer between its objects and its index
+  const Sweeping held = s.sweeping(options.wait_s);  // no writer between its objects and its index
   GcResult out;
   out.limit = options.max_size.value_or(0);
   const CacheStats st = read_stats(s.dir());
@@ -319,7 +328,7 @@ GcResult gc(const std::string& dir, const GcOptions& options, const std::vector<
     }
   }
   out.evicted_layouts = evicted_layouts.size();
-  evict_and_sweep(s, removals, orphans_before, out);
+  evict_and_sweep(s, removals, orphans_before, out, held);
   return out;
 }
 

@@ -56,6 +56,9 @@ GcResult gc(const std::string& dir, std::size_t limit, const std::vector<std::st
 // objects (which every gc does).
 struct GcOptions {
   std::optional<std::size_t> max_size;  // evict layouts down to this (above)
+  // How long to wait for the store lock (writers' commits, another sweep)
+  // before giving up with CacheBusy, nothing changed.
+  double wait_s = kAdminWaitSeconds;
   std::optional<double> older_than_s;   // evict entries last used (saved or served) longer ago
   // Evict every entry of these models, each named by its class (as
   // model_info begins, "npucache.models.Decoder", or as the model_class

@@ -18,10 +18,12 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <map>
 #include <mutex>
 #include <random>
 #include <set>
+#include <utility>
 
 namespace npucache::cache {
 namespace fs = std::filesystem;
@@ -513,10 +515,87 @@ ObjectMeta Store::object_meta(const std::string& key) const {
   return m;
 }
 
-FileLock Store::writing() const { return dir_.sub(names::kLocksDir, Create::yes).lock(names::kSweepLock, true); }
-FileLock Store::sweeping() const { return dir_.sub(names::kLocksDir, Create::yes).lock(names::kSweepLock); }
+namespace {
 
-Store::Put Store::put_object(const ObjectRecord& o, const Check& usable) const {
+// The directories whose store lock this process holds exclusively: a
+// writing lock asked for there would wait on the process itself.
+struct ExclusiveHolds {
+  std::mutex mu;
+  std::multiset<std::string> dirs;
+};
+ExclusiveHolds& exclusive_holds() { return process::Context::current().get<ExclusiveHolds>(); }
+std::string lock_key(const fs::path& dir) { return fs::absolute(dir).lexically_normal().string(); }
+
+std::string busy(const fs::path& dir, double waited) {
+  char secs[32];
+  std::snprintf(secs, sizeof secs, "%g", waited);
+  return "the cache " + dir.string() + " is in use: another process holds " +
+         (dir / names::kLocksDir / names::kSweepLock).string() + " (a job saving, or gc, verify --repair or clear) and " +
+         "it was not free within " + secs + " s; nothing was changed. Run the command again when the cache is " +
+         "quiet, or give it longer (--wait SECONDS)";
+}
+
+}  // namespace
+
+StoreLock::StoreLock(FileLock lock, bool exclusive, std::string dir)
+    : lock_(std::move(lock)), exclusive_(exclusive), dir_(std::move(dir)) {
+  if (exclusive_) {
+    auto& h = exclusive_holds();
+    std::lock_guard g(h.mu);
+    h.dirs.insert(dir_);
+  }
+}
+
+StoreLock::StoreLock(StoreLock&& o) noexcept
+    : lock_(std::move(o.lock_)), exclusive_(o.exclusive_), dir_(std::exchange(o.dir_, std::string())) {}
+
+StoreLock::~StoreLock() {
+  if (exclusive_ && !dir_.empty()) {
+    auto& h = exclusive_holds();
+    std::lock_guard g(h.mu);
+    if (auto it = h.dirs.find(dir_); it != h.dirs.end()) h.dirs.erase(it);
+  }
+}
+
+Writing Store::writing(double wait_s) const {
+  const std::string key = lock_key(dir_.path());
+  {
+    auto& h = exclusive_holds();
+    std::lock_guard g(h.mu);
+    if (h.dirs.count(key))
+      throw Error("internal error: a write to " + dir_.path().string() +
+                  " under this process's own exclusive store lock (pass the Sweeping it holds)");
+  }
+  const Dir locks = dir_.sub(names::kLocksDir, Create::yes);
+  const double deadline = process::Context::current().env().monotonic_s() + wait_s;
+  const auto left = [&] { return std::max(0.0, deadline - process::Context::current().env().monotonic_s()); };
+  std::optional<FileLock> l;
+  if (auto gate = locks.lock_within(names::kSweepGate, true, wait_s))  // passed, then released
+    if (auto held = locks.lock_within(names::kSweepLock, true, left())) l.emplace(std::move(*held));
+  if (!l) throw CacheBusy(busy(dir_.path(), wait_s));
+  return Writing(std::move(*l), false, key);
+}
+
+std::optional<Sweeping> Store::try_sweeping(double wait_s) const {
+  const Dir locks = dir_.sub(names::kLocksDir, Create::yes);
+  const double deadline = process::Context::current().env().monotonic_s() + wait_s;
+  const auto left = [&] { return std::max(0.0, deadline - process::Context::current().env().monotonic_s()); };
+  // The gate first: writers that come now wait behind this sweep; those in
+  // their commits finish, then the store lock is free.
+  auto gate = locks.lock_within(names::kSweepGate, false, wait_s);
+  if (!gate) return std::nullopt;
+  auto l = locks.lock_within(names::kSweepLock, false, left());
+  if (!l) return std::nullopt;
+  return Sweeping(std::move(*l), true, lock_key(dir_.path()));
+}
+
+Sweeping Store::sweeping(double wait_s) const {
+  auto l = try_sweeping(wait_s);
+  if (!l) throw CacheBusy(busy(dir_.path(), wait_s));
+  return std::move(*l);
+}
+
+Store::Put Store::put_object(const ObjectRecord& o, const StoreLock& held, const Check& usable) const {
   const Dir obj = objects(Create::yes);
   const std::string name = names::object_file(o.graph_key);
   const std::string bytes = encode_object(o);
@@ -540,8 +619,7 @@ Store::Put Store::put_object(const ObjectRecord& o, const Check& usable) const {
       throw;  // unread, not damaged: it may be what other entries use
     } catch (const Error& e) {
       log::warn("stored object {} is unusable ({}); replacing it", o.graph_key, e.what());
-      FileLock lock = dir_.sub(names::kLocksDir, Create::yes).lock(names::kRepairLock);
-      remove_object(o.graph_key, seen);
+      if (seen) remove_damaged_object(o.graph_key, *seen, held);
     }
   }
   throw CacheError("could not store object " + o.graph_key + ": another process keeps replacing it");
@@ -549,13 +627,49 @@ Store::Put Store::put_object(const ObjectRecord& o, const Check& usable) const {
 
 Store::Committed Store::commit(Commit c, const Check& usable) const {
   Committed out;
-  const FileLock writing_lock = writing();
+  const Writing held = writing();
   for (const auto& o : c.objects) {
     if (out.kept.count(o.graph_key)) continue;  // one object per key in a commit
-    Put p = put_object(o, usable);
+    Put p = put_object(o, held, usable);
     if (p.adopted) out.adopted.insert(o.graph_key);
     out.kept.emplace(o.graph_key, std::move(p.stored));
   }
+  // Every other entry names an object the writer found stored: pinned now
+  // (no sweep runs while `held` is), or stored again from the writer's
+  // copy, or the entry is left out -- never an index naming a missing object.
+  std::map<std::string, bool> present;  // graph key -> stored now
+  std::vector<EntryRecord> entries;
+  for (auto& e : c.entries) {
+    if (out.kept.count(e.graph_key)) {
+      entries.push_back(std::move(e));
+      continue;
+    }
+    auto [it, fresh] = present.emplace(e.graph_key, false);
+    if (fresh) {
+      it->second = object_stat(e.graph_key).has_value();
+      if (!it->second) {
+        const auto copy = std::find_if(c.pinned.begin(), c.pinned.end(),
+                                       [&](const ObjectRecord& o) { return o.graph_key == e.graph_key; });
+        if (copy != c.pinned.end()) {
+          log::info("stored object {} was removed (gc, clear or verify --repair) since it was read; storing it again",
+                    e.graph_key);
+          Put p = put_object(*copy, held, usable);
+          if (p.adopted) out.adopted.insert(e.graph_key);
+          out.kept.emplace(e.graph_key, std::move(p.stored));
+          it->second = true;
+        }
+      }
+    }
+    if (it->second) {
+      entries.push_back(std::move(e));
+    } else {
+      log::warn("cache entry {} is not saved: its object {} was removed (gc, clear or verify --repair) since it was "
+                "read; the next run compiles it",
+                e.path, e.graph_key);
+      out.unpinned.push_back(e.path);
+    }
+  }
+  c.entries = std::move(entries);
   std::map<std::string, std::vector<EntryRecord>> by_model;
   for (auto& e : c.entries) {
     if (const auto it = out.kept.find(e.graph_key); it != out.kept.end()) {
@@ -565,19 +679,28 @@ Store::Committed Store::commit(Commit c, const Check& usable) const {
     by_model[names::model_info_of(e.path)].push_back(e);
   }
   for (const auto& [model_info, es] : by_model)
-    update_index(model_info, model_components(es.front().meta.components), es, {});
+    update_index(model_info, model_components(es.front().meta.components), es, {}, held);
   out.entries = std::move(c.entries);
   return out;
 }
 
-void Store::remove_object(const std::string& key, const std::optional<Dir::Info>& only_if) const {
+void Store::remove_object(const std::string& key, const Sweeping&) const {
   if (!dir_.stat(names::kObjectsDir)) return;
+  objects(Create::no).remove(names::object_file(key));
+}
+
+std::optional<Dir::Info> Store::object_stat(const std::string& key) const {
+  if (!dir_.stat(names::kObjectsDir)) return std::nullopt;
+  return objects(Create::no).stat(names::object_file(key));
+}
+
+void Store::remove_damaged_object(const std::string& key, const Dir::Info& seen, const StoreLock&) const {
+  if (!dir_.stat(names::kObjectsDir)) return;
+  const FileLock lock = dir_.sub(names::kLocksDir, Create::yes).lock(names::kRepairLock);
   const Dir obj = objects(Create::no);
   const std::string name = names::object_file(key);
-  if (only_if) {
-    auto now = obj.stat(name);
-    if (!now || now->ino != only_if->ino) return;  // already replaced by another writer
-  }
+  const auto now = obj.stat(name);
+  if (!now || now->ino != seen.ino) return;  // already replaced by another writer
   obj.remove(name);
 }
 
@@ -597,6 +720,13 @@ void Store::remove_deltas(const std::string& model_info) const {
 
 std::size_t Store::update_index(const std::string& model_info, const Components& model,
                                 const std::vector<EntryRecord>& put, const std::vector<std::string>& remove) const {
+  const Writing held = writing();
+  return update_index(model_info, model, put, remove, held);
+}
+
+std::size_t Store::update_index(const std::string& model_info, const Components& model,
+                                const std::vector<EntryRecord>& put, const std::vector<std::string>& remove,
+                                const StoreLock&) const {
   FileLock lock = dir_.sub(names::kLocksDir, Create::yes).lock(model_info + ".lock");
   std::size_t lost = 0;
   std::optional<Snapshot> snap;
@@ -736,7 +866,7 @@ void Store::heal_index(const std::string& model_info) const {
   update_index(model_info, model, {}, {});
 }
 
-void Store::remove_index(const std::string& model_info) const {
+void Store::remove_index(const std::string& model_info, const Sweeping&) const {
   FileLock lock = dir_.sub(names::kLocksDir, Create::yes).lock(model_info + ".lock");
   dir_.remove(names::index_file(model_info));  // first the base: deltas without it are never read
   remove_deltas(model_info);

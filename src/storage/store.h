@@ -37,6 +37,47 @@
 
 namespace npucache::cache {
 
+// A hold of the store lock, locks/sweep.lock: shared (Writing) or
+// exclusive (Sweeping); released when destroyed. Made only by Store, so a
+// method that takes one is called only under the protocol.
+class StoreLock {
+ public:
+  bool exclusive() const { return exclusive_; }
+  StoreLock(StoreLock&&) noexcept;
+  StoreLock& operator=(StoreLock&&) = delete;
+  ~StoreLock();
+
+ protected:
+  StoreLock(FileLock lock, bool exclusive, std::string dir);
+
+ private:
+  FileLock lock_;
+  bool exclusive_;
+  std::string dir_;  // "" once moved from
+};
+class Writing final : public StoreLock {
+  friend class Store;
+  using StoreLock::StoreLock;
+};
+class Sweeping final : public StoreLock {
+  friend class Store;
+  using StoreLock::StoreLock;
+};
+
+// The store lock was not free in time; nothing was changed.
+class CacheBusy : public CacheError {
+ public:
+  using CacheError::CacheError;
+};
+
+// How long a writer waits for a sweep (gc, verify --repair, clear) to end;
+// how long an administration command waits for the store lock by default
+// (`--wait`); how long the size limit's gc after a save waits (busy: the
+// next save tries again).
+inline constexpr double kWriterWaitSeconds = 120;
+inline constexpr double kAdminWaitSeconds = 30;
+inline constexpr double kLimitWaitSeconds = 2;
+
 class Store {
  public:
   // Create::yes creates the directory (0700) and its marker files (once
@@ -71,14 +112,24 @@ class Store {
   // The object's facts without its bytes.
   ObjectMeta object_meta(const std::string& graph_key) const;
   std::vector<std::string> object_keys() const;
+  // The object file's identity (nullopt when there is none).
+  std::optional<Dir::Info> object_stat(const std::string& graph_key) const;
   std::filesystem::path object_path(const std::string& graph_key) const;
   std::filesystem::path index_path(const std::string& model_info) const;
 
   // --- Writing -------------------------------------------------------------
-  // Held (shared) by a writer from its first put_object to its last
-  // update_index; gc holds it exclusively (names::kSweepLock).
-  FileLock writing() const;
-  FileLock sweeping() const;
+  // The store lock, locks/sweep.lock (docs/FORMAT.md, "Lock protocol").
+  // writing(): shared, held by every writer from its first file to its last
+  // (a commit, a template, a heal), so writers never wait on each other;
+  // waits at most `wait_s` for a sweep to end, then throws CacheBusy (the save is reported, the method runs uncached).
+  // sweeping(): exclusive, held by whatever removes files another process
+  // may use (gc, verify --repair, clear); throws CacheError saying who holds
+  // it (CacheBusy) when it is not free within `wait_s`, before anything is
+  // changed.
+  // Every method below that changes the store takes one of them.
+  Writing writing(double wait_s = kWriterWaitSeconds) const;
+  Sweeping sweeping(double wait_s) const;
+  std::optional<Sweeping> try_sweeping(double wait_s) const;
   struct Put {
     ObjectRecord stored;   // what the store holds for the key now
     bool adopted = false;  // another writer's bytes were there first
@@ -86,30 +137,39 @@ class Store {
   // `usable` (may be empty) checks a stored object beyond its checksums
   // (that it decodes); one that fails is replaced like a damaged one.
   using Check = std::function<void(const ObjectRecord&)>;
-  Put put_object(const ObjectRecord& o, const Check& usable = {}) const;
+  Put put_object(const ObjectRecord& o, const StoreLock& held, const Check& usable = {}) const;
   // The one commit procedure: what the single process, the coordinator's
   // store writers and `import` write goes through it. Under the writing
   // lock, each object is published unless its key is stored already (then
   // the stored bytes are adopted, checked with `usable`; damaged ones are
   // replaced); every entry then records the checksum and program flag of
-  // the bytes the store keeps for its graph key (an entry whose object is
-  // not in the commit keeps what it records: its object is stored); each
-  // model's index is updated once. The objects keep the producer they
-  // carry. Throws CacheError (CacheRefused for an unsafe directory);
-  // nothing of an index is written before its objects are.
+  // the bytes the store keeps for its graph key. An entry whose object is
+  // not in `objects` names one the writer found stored: it is committed
+  // only when that object is still there under the lock (pinned: no sweep
+  // can remove it before the index names it), else its object is published
+  // again from `pinned` when the writer holds it, else the entry is left
+  // out (`unpinned`, with a warning). Each model's index is updated once.
+  // The objects keep the producer they carry. Throws CacheError
+  // (CacheRefused for an unsafe directory); nothing of an index is written
+  // before its objects are.
   struct Commit {
     std::vector<ObjectRecord> objects;
     std::vector<EntryRecord> entries;
+    std::vector<ObjectRecord> pinned;  // stored objects the entries reuse, as the writer read them
   };
   struct Committed {
     std::map<std::string, ObjectRecord> kept;  // by graph key: what the store holds for each object committed
     std::set<std::string> adopted;             // keys whose kept bytes are another writer's
     std::vector<EntryRecord> entries;          // as written to the indexes
+    std::vector<std::string> unpinned;         // entries left out: their object was removed and not held
   };
   Committed commit(Commit c, const Check& usable = {}) const;
   // Under the model's index lock: entries `put` added or replaced, `remove`
   // removed; a damaged index is salvaged into the new one. Returns the
   // number of entries the index lost to damage (0 normally).
+  std::size_t update_index(const std::string& model_info, const Components& model, const std::vector<EntryRecord>& put,
+                           const std::vector<std::string>& remove, const StoreLock& held) const;
+  // The same under a writing lock of its own.
   std::size_t update_index(const std::string& model_info, const Components& model, const std::vector<EntryRecord>& put,
                            const std::vector<std::string>& remove) const;
   // Whether the model's index, as last read, has damaged records or a
@@ -120,13 +180,16 @@ class Store {
   std::string check_markers() const;
   // Rewrites damaged markers (a damaged store.json gets a new id).
   void heal_markers() const;
-  // Rewrites a model's index from its readable entries.
+  // Rewrites a model's index from its readable entries (under a writing
+  // lock of its own).
   void heal_index(const std::string& model_info) const;
   // Removes a whole index (cache administration).
-  void remove_index(const std::string& model_info) const;
-  // Removes an object file (cache administration, damage). When `only_if`
-  // is given, only while the file is still that one.
-  void remove_object(const std::string& graph_key, const std::optional<Dir::Info>& only_if = std::nullopt) const;
+  void remove_index(const std::string& model_info, const Sweeping& held) const;
+  // Removes an object file (cache administration).
+  void remove_object(const std::string& graph_key, const Sweeping& held) const;
+  // Removes a damaged object file, only while the file is still `seen`
+  // (another writer may have replaced it) and under objects.lock.
+  void remove_damaged_object(const std::string& graph_key, const Dir::Info& seen, const StoreLock& held) const;
 
  private:
   explicit Store(Dir dir) : dir_(std::move(dir)) {}

@@ -51,22 +51,22 @@ std::vector<StoredTemplate> stored_templates(const Store& s, bool with_bytes) {
   return out;
 }
 
-void remove_template(const Store& s, const std::string& key) {
+void remove_template(const Store& s, const std::string& key, const Sweeping&) {
   if (const auto d = templates_dir(s, Create::no)) d->remove(names::template_file(key));
 }
 
-std::size_t sweep_templates(const Store& s, const std::set<std::string>& objects) {
+std::size_t sweep_templates(const Store& s, const std::set<std::string>& objects, const Sweeping& held) {
   std::size_t removed = 0;
   for (const auto& t : stored_templates(s))
     if (t.ours && (!t.record || !objects.count(t.record->validity.graph_key))) {
-      remove_template(s, t.key);
+      remove_template(s, t.key, held);
       ++removed;
     }
   if (const auto d = templates_dir(s, Create::no)) d->remove_stale_temps();
   return removed;
 }
 
-void put_template(const Store& s, const std::string& key, const std::string& file_bytes) {
+void put_template(const Store& s, const std::string& key, const std::string& file_bytes, const StoreLock&) {
   const TemplateRecord r = decode_template_file(file_bytes, "template " + key);
   if (template_key(r.validity.graph_key, r.validity.binding) != key)
     throw CacheError("template " + key + " is not named by its content's key");

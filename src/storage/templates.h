@@ -28,11 +28,12 @@ struct StoredTemplate {
 // `ours` (gc and clear leave it, verify reports it).
 std::vector<StoredTemplate> stored_templates(const Store& s, bool with_bytes = false);
 // Removes one template file (its key).
-void remove_template(const Store& s, const std::string& key);
+void remove_template(const Store& s, const std::string& key, const Sweeping& held);
 // Removes the templates whose graph key is not in `objects` (their program
 // is gone) and the damaged ones; returns how many were removed.
-std::size_t sweep_templates(const Store& s, const std::set<std::string>& objects);
-// Writes a template file exactly as given (import), after checking it.
-void put_template(const Store& s, const std::string& key, const std::string& file_bytes);
+std::size_t sweep_templates(const Store& s, const std::set<std::string>& objects, const Sweeping& held);
+// Writes a template file exactly as given (import, a capture), after
+// checking it.
+void put_template(const Store& s, const std::string& key, const std::string& file_bytes, const StoreLock& held);
 
 }  // namespace npucache::cache

@@ -88,8 +88,8 @@ void cmd_readable(const std::string& entry, const std::string& d, const std::str
     std::printf("wrote %s\n", out.c_str());
 }
 
-void cmd_verify(const std::string& d, bool repair, bool json) {
-  const auto v = cache::admin::verify(dir_or_default(d), repair);
+void cmd_verify(const std::string& d, bool repair, bool json, double wait) {
+  const auto v = cache::admin::verify(dir_or_default(d), repair, wait);
   if (!v.bad.empty() && !repair) set_exit_code(1);
   if (json) {
     nlohmann::json bad = nlohmann::json::array();
@@ -273,10 +273,10 @@ void cmd_explain(const std::string& d, const std::string& entry, bool json) {
   std::printf("verdict: %s\n", verdict.c_str());
 }
 
-void cmd_export(const std::string& d, const std::string& out) {
+void cmd_export(const std::string& d, const std::string& out, double wait) {
   const auto t = [&] {
     const log::Progress progress("exporting " + dir_or_default(d));
-    return cache::admin::export_bundle(dir_or_default(d), out);
+    return cache::admin::export_bundle(dir_or_default(d), out, wait);
   }();
   std::printf("exported %zu entries, %zu objects, %zu capture templates (%zu bytes) to %s\n", t.entries, t.objects,
               t.templates, t.bytes, out.c_str());
@@ -299,7 +299,7 @@ struct GcArgs {
   bool orphans = false;
 };
 
-void cmd_gc(const std::string& d, const GcArgs& a) {
+void cmd_gc(const std::string& d, const GcArgs& a, double wait) {
   if (!a.has_max_size && !a.has_older_than && a.models.empty() && !a.orphans)
     throw ConfigError(
         "gc needs what to remove: --max-size SIZE (least recently used down to a size), --older-than AGE (entries "
@@ -308,6 +308,7 @@ void cmd_gc(const std::string& d, const GcArgs& a) {
   if (a.has_max_size) o.max_size = cache::parse_size(a.max_size);
   if (a.has_older_than) o.older_than_s = cache::parse_age(a.older_than);
   o.models = a.models;
+  o.wait_s = wait;
   const auto g = cache::gc(dir_or_default(d), o);
   using cache::format_size;
   std::printf(
@@ -336,9 +337,9 @@ void cmd_config(const std::string& d, const std::string& key, const std::string&
   if (limit) cache::enforce_limit(dir, {});
 }
 
-void cmd_clear(const std::string& d) {
+void cmd_clear(const std::string& d, double wait) {
   const std::string dir = dir_or_default(d);
-  const auto c = cache::admin::clear(dir);
+  const auto c = cache::admin::clear(dir, wait);
   for (const auto& f : c.left) std::printf("left %s: not npucache's\n", f.c_str());
   if (!c.had_cache) {
     std::printf("no npucache cache in %s; nothing removed\n", dir.c_str());
@@ -356,6 +357,15 @@ void add_cache_commands(CLI::App& app) {
   auto entry = std::make_shared<std::string>();
   auto json = std::make_shared<bool>(false);
   const std::string dir_help = "cache directory (default: $NPUCACHE_CACHE_DIR, else .npucache)";
+  // How long a command beside running jobs waits for the store lock.
+  auto wait = std::make_shared<double>(cache::kAdminWaitSeconds);
+  const auto add_wait = [&](CLI::App* c) {
+    c->add_option("--wait", *wait,
+                  "seconds to wait for the cache's lock while jobs save to it or another gc, repair or clear "
+                  "runs; then the command stops, having changed nothing")
+        ->check(CLI::NonNegativeNumber)
+        ->capture_default_str();
+  };
 
   auto* ls = app.add_subcommand("ls", "list the entries of a cache");
   ls->add_option("dir", *dir, dir_help);
@@ -377,7 +387,8 @@ void add_cache_commands(CLI::App& app) {
   verify->add_option("dir", *dir, dir_help);
   verify->add_flag("--repair", *repair, "remove damaged objects and entries, rewrite damaged indexes");
   verify->add_flag("--json", *json, "print JSON");
-  verify->callback([=] { cmd_verify(*dir, *repair, *json); });
+  add_wait(verify);
+  verify->callback([=] { cmd_verify(*dir, *repair, *json, *wait); });
 
   auto zero = std::make_shared<bool>(false);
   auto* stats = app.add_subcommand("stats", "entries, objects, sizes, hit rate, limit, compile time avoided");
@@ -395,7 +406,8 @@ void add_cache_commands(CLI::App& app) {
   auto* exp = app.add_subcommand("export", "write a cache as a Mega-Cache bundle");
   exp->add_option("dir", *dir, "cache directory")->required();
   exp->add_option("-o,--output", *out, "bundle file")->required();
-  exp->callback([=] { cmd_export(*dir, *out); });
+  add_wait(exp);
+  exp->callback([=] { cmd_export(*dir, *out, *wait); });
 
   auto* imp = app.add_subcommand("import", "fill a cache from a bundle");
   imp->add_option("file", *arg, "bundle file")->required();
@@ -415,10 +427,11 @@ void add_cache_commands(CLI::App& app) {
                  "evict every entry of a model (repeatable): its class as ls's model_info begins "
                  "(npucache.models.Decoder: every pipeline stage's index) or one model_info");
   gc->add_flag("--orphans", gc_args->orphans, "only collect orphaned objects (every gc does; this one evicts nothing)");
+  add_wait(gc);
   gc->callback([=] {
     gc_args->has_max_size = max_size->count() > 0;
     gc_args->has_older_than = older_than->count() > 0;
-    cmd_gc(*dir, *gc_args);
+    cmd_gc(*dir, *gc_args, *wait);
   });
 
   auto key = std::make_shared<std::string>();
@@ -431,7 +444,8 @@ void add_cache_commands(CLI::App& app) {
 
   auto* clear = app.add_subcommand("clear", "remove a cache");
   clear->add_option("dir", *dir, dir_help);
-  clear->callback([=] { cmd_clear(*dir); });
+  add_wait(clear);
+  clear->callback([=] { cmd_clear(*dir, *wait); });
 }
 
 }  // namespace npucache::tools

@@ -23,7 +23,9 @@
 //     config's autotune_candidates.
 //   cache_worker write DIR PREFIX COUNT BYTES
 //     commits COUNT entries named PREFIX<i> with objects of BYTES random
-//     bytes each, one transaction per entry (crash and concurrency tests).
+//     bytes each, one transaction per entry (crash and concurrency tests);
+//     BYTES 0: copies of the program of the cache's first entry, each
+//     under a key of its own (decodable: verify stays clean).
 #include <npucache/cache.h>
 #include <npucache/models/models.h>
 #include <npucache/ops.h>
@@ -241,22 +243,41 @@ int write(char** argv) {
   const int count = std::stoi(argv[4]);
   const std::size_t bytes = std::stoull(argv[5]);
   std::mt19937_64 rng(std::hash<std::string>{}(prefix));
+  // BYTES 0: every object is a copy of the program of the store's first
+  // entry (decodable, so a verify of the cache is clean), under a key of
+  // its own.
+  std::optional<cache::ObjectRecord> program;
+  std::vector<std::string> parameters;
+  if (bytes == 0) {
+    for (const auto& m : store.model_infos())
+      if (auto d = store.index(m); d && !d->index.entries.empty() && !program) {
+        program = store.object(d->index.entries.front().graph_key, true);
+        parameters = d->index.entries.front().parameters;
+      }
+    if (!program) throw std::runtime_error("write with BYTES 0 needs a cache with an entry to copy");
+  }
   for (int i = 0; i < count; ++i) {
     cache::ObjectRecord o;
+    if (program) {
+      o = *program;
+    } else {
+      o.raw.resize(bytes);
+      for (auto& ch : o.raw) ch = static_cast<char>(rng() % 7);  // compressible, not trivially
+      o.meta.raw_size = o.raw.size();
+      o.meta.checksum = cache::checksum(o.raw);  // made with the record, as make_object does
+    }
     o.graph_key = key_of(prefix, i);
-    o.raw.resize(bytes);
-    for (auto& ch : o.raw) ch = static_cast<char>(rng() % 7);  // compressible, not trivially
     o.graph_text = {"graph " + o.graph_key};
-    o.meta.raw_size = o.raw.size();
-    o.meta.checksum = cache::checksum(o.raw);  // made with the record, as make_object does
     cache::EntryRecord e;
+    e.parameters = parameters;
     e.path = "Worker_dynamic_0/" + prefix + std::to_string(i);
     e.graph_key = o.graph_key;
     e.meta.name = e.path;
     e.meta.model_info = "Worker_dynamic_0";
     e.meta.components["runtime_version"] = "any";
-    e.object_checksum = store.put_object(o).stored.meta.checksum;
-    store.update_index("Worker_dynamic_0", {{"model_class", "Worker"}}, {e}, {});
+    const cache::Writing held = store.writing();
+    e.object_checksum = store.put_object(o, held).stored.meta.checksum;
+    store.update_index("Worker_dynamic_0", {{"model_class", "Worker"}}, {e}, {}, held);
     std::printf("committed %d\n", i);
     std::fflush(stdout);
   }

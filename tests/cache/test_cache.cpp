@@ -360,8 +360,8 @@ TEST_F(CacheTest, CorruptEntryIsReportedRebuiltAndOthersUntouched) {
     cache::ObjectRecord junk = store.object(key);
     junk.raw = std::string(junk.raw.size(), 'Z');
     junk.meta.checksum = cache::checksum(junk.raw);  // the content hash is made with the record, never by the store
-    store.remove_object(key);
-    store.put_object(junk);
+    store.remove_object(key, store.sweeping(5));
+    store.put_object(junk, store.writing());
   }
   Out o = sh(worker(dir));
   EXPECT_TRUE(has(o.text, "is unusable")) << o.text;

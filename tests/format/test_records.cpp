@@ -229,7 +229,7 @@ TEST_F(RecordCodec, ContentHashIsCarriedByWritersAndCheckedByReaders) {
                   "fail their checksum"));
 
   const cache::Store s = cache::Store::open(dir, cache::Create::yes);
-  EXPECT_EQ(s.put_object(o).stored.meta.checksum, o.meta.checksum);
+  EXPECT_EQ(s.put_object(o, s.writing()).stored.meta.checksum, o.meta.checksum);
   EXPECT_TRUE(has(npucache::testing::error_message<CacheError>([&] { s.object(o.graph_key); }), "fail their checksum"));
 
   const std::string bundle = cache::write_bundle({{}, {o}, {}});

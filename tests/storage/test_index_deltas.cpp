@@ -318,7 +318,7 @@ TEST_F(IndexDeltas, ToolsSeeDeltaEntries) {
   o.graph_text = {"graph"};
   o.meta.raw_size = o.raw.size();
   o.meta.checksum = cache::checksum(o.raw);
-  o.meta.checksum = s.put_object(o).stored.meta.checksum;
+  o.meta.checksum = s.put_object(o, s.writing()).stored.meta.checksum;
   auto e = [&](const std::string& f) {
     cache::EntryRecord x = entry(f, o.graph_key);
     x.object_checksum = o.meta.checksum;

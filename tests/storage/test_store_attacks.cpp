@@ -33,6 +33,7 @@ using namespace npucache;
 using testing_support::has;
 using testing_support::Out;
 using testing_support::sh;
+using testing_support::slurp;
 namespace fs = std::filesystem;
 
 namespace {
@@ -41,11 +42,6 @@ const std::string kCli = NPUCACHE_CLI;
 
 std::string worker(const fs::path& dir, const std::string& args = "prompt") {
   return std::string(CACHE_WORKER) + " run " + dir.string() + " seed " + args;
-}
-
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(f), {});
 }
 
 void spit(const fs::path& p, const std::string& bytes) {
@@ -492,7 +488,7 @@ TEST_F(StoreAttack, GcWaitsForWritersBetweenObjectAndIndex) {
   const cache::Store s = cache::Store::open(dir.string(), cache::Create::no);
   Out started;
   {
-    const cache::FileLock writing = s.writing();
+    const cache::Writing writing = s.writing();
     // gc in the background; it must still be waiting a second later.
     started = sh("(" + kCli + " gc " + dir.string() + " --max-size 0 > " + (base / "gc.out").string() +
                  " 2>&1; echo done > " + (base / "gc.done").string() + ") > /dev/null 2>&1 < /dev/null & echo started");

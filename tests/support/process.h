@@ -1,10 +1,13 @@
 // Running commands from tests: a shell command's exit status and combined
-// output.
+// output; a file's bytes.
 #pragma once
 
 #include <sys/wait.h>
 #include <array>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 
 namespace npucache::testing_support {
@@ -26,5 +29,11 @@ inline Out sh(const std::string& cmd) {
 }
 
 inline bool has(const std::string& hay, const std::string& needle) { return hay.find(needle) != std::string::npos; }
+
+// A file's bytes ("" when it cannot be read).
+inline std::string slurp(const std::filesystem::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
 
 }  // namespace npucache::testing_support
