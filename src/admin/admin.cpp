@@ -125,9 +125,7 @@ struct ModelCheck {
   std::vector<std::pair<std::string, std::string>> bad;
   std::vector<std::string> broken;   // entries whose object is missing, damaged or does not decode
   std::vector<EntryRecord> restamp;  // entries of an object rebuilt since they were written
-  bool needs_repair() const {
-    return d && (!d->intact || !d->hdf5_intact || !broken.empty() || !restamp.empty());
-  }
+  bool needs_repair() const { return d && (!d->intact || !d->hdf5_intact || !broken.empty() || !restamp.empty()); }
 };
 
 ModelCheck check_model(const Store& s, const std::string& m, Objects& objects) {
@@ -228,6 +226,11 @@ VerifyResult verify(const std::string& dir, bool repair, double wait_s) {
     out.bad.insert(out.bad.end(), c.bad.begin(), c.bad.end());
   }
   if (!repair) return out;
+  if (out.bad.empty()) {  // nothing to repair: only crashed writers' temporaries (their owner locks guard them)
+    const std::size_t temps = s.remove_stale_temps();
+    if (temps) out.repaired.push_back("removed " + std::to_string(temps) + " temporary file(s) of crashed writers");
+    return out;
+  }
   // 2. The repair, under the store lock exclusively: every finding is
   // checked again, now that no writer can change what it names; only what
   // is still bad is removed or rewritten.
@@ -391,9 +394,17 @@ Transfer import_records(Bundle b, const std::string& dir) {
                       std::to_string(b.entries.size()) + " entries");
   const std::size_t entries = b.entries.size(), objects = b.objects.size();
   (void)s.commit({std::move(b.objects), std::move(b.entries), {}}, [](const ObjectRecord& o) { (void)decode(o); });
+  // Templates only of objects still stored (a sweep may have run since the
+  // commit): one of a removed object could never be used.
   const Writing held = s.writing();
-  for (const auto& [key, file] : b.templates) put_template(s, key, file, held);
-  return {entries, objects, 0, b.templates.size()};
+  std::size_t templates = 0;
+  for (const auto& [key, file] : b.templates) {
+    const TemplateRecord r = decode_template_file(file, "template " + key);
+    if (!s.object_stat(r.validity.graph_key)) continue;
+    put_template(s, key, file, held);
+    ++templates;
+  }
+  return {entries, objects, 0, templates};
 }
 
 Transfer import_bundle(const std::string& file, const std::string& dir) {
@@ -410,7 +421,10 @@ ClearResult clear(const std::string& dir, double wait_s) {
   // Exclusive: no writer is between an object and its entry. The lock's
   // own files stay (a process waiting on one holds that inode).
   std::optional<Sweeping> held;
-  if (d.stat(names::kLocksDir)) held.emplace(Store::open(dir, Create::no).sweeping(wait_s));
+  bool cache_here = false;
+  for (const char* n : {names::kLocksDir, names::kObjectsDir, names::kStoreFile, names::kCacheDirTag})
+    cache_here = cache_here || d.stat(n).has_value();
+  if (cache_here) held.emplace(Store::open(dir, Create::no).sweeping(wait_s));
   std::vector<std::string> names = d.list();
   for (const auto& n : names) {
     const bool temp = names::temp_owner_any(n) > 0;

@@ -91,7 +91,7 @@ std::optional<compiler::FirstEntry> MethodSource::recompile_dynamic(const FlatAr
     report_.saved = was_saved || report_.saved;
     return e;
   }
-  e.status.cached = !disabled_;
+  e.status.cached = !disabled_ && report_.saved;
   return e;
 }
 

@@ -5,6 +5,7 @@
 #include "format/names.h"
 #include "format/template_file.h"
 #include "log/log.h"
+#include "storage/commit_queue.h"
 #include "storage/remote_tier.h"
 #include "storage/stats.h"
 #include "storage/store.h"
@@ -40,12 +41,16 @@ std::optional<std::string> CachedTemplates::load(const SymBindings& binding, con
     try {
       TemplateRecord r = decode_template_file(*bytes, "remote capture template " + key);
       if (!template_differences(r.validity, now).empty()) return std::nullopt;
-      try {
-        const Store store = Store::open(dir_, Create::yes);
-        store.directory().sub(names::kTemplatesDir, Create::yes).write(file, *bytes);
-      } catch (const Error& e) {
-        log::debug("a remote capture template was not kept locally: {}", e.what());
-      }
+      // Kept locally after the object it goes with, which a remote hit
+      // commits off the path to ready on the same queue, before this.
+      commit_later([self = *this, key, kept = *bytes] {
+        try {
+          if (!self.keep_locally(key, kept))
+            log::debug("a remote capture template was not kept locally: its object is not stored");
+        } catch (const Error& e) {
+          log::debug("a remote capture template was not kept locally: {}", e.what());
+        }
+      });
       return std::move(r.bytes);
     } catch (const Error& e) {
       remote_->failed({remote::Failure::corrupt, e.what()}, dir_, "reading a capture template");
@@ -78,6 +83,17 @@ void CachedTemplates::note(bool restored, bool recaptured) {
   record_captures(dir_, 0, restored ? 1 : 0, recaptured ? 1 : 0);
 }
 
+bool CachedTemplates::keep_locally(const std::string& key, const std::string& sealed) const {
+  const Store store = Store::open(dir_, Create::yes);
+  const Writing held = store.writing();
+  // Written only while its object is stored (pinned by the hold): a
+  // template of an object a sweep removed since it was loaded could never
+  // be used.
+  if (!store.object_stat(graph_key_)) return false;
+  put_template(store, key, sealed, held);
+  return true;
+}
+
 void CachedTemplates::save(const SymBindings& binding, const compiler::TemplateSettings& settings,
                            const std::string& bytes) {
   record_captures(dir_, 1, 0, 0);
@@ -88,18 +104,13 @@ void CachedTemplates::save(const SymBindings& binding, const compiler::TemplateS
     r.bytes = bytes;
     const std::string file = names::template_file(template_key(r.validity.graph_key, r.validity.binding));
     const std::string sealed = encode_template_file(r);
-    const Store store = Store::open(dir_, Create::yes);
-    const Writing held = store.writing();
-    // Written only while its object is stored (pinned by the hold): a
-    // template of an object a sweep removed since it was loaded could
-    // never be used.
-    if (!store.object_stat(graph_key_)) {
-      log::debug("capture template of {} not saved: its object was removed (gc, clear or verify --repair) since "
-                 "it was loaded",
-                 graph_key_);
+    if (!keep_locally(template_key(r.validity.graph_key, r.validity.binding), sealed)) {
+      log::debug(
+          "capture template of {} not saved: its object was removed (gc, clear or verify --repair) since "
+          "it was loaded",
+          graph_key_);
       return;
     }
-    put_template(store, template_key(r.validity.graph_key, r.validity.binding), sealed, held);
     if (remote_)
       remote_->push_blobs(BlobKind::capture_template,
                           {{template_key(r.validity.graph_key, r.validity.binding), sealed}}, remote::Overwrite::yes,

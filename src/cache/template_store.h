@@ -33,6 +33,9 @@ class CachedTemplates final : public compiler::TemplateStore {
   void note(bool restored, bool recaptured) override;
 
  private:
+  // Writes a template file under the store's writing hold, only while its
+  // object is stored (false, nothing written, when it is not).
+  bool keep_locally(const std::string& key, const std::string& sealed) const;
   std::string dir_, graph_key_, runtime_;
   std::shared_ptr<RemoteTier> remote_;
 };

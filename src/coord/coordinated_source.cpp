@@ -471,12 +471,21 @@ LocalFailure CoordinatedSource::commit_store(Call& c, const std::vector<int>& se
   std::string own_kept;                    // the kept object of its key, when another writer's
   LocalFailure failure;
   try {
+    // Each sender's entry paths, and this rank's: saved only if the commit
+    // kept them all (an entry whose stored object a sweep removed meanwhile
+    // is left out, Store::commit).
+    std::vector<std::vector<std::string>> paths(parts.size());
+    std::vector<std::string> own_paths;
+    for (const auto& e : mine.entries) own_paths.push_back(e.path);
     cache::Bundle all = std::move(mine);
-    for (const auto& p : parts) {
-      if (p.empty()) continue;  // a sender whose own work failed: the agreement names it
-      cache::Bundle b = cache::read_bundle(p);
+    for (std::size_t i = 0; i < parts.size(); ++i) {
+      if (parts[i].empty()) continue;  // a sender whose own work failed: the agreement names it
+      cache::Bundle b = cache::read_bundle(parts[i]);
       for (auto& o : b.objects) all.objects.push_back(std::move(o));
-      for (auto& e : b.entries) all.entries.push_back(std::move(e));
+      for (auto& e : b.entries) {
+        paths[i].push_back(e.path);
+        all.entries.push_back(std::move(e));
+      }
     }
     if (!all.entries.empty()) {
       const double t = now();
@@ -493,12 +502,16 @@ LocalFailure CoordinatedSource::commit_store(Call& c, const std::vector<int>& se
         const auto it = done.kept.find(key);
         return it == done.kept.end() ? nullptr : &it->second;
       };
+      const std::set<std::string> left_out(done.unpinned.begin(), done.unpinned.end());
+      const auto all_kept = [&](const std::vector<std::string>& ps) {
+        return std::none_of(ps.begin(), ps.end(), [&](const std::string& p) { return left_out.count(p) > 0; });
+      };
       for (std::size_t i = 0; i < senders.size(); ++i) {
-        if (parts[i].empty()) continue;
+        if (parts[i].empty() || !all_kept(paths[i])) continue;
         answers[i] = "1";
         if (const auto* k = kept(c.infos[static_cast<std::size_t>(senders[i])].graph_key)) answers[i] += wire_of(*k);
       }
-      report().saved = own;
+      report().saved = own && all_kept(own_paths);
       if (const auto* k = own ? kept(c.id.key) : nullptr) own_kept = wire_of(*k);
     }
   } catch (...) {

@@ -49,7 +49,7 @@ Store open_store(const std::string& dir) {
 
 }  // namespace
 
-std::vector<EntryRecord> all_entries(const Store& s, std::vector<std::string>* problems) {
+std::vector<EntryRecord> all_entries(const Store& s, std::vector<std::string>* problems, bool* unread) {
   std::vector<EntryRecord> out;
   for (const auto& m : s.model_infos()) {
     try {
@@ -59,7 +59,10 @@ std::vector<EntryRecord> all_entries(const Store& s, std::vector<std::string>* p
           problems->push_back("index " + s.index_path(m).string() + ": " + std::to_string(d->damaged) +
                               " record(s) damaged");
       }
-    } catch (const CacheError& e) {
+    } catch (const IoError& e) {  // not read (EIO, EMFILE...): its entries may be there
+      if (problems) problems->push_back(e.what());
+      if (unread) *unread = true;
+    } catch (const CacheError& e) {  // damaged or not ours: no entry of it can be used
       if (problems) problems->push_back(e.what());
     }
   }
@@ -191,9 +194,17 @@ void evict_and_sweep(const Store& s, const std::map<std::string, std::vector<std
     removed_paths.insert(removed_paths.end(), paths.begin(), paths.end());
   }
   if (!removed_paths.empty()) forget_entries(s.dir(), removed_paths);
-  // Objects no remaining entry uses (including ones never referenced).
+  // Objects no remaining entry uses (including ones never referenced),
+  // unless an index could not be read (an I/O error, not damage): its
+  // entries' objects may be in use.
   std::set<std::string> used;
-  for (const auto& e : all_entries(s)) used.insert(e.graph_key);
+  std::vector<std::string> problems;
+  bool unread = false;
+  for (const auto& e : all_entries(s, &problems, &unread)) used.insert(e.graph_key);
+  if (unread) {
+    out.problems.push_back("no object was collected: an index could not be read (" + problems.front() + ")");
+    return;
+  }
   const bool have_objects = s.directory().stat(names::kObjectsDir).has_value();
   for (const auto& key : s.object_keys()) {
     if (used.count(key)) continue;
@@ -310,7 +321,9 @@ GcResult gc(const std::string& dir, const GcOptions& options, const std::vector<
       if (removed.count(e.path)) continue;
       Layout& l = layouts[{e.meta.model_info, e.meta.rank.world_size}];
       l.model_info = e.meta.model_info;
-      l.used = std::max(l.used, last_used(st, e.path));
+      // Its last recorded use, else its save (a process's uses reach
+      // stats.json when it ends; one killed never writes them).
+      l.used = std::max(l.used, entry_time(st, e).value_or(0.0));
       l.fresh = l.fresh || fresh.count(e.path) > 0;
       l.entries.push_back(&e);
       if (refs[e.graph_key]++ == 0) total += file_size(s, e.graph_key);

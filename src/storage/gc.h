@@ -22,8 +22,11 @@
 
 namespace npucache::cache {
 
-// Every readable entry of every index; unreadable indexes in `problems`.
-std::vector<EntryRecord> all_entries(const Store& s, std::vector<std::string>* problems = nullptr);
+// Every readable entry of every index; unreadable indexes in `problems`,
+// and `unread` set when one could not be read at all (an I/O error, not
+// damage: its entries may exist).
+std::vector<EntryRecord> all_entries(const Store& s, std::vector<std::string>* problems = nullptr,
+                                     bool* unread = nullptr);
 // The bytes of an object's file (0 when it cannot be read).
 std::size_t file_size(const Store& s, const std::string& key);
 // A file is npucache's when it starts with an envelope magic: damaged
@@ -59,7 +62,7 @@ struct GcOptions {
   // How long to wait for the store lock (writers' commits, another sweep)
   // before giving up with CacheBusy, nothing changed.
   double wait_s = kAdminWaitSeconds;
-  std::optional<double> older_than_s;   // evict entries last used (saved or served) longer ago
+  std::optional<double> older_than_s;  // evict entries last used (saved or served) longer ago
   // Evict every entry of these models, each named by its class (as
   // model_info begins, "npucache.models.Decoder", or as the model_class
   // component, "npucache::models::Decoder": every pipeline stage's index)

@@ -517,21 +517,26 @@ ObjectMeta Store::object_meta(const std::string& key) const {
 
 namespace {
 
-// The directories whose store lock this process holds exclusively: a
-// writing lock asked for there would wait on the process itself.
+// The directories whose store lock this thread holds exclusively: a
+// writing lock it asked for there would wait on itself (another thread of
+// the process just waits, bounded, as another process does).
 struct ExclusiveHolds {
   std::mutex mu;
   std::multiset<std::string> dirs;
 };
-ExclusiveHolds& exclusive_holds() { return process::Context::current().get<ExclusiveHolds>(); }
+ExclusiveHolds& exclusive_holds() {
+  thread_local ExclusiveHolds holds;
+  return holds;
+}
 std::string lock_key(const fs::path& dir) { return fs::absolute(dir).lexically_normal().string(); }
 
 std::string busy(const fs::path& dir, double waited) {
   char secs[32];
   std::snprintf(secs, sizeof secs, "%g", waited);
   return "the cache " + dir.string() + " is in use: another process holds " +
-         (dir / names::kLocksDir / names::kSweepLock).string() + " (a job saving, or gc, verify --repair or clear) and " +
-         "it was not free within " + secs + " s; nothing was changed. Run the command again when the cache is " +
+         (dir / names::kLocksDir / names::kSweepLock).string() +
+         " (a job saving, or gc, verify --repair or clear) and " + "it was not free within " + secs +
+         " s; nothing was changed. Run the command again when the cache is " +
          "quiet, or give it longer (--wait SECONDS)";
 }
 
@@ -663,9 +668,10 @@ Store::Committed Store::commit(Commit c, const Check& usable) const {
     if (it->second) {
       entries.push_back(std::move(e));
     } else {
-      log::warn("cache entry {} is not saved: its object {} was removed (gc, clear or verify --repair) since it was "
-                "read; the next run compiles it",
-                e.path, e.graph_key);
+      log::warn(
+          "cache entry {} is not saved: its object {} was removed (gc, clear or verify --repair) since it was "
+          "read; the next run compiles it",
+          e.path, e.graph_key);
       out.unpinned.push_back(e.path);
     }
   }
@@ -700,7 +706,9 @@ void Store::remove_damaged_object(const std::string& key, const Dir::Info& seen,
   const Dir obj = objects(Create::no);
   const std::string name = names::object_file(key);
   const auto now = obj.stat(name);
-  if (!now || now->ino != seen.ino) return;  // already replaced by another writer
+  // Already replaced by another writer (which may have got the freed inode
+  // number back, so its size and time are compared too).
+  if (!now || now->ino != seen.ino || now->size != seen.size || now->mtime_ns != seen.mtime_ns) return;
   obj.remove(name);
 }
 

@@ -6,6 +6,8 @@
 // --repair, gc and clear beside a writer never leave an entry naming a
 // missing object. Real processes (cache_worker, the npucache command) on a
 // real directory.
+#include <npucache/error.h>
+
 #include "format/names.h"
 #include "format/records.h"
 #include "storage/store.h"
@@ -16,11 +18,14 @@
 #include <gtest/gtest.h>
 
 #include <unistd.h>
+#include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <regex>
 #include <set>
+#include <thread>
 
 using namespace npucache;
 using testing_support::has;
@@ -157,6 +162,30 @@ TEST_F(LockProtocol, RepairChecksEveryFindingAgainUnderTheLock) {
   EXPECT_TRUE(has(warm.text, "compiled 0\nstatus hit")) << warm.text;
 }
 
+// Another thread's sweep in the same process is waited for, as another
+// process's is (a hold is per open file, the check for a thread waiting on
+// its own hold is per thread): a save beside the size limit's gc in a
+// commit thread waits, it does not fail.
+TEST_F(LockProtocol, AnotherThreadsSweepIsWaitedFor) {
+  ASSERT_EQ(sh(worker(dir)).status, 0);
+  const cache::Store s = cache::Store::open(dir, cache::Create::no);
+  std::atomic<bool> held{false};
+  std::thread sweeper([&] {
+    const cache::Sweeping sweep = s.sweeping(5);
+    held = true;
+    ::usleep(300000);
+  });
+  while (!held) ::usleep(1000);
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_NO_THROW({ const cache::Writing w = s.writing(5); });
+  EXPECT_GE(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 0.1);
+  sweeper.join();
+  // This thread's own exclusive hold: a write under it is a mistake said
+  // at once, never a wait on itself.
+  const cache::Sweeping mine = s.sweeping(5);
+  EXPECT_THROW({ const cache::Writing w = s.writing(1); }, Error);
+}
+
 // An entry that reuses a stored object is committed with that object
 // pinned: stored again from the writer's copy when a sweep removed it
 // since it was read, left out (reported) when the writer holds no copy;
@@ -220,7 +249,8 @@ TEST_F(LockProtocol, SweepsBesideAWriterLoseNothingAndLeaveNothingHalf) {
     ASSERT_EQ(w.wait(), 0) << slurp(w.log);
     const auto paths = testing_support::entry_paths(dir);
     const std::set<std::string> present(paths.begin(), paths.end());
-    for (const auto& p : w.committed("rep")) EXPECT_TRUE(present.count(p)) << p << " was reported committed and is gone";
+    for (const auto& p : w.committed("rep"))
+      EXPECT_TRUE(present.count(p)) << p << " was reported committed and is gone";
     EXPECT_GE(loops, 2);
   }
   {

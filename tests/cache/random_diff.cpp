@@ -542,8 +542,8 @@ int main(int argc, char** argv) {
       if (colon == std::string::npos) return usage();
       const auto second = item.find(':', colon + 1);
       g_generator = second == std::string::npos ? generator : std::stoi(item.substr(second + 1));
-      const std::string models_text = item.substr(colon + 1, second == std::string::npos ? std::string::npos
-                                                                                         : second - colon - 1);
+      const std::string models_text =
+          item.substr(colon + 1, second == std::string::npos ? std::string::npos : second - colon - 1);
       std::printf("== replaying epoch %s, %s models (generator %d)\n", item.substr(0, colon).c_str(),
                   models_text.c_str(), g_generator);
       if (!epoch(std::stoull(item.substr(0, colon), nullptr, 0), std::stoi(models_text), per, false, 1e30, &ran,
