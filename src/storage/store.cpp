@@ -18,12 +18,10 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
-#include <cstdio>
 #include <map>
 #include <mutex>
 #include <random>
 #include <set>
-#include <utility>
 
 namespace npucache::cache {
 namespace fs = std::filesystem;
@@ -513,91 +511,6 @@ ObjectMeta Store::object_meta(const std::string& key) const {
   ObjectMeta m = cache::object_meta(*bytes, what, &stored_key);
   if (stored_key != key) throw CacheError(what + " holds object " + stored_key);
   return m;
-}
-
-namespace {
-
-// The directories whose store lock this thread holds exclusively: a
-// writing lock it asked for there would wait on itself (another thread of
-// the process just waits, bounded, as another process does).
-struct ExclusiveHolds {
-  std::mutex mu;
-  std::multiset<std::string> dirs;
-};
-ExclusiveHolds& exclusive_holds() {
-  thread_local ExclusiveHolds holds;
-  return holds;
-}
-std::string lock_key(const fs::path& dir) { return fs::absolute(dir).lexically_normal().string(); }
-
-std::string busy(const fs::path& dir, double waited) {
-  char secs[32];
-  std::snprintf(secs, sizeof secs, "%g", waited);
-  return "the cache " + dir.string() + " is in use: another process holds " +
-         (dir / names::kLocksDir / names::kSweepLock).string() +
-         " (a job saving, or gc, verify --repair or clear) and " + "it was not free within " + secs +
-         " s; nothing was changed. Run the command again when the cache is " +
-         "quiet, or give it longer (--wait SECONDS)";
-}
-
-}  // namespace
-
-StoreLock::StoreLock(FileLock lock, bool exclusive, std::string dir)
-    : lock_(std::move(lock)), exclusive_(exclusive), dir_(std::move(dir)) {
-  if (exclusive_) {
-    auto& h = exclusive_holds();
-    std::lock_guard g(h.mu);
-    h.dirs.insert(dir_);
-  }
-}
-
-StoreLock::StoreLock(StoreLock&& o) noexcept
-    : lock_(std::move(o.lock_)), exclusive_(o.exclusive_), dir_(std::exchange(o.dir_, std::string())) {}
-
-StoreLock::~StoreLock() {
-  if (exclusive_ && !dir_.empty()) {
-    auto& h = exclusive_holds();
-    std::lock_guard g(h.mu);
-    if (auto it = h.dirs.find(dir_); it != h.dirs.end()) h.dirs.erase(it);
-  }
-}
-
-Writing Store::writing(double wait_s) const {
-  const std::string key = lock_key(dir_.path());
-  {
-    auto& h = exclusive_holds();
-    std::lock_guard g(h.mu);
-    if (h.dirs.count(key))
-      throw Error("internal error: a write to " + dir_.path().string() +
-                  " under this process's own exclusive store lock (pass the Sweeping it holds)");
-  }
-  const Dir locks = dir_.sub(names::kLocksDir, Create::yes);
-  const double deadline = process::Context::current().env().monotonic_s() + wait_s;
-  const auto left = [&] { return std::max(0.0, deadline - process::Context::current().env().monotonic_s()); };
-  std::optional<FileLock> l;
-  if (auto gate = locks.lock_within(names::kSweepGate, true, wait_s))  // passed, then released
-    if (auto held = locks.lock_within(names::kSweepLock, true, left())) l.emplace(std::move(*held));
-  if (!l) throw CacheBusy(busy(dir_.path(), wait_s));
-  return Writing(std::move(*l), false, key);
-}
-
-std::optional<Sweeping> Store::try_sweeping(double wait_s) const {
-  const Dir locks = dir_.sub(names::kLocksDir, Create::yes);
-  const double deadline = process::Context::current().env().monotonic_s() + wait_s;
-  const auto left = [&] { return std::max(0.0, deadline - process::Context::current().env().monotonic_s()); };
-  // The gate first: writers that come now wait behind this sweep; those in
-  // their commits finish, then the store lock is free.
-  auto gate = locks.lock_within(names::kSweepGate, false, wait_s);
-  if (!gate) return std::nullopt;
-  auto l = locks.lock_within(names::kSweepLock, false, left());
-  if (!l) return std::nullopt;
-  return Sweeping(std::move(*l), true, lock_key(dir_.path()));
-}
-
-Sweeping Store::sweeping(double wait_s) const {
-  auto l = try_sweeping(wait_s);
-  if (!l) throw CacheBusy(busy(dir_.path(), wait_s));
-  return std::move(*l);
 }
 
 Store::Put Store::put_object(const ObjectRecord& o, const StoreLock& held, const Check& usable) const {
