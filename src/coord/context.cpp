@@ -5,6 +5,7 @@
 #include "coord/host_allgather.h"
 #include "coord/transport.h"
 #include "process/context.h"
+#include "process/env.h"
 
 #include <algorithm>
 #include <chrono>
@@ -50,11 +51,11 @@ const Context& Context::get(double timeout_s, double* setup_s) {
   std::lock_guard lock(held.mu);
   std::unique_ptr<Context>& ctx = held.ctx;
   if (ctx) return *ctx;
-  const auto t0 = std::chrono::steady_clock::now();
+  const double t0 = process::Context::current().env().monotonic_s();
   auto c = std::unique_ptr<Context>(new Context());
   c->comm_ = mpi::Comm::world().dup({"coordinator set-up: its communicator", timeout_s});
   ctx = std::move(c);
-  if (setup_s) *setup_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (setup_s) *setup_s += process::Context::current().env().monotonic_s() - t0;
   return *ctx;
 }
 
@@ -66,7 +67,7 @@ const Hosts* Context::hosts_if_made() const {
 const Hosts& Context::hosts(double timeout_s, double* setup_s) const {
   std::lock_guard lock(hosts_mu_);
   if (hosts_) return *hosts_;
-  const auto t0 = std::chrono::steady_clock::now();
+  const double t0 = process::Context::current().env().monotonic_s();
   // The map of hosts without a message between every pair of ranks: each
   // host's lowest rank describes its host (name, ranks), those ranks
   // exchange the descriptions in a Bruck all-gather, and each passes the
@@ -93,7 +94,7 @@ const Hosts& Context::hosts(double timeout_s, double* setup_s) const {
   for (int i : h->host_of) per_rank.push_back(h->names[static_cast<std::size_t>(i)]);
   mpi::set_host_names(std::move(per_rank));
   hosts_ = std::move(h);
-  if (setup_s) *setup_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (setup_s) *setup_s += process::Context::current().env().monotonic_s() - t0;
   return *hosts_;
 }
 

@@ -10,8 +10,9 @@
 #include "coord/plan.h"
 #include "coord/remote_plan.h"
 #include "coord/transport.h"
+#include "process/context.h"
+#include "process/env.h"
 
-#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
@@ -19,10 +20,8 @@
 
 namespace npucache::coord {
 
-// Seconds on the steady clock.
-inline double now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+// Seconds on the process context's monotonic clock (process/env.h).
+inline double now() { return process::Context::current().env().monotonic_s(); }
 
 // Seconds since the last lap, added to *into.
 class Laps {

@@ -22,7 +22,7 @@ namespace {
 std::string hdf5_view(const IndexFile& ix, std::size_t userblock) {
   auto guard = h5::lock();
   h5::Handle f = create_view(userblock, EnvelopeKind::index);
-  const hid_t root = f.id();
+  const h5::Id root = f.id();
   h5::write_attr(root, "model_info", ix.model_info);
   h5::write_attr(root, "index_part", std::string(ix.seq.delta ? "delta" : "base"));
   char generation[24];

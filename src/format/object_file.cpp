@@ -49,7 +49,7 @@ std::string encode_object(const ObjectRecord& o) {
   {
     auto guard = h5::lock();
     h5::Handle f = create_view(userblock, EnvelopeKind::object);
-    const hid_t root = f.id();
+    const h5::Id root = f.id();
     h5::write_attr(root, "graph_key", o.graph_key);
     h5::write_attr(root, "checksum", m.checksum);
     h5::write_attr(root, "raw_size", static_cast<int64_t>(m.raw_size));

@@ -60,7 +60,7 @@ std::string encode_template_file(const TemplateRecord& r) {
   {
     auto guard = h5::lock();
     h5::Handle f = create_view(userblock, EnvelopeKind::capture_template);
-    const hid_t root = f.id();
+    const h5::Id root = f.id();
     h5::write_attr(root, "graph_key", r.validity.graph_key);
     h5::write_attr(root, "binding", r.validity.binding);
     h5::write_attr(root, "runtime_version", r.validity.runtime_version);

@@ -108,7 +108,7 @@ std::string encode_tuning(const std::vector<TuningRecord>& records) {
   {
     auto guard = h5::lock();
     h5::Handle f = create_view(userblock, EnvelopeKind::tuning);
-    const hid_t root = f.id();
+    const h5::Id root = f.id();
     h5::write_attr(root, "decisions", static_cast<int64_t>(records.size()));
     std::set<std::string> used;
     for (const auto& [runtime, ls] : lines) {

@@ -1,5 +1,9 @@
 #include "h5/h5.h"
 
+#include <hdf5.h>
+
+#include <type_traits>
+
 #include <npucache/error.h>
 #include "h5/zstd_filter.h"
 #include "zstd/zstd_codec.h"
@@ -8,6 +12,9 @@
 #include <cstring>
 
 namespace npucache::h5 {
+
+static_assert(std::is_same_v<Id, hid_t> && std::is_same_v<Status, herr_t> && kInvalidId == H5I_INVALID_HID,
+              "h5.h names HDF5's types by their widths");
 namespace {
 
 // Turns HDF5's automatic error printing off once per process.

@@ -1,6 +1,9 @@
 // HDF5, wrapped once: RAII handles, every call checked, failures turned
 // into CacheError carrying HDF5's error stack; HDF5's own error printing
-// turned off. Only this layer includes <hdf5.h> (and the zstd filter).
+// turned off. Only this layer's sources include <hdf5.h> (and the zstd
+// filter): this header names HDF5's handle and status types by their
+// widths (h5.cpp checks they are HDF5's), so the layers above compile
+// without HDF5's or MPI's include paths.
 //
 // Files are built and read as in-memory images (the core driver): the
 // store writes the bytes itself through its safe directory operations and
@@ -10,8 +13,6 @@
 // Thread safety: the HDF5 build npucache uses is not thread-safe; every use
 // holds h5::lock() (a process-wide recursive mutex).
 #pragma once
-
-#include <hdf5.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -25,6 +26,11 @@
 
 namespace npucache::h5 {
 
+// HDF5's Id and Status, and kInvalidId.
+using Id = int64_t;
+using Status = int;
+inline constexpr Id kInvalidId = -1;
+
 std::unique_lock<std::recursive_mutex> lock();
 
 // Initialises the HDF5 library now. HDF5 registers its shutdown with
@@ -33,73 +39,73 @@ std::unique_lock<std::recursive_mutex> lock();
 // handlers run in reverse order of registration.
 void init();
 
-// Owns an hid_t and closes it with the matching H5*close.
+// Owns an HDF5 id and closes it with the matching H5*close.
 class Handle {
  public:
-  using Closer = herr_t (*)(hid_t);
+  using Closer = Status (*)(Id);
   Handle() = default;
-  Handle(hid_t id, Closer closer) : id_(id), close_(closer) {}
+  Handle(Id id, Closer closer) : id_(id), close_(closer) {}
   ~Handle() { reset(); }
-  Handle(Handle&& o) noexcept : id_(o.id_), close_(o.close_) { o.id_ = H5I_INVALID_HID; }
+  Handle(Handle&& o) noexcept : id_(o.id_), close_(o.close_) { o.id_ = kInvalidId; }
   Handle& operator=(Handle&& o) noexcept {
     if (this != &o) {
       reset();
       id_ = o.id_;
       close_ = o.close_;
-      o.id_ = H5I_INVALID_HID;
+      o.id_ = kInvalidId;
     }
     return *this;
   }
   Handle(const Handle&) = delete;
   Handle& operator=(const Handle&) = delete;
-  hid_t id() const { return id_; }
+  Id id() const { return id_; }
   // Closes now, reporting a failure (destructors close quietly).
   void close();
 
  private:
   void reset() noexcept;
-  hid_t id_ = H5I_INVALID_HID;
+  Id id_ = kInvalidId;
   Closer close_ = nullptr;
 };
 
 // Throws CacheError "<what> failed: <HDF5 error stack>" when rc < 0.
-hid_t check(hid_t rc, const std::string& what);
+Id check(Id rc, const std::string& what);
 
 // A new file in memory made for a userblock of `userblock` bytes (a power
 // of two >= 512) that the caller puts in front of its image.
 Handle create_image(std::size_t userblock);
 // The file's image, without the userblock.
-std::string image_bytes(hid_t file);
+std::string image_bytes(Id file);
 // A read-only file over `bytes` (copied).
 Handle open_image(std::string_view bytes);
 
-Handle open_group(hid_t loc, const std::string& path);
-Handle open_dataset(hid_t loc, const std::string& path);
+Handle open_group(Id loc, const std::string& path);
+Handle open_dataset(Id loc, const std::string& path);
 // Creates the group and missing intermediate groups.
-Handle create_group(hid_t loc, const std::string& path);
-bool exists(hid_t loc, const std::string& path);  // every component exists
+Handle create_group(Id loc, const std::string& path);
+bool exists(Id loc, const std::string& path);  // every component exists
 // Names of the links in a group, in name order.
-std::vector<std::string> children(hid_t loc, const std::string& path);
-bool is_group(hid_t loc, const std::string& path);
+std::vector<std::string> children(Id loc, const std::string& path);
+bool is_group(Id loc, const std::string& path);
 
 // Attributes: strings are variable-length UTF-8, integers 64-bit, reals
 // 64-bit, booleans an enum {FALSE, TRUE} (h5py reads it as bool). Readers
 // check the stored type and throw CacheError for another.
-void write_attr(hid_t obj, const std::string& name, const std::string& value);
-void write_attr(hid_t obj, const std::string& name, int64_t value);
-void write_attr(hid_t obj, const std::string& name, double value);
-void write_bool_attr(hid_t obj, const std::string& name, bool value);
-std::string read_string_attr(hid_t obj, const std::string& name);
-int64_t read_int_attr(hid_t obj, const std::string& name);
-bool has_attr(hid_t obj, const std::string& name);
+void write_attr(Id obj, const std::string& name, const std::string& value);
+void write_attr(Id obj, const std::string& name, int64_t value);
+void write_attr(Id obj, const std::string& name, double value);
+void write_bool_attr(Id obj, const std::string& name, bool value);
+std::string read_string_attr(Id obj, const std::string& name);
+int64_t read_int_attr(Id obj, const std::string& name);
+bool has_attr(Id obj, const std::string& name);
 // A fixed-length string attribute (as format 1 wrote them), its padding
 // dropped; "" when there is none or it is not a string. Never throws.
-std::string read_fixed_string_attr(hid_t obj, const std::string& name);
+std::string read_fixed_string_attr(Id obj, const std::string& name);
 
 // A 1-D uint8 dataset, chunked and zstd-compressed (filter 32015).
-void write_bytes(hid_t loc, const std::string& name, std::string_view bytes);
+void write_bytes(Id loc, const std::string& name, std::string_view bytes);
 // Throws CacheError when the dataset is larger than `cap` bytes.
-std::string read_bytes(hid_t loc, const std::string& name, std::size_t cap);
+std::string read_bytes(Id loc, const std::string& name, std::size_t cap);
 // The bytes of a dataset of `size` bytes written by write_bytes, found in
 // the file image without opening it: a dataset of one chunk is stored as
 // one zstd frame of exactly `size` bytes of content. Each such frame in the
@@ -110,21 +116,21 @@ std::string read_bytes(hid_t loc, const std::string& name, std::size_t cap);
 // reading its bytes; this is the warm load's read. No HDF5 call is made.
 std::optional<std::string> find_single_chunk(std::string_view image, std::size_t size,
                                              const std::function<bool(const std::string&)>& accept);
-std::size_t storage_size(hid_t loc, const std::string& name);
+std::size_t storage_size(Id loc, const std::string& name);
 // A 1-D dataset of variable-length strings (lines of text; one dataset per
 // file: each write of variable-length strings takes a global-heap
 // collection of at least 4 KiB).
-void write_strings(hid_t loc, const std::string& name, const std::vector<std::string>& lines);
+void write_strings(Id loc, const std::string& name, const std::vector<std::string>& lines);
 // The same as fixed-length strings (the longest one's length, NULLPAD):
 // for the many small lists of an index (an entry's parameter names).
-void write_fixed_strings(hid_t loc, const std::string& name, const std::vector<std::string>& lines);
+void write_fixed_strings(Id loc, const std::string& name, const std::vector<std::string>& lines);
 // Either kind.
-std::vector<std::string> read_strings(hid_t loc, const std::string& name);
+std::vector<std::string> read_strings(Id loc, const std::string& name);
 
 // A link named `link` to object `target_path` of the file `target_file`
 // (resolved by HDF5 tools relative to the linking file's directory).
-void external_link(hid_t loc, const std::string& link, const std::string& target_file, const std::string& target_path);
+void external_link(Id loc, const std::string& link, const std::string& target_file, const std::string& target_path);
 // The (file, path) an external link names.
-std::pair<std::string, std::string> read_external_link(hid_t loc, const std::string& link);
+std::pair<std::string, std::string> read_external_link(Id loc, const std::string& link);
 
 }  // namespace npucache::h5

@@ -5,6 +5,8 @@
 #include <npucache/error.h>
 
 #include "mpi/check.h"
+#include "process/context.h"
+#include "process/env.h"
 
 #include <algorithm>
 #include <atomic>
@@ -21,6 +23,10 @@
 namespace npucache::mpi {
 namespace detail {
 namespace {
+
+// Deadlines and grace periods on the process context's monotonic clock,
+// so tests can control time.
+double clock_s() { return process::Context::current().env().monotonic_s(); }
 
 using namespace std::chrono_literals;
 
@@ -236,8 +242,8 @@ std::string roll_call(const Step& step, bool timed_out) {
     v.answered[me] = step.name;
     for (int r = 0; r < world; ++r)
       if (r != me) post(mine.encode(), r, kAlarmTag);
-    const double end = MPI_Wtime() + g;
-    while (MPI_Wtime() < end) {
+    const double end = clock_s() + g;
+    while (clock_s() < end) {
       bool any = false;
       while (take(kHereTag, &src, &text)) {
         v.answered[src] = Report::decode(text).step;
@@ -254,8 +260,8 @@ std::string roll_call(const Step& step, bool timed_out) {
   }
   // A reporter may enter its grace period up to one poll later than this
   // rank, and may be slower to wake: wait for its verdict a little longer.
-  const double end = MPI_Wtime() + g + 2.5;
-  while (MPI_Wtime() < end) {
+  const double end = clock_s() + g + 2.5;
+  while (clock_s() < end) {
     if (take(kVerdictTag, &src, &text)) return describe(Verdict::decode(text), step, world, hosts);
     while (take(kAlarmTag, &src, &text)) note_failure(text);
     std::this_thread::sleep_for(1ms);
@@ -282,7 +288,7 @@ bool trouble_reported(int me, int world) {
 }  // namespace
 
 double deadline_of(const Step& step) {
-  return std::isfinite(step.timeout_s) ? MPI_Wtime() + step.timeout_s : std::numeric_limits<double>::infinity();
+  return std::isfinite(step.timeout_s) ? clock_s() + step.timeout_s : std::numeric_limits<double>::infinity();
 }
 
 void fail(const Step& step, bool timed_out) {
@@ -312,7 +318,7 @@ void wait_all(MPI_Request* reqs, int n, const Step& step, double deadline, MPI_S
     int done = 0;
     check(MPI_Testall(n, reqs, &done, statuses), "MPI_Testall");
     if (done) return;
-    const double now = MPI_Wtime();
+    const double now = clock_s();
     if (now >= deadline) fail(step, true);
     if (now >= next_probe) {
       if (trouble_reported(me, world)) fail(step, false);

@@ -208,9 +208,22 @@ int FaultEnv::fstat(int fd, struct stat* st) {
   return static_cast<int>(run(FileOp::stat, fd_path(fd), [&] { return static_cast<long>(base_->fstat(fd, st)); }));
 }
 
+void FaultEnv::pin_inode(const std::string& suffix, ino_t ino) {
+  std::lock_guard lock(mu_);
+  pinned_.emplace_back(suffix, ino);
+}
+
 int FaultEnv::fstatat(int dirfd, const char* name, struct stat* st, int flags) {
-  return static_cast<int>(run(FileOp::stat, at_path(dirfd, name),
-                              [&] { return static_cast<long>(base_->fstatat(dirfd, name, st, flags)); }));
+  const std::string path = at_path(dirfd, name);
+  const int rc = static_cast<int>(
+      run(FileOp::stat, path, [&] { return static_cast<long>(base_->fstatat(dirfd, name, st, flags)); }));
+  if (rc == 0) {
+    std::lock_guard lock(mu_);
+    for (const auto& [suffix, ino] : pinned_)
+      if (path.size() >= suffix.size() && path.compare(path.size() - suffix.size(), suffix.size(), suffix) == 0)
+        st->st_ino = ino;
+  }
+  return rc;
 }
 
 int FaultEnv::mkdirat(int dirfd, const char* name, mode_t mode) {

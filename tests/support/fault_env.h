@@ -129,6 +129,11 @@ class FaultEnv : public process::Env {
   // moves only when advanced, slept on or delayed by a fault.
   void set_manual_clock(double monotonic_s, double wall_s);
   void advance(double seconds);
+  // Reports inode `ino` for every path ending in `suffix` that fstatat
+  // inspects: a file rewritten onto another inode looks, by its stat, like
+  // one rewritten in place (as a file system that reuses the inode a rename
+  // freed makes it), whatever this file system does.
+  void pin_inode(const std::string& suffix, ino_t ino);
 
   int openat(int dirfd, const char* name, int flags, mode_t mode = 0) override;
   ssize_t read(int fd, void* buf, std::size_t n) override;
@@ -170,6 +175,7 @@ class FaultEnv : public process::Env {
   std::vector<Call> calls_;
   bool manual_clock_ = false;
   double monotonic_ = 0, wall_ = 0;
+  std::vector<std::pair<std::string, ino_t>> pinned_;
 };
 
 }  // namespace npucache::testing_support
