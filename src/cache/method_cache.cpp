@@ -9,20 +9,23 @@
 #include "format/artifact.h"
 #include "format/cache_error.h"
 #include "format/names.h"
-#include "format/profile_file.h"
-#include "format/tuning_file.h"
 #include "storage/commit_queue.h"
 #include "storage/gc.h"
 #include "storage/remote_tier.h"
 #include "storage/stats.h"
 #include "storage/store.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <functional>
 #include <mutex>
 #include <set>
 #include <tuple>
 #include "log/log.h"
 #include "process/context.h"
+#include "process/env.h"
 #include "process/once.h"
 
 namespace npucache::cache {
@@ -41,7 +44,8 @@ void usable(const ObjectRecord& o) { (void)decode(o); }
 }  // namespace
 
 std::shared_ptr<compiler::TemplateStore> MethodCache::templates(const std::string& graph_key) const {
-  return std::make_shared<CachedTemplates>(id_.dir, graph_key, id_.key.runtime_version, remote_);
+  return std::make_shared<CachedTemplates>(id_.dir, graph_key, id_.key.runtime_version, remote_,
+                                           [self = *this](Create c) { return self.store(c); });
 }
 
 std::shared_ptr<MethodCache> MethodCache::for_method(const std::string& method) const {
@@ -54,7 +58,9 @@ MethodCache::MethodCache(MethodIdentity id)
     : id_(std::move(id)),
       key_(lookup_key(id_.key)),
       path_(names::entry_path(key_.model_info, id_.key.method, id_.who.world_size, id_.who.global_rank)),
-      remote_(RemoteTier::get(id_.remote)) {
+      remote_(RemoteTier::get(id_.remote)),
+      side_(id_.dir, remote_),
+      open_(std::make_shared<OpenStore>()) {
   if (!names::valid_name(id_.key.method))
     throw ConfigError("method name '" + id_.key.method +
                       "' cannot name a cache entry: use letters, digits, '_', "
@@ -86,8 +92,9 @@ MethodCache::Lookup MethodCache::lookup(const FlatArgs& args, const TraceResult*
     return r;
   };
   try {
-    if (!Dir::exists(id_.dir)) return miss(MissReason::absent, {});
-    const Store store = Store::open(id_.dir, Create::no);
+    const std::optional<Store> opened = store(Create::no);
+    if (!opened) return miss(MissReason::absent, {});
+    const Store& store = *opened;
     r.entry = store.entry(path_);
     if (!r.entry) {
       Nearest n = nearest(store);
@@ -126,7 +133,7 @@ MethodCache::Lookup MethodCache::lookup(const FlatArgs& args, const TraceResult*
       throw;
     } catch (const CacheError& e) {
       log::warn("cache entry {} is unusable ({}); replacing it", where(), e.what());
-      discard_damaged(store, r.entry->graph_key, e.what());
+      local_objects(store).discard_damaged(r.entry->graph_key, e.what());
       return miss(MissReason::corrupt, {e.what()});
     }
     if (!same_computation) {
@@ -174,7 +181,7 @@ GraphId MethodCache::graph_id(const TraceResult& traced) const { return cache::g
 
 std::string MethodCache::store_identity(std::string* why_unusable) const {
   try {
-    return Store::open(id_.dir, Create::yes).identity();
+    return store(Create::yes)->identity();
   } catch (const CacheError& e) {
     warn_uncached(id_.dir, "refused", std::string(e.what()) + "; running uncached");
     if (why_unusable) *why_unusable = e.what();
@@ -182,68 +189,93 @@ std::string MethodCache::store_identity(std::string* why_unusable) const {
   }
 }
 
-bool MethodCache::holds(const std::string& key) const {
+// The store of one MethodCache (and its copies): the directory opened
+// once, with what it was when opened, so a removed or replaced directory
+// is opened again.
+struct MethodCache::OpenStore {
+  std::mutex mu;
+  std::optional<Store> store;
+  bool created = false;  // opened with Create::yes (markers written)
+  dev_t dev = 0;
+  ino_t ino = 0;
+};
+
+std::optional<Store> MethodCache::store(Create create) const {
+  process::Env& env = process::Context::current().env();
+  struct stat now {};
+  const bool exists = env.fstatat(AT_FDCWD, id_.dir.c_str(), &now, 0) == 0;
+  std::lock_guard lock(open_->mu);
+  if (open_->store && exists && now.st_dev == open_->dev && now.st_ino == open_->ino &&
+      (open_->created || create == Create::no))
+    return open_->store;
+  if (open_->store && exists && now.st_dev == open_->dev && now.st_ino == open_->ino) {
+    open_->store->mark();  // opened to read, now to write too
+    open_->created = true;
+    return open_->store;
+  }
+  if (!exists && create == Create::no) return std::nullopt;
+  Store s = Store::open(id_.dir, create);
+  struct stat st {};
+  if (env.fstat(s.directory().fd(), &st) != 0) throw CacheError("cannot inspect " + id_.dir);
+  open_->store = s;
+  open_->created = create == Create::yes;
+  open_->dev = st.st_dev;
+  open_->ino = st.st_ino;
+  return s;
+}
+
+LocalObjects MethodCache::local_objects(const Store& store) const { return LocalObjects(store, usable); }
+
+std::shared_ptr<const ObjectSource> MethodCache::objects(Tier tier) const {
+  if (tier == Tier::remote) return remote_ ? std::make_shared<RemoteObjects>(remote_, id_.dir) : nullptr;
   try {
-    return Dir::exists(id_.dir) && Store::open(id_.dir, Create::no).has_object(key);
-  } catch (const CacheError&) {
-    return false;
+    if (auto s = store(Create::no)) return std::make_shared<LocalObjects>(local_objects(*s));
+  } catch (const CacheRefused& e) {
+    warn_uncached(id_.dir, "refused", std::string(e.what()) + "; running uncached");
+  } catch (const CacheError& e) {
+    log::debug("cache {} not read: {}", id_.dir, e.what());
+  }
+  return nullptr;
+}
+
+bool MethodCache::holds(Tier tier, const std::string& key) const {
+  const auto source = objects(tier);
+  return source && source->holds(key);
+}
+
+std::optional<ObjectRecord> MethodCache::record(Tier tier, const std::string& key) const {
+  const auto source = objects(tier);
+  if (!source) return std::nullopt;
+  try {
+    return source->read(key, usable);
+  } catch (const CacheRefused& e) {
+    warn_uncached(id_.dir, "refused", std::string(e.what()) + "; running uncached");
+    return std::nullopt;
   }
 }
 
-ObjectRecord MethodCache::object_record(const std::string& key) const {
-  return Store::open(id_.dir, Create::no).object(key, true);
-}
-
-std::optional<MethodCache::Stored> MethodCache::stored_object(const GraphId& id, const TraceResult& trace,
-                                                              const FlatArgs& args,
-                                                              const compiler::CompileStep& compile) const {
+std::optional<MethodCache::Stored> MethodCache::stored(Tier tier, const GraphId& id, const TraceResult& trace,
+                                                       const FlatArgs& args,
+                                                       const compiler::CompileStep& compile) const {
+  const auto source = objects(tier);
+  if (!source) return std::nullopt;
+  std::shared_ptr<compiler::CompiledGraph> g;
   try {
-    if (!Dir::exists(id_.dir)) return std::nullopt;
-    const Store store = Store::open(id_.dir, Create::no);
-    if (!store.has_object(id.key)) return std::nullopt;
-    ObjectRecord o;
-    Decoded decoded;
-    try {
-      o = store.object(id.key, false);
-      decoded = decode(o, parameter_names(trace.graph));
-      decoded.graph->trace.name = trace.name;  // the object may have been stored for another method
-    } catch (const CacheRefused&) {
-      throw;
-    } catch (const CacheError& e) {
-      discard_damaged(store, id.key, e.what());
-      return std::nullopt;
-    }
-    auto g = cache::prepare(std::move(decoded), site(args, compile));
-    log::info("Cache object {} of {} found in {}: reusing the stored object, no compile", id.key, trace.name, id_.dir);
-    return Stored{std::move(g), std::move(o)};
+    // Checked as any stored object is, then made runnable for this call
+    // before it counts: decoded once, with this trace's parameter names.
+    auto o = source->read(id.key, [&](const ObjectRecord& r) {
+      Decoded d = decode(r, parameter_names(trace.graph));
+      d.graph->trace.name = trace.name;  // the object may have been stored for another method
+      g = cache::prepare(std::move(d), site(args, compile));
+    });
+    if (!o) return std::nullopt;
+    log::info("Cache object {} of {} {} {}: reusing the stored object, no compile", id.key, trace.name,
+              tier == Tier::local ? "found in" : "read from", source->where());
+    return Stored{std::move(g), std::move(*o)};
   } catch (const CacheRefused& e) {  // an unsafe directory: said once, as the lookup says it
     warn_uncached(id_.dir, "refused", std::string(e.what()) + "; running uncached");
     return std::nullopt;
-  } catch (const CacheError& e) {
-    log::warn("stored object {} is unusable ({}); compiling", id.key, e.what());
-    return std::nullopt;
-  } catch (const TraceError& e) {
-    log::warn("stored object {} does not bind this call ({}); compiling", id.key, e.what());
-    return std::nullopt;
   }
-}
-
-std::optional<MethodCache::Stored> MethodCache::remote_object(const GraphId& id, const TraceResult& trace,
-                                                              const FlatArgs& args,
-                                                              const compiler::CompileStep& compile) const {
-  if (!remote_) return std::nullopt;
-  std::shared_ptr<compiler::CompiledGraph> g;
-  // Checked as a local file is, then made runnable for this call before it
-  // counts as a hit.
-  auto got = remote_->object(id.key, id_.dir, [&](const ObjectRecord& o) {
-    Decoded d = decode(o, parameter_names(trace.graph));
-    d.graph->trace.name = trace.name;  // the object may have been stored for another method
-    g = cache::prepare(std::move(d), site(args, compile));
-  });
-  if (!got) return std::nullopt;
-  log::info("Cache object {} of {} read from the remote cache {} ({} bytes): no compile needed", id.key, trace.name,
-            remote_->config().url, got->value_bytes);
-  return Stored{std::move(g), std::move(got->record)};
 }
 
 std::optional<MethodCache::Stored> MethodCache::remote_entry(const FlatArgs& args,
@@ -257,18 +289,10 @@ std::optional<MethodCache::Stored> MethodCache::remote_entry(const FlatArgs& arg
   }
   std::shared_ptr<compiler::CompiledGraph> g;
   const RemoteTier::Check bind = [&](const ObjectRecord& o) { g = runnable(o, re->entry.parameters, args, compile); };
-  auto got = re->object_hash.empty() ? remote_->object(re->entry.graph_key, id_.dir, bind)
-                                     : remote_->object_by_hash(re->object_hash, re->entry.graph_key, id_.dir, bind);
+  auto got = RemoteObjects(remote_, id_.dir).read_named(re->object_hash, re->entry.graph_key, bind);
   if (!got) return std::nullopt;
   log::info("Cache {} read from the remote cache {}", model_cache_meta(re->entry.meta), remote_->config().url);
-  return Stored{std::move(g), std::move(got->record)};
-}
-
-std::optional<ObjectRecord> MethodCache::remote_record(const std::string& graph_key) const {
-  if (!remote_) return std::nullopt;
-  auto got = remote_->object(graph_key, id_.dir, usable);
-  if (!got) return std::nullopt;
-  return std::move(got->record);
+  return Stored{std::move(g), std::move(*got)};
 }
 
 void MethodCache::commit_later(const compiler::CompiledGraph& g, const ObjectRecord& object) const {
@@ -309,11 +333,11 @@ EntryRecord MethodCache::make_entry(const compiler::CompiledGraph& g, const Obje
 }
 
 Store::Committed MethodCache::save(Store::Commit c) const {
-  const Store store = Store::open(id_.dir, Create::yes);
+  const Store store = *this->store(Create::yes);
   Store::Committed done = store.commit(std::move(c), usable);
   for (const auto& key : done.adopted)
     log::info("Cache object {} was stored by another writer first; adopting its bytes", key);
-  save_tuning();
+  side_.save_tuning(store);
   store.directory().remove_stale_temps();  // a crashed writer's leftovers (objects/: by gc and verify --repair)
   std::vector<std::string> paths;
   for (const auto& e : done.entries) {
@@ -324,7 +348,7 @@ Store::Committed MethodCache::save(Store::Commit c) const {
       if (auto it = done.kept.find(e.graph_key); it != done.kept.end()) cache::remember(e, it->second);
   }
   record_save(id_.dir, paths);
-  enforce_limit(id_.dir, paths);
+  enforce_limit(store, paths);
   return done;
 }
 
@@ -346,160 +370,35 @@ CallSite MethodCache::site(const FlatArgs& args, const compiler::CompileStep& co
 
 namespace {
 
-// The tuning file's decisions: nullopt when there is none; CacheError when
-// it is damaged or not npucache's.
-std::optional<std::vector<compiler::TuningRecord>> read_tuning(const Dir& d) {
-  const std::string what = (d.path() / names::kTuningFile).string();
-  auto bytes = d.read(names::kTuningFile, kMaxTuningFileBytes);
-  if (!bytes) return std::nullopt;
-  return decode_tuning(*bytes, what);
-}
-
-void warn_damaged_tuning(const std::string& why) {
-  log::warn("{}; its decisions are ignored and it is rewritten on the next save", why);
+// A read of a side file that finds no usable directory reads nothing there.
+template <class F>
+auto with_store(const std::string& dir, const std::function<std::optional<Store>()>& open, F&& read) {
+  std::optional<Store> s;
+  try {
+    s = open();
+  } catch (const CacheError& e) {
+    log::debug("cache {} not read: {}", dir, e.what());
+  }
+  return read(s ? &*s : nullptr);
 }
 
 }  // namespace
 
 void MethodCache::load_tuning() const {
-  if (!process::Context::current().get<process::Once>().first("tuning loaded|" + id_.dir)) return;
-  if (remote_) {  // the fleet's decisions (the remote's shared table)
-    const auto records = remote_->tuning(id_.dir);
-    const std::size_t added = compiler::TuningTable::process().merge(records);
-    log::debug("remote tuning table: {} decisions, {} new to this process", records.size(), added);
-  }
-  try {
-    if (!Dir::exists(id_.dir)) return;
-    const Dir d = Dir::open(id_.dir, Safety::cache, Create::no);
-    if (auto records = read_tuning(d)) {
-      const std::size_t added = compiler::TuningTable::process().merge(*records);
-      log::debug("tuning table {}/{}: {} decisions, {} new to this process", id_.dir, names::kTuningFile,
-                 records->size(), added);
-    }
-  } catch (const CacheRefused& e) {
-    log::debug("tuning table not read: {}", e.what());
-  } catch (const CacheError& e) {
-    warn_damaged_tuning(e.what());
-  }
+  with_store(
+      id_.dir, [&] { return store(Create::no); }, [&](const Store* s) { side_.load_tuning(s); });
 }
-
-void MethodCache::save_tuning() const {
-  try {
-    const Store store = Store::open(id_.dir, Create::yes);
-    const Dir& d = store.directory();
-    FileLock lock = d.sub(names::kLocksDir, Create::yes).lock(names::kTuningLock);
-    compiler::TuningTable& table = compiler::TuningTable::process();
-    std::vector<compiler::TuningRecord> stored;
-    bool rewrite = false;
-    try {
-      if (auto r = read_tuning(d)) stored = std::move(*r);
-    } catch (const CacheRefused&) {
-      throw;
-    } catch (const IoError&) {
-      throw;  // unread, not damaged: its decisions are kept
-    } catch (const CacheError& e) {
-      warn_damaged_tuning(e.what());
-      rewrite = true;
-    }
-    table.merge(stored);
-    const std::vector<compiler::TuningRecord> all = table.records();
-    if (all.empty()) return;
-    // The file is ordered as records() is: equal means nothing to add.
-    std::sort(stored.begin(), stored.end(),
-              [](const auto& a, const auto& b) { return std::tie(a.runtime, a.key) < std::tie(b.runtime, b.key); });
-    if (!rewrite && stored == all) return;
-    d.write(names::kTuningFile, encode_tuning(all));
-    log::debug("tuning table {}/{}: {} decisions saved", id_.dir, names::kTuningFile, all.size());
-  } catch (const Error& e) {
-    warn_uncached(
-        id_.dir, "tuning",
-        "could not save the tuning table in " + id_.dir + " (" + e.what() + "); its decisions stay in this process");
-  }
-}
-
-namespace {
-
-// The profiles file's records: nullopt when there is none; CacheError when
-// it is damaged or not npucache's.
-std::optional<std::vector<ProfileRecord>> read_profiles(const Dir& d) {
-  const std::string what = (d.path() / names::kProfileFile).string();
-  auto bytes = d.read(names::kProfileFile, kMaxProfileFileBytes);
-  if (!bytes) return std::nullopt;
-  return decode_profiles(*bytes, what);
-}
-
-void warn_damaged_profiles(const std::string& why) {
-  log::warn("{}; its dynamic-shape decisions are ignored and it is rewritten on the next save", why);
-}
-
-}  // namespace
 
 std::vector<DimMark> MethodCache::load_profile() const {
-  std::vector<DimMark> out;
-  try {
-    const std::optional<Dir> d =
-        Dir::exists(id_.dir) ? std::optional<Dir>(Dir::open(id_.dir, Safety::cache, Create::no)) : std::nullopt;
-    if (auto records = d ? read_profiles(*d) : std::nullopt)
-      for (const auto& r : *records)
-        if (r.model_info == key_.model_info && r.method == id_.key.method) out.push_back(r.dim);
-  } catch (const CacheRefused& e) {
-    log::debug("dynamic-shape profiles not read: {}", e.what());
-  } catch (const CacheError& e) {
-    warn_damaged_profiles(e.what());
-  }
-  // The remote tier's profile records ("<model_info>|<method>|<input>|<dim>").
-  if (remote_)
-    for (const auto& [name, bytes] : remote_->blobs(BlobKind::profile, id_.dir)) {
-      const auto a = name.find('|'), b = name.find('|', a + 1), c = name.rfind('|');
-      if (a == std::string::npos || b == std::string::npos || c <= b) continue;
-      if (name.substr(0, a) != key_.model_info || name.substr(a + 1, b - a - 1) != id_.key.method) continue;
-      DimMark m{name.substr(b + 1, c - b - 1), -1};
-      try {
-        m.dim = std::stoll(name.substr(c + 1));
-      } catch (const std::exception&) {
-        continue;
-      }
-      if (m.input.empty() || m.dim < 0 || m.dim >= kMaxProfileDim) continue;
-      if (std::find(out.begin(), out.end(), m) == out.end()) out.push_back(std::move(m));
-    }
-  if (!out.empty()) log::debug("{}: {} dims dynamic from the profiles of {}", where(), out.size(), id_.dir);
-  return out;
+  return with_store(
+      id_.dir, [&] { return store(Create::no); },
+      [&](const Store* s) { return side_.load_profile(s, key_.model_info, id_.key.method); });
 }
 
 void MethodCache::save_profile(const std::vector<DimMark>& dims) const {
   if (dims.empty()) return;
   try {
-    const Store store = Store::open(id_.dir, Create::yes);
-    const Dir& d = store.directory();
-    FileLock lock = d.sub(names::kLocksDir, Create::yes).lock(names::kProfileLock);
-    std::vector<ProfileRecord> records;
-    bool rewrite = false;
-    try {
-      if (auto r = read_profiles(d)) records = std::move(*r);
-    } catch (const CacheRefused&) {
-      throw;
-    } catch (const IoError&) {
-      throw;  // unread, not damaged: its records are kept
-    } catch (const CacheError& e) {
-      warn_damaged_profiles(e.what());
-      rewrite = true;
-    }
-    for (const auto& m : dims) {
-      ProfileRecord r{key_.model_info, id_.key.method, m};
-      auto at = std::lower_bound(records.begin(), records.end(), r);
-      if (at != records.end() && *at == r) continue;
-      records.insert(at, std::move(r));
-      rewrite = true;
-    }
-    if (remote_) {
-      std::vector<std::pair<std::string, std::string>> named;
-      for (const auto& m : dims)
-        named.emplace_back(key_.model_info + "|" + id_.key.method + "|" + m.input + "|" + std::to_string(m.dim), "");
-      remote_->push_blobs(BlobKind::profile, named, remote::Overwrite::no, id_.dir);
-    }
-    if (!rewrite) return;
-    d.write(names::kProfileFile, encode_profiles(records));
-    log::debug("dynamic-shape profiles {}/{}: {} dims saved", id_.dir, names::kProfileFile, records.size());
+    side_.save_profile(*store(Create::yes), key_.model_info, id_.key.method, dims);
   } catch (const Error& e) {
     warn_uncached(id_.dir, "profiles",
                   "could not save the dynamic-shape profile of " + where() + " in " + id_.dir + " (" + e.what() +
@@ -512,7 +411,9 @@ void MethodCache::remember(const EntryRecord& entry, const ObjectRecord& object)
 }
 
 void MethodCache::remove_entry() const {
-  Store::open(id_.dir, Create::no).update_index(key_.model_info, model_components(key_.components), {}, {path_});
+  const std::optional<Store> s = store(Create::no);
+  if (!s) return;
+  s->update_index(key_.model_info, model_components(key_.components), {}, {path_});
   forget_entries(id_.dir, {path_});
 }
 
@@ -561,37 +462,6 @@ MethodCache::Nearest MethodCache::nearest(const Store& store) const {
     best.diffs.insert(best.diffs.begin(), best.stale ? "entry " + best.path + " is of another version"
                                                      : "nearest entry " + best.path + " was made with other settings");
   return best;
-}
-
-void MethodCache::discard_damaged(const Store& store, const std::string& key, const std::string& why) const {
-  log::warn("{}; removing it so it is rebuilt", why);
-  try {
-    const Writing held = store.writing();
-    // Only if it is still unusable: another process may have replaced it.
-    const auto seen = store.object_stat(key);
-    if (!seen) return;
-    try {
-      usable(store.object(key, false));
-      return;
-    } catch (const CacheRefused&) {
-      throw;
-    } catch (const IoError& e) {
-      log::warn("object {} is kept: {}", key, e.what());  // unread, not damaged
-      return;
-    } catch (const Error&) {
-    }
-    store.remove_damaged_object(key, *seen, held);
-  } catch (const CacheError& e) {
-    log::warn("could not remove damaged object {}: {}", key, e.what());
-  }
-}
-
-void warn_uncached(const std::string& dir, const std::string& kind, const std::string& what) {
-  if (!process::Context::current().get<process::Once>().first("uncached|" + dir + "|" + kind)) {
-    log::debug("{}", what);
-    return;
-  }
-  log::warn("{}", what);
 }
 
 }  // namespace npucache::cache

@@ -1,8 +1,12 @@
-// One cached method of one rank, and everything done with it in the store:
-// its lookup key and entry path, the warm-start lookup, its records, saving
-// (adopting an object another writer stored first) and removing them, and
-// the statistics they feed. The only user of the store (Store) besides
-// cache administration (admin.h).
+// One cached method of one rank, and one duty: a call's life cycle in the
+// cache. Its lookup key and entry path, the warm-start lookup, the stored
+// object of a computation from either tier, its records, saving (adopting
+// an object another writer stored first) and removing them, and the
+// statistics they feed. What it reads and writes is storage's: the store
+// (storage/store.h), opened once per MethodCache and kept while its
+// directory is the one opened; the objects of either tier behind one read
+// interface (storage/object_source.h); the side files of decisions
+// (storage/side_files.h).
 //
 // The caller says who is writing (world size, global/tp/pp rank, host, pid)
 // and which runtime the method runs on: the cache layer discovers no
@@ -20,7 +24,10 @@
 #include "format/keys.h"
 #include "format/records.h"
 #include "remote/config.h"
+#include "storage/object_source.h"
+#include "storage/side_files.h"
 #include "storage/store.h"
+#include "storage/uncached.h"
 
 #include <map>
 #include <memory>
@@ -94,37 +101,36 @@ class MethodCache {
   // used (refused, unwritable), so such a rank is a store of its own, and
   // then *why_unusable (when given) says why.
   std::string store_identity(std::string* why_unusable = nullptr) const;
-  // Whether the store holds the object `graph_key` (false when unreadable).
-  bool holds(const std::string& graph_key) const;
-  // The stored object, with its graph's text (checksums verified).
-  ObjectRecord object_record(const std::string& graph_key) const;
-  // The stored object for a trace that missed its entry (another rank, world
-  // size or a lost index stored it): decoded and bound, or null when the
-  // store has none (or a damaged one, which is removed). Costs a read, never
-  // a compile.
+  // The two tiers a stored object is read from.
+  enum class Tier { local, remote };
+  // The objects of a tier behind one read interface; null for the remote
+  // tier when none is configured, and for the local one when its directory
+  // does not exist or cannot be used.
+  std::shared_ptr<const ObjectSource> objects(Tier tier) const;
+  // Whether a tier holds the object `graph_key` (false when it cannot tell).
+  bool holds(Tier tier, const std::string& graph_key) const;
+  // A tier's object for `graph_key`, checked and decodable; nullopt when
+  // it has none (a damaged one is removed locally, counted remotely).
+  std::optional<ObjectRecord> record(Tier tier, const std::string& graph_key) const;
+  // A tier's object for a trace that missed its entry (another rank, world
+  // size or a lost index stored it, or another host wrote it to the remote):
+  // every check passed, decoded and bound to this trace and call; nullopt
+  // when the tier has none or fails. Costs a read, never a compile.
   struct Stored {
     std::shared_ptr<compiler::CompiledGraph> graph;
     ObjectRecord object;
   };
-  std::optional<Stored> stored_object(const GraphId& id, const TraceResult& trace, const FlatArgs& args,
-                                      const compiler::CompileStep& compile) const;
+  std::optional<Stored> stored(Tier tier, const GraphId& id, const TraceResult& trace, const FlatArgs& args,
+                               const compiler::CompileStep& compile) const;
 
   // --- The remote tier (remote_tier.h) -------------------------------------
   // Null when no remote is configured.
   const std::shared_ptr<RemoteTier>& remote() const { return remote_; }
-  // The remote's object for a trace that missed locally: every check of a
-  // local file passed, decoded, bound to this trace and call; null when the
-  // remote has none or fails (counted, warned). Costs two reads.
-  std::optional<Stored> remote_object(const GraphId& id, const TraceResult& trace, const FlatArgs& args,
-                                      const compiler::CompileStep& compile) const;
   // The fast path's (HitCheck::code_version, no trace) remote lookup: this
   // rank's entry in the remote's index, of this code_version, parameter
   // signature, runtime and format version, its object checked, decoded and
   // bound to the call; null otherwise.
   std::optional<Stored> remote_entry(const FlatArgs& args, const compiler::CompileStep& compile) const;
-  // The remote's object for a graph key, checked and decodable (the
-  // coordinator's node leaders read it for their host).
-  std::optional<ObjectRecord> remote_record(const std::string& graph_key) const;
   // Commits `object` and this rank's entry for `g` to the local store in
   // the background (commit_queue.h): the next start is local.
   void commit_later(const compiler::CompiledGraph& g, const ObjectRecord& object) const;
@@ -162,26 +168,15 @@ class MethodCache {
   // Its second half, for bytes already decoded (cache/runnable.h: prepare).
   std::shared_ptr<compiler::CompiledGraph> prepare(Decoded d, const FlatArgs& args,
                                                    const compiler::CompileStep& compile) const;
-  // Merges the cache directory's tuning table (names::kTuningFile) into the
-  // process's (compiler/tuning_table.h), once per directory and process
-  // (the first compile of a MethodCache calls it). A missing file is no
-  // table; a damaged or foreign one is logged (warning), ignored and
-  // rewritten by the next save. Never throws.
+  // The directory's side files of decisions (tuning table, dynamic-shape
+  // profiles) and their remote copies.
+  const SideFiles& side_files() const { return side_; }
+  // The directory's tuning decisions merged into the process's table, once
+  // per directory and process (side_files()).
   void load_tuning() const;
-  // Merges the file's decisions and the process's under the tuning lock and
-  // rewrites the file when the process knows decisions the file lacks (or
-  // the file is damaged). save() calls it after its index updates; a
-  // failure is logged, never thrown.
-  void save_tuning() const;
-  // The dims automatic dynamic made dynamic for this method (model_info
-  // and method) in earlier processes: the directory's profiles file. A
-  // missing file is none; a damaged or foreign one is warned about and
-  // ignored. Never throws.
+  // The dims automatic dynamic made dynamic for this method in earlier
+  // processes, and recording new ones (side_files(), for this method).
   std::vector<DimMark> load_profile() const;
-  // Merges `dims` into this method's profile in the file (under the
-  // profiles lock), rewriting it when something is new or the file is
-  // damaged. A failure is warned about (the decision stays in this
-  // process), never thrown.
   void save_profile(const std::vector<DimMark>& dims) const;
   // Records that this process uses `entry` (for save_cache_artifacts()).
   void remember(const EntryRecord& entry, const ObjectRecord& object) const;
@@ -202,17 +197,21 @@ class MethodCache {
   Nearest nearest(const Store& store) const;
   // What runnable() prepares for: this call of this method's module.
   CallSite site(const FlatArgs& args, const compiler::CompileStep& compile) const;
-  // Removes a damaged object (if it is still damaged) so it is rebuilt.
-  void discard_damaged(const Store& store, const std::string& key, const std::string& why) const;
+  // This directory's store: opened on first use and kept while the
+  // directory is the one opened (a directory removed or replaced is opened
+  // again); with Create::no, nullopt when the directory does not exist.
+  // Throws CacheError (CacheRefused) as Store::open does.
+  std::optional<Store> store(Create create) const;
+  // The local tier over `store`.
+  LocalObjects local_objects(const Store& store) const;
+  struct OpenStore;
 
   MethodIdentity id_;
   LookupKey key_;
   std::string path_;
   std::shared_ptr<RemoteTier> remote_;
+  SideFiles side_;
+  std::shared_ptr<OpenStore> open_;  // shared by copies (commit_later's)
 };
-
-// Logs `what` once per cache directory and kind of problem: a refused or
-// read-only cache warns once, not on every method.
-void warn_uncached(const std::string& dir, const std::string& kind, const std::string& what);
 
 }  // namespace npucache::cache

@@ -77,7 +77,7 @@ std::optional<compiler::FirstEntry> MethodSource::recompile_dynamic(const FlatAr
   compiler::FirstEntry e;
   e.status.entry = cache_->where();
   if (!disabled_ && cache_->captures()) e.templates = cache_->templates(id.key);
-  if (auto stored = disabled_ ? std::nullopt : cache_->stored_object(id, tr, args, compile)) {
+  if (auto stored = disabled_ ? std::nullopt : cache_->stored(MethodCache::Tier::local, id, tr, args, compile)) {
     persist_entry(*stored->graph, stored->object);
     e.graph = std::move(stored->graph);
     e.status.outcome = Outcome::hit;
@@ -231,7 +231,8 @@ std::shared_ptr<compiler::CompiledGraph> LocalSource::obtain(const FlatArgs& arg
   }
   // The store may hold the artifact already (another rank, world size or
   // model stored it, or this entry's index was lost): a read, no compile.
-  if (auto stored = compile_every_miss_ ? std::nullopt : cache().stored_object(id, *tr, args, compile)) {
+  if (auto stored =
+          compile_every_miss_ ? std::nullopt : cache().stored(MethodCache::Tier::local, id, *tr, args, compile)) {
     report().read_store = true;
     persist_entry(*stored->graph, stored->object);
     return stored->graph;
@@ -239,7 +240,8 @@ std::shared_ptr<compiler::CompiledGraph> LocalSource::obtain(const FlatArgs& arg
   // Then the remote tier: read and checked, committed locally off the path
   // to ready.
   if (!compile_every_miss_)
-    if (auto fetched = cache().remote_object(id, *tr, args, compile)) return served_by_remote(std::move(*fetched));
+    if (auto fetched = cache().stored(MethodCache::Tier::remote, id, *tr, args, compile))
+      return served_by_remote(std::move(*fetched));
   // An entry was there but could not serve (stale, damaged, another
   // computation): its warning said "replacing it"; this says how.
   if (hit.reason != MissReason::absent && hit.reason != MissReason::refused)

@@ -22,11 +22,18 @@ TemplateValidity validity(const std::string& graph_key, const SymBindings& bindi
 }  // namespace
 
 CachedTemplates::CachedTemplates(std::string dir, std::string graph_key, std::string runtime_version,
-                                 std::shared_ptr<RemoteTier> remote)
+                                 std::shared_ptr<RemoteTier> remote, Opener open)
     : dir_(std::move(dir)),
       graph_key_(std::move(graph_key)),
       runtime_(std::move(runtime_version)),
-      remote_(std::move(remote)) {}
+      remote_(std::move(remote)),
+      open_(std::move(open)) {
+  if (!open_)
+    open_ = [d = dir_](Create c) -> std::optional<Store> {
+      if (c == Create::no && !Dir::exists(d)) return std::nullopt;
+      return Store::open(d, c);
+    };
+}
 
 std::optional<std::string> CachedTemplates::load(const SymBindings& binding, const compiler::TemplateSettings& settings,
                                                  std::string& why) {
@@ -58,8 +65,9 @@ std::optional<std::string> CachedTemplates::load(const SymBindings& binding, con
     }
   };
   try {
-    if (!Dir::exists(dir_)) return from_remote();
-    const Dir d = Dir::open(dir_, Safety::cache, Create::no);
+    const std::optional<Store> store = open_(Create::no);
+    if (!store) return from_remote();
+    const Dir& d = store->directory();
     if (!d.stat(names::kTemplatesDir)) return from_remote();
     const Dir t = d.sub(names::kTemplatesDir, Create::no);
     auto bytes = t.read(file, kMaxTemplateFileBytes);
@@ -84,7 +92,7 @@ void CachedTemplates::note(bool restored, bool recaptured) {
 }
 
 bool CachedTemplates::keep_locally(const std::string& key, const std::string& sealed) const {
-  const Store store = Store::open(dir_, Create::yes);
+  const Store store = *open_(Create::yes);
   const Writing held = store.writing();
   // Written only while its object is stored (pinned by the hold): a
   // template of an object a sweep removed since it was loaded could never

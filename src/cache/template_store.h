@@ -12,8 +12,11 @@
 #pragma once
 
 #include "compiler/capture_template.h"
+#include "storage/store.h"
 
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 namespace npucache::cache {
@@ -24,9 +27,12 @@ class CachedTemplates final : public compiler::TemplateStore {
  public:
   // With `remote`, a template missing from the directory is looked up in
   // the remote tier (checked like a local file, then written locally), and
-  // a saved one is written there too.
+  // a saved one is written there too. `open` opens the directory's store
+  // (nullopt with Create::no when there is none): its caller's, so a call
+  // path opens it once; by default Store::open.
+  using Opener = std::function<std::optional<Store>(Create)>;
   CachedTemplates(std::string dir, std::string graph_key, std::string runtime_version,
-                  std::shared_ptr<RemoteTier> remote = nullptr);
+                  std::shared_ptr<RemoteTier> remote = nullptr, Opener open = {});
   std::optional<std::string> load(const SymBindings& binding, const compiler::TemplateSettings& settings,
                                   std::string& why) override;
   void save(const SymBindings& binding, const compiler::TemplateSettings& settings, const std::string& bytes) override;
@@ -38,6 +44,7 @@ class CachedTemplates final : public compiler::TemplateStore {
   bool keep_locally(const std::string& key, const std::string& sealed) const;
   std::string dir_, graph_key_, runtime_;
   std::shared_ptr<RemoteTier> remote_;
+  Opener open_;
 };
 
 }  // namespace npucache::cache

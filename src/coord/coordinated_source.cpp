@@ -209,7 +209,7 @@ void CoordinatedSource::plan(Call& c) {
       }
       info.cost = static_cast<double>(c.tr->graph.size());
       info.needs = true;
-      info.holds = !info.store.empty() && cache().holds(c.id.key);
+      info.holds = !info.store.empty() && cache().holds(cache::MethodCache::Tier::local, c.id.key);
     }
   } catch (...) {
     failure = LocalFailure::current(Phase::plan);
@@ -265,7 +265,7 @@ void CoordinatedSource::read_remote(Call& c) {
                        std::find(mine->second.begin(), mine->second.end(), c.me) != mine->second.end();
   bool got = false;
   if (fetcher)
-    if (auto rec = cache().remote_record(c.id.key)) {
+    if (auto rec = cache().record(cache::MethodCache::Tier::remote, c.id.key)) {
       rep.remote = true;
       rep.read_store = true;  // served by a cache (the remote tier), not compiled
       rep.remote_bytes = rec->raw.size();
@@ -326,8 +326,15 @@ void CoordinatedSource::produce(Call& c) {
 
 cache::ObjectRecord CoordinatedSource::owned_object(Call& c) {
   if (c.info.holds) {  // its store has it: a read, no compile
-    report().read_store = true;
-    return cache().object_record(c.id.key);
+    if (auto o = cache().record(cache::MethodCache::Tier::local, c.id.key)) {
+      report().read_store = true;
+      return std::move(*o);
+    }
+    if (!c.tr)
+      throw CacheError("the object " + c.id.key + " of " + cache().method() + " left the cache " + cache().dir() +
+                       " since the plan (removed or damaged)");
+    log::warn("the object {} of {} left the cache {} since the plan (removed or damaged); compiling it", c.id.key,
+              cache().method(), cache().dir());
   }
   auto mine = compile_timed(std::move(*c.tr), c.args, c.compile);
   cache::ObjectRecord o = cache().make_object(*mine, c.id, compiler::serialize_compiled(*mine, true), true);

@@ -138,9 +138,11 @@ std::string format_size(std::size_t bytes) {
   return buf;
 }
 
-std::optional<std::size_t> max_size(const std::string& dir) {
-  if (!Dir::exists(dir)) return std::nullopt;
-  auto text = Dir::open(dir, Safety::cache, Create::no).read(names::kConfigFile, kMaxConfigBytes);
+namespace {
+
+std::optional<std::size_t> max_size_in(const Dir& d) {
+  const std::string dir = d.path().string();
+  auto text = d.read(names::kConfigFile, kMaxConfigBytes);
   if (!text) return std::nullopt;
   auto j = nlohmann::json::parse(*text, nullptr, false);
   if (j.is_discarded() || !j.is_object()) {
@@ -153,6 +155,15 @@ std::optional<std::size_t> max_size(const std::string& dir) {
   return it->get<std::size_t>();
 }
 
+void enforce(const std::string& dir, std::size_t limit, const std::vector<std::string>& written);
+
+}  // namespace
+
+std::optional<std::size_t> max_size(const std::string& dir) {
+  if (!Dir::exists(dir)) return std::nullopt;
+  return max_size_in(Dir::open(dir, Safety::cache, Create::no));
+}
+
 void set_max_size(const std::string& dir, std::optional<std::size_t> limit) {
   const Store s = Store::open(dir, Create::yes);
   nlohmann::json j = nlohmann::json::object();
@@ -161,10 +172,18 @@ void set_max_size(const std::string& dir, std::optional<std::size_t> limit) {
 }
 
 void enforce_limit(const std::string& dir, const std::vector<std::string>& written) {
-  const auto limit = max_size(dir);
-  if (!limit) return;
+  if (const auto limit = max_size(dir)) enforce(dir, *limit, written);
+}
+
+void enforce_limit(const Store& store, const std::vector<std::string>& written) {
+  if (const auto limit = max_size_in(store.directory())) enforce(store.directory().path().string(), *limit, written);
+}
+
+namespace {
+
+void enforce(const std::string& dir, std::size_t limit, const std::vector<std::string>& written) {
   GcOptions o;
-  o.max_size = *limit;
+  o.max_size = limit;
   o.wait_s = kLimitWaitSeconds;
   GcResult g;
   try {
@@ -174,9 +193,11 @@ void enforce_limit(const std::string& dir, const std::vector<std::string>& writt
     return;
   }
   if (g.evicted_entries > 0)
-    log::info("cache {} over its limit {}: evicted {} layout(s) ({} entries), {} object(s)", dir, format_size(*limit),
+    log::info("cache {} over its limit {}: evicted {} layout(s) ({} entries), {} object(s)", dir, format_size(limit),
               g.evicted_layouts, g.evicted_entries, g.removed_objects);
 }
+
+}  // namespace
 
 namespace {
 

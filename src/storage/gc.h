@@ -96,5 +96,7 @@ std::optional<std::size_t> max_size(const std::string& dir);
 void set_max_size(const std::string& dir, std::optional<std::size_t> limit);
 // After a write: evicts (gc) when a limit is configured and exceeded.
 void enforce_limit(const std::string& dir, const std::vector<std::string>& written);
+// The same for a store its caller opened.
+void enforce_limit(const Store& store, const std::vector<std::string>& written);
 
 }  // namespace npucache::cache

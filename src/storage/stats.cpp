@@ -106,7 +106,8 @@ template <class F>
 void update(const fs::path& dir, F&& change) {
   try {
     if (!Dir::exists(dir)) return;
-    const Dir d = Dir::open(dir, Safety::cache, Create::no);
+    const Store store = Store::open(dir, Create::no);
+    const Dir& d = store.directory();
     FileLock lock = d.sub(names::kLocksDir, Create::yes).lock(names::kStatsLock);
     CacheStats s = parse(d);
     change(s);
@@ -130,7 +131,7 @@ void update(const fs::path& dir, F&& change) {
           {{"time", m.time}, {"entry", m.entry}, {"reason", m.reason}, {"differences", m.differences}});
     d.write(names::kStatsFile, j.dump(1) + "\n");
     // Every process that used the cache ends here: damaged markers heal.
-    Store::open(dir, Create::no).heal_markers();
+    store.heal_markers();
   } catch (const IoError& e) {
     // A full or failing disk is said once per directory; a read-only or
     // refused one was said when the cache was used.

@@ -389,24 +389,26 @@ struct MarkedStores {
 }  // namespace
 
 Store Store::open(const fs::path& dir, Create create) {
-  Dir d = Dir::open(dir, Safety::cache, create);
-  if (create == Create::no) return Store(std::move(d));
+  Store s(Dir::open(dir, Safety::cache, create));
+  if (create == Create::yes) s.mark();
+  return s;
+}
+
+void Store::mark() const {
   struct stat st {};
-  if (process::Context::current().env().fstat(d.fd(), &st) != 0)
-    throw CacheError("cannot inspect " + d.path().string());
-  const std::string key = fs::absolute(dir).lexically_normal().string();
+  if (process::Context::current().env().fstat(dir_.fd(), &st) != 0)
+    throw CacheError("cannot inspect " + dir_.path().string());
+  const std::string key = fs::absolute(dir_.path()).lexically_normal().string();
   MarkedStores& marked = process::Context::current().get<MarkedStores>();
   {
     std::lock_guard lock(marked.mu);
     const auto it = marked.by_path.find(key);
-    if (it != marked.by_path.end() && it->second.dev == st.st_dev && it->second.ino == st.st_ino)
-      return Store(std::move(d));
+    if (it != marked.by_path.end() && it->second.dev == st.st_dev && it->second.ino == st.st_ino) return;
   }
-  write_markers(d);
-  note_format1(d);
+  write_markers(dir_);
+  note_format1(dir_);
   std::lock_guard lock(marked.mu);
-  marked.by_path.insert_or_assign(key, MarkedStores::Marked{d, st.st_dev, st.st_ino});
-  return Store(std::move(d));
+  marked.by_path.insert_or_assign(key, MarkedStores::Marked{dir_, st.st_dev, st.st_ino});
 }
 
 Dir Store::objects(Create create) const { return dir_.sub(names::kObjectsDir, create); }

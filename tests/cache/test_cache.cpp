@@ -263,10 +263,19 @@ void expect_stale_and_rebuilt(const fs::path& dir, const std::string& version, c
 
 }  // namespace
 
-// The cache of the previous format (5.0.0, checked in by
-// tests/fixtures/format-5.0.0/README.md's commands), on the default hit
+// The cache of the previous format (6.0.0, checked in by
+// tests/fixtures/format-6.0.0/README.md's commands), on the default hit
 // check and on the code_version fast path, for an entry written by either.
 TEST_F(CacheTest, PreviousFormatIsReportedStaleAndRebuilt) {
+  expect_stale_and_rebuilt(
+      dir, "6.0.0",
+      {"prompt --code-version v1", "prompt --code-version v1 --fast", "decode --code-version v1 --fast",
+       "decode --code-version v1", "prompt --reduce-overhead --code-version v1",
+       "prompt --world 2 --rank 1 --code-version v1", "prompt --static --code-version v1"});
+}
+
+// Format 5.0.0 (tests/fixtures/format-5.0.0), likewise.
+TEST_F(CacheTest, Format5IsReportedStaleAndRebuilt) {
   expect_stale_and_rebuilt(
       dir, "5.0.0",
       {"prompt --code-version v1", "prompt --code-version v1 --fast", "decode --code-version v1 --fast",

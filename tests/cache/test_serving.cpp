@@ -188,30 +188,34 @@ TEST_F(Serving, PiecesOfOneStructureReadingOtherParametersAreCachedApart) {
   }
 }
 
-// The pieces of a cache of format 5.0.0 (tests/fixtures/format-5.0.0/breaks,
-// keyed without the parameters they read) are reported stale and rebuilt,
-// never served (their entries' names changed with the key, so they are not
-// even found); the old files are left as they were.
+// The pieces of a cache of the previous formats (tests/fixtures/format-6.0.0/
+// and format-5.0.0/ breaks; 5.0.0's were keyed without the parameters they
+// read) are reported stale and rebuilt, never served; the old files are
+// left as they were.
 TEST_F(Serving, PreviousFormatPiecesAreRebuiltNeverServed) {
-  const fs::path fixture = fs::path(FIXTURES) / "format-5.0.0" / "breaks";
-  fs::copy(fixture, dir, fs::copy_options::recursive);
-  for (const auto& f : fs::recursive_directory_iterator(dir))
-    fs::permissions(f.path(), fs::perms::group_all | fs::perms::others_all, fs::perm_options::remove);
-  fs::permissions(dir, fs::perms::group_all | fs::perms::others_all, fs::perm_options::remove);
-  Out old = serve("--breaks --dynamic auto --batches 4,4,6");
-  ASSERT_EQ(old.status, 0) << old.text;
-  EXPECT_EQ(number(old.text, "compiles"), 4) << old.text;  // as cold: before the break, after it on each path
-  EXPECT_FALSE(has(old.text, "call 4 hit")) << old.text;
-  EXPECT_LE(maxdiff(old.text), 1e-4) << old.text;
-  for (const auto& f : fs::recursive_directory_iterator(fixture)) {
-    if (!f.is_regular_file() || f.path().extension() != ".h5") continue;
-    std::ifstream a(f.path(), std::ios::binary), b(dir / fs::relative(f.path(), fixture), std::ios::binary);
-    const std::string x{std::istreambuf_iterator<char>(a), {}}, y{std::istreambuf_iterator<char>(b), {}};
-    EXPECT_EQ(x, y) << f.path() << " of format 5.0.0 was rewritten";
+  for (const std::string version : {"6.0.0", "5.0.0"}) {
+    const fs::path fixture = fs::path(FIXTURES) / ("format-" + version) / "breaks";
+    const fs::path d = dir / version;
+    fs::copy(fixture, d, fs::copy_options::recursive);
+    for (const auto& f : fs::recursive_directory_iterator(d))
+      fs::permissions(f.path(), fs::perms::group_all | fs::perms::others_all, fs::perm_options::remove);
+    fs::permissions(d, fs::perms::group_all | fs::perms::others_all, fs::perm_options::remove);
+    const std::string run = std::string(SERVE_WORKER) + " " + d.string() + " --breaks --dynamic auto --batches 4,4,6";
+    Out old = sh(run);
+    ASSERT_EQ(old.status, 0) << version << ": " << old.text;
+    EXPECT_EQ(number(old.text, "compiles"), 4) << version << ": " << old.text;  // as cold: before and after the break
+    EXPECT_FALSE(has(old.text, "call 4 hit")) << version << ": " << old.text;
+    EXPECT_LE(maxdiff(old.text), 1e-4) << version << ": " << old.text;
+    for (const auto& f : fs::recursive_directory_iterator(fixture)) {
+      if (!f.is_regular_file() || f.path().extension() != ".h5") continue;
+      std::ifstream a(f.path(), std::ios::binary), b(d / fs::relative(f.path(), fixture), std::ios::binary);
+      const std::string x{std::istreambuf_iterator<char>(a), {}}, y{std::istreambuf_iterator<char>(b), {}};
+      EXPECT_EQ(x, y) << f.path() << " of format " << version << " was rewritten";
+    }
+    Out warm = sh(run);
+    EXPECT_EQ(number(warm.text, "compiles"), 0) << version << ": " << warm.text;
+    EXPECT_LE(maxdiff(warm.text), 1e-4) << version << ": " << warm.text;
   }
-  Out warm = serve("--breaks --dynamic auto --batches 4,4,6");
-  EXPECT_EQ(number(warm.text, "compiles"), 0) << warm.text;
-  EXPECT_LE(maxdiff(warm.text), 1e-4) << warm.text;
 }
 
 // Captured graphs in the cache (reduce-overhead): a warm start restores

@@ -21,6 +21,7 @@
 #include "log/log.h"
 #include "process/context.h"
 #include "storage/commit_queue.h"
+#include "storage/stats.h"
 #include "support/cache_files.h"
 #include "support/fault_env.h"
 #include "support/process.h"
@@ -462,6 +463,41 @@ INSTANTIATE_TEST_SUITE_P(Store, LoadFaults,
                                            LoadCase{"open_EACCES", failing(FileOp::open, EACCES)},
                                            LoadCase{"stat_EIO", failing(FileOp::stat, EIO)}),
                          [](const ::testing::TestParamInfo<LoadCase>& i) { return std::string(i.param.name); });
+
+// A call path opens its cache directory's store once: a cold miss (look
+// up, find no stored object, compile, commit the object, the entry and the
+// tuning table, read the profile, the size limit) and a warm hit alike.
+// Each open is an openat of the directory itself (opens of files in it are
+// other calls); the statistics, written once per process when it flushes
+// them, open it once more.
+TEST_F(Faults, ACallPathOpensTheStoreOnce) {
+  const fs::path pristine = cache_with(Method::prompt, "pristine");
+  auto opens_of = [](const FaultEnv& env, const fs::path& d) {
+    std::size_t n = 0;
+    for (const auto& c : env.calls())
+      if (c.op == FileOp::open && fs::path(c.path).lexically_normal() == d.lexically_normal()) ++n;
+    return n;
+  };
+  for (const Method m : {Method::later, Method::prompt}) {
+    const fs::path d = copy_of(pristine, std::string("opens-") + method_name(m));
+    auto env = std::make_shared<FaultEnv>();
+    process::Context::Scope scope(env);
+    FaultModel model;
+    CacheOptions o;
+    o.cache_dir = d.string();
+    o.compile.method_name = method_name(m);
+    o.compile.config = CompilerConfig{};
+    o.compile.config->autotune_candidates = 1;
+    auto fn = cache_compile(model, method_fn(m), o);
+    auto [x, kv] = inputs();
+    (void)fn(x, kv);
+    EXPECT_EQ(fn.status().outcome, m == Method::later ? Outcome::compiled : Outcome::hit) << method_name(m);
+    EXPECT_EQ(opens_of(*env, d), 1u) << method_name(m) << ": the store was opened more than once\n" << env->describe();
+    cache::wait_for_commits();
+    cache::flush_stats();
+    EXPECT_EQ(opens_of(*env, d), 2u) << method_name(m) << ": the statistics' flush\n" << env->describe();
+  }
+}
 
 // `test_storage --warm DIR METHOD`: one run in a process of its own.
 int main(int argc, char** argv) {

@@ -1,0 +1,185 @@
+#include "storage/side_files.h"
+
+#include "compiler/tuning_table.h"
+#include "format/cache_error.h"
+#include "format/names.h"
+#include "format/profile_file.h"
+#include "format/tuning_file.h"
+#include "storage/remote_tier.h"
+#include "storage/uncached.h"
+
+#include <algorithm>
+#include <optional>
+#include <tuple>
+#include "log/log.h"
+#include "process/context.h"
+#include "process/once.h"
+
+namespace npucache::cache {
+namespace {
+
+// The tuning file's decisions: nullopt when there is none; CacheError when
+// it is damaged or not npucache's.
+std::optional<std::vector<compiler::TuningRecord>> read_tuning(const Dir& d) {
+  const std::string what = (d.path() / names::kTuningFile).string();
+  auto bytes = d.read(names::kTuningFile, kMaxTuningFileBytes);
+  if (!bytes) return std::nullopt;
+  return decode_tuning(*bytes, what);
+}
+
+void warn_damaged_tuning(const std::string& why) {
+  log::warn("{}; its decisions are ignored and it is rewritten on the next save", why);
+}
+
+// The profiles file's records: nullopt when there is none; CacheError when
+// it is damaged or not npucache's.
+std::optional<std::vector<ProfileRecord>> read_profiles(const Dir& d) {
+  const std::string what = (d.path() / names::kProfileFile).string();
+  auto bytes = d.read(names::kProfileFile, kMaxProfileFileBytes);
+  if (!bytes) return std::nullopt;
+  return decode_profiles(*bytes, what);
+}
+
+void warn_damaged_profiles(const std::string& why) {
+  log::warn("{}; its dynamic-shape decisions are ignored and it is rewritten on the next save", why);
+}
+
+// A remote profile record's name: "<model_info>|<method>|<input>|<dim>".
+std::string profile_name(const std::string& model_info, const std::string& method, const DimMark& m) {
+  return model_info + "|" + method + "|" + m.input + "|" + std::to_string(m.dim);
+}
+
+std::optional<DimMark> parse_profile_name(const std::string& name, const std::string& model_info,
+                                          const std::string& method) {
+  const auto a = name.find('|'), b = name.find('|', a + 1), c = name.rfind('|');
+  if (a == std::string::npos || b == std::string::npos || c <= b) return std::nullopt;
+  if (name.substr(0, a) != model_info || name.substr(a + 1, b - a - 1) != method) return std::nullopt;
+  DimMark m{name.substr(b + 1, c - b - 1), -1};
+  try {
+    m.dim = std::stoll(name.substr(c + 1));
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  if (m.input.empty() || m.dim < 0 || m.dim >= kMaxProfileDim) return std::nullopt;
+  return m;
+}
+
+}  // namespace
+
+SideFiles::SideFiles(std::string dir, std::shared_ptr<RemoteTier> remote)
+    : dir_(std::move(dir)), remote_(std::move(remote)) {}
+
+void SideFiles::load_tuning(const Store* store) const {
+  if (!process::Context::current().get<process::Once>().first("tuning loaded|" + dir_)) return;
+  if (remote_) {  // the fleet's decisions (the remote's shared table)
+    const auto records = remote_->tuning(dir_);
+    const std::size_t added = compiler::TuningTable::process().merge(records);
+    log::debug("remote tuning table: {} decisions, {} new to this process", records.size(), added);
+  }
+  try {
+    if (!store) return;
+    if (auto records = read_tuning(store->directory())) {
+      const std::size_t added = compiler::TuningTable::process().merge(*records);
+      log::debug("tuning table {}/{}: {} decisions, {} new to this process", dir_, names::kTuningFile,
+                 records->size(), added);
+    }
+  } catch (const CacheRefused& e) {
+    log::debug("tuning table not read: {}", e.what());
+  } catch (const CacheError& e) {
+    warn_damaged_tuning(e.what());
+  }
+}
+
+void SideFiles::save_tuning(const Store& store) const {
+  try {
+    const Dir& d = store.directory();
+    FileLock lock = d.sub(names::kLocksDir, Create::yes).lock(names::kTuningLock);
+    compiler::TuningTable& table = compiler::TuningTable::process();
+    std::vector<compiler::TuningRecord> stored;
+    bool rewrite = false;
+    try {
+      if (auto r = read_tuning(d)) stored = std::move(*r);
+    } catch (const CacheRefused&) {
+      throw;
+    } catch (const IoError&) {
+      throw;  // unread, not damaged: its decisions are kept
+    } catch (const CacheError& e) {
+      warn_damaged_tuning(e.what());
+      rewrite = true;
+    }
+    table.merge(stored);
+    const std::vector<compiler::TuningRecord> all = table.records();
+    if (all.empty()) return;
+    // The file is ordered as records() is: equal means nothing to add.
+    std::sort(stored.begin(), stored.end(),
+              [](const auto& a, const auto& b) { return std::tie(a.runtime, a.key) < std::tie(b.runtime, b.key); });
+    if (!rewrite && stored == all) return;
+    d.write(names::kTuningFile, encode_tuning(all));
+    log::debug("tuning table {}/{}: {} decisions saved", dir_, names::kTuningFile, all.size());
+  } catch (const Error& e) {
+    warn_uncached(dir_, "tuning",
+                  "could not save the tuning table in " + dir_ + " (" + e.what() + "); its decisions stay in this process");
+  }
+}
+
+std::vector<DimMark> SideFiles::load_profile(const Store* store, const std::string& model_info,
+                                             const std::string& method) const {
+  std::vector<DimMark> out;
+  try {
+    if (auto records = store ? read_profiles(store->directory()) : std::nullopt)
+      for (const auto& r : *records)
+        if (r.model_info == model_info && r.method == method) out.push_back(r.dim);
+  } catch (const CacheRefused& e) {
+    log::debug("dynamic-shape profiles not read: {}", e.what());
+  } catch (const CacheError& e) {
+    warn_damaged_profiles(e.what());
+  }
+  if (remote_)
+    for (const auto& [name, bytes] : remote_->blobs(BlobKind::profile, dir_))
+      if (auto m = parse_profile_name(name, model_info, method))
+        if (std::find(out.begin(), out.end(), *m) == out.end()) out.push_back(std::move(*m));
+  if (!out.empty()) log::debug("{}/{}: {} dims dynamic from the profiles of {}", model_info, method, out.size(), dir_);
+  return out;
+}
+
+void SideFiles::save_profile(const Store& store, const std::string& model_info, const std::string& method,
+                             const std::vector<DimMark>& dims) const {
+  if (dims.empty()) return;
+  try {
+    const Dir& d = store.directory();
+    FileLock lock = d.sub(names::kLocksDir, Create::yes).lock(names::kProfileLock);
+    std::vector<ProfileRecord> records;
+    bool rewrite = false;
+    try {
+      if (auto r = read_profiles(d)) records = std::move(*r);
+    } catch (const CacheRefused&) {
+      throw;
+    } catch (const IoError&) {
+      throw;  // unread, not damaged: its records are kept
+    } catch (const CacheError& e) {
+      warn_damaged_profiles(e.what());
+      rewrite = true;
+    }
+    for (const auto& m : dims) {
+      ProfileRecord r{model_info, method, m};
+      auto at = std::lower_bound(records.begin(), records.end(), r);
+      if (at != records.end() && *at == r) continue;
+      records.insert(at, std::move(r));
+      rewrite = true;
+    }
+    if (remote_) {
+      std::vector<std::pair<std::string, std::string>> named;
+      for (const auto& m : dims) named.emplace_back(profile_name(model_info, method, m), "");
+      remote_->push_blobs(BlobKind::profile, named, remote::Overwrite::no, dir_);
+    }
+    if (!rewrite) return;
+    d.write(names::kProfileFile, encode_profiles(records));
+    log::debug("dynamic-shape profiles {}/{}: {} dims saved", dir_, names::kProfileFile, records.size());
+  } catch (const Error& e) {
+    warn_uncached(dir_, "profiles",
+                  "could not save the dynamic-shape profile of " + model_info + "/" + method + " in " + dir_ + " (" +
+                      e.what() + "); the decision stays in this process");
+  }
+}
+
+}  // namespace npucache::cache
