@@ -5,11 +5,11 @@
 #include <npucache/compile.h>
 #include <npucache/device.h>
 #include <npucache/models/models.h>
-#include <npucache/runtime/stream.h>
 
 #include "compiler/compiled_graph.h"
 #include "compiler/engine.h"
 #include "harness.h"
+#include "runtime/stream.h"
 
 #include <cstdio>
 

@@ -4,9 +4,9 @@
 // captured task graph of the same kernels. Prints the ratios.
 #include <npucache/device.h>
 #include <npucache/ops.h>
-#include <npucache/runtime/stream.h>
 
 #include "harness.h"
+#include "runtime/stream.h"
 
 #include <cstdio>
 

@@ -1,9 +1,9 @@
 // Matmul throughput on the simulated NPU: the best of a set of tilings
 // against the naive dot-product loop, in GFLOP/s, measured interleaved.
 #include <npucache/device.h>
-#include <npucache/runtime/launch.h>
 
 #include "harness.h"
+#include "runtime/launch.h"
 
 #include <cstdio>
 #include <cstring>

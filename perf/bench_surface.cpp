@@ -16,9 +16,9 @@
 #include <npucache/device.h>
 #include <npucache/module.h>
 #include <npucache/ops.h>
-#include <npucache/runtime/pool.h>
 
 #include "harness.h"
+#include "runtime/pool.h"
 
 #include <unistd.h>
 #include <cstdio>

@@ -15,12 +15,12 @@
 #include <npucache/cache.h>
 #include <npucache/device.h>
 #include <npucache/models/models.h>
-#include <npucache/runtime/stream.h>
 
 #include "compiler/capture_template.h"
 #include "compiler/serialize.h"
 #include "format/template_file.h"
 #include "harness.h"
+#include "runtime/stream.h"
 #include "storage/store.h"
 
 #include <sys/wait.h>

@@ -74,10 +74,11 @@ class NPUCACHE_API Device {
   // Returns cached free blocks to the host.
   void empty_cache();
 
-  // The stream used when none is given (created on first use).
-  runtime::Stream& default_stream();
-  // A new stream on this device; it lives as long as the device.
-  runtime::Stream& create_stream();
+  // The stream used when none is given (created on first use), and a new
+  // stream on this device that lives as long as the device. The streams
+  // are the simulated runtime's own (internal to the library).
+  NPUCACHE_LOCAL runtime::Stream& default_stream();
+  NPUCACHE_LOCAL runtime::Stream& create_stream();
   // Waits for every stream of this device.
   void synchronize();
   double launch_latency_us() const { return launch_latency_us_; }
@@ -106,7 +107,7 @@ class NPUCACHE_API Platform {
   Device& device(int id);
 
  private:
-  explicit Platform(PlatformConfig config);
+  NPUCACHE_LOCAL explicit Platform(PlatformConfig config);
   PlatformConfig config_;
   std::mutex mu_;
   std::vector<std::unique_ptr<Device>> devices_;

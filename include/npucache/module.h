@@ -50,9 +50,10 @@ class NPUCACHE_API Module {
   }
 
  private:
-  void check_name(const std::string& name) const;
+  NPUCACHE_LOCAL void check_name(const std::string& name) const;
   void add_child(const std::string& name, std::shared_ptr<Module> m);
-  void collect(const std::string& prefix, bool buffers, std::vector<std::pair<std::string, Tensor>>& out) const;
+  NPUCACHE_LOCAL void collect(const std::string& prefix, bool buffers,
+                              std::vector<std::pair<std::string, Tensor>>& out) const;
 
   std::vector<std::pair<std::string, Tensor>> params_;
   std::vector<std::pair<std::string, Tensor>> buffers_;

@@ -82,7 +82,7 @@ class NPUCACHE_API Tensor {
   const std::shared_ptr<detail::TensorImpl>& impl() const { return impl_; }
 
  private:
-  const detail::TensorImpl& checked() const;
+  NPUCACHE_LOCAL const detail::TensorImpl& checked() const;
   std::shared_ptr<detail::TensorImpl> impl_;
 };
 

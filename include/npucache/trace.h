@@ -206,9 +206,9 @@ struct NPUCACHE_API InputSignature {
   SymBindings bind(const FlatArgs& args) const;
 
  private:
-  SymBindings bind_refs(const std::vector<std::pair<const std::string*, const TensorType*>>& tensors,
-                        const std::vector<GuardSpec>& values,
-                        const std::vector<std::pair<std::string, int64_t>>& symints) const;
+  NPUCACHE_LOCAL SymBindings bind_refs(const std::vector<std::pair<const std::string*, const TensorType*>>& tensors,
+                                       const std::vector<GuardSpec>& values,
+                                       const std::vector<std::pair<std::string, int64_t>>& symints) const;
 };
 
 struct TraceResult {

@@ -14,7 +14,7 @@
 // returns it to the host (Device::empty_cache) before the next kernel.
 #pragma once
 
-#include <npucache/runtime/launch.h>
+#include "runtime/launch.h"
 
 #include <cstddef>
 #include <string>

@@ -3,11 +3,11 @@
 #include <npucache/device.h>
 #include <npucache/error.h>
 #include <npucache/runtime/communicator.h>
-#include <npucache/runtime/pool.h>
 
 #include "compiler/capture_template.h"
 #include "log/log.h"
 #include "nn/interop.h"
+#include "runtime/pool.h"
 
 namespace npucache::compiler {
 

@@ -30,12 +30,12 @@
 #pragma once
 
 #include <npucache/compiler/config.h>
-#include <npucache/runtime/stream.h>
 #include <npucache/tensor.h>
 
 #include "compiler/capture_template.h"
 #include "compiler/memory_plan.h"
 #include "compiler/program.h"
+#include "runtime/stream.h"
 
 #include <atomic>
 #include <map>

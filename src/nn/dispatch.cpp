@@ -6,11 +6,11 @@
 #include <npucache/nn/decompositions.h>
 #include <npucache/ops.h>
 #include <npucache/runtime/communicator.h>
-#include <npucache/runtime/stream.h>
 
 #include "nn/detail/tensor_impl.h"
 #include "nn/detail/trace_state.h"
 #include "nn/interop.h"
+#include "runtime/stream.h"
 
 namespace npucache {
 namespace {

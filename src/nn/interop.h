@@ -6,8 +6,9 @@
 
 #include <npucache/ir/graph.h>
 #include <npucache/runtime/memory.h>
-#include <npucache/runtime/pool.h>
 #include <npucache/tensor.h>
+
+#include "runtime/pool.h"
 
 #include <npucache/error.h>
 #include <npucache/module.h>

@@ -1,12 +1,12 @@
 #include <npucache/device.h>
 #include <npucache/error.h>
 #include <npucache/ops.h>
-#include <npucache/runtime/stream.h>
 #include <npucache/tensor.h>
 
 #include "nn/detail/tensor_impl.h"
 #include "nn/detail/trace_state.h"
 #include "nn/interop.h"
+#include "runtime/stream.h"
 
 #include <algorithm>
 #include <cstring>

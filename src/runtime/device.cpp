@@ -1,8 +1,8 @@
 #include <npucache/device.h>
 #include <npucache/error.h>
-#include <npucache/runtime/stream.h>
 
 #include "runtime/allocator.h"
+#include "runtime/stream.h"
 
 #include <cstdlib>
 #include <string>

@@ -1,6 +1,7 @@
+#include "runtime/pool.h"
+
 #include <npucache/device.h>
 #include <npucache/error.h>
-#include <npucache/runtime/pool.h>
 
 #include <algorithm>
 #include <atomic>

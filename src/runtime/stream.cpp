@@ -1,8 +1,9 @@
+#include "runtime/stream.h"
+
 #include <npucache/device.h>
 #include <npucache/error.h>
-#include <npucache/runtime/stream.h>
-#include <algorithm>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>

@@ -7,9 +7,9 @@
 #include <npucache/error.h>
 #include <npucache/module.h>
 #include <npucache/ops.h>
-#include <npucache/runtime/pool.h>
 
 #include "compiler/compiled_graph.h"
+#include "runtime/pool.h"
 #include "support/expect_close.h"
 #include "support/small_models.h"
 

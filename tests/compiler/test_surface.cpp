@@ -7,10 +7,10 @@
 #include <npucache/error.h>
 #include <npucache/module.h>
 #include <npucache/ops.h>
-#include <npucache/runtime/pool.h>
 
 #include "compiler/compiled_graph.h"
 #include "compiler/engine.h"
+#include "runtime/pool.h"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,8 @@
 // runtime::Stream capture and task-graph replay equal the eager launches they record.
 #include <npucache/device.h>
 #include <npucache/error.h>
-#include <npucache/runtime/stream.h>
+
+#include "runtime/stream.h"
 
 #include <gtest/gtest.h>
 

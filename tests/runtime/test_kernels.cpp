@@ -1,10 +1,10 @@
 // Kernels against plain reference implementations.
 #include <npucache/device.h>
 #include <npucache/error.h>
-#include <npucache/runtime/launch.h>
-#include <npucache/runtime/stream.h>
 
 #include "runtime/kernels/kernel_util.h"
+#include "runtime/launch.h"
+#include "runtime/stream.h"
 
 #include <gtest/gtest.h>
 

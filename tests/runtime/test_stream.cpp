@@ -2,7 +2,8 @@
 // launch validation.
 #include <npucache/device.h>
 #include <npucache/error.h>
-#include <npucache/runtime/stream.h>
+
+#include "runtime/stream.h"
 
 #include <gtest/gtest.h>
 

@@ -52,8 +52,9 @@ NPUCACHE_API std::string attr_str(const AttrValue& v);
 
 [[noreturn]] NPUCACHE_API void throw_attr_error(const std::string& key, const char* why);
 
+// inline: compiled where it is used, never an exported instantiation.
 template <class T>
-const T& Attrs::get(const std::string& key) const {
+inline const T& Attrs::get(const std::string& key) const {
   const AttrValue* v = find(key);
   if (v == nullptr) throw_attr_error(key, "is missing");
   const T* p = std::get_if<T>(v);

@@ -94,7 +94,7 @@ class NPUCACHE_API Graph {
   friend NPUCACHE_API bool operator==(const Graph& a, const Graph& b);
 
  private:
-  std::string fresh_name(std::string_view base);
+  NPUCACHE_LOCAL std::string fresh_name(std::string_view base);
   std::vector<Node> nodes_;
   std::vector<ValueId> outputs_;
   std::map<std::string, int> name_counts_;

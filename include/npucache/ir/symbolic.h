@@ -66,7 +66,7 @@ class NPUCACHE_API SymExpr {
   static SymExpr from_terms(std::map<Monomial, int64_t> terms);
 
  private:
-  void normalize();
+  NPUCACHE_LOCAL void normalize();
   std::map<Monomial, int64_t> terms_;
 };
 

@@ -148,8 +148,8 @@ class NPUCACHE_API Decoder : public nn::Module {
   LayerRange layer_range() const { return range_; }
 
  private:
-  Tensor run(const Tensor& tokens, const Tensor& positions, const std::vector<Tensor>& kv);
-  Tensor head(const Tensor& h) const;
+  NPUCACHE_LOCAL Tensor run(const Tensor& tokens, const Tensor& positions, const std::vector<Tensor>& kv);
+  NPUCACHE_LOCAL Tensor head(const Tensor& h) const;
   DecoderConfig config_;
   StageRanks ranks_;
   Weights weights_;

@@ -5,7 +5,8 @@
 
 #include <npucache/device.h>
 #include <npucache/error.h>
-#include <npucache/runtime/launch.h>
+
+#include "runtime/launch.h"
 
 #include <chrono>
 #include <cstring>

@@ -3,7 +3,8 @@
 
 #include <npucache/ir/graph.h>
 #include <npucache/runtime/memory.h>
-#include <npucache/runtime/pool.h>
+
+#include "runtime/pool.h"
 
 #include <cstdint>
 #include <memory>

@@ -3,7 +3,8 @@
 #pragma once
 
 #include <npucache/error.h>
-#include <npucache/runtime/launch.h>
+
+#include "runtime/launch.h"
 
 #include <array>
 #include <cstdint>

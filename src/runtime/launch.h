@@ -6,8 +6,6 @@
 // args[0..n-1] are the op's inputs and args.back() is its output.
 #pragma once
 
-#include <npucache/export.h>
-
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -22,7 +20,7 @@ class Communicator;
 
 namespace npucache::runtime {
 
-struct NPUCACHE_API TensorArg {
+struct TensorArg {
   BlockPtr block;
   std::size_t offset = 0;
   DType dtype = DType::f32;
@@ -48,6 +46,6 @@ struct KernelLaunch {
 
 // Runs the kernel of `launch` on the calling thread. Throws DeviceError for
 // an op without a kernel (composite ops) or invalid operands.
-NPUCACHE_API void run_kernel(const KernelLaunch& launch);
+void run_kernel(const KernelLaunch& launch);
 
 }  // namespace npucache::runtime

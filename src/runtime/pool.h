@@ -32,8 +32,6 @@
 // checked on another thread than the one that replayed).
 #pragma once
 
-#include <npucache/export.h>
-
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -57,7 +55,7 @@ struct ReplayTicket {
   uint64_t call = 0;                          // the method's call number
 };
 
-class NPUCACHE_API MemoryPool : public std::enable_shared_from_this<MemoryPool> {
+class MemoryPool : public std::enable_shared_from_this<MemoryPool> {
  public:
   // The calling thread's pool on `device` (made on first use). The thread
   // keeps it alive; so do tickets and captured graphs' users.

@@ -26,14 +26,12 @@
 // each with its own bindings.
 #pragma once
 
-#include <npucache/export.h>
-
 #include <cstdint>
 #include <memory>
 #include <utility>
 #include <vector>
 
-#include <npucache/runtime/launch.h>
+#include "runtime/launch.h"
 
 namespace npucache {
 class Device;
@@ -43,7 +41,7 @@ namespace npucache::runtime {
 
 class TaskGraph;
 
-class NPUCACHE_API Event {
+class Event {
  public:
   Event();
   // Blocks the calling thread until the last recorded point is reached.
@@ -56,7 +54,7 @@ class NPUCACHE_API Event {
   std::shared_ptr<State> state_;
 };
 
-class NPUCACHE_API Stream {
+class Stream {
  public:
   Stream(Device& device, int index);
   ~Stream();
@@ -100,7 +98,7 @@ class NPUCACHE_API Stream {
   std::unique_ptr<Impl> impl_;
 };
 
-class NPUCACHE_API TaskGraph {
+class TaskGraph {
  public:
   // What a slot is bound to at a replay: a block and the base offset its
   // operands' offsets are relative to.
