@@ -3,8 +3,8 @@
 //
 //   NPUCACHE_VERSION_MAJOR, NPUCACHE_VERSION_MINOR, NPUCACHE_VERSION_PATCH
 //                            integers, e.g. 0, 1, 0
-//   NPUCACHE_VERSION         the string "0.1.0"
-//   NPUCACHE_SOVERSION       the soname's suffix ("0.1": libnpucache.so.0.1)
+//   NPUCACHE_VERSION         the string "0.2.0"
+//   NPUCACHE_SOVERSION       the soname's suffix ("0.2": libnpucache.so.0.2)
 //   NPUCACHE_VERSION_AT_LEAST(major, minor, patch)
 //                            1 when the headers are of that version or later,
 //                            for #if and static_assert:
@@ -25,7 +25,7 @@
     (NPUCACHE_VERSION_MINOR > (minor) || (NPUCACHE_VERSION_MINOR == (minor) && NPUCACHE_VERSION_PATCH >= (patch)))))
 
 namespace npucache {
-// The version of the library in use ("0.1.0"), which is NPUCACHE_VERSION of
+// The version of the library in use ("0.2.0"), which is NPUCACHE_VERSION of
 // the headers it was built with. Thread-safe; the string is static.
 NPUCACHE_API const char* version();
 }  // namespace npucache

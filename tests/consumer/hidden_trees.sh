@@ -156,7 +156,7 @@ else
   {
     echo 'cmake_minimum_required(VERSION 3.20)'
     echo 'project(readme CXX)'
-    echo 'find_package(npucache 0.1 REQUIRED COMPONENTS models)'
+    echo 'find_package(npucache 0.2 REQUIRED COMPONENTS models)'
     for s in "${snippets[@]}"; do
       n=$(basename "$s" .cpp)
       echo "add_executable($n $s)"
