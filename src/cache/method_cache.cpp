@@ -449,7 +449,8 @@ std::vector<DimMark> MethodCache::load_profile() const {
   }
   // The remote tier's profile records ("<model_info>|<method>|<input>|<dim>").
   if (remote_)
-    for (const auto& [name, bytes] : remote_->blobs(BlobKind::profile, id_.dir)) {
+    for (const auto& [name, bytes] :
+         remote_->blobs(BlobKind::profile, id_.dir, key_.model_info + "|" + id_.key.method + "|")) {
       const auto a = name.find('|'), b = name.find('|', a + 1), c = name.rfind('|');
       if (a == std::string::npos || b == std::string::npos || c <= b) continue;
       if (name.substr(0, a) != key_.model_info || name.substr(a + 1, b - a - 1) != id_.key.method) continue;
