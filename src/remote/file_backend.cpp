@@ -1,8 +1,11 @@
 // The file backend (backend.h, file:///path): a directory shared by the
 // hosts (NFS, a cluster file system) as the remote, as ccache's file
-// storage. One file per key, named by the key with every byte outside
-// [A-Za-z0-9:_=+,@-] and a leading '.' written as %xx, so a name maps back
-// to its key and a prefix of keys is a prefix of names.
+// storage. One file per key, named by the key with '/', '%', '.', control
+// and non-ASCII bytes written as %xx, so a name maps back to its key and a
+// prefix of keys is a prefix of names. A name longer than kChunk bytes is
+// cut into kChunk-byte pieces, each but the last a directory named by the
+// piece and a '%' (no file name ends so), so any key fits a file system's
+// 255-byte names.
 //
 // Writes are atomic and safe for concurrent writers on several hosts: the
 // value goes to a temporary file of its own (".tmp.<host>.<pid>.<n>", which
@@ -15,8 +18,7 @@
 // Failures: a directory that is missing or not one is `refused` (latched,
 // as a connection failure: the job skips the remote from then on); no
 // space or quota is `full`; any other error is `server`, naming the path
-// and the system's message. Keys whose name is longer than a file name may
-// be are refused (`server`).
+// and the system's message.
 #include "remote/backend.h"
 
 #include <dirent.h>
@@ -24,6 +26,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <climits>
@@ -71,18 +74,20 @@ class DirStream {
   DIR* d_;
 };
 
-bool plain(unsigned char ch) {
-  return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == ':' || ch == '_' ||
-         ch == '=' || ch == '+' || ch == ',' || ch == '@' || ch == '-';
-}
+// Bytes kept as they are in a file name; '.' is escaped too, so no name
+// is ".", ".." or a temporary file's.
+bool plain(unsigned char ch) { return ch >= 0x20 && ch < 0x7f && ch != '/' && ch != '%' && ch != '.'; }
+
+// The longest piece of a name in one directory entry (with its '%': 201).
+constexpr std::size_t kChunk = 200;
 
 std::string file_name(std::string_view key) {
   static constexpr char kHex[] = "0123456789abcdef";
   std::string out;
-  for (std::size_t i = 0; i < key.size(); ++i) {
-    const auto ch = static_cast<unsigned char>(key[i]);
-    if (plain(ch) || (ch == '.' && i > 0)) {
-      out += static_cast<char>(ch);
+  for (const char c : key) {
+    const auto ch = static_cast<unsigned char>(c);
+    if (plain(ch)) {
+      out += c;
     } else {
       out += '%';
       out += kHex[ch >> 4];
@@ -90,6 +95,15 @@ std::string file_name(std::string_view key) {
     }
   }
   return out;
+}
+
+// A name's path under the directory: its pieces, each but the last a
+// directory ("<piece>%").
+std::string relative_path(const std::string& name) {
+  std::string out;
+  std::size_t at = 0;
+  for (; name.size() - at > kChunk; at += kChunk) out += name.substr(at, kChunk) + "%/";
+  return out + name.substr(at);
 }
 
 int hex_digit(char c) {
@@ -172,6 +186,7 @@ class FileBackend final : public Backend {
       written += static_cast<std::size_t>(n);
     }
     if (fd.close() != 0) return A::failed(sys_fault(errno, "writing " + tmp));
+    if (auto f = make_parents(path)) return A::failed(*f);
     if (overwrite == Overwrite::yes) {
       if (::rename(tmp.c_str(), path.c_str()) != 0) return A::failed(sys_fault(errno, "writing " + path));
       return A::hit(true);
@@ -199,17 +214,8 @@ class FileBackend final : public Backend {
     using A = Answer<std::vector<std::string>>;
     std::string unused;
     if (auto f = path_of(prefix, &unused, false)) return A::failed(*f);
-    const std::string start = file_name(prefix);
-    DirStream d(dir_);
-    if (!d.get()) return A::failed(sys_fault(errno, "listing " + dir_));
     std::vector<std::string> keys;
-    errno = 0;
-    while (const dirent* e = ::readdir(d.get())) {
-      const std::string_view name(e->d_name);
-      if (name.empty() || name[0] == '.' || name.substr(0, start.size()) != start) continue;
-      if (auto k = key_of(name)) keys.push_back(std::move(*k));
-    }
-    if (errno != 0) return A::failed(sys_fault(errno, "listing " + dir_));
+    if (auto f = walk(dir_, "", file_name(prefix), keys)) return A::failed(*f);
     return A::hit(std::move(keys));
   }
 
@@ -236,10 +242,43 @@ class FileBackend final : public Backend {
         return again;
       }
     }
-    const std::string name = file_name(key);
-    if (whole_key && (name.empty() || name.size() > NAME_MAX))
-      return Fault{Failure::server, "key of " + std::to_string(name.size()) + " bytes cannot name a file in " + dir_};
-    *path = dir_ + "/" + name;
+    if (whole_key && key.empty()) return Fault{Failure::server, "an empty key names no file in " + dir_};
+    *path = dir_ + "/" + relative_path(file_name(key));
+    return std::nullopt;
+  }
+
+  // Makes the directories of a long name's pieces.
+  std::optional<Fault> make_parents(const std::string& path) {
+    for (std::size_t slash = path.find('/', dir_.size() + 1); slash != std::string::npos;
+         slash = path.find('/', slash + 1))
+      if (::mkdir(path.substr(0, slash).c_str(), 0755) != 0 && errno != EEXIST)
+        return sys_fault(errno, "making " + path.substr(0, slash));
+    return std::nullopt;
+  }
+
+  // Adds the keys under `path` (whose names start with `name`) that start
+  // with the name `start`.
+  std::optional<Fault> walk(const std::string& path, const std::string& name, const std::string& start,
+                            std::vector<std::string>& keys) {
+    DirStream d(path);
+    if (!d.get()) return sys_fault(errno, "listing " + path);
+    errno = 0;
+    while (const dirent* e = ::readdir(d.get())) {
+      const std::string entry(e->d_name);
+      if (entry.empty() || entry[0] == '.') continue;  // ".", "..", temporary files
+      if (entry.back() == '%') {                       // a piece of longer names
+        const std::string piece = name + entry.substr(0, entry.size() - 1);
+        const std::size_t n = std::min(piece.size(), start.size());
+        if (piece.compare(0, n, start, 0, n) == 0)
+          if (auto f = walk(path + "/" + entry, piece, start, keys)) return f;
+      } else {
+        const std::string whole = name + entry;
+        if (whole.compare(0, start.size(), start) == 0)
+          if (auto k = key_of(whole)) keys.push_back(std::move(*k));
+      }
+      errno = 0;
+    }
+    if (errno != 0) return sys_fault(errno, "listing " + path);
     return std::nullopt;
   }
 

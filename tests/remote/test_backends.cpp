@@ -195,6 +195,18 @@ TEST_P(Backends, KeysToBytes) {
   ASSERT_EQ(many.size(), keys.size());
   for (std::size_t i = 0; i < odd.size(); ++i) EXPECT_EQ(many[i].value(), odd[i]);
   EXPECT_TRUE(many.back().is_miss());
+  // Keys longer than a file name may be (a file backend's name of 200
+  // bytes is a file beside the directory of longer names it begins).
+  const std::vector<std::string> longer = {p + "L" + std::string(600, 'y'), p + "L" + std::string(300, 'y') + "z",
+                                           p + "L" + std::string(200 - p.size() - 1, 'y')};
+  for (const auto& k : longer) ASSERT_TRUE(b->put(k, k.substr(k.size() - 3), remote::Overwrite::no).value());
+  for (const auto& k : longer) EXPECT_EQ(b->get(k).value(), k.substr(k.size() - 3));
+  auto listed_longer = b->list(p + "L" + std::string(250, 'y'));
+  ASSERT_TRUE(listed_longer.is_hit());
+  EXPECT_EQ(std::set<std::string>(listed_longer.value().begin(), listed_longer.value().end()),
+            std::set<std::string>(longer.begin(), longer.begin() + 2));
+  EXPECT_EQ(b->list(p + "L").value().size(), 3u);
+  EXPECT_EQ(b->remove(longer).value(), 3u);
   auto removed = b->remove({p + "a", p + "b*", p + "none"});
   ASSERT_TRUE(removed.is_hit());
   EXPECT_EQ(removed.value(), 2u);
