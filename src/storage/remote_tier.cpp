@@ -133,15 +133,19 @@ std::optional<RemoteTier::Object> RemoteTier::verify(std::string value, const st
     return std::nullopt;
   };
   Object o;
-  o.hash = content_hash(value);
+  o.hash = hash;
   o.value_bytes = value.size();
-  // An entry names the hash of the value its writer wrote: another value
-  // (written again since, by another compile) is checked in full, then
-  // not served for that entry.
-  const bool other = !hash.empty() && o.hash != hash;
   try {
-    o.record = decode_remote_object(value, other ? "" : hash, graph_key, config().max_object_bytes);
-    if (other) return miss("its entry names the object's value " + hash + ", the remote holds " + o.hash);
+    try {
+      o.record = decode_remote_object(value, hash, graph_key, config().max_object_bytes);
+    } catch (const CacheError&) {
+      // An entry names the hash of the value its writer wrote: a sound value
+      // of another hash (written again since, by another compile) is not
+      // served for that entry; anything else is damage.
+      if (hash.empty()) throw;
+      (void)decode_remote_object(value, "", graph_key, config().max_object_bytes);
+      return miss("its entry names the object's value " + hash + ", the remote holds another");
+    }
     if (check) check(o.record);
   } catch (const CacheError& e) {
     failed({Failure::corrupt, e.what()}, dir, "reading object " + graph_key);

@@ -51,7 +51,7 @@ class RemoteTier {
 
   struct Object {
     ObjectRecord record;
-    std::string hash;  // content hash of its value
+    std::string hash;  // the content hash its entry named and its value has (empty: read by graph key)
     std::size_t value_bytes = 0;
   };
   using Check = std::function<void(const ObjectRecord&)>;
