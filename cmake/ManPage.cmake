@@ -97,7 +97,7 @@ trace, debug, info (default), warn, error, critical or off
 .TP
 .B NPUCACHE_REMOTE
 the remote cache tier: redis://host:port[/db][?read\\-only&timeout=5s&connect\\-timeout=100ms&max\\-object=64M]
-or redis+unix:///path; unset: none (\\fB\\-\\-remote\\fR overrides it)
+, redis+unix:///path or file:///shared/dir (a directory every host mounts); unset: none (\\fB\\-\\-remote\\fR overrides it)
 .TP
 .B NPUCACHE_REMOTE_PASSWORD
 the remote's password

@@ -91,8 +91,9 @@ inline CompileOptions seed_compile_defaults() {
 // warned about once, counted in `npucache stats`, and the job goes on with
 // the local cache and compiles. No remote is contacted unless one is set.
 struct RemoteOptions {
-  // redis://[user:password@]host[:port][/db][?attr=value&...] or
-  // redis+unix:///path/to/socket[?db=N&...]; empty: $NPUCACHE_REMOTE;
+  // redis://[user:password@]host[:port][/db][?attr=value&...],
+  // redis+unix:///path/to/socket[?db=N&...] or file:///shared/directory
+  // (a directory every host mounts); empty: $NPUCACHE_REMOTE;
   // "off": none, whatever the environment says. Attributes: read-only,
   // connect-timeout, timeout, max-object (e.g. ?read-only&timeout=2s).
   // The password comes from $NPUCACHE_REMOTE_PASSWORD or the file named by

@@ -173,32 +173,29 @@ std::vector<RemoteListedModel> remote_ls(const remote::Config& c, const std::str
     lm.model_info = m;
     auto es = t->entries(m, "");
     if (!es) unreachable(c, "reading the entries of " + m);
-    std::map<std::string, std::string> hash_of;  // graph key -> object hash
-    for (const auto& re : *es) {
-      auto& h = hash_of[re.entry.graph_key];
-      if (h.empty()) h = re.object_hash.empty() ? t->object_hash(re.entry.graph_key, "") : re.object_hash;
-    }
-    std::vector<std::string> hashes;
-    for (const auto& [k, h] : hash_of)
-      if (!h.empty()) hashes.push_back(h);
-    auto sizes = t->object_sizes(hashes, "");
-    if (!sizes) unreachable(c, "measuring the objects of " + m);
-    std::map<std::string, std::size_t> size_of;
-    for (std::size_t i = 0; i < hashes.size(); ++i) size_of[hashes[i]] = (*sizes)[i];
+    // Each object read once: the seam has no size call, and what ls shows
+    // is what a pull would read.
+    std::vector<std::string> keys;
+    for (const auto& re : *es)
+      if (std::find(keys.begin(), keys.end(), re.entry.graph_key) == keys.end()) keys.push_back(re.entry.graph_key);
+    auto measured = t->measure(keys, "");
+    if (!measured) unreachable(c, "measuring the objects of " + m);
+    std::map<std::string, RemoteTier::Measured> of;  // graph key -> its object's hash and bytes
+    for (std::size_t i = 0; i < keys.size(); ++i) of[keys[i]] = (*measured)[i];
     for (const auto& re : *es) {
       RemoteListedEntry e;
       e.path = re.entry.path;
       e.graph_key = re.entry.graph_key;
-      e.object_hash = hash_of[e.graph_key];
+      e.object_hash = of[e.graph_key].hash;
       const auto mode = re.entry.meta.components.find(component::kMode);
       e.mode = mode == re.entry.meta.components.end() ? "?" : mode->second;
-      e.object_bytes = e.object_hash.empty() ? 0 : size_of[e.object_hash];
+      e.object_bytes = of[e.graph_key].value_bytes;
       lm.entries.push_back(std::move(e));
     }
-    for (const auto& [h, n] : size_of)
-      if (n > 0) {
+    for (const auto& [k, o] : of)
+      if (o.value_bytes > 0) {
         ++lm.objects;
-        lm.bytes += n;
+        lm.bytes += o.value_bytes;
       }
     out.push_back(std::move(lm));
   }

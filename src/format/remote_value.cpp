@@ -15,11 +15,14 @@ using compiler::ByteWriter;
 
 namespace remote_key {
 std::string prefix() { return std::string(names::kFormatName) + ":" + names::kFormatVersion + ":"; }
-std::string object(const std::string& h) { return prefix() + "obj:" + h; }
-std::string graph(const std::string& k) { return prefix() + "graph:" + k; }
-std::string index(const std::string& m) { return prefix() + "index:" + m; }
-std::string models() { return prefix() + "models"; }
-std::string blob(std::string_view kind) { return prefix() + "blob:" + std::string(kind); }
+std::string object(const std::string& k) { return prefix() + "obj:" + k; }
+std::string entry(const std::string& path) { return prefix() + "entry:" + path; }
+std::string entries() { return prefix() + "entry:"; }
+std::string entries(const std::string& m) { return prefix() + "entry:" + m + "/"; }
+std::string blob(std::string_view kind, const std::string& name) { return blobs(kind) + name; }
+std::string blobs(std::string_view kind, const std::string& name_prefix) {
+  return prefix() + "blob:" + std::string(kind) + ":" + name_prefix;
+}
 }  // namespace remote_key
 
 std::string_view blob_kind_name(BlobKind k) {
@@ -141,7 +144,7 @@ std::string encode_remote_object(const ObjectRecord& o) {
 
 ObjectRecord decode_remote_object(std::string_view value, const std::string& hash, const std::string& graph_key,
                                   std::size_t max_raw_bytes) {
-  const std::string what = "remote object " + hash;
+  const std::string what = "remote object " + (graph_key.empty() ? hash : graph_key);
   if (!hash.empty() && content_hash(value) != hash)
     throw CacheError(what + " is damaged: its bytes do not hash to its key (" + std::to_string(value.size()) +
                      " bytes)");
@@ -154,38 +157,6 @@ ObjectRecord decode_remote_object(std::string_view value, const std::string& has
     if (!r.done()) r.fail("trailing bytes");
     if (!graph_key.empty() && o.graph_key != graph_key) r.fail("it holds object " + o.graph_key + ", not " + graph_key);
     return o;
-  });
-}
-
-std::string encode_graph_ref(const GraphRef& g) {
-  ByteWriter w;
-  w.str(g.graph_key);
-  w.str(g.object_hash);
-  w.u64(g.value_bytes);
-  w.u64(g.raw_size);
-  w.u8(g.with_program ? 1 : 0);
-  w.str(g.checksum);
-  return seal(RemoteKind::graph, w.data(), false);
-}
-
-GraphRef decode_graph_ref(std::string_view value, const std::string& graph_key) {
-  const std::string what = "remote graph reference " + graph_key;
-  std::string scratch;
-  const std::string_view payload = open_value(value, RemoteKind::graph, kMaxSmallValue, what, scratch);
-  return decoding(what, [&] {
-    ByteReader r(payload, what);
-    GraphRef g;
-    g.graph_key = r.str();
-    g.object_hash = r.str();
-    g.value_bytes = r.u64();
-    g.raw_size = r.u64();
-    g.with_program = r.u8() != 0;
-    g.checksum = r.str();
-    if (!r.done()) r.fail("trailing bytes");
-    if (g.graph_key != graph_key) r.fail("it names graph key " + g.graph_key);
-    if (g.object_hash.size() != 32 || !names::valid_graph_key(g.object_hash)) r.fail("it names no object hash");
-    if (!is_checksum(g.checksum)) r.fail("it names no content hash of its artifact");
-    return g;
   });
 }
 

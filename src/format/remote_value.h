@@ -1,13 +1,19 @@
-// What the remote tier stores in Redis (docs/FORMAT.md, "The remote
-// tier"): the key names, all under one namespace holding the cache format
-// version, and the encoding of every value. The only file that spells a
-// remote key or value.
+// What the remote tier stores (docs/FORMAT.md, "The remote tier"): the key
+// names, all under one namespace holding the cache format version, and the
+// encoding of every value. The only file that spells a remote key or value.
+// Plain keys and values (remote/backend.h), each key computed by the reader
+// that needs it, so keys may be spread over several servers:
 //
-//   npucache:<format>:obj:<content hash>      an object (written once: its key is the hash of its value)
-//   npucache:<format>:graph:<graph key>       which object holds a graph key (written once)
-//   npucache:<format>:index:<model_info>      hash: entry path -> entry (written after its object)
-//   npucache:<format>:models                  set of the model_infos with entries
-//   npucache:<format>:blob:<kind>             hash: name -> record of a shared table (tuning, ...)
+//   npucache:<format>:obj:<graph key>           an object (written once)
+//   npucache:<format>:entry:<entry path>        an entry (its path starts with its model_info)
+//   npucache:<format>:blob:<kind>:<name>        a record of a shared table (tuning, ...)
+//
+// A warm read is one get: a reader that traced a graph reads its object by
+// the graph key; a reader that knows its entry path reads the entry, then
+// the object it names. An entry carries the content hash of the object's
+// value when its writer wrote that value, and the reader checks it.
+// Listing (keys by prefix) is for what is read as a table: a model's
+// entries (`npucache remote ls/pull`), the shared tables before a compile.
 //
 // Every value starts with a 48-byte header (magic, kind, codec, sizes,
 // checksums of the payload and of the header) and is decoded by bounded
@@ -25,12 +31,15 @@
 namespace npucache::cache {
 
 namespace remote_key {
-std::string prefix();  // "npucache:4.0.0:"
-std::string object(const std::string& content_hash);
-std::string graph(const std::string& graph_key);
-std::string index(const std::string& model_info);
-std::string models();
-std::string blob(std::string_view kind);
+std::string prefix();  // "npucache:7.0.0:"
+std::string object(const std::string& graph_key);
+std::string entry(const std::string& path);
+// The prefix of every entry key, and of a model's.
+std::string entries();
+std::string entries(const std::string& model_info);
+std::string blob(std::string_view kind, const std::string& name);
+// The prefix of a table's records (and of those whose name starts with `name_prefix`).
+std::string blobs(std::string_view kind, const std::string& name_prefix = "");
 }  // namespace remote_key
 
 // The shared tables kept as blobs, one record per name. The dynamic-shape
@@ -42,42 +51,27 @@ std::string blob(std::string_view kind);
 enum class BlobKind { tuning, profile, capture_template };
 std::string_view blob_kind_name(BlobKind k);
 
+// graph: a graph reference of formats 6.0.0 and before (no longer written;
+// read as any value of another kind is: refused).
 enum class RemoteKind : uint8_t { object = 1, graph = 2, entry = 3, blob = 4 };
 
-// XXH3-128 of a value, 32 hex digits: an object's key.
+// XXH3-128 of a value, 32 hex digits: an object's content hash (entries
+// name it).
 std::string content_hash(std::string_view value);
 
 // An object's value: its record with its artifact (record_codec.h:
 // write_object), stored uncompressed (values of codec zstd are read too).
 std::string encode_remote_object(const ObjectRecord& o);
-// Checks the value against its key's hash (then the payload's own checksum
-// is not needed; without `hash` it is checked), its header, the
+// Checks the value against its content hash (then the payload's own
+// checksum is not needed; without `hash` it is checked), its header, the
 // record, the graph key's grammar and `graph_key` (when not empty), the
 // artifact's size (at most `max_raw_bytes`) and checksum.
 ObjectRecord decode_remote_object(std::string_view value, const std::string& hash, const std::string& graph_key,
                                   std::size_t max_raw_bytes);
 
-// Which object holds a graph key.
-struct GraphRef {
-  std::string graph_key;
-  std::string object_hash;  // content_hash of the object's value
-  uint64_t value_bytes = 0;
-  uint64_t raw_size = 0;
-  bool with_program = false;
-  std::string checksum;  // of the artifact's bytes (ObjectMeta::checksum)
-};
-std::string encode_graph_ref(const GraphRef& g);
-// Where the object hash lies in a graph reference value (header, the
-// 32-digit graph key's str, the hash's length): a server-side reader can
-// follow a reference in one round trip (remote::Backend::get_referenced);
-// the reference and the object are checked as ever when they arrive.
-inline constexpr std::size_t kGraphRefHashAt = 48 + 4 + 32 + 4;
-inline constexpr std::size_t kGraphRefHashLen = 32;
-GraphRef decode_graph_ref(std::string_view value, const std::string& graph_key);
-
-// An index record: the entry (its model record, then its entry record), and
-// the hash of its object's value when the writer knew it (empty: found
-// through the graph key's GraphRef).
+// An entry's value: the entry (its model record, then its entry record),
+// and the content hash of its object's value when the writer wrote that
+// value (empty: the object is read by its graph key unchecked by a hash).
 struct RemoteEntry {
   EntryRecord entry;
   std::string object_hash;

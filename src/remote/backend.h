@@ -1,6 +1,17 @@
 // The remote tier's storage: keys to bytes, nothing more (as ccache's
 // remote storage). What the bytes mean, how they are checked and where
-// they go is the cache layer's (cache/remote_tier.h).
+// they go is the cache layer's (storage/remote_tier.h). A backend is one
+// file (redis_backend.cpp, file_backend.cpp) and one line of the factory
+// (factory.cpp), chosen by the URL's scheme (config.h).
+//
+// The seam is get, get_many, put and remove, which every key-value store
+// has (Redis, a shared directory, an HTTP or S3-style object store), and
+// one listing primitive, keys by prefix, for what is read as a table: the
+// administration commands (`npucache remote ls/pull` list a model's
+// entries) and the shared tables read before a compile (tuning decisions,
+// dynamic-shape profiles). A warm read never lists: it gets a key it
+// computes. No call relies on server-side scripting or on two keys living
+// on one server, so keys may be spread over several servers.
 //
 // Every call returns one of three answers: a hit (the value), a miss (the
 // key holds nothing), or a failure with its kind. A failure is never an
@@ -10,14 +21,12 @@
 // every later call with that failure at once, without touching the network
 // again: a job pays a remote's timeout once, not once per call.
 //
-// Thread safety: a Backend may be called from several threads (calls are
-// serialised on its one connection).
+// Thread safety: a Backend may be called from several threads.
 #pragma once
 
 #include "remote/config.h"
 
 #include <memory>
-#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -68,40 +77,24 @@ class Answer {
 // Whether a write may replace what a key holds.
 enum class Overwrite { no, yes };
 
-using Fields = std::vector<std::pair<std::string, std::string>>;
-
 class Backend {
  public:
   virtual ~Backend() = default;
   const Config& config() const { return config_; }
 
   virtual Answer<std::string> get(const std::string& key) = 0;
-  // Pipelined gets: one answer per key (a failure fails the rest).
+  // Batched gets, in one round trip where the store can: one answer per
+  // key (a connection failure fails the rest).
   virtual std::vector<Answer<std::string>> get_many(const std::vector<std::string>& keys) = 0;
-  // Hit true: written; hit false: the key existed and Overwrite::no kept it.
+  // Hit true: written; hit false: the key held a value and Overwrite::no
+  // kept it. A reader sees the old value or the new one, never a part.
   virtual Answer<bool> put(const std::string& key, std::string_view value, Overwrite overwrite) = 0;
-  // A value and the value it names: `key`'s value, and the value of
-  // `prefix` + the `len` bytes of that value at offset `at` (which must be
-  // lowercase hex), in one round trip where the server can, else two. A
-  // miss when `key` holds nothing; `target` is empty when the named key
-  // holds nothing or the bytes are no name. The caller checks both values.
-  struct Referenced {
-    std::string value;
-    std::optional<std::string> target;
-  };
-  virtual Answer<Referenced> get_referenced(const std::string& key, std::size_t at, std::size_t len,
-                                            const std::string& prefix) = 0;
-  virtual Answer<std::string> hash_get(const std::string& key, const std::string& field) = 0;
-  // Every field of a hash (a miss when there is none).
-  virtual Answer<Fields> hash_all(const std::string& key) = 0;
-  // Hit: the number of fields written (Overwrite::no keeps existing ones).
-  virtual Answer<std::size_t> hash_put(const std::string& key, const Fields& fields, Overwrite overwrite) = 0;
-  virtual Answer<bool> set_add(const std::string& key, const std::string& member) = 0;
-  virtual Answer<std::vector<std::string>> set_members(const std::string& key) = 0;
-  // Bytes each key's string value holds (0 for none), pipelined.
-  virtual Answer<std::vector<std::size_t>> sizes(const std::vector<std::string>& keys) = 0;
-  // Removes keys (administration and tests).
+  // Removes keys (a damaged value, administration, tests); hit: how many
+  // held a value.
   virtual Answer<std::size_t> remove(const std::vector<std::string>& keys) = 0;
+  // Every key starting with `prefix`, in no particular order (a miss is an
+  // empty list). Keys written or removed meanwhile may or may not show.
+  virtual Answer<std::vector<std::string>> list(const std::string& prefix) = 0;
 
  protected:
   explicit Backend(Config config) : config_(std::move(config)) {}
@@ -110,7 +103,11 @@ class Backend {
   Config config_;
 };
 
-// A Redis backend for `config`: connects on its first call, never before.
+// The backend of `config`'s scheme (factory.cpp): nothing is touched
+// before its first call.
+std::unique_ptr<Backend> make_backend(const Config& config);
+// Each backend's maker (its own file).
 std::unique_ptr<Backend> make_redis_backend(const Config& config);
+std::unique_ptr<Backend> make_file_backend(const Config& config);
 
 }  // namespace npucache::remote

@@ -10,9 +10,9 @@ namespace npucache::remote {
 namespace {
 
 [[noreturn]] void bad(std::string_view url, const std::string& why) {
-  throw ConfigError("remote cache URL '" + std::string(url) + "': " + why +
-                    "; write redis://host:port[/db] or redis+unix:///path/to/socket, with attributes such as "
-                    "?read-only&timeout=2s&connect-timeout=100ms&max-object=64M");
+  throw ConfigError("remote cache URL '" + shown_url(url) + "': " + why +
+                    "; write redis://host:port[/db], redis+unix:///path/to/socket or file:///path/to/directory, "
+                    "with attributes such as ?read-only&timeout=2s&connect-timeout=100ms&max-object=64M");
 }
 
 bool whole(std::string_view s, long long lo, long long hi, long long* out) {
@@ -34,7 +34,7 @@ std::string decode_percent(std::string_view s, std::string_view url) {
     if (i + 2 >= s.size()) bad(url, "a '%' escape is cut short");
     const std::string_view hex = s.substr(i + 1, 2);
     if (hex.size() != 2 || std::from_chars(hex.data(), hex.data() + 2, v, 16).ptr != hex.data() + 2)
-      bad(url, "'%" + std::string(hex) + "' is not a percent escape");
+      bad(url, "a '%' is not followed by two hex digits");  // not shown: it may be a password's
     out += static_cast<char>(v);
     i += 2;
   }
@@ -71,12 +71,13 @@ void attribute(Config& c, std::string_view name, std::string_view value, bool ha
     else
       bad(url, "read-only takes true or false, not '" + std::string(value) + "'");
   } else if (name == "connect-timeout" || name == "connect_timeout") {
-    c.connect_timeout_s = parse_seconds(value, "remote cache URL '" + std::string(url) + "': connect-timeout");
+    c.connect_timeout_s = parse_seconds(value, "remote cache URL '" + shown_url(url) + "': connect-timeout");
   } else if (name == "timeout") {
-    c.timeout_s = parse_seconds(value, "remote cache URL '" + std::string(url) + "': timeout");
+    c.timeout_s = parse_seconds(value, "remote cache URL '" + shown_url(url) + "': timeout");
   } else if (name == "max-object" || name == "max_object") {
     c.max_object_bytes = parse_bytes(value, url);
   } else if (name == "db") {
+    if (c.scheme != Scheme::redis) bad(url, "db is an attribute of redis:// remotes only");
     long long db = 0;
     if (!whole(value, 0, 1 << 20, &db)) bad(url, "db '" + std::string(value) + "' is not a database number");
     c.endpoint.db = static_cast<int>(db);
@@ -87,6 +88,21 @@ void attribute(Config& c, std::string_view name, std::string_view value, bool ha
 }
 
 }  // namespace
+
+std::string shown_url(std::string_view url) {
+  const std::size_t s = url.find("://");
+  if (s == std::string_view::npos) return std::string(url);
+  const std::size_t from = s + 3;
+  if (from >= url.size() || url[from] == '/') return std::string(url);  // no user part: a path
+  // The last '@' anywhere: a password may hold an unescaped '/' or '?' (a
+  // query holding an '@' is hidden too, which costs a message nothing).
+  const std::size_t at = url.rfind('@');
+  if (at == std::string_view::npos || at < from) return std::string(url);
+  const std::string_view cred = url.substr(from, at - from);
+  const std::size_t colon = cred.find(':');
+  const std::string user(colon == std::string_view::npos ? std::string_view() : cred.substr(0, colon));
+  return std::string(url.substr(0, from)) + user + ":***" + std::string(url.substr(at));
+}
 
 double parse_seconds(std::string_view text, const std::string& what) {
   const std::string t(text);
@@ -109,18 +125,27 @@ Config parse_url(std::string_view url) {
   const std::size_t q = rest.find('?');
   std::string_view query = q == std::string_view::npos ? std::string_view() : rest.substr(q + 1);
   rest = rest.substr(0, q);
-  std::string shown(url);
-  if (rest.rfind("redis+unix://", 0) == 0 || rest.rfind("unix://", 0) == 0) {
+  if (rest.rfind("file://", 0) == 0) {
+    c.scheme = Scheme::file;
+    std::string_view path = rest.substr(7);
+    if (path.empty() || path[0] != '/')
+      bad(url, "the directory '" + std::string(path) + "' must be absolute (file:///shared/npucache-remote)");
+    c.endpoint.path = decode_percent(path, url);
+  } else if (rest.rfind("redis+unix://", 0) == 0 || rest.rfind("unix://", 0) == 0) {
     c.endpoint.unix_socket = true;
     std::string_view path = rest.substr(rest.find("://") + 3);
-    if (path.empty() || path[0] != '/') bad(url, "the socket path must be absolute (redis+unix:///run/redis.sock)");
+    if (path.empty() || path[0] != '/')
+      bad(url, "the socket path '" + std::string(path) + "' must be absolute (redis+unix:///run/redis.sock)");
     c.endpoint.path = decode_percent(path, url);
   } else if (rest.rfind("redis://", 0) == 0) {
     std::string_view auth_host = rest.substr(8);
-    const std::size_t slash = auth_host.find('/');
+    // The user part ends at the last '@' (a password may hold a '/'), the
+    // host at the first '/' after it.
+    const std::size_t at = auth_host.rfind('@');
+    const std::size_t slash = auth_host.find('/', at == std::string_view::npos ? 0 : at);
     std::string_view db = slash == std::string_view::npos ? std::string_view() : auth_host.substr(slash + 1);
     auth_host = auth_host.substr(0, slash);
-    if (const std::size_t at = auth_host.rfind('@'); at != std::string_view::npos) {
+    if (at != std::string_view::npos) {
       const std::string_view cred = auth_host.substr(0, at);
       const std::size_t colon = cred.find(':');
       if (colon == std::string_view::npos) {
@@ -130,8 +155,6 @@ Config parse_url(std::string_view url) {
         c.endpoint.password = decode_percent(cred.substr(colon + 1), url);
       }
       c.password_in_url = !c.endpoint.password.empty();
-      shown =
-          "redis://" + (c.endpoint.user.empty() ? "" : c.endpoint.user) + ":***@" + std::string(url.substr(8 + at + 1));
       auth_host = auth_host.substr(at + 1);
     }
     std::string_view host = auth_host;
@@ -164,7 +187,10 @@ Config parse_url(std::string_view url) {
       c.endpoint.db = static_cast<int>(n);
     }
   } else {
-    bad(url, "only redis:// and redis+unix:// remotes are supported");
+    const std::size_t colon = rest.find("://");
+    bad(url, colon == std::string_view::npos
+                 ? std::string("no scheme")
+                 : "unknown scheme '" + std::string(rest.substr(0, colon)) + "' (redis, redis+unix, unix or file)");
   }
   while (!query.empty()) {
     const std::size_t amp = query.find('&');
@@ -175,7 +201,7 @@ Config parse_url(std::string_view url) {
     attribute(c, item.substr(0, eq), eq == std::string_view::npos ? std::string_view() : item.substr(eq + 1),
               eq != std::string_view::npos, url);
   }
-  c.url = shown;
+  c.url = shown_url(url);
   return c;
 }
 

@@ -2,16 +2,19 @@
 // NPUCACHE_REMOTE / CacheOptions::remote / --remote (docs/GUIDE.md).
 //
 //   redis://[[user]:password@]host[:port][/db][?attr=value&...]
-//   redis+unix:///path/to/socket[?db=N&attr=value&...]
+//   redis+unix:///path/to/socket[?db=N&attr=value&...]   (also unix://)
+//   file:///path/to/shared/directory[?attr=value&...]
 //
+// The scheme chooses the backend (remote/backend.h: make_backend).
 // Attributes: read-only (or read-only=true|false), connect-timeout and
-// timeout (seconds, or with a unit: 100ms, 2s), max-object (bytes, or
-// 64M, 1G). A password in the URL works but is reported
+// timeout (seconds, or with a unit: 100ms, 2s; Redis only), max-object
+// (bytes, or 64M, 1G), db (Redis only). A password in the URL works but is reported
 // (`password_in_url`): it shows in process listings; the tier takes it
 // from NPUCACHE_REMOTE_PASSWORD(_FILE) instead when those are set.
 //
-// Pure functions: parse_url throws ConfigError naming what is wrong and
-// how to write it; nothing here touches the network.
+// Pure functions: parse_url throws ConfigError naming the part that is
+// wrong and how to write it, never showing a password; nothing here
+// touches the network.
 #pragma once
 
 #include <cstddef>
@@ -20,11 +23,17 @@
 
 namespace npucache::remote {
 
+// Which backend holds the remote.
+enum class Scheme {
+  redis,  // a Redis server, over TCP or a unix socket (redis_backend.cpp)
+  file,   // a directory shared by the hosts, e.g. over NFS (file_backend.cpp)
+};
+
 struct Endpoint {
   bool unix_socket = false;
   std::string host;  // tcp: a name or an address
   int port = 6379;
-  std::string path;  // unix: the socket's path
+  std::string path;  // unix: the socket's path; file: the directory
   int db = 0;        // SELECTed after connecting when not 0
   std::string user;  // AUTH user (Redis 6 ACLs), empty: the default user
   std::string password;
@@ -43,6 +52,7 @@ inline constexpr std::size_t kDefaultMaxObjectBytes = std::size_t{64} << 20;
 
 struct Config {
   std::string url;  // as given, any password replaced by "***" (for messages)
+  Scheme scheme = Scheme::redis;
   Endpoint endpoint;
   bool read_only = false;
   double connect_timeout_s = kDefaultConnectTimeoutS;
@@ -54,6 +64,10 @@ struct Config {
 
 // Throws ConfigError for anything that is not a URL of the forms above.
 Config parse_url(std::string_view url);
+
+// `url` with the password of its user part (scheme://user:password@...)
+// replaced by "***": what messages show.
+std::string shown_url(std::string_view url);
 
 // "100ms", "2s", "0.5": seconds; ConfigError naming `what` otherwise.
 double parse_seconds(std::string_view text, const std::string& what);

@@ -183,6 +183,10 @@ std::string Reply::take_text_at(std::size_t i) {
   return i < n_->elements.size() && n_->elements[i] ? std::move(n_->elements[i]->str) : std::string();
 }
 long long Reply::integer_at(std::size_t i) const { return element(n_, i).integer; }
+Reply Reply::take_at(std::size_t i) {
+  if (i < n_->elements.size() && n_->elements[i]) return Reply(n_->elements[i].release());
+  return Reply(new Node);
+}
 
 // --- RedisConnection ---------------------------------------------------------
 

@@ -53,6 +53,8 @@ class Reply {
   std::string_view text_at(std::size_t i) const;
   std::string take_text_at(std::size_t i);
   long long integer_at(std::size_t i) const;
+  // Element i of an array (a nested array), moved out.
+  Reply take_at(std::size_t i);
 
  private:
   std::unique_ptr<Node> n_;

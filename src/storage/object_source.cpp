@@ -86,6 +86,9 @@ std::optional<ObjectRecord> RemoteObjects::read_named(const std::string& hash, c
   return std::move(got->record);
 }
 
-bool RemoteObjects::holds(const std::string& graph_key) const { return !tier_->object_hash(graph_key, dir_).empty(); }
+bool RemoteObjects::holds(const std::string& graph_key) const {
+  const auto m = tier_->measure({graph_key}, dir_);  // the seam has no existence call: one get
+  return m && !m->empty() && m->front().value_bytes > 0;
+}
 
 }  // namespace npucache::cache

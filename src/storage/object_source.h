@@ -34,7 +34,8 @@ class ObjectSource {
   virtual ~ObjectSource() = default;
   // The object stored for `graph_key`, `check` passed; nullopt otherwise.
   virtual std::optional<ObjectRecord> read(const std::string& graph_key, const Check& check) const = 0;
-  // Whether the source holds `graph_key` (false when it cannot tell).
+  // Whether the source holds `graph_key` (false when it cannot tell). The
+  // remote answers with a read of the value: a plan asks the local store.
   virtual bool holds(const std::string& graph_key) const = 0;
   // For messages: "the cache DIR", "the remote cache URL".
   virtual std::string where() const = 0;

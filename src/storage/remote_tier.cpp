@@ -81,7 +81,7 @@ std::shared_ptr<RemoteTier> RemoteTier::get(const remote::Config& config) {
                           "\n" + std::to_string(config.max_object_bytes);
   std::lock_guard lock(tiers.mu);
   auto& t = tiers.by_key[key];
-  if (!t) t = std::make_shared<RemoteTier>(remote::make_redis_backend(config));
+  if (!t) t = std::make_shared<RemoteTier>(remote::make_backend(config));
   return t;
 }
 
@@ -109,13 +109,13 @@ std::optional<RemoteTier::Object> RemoteTier::fetch(const std::string& hash, con
                                                     const std::string& dir, const Check& check) {
   Answer<std::string> got = [&] {
     Counted t(dir);
-    auto a = backend_->get(remote_key::object(hash));
+    auto a = backend_->get(remote_key::object(graph_key));
     if (a.is_hit()) t.c.bytes_read += a.value().size();
     if (a.is_miss()) t.c.misses += 1;
     return a;
   }();
   if (got.is_failure()) {
-    failed(got.fault(), dir, "reading object " + hash);
+    failed(got.fault(), dir, "reading object " + graph_key);
     return std::nullopt;
   }
   if (got.is_miss()) return std::nullopt;
@@ -125,23 +125,35 @@ std::optional<RemoteTier::Object> RemoteTier::fetch(const std::string& hash, con
 std::optional<RemoteTier::Object> RemoteTier::verify(std::string value, const std::string& hash,
                                                      const std::string& graph_key, const std::string& dir,
                                                      const Check& check) {
+  const auto miss = [&](const std::string& why) -> std::optional<Object> {
+    log::debug("remote object {} does not serve this call: {}", graph_key, why);
+    RemoteCounters m;
+    m.misses = 1;
+    if (!dir.empty()) record_remote(dir, m);
+    return std::nullopt;
+  };
   Object o;
   o.hash = hash;
   o.value_bytes = value.size();
   try {
-    o.record = decode_remote_object(value, hash, graph_key, config().max_object_bytes);
+    try {
+      o.record = decode_remote_object(value, hash, graph_key, config().max_object_bytes);
+    } catch (const CacheError&) {
+      // An entry names the hash of the value its writer wrote: a sound value
+      // of another hash (written again since, by another compile) is not
+      // served for that entry; anything else is damage.
+      if (hash.empty()) throw;
+      (void)decode_remote_object(value, "", graph_key, config().max_object_bytes);
+      return miss("its entry names the object's value " + hash + ", the remote holds another");
+    }
     if (check) check(o.record);
   } catch (const CacheError& e) {
-    failed({Failure::corrupt, e.what()}, dir, "reading object " + hash);
+    failed({Failure::corrupt, e.what()}, dir, "reading object " + graph_key);
     if (can_write())  // a damaged value is removed, so the next compile's write-back replaces it
-      (void)backend_->remove({remote_key::object(hash), remote_key::graph(graph_key)});
+      (void)backend_->remove({remote_key::object(graph_key)});
     return std::nullopt;
   } catch (const Error& e) {  // sound, but not for this call (another signature): a miss
-    log::debug("remote object {} does not serve this call: {}", hash, e.what());
-    RemoteCounters miss;
-    miss.misses = 1;
-    if (!dir.empty()) record_remote(dir, miss);
-    return std::nullopt;
+    return miss(e.what());
   }
   RemoteCounters hit;
   hit.hits = 1;
@@ -149,51 +161,9 @@ std::optional<RemoteTier::Object> RemoteTier::verify(std::string value, const st
   return o;
 }
 
-std::string RemoteTier::object_hash(const std::string& graph_key, const std::string& dir) {
-  Answer<std::string> ref = [&] {
-    Counted t(dir);
-    auto a = backend_->get(remote_key::graph(graph_key));
-    if (a.is_hit()) t.c.bytes_read += a.value().size();
-    if (a.is_miss()) t.c.misses += 1;
-    return a;
-  }();
-  if (ref.is_failure()) failed(ref.fault(), dir, "looking up graph key " + graph_key);
-  if (!ref.is_hit()) return "";
-  try {
-    return decode_graph_ref(ref.value(), graph_key).object_hash;
-  } catch (const Error& e) {
-    failed({Failure::corrupt, e.what()}, dir, "looking up graph key " + graph_key);
-    if (can_write()) (void)backend_->remove({remote_key::graph(graph_key)});
-    return "";
-  }
-}
-
 std::optional<RemoteTier::Object> RemoteTier::object(const std::string& graph_key, const std::string& dir,
                                                      const Check& check) {
-  // The reference and the object it names, in one round trip.
-  auto got = [&] {
-    Counted t(dir);
-    auto a = backend_->get_referenced(remote_key::graph(graph_key), kGraphRefHashAt, kGraphRefHashLen,
-                                      remote_key::object(""));
-    if (a.is_hit()) t.c.bytes_read += a.value().value.size() + (a.value().target ? a.value().target->size() : 0);
-    if (a.is_miss() || (a.is_hit() && !a.value().target)) t.c.misses += 1;
-    return a;
-  }();
-  if (got.is_failure()) {
-    failed(got.fault(), dir, "reading graph key " + graph_key);
-    return std::nullopt;
-  }
-  if (got.is_miss()) return std::nullopt;
-  std::string hash;
-  try {
-    hash = decode_graph_ref(got.value().value, graph_key).object_hash;
-  } catch (const Error& e) {
-    failed({Failure::corrupt, e.what()}, dir, "looking up graph key " + graph_key);
-    if (can_write()) (void)backend_->remove({remote_key::graph(graph_key)});
-    return std::nullopt;
-  }
-  if (!got.value().target) return std::nullopt;  // its object is gone (counted as a miss)
-  return verify(std::move(*got.value().target), hash, graph_key, dir, check);
+  return fetch("", graph_key, dir, check);
 }
 
 std::optional<RemoteTier::Object> RemoteTier::object_by_hash(const std::string& hash, const std::string& graph_key,
@@ -202,10 +172,9 @@ std::optional<RemoteTier::Object> RemoteTier::object_by_hash(const std::string& 
 }
 
 std::optional<RemoteEntry> RemoteTier::entry(const std::string& path, const std::string& dir) {
-  const std::string model_info = names::model_info_of(path);
   Answer<std::string> got = [&] {
     Counted t(dir);
-    auto a = backend_->hash_get(remote_key::index(model_info), path);
+    auto a = backend_->get(remote_key::entry(path));
     if (a.is_hit()) t.c.bytes_read += a.value().size();
     if (a.is_miss()) t.c.misses += 1;
     return a;
@@ -213,32 +182,48 @@ std::optional<RemoteEntry> RemoteTier::entry(const std::string& path, const std:
   if (got.is_failure()) failed(got.fault(), dir, "reading entry " + path);
   if (!got.is_hit()) return std::nullopt;
   try {
-    return decode_remote_entry(got.value(), path, model_info);
+    return decode_remote_entry(got.value(), path, names::model_info_of(path));
   } catch (const Error& e) {
     failed({Failure::corrupt, e.what()}, dir, "reading entry " + path);
     return std::nullopt;
   }
 }
 
-std::optional<std::vector<RemoteEntry>> RemoteTier::entries(const std::string& model_info, const std::string& dir) {
-  Answer<remote::Fields> got = [&] {
-    Counted t(dir);
-    auto a = backend_->hash_all(remote_key::index(model_info));
-    if (a.is_hit())
-      for (const auto& [f, v] : a.value()) t.c.bytes_read += f.size() + v.size();
-    return a;
-  }();
-  if (got.is_failure()) {
-    failed(got.fault(), dir, "listing the entries of " + model_info);
+std::optional<std::vector<std::pair<std::string, std::string>>> RemoteTier::table(const std::string& prefix,
+                                                                                  const std::string& dir,
+                                                                                  const std::string& during) {
+  Counted t(dir);
+  auto keys = backend_->list(prefix);
+  if (keys.is_failure()) {
+    failed(keys.fault(), dir, during);
     return std::nullopt;
   }
+  std::vector<std::pair<std::string, std::string>> out;
+  if (!keys.is_hit() || keys.value().empty()) return out;
+  std::vector<Answer<std::string>> values = backend_->get_many(keys.value());
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (values[i].is_failure()) {
+      failed(values[i].fault(), dir, during);
+      return std::nullopt;
+    }
+    if (!values[i].is_hit()) continue;  // removed since the listing
+    t.c.bytes_read += values[i].value().size();
+    out.emplace_back(keys.value()[i].substr(prefix.size()), std::move(values[i].value()));
+  }
+  return out;
+}
+
+std::optional<std::vector<RemoteEntry>> RemoteTier::entries(const std::string& model_info, const std::string& dir) {
+  const std::string during = "listing the entries of " + model_info;
+  auto got = table(remote_key::entries(model_info), dir, during);
+  if (!got) return std::nullopt;
   std::vector<RemoteEntry> out;
-  if (got.is_miss()) return out;
-  for (const auto& [path, value] : got.value()) {
+  for (const auto& [rest, value] : *got) {
+    const std::string path = model_info + "/" + rest;
     try {
       out.push_back(decode_remote_entry(value, path, model_info));
     } catch (const Error& e) {
-      failed({Failure::corrupt, e.what()}, dir, "listing the entries of " + model_info);
+      failed({Failure::corrupt, e.what()}, dir, during);
     }
   }
   return out;
@@ -247,32 +232,45 @@ std::optional<std::vector<RemoteEntry>> RemoteTier::entries(const std::string& m
 std::optional<std::vector<std::string>> RemoteTier::models(const std::string& dir) {
   Answer<std::vector<std::string>> got = [&] {
     Counted t(dir);
-    return backend_->set_members(remote_key::models());
+    return backend_->list(remote_key::entries());
   }();
   if (got.is_failure()) {
     failed(got.fault(), dir, "listing its models");
     return std::nullopt;
   }
-  std::vector<std::string> out;
+  std::set<std::string> models;
   if (got.is_hit())
-    for (auto& m : got.value())
-      if (names::valid_name(m)) out.push_back(std::move(m));
-  return out;
+    for (const auto& key : got.value()) {
+      const std::string m = names::model_info_of(key.substr(remote_key::entries().size()));
+      if (names::valid_name(m)) models.insert(m);
+    }
+  return std::vector<std::string>(models.begin(), models.end());
 }
 
-std::optional<std::vector<std::size_t>> RemoteTier::object_sizes(const std::vector<std::string>& hashes,
-                                                                 const std::string& dir) {
-  std::vector<std::string> keys;
-  for (const auto& h : hashes) keys.push_back(remote_key::object(h));
-  auto got = [&] {
+std::optional<std::vector<RemoteTier::Measured>> RemoteTier::measure(const std::vector<std::string>& graph_keys,
+                                                                     const std::string& dir) {
+  // A few objects at a time: at most a few values of max-object in memory.
+  constexpr std::size_t kBatch = 8;
+  std::vector<Measured> out;
+  for (std::size_t at = 0; at < graph_keys.size(); at += kBatch) {
+    std::vector<std::string> keys;
+    for (std::size_t i = at; i < graph_keys.size() && i < at + kBatch; ++i)
+      keys.push_back(remote_key::object(graph_keys[i]));
     Counted t(dir);
-    return backend_->sizes(keys);
-  }();
-  if (got.is_failure()) {
-    failed(got.fault(), dir, "measuring objects");
-    return std::nullopt;
+    for (auto& a : backend_->get_many(keys)) {
+      if (a.is_failure()) {
+        failed(a.fault(), dir, "measuring objects");
+        return std::nullopt;
+      }
+      Measured m;
+      if (a.is_hit()) {
+        t.c.bytes_read += a.value().size();
+        m = {content_hash(a.value()), a.value().size()};
+      }
+      out.push_back(std::move(m));
+    }
   }
-  return got.value();
+  return out;
 }
 
 RemoteTier::Pushed RemoteTier::push(const std::vector<ObjectRecord>& objects, const std::vector<EntryRecord>& entries,
@@ -285,7 +283,7 @@ RemoteTier::Pushed RemoteTier::push(const std::vector<ObjectRecord>& objects, co
     failed(f, dir, during);
     return p;
   };
-  std::map<std::string, std::string> hash_of;  // graph key -> object hash (stored or written now)
+  std::map<std::string, std::string> hash_of;  // graph key -> content hash of the value written now
   std::set<std::string> skipped;
   for (const auto& o : objects) {
     if (o.raw.size() > config().max_object_bytes) {
@@ -297,33 +295,18 @@ RemoteTier::Pushed RemoteTier::push(const std::vector<ObjectRecord>& objects, co
       continue;
     }
     // Written once: a graph key the remote holds keeps its object.
-    auto ref = backend_->get(remote_key::graph(o.graph_key));
-    if (ref.is_failure()) return fail(ref.fault(), "writing object " + o.graph_key);
-    if (ref.is_hit()) {
-      try {
-        hash_of[o.graph_key] = decode_graph_ref(ref.value(), o.graph_key).object_hash;
-        ++p.present;
-        continue;
-      } catch (const Error&) {
-        // a damaged reference is replaced below
-      }
-    }
     const std::string value = encode_remote_object(o);
-    const std::string hash = content_hash(value);
-    auto put = backend_->put(remote_key::object(hash), value, remote::Overwrite::no);
+    auto put = backend_->put(remote_key::object(o.graph_key), value, remote::Overwrite::no);
     if (put.is_failure()) return fail(put.fault(), "writing object " + o.graph_key);
+    if (!put.value()) {
+      ++p.present;
+      continue;
+    }
     t.c.bytes_written += value.size();
-    GraphRef g{o.graph_key, hash, value.size(), o.raw.size(), o.meta.with_program, o.meta.checksum};
-    const std::string gv = encode_graph_ref(g);
-    auto put_ref = backend_->put(remote_key::graph(o.graph_key), gv,
-                                 ref.is_hit() ? remote::Overwrite::yes : remote::Overwrite::no);
-    if (put_ref.is_failure()) return fail(put_ref.fault(), "writing object " + o.graph_key);
-    t.c.bytes_written += gv.size();
-    t.c.writes += 2;
+    t.c.writes += 1;
     ++p.objects;
-    hash_of[o.graph_key] = hash;
+    hash_of[o.graph_key] = content_hash(value);
   }
-  std::map<std::string, remote::Fields> by_model;
   for (const auto& e : entries) {
     if (skipped.count(e.graph_key)) {
       ++p.skipped;
@@ -331,16 +314,11 @@ RemoteTier::Pushed RemoteTier::push(const std::vector<ObjectRecord>& objects, co
     }
     const auto h = hash_of.find(e.graph_key);
     const std::string v = encode_remote_entry({e, h == hash_of.end() ? "" : h->second});
+    auto put = backend_->put(remote_key::entry(e.path), v, remote::Overwrite::yes);
+    if (put.is_failure()) return fail(put.fault(), "writing entry " + e.path);
     t.c.bytes_written += v.size();
-    by_model[names::model_info_of(e.path)].emplace_back(e.path, v);
-  }
-  for (const auto& [model_info, fields] : by_model) {
-    auto put = backend_->hash_put(remote_key::index(model_info), fields, remote::Overwrite::yes);
-    if (put.is_failure()) return fail(put.fault(), "writing the entries of " + model_info);
-    auto add = backend_->set_add(remote_key::models(), model_info);
-    if (add.is_failure()) return fail(add.fault(), "writing the entries of " + model_info);
-    p.entries += fields.size();
-    t.c.writes += fields.size();
+    t.c.writes += 1;
+    ++p.entries;
   }
   return p;
 }
@@ -348,19 +326,9 @@ RemoteTier::Pushed RemoteTier::push(const std::vector<ObjectRecord>& objects, co
 std::vector<compiler::TuningRecord> RemoteTier::tuning(const std::string& dir) {
   std::vector<compiler::TuningRecord> out;
   const auto kind = BlobKind::tuning;
-  auto got = [&] {
-    Counted t(dir);
-    auto a = backend_->hash_all(remote_key::blob(blob_kind_name(kind)));
-    if (a.is_hit())
-      for (const auto& [f, v] : a.value()) t.c.bytes_read += f.size() + v.size();
-    return a;
-  }();
-  if (got.is_failure()) failed(got.fault(), dir, "reading the tuning table");
-  if (!got.is_hit()) return out;
-  for (const auto& [name, value] : got.value()) {
+  for (const auto& [name, bytes] : blobs(kind, dir)) {
     try {
-      const BlobRecord b = decode_blob(value, kind, name);
-      compiler::TuningRecord r = decode_tuning_record(b.bytes, "remote tuning record");
+      compiler::TuningRecord r = decode_tuning_record(bytes, "remote tuning record");
       if (r.runtime + "\n" + r.key != name) throw CacheError("remote tuning record " + name + " names another kernel");
       out.push_back(std::move(r));
     } catch (const Error& e) {
@@ -371,51 +339,38 @@ std::vector<compiler::TuningRecord> RemoteTier::tuning(const std::string& dir) {
 }
 
 void RemoteTier::push_tuning(const std::vector<compiler::TuningRecord>& records, const std::string& dir) {
-  if (!can_write() || records.empty()) return;
-  Counted t(dir);
-  remote::Fields fields;
-  for (const auto& r : records) {
-    const std::string name = r.runtime + "\n" + r.key;
-    fields.emplace_back(name, encode_blob({BlobKind::tuning, name, encode_tuning_record(r)}));
-    t.c.bytes_written += fields.back().second.size();
-  }
-  auto put = backend_->hash_put(remote_key::blob(blob_kind_name(BlobKind::tuning)), fields, remote::Overwrite::no);
-  if (put.is_failure())
-    failed(put.fault(), dir, "writing the tuning table");
-  else
-    t.c.writes += put.value();
+  std::vector<std::pair<std::string, std::string>> named;
+  for (const auto& r : records) named.emplace_back(r.runtime + "\n" + r.key, encode_tuning_record(r));
+  push_blobs(BlobKind::tuning, named, remote::Overwrite::no, dir);
 }
 
-}  // namespace npucache::cache
-
-namespace npucache::cache {
-
 std::optional<std::string> RemoteTier::blob(BlobKind kind, const std::string& name, const std::string& dir) {
+  const std::string during = "reading a " + std::string(blob_kind_name(kind)) + " record";
   Counted t(dir);
-  auto got = backend_->hash_get(remote_key::blob(blob_kind_name(kind)), name);
-  if (got.is_failure()) failed(got.fault(), dir, "reading a " + std::string(blob_kind_name(kind)) + " record");
+  auto got = backend_->get(remote_key::blob(blob_kind_name(kind), name));
+  if (got.is_failure()) failed(got.fault(), dir, during);
   if (!got.is_hit()) return std::nullopt;
   t.c.bytes_read += got.value().size();
   try {
     return decode_blob(got.value(), kind, name).bytes;
   } catch (const Error& e) {
-    failed({Failure::corrupt, e.what()}, dir, "reading a " + std::string(blob_kind_name(kind)) + " record");
+    failed({Failure::corrupt, e.what()}, dir, during);
     return std::nullopt;
   }
 }
 
-std::vector<std::pair<std::string, std::string>> RemoteTier::blobs(BlobKind kind, const std::string& dir) {
+std::vector<std::pair<std::string, std::string>> RemoteTier::blobs(BlobKind kind, const std::string& dir,
+                                                                   const std::string& name_prefix) {
+  const std::string during = "reading the " + std::string(blob_kind_name(kind)) + " records";
   std::vector<std::pair<std::string, std::string>> out;
-  Counted t(dir);
-  auto got = backend_->hash_all(remote_key::blob(blob_kind_name(kind)));
-  if (got.is_failure()) failed(got.fault(), dir, "reading the " + std::string(blob_kind_name(kind)) + " records");
-  if (!got.is_hit()) return out;
-  for (const auto& [name, value] : got.value()) {
-    t.c.bytes_read += name.size() + value.size();
+  const auto got = table(remote_key::blobs(blob_kind_name(kind), name_prefix), dir, during);
+  if (!got) return out;
+  for (const auto& [rest, value] : *got) {
+    const std::string name = name_prefix + rest;
     try {
       out.emplace_back(name, decode_blob(value, kind, name).bytes);
     } catch (const Error& e) {
-      failed({Failure::corrupt, e.what()}, dir, "reading the " + std::string(blob_kind_name(kind)) + " records");
+      failed({Failure::corrupt, e.what()}, dir, during);
     }
   }
   return out;
@@ -425,16 +380,18 @@ void RemoteTier::push_blobs(BlobKind kind, const std::vector<std::pair<std::stri
                             remote::Overwrite overwrite, const std::string& dir) {
   if (!can_write() || records.empty()) return;
   Counted t(dir);
-  remote::Fields fields;
   for (const auto& [name, bytes] : records) {
-    fields.emplace_back(name, encode_blob({kind, name, bytes}));
-    t.c.bytes_written += fields.back().second.size();
+    const std::string value = encode_blob({kind, name, bytes});
+    auto put = backend_->put(remote_key::blob(blob_kind_name(kind), name), value, overwrite);
+    if (put.is_failure()) {
+      failed(put.fault(), dir, "writing " + std::string(blob_kind_name(kind)) + " records");
+      return;
+    }
+    if (put.value()) {
+      t.c.bytes_written += value.size();
+      t.c.writes += 1;
+    }
   }
-  auto put = backend_->hash_put(remote_key::blob(blob_kind_name(kind)), fields, overwrite);
-  if (put.is_failure())
-    failed(put.fault(), dir, "writing " + std::string(blob_kind_name(kind)) + " records");
-  else
-    t.c.writes += put.value();
 }
 
 }  // namespace npucache::cache

@@ -1,10 +1,13 @@
-// The remote tier: a Redis server behind the local store, shared by every
-// host of a fleet (docs/GUIDE.md, "The remote tier"; the keys and values
-// are remote_value.h's). The backend (remote/backend.h) knows only keys and
-// bytes; this class decides what is stored and checks everything it reads:
-// an object's value must hash to its key, its header, record, size and
-// checksum must hold, and the caller's `check` (decoding and validating the
-// program, as for a local file) must pass before it counts as a hit.
+// The remote tier: a remote store (a Redis server, a shared directory)
+// behind the local store, shared by every host of a fleet (docs/GUIDE.md,
+// "The remote tier"; the keys and values are remote_value.h's). The backend
+// (remote/backend.h) knows only keys and bytes; this class decides what is
+// stored and checks everything it reads: an object's value must hash to
+// the content hash its entry names (when it names one), its header,
+// record, graph key, size and checksum must hold, and the caller's `check`
+// (decoding and validating the program, as for a local file) must pass
+// before it counts as a hit. A warm read is one get: the object by its
+// graph key, or an entry by its path and then its object.
 //
 // A remote that fails never fails a job: every call answers nothing (a
 // miss) when the remote is refused, slow, full, behind a wrong password,
@@ -48,29 +51,35 @@ class RemoteTier {
 
   struct Object {
     ObjectRecord record;
-    std::string hash;  // content hash of its value (its key)
+    std::string hash;  // the content hash its entry named and its value has (empty: read by graph key)
     std::size_t value_bytes = 0;
   };
   using Check = std::function<void(const ObjectRecord&)>;
-  // The object stored for `graph_key` (its GraphRef and the object it
-  // names, one round trip where the server can),
-  // every check passed, `check` included (which throws CacheError or
-  // TraceError to reject it); nullopt otherwise. Counted in `dir`'s stats.
+  // The object stored for `graph_key` (one get), every check passed,
+  // `check` included (which throws CacheError or TraceError to reject it);
+  // nullopt otherwise. Counted in `dir`'s stats.
   std::optional<Object> object(const std::string& graph_key, const std::string& dir, const Check& check = {});
-  // The same when the object's hash is known (an entry named it).
+  // The same when an entry named the object's content hash `hash`: a value
+  // of another hash (the object was written again since the entry) is a
+  // miss.
   std::optional<Object> object_by_hash(const std::string& hash, const std::string& graph_key, const std::string& dir,
                                        const Check& check = {});
-  // The index record of an entry.
+  // The entry at `path` (one get).
   std::optional<RemoteEntry> entry(const std::string& path, const std::string& dir);
   // Every readable entry of a model (damaged records are counted and
-  // skipped); nullopt when the remote failed.
+  // skipped); nullopt when the remote failed. Lists keys (administration).
   std::optional<std::vector<RemoteEntry>> entries(const std::string& model_info, const std::string& dir);
-  // The models with entries; nullopt when the remote failed.
+  // The models with entries; nullopt when the remote failed. Lists keys.
   std::optional<std::vector<std::string>> models(const std::string& dir);
-  // The object hash a graph key's reference names ("" when none).
-  std::string object_hash(const std::string& graph_key, const std::string& dir);
-  // Bytes of each object value (0: absent).
-  std::optional<std::vector<std::size_t>> object_sizes(const std::vector<std::string>& hashes, const std::string& dir);
+  // What the remote holds for each graph key: the content hash and bytes of
+  // its value (empty and 0: none), read in small batches; nullopt when the
+  // remote failed. The seam has no size call: `npucache remote ls` reads
+  // what a pull would read, and nothing else needs sizes.
+  struct Measured {
+    std::string hash;
+    std::size_t value_bytes = 0;
+  };
+  std::optional<std::vector<Measured>> measure(const std::vector<std::string>& graph_keys, const std::string& dir);
 
   struct Pushed {
     std::size_t objects = 0, entries = 0;  // written (objects already there are not counted)
@@ -79,7 +88,8 @@ class RemoteTier {
     bool failed = false;                   // the remote failed (counted, warned)
   };
   // Writes each object (unless the remote holds its graph key: written
-  // once), then its graph reference, then the entries, then their models.
+  // once, the first writer's is kept), then the entries (replaced), each
+  // naming its object's content hash when this call wrote the object.
   // Objects above max-object are not sent, nor entries whose object was
   // skipped here. Nothing when the tier cannot write.
   Pushed push(const std::vector<ObjectRecord>& objects, const std::vector<EntryRecord>& entries,
@@ -91,10 +101,12 @@ class RemoteTier {
   void push_tuning(const std::vector<compiler::TuningRecord>& records, const std::string& dir);
 
   // One record of a shared table (nullopt: absent, or the remote failed),
-  // every record of one, and adding records (`overwrite`: replace one of
-  // the same name). The caller decodes and checks the records' bytes.
+  // every record of one whose name starts with `name_prefix` (a listing),
+  // and adding records (`overwrite`: replace one of the same name). The
+  // caller decodes and checks the records' bytes.
   std::optional<std::string> blob(BlobKind kind, const std::string& name, const std::string& dir);
-  std::vector<std::pair<std::string, std::string>> blobs(BlobKind kind, const std::string& dir);
+  std::vector<std::pair<std::string, std::string>> blobs(BlobKind kind, const std::string& dir,
+                                                         const std::string& name_prefix = "");
   void push_blobs(BlobKind kind, const std::vector<std::pair<std::string, std::string>>& records,
                   remote::Overwrite overwrite, const std::string& dir);
 
@@ -102,11 +114,18 @@ class RemoteTier {
   void failed(const remote::Fault& f, const std::string& dir, const std::string& during);
 
  private:
+  // Reads an object's value and checks it (verify).
   std::optional<Object> fetch(const std::string& hash, const std::string& graph_key, const std::string& dir,
                               const Check& check);
-  // Checks an object's value (then `check`), counts the hit or the damage.
+  // Checks an object's value against `hash` (when not empty), then `check`;
+  // counts the hit, the miss or the damage (a damaged value is removed).
   std::optional<Object> verify(std::string value, const std::string& hash, const std::string& graph_key,
                                const std::string& dir, const Check& check);
+  // The values of every key starting with `prefix`, by the rest of the key;
+  // nullopt when the remote failed (counted, warned as `during`).
+  std::optional<std::vector<std::pair<std::string, std::string>>> table(const std::string& prefix,
+                                                                        const std::string& dir,
+                                                                        const std::string& during);
   std::unique_ptr<remote::Backend> backend_;
   std::atomic<bool> full_{false};
 };

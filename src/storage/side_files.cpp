@@ -135,7 +135,7 @@ std::vector<DimMark> SideFiles::load_profile(const Store* store, const std::stri
     warn_damaged_profiles(e.what());
   }
   if (remote_)
-    for (const auto& [name, bytes] : remote_->blobs(BlobKind::profile, dir_))
+    for (const auto& [name, bytes] : remote_->blobs(BlobKind::profile, dir_, model_info + "|" + method + "|"))
       if (auto m = parse_profile_name(name, model_info, method))
         if (std::find(out.begin(), out.end(), *m) == out.end()) out.push_back(std::move(*m));
   if (!out.empty()) log::debug("{}/{}: {} dims dynamic from the profiles of {}", model_info, method, out.size(), dir_);

@@ -25,7 +25,8 @@ remote::Config remote_of(const std::string& url) {
   RemoteOptions o;
   o.url = url;
   remote::Config c = cache::resolve_remote(o);
-  if (!c.enabled()) throw ConfigError("no remote cache: give --remote redis://host:port or set NPUCACHE_REMOTE");
+  if (!c.enabled())
+    throw ConfigError("no remote cache: give --remote redis://host:port or file:///dir, or set NPUCACHE_REMOTE");
   return c;
 }
 
@@ -100,7 +101,8 @@ void add_remote_commands(CLI::App& app) {
   auto dir = std::make_shared<std::string>();
   auto model = std::make_shared<std::string>();
   auto json = std::make_shared<bool>(false);
-  const std::string url_help = "redis://host:port[/db] or redis+unix:///path (default: $NPUCACHE_REMOTE)";
+  const std::string url_help =
+      "redis://host:port[/db], redis+unix:///path or file:///shared/dir (default: $NPUCACHE_REMOTE)";
   const std::string dir_help = "cache directory (default: $NPUCACHE_CACHE_DIR, else .npucache)";
   auto* remote = app.add_subcommand("remote", "the remote cache tier: remote push|pull|ls");
   remote->require_subcommand(1);

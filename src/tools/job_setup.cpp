@@ -95,8 +95,8 @@ void add_job_options(CLI::App* cmd, JobArgs& a) {
                 "check the arguments (model config, tp/pp, report path) without starting MPI, then exit "
                 "(the launch scripts run this before mpirun)");
   cmd->add_option("--remote", a.remote,
-                  "remote cache tier: redis://host:port[/db][?timeout=2s&connect-timeout=100ms] or "
-                  "redis+unix:///path (default: $NPUCACHE_REMOTE; off: none)");
+                  "remote cache tier: redis://host:port[/db][?timeout=2s&connect-timeout=100ms], "
+                  "redis+unix:///path or file:///shared/dir (default: $NPUCACHE_REMOTE; off: none)");
   cmd->add_flag("--remote-read-only", a.remote_read_only, "read from the remote cache, never write to it");
   cmd->add_option("--progress", a.progress,
                   "rank 0's progress line after each method (rank-methods loaded, compiled, received of the "

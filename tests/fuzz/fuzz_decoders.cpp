@@ -86,7 +86,7 @@ enum Target : uint8_t {
   kJsonFiles,       // stats.json and config.json
   kTuningFile,      // the tuning table file, as read from the cache directory
   kTuningRecords,   // its records, sealed in a valid envelope (checksums fixed)
-  kRemoteValue,     // a value read from the remote tier: kind byte (1 object, 2 graph, 3 entry, 4 blob), then the value
+  kRemoteValue,     // a remote tier value after a selector (mod 4: object, hashed object, entry, blob)
   kRemoteSealed,    // the same with the value's checksums fixed (an attacker who recomputes them)
   kTemplateFile,    // a capture template's file (templates/<key>.h5)
   kTemplateReplay,  // a capture template restored against its program and replayed: equal to a capture or refused
@@ -285,10 +285,9 @@ void decode_remote(std::string_view in) {
       compiler::deserialize_compiled(o.raw);
       break;
     }
-    case 1: {
-      std::string key(32, '0');
-      if (value.size() > 52) key = value.substr(52, 32);  // the key the value names, so its record is decoded
-      cache::decode_graph_ref(value, key);
+    case 1: {  // an object whose entry named its content hash (its payload checksum is not read)
+      auto o = cache::decode_remote_object(value, cache::content_hash(value), "", std::size_t{64} << 20);
+      compiler::deserialize_compiled(o.raw);
       break;
     }
     case 2: cache::decode_remote_entry(value, "", ""); break;
@@ -529,8 +528,7 @@ Seeds make_seeds(const fs::path& dir) {
       auto o = cache::decode_object(bytes, f.path().string(), true);
       const std::string value = cache::encode_remote_object(o);
       remote(0, value);
-      remote(1, cache::encode_graph_ref({o.graph_key, cache::content_hash(value), value.size(), o.raw.size(),
-                                         o.meta.with_program, o.meta.checksum}));
+      remote(1, value);
       s.add(kCompiled, o.raw);
       s.add(kZstdFrame, zstd::compress(o.raw, 1));
     }

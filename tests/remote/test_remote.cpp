@@ -103,16 +103,44 @@ TEST(RemoteUrl, ParsesEveryForm) {
   EXPECT_EQ(p.endpoint.port, 6380);
   EXPECT_TRUE(p.password_in_url);
   EXPECT_EQ(p.url.find("s%40cret"), std::string::npos) << p.url;  // never shown
-  for (const char* bad :
-       {"http://x:1", "redis://", "redis://h:0", "redis://h:99999", "redis://h:1/x", "redis+unix://relative.sock",
-        "redis://h?timeout=-1", "redis://h?colour=blue", "redis://h?max-object=lots"}) {
+  auto f = remote::parse_url("file:///shared/npu%20cache?read-only&max-object=1M");
+  EXPECT_EQ(f.scheme, remote::Scheme::file);
+  EXPECT_EQ(f.endpoint.path, "/shared/npu cache");
+  EXPECT_TRUE(f.read_only);
+  EXPECT_EQ(f.max_object_bytes, std::size_t{1} << 20);
+  EXPECT_EQ(remote::parse_url("unix:///run/r.sock").scheme, remote::Scheme::redis);
+  // Each error names the part that is wrong; a password is never shown.
+  const std::pair<const char*, const char*> bad[] = {
+      {"http://x:1", "unknown scheme 'http'"},
+      {"cache.example:6379", "no scheme"},
+      {"redis://", "no host"},
+      {"redis://h:0", "port '0'"},
+      {"redis://h:99999", "port '99999'"},
+      {"redis://h:1/x", "'/x' is not a database number"},
+      {"redis+unix://relative.sock", "socket path 'relative.sock'"},
+      {"file://relative/dir", "directory 'relative/dir' must be absolute"},
+      {"file:///d?db=1", "db is an attribute of redis:// remotes only"},
+      {"redis://h?timeout=-1", "timeout '-1'"},
+      {"redis://h?colour=blue", "unknown attribute 'colour'"},
+      {"redis://h?max-object=lots", "max-object 'lots'"},
+      {"redis://alice:pa55word@h:0", "port '0'"},
+      {"redis://:pa55word@h?timeout=x", "timeout 'x'"},
+      {"redis://pa55word@h?colour=blue", "unknown attribute"},
+      {"redis://alice:pa/55word@h:0", "remote cache URL"},
+  };
+  for (const auto& [url, part] : bad) {
     try {
-      remote::parse_url(bad);
-      ADD_FAILURE() << bad << " was accepted";
+      remote::parse_url(url);
+      ADD_FAILURE() << url << " was accepted";
     } catch (const ConfigError& e) {
       EXPECT_TRUE(has(e.what(), "remote cache URL")) << e.what();
+      EXPECT_TRUE(has(e.what(), part)) << e.what();
+      EXPECT_FALSE(has(e.what(), "pa55word")) << e.what();
+      EXPECT_FALSE(has(e.what(), "55word")) << e.what();
     }
   }
+  EXPECT_EQ(remote::shown_url("redis://alice:pa55word@h:1/2"), "redis://alice:***@h:1/2");
+  EXPECT_EQ(remote::shown_url("file:///a@b"), "file:///a@b");
 }
 
 TEST(RemoteValue, EveryDamageIsRefused) {
@@ -133,7 +161,7 @@ TEST(RemoteValue, EveryDamageIsRefused) {
   EXPECT_THROW(cache::decode_remote_object(v.substr(0, v.size() / 2), "", o.graph_key, 1 << 20), Error);
   EXPECT_THROW(cache::decode_remote_object(v, h, std::string(32, 'b'), 1 << 20), Error);  // another key
   EXPECT_THROW(cache::decode_remote_object(v, h, o.graph_key, 100), Error);               // above the cap
-  EXPECT_THROW(cache::decode_graph_ref(v, o.graph_key), Error);                           // another kind
+  EXPECT_THROW(cache::decode_remote_entry(v, "", ""), Error);                             // another kind
 }
 
 TEST_F(RemoteTest, WarmRemoteServesAnEmptyCacheWithoutCompiling) {
@@ -335,7 +363,7 @@ TEST_F(RemoteTest, StalledOrDroppedMidTransferEndsInTime) {
   const cache::ObjectRecord o = stored_object(direct, 8 << 20);
   ASSERT_TRUE(direct.object(o.graph_key, "").has_value());
   for (bool close : {false, true}) {
-    Proxy proxy(server.port(), 1 << 20, close);  // the reference and 1 MiB of the object, then trouble
+    Proxy proxy(server.port(), 1 << 20, close);  // 1 MiB of the object, then trouble
     auto t = tier_at(proxy.port());
     const auto t0 = Clock::now();
     EXPECT_FALSE(t.object(o.graph_key, dir("s")).has_value());
@@ -430,9 +458,9 @@ TEST_F(RemoteTest, DamagedValuesAreNeverUsedAndAreReplaced) {
 
 // Values of format 3.0.0 (tests/fixtures/format-3.0.0/remote) under this
 // version's keys (its own keys, npucache:3.0.0:..., are never read): an
-// entry, a graph reference and an object of value encoding 1 are refused
-// naming their encoding, counted as corrupt and never served, on the
-// default hit check and the fast path; the job compiles and writes back.
+// entry and an object of value encoding 1 are refused naming their
+// encoding, counted as corrupt and never served, on the default hit check
+// and the fast path; the job compiles and writes back.
 TEST_F(RemoteTest, PreviousFormatValuesAreNeverServed) {
   const fs::path old = fs::path(FIXTURES) / "format-3.0.0" / "remote";
   std::string old_entry, old_graph, old_object;
@@ -453,10 +481,9 @@ TEST_F(RemoteTest, PreviousFormatValuesAreNeverServed) {
     for (const auto& k : server.keys()) {
       ASSERT_EQ(k.rfind(cache::remote_key::prefix(), 0), 0u) << k;
       if (has(k, ":obj:")) planted += server.command({"SET", k, old_object}) == "OK";
-      if (has(k, ":graph:")) planted += server.command({"SET", k, old_graph}) == "OK";
-      if (has(k, ":index:")) planted += server.command({"HSET", k, entries[0].path, old_entry}) == "0";
+      if (has(k, ":entry:")) planted += server.command({"SET", k, old_entry}) == "OK";
     }
-    ASSERT_EQ(planted, 3);
+    ASSERT_EQ(planted, 2);
     const std::string d = dir(args == "prompt" ? "b" : "c");
     Out o = worker(d, server.url(), "", args);
     ASSERT_EQ(o.status, 0) << o.text;
@@ -501,9 +528,9 @@ TEST_F(RemoteTest, TwoJobsWritingTheSameKeysAtOnce) {
   ASSERT_EQ(a.status, 0) << a.text;
   ASSERT_EQ(b.status, 0) << b.text;
   EXPECT_EQ(result(a.text), result(b.text));
-  int graphs = 0;
-  for (const auto& k : server.keys()) graphs += has(k, ":graph:");
-  EXPECT_EQ(graphs, 1);  // one graph key, written once
+  int objects = 0;
+  for (const auto& k : server.keys()) objects += has(k, ":obj:");
+  EXPECT_EQ(objects, 1);  // one graph key, written once
   Out c = worker(dir("c"), server.url());
   EXPECT_EQ(compiled(c), "0") << c.text;
   EXPECT_EQ(result(c.text), result(a.text));
