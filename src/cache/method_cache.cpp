@@ -190,35 +190,30 @@ std::string MethodCache::store_identity(std::string* why_unusable) const {
 }
 
 // The store of one MethodCache (and its copies): the directory opened
-// once, with what it was when opened, so a removed or replaced directory
-// is opened again.
+// once for reads, with what it was when opened, so a removed or replaced
+// directory is opened again.
 struct MethodCache::OpenStore {
   std::mutex mu;
   std::optional<Store> store;
-  bool created = false;  // opened with Create::yes (markers written)
   dev_t dev = 0;
   ino_t ino = 0;
 };
 
 std::optional<Store> MethodCache::store(Create create) const {
   process::Env& env = process::Context::current().env();
-  struct stat now {};
-  const bool exists = env.fstatat(AT_FDCWD, id_.dir.c_str(), &now, 0) == 0;
   std::lock_guard lock(open_->mu);
-  if (open_->store && exists && now.st_dev == open_->dev && now.st_ino == open_->ino &&
-      (open_->created || create == Create::no))
-    return open_->store;
-  if (open_->store && exists && now.st_dev == open_->dev && now.st_ino == open_->ino) {
-    open_->store->mark();  // opened to read, now to write too
-    open_->created = true;
-    return open_->store;
+  if (create == Create::no) {
+    struct stat now {};
+    if (env.fstatat(AT_FDCWD, id_.dir.c_str(), &now, 0) != 0) return std::nullopt;
+    if (open_->store && now.st_dev == open_->dev && now.st_ino == open_->ino) return open_->store;
   }
-  if (!exists && create == Create::no) return std::nullopt;
+  // A write opens the directory again, with every check of a fresh
+  // process: one changed (chmod-ed, given away, replaced by a link) since
+  // the reads of this call path began is refused before anything is written.
   Store s = Store::open(id_.dir, create);
   struct stat st {};
   if (env.fstat(s.directory().fd(), &st) != 0) throw CacheError("cannot inspect " + id_.dir);
   open_->store = s;
-  open_->created = create == Create::yes;
   open_->dev = st.st_dev;
   open_->ino = st.st_ino;
   return s;

@@ -3,8 +3,8 @@
 // object of a computation from either tier, its records, saving (adopting
 // an object another writer stored first) and removing them, and the
 // statistics they feed. What it reads and writes is storage's: the store
-// (storage/store.h), opened once per MethodCache and kept while its
-// directory is the one opened; the objects of either tier behind one read
+// (storage/store.h), opened once for a call path's reads and once for its
+// writes; the objects of either tier behind one read
 // interface (storage/object_source.h); the side files of decisions
 // (storage/side_files.h).
 //
@@ -197,10 +197,12 @@ class MethodCache {
   Nearest nearest(const Store& store) const;
   // What runnable() prepares for: this call of this method's module.
   CallSite site(const FlatArgs& args, const compiler::CompileStep& compile) const;
-  // This directory's store: opened on first use and kept while the
-  // directory is the one opened (a directory removed or replaced is opened
-  // again); with Create::no, nullopt when the directory does not exist.
-  // Throws CacheError (CacheRefused) as Store::open does.
+  // This directory's store. To read (Create::no): opened on first use and
+  // kept while the directory is the one opened (a directory removed or
+  // replaced is opened again), nullopt when it does not exist. To write
+  // (Create::yes): opened again, with every check a fresh process makes,
+  // and kept for the reads that follow. Throws CacheError (CacheRefused)
+  // as Store::open does.
   std::optional<Store> store(Create create) const;
   // The local tier over `store`.
   LocalObjects local_objects(const Store& store) const;

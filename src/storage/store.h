@@ -180,9 +180,6 @@ class Store {
   std::string check_markers() const;
   // Rewrites damaged markers (a damaged store.json gets a new id).
   void heal_markers() const;
-  // Makes a store opened with Create::no what Create::yes opens: its
-  // markers written, once per process and directory.
-  void mark() const;
   // Rewrites a model's index from its readable entries (under a writing
   // lock of its own).
   void heal_index(const std::string& model_info) const;
@@ -196,6 +193,9 @@ class Store {
 
  private:
   explicit Store(Dir dir) : dir_(std::move(dir)) {}
+  // Writes the markers of a store opened to write, once per process and
+  // directory.
+  void mark() const;
   Dir objects(Create create) const;
   // Removes the model's delta files (under its index lock).
   void remove_deltas(const std::string& model_info) const;

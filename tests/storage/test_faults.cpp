@@ -464,13 +464,15 @@ INSTANTIATE_TEST_SUITE_P(Store, LoadFaults,
                                            LoadCase{"stat_EIO", failing(FileOp::stat, EIO)}),
                          [](const ::testing::TestParamInfo<LoadCase>& i) { return std::string(i.param.name); });
 
-// A call path opens its cache directory's store once: a cold miss (look
-// up, find no stored object, compile, commit the object, the entry and the
-// tuning table, read the profile, the size limit) and a warm hit alike.
-// Each open is an openat of the directory itself (opens of files in it are
-// other calls); the statistics, written once per process when it flushes
-// them, open it once more.
-TEST_F(Faults, ACallPathOpensTheStoreOnce) {
+// A call path opens its cache directory's store once for its reads and
+// once for its writes (a write checks the directory as a fresh process
+// would): a cold miss (look up, find no stored object, read the tuning
+// table and the profile, compile; then commit the object, the entry and
+// the tuning table, the size limit) twice, a warm hit once. Each open is an
+// openat of the directory itself (opens of files in it are other calls);
+// the statistics, written once per process when it flushes them, open it
+// once more.
+TEST_F(Faults, ACallPathOpensTheStoreOnceToReadAndOnceToWrite) {
   const fs::path pristine = cache_with(Method::prompt, "pristine");
   auto opens_of = [](const FaultEnv& env, const fs::path& d) {
     std::size_t n = 0;
