@@ -32,7 +32,7 @@ namespace npucache::cache::names {
 // 5.0.0: an index is a base and deltas (deltas/), with a sequence record.
 // 6.0.0: a graph-break piece's entry is named by the parameters it reads
 // too (bound_names in <npucache/ir/hash.h>).
-inline constexpr const char* kFormatVersion = "6.0.0";
+inline constexpr const char* kFormatVersion = "7.0.0";
 // The `format` attribute of every file npucache writes.
 inline constexpr const char* kFormatName = "npucache";
 
