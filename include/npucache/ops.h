@@ -31,6 +31,7 @@ NPUCACHE_API Tensor gt(const Tensor& a, const Tensor& b);
 NPUCACHE_API Tensor ge(const Tensor& a, const Tensor& b);
 NPUCACHE_API Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 
+// An elementwise unary op (OpClass::unary, op.h) on x; ShapeError for another op.
 NPUCACHE_API Tensor unary(Op op, const Tensor& x);
 inline Tensor neg(const Tensor& x) { return unary(Op::neg, x); }
 inline Tensor exp(const Tensor& x) { return unary(Op::exp, x); }
@@ -40,6 +41,7 @@ inline Tensor gelu(const Tensor& x) { return unary(Op::gelu, x); }
 inline Tensor silu(const Tensor& x) { return unary(Op::silu, x); }
 inline Tensor sigmoid(const Tensor& x) { return unary(Op::sigmoid, x); }
 inline Tensor tanh(const Tensor& x) { return unary(Op::tanh, x); }
+inline Tensor erf(const Tensor& x) { return unary(Op::erf, x); }
 
 NPUCACHE_API Tensor matmul(const Tensor& a, const Tensor& b);
 // x [..., K] @ w[N, K]^T (+ b[N]); `bias` may be undefined.

@@ -84,8 +84,7 @@ CaptureTemplate decode_template(std::string_view bytes) {
   for (std::size_t i = 0; i < nt; ++i) {
     CaptureTemplate::Task task;
     task.op = r.u32();
-    if (task.op >= static_cast<uint32_t>(Op::kCount))
-      r.fail("task " + std::to_string(i) + " has op " + std::to_string(task.op));
+    if (!is_op_number(task.op)) r.fail("task " + std::to_string(i) + " has op " + std::to_string(task.op));
     const std::size_t na = r.count(kMinOperand);
     for (std::size_t a = 0; a < na; ++a) {
       CaptureTemplate::Operand o;

@@ -356,7 +356,7 @@ CaptureTemplate ProgramRunner::make_template(const Prepared& prep, const Capture
   t.tasks.reserve(p.steps.size());
   for (const auto& st : p.steps) {
     CaptureTemplate::Task task;
-    task.op = static_cast<uint32_t>(st.op);
+    task.op = op_number(st.op);
     for (std::size_t a = 0; a <= st.operands.size(); ++a) {
       const int buf = a < st.operands.size() ? st.operands[a] : st.result;
       const auto r = static_cast<std::size_t>(p.root(buf));

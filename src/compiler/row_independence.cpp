@@ -69,42 +69,15 @@ Rows derive(const Node& n, const std::vector<const Rows*>& in, const std::string
   const std::size_t rank = n.type.shape.size();
   const bool any = std::any_of(in.begin(), in.end(), [](const Rows* r) { return depends(*r); });
   auto same_as = [&](std::size_t i) -> Rows { return *in[i]; };
+  // Elementwise ops, casts and all_reduce: each output element reads the
+  // input elements at its own index (OpInfo::pointwise).
+  if (op_info(n.op).pointwise) return broadcast(in, rank);
   switch (n.op) {
     case Op::placeholder:
       if (n.kind != PlaceholderKind::input) return std::vector<bool>(rank, false);
       return whole_dims(n.type, s);
     case Op::full:
     case Op::arange: return whole_dims(n.type, s);
-    case Op::add:
-    case Op::sub:
-    case Op::mul:
-    case Op::div:
-    case Op::maximum:
-    case Op::minimum:
-    case Op::pow:
-    case Op::eq:
-    case Op::ne:
-    case Op::lt:
-    case Op::le:
-    case Op::gt:
-    case Op::ge:
-    case Op::where:
-    case Op::neg:
-    case Op::abs:
-    case Op::exp:
-    case Op::log:
-    case Op::sqrt:
-    case Op::rsqrt:
-    case Op::sin:
-    case Op::cos:
-    case Op::reciprocal:
-    case Op::relu:
-    case Op::sigmoid:
-    case Op::tanh:
-    case Op::gelu:
-    case Op::silu:
-    case Op::cast:
-    case Op::all_reduce: return broadcast(in, rank);
     case Op::matmul: {
       if (!*in[0] || !*in[1] || rank < 2) return std::nullopt;
       const auto& a = **in[0];

@@ -18,7 +18,8 @@ namespace {
 // 2: autotune decisions say what they were timed on.
 // 4: SymInt inputs in the signature; the config's autotune and
 //    eager_kernels.
-constexpr uint32_t kEncodingVersion = 4;
+// 5: ops are stored by their pinned numbers (op.h), erf among them.
+constexpr uint32_t kEncodingVersion = 5;
 constexpr uint32_t kGraphMagic = 0x4350554e;  // "NUPC"
 
 // Smallest encodings, for the count checks (a count claiming more items
@@ -32,6 +33,13 @@ E enum_in(ByteReader& r, uint32_t count, const char* what) {
   const uint32_t v = r.u32();
   if (v >= count) r.fail(std::string(what) + " value " + std::to_string(v) + " is out of range");
   return static_cast<E>(v);
+}
+
+// An op by its pinned number (op_number in op.h).
+Op op_in(ByteReader& r) {
+  const uint32_t v = r.u32();
+  if (!is_op_number(v)) r.fail("op value " + std::to_string(v) + " is out of range");
+  return static_cast<Op>(v);
 }
 
 int32_t index_in(ByteReader& r, int64_t lo, int64_t hi, const char* what) {
@@ -148,7 +156,7 @@ Attrs get_attrs(ByteReader& r) {
 void put(ByteWriter& w, const Graph& g) {
   w.u32(static_cast<uint32_t>(g.nodes().size()));
   for (const Node& n : g.nodes()) {
-    w.u32(static_cast<uint32_t>(n.op));
+    w.u32(op_number(n.op));
     w.u32(static_cast<uint32_t>(n.inputs.size()));
     for (ValueId v : n.inputs) w.i64(v);
     put(w, n.attrs);
@@ -167,7 +175,7 @@ Graph get_graph(ByteReader& r) {
   nodes.reserve(n);
   for (std::size_t i = 0; i < n; ++i) {
     Node node;
-    node.op = enum_in<Op>(r, static_cast<uint32_t>(Op::kCount), "op");
+    node.op = op_in(r);
     const std::size_t k = r.count(8);
     for (std::size_t j = 0; j < k; ++j) node.inputs.push_back(index_in(r, 0, static_cast<int64_t>(i) - 1, "operand"));
     node.attrs = get_attrs(r);
@@ -291,7 +299,7 @@ void put(ByteWriter& w, const DeviceProgram& p) {
   }
   w.u32(static_cast<uint32_t>(p.steps.size()));
   for (const auto& s : p.steps) {
-    w.u32(static_cast<uint32_t>(s.op));
+    w.u32(op_number(s.op));
     put(w, s.attrs);
     w.u32(static_cast<uint32_t>(s.operands.size()));
     for (int o : s.operands) w.i64(o);
@@ -330,7 +338,7 @@ DeviceProgram get_program(ByteReader& r) {
   p.steps.reserve(ns);
   for (std::size_t i = 0; i < ns; ++i) {
     ProgramStep s;
-    s.op = enum_in<Op>(r, static_cast<uint32_t>(Op::kCount), "op");
+    s.op = op_in(r);
     s.attrs = get_attrs(r);
     s.operands.resize(r.count(8));
     for (auto& o : s.operands) o = index_in(r, 0, kMax, "operand");

@@ -118,7 +118,7 @@ class CanonicalEncoder {
   }
 
   void encode(const Node& n) {
-    h_.u64(static_cast<uint64_t>(n.op));
+    h_.u64(op_number(n.op));  // the pinned number (op.h)
     h_.u64(static_cast<uint64_t>(n.kind));
     h_.u64(n.inputs.size());
     for (ValueId in : n.inputs) h_.i64(index_[static_cast<std::size_t>(in)]);

@@ -85,70 +85,20 @@ TensorType infer_type(Op op, const std::vector<const TensorType*>& inputs, const
                            : std::to_string(info.min_inputs) + ".." + std::to_string(info.max_inputs);
     c.fail("expects " + want + " inputs, got " + std::to_string(n));
   }
-  switch (op) {
-    case Op::placeholder: c.fail("placeholders have no inferred type");
-    case Op::add:
-    case Op::sub:
-    case Op::mul:
-    case Op::div:
-    case Op::maximum:
-    case Op::minimum:
-    case Op::pow:
-    case Op::eq:
-    case Op::ne:
-    case Op::lt:
-    case Op::le:
-    case Op::gt:
-    case Op::ge:
-    case Op::where:
-    case Op::neg:
-    case Op::abs:
-    case Op::exp:
-    case Op::log:
-    case Op::sqrt:
-    case Op::rsqrt:
-    case Op::sin:
-    case Op::cos:
-    case Op::reciprocal:
-    case Op::relu:
-    case Op::sigmoid:
-    case Op::tanh:
-    case Op::gelu:
-    case Op::silu:
-    case Op::cast: return ir::infer_elementwise(c);
-    case Op::matmul:
-    case Op::linear:
-    case Op::sum:
-    case Op::mean:
-    case Op::max:
-    case Op::argmax:
-    case Op::softmax:
-    case Op::rmsnorm:
-    case Op::layernorm:
-    case Op::rope:
-    case Op::attention:
-    case Op::fused_attention: return ir::infer_linalg(c);
-    case Op::reshape:
-    case Op::permute:
-    case Op::transpose:
-    case Op::expand:
-    case Op::slice:
-    case Op::concat:
-    case Op::gather:
-    case Op::embedding: return ir::infer_layout(c);
-    case Op::full:
-    case Op::arange:
-    case Op::buffer_update:
-    case Op::all_reduce:
-    case Op::all_gather:
-    case Op::group_rank:
-    case Op::send:
-    case Op::recv:
-    case Op::randn:
-    case Op::bernoulli:
-    case Op::dropout:
-    case Op::fused: return ir::infer_special(c);
-    case Op::kCount: break;
+  switch (info.cls) {
+    case OpClass::input: c.fail("placeholders have no inferred type");
+    case OpClass::unary:
+    case OpClass::binary:
+    case OpClass::comparison:
+    case OpClass::select:
+    case OpClass::cast: return ir::infer_elementwise(c);
+    case OpClass::linalg:
+    case OpClass::reduction: return ir::infer_linalg(c);
+    case OpClass::layout: return ir::infer_layout(c);
+    case OpClass::creation:
+    case OpClass::comm:
+    case OpClass::random:
+    case OpClass::special: return ir::infer_special(c);
   }
   c.fail("invalid op");
 }

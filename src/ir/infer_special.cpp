@@ -82,7 +82,7 @@ TensorType infer_fused(const InferCtx& c) {
   for (int64_t i = 0; i < consts; ++i) c.attrs.get<double>("c" + std::to_string(i));
   for (std::size_t j = 0; j < code.size(); j += 4) {
     const int64_t reg = k + static_cast<int64_t>(j / 4);  // registers below this one exist
-    if (code[j] < 0 || code[j] >= static_cast<int64_t>(Op::kCount)) c.fail("instruction op out of range");
+    if (code[j] < 0 || !is_op_number(static_cast<uint64_t>(code[j]))) c.fail("instruction op out of range");
     const Op op = static_cast<Op>(code[j]);
     auto operand = [&](int64_t r, bool required) {
       if (r == -1 && !required) return;
@@ -103,9 +103,7 @@ TensorType infer_fused(const InferCtx& c) {
       continue;
     }
     const OpInfo& info = op_info(op);
-    if (info.composite || info.side_effect || info.rng || info.min_inputs < 1 || info.max_inputs > 3 ||
-        op == Op::placeholder || op == Op::fused)
-      c.fail("op " + std::string(op_name(op)) + " cannot be fused");
+    if (!info.fusible) c.fail("op " + std::string(op_name(op)) + " cannot be fused");
     operand(code[j + 1], true);
     if (info.max_inputs >= 2)
       operand(code[j + 2], info.min_inputs >= 2);
@@ -132,7 +130,7 @@ TensorType infer_fused(const InferCtx& c) {
     if (!(shape == iter)) c.fail("the result shape differs from the iteration space");
   } else {
     const Op rop = static_cast<Op>(reduce);
-    if (reduce < 0 || reduce >= static_cast<int64_t>(Op::kCount) ||
+    if (reduce < 0 || !is_op_number(static_cast<uint64_t>(reduce)) ||
         (rop != Op::sum && rop != Op::mean && rop != Op::max))
       c.fail("reduce is not sum, mean or max");
     if (iter.empty()) c.fail("a reduction needs an iteration space of rank >= 1");

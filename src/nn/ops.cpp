@@ -23,7 +23,7 @@ Tensor where(const Tensor& c, const Tensor& a, const Tensor& b) { return apply(O
 
 Tensor unary(Op op, const Tensor& x) {
   const OpInfo& info = op_info(op);
-  if (info.min_inputs != 1 || info.max_inputs != 1 || op == Op::cast || op == Op::reshape)
+  if (info.cls != OpClass::unary)
     throw ShapeError("ops::unary: '" + std::string(info.name) + "' is not a unary elementwise op");
   return apply(op, {x});
 }

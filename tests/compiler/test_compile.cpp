@@ -4,11 +4,18 @@
 #include <npucache/compile.h>
 #include <npucache/error.h>
 #include <npucache/models/models.h>
+#include <npucache/module.h>
 #include <npucache/ops.h>
 
 #include "compiler/compiled_graph.h"
+#include "compiler/engine.h"
+#include "compiler/serialize.h"
 
 #include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "support/small_models.h"
 
 using namespace npucache;
 
@@ -44,7 +51,73 @@ struct Case {
 
 class CompileModes : public ::testing::TestWithParam<Case> {};
 
+// erf, the elementwise unary op added last: in a chain the fusion takes,
+// beside a parameter and another unary op.
+struct ErfBlock : nn::Module {
+  Tensor w;
+  ErfBlock() { w = register_parameter("w", Tensor::from_vector(testing_support::ramp(16, 0.2f, -1.1f), {16})); }
+  std::string type_name() const override { return "ErfBlock"; }
+  Tensor forward(const Tensor& x) const { return ops::erf(x * w - 0.25f) * x + ops::tanh(x); }
+};
+
+// Whether a step of `p` runs `op` itself, or fused code holds it.
+bool runs_as_step(const compiler::DeviceProgram& p, Op op) {
+  for (const auto& s : p.steps)
+    if (s.op == op) return true;
+  return false;
+}
+bool runs_fused(const compiler::DeviceProgram& p, Op op) {
+  for (const auto& s : p.steps) {
+    if (s.op != Op::fused) continue;
+    const auto& code = s.attrs.get<std::vector<int64_t>>("code");
+    for (std::size_t i = 0; i < code.size(); i += 4)
+      if (code[i] == int64_t{op_number(op)}) return true;
+  }
+  return false;
+}
+
 }  // namespace
+
+TEST(ErfOp, EagerIsTheFunction) {
+  const std::vector<float> xs = testing_support::ramp(40, 0.17f, -3.2f, 40);
+  const auto ys = ops::erf(Tensor::from_vector(xs, {40})).to_vector();
+  for (std::size_t i = 0; i < xs.size(); ++i) EXPECT_NEAR(ys[i], std::erf(static_cast<double>(xs[i])), 1e-6) << xs[i];
+  EXPECT_THROW(ops::erf(Tensor::from_vector_i64({1, 2}, {2})), ShapeError);
+}
+
+// Traced, compiled with and without fusion in both modes, equal to eager,
+// and through serialization byte for byte with erf where it was.
+TEST(ErfOp, CompilesFusedAndUnfusedAndRoundTrips) {
+  ErfBlock m;
+  const Tensor x = Tensor::from_vector(testing_support::ramp(4 * 16, 0.15f, -0.9f, 17), {4, 16});
+  const Tensor want = m.forward(x);
+  for (CompileMode mode : {CompileMode::max_autotune, CompileMode::reduce_overhead})
+    for (bool fusion : {true, false}) {
+      SCOPED_TRACE(std::string(mode == CompileMode::max_autotune ? "max-autotune" : "reduce-overhead") +
+                   (fusion ? ", fused" : ", unfused"));
+      CompileOptions o;
+      o.config = mode_config(mode);
+      o.config->fusion = fusion;
+      o.dynamic = false;
+      o.method_name = "forward";
+      auto fast = compile(m, &ErfBlock::forward, o);
+      expect_close(fast(x), want);
+      expect_close(fast(x), want);
+      const compiler::CompiledGraph& g = detail::entry(fast.engine(), 0);
+      int traced = 0;
+      for (const auto& n : g.trace.graph.nodes()) traced += n.op == Op::erf;
+      EXPECT_EQ(traced, 1);
+      EXPECT_EQ(runs_fused(g.program, Op::erf), fusion);
+      EXPECT_EQ(runs_as_step(g.program, Op::erf), !fusion);
+      const std::string bytes = compiler::serialize_compiled(g, true);
+      bool with_program = false;
+      const compiler::CompiledGraph back = compiler::deserialize_compiled(bytes, &with_program);
+      EXPECT_TRUE(with_program);
+      EXPECT_EQ(compiler::serialize_compiled(back, true), bytes);
+      EXPECT_EQ(runs_fused(back.program, Op::erf), fusion);
+      EXPECT_EQ(runs_as_step(back.program, Op::erf), !fusion);
+    }
+}
 
 TEST_P(CompileModes, SeedExampleAndMlpMatchEager) {
   const Case c = GetParam();

@@ -9,6 +9,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 using namespace npucache;
 using namespace npucache::compiler;
 
@@ -92,6 +94,32 @@ TEST(ConstantFold, FoldsConstantArithmetic) {
   for (const auto& n : f.nodes())
     if (n.op == Op::full) values.push_back(n.attrs.get<double>("value"));
   EXPECT_EQ(values, (std::vector<double>{6.0, 0.5}));
+}
+
+// Unary ops fold through the kernels' scalar math (f32), erf among them;
+// integer operands fold exactly.
+TEST(ConstantFold, UnaryOpsFoldAsTheKernelsCompute) {
+  Builder b;
+  auto e = b.op(Op::erf, {b.op(Op::full, {}, scalar_attrs(0.5))});
+  auto n = b.op(Op::neg, {b.op(Op::full, {}, Attrs{{"shape", Shape{}}, {"value", 7.0}, {"dtype", DType::i64}})});
+  b.g.set_outputs({e, n});
+  Graph f = eliminate_dead_code(fold_constants(b.g));
+  EXPECT_EQ(count(f, Op::erf) + count(f, Op::neg), 0);
+  ASSERT_EQ(f.outputs().size(), 2u);
+  EXPECT_EQ(f.node(f.outputs()[0]).attrs.get<double>("value"), static_cast<double>(std::erf(0.5f)));
+  EXPECT_EQ(f.node(f.outputs()[1]).attrs.get<double>("value"), -7.0);
+}
+
+// erf joins a fused chain like any elementwise op with a kernel.
+TEST(Fusion, TakesEveryFusibleOp) {
+  Builder b;
+  auto x = b.in({4, 8});
+  b.g.set_outputs({b.op(Op::mul, {b.op(Op::erf, {b.op(Op::exp, {x})}), x})});
+  FusionStats st;
+  Graph f = fuse(b.g, &st);
+  EXPECT_EQ(count(f, Op::fused), 1);
+  EXPECT_EQ(count(f, Op::erf), 0);
+  EXPECT_NO_THROW(verify(f));
 }
 
 TEST(Cse, MergesDuplicatesButNotSideEffects) {

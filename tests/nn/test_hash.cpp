@@ -125,7 +125,7 @@ TEST(Hash, PipelineStagesFirstMiddleLastDifferMiddlesEqual) {
 }
 
 // Graph keys are part of the cache format: the hashed encoding may be
-// computed faster, never differently. Values of cache formats 4.0.0 to 6.0.0
+// computed faster, never differently. Values of cache formats 4.0.0 to 7.0.0
 // (tiny-llama's traced prompt and decode, and a graph with symbolic and
 // constant dims, a symbol product and a zero coefficient left out).
 TEST(Hash, ValuesArePinned) {

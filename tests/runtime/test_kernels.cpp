@@ -5,6 +5,7 @@
 #include "runtime/kernels/kernel_util.h"
 #include "runtime/launch.h"
 #include "runtime/stream.h"
+#include "runtime/unary_math.h"
 
 #include <gtest/gtest.h>
 
@@ -151,7 +152,7 @@ TEST(Kernels, ElementwiseFloatAndInteger) {
   expect_close(i, {9, 8, 7, 19, 18, 17}, 0);
   auto cmp = run(Op::le, {make(DType::i64, {3}, {1, 2, 3}), make(DType::i64, {1}, {2}), make(DType::boolean, {3})});
   expect_close(cmp, {1, 1, 0}, 0);
-  for (Op op : {Op::exp, Op::sigmoid, Op::tanh, Op::rsqrt, Op::sin}) {
+  for (Op op : {Op::exp, Op::sigmoid, Op::tanh, Op::rsqrt, Op::sin, Op::erf}) {
     std::vector<double> xs{0.25, 1.5};
     auto y = run(op, {make(DType::f32, {2}, xs), make(DType::f32, {2})});
     for (int k = 0; k < 2; ++k) {
@@ -160,10 +161,49 @@ TEST(Kernels, ElementwiseFloatAndInteger) {
                     : op == Op::sigmoid ? 1 / (1 + std::exp(-v))
                     : op == Op::tanh    ? std::tanh(v)
                     : op == Op::rsqrt   ? 1 / std::sqrt(v)
+                    : op == Op::erf     ? std::erf(v)
                                         : std::sin(v);
       EXPECT_NEAR(y[static_cast<std::size_t>(k)], want, 1e-6) << op_name(op);
     }
   }
+}
+
+// The runtime's one table of unary math covers exactly the elementwise
+// unary ops with a kernel, with an integer function exactly for those not
+// floating-only; integer operands of a floating-only op are refused.
+TEST(Kernels, EveryUnaryOpHasOneScalarFunction) {
+  int rows = 0;
+  for (uint32_t n = 0; is_op_number(n); ++n) {
+    const Op op = static_cast<Op>(n);
+    const OpInfo& info = op_info(op);
+    const runtime::UnaryMath* m = runtime::unary_math(op);
+    const bool kernel_unary = info.cls == OpClass::unary && !info.composite;
+    EXPECT_EQ(m != nullptr, kernel_unary) << info.name;
+    if (!m) continue;
+    ++rows;
+    EXPECT_EQ(m->op, op);
+    EXPECT_TRUE(m->f32 && m->map) << info.name;
+    EXPECT_EQ(m->exact == nullptr, info.floating_only) << info.name;
+    // map is f32 applied elementwise.
+    const float xs[3] = {-0.75f, 0.5f, 2.0f};
+    float ys[3];
+    m->map(xs, ys, 3);
+    for (int k = 0; k < 3; ++k) {
+      const float want = m->f32(xs[k]);
+      if (std::isnan(want))
+        EXPECT_TRUE(std::isnan(ys[k])) << info.name;
+      else
+        EXPECT_EQ(ys[k], want) << info.name;
+    }
+  }
+  EXPECT_GE(rows, 13);
+  EXPECT_EQ(runtime::unary_math(Op::add), nullptr);
+  EXPECT_EQ(runtime::unary_math(Op::kCount), nullptr);
+  auto neg = run(Op::neg, {make(DType::i64, {3}, {-5, 0, 7}), make(DType::i64, {3})});
+  expect_close(neg, {5, 0, -7}, 0);
+  auto relu = run(Op::relu, {make(DType::i32, {3}, {-5, 0, 7}), make(DType::i32, {3})});
+  expect_close(relu, {0, 0, 7}, 0);
+  EXPECT_THROW(run(Op::erf, {make(DType::i64, {2}, {1, 2}), make(DType::i64, {2})}), Error);
 }
 
 TEST(Kernels, HalfConversionRoundTrip) {

@@ -1,8 +1,10 @@
-// fold_constants: elementwise ops over `full` constants become one `full`.
+// fold_constants: foldable ops (OpInfo::foldable) over `full` constants
+// become one `full`.
 #include <npucache/error.h>
 
 #include "compiler/passes.h"
 #include "compiler/passes/rewriter.h"
+#include "runtime/unary_math.h"
 
 #include <cmath>
 
@@ -12,55 +14,63 @@ namespace {
 bool is_full(const Graph& g, ValueId v) { return g.node(v).op == Op::full; }
 double full_value(const Graph& g, ValueId v) { return g.node(v).attrs.get<double>("value"); }
 
-// The value of a foldable elementwise op on constant operands, computed in
-// the op's dtype semantics (integers truncate, bool is 0/1).
-std::optional<double> evaluate(Op op, const std::vector<double>& x, DType out) {
+// The value of a binary op, a comparison or where on constant operands, or
+// nullopt where it is undefined (an integer division by zero).
+std::optional<double> evaluate_binary(Op op, const std::vector<double>& x, bool integral) {
   auto b = [](bool v) { return v ? 1.0 : 0.0; };
-  double r;
   switch (op) {
-    case Op::add: r = x[0] + x[1]; break;
-    case Op::sub: r = x[0] - x[1]; break;
-    case Op::mul: r = x[0] * x[1]; break;
+    case Op::add: return x[0] + x[1];
+    case Op::sub: return x[0] - x[1];
+    case Op::mul: return x[0] * x[1];
     case Op::div:
-      if (is_integral(out)) {
-        if (x[1] == 0) return std::nullopt;
-        r = std::trunc(x[0] / x[1]);
-      } else {
-        r = x[0] / x[1];
-      }
-      break;
-    case Op::maximum: r = std::max(x[0], x[1]); break;
-    case Op::minimum: r = std::min(x[0], x[1]); break;
-    case Op::pow: r = std::pow(x[0], x[1]); break;
-    case Op::eq: r = b(x[0] == x[1]); break;
-    case Op::ne: r = b(x[0] != x[1]); break;
-    case Op::lt: r = b(x[0] < x[1]); break;
-    case Op::le: r = b(x[0] <= x[1]); break;
-    case Op::gt: r = b(x[0] > x[1]); break;
-    case Op::ge: r = b(x[0] >= x[1]); break;
-    case Op::where: r = x[0] != 0 ? x[1] : x[2]; break;
-    case Op::neg: r = -x[0]; break;
-    case Op::abs: r = std::fabs(x[0]); break;
-    case Op::exp: r = std::exp(x[0]); break;
-    case Op::log: r = std::log(x[0]); break;
-    case Op::sqrt: r = std::sqrt(x[0]); break;
-    case Op::rsqrt: r = 1.0 / std::sqrt(x[0]); break;
-    case Op::sin: r = std::sin(x[0]); break;
-    case Op::cos: r = std::cos(x[0]); break;
-    case Op::reciprocal: r = 1.0 / x[0]; break;
-    case Op::relu: r = x[0] > 0 ? x[0] : 0; break;
-    case Op::sigmoid: r = 1.0 / (1.0 + std::exp(-x[0])); break;
-    case Op::tanh: r = std::tanh(x[0]); break;
-    case Op::cast: r = x[0]; break;
-    default: return std::nullopt;
+      if (!integral) return x[0] / x[1];
+      if (x[1] == 0) return std::nullopt;
+      return std::trunc(x[0] / x[1]);
+    case Op::maximum: return std::max(x[0], x[1]);
+    case Op::minimum: return std::min(x[0], x[1]);
+    case Op::pow: return std::pow(x[0], x[1]);
+    case Op::eq: return b(x[0] == x[1]);
+    case Op::ne: return b(x[0] != x[1]);
+    case Op::lt: return b(x[0] < x[1]);
+    case Op::le: return b(x[0] <= x[1]);
+    case Op::gt: return b(x[0] > x[1]);
+    case Op::ge: return b(x[0] >= x[1]);
+    case Op::where: return x[0] != 0 ? x[1] : x[2];
+    default: throw Error("constant folding: op " + std::string(op_name(op)) + " is foldable but has no evaluation");
   }
-  if (out == DType::boolean) return b(r != 0);
-  if (is_integral(out)) return std::trunc(r);
-  if (out != DType::f32 && out != DType::f16 && out != DType::bf16) return std::nullopt;
-  return static_cast<double>(static_cast<float>(r));  // f32 arithmetic, as the kernels
 }
 
-bool is_layout(Op op) { return op == Op::reshape || op == Op::expand || op == Op::permute; }
+// The value of a foldable op (OpInfo::foldable) on constant operands,
+// computed in the op's dtype semantics (integers truncate, bool is 0/1):
+// unary ops through the runtime's scalar math (runtime/unary_math.h), in
+// f32 as the kernels, or exactly on integers; views keep their operand's
+// value.
+std::optional<double> evaluate(Op op, const std::vector<double>& x, DType out) {
+  const OpInfo& info = op_info(op);
+  if (!info.foldable) return std::nullopt;
+  std::optional<double> r;
+  switch (info.cls) {
+    case OpClass::layout: return x[0];
+    case OpClass::cast: r = x[0]; break;
+    case OpClass::unary: {
+      const runtime::UnaryMath* m = runtime::unary_math(op);
+      if (!m) throw Error("constant folding: op " + std::string(op_name(op)) + " has no scalar function");
+      if (is_integral(out)) {
+        if (!m->exact) return std::nullopt;
+        r = m->exact(x[0]);
+      } else {
+        r = m->f32(static_cast<float>(x[0]));
+      }
+      break;
+    }
+    default: r = evaluate_binary(op, x, is_integral(out));
+  }
+  if (!r) return std::nullopt;
+  if (out == DType::boolean) return *r != 0 ? 1.0 : 0.0;
+  if (is_integral(out)) return std::trunc(*r);
+  if (out != DType::f32 && out != DType::f16 && out != DType::bf16) return std::nullopt;
+  return static_cast<double>(static_cast<float>(*r));  // f32 arithmetic, as the kernels
+}
 
 }  // namespace
 
@@ -78,7 +88,7 @@ Graph fold_constants(const Graph& g) {
       if (all_const) vals.push_back(full_value(out, m));
     }
     std::optional<double> folded;
-    if (all_const) folded = is_layout(n.op) ? std::optional<double>(vals[0]) : evaluate(n.op, vals, n.type.dtype);
+    if (all_const) folded = evaluate(n.op, vals, n.type.dtype);
     if (folded) {
       rw.set(id,
              out.add_typed_node(Op::full, {},

@@ -16,37 +16,10 @@ namespace {
 
 bool is_f32ish(DType t) { return t == DType::f32 || t == DType::boolean; }
 
+// An elementwise op the fused kernel runs (OpInfo::fusible), or a uniform
+// constant, over f32 (or bool) values.
 bool fusable_elementwise(const Graph& g, const Node& n) {
-  switch (n.op) {
-    case Op::add:
-    case Op::sub:
-    case Op::mul:
-    case Op::div:
-    case Op::maximum:
-    case Op::minimum:
-    case Op::pow:
-    case Op::eq:
-    case Op::ne:
-    case Op::lt:
-    case Op::le:
-    case Op::gt:
-    case Op::ge:
-    case Op::where:
-    case Op::neg:
-    case Op::abs:
-    case Op::exp:
-    case Op::log:
-    case Op::sqrt:
-    case Op::rsqrt:
-    case Op::sin:
-    case Op::cos:
-    case Op::reciprocal:
-    case Op::relu:
-    case Op::sigmoid:
-    case Op::tanh:
-    case Op::full: break;
-    default: return false;
-  }
+  if (n.op != Op::full && !op_info(n.op).fusible) return false;
   if (!is_f32ish(n.type.dtype)) return false;
   for (ValueId in : n.inputs)
     if (!is_f32ish(g.node(in).type.dtype)) return false;
@@ -160,13 +133,13 @@ Graph fuse(const Graph& g, FusionStats* stats) {
       const Node& node = g.node(m);
       if (grp.reduction && m == grp.root) continue;
       if (node.op == Op::full) {
-        code.insert(code.end(), {static_cast<int64_t>(Op::full), static_cast<int64_t>(consts.size()), kFusedNoOperand,
+        code.insert(code.end(), {int64_t{op_number(Op::full)}, static_cast<int64_t>(consts.size()), kFusedNoOperand,
                                  kFusedNoOperand});
         consts.push_back(node.attrs.get<double>("value"));
       } else {
         int64_t ops[3] = {kFusedNoOperand, kFusedNoOperand, kFusedNoOperand};
         for (std::size_t k = 0; k < node.inputs.size(); ++k) ops[k] = reg.at(node.inputs[k]);
-        code.insert(code.end(), {static_cast<int64_t>(node.op), ops[0], ops[1], ops[2]});
+        code.insert(code.end(), {int64_t{op_number(node.op)}, ops[0], ops[1], ops[2]});
         ++fused_ops;
       }
       reg[m] = next++;
@@ -180,7 +153,7 @@ Graph fuse(const Graph& g, FusionStats* stats) {
     for (std::size_t k = 0; k < consts.size(); ++k) a.set("c" + std::to_string(k), consts[k]);
     a.set("num_consts", static_cast<int64_t>(consts.size()));
     if (grp.reduction) {
-      a.set("reduce", static_cast<int64_t>(root.op));
+      a.set("reduce", int64_t{op_number(root.op)});
       a.set("keepdim", root.attrs.get_bool_or("keepdim", false));
       ++fused_ops;
     }

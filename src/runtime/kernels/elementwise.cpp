@@ -1,7 +1,9 @@
 // Elementwise kernels: broadcasting binary arithmetic and comparisons,
-// where, and unary functions. Floating dtypes compute in f32; i32/i64
-// compute natively; anything else goes through a (slow, exact) double path.
+// where, and unary functions (their math is runtime/unary_math.h's), by
+// the op's class. Floating dtypes compute in f32; i32/i64 compute
+// natively; anything else goes through a (slow, exact) double path.
 #include "runtime/kernels/kernel_util.h"
+#include "runtime/unary_math.h"
 
 #include <algorithm>
 #include <cmath>
@@ -40,27 +42,7 @@ bool compare_op(Op op, T a, T b) {
   }
 }
 
-float unary_op(Op op, float x) {
-  switch (op) {
-    case Op::neg: return -x;
-    case Op::abs: return std::fabs(x);
-    case Op::exp: return std::exp(x);
-    case Op::log: return std::log(x);
-    case Op::sqrt: return std::sqrt(x);
-    case Op::rsqrt: return 1.0f / std::sqrt(x);
-    case Op::sin: return std::sin(x);
-    case Op::cos: return std::cos(x);
-    case Op::reciprocal: return 1.0f / x;
-    case Op::relu: return x > 0.0f ? x : 0.0f;
-    case Op::sigmoid: return 1.0f / (1.0f + std::exp(-x));
-    case Op::tanh: return std::tanh(x);
-    default: return x;
-  }
-}
-
-bool is_compare(Op op) {
-  return op == Op::eq || op == Op::ne || op == Op::lt || op == Op::le || op == Op::gt || op == Op::ge;
-}
+bool is_compare(Op op) { return op_info(op).cls == OpClass::comparison; }
 
 // Binary op whose operands are both native T (f32, i32, i64) or staged f32.
 template <class T, class Load>
@@ -146,57 +128,28 @@ void unary_kernel(const KernelLaunch& l) {
   const TensorArg& out = l.args[1];
   const int64_t n = out.numel();
   if (in.numel() != n) kernel_fail(l, "input and output sizes differ");
+  const UnaryMath* m = unary_math(l.op);
+  if (!m) kernel_fail(l, "is not an elementwise unary op");
   if (is_floating(in.dtype)) {
     FloatIn a(in);
     FloatOut o(out);
-    const float* x = a.data();
-    float* y = o.data();
-    switch (l.op) {  // the hot ones get their own loops
-      case Op::relu:
-        for (int64_t i = 0; i < n; ++i) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
-        break;
-      case Op::neg:
-        for (int64_t i = 0; i < n; ++i) y[i] = -x[i];
-        break;
-      default:
-        for (int64_t i = 0; i < n; ++i) y[i] = unary_op(l.op, x[i]);
-    }
+    m->map(a.data(), o.data(), n);
     o.commit();
     return;
   }
-  for (int64_t i = 0; i < n; ++i) {
-    double v = load_as_double(in, i);
-    if (l.op == Op::neg)
-      v = -v;
-    else if (l.op == Op::abs)
-      v = std::fabs(v);
-    else if (l.op == Op::relu)
-      v = v > 0 ? v : 0;
-    else
-      kernel_fail(l, "needs a floating operand");
-    store_from_double(out, i, v);
-  }
+  if (!m->exact) kernel_fail(l, "needs a floating operand");
+  for (int64_t i = 0; i < n; ++i) store_from_double(out, i, m->exact(load_as_double(in, i)));
 }
 
 }  // namespace
 
 void elementwise_kernel(const KernelLaunch& l) {
-  switch (l.op) {
-    case Op::add:
-    case Op::sub:
-    case Op::mul:
-    case Op::div:
-    case Op::maximum:
-    case Op::minimum:
-    case Op::pow:
-    case Op::eq:
-    case Op::ne:
-    case Op::lt:
-    case Op::le:
-    case Op::gt:
-    case Op::ge: return binary_kernel(l);
-    case Op::where: return where_kernel(l);
-    default: return unary_kernel(l);
+  switch (op_info(l.op).cls) {
+    case OpClass::binary:
+    case OpClass::comparison: return binary_kernel(l);
+    case OpClass::select: return where_kernel(l);
+    case OpClass::unary: return unary_kernel(l);
+    default: kernel_fail(l, "is not an elementwise op");
   }
 }
 

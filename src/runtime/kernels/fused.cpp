@@ -1,7 +1,10 @@
 // The fused kernel: runs a `fused` node's instruction list over tiles of
 // `block` elements, so every intermediate stays in a cache-resident tile and
 // memory is read and written once (src/compiler/fusion.h has the encoding).
+// Unary instructions compute through runtime/unary_math.h, as the
+// elementwise kernel does.
 #include "runtime/kernels/kernel_util.h"
+#include "runtime/unary_math.h"
 
 #include <algorithm>
 #include <cmath>
@@ -16,6 +19,7 @@ constexpr int64_t kNone = -1;
 struct Instr {
   Op op;
   int64_t a, b, c;
+  const UnaryMath* unary;  // the op's math when it is elementwise unary
 };
 
 // Fills dst[0..len) with input elements for iteration indices
@@ -56,6 +60,7 @@ void gather(const float* src, const std::vector<int64_t>& strides, const std::ve
 }
 
 void exec(const Instr& in, const float* x, const float* y, const float* z, float* o, int64_t n, double k) {
+  if (in.unary) return in.unary->map(x, o, n);
   switch (in.op) {
     case Op::full: std::fill(o, o + n, static_cast<float>(k)); break;
     case Op::add:
@@ -100,42 +105,6 @@ void exec(const Instr& in, const float* x, const float* y, const float* z, float
     case Op::where:
       for (int64_t i = 0; i < n; ++i) o[i] = x[i] != 0.0f ? y[i] : z[i];
       break;
-    case Op::neg:
-      for (int64_t i = 0; i < n; ++i) o[i] = -x[i];
-      break;
-    case Op::abs:
-      for (int64_t i = 0; i < n; ++i) o[i] = std::fabs(x[i]);
-      break;
-    case Op::exp:
-      for (int64_t i = 0; i < n; ++i) o[i] = std::exp(x[i]);
-      break;
-    case Op::log:
-      for (int64_t i = 0; i < n; ++i) o[i] = std::log(x[i]);
-      break;
-    case Op::sqrt:
-      for (int64_t i = 0; i < n; ++i) o[i] = std::sqrt(x[i]);
-      break;
-    case Op::rsqrt:
-      for (int64_t i = 0; i < n; ++i) o[i] = 1.0f / std::sqrt(x[i]);
-      break;
-    case Op::sin:
-      for (int64_t i = 0; i < n; ++i) o[i] = std::sin(x[i]);
-      break;
-    case Op::cos:
-      for (int64_t i = 0; i < n; ++i) o[i] = std::cos(x[i]);
-      break;
-    case Op::reciprocal:
-      for (int64_t i = 0; i < n; ++i) o[i] = 1.0f / x[i];
-      break;
-    case Op::relu:
-      for (int64_t i = 0; i < n; ++i) o[i] = x[i] > 0.0f ? x[i] : 0.0f;
-      break;
-    case Op::sigmoid:
-      for (int64_t i = 0; i < n; ++i) o[i] = 1.0f / (1.0f + std::exp(-x[i]));
-      break;
-    case Op::tanh:
-      for (int64_t i = 0; i < n; ++i) o[i] = std::tanh(x[i]);
-      break;
     default: throw DeviceError("fused kernel: op " + std::string(op_name(in.op)) + " cannot be fused");
   }
 }
@@ -148,7 +117,7 @@ void fused_kernel(const KernelLaunch& l) {
   if (raw.empty() || raw.size() % 4 != 0) kernel_fail(l, "malformed code");
   std::vector<Instr> code;
   for (std::size_t i = 0; i < raw.size(); i += 4)
-    code.push_back({static_cast<Op>(raw[i]), raw[i + 1], raw[i + 2], raw[i + 3]});
+    code.push_back({static_cast<Op>(raw[i]), raw[i + 1], raw[i + 2], raw[i + 3], unary_math(static_cast<Op>(raw[i]))});
   std::vector<double> consts(static_cast<std::size_t>(at.get_int_or("num_consts", 0)));
   for (std::size_t k = 0; k < consts.size(); ++k) consts[k] = at.get<double>("c" + std::to_string(k));
   const std::vector<int64_t> iter = concrete_dims(at.get<std::vector<SymExpr>>("iter_shape"));
