@@ -99,7 +99,7 @@ int child(const std::string& dir, int argc, char** argv) {
   // deserialized, nothing else.
   {
     const double f0 = perf::now_s();
-    const cache::Store store = cache::Store::open(dir, cache::Create::no);
+    const storage::Store store = storage::Store::open(dir, storage::Create::no);
     const auto keys = store.object_keys();
     for (const auto& k : keys) compiler::deserialize_compiled(store.object(k, false).raw);
     r.floor = perf::now_s() - f0;

@@ -153,14 +153,14 @@ int main(int argc, char** argv) {
   }
   // Throughput: the large model's real artifacts, then larger objects.
   {
-    const cache::Store store = cache::Store::open((work / "cold").string(), cache::Create::no);
-    std::vector<cache::ObjectRecord> real;
+    const storage::Store store = storage::Store::open((work / "cold").string(), storage::Create::no);
+    std::vector<storage::ObjectRecord> real;
     for (const auto& k : store.object_keys()) real.push_back(store.object(k, true));
     std::mt19937_64 random(7);
     const auto synthetic = [&](std::size_t bytes, int count) {
-      std::vector<cache::ObjectRecord> v;
+      std::vector<storage::ObjectRecord> v;
       for (int i = 0; i < count; ++i) {
-        cache::ObjectRecord o;
+        storage::ObjectRecord o;
         char key[40];
         std::snprintf(key, sizeof key, "%016llx%016llx", static_cast<unsigned long long>(random()),
                       static_cast<unsigned long long>(random()));
@@ -171,14 +171,14 @@ int main(int argc, char** argv) {
           std::memcpy(o.raw.data() + j, &x, std::min<std::size_t>(8, bytes - j));
         }
         o.meta.raw_size = bytes;
-        o.meta.checksum = cache::checksum(o.raw);
+        o.meta.checksum = storage::checksum(o.raw);
         v.push_back(std::move(o));
       }
       return v;
     };
     struct Set {
       std::string label;
-      std::vector<cache::ObjectRecord> objects;
+      std::vector<storage::ObjectRecord> objects;
       int repeat;
     };
     std::vector<Set> sets;
@@ -186,13 +186,13 @@ int main(int argc, char** argv) {
     sets.push_back({"256 KiB objects", synthetic(256 << 10, 64), 4});
     sets.push_back({"4 MiB objects", synthetic(4 << 20, 16), 2});
     std::printf("\nfetch throughput: through the tier (one get, every check) vs raw hiredis GETs\n");
-    cache::RemoteTier tier(remote::make_backend(remote::parse_url(url + "?timeout=30")));
+    storage::RemoteTier tier(remote::make_backend(remote::parse_url(url + "?timeout=30")));
     for (const auto& s : sets) {
       tier.push(s.objects, {}, "");
       std::vector<std::string> keys;
       std::size_t value_bytes = 0;
       for (const auto& o : s.objects)
-        for (int r = 0; r < s.repeat; ++r) keys.push_back(cache::remote_key::object(o.graph_key));
+        for (int r = 0; r < s.repeat; ++r) keys.push_back(storage::remote_key::object(o.graph_key));
       std::size_t raw_bytes = 0;
       const auto times = perf::interleaved({[&] { return raw_gets(port, keys, &raw_bytes); },
                                             [&] {

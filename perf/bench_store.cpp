@@ -55,8 +55,8 @@ std::string payload(std::size_t bytes, uint64_t seed) {
   return s;
 }
 
-cache::EntryRecord entry_for(const std::string& model, const std::string& func, const cache::ObjectRecord& o) {
-  cache::EntryRecord e;
+storage::EntryRecord entry_for(const std::string& model, const std::string& func, const storage::ObjectRecord& o) {
+  storage::EntryRecord e;
   e.path = model + "/" + func;
   e.graph_key = o.graph_key;
   e.meta.name = "Model." + func + "(x)";
@@ -67,13 +67,13 @@ cache::EntryRecord entry_for(const std::string& model, const std::string& func, 
   return e;
 }
 
-cache::ObjectRecord object_of(uint64_t seed, std::size_t bytes) {
-  cache::ObjectRecord o;
+storage::ObjectRecord object_of(uint64_t seed, std::size_t bytes) {
+  storage::ObjectRecord o;
   o.graph_key = key_of(seed);
   o.raw = payload(bytes, seed);
   o.graph_text = {"graph " + o.graph_key};
   o.meta.raw_size = o.raw.size();
-  o.meta.checksum = cache::checksum(o.raw);  // made with the record, as make_object does
+  o.meta.checksum = storage::checksum(o.raw);  // made with the record, as make_object does
   return o;
 }
 
@@ -89,12 +89,12 @@ struct Cache {
 Cache build(const fs::path& dir, int n, std::size_t total, bool one_model) {
   Cache c{dir, n, one_model, 0};
   fs::remove_all(dir);
-  const cache::Store s = cache::Store::open(dir.string(), cache::Create::yes);
+  const storage::Store s = storage::Store::open(dir.string(), storage::Create::yes);
   const std::size_t each = total / static_cast<std::size_t>(n) + 1;
-  std::vector<cache::EntryRecord> pending;
+  std::vector<storage::EntryRecord> pending;
   std::string model;
   for (int i = 0; i < n; ++i) {
-    cache::ObjectRecord o = object_of(static_cast<uint64_t>(n) * 1000003 + static_cast<uint64_t>(i), each);
+    storage::ObjectRecord o = object_of(static_cast<uint64_t>(n) * 1000003 + static_cast<uint64_t>(i), each);
     o.meta.checksum = s.put_object(o, s.writing()).stored.meta.checksum;
     c.bytes += o.raw.size();
     const std::string m = one_model ? "Big_dynamic_0000000000000000" : "Model" + std::to_string(i / 8) + "_dynamic_0";
@@ -138,18 +138,18 @@ int main(int argc, char** argv) {
   uint64_t serial = 1;
   auto commit = [&](const Cache& c) {
     return [&c, &serial, commit_bytes] {
-      const cache::Store s = cache::Store::open(c.dir.string(), cache::Create::no);
-      cache::ObjectRecord o = object_of(0xC0FFEE00 + serial++, commit_bytes);
+      const storage::Store s = storage::Store::open(c.dir.string(), storage::Create::no);
+      storage::ObjectRecord o = object_of(0xC0FFEE00 + serial++, commit_bytes);
       const std::string model = c.one_model ? "Big_dynamic_0000000000000000" : "Model0_dynamic_0";
       const double t0 = perf::now_s();
       {
-        const cache::Writing writing = s.writing();
+        const storage::Writing writing = s.writing();
         o.meta.checksum = s.put_object(o, writing).stored.meta.checksum;
         s.update_index(model, {{"model_class", "Model"}}, {entry_for(model, "new", o)}, {}, writing);
       }
       const double t = perf::now_s() - t0;
       s.update_index(model, {{"model_class", "Model"}}, {}, {model + "/new"});
-      s.remove_object(o.graph_key, s.sweeping(cache::kAdminWaitSeconds));
+      s.remove_object(o.graph_key, s.sweeping(storage::kAdminWaitSeconds));
       return t;
     };
   };
@@ -157,10 +157,10 @@ int main(int argc, char** argv) {
   std::vector<std::string> loaded_keys;
   for (auto* set : {&spread, &single})
     for (const Cache& c : *set) {
-      const cache::Store s = cache::Store::open(c.dir.string(), cache::Create::no);
-      const cache::ObjectRecord o = object_of(0xBEEF, commit_bytes);
+      const storage::Store s = storage::Store::open(c.dir.string(), storage::Create::no);
+      const storage::ObjectRecord o = object_of(0xBEEF, commit_bytes);
       const std::string model = c.one_model ? "Big_dynamic_0000000000000000" : "Model0_dynamic_0";
-      cache::ObjectRecord stored = s.put_object(o, s.writing()).stored;
+      storage::ObjectRecord stored = s.put_object(o, s.writing()).stored;
       s.update_index(model, {{"model_class", "Model"}}, {entry_for(model, "loaded", stored)}, {});
       loaded_keys.push_back(o.graph_key);
     }
@@ -168,10 +168,10 @@ int main(int argc, char** argv) {
     return [&c] {
       const std::string model = c.one_model ? "Big_dynamic_0000000000000000" : "Model0_dynamic_0";
       const double t0 = perf::now_s();
-      const cache::Store s = cache::Store::open(c.dir.string(), cache::Create::no);
+      const storage::Store s = storage::Store::open(c.dir.string(), storage::Create::no);
       auto e = s.entry(model + "/loaded");
       if (!e) throw std::runtime_error("entry missing");
-      const cache::ObjectRecord o = s.object(e->graph_key, false);
+      const storage::ObjectRecord o = s.object(e->graph_key, false);
       const double t = perf::now_s() - t0;
       if (o.raw.size() != std::size_t{1} << 20) throw std::runtime_error("wrong object");
       return t;
@@ -180,7 +180,7 @@ int main(int argc, char** argv) {
   auto floor = [](const Cache& c, const std::string& key) {
     return [&c, key] {
       const double t0 = perf::now_s();
-      std::ifstream f(c.dir / cache::names::kObjectsDir / cache::names::object_file(key), std::ios::binary);
+      std::ifstream f(c.dir / storage::names::kObjectsDir / storage::names::object_file(key), std::ios::binary);
       const std::string file((std::istreambuf_iterator<char>(f)), {});
       // The compressed artifact is most of the file: decompress the zstd
       // frame found in it, and checksum what comes out.

@@ -70,13 +70,13 @@ int child(const std::string& dir) {
   // every graph (the modelled instantiation cost included).
   const double f0 = perf::now_s();
   std::size_t tasks = 0;
-  const cache::Store store = cache::Store::open(dir, cache::Create::no);
+  const storage::Store store = storage::Store::open(dir, storage::Create::no);
   for (const auto& key : store.object_keys()) (void)compiler::deserialize_compiled(store.object(key, false).raw);
   if (fs::exists(fs::path(dir) / "templates"))
     for (const auto& f : fs::directory_iterator(fs::path(dir) / "templates")) {
       const std::string name = f.path().filename().string();
-      const auto bytes = store.directory().sub("templates", cache::Create::no).read(name, std::size_t{1} << 30);
-      const auto t = compiler::decode_template(cache::decode_template_file(*bytes, name).bytes);
+      const auto bytes = store.directory().sub("templates", storage::Create::no).read(name, std::size_t{1} << 30);
+      const auto t = compiler::decode_template(storage::decode_template_file(*bytes, name).bytes);
       std::vector<runtime::KernelLaunch> launches(t.tasks.size());
       tasks += t.tasks.size();
       (void)runtime::TaskGraph::from_launches(std::move(launches));

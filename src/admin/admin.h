@@ -10,6 +10,7 @@
 // argument (a size that is not one).
 #pragma once
 
+#include "cache/uses.h"
 #include "format/bundle.h"
 #include "format/records.h"
 #include "storage/gc.h"

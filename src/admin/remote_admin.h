@@ -4,6 +4,7 @@
 // CacheError naming the remote and the cause (a job never fails for it).
 #pragma once
 
+#include "cache/uses.h"
 #include "remote/config.h"
 
 #include <cstddef>

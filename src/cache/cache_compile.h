@@ -7,6 +7,7 @@
 #include <npucache/cache.h>
 
 #include "cache/method_cache.h"
+#include "cache/uses.h"
 
 #include <memory>
 

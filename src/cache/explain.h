@@ -4,6 +4,8 @@
 // output), for the miss report and `npucache explain`.
 #pragma once
 
+#include "cache/uses.h"
+
 #include <npucache/trace.h>
 
 #include <string>

@@ -20,6 +20,7 @@
 #pragma once
 
 #include "cache/runnable.h"
+#include "cache/uses.h"
 #include "compiler/entry_source.h"
 #include "format/keys.h"
 #include "format/records.h"
@@ -36,8 +37,6 @@
 #include <vector>
 
 namespace npucache::cache {
-
-class RemoteTier;
 
 struct MethodIdentity {
   std::string dir;         // absolute cache directory

@@ -2,6 +2,7 @@
 // saved or loaded: what save_cache_artifacts() bundles.
 #pragma once
 
+#include "cache/uses.h"
 #include "format/bundle.h"
 
 namespace npucache::cache {

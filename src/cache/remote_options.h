@@ -4,6 +4,7 @@
 
 #include <npucache/cache.h>
 
+#include "cache/uses.h"
 #include "remote/config.h"
 
 namespace npucache::cache {

@@ -14,6 +14,7 @@
 
 #include <npucache/trace.h>
 
+#include "cache/uses.h"
 #include "compiler/compiled_graph.h"
 #include "compiler/entry_source.h"
 #include "format/records.h"

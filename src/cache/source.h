@@ -9,6 +9,7 @@
 #include <npucache/cache.h>
 
 #include "cache/method_cache.h"
+#include "cache/uses.h"
 #include "compiler/entry_source.h"
 
 #include <functional>

@@ -11,6 +11,7 @@
 // saves log once (warn_uncached).
 #pragma once
 
+#include "cache/uses.h"
 #include "compiler/capture_template.h"
 #include "storage/store.h"
 
@@ -20,8 +21,6 @@
 #include <string>
 
 namespace npucache::cache {
-
-class RemoteTier;
 
 class CachedTemplates final : public compiler::TemplateStore {
  public:

@@ -14,7 +14,7 @@
 #include <ctime>
 #include <map>
 
-namespace npucache::cache {
+namespace npucache::format {
 namespace {
 
 std::vector<std::string> lines(const std::string& text) {
@@ -144,4 +144,4 @@ std::string model_cache_meta(const EntryMeta& e) {
   return "ModelCacheMeta(name='" + e.name + "', date='" + e.date + "', version='" + e.version + "', fx=" + e.fx + ")";
 }
 
-}  // namespace npucache::cache
+}  // namespace npucache::format

@@ -8,7 +8,7 @@
 #include <memory>
 #include <string>
 
-namespace npucache::cache {
+namespace npucache::format {
 
 // The object for `g`: serialized (with the DeviceProgram when
 // `with_program`), its traced graph as text, compile metadata. `raw`, when
@@ -41,4 +41,4 @@ std::string now_string();
 // ModelCacheMeta(name='...', date='...', version='...', fx=None)
 std::string model_cache_meta(const EntryMeta& e);
 
-}  // namespace npucache::cache
+}  // namespace npucache::format

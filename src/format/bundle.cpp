@@ -17,7 +17,7 @@
 #include <map>
 #include <set>
 
-namespace npucache::cache {
+namespace npucache::format {
 using compiler::ByteReader;
 using compiler::ByteWriter;
 namespace {
@@ -193,4 +193,4 @@ void validate_bundle(const Bundle& b, const DecodeCheck& decodes) {
   }
 }
 
-}  // namespace npucache::cache
+}  // namespace npucache::format

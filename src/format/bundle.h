@@ -23,7 +23,7 @@
 #include <string_view>
 #include <vector>
 
-namespace npucache::cache {
+namespace npucache::format {
 
 // A bundle's decoded records may not exceed 4 GiB, nor 4096 times its
 // compressed payload (artifacts compress about tenfold): a header claiming
@@ -56,4 +56,4 @@ using DecodeCheck = std::function<void(const ObjectRecord& o, const std::vector<
 // Throws CacheError naming the first violation.
 void validate_bundle(const Bundle& b, const DecodeCheck& decodes);
 
-}  // namespace npucache::cache
+}  // namespace npucache::format

@@ -4,7 +4,7 @@
 
 #include <npucache/error.h>
 
-namespace npucache::cache {
+namespace npucache::format {
 using npucache::CacheError;
 using npucache::CacheRefused;
-}  // namespace npucache::cache
+}  // namespace npucache::format

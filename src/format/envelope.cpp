@@ -7,7 +7,7 @@
 
 #include <cstring>
 
-namespace npucache::cache {
+namespace npucache::format {
 using compiler::ByteReader;
 using compiler::ByteWriter;
 namespace {
@@ -129,4 +129,4 @@ Opened open_envelope(EnvelopeKind kind, std::string_view file, const std::string
   return o;
 }
 
-}  // namespace npucache::cache
+}  // namespace npucache::format

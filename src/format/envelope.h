@@ -25,7 +25,7 @@
 #include <string_view>
 #include <vector>
 
-namespace npucache::cache {
+namespace npucache::format {
 
 enum class EnvelopeKind { index, object, tuning, profile, capture_template };
 
@@ -53,4 +53,4 @@ bool has_magic(EnvelopeKind kind, std::string_view head);
 // damaged or not npucache's (then nothing in the file can be trusted).
 Opened open_envelope(EnvelopeKind kind, std::string_view file, const std::string& what);
 
-}  // namespace npucache::cache
+}  // namespace npucache::format

@@ -13,7 +13,7 @@
 #include <cstdio>
 #include <set>
 
-namespace npucache::cache {
+namespace npucache::format {
 using compiler::ByteReader;
 using compiler::ByteWriter;
 namespace {
@@ -139,4 +139,4 @@ DecodedIndex decode_index(std::string_view bytes, const std::string& what) try {
   throw CacheError(e.what());
 }
 
-}  // namespace npucache::cache
+}  // namespace npucache::format

@@ -20,7 +20,7 @@
 #include <string_view>
 #include <vector>
 
-namespace npucache::cache {
+namespace npucache::format {
 
 struct IndexFile {
   std::string model_info;
@@ -51,4 +51,4 @@ struct DecodedIndex {
 // can be trusted (a damaged header or model record).
 DecodedIndex decode_index(std::string_view bytes, const std::string& what);
 
-}  // namespace npucache::cache
+}  // namespace npucache::format

@@ -11,7 +11,7 @@
 #include <map>
 #include <string_view>
 
-namespace npucache::cache {
+namespace npucache::format {
 namespace {
 
 bool is_model_component(const std::string& name);
@@ -216,4 +216,4 @@ std::vector<std::string> model_differences(const Components& stored, const Compo
   return out;
 }
 
-}  // namespace npucache::cache
+}  // namespace npucache::format

@@ -35,7 +35,7 @@
 #include <string>
 #include <vector>
 
-namespace npucache::cache {
+namespace npucache::format {
 
 // The component names.
 namespace component {
@@ -110,4 +110,4 @@ std::vector<std::string> differing_components(const Components& stored, const Co
 // option ("config option autotune_candidates: stored '8', now '3'").
 std::vector<std::string> model_differences(const Components& stored, const Components& now);
 
-}  // namespace npucache::cache
+}  // namespace npucache::format

@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <string_view>
 
-namespace npucache::cache::names {
+namespace npucache::format::names {
 
 std::string entry_path(const std::string& model_info, const std::string& func, int world_size, int global_rank) {
   if (world_size > 1)
@@ -108,9 +108,9 @@ long temp_owner_any(const std::string& name) {
   return end && *end == '.' && pid > 0 ? pid : -1;
 }
 
-}  // namespace npucache::cache::names
+}  // namespace npucache::format::names
 
-namespace npucache::cache::names {
+namespace npucache::format::names {
 
 std::string template_file(const std::string& template_key) { return template_key + kIndexSuffix; }
 
@@ -122,4 +122,4 @@ std::string template_key_of(const std::string& file_name) {
   return valid_graph_key(k) ? k : "";
 }
 
-}  // namespace npucache::cache::names
+}  // namespace npucache::format::names

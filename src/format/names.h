@@ -22,7 +22,7 @@
 #include <string>
 #include <utility>
 
-namespace npucache::cache::names {
+namespace npucache::format::names {
 
 // The cache format version (shown as ModelCacheMeta's version). Bump when
 // the stored names or encodings change incompatibly; an entry of
@@ -120,4 +120,4 @@ std::string temp_name(const std::string& final_name);
 // The pid of any temporary name, or -1 when `name` is not one.
 long temp_owner_any(const std::string& name);
 
-}  // namespace npucache::cache::names
+}  // namespace npucache::format::names

@@ -11,7 +11,7 @@
 #include <optional>
 #include <string>
 
-namespace npucache::cache {
+namespace npucache::format {
 using compiler::ByteReader;
 using compiler::ByteWriter;
 namespace {
@@ -112,4 +112,4 @@ ObjectRecord decode_object(std::string_view file, const std::string& what, bool 
   return r;
 }
 
-}  // namespace npucache::cache
+}  // namespace npucache::format

@@ -10,7 +10,7 @@
 #include <string>
 #include <string_view>
 
-namespace npucache::cache {
+namespace npucache::format {
 
 std::string encode_object(const ObjectRecord& o);
 
@@ -21,4 +21,4 @@ ObjectRecord decode_object(std::string_view file, const std::string& what, bool 
 // Only the facts (the envelope record; no HDF5, no artifact bytes).
 ObjectMeta object_meta(std::string_view file, const std::string& what, std::string* graph_key = nullptr);
 
-}  // namespace npucache::cache
+}  // namespace npucache::format

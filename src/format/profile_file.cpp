@@ -11,7 +11,7 @@
 
 #include <map>
 
-namespace npucache::cache {
+namespace npucache::format {
 using compiler::ByteReader;
 using compiler::ByteWriter;
 namespace {
@@ -96,4 +96,4 @@ std::vector<ProfileRecord> decode_profiles(std::string_view file, const std::str
   return out;
 }
 
-}  // namespace npucache::cache
+}  // namespace npucache::format

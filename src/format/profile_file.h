@@ -20,7 +20,7 @@
 #include <string_view>
 #include <vector>
 
-namespace npucache::cache {
+namespace npucache::format {
 
 struct ProfileRecord {
   std::string model_info;
@@ -41,4 +41,4 @@ std::string encode_profiles(const std::vector<ProfileRecord>& records);
 // checksum) and throws CacheError naming `what` and what is wrong.
 std::vector<ProfileRecord> decode_profiles(std::string_view file, const std::string& what);
 
-}  // namespace npucache::cache
+}  // namespace npucache::format

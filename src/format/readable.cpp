@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-namespace npucache::cache {
+namespace npucache::format {
 namespace fs = std::filesystem;
 
 namespace {
@@ -147,4 +147,4 @@ std::pair<std::string, std::string> split_cache_path(const std::string& path) {
                    "<cache_dir>/<model_info>.h5)");
 }
 
-}  // namespace npucache::cache
+}  // namespace npucache::format

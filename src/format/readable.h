@@ -8,7 +8,7 @@
 #include <string>
 #include <utility>
 
-namespace npucache::cache {
+namespace npucache::format {
 
 std::string readable_entry(const EntryRecord& e, const ObjectRecord& o);
 
@@ -18,4 +18,4 @@ std::string readable_entry(const EntryRecord& e, const ObjectRecord& o);
 // Throws CacheError when no ancestor does.
 std::pair<std::string, std::string> split_cache_path(const std::string& path);
 
-}  // namespace npucache::cache
+}  // namespace npucache::format

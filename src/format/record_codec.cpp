@@ -5,7 +5,7 @@
 
 #include <cmath>
 
-namespace npucache::cache {
+namespace npucache::format {
 using compiler::ByteReader;
 using compiler::ByteWriter;
 namespace {
@@ -329,4 +329,4 @@ EntryRecord read_earlier_entry(ByteReader& r, const ModelRecord& model) {
   return e;
 }
 
-}  // namespace npucache::cache
+}  // namespace npucache::format

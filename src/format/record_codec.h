@@ -24,7 +24,7 @@
 #include <string_view>
 #include <vector>
 
-namespace npucache::cache {
+namespace npucache::format {
 
 // The model part every entry of one model_info shares: its model components
 // (keys.h). Stored once in an index file, once per model in a bundle, with
@@ -108,4 +108,4 @@ bool is_earlier_index_record(std::string_view body);
 ModelRecord read_earlier_model(compiler::ByteReader& r);
 EntryRecord read_earlier_entry(compiler::ByteReader& r, const ModelRecord& model);
 
-}  // namespace npucache::cache
+}  // namespace npucache::format

@@ -4,7 +4,7 @@
 
 #include <cstdio>
 
-namespace npucache::cache {
+namespace npucache::format {
 
 std::string_view miss_reason_name(MissReason r) {
   switch (r) {
@@ -24,4 +24,4 @@ std::string checksum(std::string_view bytes) {
   return buf;
 }
 
-}  // namespace npucache::cache
+}  // namespace npucache::format

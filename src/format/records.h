@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-namespace npucache::cache {
+namespace npucache::format {
 
 // Name -> value of every component of a lookup key (keys.h names them).
 using Components = std::map<std::string, std::string>;
@@ -81,4 +81,4 @@ std::string_view miss_reason_name(MissReason r);
 // xxh3-64 of `bytes` as 16 hex digits.
 std::string checksum(std::string_view bytes);
 
-}  // namespace npucache::cache
+}  // namespace npucache::format

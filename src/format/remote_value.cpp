@@ -9,7 +9,7 @@
 
 #include <cstring>
 
-namespace npucache::cache {
+namespace npucache::format {
 using compiler::ByteReader;
 using compiler::ByteWriter;
 
@@ -211,4 +211,4 @@ BlobRecord decode_blob(std::string_view value, BlobKind kind, const std::string&
   });
 }
 
-}  // namespace npucache::cache
+}  // namespace npucache::format

@@ -28,7 +28,7 @@
 #include <string>
 #include <string_view>
 
-namespace npucache::cache {
+namespace npucache::format {
 
 namespace remote_key {
 std::string prefix();  // "npucache:7.0.0:"
@@ -92,4 +92,4 @@ std::string encode_blob(const BlobRecord& b);
 // `name` (when not empty) must be the record's.
 BlobRecord decode_blob(std::string_view value, BlobKind kind, const std::string& name);
 
-}  // namespace npucache::cache
+}  // namespace npucache::format

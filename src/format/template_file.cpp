@@ -14,7 +14,7 @@
 
 #include <xxhash.h>
 
-namespace npucache::cache {
+namespace npucache::format {
 using compiler::ByteReader;
 using compiler::ByteWriter;
 
@@ -118,4 +118,4 @@ std::vector<std::string> template_differences(const TemplateValidity& stored, co
   return out;
 }
 
-}  // namespace npucache::cache
+}  // namespace npucache::format

@@ -12,7 +12,7 @@
 #include <string>
 #include <string_view>
 
-namespace npucache::cache {
+namespace npucache::format {
 
 // What a template is valid for: it is replayed only where all of it holds.
 struct TemplateValidity {
@@ -46,4 +46,4 @@ std::vector<std::string> template_differences(const TemplateValidity& stored, co
 // The task listing of a template (readable, the HDF5 view).
 std::vector<std::string> template_listing(const compiler::CaptureTemplate& t);
 
-}  // namespace npucache::cache
+}  // namespace npucache::format

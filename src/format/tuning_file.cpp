@@ -14,7 +14,7 @@
 #include <map>
 #include <set>
 
-namespace npucache::cache {
+namespace npucache::format {
 using compiler::ByteReader;
 using compiler::ByteWriter;
 using compiler::TuningRecord;
@@ -142,4 +142,4 @@ std::vector<TuningRecord> decode_tuning(std::string_view file, const std::string
   return out;
 }
 
-}  // namespace npucache::cache
+}  // namespace npucache::format

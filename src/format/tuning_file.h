@@ -17,7 +17,7 @@
 #include <string_view>
 #include <vector>
 
-namespace npucache::cache {
+namespace npucache::format {
 
 // At most this many decisions are read from (and written to) one file.
 inline constexpr std::size_t kMaxTuningRecords = std::size_t{1} << 20;
@@ -35,4 +35,4 @@ std::string encode_tuning(const std::vector<compiler::TuningRecord>& records);
 // `what` and what is wrong; nothing of a damaged file is returned.
 std::vector<compiler::TuningRecord> decode_tuning(std::string_view file, const std::string& what);
 
-}  // namespace npucache::cache
+}  // namespace npucache::format

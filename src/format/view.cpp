@@ -4,7 +4,7 @@
 
 #include <string>
 
-namespace npucache::cache {
+namespace npucache::format {
 
 h5::Handle create_view(std::size_t userblock, EnvelopeKind kind) {
   h5::Handle f = h5::create_image(userblock);
@@ -14,4 +14,4 @@ h5::Handle create_view(std::size_t userblock, EnvelopeKind kind) {
   return f;
 }
 
-}  // namespace npucache::cache
+}  // namespace npucache::format

@@ -9,10 +9,10 @@
 
 #include <cstddef>
 
-namespace npucache::cache {
+namespace npucache::format {
 
 // h5::create_image(userblock) with the root attributes above. Hold
 // h5::lock() while using it.
 h5::Handle create_view(std::size_t userblock, EnvelopeKind kind);
 
-}  // namespace npucache::cache
+}  // namespace npucache::format

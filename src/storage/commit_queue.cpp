@@ -14,7 +14,7 @@
 #include <mutex>
 #include <thread>
 
-namespace npucache::cache {
+namespace npucache::storage {
 namespace {
 
 // A service of the process context. Made after what a commit uses (HDF5,
@@ -90,4 +90,4 @@ Queue& queue() { return process::Context::current().get<Queue>(); }
 void commit_later(std::function<void()> commit) { queue().add(std::move(commit)); }
 void wait_for_commits() { queue().wait(); }
 
-}  // namespace npucache::cache
+}  // namespace npucache::storage

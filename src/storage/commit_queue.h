@@ -9,12 +9,14 @@
 // counters flush, or by wait_for_commits().
 #pragma once
 
+#include "storage/uses.h"
+
 #include <functional>
 
-namespace npucache::cache {
+namespace npucache::storage {
 
 void commit_later(std::function<void()> commit);
 // Waits until every queued commit has run.
 void wait_for_commits();
 
-}  // namespace npucache::cache
+}  // namespace npucache::storage

@@ -15,7 +15,7 @@
 #include <csignal>
 #include <cstring>
 
-namespace npucache::cache {
+namespace npucache::storage {
 namespace fs = std::filesystem;
 bool IoError::storage_failed() const { return error_ == ENOSPC || error_ == EDQUOT || error_ == EIO; }
 
@@ -466,4 +466,4 @@ void write_file_atomically(const fs::path& path, std::string_view bytes) {
   Dir::open(parent, Safety::plain, Create::no).write(p.filename().string(), bytes);
 }
 
-}  // namespace npucache::cache
+}  // namespace npucache::storage

@@ -18,6 +18,7 @@
 #pragma once
 
 #include "format/cache_error.h"
+#include "storage/uses.h"
 
 #include <sys/types.h>
 #include <cstdint>
@@ -28,7 +29,7 @@
 #include <string_view>
 #include <vector>
 
-namespace npucache::cache {
+namespace npucache::storage {
 
 // A system call on the store's files failed: the disk or the file system
 // (an I/O error, a full disk, a read-only file system), not the bytes. What
@@ -142,4 +143,4 @@ class Dir {
 // never following a link at `path`.
 void write_file_atomically(const std::filesystem::path& path, std::string_view bytes);
 
-}  // namespace npucache::cache
+}  // namespace npucache::storage

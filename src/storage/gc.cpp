@@ -35,7 +35,7 @@
 #include <map>
 #include <set>
 
-namespace npucache::cache {
+namespace npucache::storage {
 namespace fs = std::filesystem;
 namespace {
 
@@ -389,4 +389,4 @@ double parse_age(const std::string& text) {
   return v * u->second;
 }
 
-}  // namespace npucache::cache
+}  // namespace npucache::storage

@@ -13,6 +13,7 @@
 #include "format/envelope.h"
 #include "format/records.h"
 #include "storage/store.h"
+#include "storage/uses.h"
 
 #include <cstdint>
 #include <map>
@@ -20,7 +21,7 @@
 #include <string>
 #include <vector>
 
-namespace npucache::cache {
+namespace npucache::storage {
 
 // Every readable entry of every index; unreadable indexes in `problems`,
 // and `unread` set when one could not be read at all (an I/O error, not
@@ -99,4 +100,4 @@ void enforce_limit(const std::string& dir, const std::vector<std::string>& writt
 // The same for a store its caller opened.
 void enforce_limit(const Store& store, const std::vector<std::string>& written);
 
-}  // namespace npucache::cache
+}  // namespace npucache::storage

@@ -3,13 +3,12 @@
 #include <npucache/error.h>
 
 #include "format/cache_error.h"
-#include "storage/remote_tier.h"
 #include "log/log.h"
+#include "storage/remote_tier.h"
 
-namespace npucache::cache {
+namespace npucache::storage {
 
-LocalObjects::LocalObjects(Store store, Check integrity)
-    : store_(std::move(store)), integrity_(std::move(integrity)) {}
+LocalObjects::LocalObjects(Store store, Check integrity) : store_(std::move(store)), integrity_(std::move(integrity)) {}
 
 std::string LocalObjects::where() const { return "the cache " + store_.directory().path().string(); }
 
@@ -91,4 +90,4 @@ bool RemoteObjects::holds(const std::string& graph_key) const {
   return m && !m->empty() && m->front().value_bytes > 0;
 }
 
-}  // namespace npucache::cache
+}  // namespace npucache::storage

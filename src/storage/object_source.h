@@ -16,13 +16,14 @@
 
 #include "format/records.h"
 #include "storage/store.h"
+#include "storage/uses.h"
 
 #include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 
-namespace npucache::cache {
+namespace npucache::storage {
 
 class RemoteTier;
 
@@ -75,4 +76,4 @@ class RemoteObjects final : public ObjectSource {
   std::string dir_;
 };
 
-}  // namespace npucache::cache
+}  // namespace npucache::storage

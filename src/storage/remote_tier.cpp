@@ -21,7 +21,7 @@
 #include <set>
 #include <tuple>
 
-namespace npucache::cache {
+namespace npucache::storage {
 namespace {
 
 using remote::Answer;
@@ -394,4 +394,4 @@ void RemoteTier::push_blobs(BlobKind kind, const std::vector<std::pair<std::stri
   }
 }
 
-}  // namespace npucache::cache
+}  // namespace npucache::storage

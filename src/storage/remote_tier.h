@@ -26,6 +26,7 @@
 #include "format/remote_value.h"
 #include "remote/backend.h"
 #include "storage/stats.h"
+#include "storage/uses.h"
 
 #include <atomic>
 #include <functional>
@@ -34,7 +35,7 @@
 #include <string>
 #include <vector>
 
-namespace npucache::cache {
+namespace npucache::storage {
 
 class RemoteTier {
  public:
@@ -130,4 +131,4 @@ class RemoteTier {
   std::atomic<bool> full_{false};
 };
 
-}  // namespace npucache::cache
+}  // namespace npucache::storage

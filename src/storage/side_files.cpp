@@ -15,7 +15,7 @@
 #include "process/context.h"
 #include "process/once.h"
 
-namespace npucache::cache {
+namespace npucache::storage {
 namespace {
 
 // The tuning file's decisions: nullopt when there is none; CacheError when
@@ -80,8 +80,8 @@ void SideFiles::load_tuning(const Store* store) const {
     if (!store) return;
     if (auto records = read_tuning(store->directory())) {
       const std::size_t added = compiler::TuningTable::process().merge(*records);
-      log::debug("tuning table {}/{}: {} decisions, {} new to this process", dir_, names::kTuningFile,
-                 records->size(), added);
+      log::debug("tuning table {}/{}: {} decisions, {} new to this process", dir_, names::kTuningFile, records->size(),
+                 added);
     }
   } catch (const CacheRefused& e) {
     log::debug("tuning table not read: {}", e.what());
@@ -117,8 +117,9 @@ void SideFiles::save_tuning(const Store& store) const {
     d.write(names::kTuningFile, encode_tuning(all));
     log::debug("tuning table {}/{}: {} decisions saved", dir_, names::kTuningFile, all.size());
   } catch (const Error& e) {
-    warn_uncached(dir_, "tuning",
-                  "could not save the tuning table in " + dir_ + " (" + e.what() + "); its decisions stay in this process");
+    warn_uncached(
+        dir_, "tuning",
+        "could not save the tuning table in " + dir_ + " (" + e.what() + "); its decisions stay in this process");
   }
 }
 
@@ -182,4 +183,4 @@ void SideFiles::save_profile(const Store& store, const std::string& model_info, 
   }
 }
 
-}  // namespace npucache::cache
+}  // namespace npucache::storage

@@ -14,12 +14,13 @@
 #include <npucache/compile.h>
 
 #include "storage/store.h"
+#include "storage/uses.h"
 
 #include <memory>
 #include <string>
 #include <vector>
 
-namespace npucache::cache {
+namespace npucache::storage {
 
 class RemoteTier;
 
@@ -40,8 +41,7 @@ class SideFiles {
   // The dims earlier processes made dynamic for `method` of `model_info`
   // (the file's and the remote's). `store`: this directory, or null when
   // it does not exist.
-  std::vector<DimMark> load_profile(const Store* store, const std::string& model_info,
-                                    const std::string& method) const;
+  std::vector<DimMark> load_profile(const Store* store, const std::string& model_info, const std::string& method) const;
   // Merges `dims` into the method's profile (under the profiles lock),
   // rewriting the file when something is new or it is damaged; adds them
   // to the remote's. `store`: this directory, opened to write.
@@ -53,4 +53,4 @@ class SideFiles {
   std::shared_ptr<RemoteTier> remote_;
 };
 
-}  // namespace npucache::cache
+}  // namespace npucache::storage

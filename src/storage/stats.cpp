@@ -13,7 +13,7 @@
 
 #include <mutex>
 
-namespace npucache::cache {
+namespace npucache::storage {
 namespace fs = std::filesystem;
 namespace {
 
@@ -253,4 +253,4 @@ void forget_entries(const fs::path& dir, const std::vector<std::string>& entries
   });
 }
 
-}  // namespace npucache::cache
+}  // namespace npucache::storage

@@ -9,12 +9,14 @@
 // the Env's wall clock (process/env.h).
 #pragma once
 
+#include "storage/uses.h"
+
 #include <filesystem>
 #include <map>
 #include <string>
 #include <vector>
 
-namespace npucache::cache {
+namespace npucache::storage {
 
 struct MissRecord {
   double time = 0;
@@ -68,4 +70,4 @@ void clear_stats(const std::filesystem::path& dir);
 // Drops last-used records of entries that no longer exist.
 void forget_entries(const std::filesystem::path& dir, const std::vector<std::string>& entries);
 
-}  // namespace npucache::cache
+}  // namespace npucache::storage

@@ -23,7 +23,7 @@
 #include <random>
 #include <set>
 
-namespace npucache::cache {
+namespace npucache::storage {
 namespace fs = std::filesystem;
 namespace {
 
@@ -510,7 +510,7 @@ ObjectMeta Store::object_meta(const std::string& key) const {
   auto bytes = objects(Create::no).read(names::object_file(key), kMaxObjectBytes);
   if (!bytes) throw CacheError(what + " is missing");
   std::string stored_key;
-  ObjectMeta m = cache::object_meta(*bytes, what, &stored_key);
+  ObjectMeta m = storage::object_meta(*bytes, what, &stored_key);
   if (stored_key != key) throw CacheError(what + " holds object " + stored_key);
   return m;
 }
@@ -795,4 +795,4 @@ void Store::remove_index(const std::string& model_info, const Sweeping&) const {
   remove_deltas(model_info);
 }
 
-}  // namespace npucache::cache
+}  // namespace npucache::storage

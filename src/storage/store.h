@@ -26,6 +26,7 @@
 #include "format/index_file.h"
 #include "format/records.h"
 #include "storage/dir.h"
+#include "storage/uses.h"
 
 #include <filesystem>
 #include <functional>
@@ -35,7 +36,7 @@
 #include <string>
 #include <vector>
 
-namespace npucache::cache {
+namespace npucache::storage {
 
 // A hold of the store lock, locks/sweep.lock: shared (Writing) or
 // exclusive (Sweeping); released when destroyed. Made only by Store, so a
@@ -202,4 +203,4 @@ class Store {
   Dir dir_;
 };
 
-}  // namespace npucache::cache
+}  // namespace npucache::storage

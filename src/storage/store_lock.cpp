@@ -11,7 +11,7 @@
 #include <set>
 #include <utility>
 
-namespace npucache::cache {
+namespace npucache::storage {
 namespace fs = std::filesystem;
 namespace {
 
@@ -85,4 +85,4 @@ Sweeping Store::sweeping(double wait_s) const {
   return std::move(*l);
 }
 
-}  // namespace npucache::cache
+}  // namespace npucache::storage

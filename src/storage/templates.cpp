@@ -4,7 +4,7 @@
 #include "format/envelope.h"
 #include "format/names.h"
 
-namespace npucache::cache {
+namespace npucache::storage {
 namespace {
 
 std::optional<Dir> templates_dir(const Store& s, Create create) {
@@ -73,4 +73,4 @@ void put_template(const Store& s, const std::string& key, const std::string& fil
   templates_dir(s, Create::yes)->write(names::template_file(key), file_bytes);
 }
 
-}  // namespace npucache::cache
+}  // namespace npucache::storage

@@ -5,13 +5,14 @@
 
 #include "format/template_file.h"
 #include "storage/store.h"
+#include "storage/uses.h"
 
 #include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
-namespace npucache::cache {
+namespace npucache::storage {
 
 struct StoredTemplate {
   std::string key;   // the file's template key
@@ -36,4 +37,4 @@ std::size_t sweep_templates(const Store& s, const std::set<std::string>& objects
 // checking it.
 void put_template(const Store& s, const std::string& key, const std::string& file_bytes, const StoreLock& held);
 
-}  // namespace npucache::cache
+}  // namespace npucache::storage

@@ -4,7 +4,7 @@
 #include "process/context.h"
 #include "process/once.h"
 
-namespace npucache::cache {
+namespace npucache::storage {
 
 void warn_uncached(const std::string& dir, const std::string& kind, const std::string& what) {
   if (!process::Context::current().get<process::Once>().first("uncached|" + dir + "|" + kind)) {
@@ -14,4 +14,4 @@ void warn_uncached(const std::string& dir, const std::string& kind, const std::s
   log::warn("{}", what);
 }
 
-}  // namespace npucache::cache
+}  // namespace npucache::storage

@@ -46,7 +46,7 @@ std::string worker(const fs::path& dir, const std::string& args = "prompt") {
 std::map<std::string, std::string> snapshot(const fs::path& dir) {
   std::map<std::string, std::string> out;
   for (const auto& f : fs::recursive_directory_iterator(dir))
-    if (f.is_regular_file() && f.path().parent_path().filename() != cache::names::kLocksDir)
+    if (f.is_regular_file() && f.path().parent_path().filename() != storage::names::kLocksDir)
       out[fs::relative(f.path(), dir).string()] = slurp(f.path());
   return out;
 }
@@ -95,18 +95,18 @@ TEST_F(LockProtocol, CommandsThatRemoveWaitForWritersThenChangeNothing) {
   ASSERT_EQ(sh(worker(dir)).status, 0);
   ASSERT_EQ(sh(worker(dir, "prompt --static")).status, 0);
   // Something for each command to remove: a damaged object and an orphan.
-  const auto keys = cache::Store::open(dir, cache::Create::no).object_keys();
+  const auto keys = storage::Store::open(dir, storage::Create::no).object_keys();
   ASSERT_EQ(keys.size(), 2u);
-  const fs::path victim = dir / cache::names::kObjectsDir / cache::names::object_file(keys[0]);
+  const fs::path victim = dir / storage::names::kObjectsDir / storage::names::object_file(keys[0]);
   {
     std::fstream f(victim, std::ios::in | std::ios::out | std::ios::binary);
     f.seekp(40);
     f.put('\x7f');
   }
-  const cache::Store s = cache::Store::open(dir, cache::Create::no);
+  const storage::Store s = storage::Store::open(dir, storage::Create::no);
   const auto before = snapshot(dir);
   {
-    const cache::Writing writer = s.writing();
+    const storage::Writing writer = s.writing();
     for (const std::string cmd : {"verify --repair", "gc --orphans", "gc --max-size 0", "clear"}) {
       const Out o = sh(kCli + " " + cmd + " " + dir.string() + " --wait 0.5");
       EXPECT_EQ(o.status, 1) << cmd << ": " << o.text;
@@ -133,12 +133,12 @@ TEST_F(LockProtocol, RepairChecksEveryFindingAgainUnderTheLock) {
   ASSERT_EQ(sh(worker(dir)).status, 0);
   const auto entries = testing_support::entries(dir);
   ASSERT_EQ(entries.size(), 1u);
-  const cache::Store s = cache::Store::open(dir, cache::Create::no);
-  const cache::ObjectRecord object = s.object(entries[0].graph_key, true);
+  const storage::Store s = storage::Store::open(dir, storage::Create::no);
+  const storage::ObjectRecord object = s.object(entries[0].graph_key, true);
   s.remove_object(entries[0].graph_key, s.sweeping(5));
   const fs::path out = base / "repair.out";
   {
-    const cache::Writing writer = s.writing();
+    const storage::Writing writer = s.writing();
     // The check runs beside the writer and finds the object missing; the
     // repair then waits for the lock.
     ASSERT_EQ(sh("(" + kCli + " verify --repair " + dir.string() + " --wait 30 > " + out.string() +
@@ -168,22 +168,22 @@ TEST_F(LockProtocol, RepairChecksEveryFindingAgainUnderTheLock) {
 // commit thread waits, it does not fail.
 TEST_F(LockProtocol, AnotherThreadsSweepIsWaitedFor) {
   ASSERT_EQ(sh(worker(dir)).status, 0);
-  const cache::Store s = cache::Store::open(dir, cache::Create::no);
+  const storage::Store s = storage::Store::open(dir, storage::Create::no);
   std::atomic<bool> held{false};
   std::thread sweeper([&] {
-    const cache::Sweeping sweep = s.sweeping(5);
+    const storage::Sweeping sweep = s.sweeping(5);
     held = true;
     ::usleep(300000);
   });
   while (!held) ::usleep(1000);
   const auto t0 = std::chrono::steady_clock::now();
-  EXPECT_NO_THROW({ const cache::Writing w = s.writing(5); });
+  EXPECT_NO_THROW({ const storage::Writing w = s.writing(5); });
   EXPECT_GE(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 0.1);
   sweeper.join();
   // This thread's own exclusive hold: a write under it is a mistake said
   // at once, never a wait on itself.
-  const cache::Sweeping mine = s.sweeping(5);
-  EXPECT_THROW({ const cache::Writing w = s.writing(1); }, Error);
+  const storage::Sweeping mine = s.sweeping(5);
+  EXPECT_THROW({ const storage::Writing w = s.writing(1); }, Error);
 }
 
 // An entry that reuses a stored object is committed with that object
@@ -192,17 +192,17 @@ TEST_F(LockProtocol, AnotherThreadsSweepIsWaitedFor) {
 // never an index naming a missing object.
 TEST_F(LockProtocol, ACommitPinsTheObjectItReuses) {
   ASSERT_EQ(sh(worker(dir)).status, 0);
-  const cache::Store s = cache::Store::open(dir, cache::Create::no);
-  cache::EntryRecord e = testing_support::entries(dir).at(0);
-  const cache::ObjectRecord o = s.object(e.graph_key, false);
+  const storage::Store s = storage::Store::open(dir, storage::Create::no);
+  storage::EntryRecord e = testing_support::entries(dir).at(0);
+  const storage::ObjectRecord o = s.object(e.graph_key, false);
   s.remove_object(e.graph_key, s.sweeping(5));  // a gc between the writer's read and its commit
-  cache::EntryRecord again = e;
+  storage::EntryRecord again = e;
   again.path = e.path + "_again";
   const auto done = s.commit({{}, {again}, {o}});
   EXPECT_TRUE(done.unpinned.empty());
   EXPECT_TRUE(s.has_object(e.graph_key)) << "the reused object was not stored again";
   s.remove_object(e.graph_key, s.sweeping(5));
-  cache::EntryRecord orphan = e;
+  storage::EntryRecord orphan = e;
   orphan.path = e.path + "_orphan";
   const auto left = s.commit({{}, {orphan}, {}});
   ASSERT_EQ(left.unpinned.size(), 1u);

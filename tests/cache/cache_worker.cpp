@@ -238,7 +238,7 @@ std::string key_of(const std::string& prefix, int i) {
 }
 
 int write(char** argv) {
-  const cache::Store store = cache::Store::open(argv[2], cache::Create::yes);
+  const storage::Store store = storage::Store::open(argv[2], storage::Create::yes);
   const std::string prefix = argv[3];
   const int count = std::stoi(argv[4]);
   const std::size_t bytes = std::stoull(argv[5]);
@@ -246,7 +246,7 @@ int write(char** argv) {
   // BYTES 0: every object is a copy of the program of the store's first
   // entry (decodable, so a verify of the cache is clean), under a key of
   // its own.
-  std::optional<cache::ObjectRecord> program;
+  std::optional<storage::ObjectRecord> program;
   std::vector<std::string> parameters;
   if (bytes == 0) {
     for (const auto& m : store.model_infos())
@@ -257,25 +257,25 @@ int write(char** argv) {
     if (!program) throw std::runtime_error("write with BYTES 0 needs a cache with an entry to copy");
   }
   for (int i = 0; i < count; ++i) {
-    cache::ObjectRecord o;
+    storage::ObjectRecord o;
     if (program) {
       o = *program;
     } else {
       o.raw.resize(bytes);
       for (auto& ch : o.raw) ch = static_cast<char>(rng() % 7);  // compressible, not trivially
       o.meta.raw_size = o.raw.size();
-      o.meta.checksum = cache::checksum(o.raw);  // made with the record, as make_object does
+      o.meta.checksum = storage::checksum(o.raw);  // made with the record, as make_object does
     }
     o.graph_key = key_of(prefix, i);
     o.graph_text = {"graph " + o.graph_key};
-    cache::EntryRecord e;
+    storage::EntryRecord e;
     e.parameters = parameters;
     e.path = "Worker_dynamic_0/" + prefix + std::to_string(i);
     e.graph_key = o.graph_key;
     e.meta.name = e.path;
     e.meta.model_info = "Worker_dynamic_0";
     e.meta.components["runtime_version"] = "any";
-    const cache::Writing held = store.writing();
+    const storage::Writing held = store.writing();
     e.object_checksum = store.put_object(o, held).stored.meta.checksum;
     store.update_index("Worker_dynamic_0", {{"model_class", "Worker"}}, {e}, {}, held);
     std::printf("committed %d\n", i);

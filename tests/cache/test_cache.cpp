@@ -247,7 +247,7 @@ void expect_stale_and_rebuilt(const fs::path& dir, const std::string& version, c
     EXPECT_FALSE(has(o.text, "status hit\nreason \n")) << args << ": an old entry was served\n" << o.text;
     EXPECT_TRUE(has(o.text, "compiled 1\nstatus compiled\nreason stale (entry ")) << args << ": " << o.text;
     EXPECT_TRUE(has(o.text, "is of another version; format_version: stored '" + version + "', now '" +
-                                cache::names::kFormatVersion + "'"))
+                                storage::names::kFormatVersion + "'"))
         << args << ": " << o.text;
     EXPECT_TRUE(has(o.text, "result 4 8 12")) << args << ": " << o.text;
     for (const auto& f : fs::recursive_directory_iterator(fixture)) {
@@ -362,13 +362,13 @@ TEST_F(CacheTest, CorruptEntryIsReportedRebuiltAndOthersUntouched) {
   ASSERT_EQ(entries.size(), 2u);
   std::string dyn = entries[0].find("dynamic") != std::string::npos ? entries[0] : entries[1];
   {  // replace the dynamic entry's object by junk with a valid envelope and checksum
-    const cache::Store store = cache::Store::open(dir, cache::Create::no);
+    const storage::Store store = storage::Store::open(dir, storage::Create::no);
     std::string key;
     for (const auto& e : testing_support::entries(dir))
       if (e.path == dyn) key = e.graph_key;
-    cache::ObjectRecord junk = store.object(key);
+    storage::ObjectRecord junk = store.object(key);
     junk.raw = std::string(junk.raw.size(), 'Z');
-    junk.meta.checksum = cache::checksum(junk.raw);  // the content hash is made with the record, never by the store
+    junk.meta.checksum = storage::checksum(junk.raw);  // the content hash is made with the record, never by the store
     store.remove_object(key, store.sweeping(5));
     store.put_object(junk, store.writing());
   }
@@ -425,7 +425,7 @@ TEST_F(CacheTest, H5dumpShowsTheSeedPathsAndThePluginDecodes) {
   ASSERT_EQ(sh(worker(dir, "prompt --static")).status, 0);
   auto entries = entry_paths();
   ASSERT_EQ(entries.size(), 2u);
-  const std::string model_info = cache::names::model_info_of(entries[0]);
+  const std::string model_info = storage::names::model_info_of(entries[0]);
   const fs::path index = dir / (model_info + ".h5");
   Out h = sh("h5dump -H " + index.string());
   ASSERT_EQ(h.status, 0) << h.text;
@@ -470,7 +470,7 @@ TEST_F(CacheTest, KillDuringSaveLeavesAValidCache) {
     EXPECT_GE(entries.size(), last) << "round " << round << ": entries were lost";
     last = entries.size();
     if (!fs::exists(dir)) continue;  // killed before it made the directory (a slow start under load)
-    const cache::Store store = cache::Store::open(dir, cache::Create::no);
+    const storage::Store store = storage::Store::open(dir, storage::Create::no);
     for (const auto& e : entries) EXPECT_NO_THROW(store.object(e.graph_key)) << e.path;
   }
   EXPECT_GT(last, 0u);
@@ -492,7 +492,7 @@ TEST_F(CacheTest, SymlinkedOrForeignFilesAreRefusedAndTheMethodRunsUncached) {
   ASSERT_EQ(sh(worker(dir)).status, 0);
   fs::path index;
   for (const auto& f : fs::directory_iterator(dir))
-    if (f.path().extension() == ".h5" && f.path().filename() != cache::names::kTuningFile) index = f.path();
+    if (f.path().extension() == ".h5" && f.path().filename() != storage::names::kTuningFile) index = f.path();
   fs::path real = dir / "real.bin";
   fs::rename(index, real);
   fs::create_symlink(real, index);
@@ -649,9 +649,9 @@ TEST_F(CacheTest, TuningIsSharedThroughTheCacheDirectoryAcrossProcessesAndModels
   const auto [tuned, reused] = tuning_counts(cold.text);
   EXPECT_GE(tuned, 1) << cold.text;
   EXPECT_EQ(reused, 0) << cold.text;
-  const fs::path table = dir / cache::names::kTuningFile;
+  const fs::path table = dir / storage::names::kTuningFile;
   ASSERT_TRUE(fs::exists(table));
-  const auto records = cache::decode_tuning(file_bytes(table), table.string());
+  const auto records = storage::decode_tuning(file_bytes(table), table.string());
   EXPECT_EQ(static_cast<int>(records.size()), tuned);
   // Another model of the same matmul shapes, in another process: its matmul
   // comes from the table, and the program is the one a fresh tuning with
@@ -664,7 +664,7 @@ TEST_F(CacheTest, TuningIsSharedThroughTheCacheDirectoryAcrossProcessesAndModels
   EXPECT_GE(tuned2, 0) << other.text;
   EXPECT_TRUE(has(other.text, "same_program 1")) << other.text;
   // Its new decisions (its own fused kernels) joined the file.
-  EXPECT_EQ(cache::decode_tuning(file_bytes(table), table.string()).size(),
+  EXPECT_EQ(storage::decode_tuning(file_bytes(table), table.string()).size(),
             records.size() + static_cast<std::size_t>(tuned2));
   // The table off: everything timed.
   fs::remove_all(dir / "objects");
@@ -685,7 +685,7 @@ TEST_F(CacheTest, TuningIsSharedThroughTheCacheDirectoryAcrossProcessesAndModels
 
 TEST_F(CacheTest, DamagedTuningFileIsIgnoredWithAWarningAndRewritten) {
   ASSERT_EQ(sh(worker(dir)).status, 0);
-  const std::string good = file_bytes(dir / cache::names::kTuningFile);
+  const std::string good = file_bytes(dir / storage::names::kTuningFile);
   ASSERT_GT(good.size(), 600u);
   const std::size_t userblock = 512;  // the seed's few decisions fit the smallest userblock
   std::vector<std::size_t> offsets = {
@@ -698,8 +698,8 @@ TEST_F(CacheTest, DamagedTuningFileIsIgnoredWithAWarningAndRewritten) {
     fs::remove_all(d);
     fs::create_directories(d);
     fs::permissions(d, fs::perms::owner_all, fs::perm_options::replace);
-    { std::ofstream(d / cache::names::kTuningFile, std::ios::binary) << bad; }
-    fs::permissions(d / cache::names::kTuningFile, fs::perms::owner_read | fs::perms::owner_write,
+    { std::ofstream(d / storage::names::kTuningFile, std::ios::binary) << bad; }
+    fs::permissions(d / storage::names::kTuningFile, fs::perms::owner_read | fs::perms::owner_write,
                     fs::perm_options::replace);
     Out o = sh(worker(d.string(), "prompt --other"));
     EXPECT_EQ(o.status, 0) << "offset " << at << ": " << o.text;
@@ -707,9 +707,9 @@ TEST_F(CacheTest, DamagedTuningFileIsIgnoredWithAWarningAndRewritten) {
     EXPECT_TRUE(has(o.text, "tuning.h5 is damaged")) << "offset " << at << ": " << o.text;
     EXPECT_TRUE(has(o.text, "its decisions are ignored and it is rewritten on the next save")) << o.text;
     EXPECT_EQ(tuning_counts(o.text).second, 0) << "offset " << at << ": " << o.text;  // nothing of it used
-    const std::string now = file_bytes(d / cache::names::kTuningFile);
+    const std::string now = file_bytes(d / storage::names::kTuningFile);
     EXPECT_NE(now, bad);
-    EXPECT_NO_THROW(cache::decode_tuning(now, "rewritten")) << "offset " << at;
+    EXPECT_NO_THROW(storage::decode_tuning(now, "rewritten")) << "offset " << at;
     fs::remove_all(d);
   }
   // A file that is not npucache's at all.
@@ -717,13 +717,13 @@ TEST_F(CacheTest, DamagedTuningFileIsIgnoredWithAWarningAndRewritten) {
   fs::remove_all(d);
   fs::create_directories(d);
   fs::permissions(d, fs::perms::owner_all, fs::perm_options::replace);
-  { std::ofstream(d / cache::names::kTuningFile) << "not a tuning table\n"; }
-  fs::permissions(d / cache::names::kTuningFile, fs::perms::owner_read | fs::perms::owner_write,
+  { std::ofstream(d / storage::names::kTuningFile) << "not a tuning table\n"; }
+  fs::permissions(d / storage::names::kTuningFile, fs::perms::owner_read | fs::perms::owner_write,
                   fs::perm_options::replace);
   Out o = sh(worker(d.string(), "prompt --other"));
   EXPECT_EQ(o.status, 0) << o.text;
   EXPECT_TRUE(has(o.text, "not npucache's")) << o.text;
-  EXPECT_NO_THROW(cache::decode_tuning(file_bytes(d / cache::names::kTuningFile), "rewritten"));
+  EXPECT_NO_THROW(storage::decode_tuning(file_bytes(d / storage::names::kTuningFile), "rewritten"));
   // The cache tools do not take it for an index, and clear removes it.
   Out ls = sh(std::string(NPUCACHE_CLI) + " verify " + d.string());
   EXPECT_FALSE(has(ls.text, "tuning.h5 is damaged")) << ls.text;

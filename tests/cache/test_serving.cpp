@@ -52,7 +52,7 @@ TEST_F(Serving, AutomaticDynamicDecisionsPersistAcrossRestarts) {
   EXPECT_EQ(number(first.text, "compiles"), 2) << first.text;
   EXPECT_TRUE(has(first.text, "dynamic arg0 dim 0")) << first.text;
   EXPECT_LE(maxdiff(first.text), 1e-4) << first.text;
-  EXPECT_TRUE(fs::exists(dir / npucache::cache::names::kProfileFile));
+  EXPECT_TRUE(fs::exists(dir / npucache::format::names::kProfileFile));
   for (int run = 0; run < 2; ++run) {
     Out warm = serve("--dynamic auto --batches 1,4,8");
     ASSERT_EQ(warm.status, 0) << warm.text;
@@ -63,7 +63,7 @@ TEST_F(Serving, AutomaticDynamicDecisionsPersistAcrossRestarts) {
   // The profile alone (entries and objects gone): the dynamic version is
   // compiled at once, once.
   for (const auto& e : fs::directory_iterator(dir))
-    if (e.path().filename() != npucache::cache::names::kProfileFile) fs::remove_all(e.path());
+    if (e.path().filename() != npucache::format::names::kProfileFile) fs::remove_all(e.path());
   Out profiled = serve("--dynamic auto --batches 1,4,8,16");
   ASSERT_EQ(profiled.status, 0) << profiled.text;
   EXPECT_EQ(number(profiled.text, "compiles"), 1) << profiled.text;
@@ -74,7 +74,7 @@ TEST_F(Serving, AutomaticDynamicDecisionsPersistAcrossRestarts) {
 // (one more compile), never a wrong result; the next save rewrites it.
 TEST_F(Serving, DamagedProfileCostsACompileNeverAWrongResult) {
   ASSERT_EQ(serve("--dynamic auto --batches 4,8").status, 0);
-  const fs::path profile = dir / npucache::cache::names::kProfileFile;
+  const fs::path profile = dir / npucache::format::names::kProfileFile;
   std::string clean;
   {
     std::ifstream in(profile, std::ios::binary);
@@ -106,7 +106,7 @@ TEST_F(Serving, DamagedProfileCostsACompileNeverAWrongResult) {
 // The profile file's HDF5 view: one line per dynamic dim, per model_info.
 TEST_F(Serving, H5dumpShowsTheProfile) {
   ASSERT_EQ(serve("--dynamic auto --batches 2,3").status, 0);
-  Out d = sh("h5dump " + (dir / npucache::cache::names::kProfileFile).string());
+  Out d = sh("h5dump " + (dir / npucache::format::names::kProfileFile).string());
   ASSERT_EQ(d.status, 0) << d.text;
   EXPECT_TRUE(has(d.text, "dynamic_dims")) << d.text;
   EXPECT_TRUE(has(d.text, "\"forward: arg0 dim 0\"")) << d.text;
@@ -266,7 +266,7 @@ TEST_F(Serving, DamagedAndCraftedTemplatesAreNeverReplayed) {
   const std::string args = "--mode reduce-overhead --dynamic true --batches 4";
   ASSERT_EQ(serve(args).status, 0);
   fs::path file;
-  for (const auto& e : fs::directory_iterator(dir / npucache::cache::names::kTemplatesDir)) file = e.path();
+  for (const auto& e : fs::directory_iterator(dir / npucache::format::names::kTemplatesDir)) file = e.path();
   ASSERT_FALSE(file.empty());
   std::string clean;
   {
@@ -290,13 +290,13 @@ TEST_F(Serving, DamagedAndCraftedTemplatesAreNeverReplayed) {
     EXPECT_LE(maxdiff(r.text), 1e-6) << r.text;
   }
   // Crafted: sealed as npucache seals, one operand moved past the pool.
-  npucache::cache::TemplateRecord rec = npucache::cache::decode_template_file(clean, "template");
+  npucache::format::TemplateRecord rec = npucache::format::decode_template_file(clean, "template");
   npucache::compiler::CaptureTemplate t = npucache::compiler::decode_template(rec.bytes);
   ASSERT_FALSE(t.tasks.empty());
   t.tasks.back().operands.back().offset = t.footprint + 4096;
   rec.bytes = npucache::compiler::encode_template(t);
   rec.fingerprint = npucache::compiler::template_fingerprint(t);
-  put(npucache::cache::encode_template_file(rec));
+  put(npucache::format::encode_template_file(rec));
   Out crafted = serve(args);
   ASSERT_EQ(crafted.status, 0) << crafted.text;
   EXPECT_TRUE(has(crafted.text, "recaptured 1")) << crafted.text;
@@ -306,7 +306,7 @@ TEST_F(Serving, DamagedAndCraftedTemplatesAreNeverReplayed) {
   for (const auto& e : fs::directory_iterator(dir / "objects")) fs::remove(e.path());
   Out v = sh(std::string(NPUCACHE_CLI) + " verify " + dir.string() + " --repair");
   EXPECT_TRUE(has(v.text, "the template can never be used")) << v.text;
-  EXPECT_TRUE(fs::is_empty(dir / npucache::cache::names::kTemplatesDir)) << v.text;
+  EXPECT_TRUE(fs::is_empty(dir / npucache::format::names::kTemplatesDir)) << v.text;
 }
 
 // Processes killed (SIGKILL) while they capture and save templates leave a
@@ -361,7 +361,7 @@ std::string model_info_in(const fs::path& dir) {
 // link to a file elsewhere, a FIFO -- is refused: the server runs, never
 // waits on it, gives eager's results and leaves the plant as it was.
 TEST_F(Serving, PlantsAtTheProfilePathAreRefused) {
-  const fs::path profile = dir / npucache::cache::names::kProfileFile;
+  const fs::path profile = dir / npucache::format::names::kProfileFile;
   const fs::path outside = fs::path(dir.string() + "-outside");
   for (const char* plant : {"directory", "symlink", "fifo"}) {
     fs::remove_all(dir);
@@ -405,7 +405,7 @@ TEST_F(Serving, CraftedProfileNeverChangesResults) {
   ASSERT_EQ(serve("--dynamic auto --batches 4").status, 0);
   const std::string info = model_info_in(dir);
   ASSERT_FALSE(info.empty());
-  using npucache::cache::ProfileRecord;
+  using npucache::format::ProfileRecord;
   std::vector<ProfileRecord> records = {
       {info, "forward", {"arg0", 63}},  {info, "forward", {"arg0", 1}}, {info, "forward", {"arg9", 0}},
       {info, "forward", {"arg0.x", 0}}, {info, "other", {"arg0", 0}},   {"Server_auto_0000", "forward", {"arg0", 0}},
@@ -413,10 +413,10 @@ TEST_F(Serving, CraftedProfileNeverChangesResults) {
   std::sort(records.begin(), records.end());
   for (const auto& e : fs::directory_iterator(dir)) fs::remove_all(e.path());
   {
-    std::ofstream out(dir / npucache::cache::names::kProfileFile, std::ios::binary);
-    out << npucache::cache::encode_profiles(records);
+    std::ofstream out(dir / npucache::format::names::kProfileFile, std::ios::binary);
+    out << npucache::format::encode_profiles(records);
   }
-  fs::permissions(dir / npucache::cache::names::kProfileFile, fs::perms::owner_read | fs::perms::owner_write);
+  fs::permissions(dir / npucache::format::names::kProfileFile, fs::perms::owner_read | fs::perms::owner_write);
   for (int run = 0; run < 2; ++run) {
     Out r = serve("--dynamic auto --batches 1,4,8,3");
     ASSERT_EQ(r.status, 0) << r.text;
@@ -443,8 +443,8 @@ TEST_F(Serving, ConcurrentProfileWritersLoseNoDims) {
     EXPECT_LE(maxdiff(r.text), 1e-4) << r.text;
   }
   fs::remove_all(scratch);
-  Out d =
-      sh("h5dump -d /" + model_info_in(dir) + "/dynamic_dims " + (dir / npucache::cache::names::kProfileFile).string());
+  Out d = sh("h5dump -d /" + model_info_in(dir) + "/dynamic_dims " +
+             (dir / npucache::format::names::kProfileFile).string());
   ASSERT_EQ(d.status, 0) << d.text;
   for (int k = 0; k < kServers; ++k) EXPECT_TRUE(has(d.text, "\"m" + std::to_string(k) + ": arg0 dim 0\"")) << d.text;
   Out v = sh(std::string(NPUCACHE_CLI) + " verify " + dir.string());
@@ -468,7 +468,7 @@ TEST_F(Serving, KilledWhileSavingProfilesLeavesThemValid) {
     const std::string& after = kill_after[i];
     Out killed = sh("timeout -s KILL " + after + " " + std::string(SERVE_WORKER) + " " + dir.string() +
                     " --dynamic auto --batches 2,3 --methods 60 --method k" + std::to_string(i));
-    if (fs::exists(dir / npucache::cache::names::kProfileFile)) ++profiles_seen;
+    if (fs::exists(dir / npucache::format::names::kProfileFile)) ++profiles_seen;
     Out r = serve("--dynamic auto --batches 2,3");
     ASSERT_EQ(r.status, 0) << "killed after " << after << " s\n" << killed.text << r.text;
     EXPECT_FALSE(has(r.text, "ignored")) << "killed after " << after << " s\n" << r.text;

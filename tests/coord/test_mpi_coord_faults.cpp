@@ -389,7 +389,7 @@ TEST_F(CoordFaults, AFailedSaveAtTheStoresWriterMakesEveryRankGoOnUncached) {
   f.kind = Fault::Kind::act;
   f.rank = 0;  // the writer of the one store
   f.phase = coord::Phase::persist;
-  f.action = [&] { std::ofstream(dir + "/" + cache::names::kObjectsDir) << "full"; };
+  f.action = [&] { std::ofstream(dir + "/" + storage::names::kObjectsDir) << "full"; };
   auto t = install(f);
   Scaled m;
   const CallResult r = call(m, options(dir));
@@ -458,7 +458,7 @@ TEST_F(CoordFaults, AnAdoptedObjectIsRunByEveryRankOfTheStore) {
     o.ge_cache = false;
     auto single = cache_compile(m, &Scaled::run, o);
     (void)single(Tensor::from_vector({-1.0f, 0.5f, 2.0f}, {1, 3}));
-    const cache::Store s = cache::Store::open(side, cache::Create::no);
+    const storage::Store s = storage::Store::open(side, storage::Create::no);
     ASSERT_EQ(s.object_keys().size(), 1u);
     key = s.object_keys()[0];
     sum = s.object_meta(key).checksum;
@@ -470,11 +470,11 @@ TEST_F(CoordFaults, AnAdoptedObjectIsRunByEveryRankOfTheStore) {
   f.rank = 0;  // the store's writer plants it just before it commits
   f.phase = coord::Phase::persist;
   f.action = [&] {
-    const fs::path objects = fs::path(dir) / cache::names::kObjectsDir;
+    const fs::path objects = fs::path(dir) / storage::names::kObjectsDir;
     fs::create_directories(objects);
     ::chmod(objects.c_str(), 0700);
-    fs::copy_file(fs::path(side) / cache::names::kObjectsDir / cache::names::object_file(key),
-                  objects / cache::names::object_file(key));
+    fs::copy_file(fs::path(side) / storage::names::kObjectsDir / storage::names::object_file(key),
+                  objects / storage::names::object_file(key));
   };
   install(f);
   const CallResult r = call(m, options(dir));
@@ -488,7 +488,7 @@ TEST_F(CoordFaults, AnAdoptedObjectIsRunByEveryRankOfTheStore) {
     const auto entries = testing_support::entries(dir);
     EXPECT_EQ(static_cast<int>(entries.size()), world);
     for (const auto& e : entries) EXPECT_EQ(e.object_checksum, sum) << e.path;
-    EXPECT_EQ(cache::Store::open(dir, cache::Create::no).object_meta(key).checksum, sum);
+    EXPECT_EQ(storage::Store::open(dir, storage::Create::no).object_meta(key).checksum, sum);
   }
   say("adopted object: every rank runs the kept bytes " + sum);
 }
@@ -534,9 +534,9 @@ TEST_F(CoordFaults, AnObjectRecordsTheRankThatCompiledIt) {
     ASSERT_EQ(compiled_by.size(), 2u);
     int checked = 0;
     for (const std::string& d : {base + "/lower", base + "/upper"}) {
-      const cache::Store s = cache::Store::open(d, cache::Create::no);
+      const storage::Store s = storage::Store::open(d, storage::Create::no);
       for (const auto& k : s.object_keys()) {
-        const cache::ObjectMeta meta = s.object_meta(k);
+        const storage::ObjectMeta meta = s.object_meta(k);
         ASSERT_TRUE(compiled_by.count(k)) << k;
         const Who& who = compiled_by.at(k);
         EXPECT_EQ(meta.producer.global_rank, who.rank) << d << " " << k;

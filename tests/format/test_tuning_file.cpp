@@ -22,8 +22,8 @@ TEST(TuningFile, DecodesWhatItEncodesAndRejectsEveryFlippedByte) {
   for (std::size_t at = 0; at < f.size(); at += 7) {
     std::string bad = f;
     bad[at] = static_cast<char>(bad[at] ^ 0x01);
-    EXPECT_THROW(cache::decode_tuning(bad, "t"), cache::CacheError) << "offset " << at;
+    EXPECT_THROW(cache::decode_tuning(bad, "t"), npucache::CacheError) << "offset " << at;
   }
-  EXPECT_THROW(cache::decode_tuning(f.substr(0, f.size() - 1), "t"), cache::CacheError);
-  EXPECT_THROW(cache::decode_tuning("", "t"), cache::CacheError);
+  EXPECT_THROW(cache::decode_tuning(f.substr(0, f.size() - 1), "t"), npucache::CacheError);
+  EXPECT_THROW(cache::decode_tuning("", "t"), npucache::CacheError);
 }

@@ -30,10 +30,10 @@
 #include <thread>
 
 using namespace npucache;
-using cache::CacheError;
-using cache::Create;
-using cache::Dir;
-using cache::Safety;
+using npucache::CacheError;
+using storage::Create;
+using storage::Dir;
+using storage::Safety;
 using testing_support::Fault;
 using testing_support::FaultEnv;
 using testing_support::FileOp;
@@ -218,16 +218,16 @@ TEST_F(EnvTest, LocksListingsAndDirectoriesReportInjectedErrors) {
 TEST_F(EnvTest, DatesAndTimingsReadTheEnvsClocks) {
   process::Context::Scope scope(env);
   env->set_manual_clock(1000.0, 1.7e9 + 0.25);
-  cache::record_hit(base, "Model_x/prompt", 1.0);
-  cache::flush_stats();
-  EXPECT_DOUBLE_EQ(cache::read_stats(base).last_used.at("Model_x/prompt"), 1.7e9 + 0.25);
+  storage::record_hit(base, "Model_x/prompt", 1.0);
+  storage::flush_stats();
+  EXPECT_DOUBLE_EQ(storage::read_stats(base).last_used.at("Model_x/prompt"), 1.7e9 + 0.25);
   // An entry's date (ModelCacheMeta's) is the Env's wall clock, local time.
   const std::time_t t = static_cast<std::time_t>(1.7e9);
   std::tm tm;
   localtime_r(&t, &tm);
   char want[32];
   std::strftime(want, sizeof want, "%Y-%m-%d %H:%M:%S", &tm);
-  EXPECT_EQ(cache::now_string(), std::string(want) + ".250000");
+  EXPECT_EQ(storage::now_string(), std::string(want) + ".250000");
   // A slow call, on the manual clock: time passes, nobody waits.
   const Dir d = Dir::open(base, Safety::cache, Create::no);
   env->arm(Fault::slow(FileOp::fsync, 1, 30.0));
@@ -242,18 +242,18 @@ TEST_F(EnvTest, DatesAndTimingsReadTheEnvsClocks) {
 // A stats.json that cannot be read (an I/O error, not damage) is kept as it
 // is: the flush writes nothing rather than counters that start afresh.
 TEST_F(EnvTest, AnUnreadableStatsFileIsNotReplaced) {
-  cache::record_hit(base, "Model_x/prompt", 2.0);
-  cache::flush_stats();
+  storage::record_hit(base, "Model_x/prompt", 2.0);
+  storage::flush_stats();
   const std::string before = slurp(base / "stats.json");
   ASSERT_TRUE(has(before, "Model_x/prompt")) << before;
   process::Context::Scope scope(env);
   env->arm(Fault::fail(FileOp::read, 1, EIO, "/stats.json"));
-  cache::record_hit(base, "Model_y/prompt", 1.0);
-  cache::flush_stats();
+  storage::record_hit(base, "Model_y/prompt", 1.0);
+  storage::flush_stats();
   EXPECT_EQ(env->faulted().size(), 1u);
   EXPECT_EQ(slurp(base / "stats.json"), before);
-  cache::record_hit(base, "Model_y/prompt", 1.0);
-  cache::flush_stats();  // readable again: merged
+  storage::record_hit(base, "Model_y/prompt", 1.0);
+  storage::flush_stats();  // readable again: merged
   EXPECT_TRUE(has(slurp(base / "stats.json"), "Model_x/prompt"));
   EXPECT_TRUE(has(slurp(base / "stats.json"), "Model_y/prompt"));
 }

@@ -104,7 +104,7 @@ bool close(const std::vector<float>& a, const std::vector<float>& b) {
 }
 
 nlohmann::json stats_of(const fs::path& dir) {
-  const std::string text = slurp(dir / cache::names::kStatsFile);
+  const std::string text = slurp(dir / storage::names::kStatsFile);
   return text.empty() ? nlohmann::json::object() : nlohmann::json::parse(text);
 }
 
@@ -443,7 +443,7 @@ TEST_F(ProcessContextTest, BackgroundCommitWorksInTheContextThatQueuedIt) {
   std::condition_variable cv;
   bool inner_made = false, seen_set = false;
   process::Context* seen = nullptr;
-  cache::commit_later([&] {
+  storage::commit_later([&] {
     std::unique_lock lock(mu);
     cv.wait(lock, [&] { return inner_made; });
     seen = &process::Context::current();
@@ -526,8 +526,8 @@ TEST_F(ProcessContextTest, AdoptedObjectIsRunAndItsChecksumRecorded) {
   EXPECT_TRUE(close(got, eager_f()));
   const auto entries = testing_support::entries(dir.string());
   ASSERT_EQ(entries.size(), 1u);
-  const cache::EntryRecord& e = entries.front();
-  const cache::ObjectRecord kept = cache::Store::open(dir, cache::Create::no).object(e.graph_key, false);
+  const storage::EntryRecord& e = entries.front();
+  const storage::ObjectRecord kept = storage::Store::open(dir, storage::Create::no).object(e.graph_key, false);
   EXPECT_EQ(e.object_checksum, kept.meta.checksum);
   EXPECT_TRUE(kept.meta.with_program);
   EXPECT_TRUE(e.with_program);

@@ -79,24 +79,24 @@ class Counting final : public remote::Backend {
   std::unique_ptr<remote::Backend> inner_;
 };
 
-cache::ObjectRecord object(const std::string& graph_key, const std::string& text) {
-  cache::ObjectRecord o;
+storage::ObjectRecord object(const std::string& graph_key, const std::string& text) {
+  storage::ObjectRecord o;
   o.graph_key = graph_key;
   for (int i = 0; i < 200; ++i) o.raw += text + std::to_string(i) + ";";
   o.meta.raw_size = o.raw.size();
-  o.meta.checksum = cache::checksum(o.raw);
+  o.meta.checksum = storage::checksum(o.raw);
   return o;
 }
 
 const std::string kModelInfo = "Model_dynamic_0123456789abcdef";
 
-cache::EntryRecord entry_of(const cache::ObjectRecord& o, const std::string& func) {
-  using namespace cache::component;
-  cache::EntryRecord e;
+storage::EntryRecord entry_of(const storage::ObjectRecord& o, const std::string& func) {
+  using namespace storage::component;
+  storage::EntryRecord e;
   e.path = kModelInfo + "/" + func;
   e.meta.name = "Model." + func + "(x)";
   e.meta.date = "2026-11-26 05:00:00.000002";
-  e.meta.version = cache::names::kFormatVersion;
+  e.meta.version = storage::names::kFormatVersion;
   e.meta.lookup_key = "fedcba9876543210";
   e.meta.model_info = kModelInfo;
   e.meta.components = {{kModelClass, "Model"},
@@ -108,7 +108,7 @@ cache::EntryRecord entry_of(const cache::ObjectRecord& o, const std::string& fun
                        {kConfigOptions, ""},
                        {kMethod, func},
                        {kRuntimeVersion, "simnpu-v1 runtime 1.0.0"},
-                       {kFormatVersion, cache::names::kFormatVersion},
+                       {kFormatVersion, storage::names::kFormatVersion},
                        {kCodeVersion, "v1"}};
   e.meta.rank = {1, 0, 0, 0, "node0", 4242};
   e.parameters = {"linear.weight"};
@@ -142,10 +142,10 @@ class Backends : public testing_support::TempDirTest, public ::testing::WithPara
     return remote::make_backend(remote::parse_url(attrs.empty() ? url_ : url_ + sep + attrs));
   }
   // A tier over a counting backend (`counting` points into it).
-  cache::RemoteTier tier(Counting** counting) const {
+  storage::RemoteTier tier(Counting** counting) const {
     auto c = std::make_unique<Counting>(backend());
     *counting = c.get();
-    return cache::RemoteTier(std::move(c));
+    return storage::RemoteTier(std::move(c));
   }
   std::string cache_dir(const std::string& name) const { return (base / name).string(); }
   Out worker(const std::string& d) const {
@@ -247,16 +247,16 @@ TEST_P(Backends, OneWriterWinsARace) {
 // entry then its object (the fast path) two, with no listing and no write.
 TEST_P(Backends, WarmFetchIsOneCall) {
   Counting* writes = nullptr;
-  cache::RemoteTier writer = tier(&writes);
-  const cache::ObjectRecord o = object(kKeyA, "artifact");
-  const cache::EntryRecord e = entry_of(o, "prompt");
+  storage::RemoteTier writer = tier(&writes);
+  const storage::ObjectRecord o = object(kKeyA, "artifact");
+  const storage::EntryRecord e = entry_of(o, "prompt");
   const auto pushed = writer.push({o}, {e}, "");
   ASSERT_EQ(pushed.objects, 1u);
   ASSERT_EQ(pushed.entries, 1u);
   EXPECT_EQ(writes->calls["put"], 2) << "one object and one entry";
 
   Counting* reads = nullptr;
-  cache::RemoteTier reader = tier(&reads);
+  storage::RemoteTier reader = tier(&reads);
   auto got = reader.object(kKeyA, "");
   ASSERT_TRUE(got.has_value());
   EXPECT_EQ(got->record.raw, o.raw);
@@ -267,7 +267,7 @@ TEST_P(Backends, WarmFetchIsOneCall) {
   auto re = reader.entry(e.path, "");
   ASSERT_TRUE(re.has_value());
   // The writer wrote the object: the entry names its value's content hash.
-  EXPECT_EQ(re->object_hash, cache::content_hash(cache::encode_remote_object(o)));
+  EXPECT_EQ(re->object_hash, storage::content_hash(storage::encode_remote_object(o)));
   ASSERT_TRUE(reader.object_by_hash(re->object_hash, re->entry.graph_key, "").has_value());
   EXPECT_EQ(reads->total(), 2);
   EXPECT_EQ(reads->calls["get"], 2);
@@ -281,12 +281,12 @@ TEST_P(Backends, WarmFetchIsOneCall) {
 // The tier's reads over the backend: written once, every check kept.
 TEST_P(Backends, TierChecksEverythingItReads) {
   Counting* calls = nullptr;
-  cache::RemoteTier t = tier(&calls);
-  const cache::ObjectRecord a = object(kKeyA, "first");
+  storage::RemoteTier t = tier(&calls);
+  const storage::ObjectRecord a = object(kKeyA, "first");
   ASSERT_EQ(t.push({a}, {entry_of(a, "prompt")}, "").objects, 1u);
   // Written once: another compile's object for the same graph key is not
   // stored; its entry names no hash then.
-  const cache::ObjectRecord again = object(kKeyA, "second");
+  const storage::ObjectRecord again = object(kKeyA, "second");
   const auto p = t.push({again}, {entry_of(again, "decode")}, "");
   EXPECT_EQ(p.objects, 0u);
   EXPECT_EQ(p.present, 1u);
@@ -301,40 +301,40 @@ TEST_P(Backends, TierChecksEverythingItReads) {
   EXPECT_EQ(es->size(), 2u);
   auto measured = t.measure({kKeyA, kKeyB}, "");
   ASSERT_TRUE(measured.has_value());
-  EXPECT_EQ((*measured)[0].hash, cache::content_hash(cache::encode_remote_object(a)));
+  EXPECT_EQ((*measured)[0].hash, storage::content_hash(storage::encode_remote_object(a)));
   EXPECT_GT((*measured)[0].value_bytes, a.raw.size());
   EXPECT_EQ((*measured)[1].value_bytes, 0u);
   // An entry naming another value of its object (written again since): a
   // miss, the object kept.
   EXPECT_FALSE(t.object_by_hash(std::string(32, 'e'), kKeyA, "").has_value());
-  EXPECT_TRUE(t.backend().get(cache::remote_key::object(kKeyA)).is_hit());
+  EXPECT_TRUE(t.backend().get(storage::remote_key::object(kKeyA)).is_hit());
   // The caller's check rejects it: a miss, kept.
   EXPECT_FALSE(
-      t.object(kKeyA, "", [](const cache::ObjectRecord&) { throw TraceError("another signature"); }).has_value());
-  EXPECT_TRUE(t.backend().get(cache::remote_key::object(kKeyA)).is_hit());
+      t.object(kKeyA, "", [](const storage::ObjectRecord&) { throw TraceError("another signature"); }).has_value());
+  EXPECT_TRUE(t.backend().get(storage::remote_key::object(kKeyA)).is_hit());
   // An object under another graph key's name, then a damaged value: refused
   // and removed, so a write-back replaces it.
-  const std::string value = cache::encode_remote_object(a);
-  ASSERT_TRUE(t.backend().put(cache::remote_key::object(kKeyB), value, remote::Overwrite::yes).value());
+  const std::string value = storage::encode_remote_object(a);
+  ASSERT_TRUE(t.backend().put(storage::remote_key::object(kKeyB), value, remote::Overwrite::yes).value());
   EXPECT_FALSE(t.object(kKeyB, "").has_value());
-  EXPECT_TRUE(t.backend().get(cache::remote_key::object(kKeyB)).is_miss());
+  EXPECT_TRUE(t.backend().get(storage::remote_key::object(kKeyB)).is_miss());
   for (std::size_t at : {std::size_t{3}, std::size_t{44}, value.size() / 2, value.size() - 1}) {
     std::string bad = value;
     bad[at] ^= 0x01;
-    ASSERT_TRUE(t.backend().put(cache::remote_key::object(kKeyA), bad, remote::Overwrite::yes).value());
+    ASSERT_TRUE(t.backend().put(storage::remote_key::object(kKeyA), bad, remote::Overwrite::yes).value());
     EXPECT_FALSE(t.object(kKeyA, "").has_value()) << at;
-    EXPECT_TRUE(t.backend().get(cache::remote_key::object(kKeyA)).is_miss()) << at;
+    EXPECT_TRUE(t.backend().get(storage::remote_key::object(kKeyA)).is_miss()) << at;
   }
   // Shared tables: records by name, a listing by a name's prefix.
-  t.push_blobs(cache::BlobKind::profile, {{"M|prompt|x|0", ""}, {"M|decode|x|1", ""}, {"N|prompt|y|0", ""}},
+  t.push_blobs(storage::BlobKind::profile, {{"M|prompt|x|0", ""}, {"M|decode|x|1", ""}, {"N|prompt|y|0", ""}},
                remote::Overwrite::no, "");
-  EXPECT_EQ(t.blobs(cache::BlobKind::profile, "").size(), 3u);
-  const auto prompt = t.blobs(cache::BlobKind::profile, "", "M|prompt|");
+  EXPECT_EQ(t.blobs(storage::BlobKind::profile, "").size(), 3u);
+  const auto prompt = t.blobs(storage::BlobKind::profile, "", "M|prompt|");
   ASSERT_EQ(prompt.size(), 1u);
   EXPECT_EQ(prompt[0].first, "M|prompt|x|0");
-  t.push_blobs(cache::BlobKind::capture_template, {{"k\nwith newline", "bytes"}}, remote::Overwrite::no, "");
-  EXPECT_EQ(t.blob(cache::BlobKind::capture_template, "k\nwith newline", "").value_or(""), "bytes");
-  EXPECT_FALSE(t.blob(cache::BlobKind::capture_template, "absent", "").has_value());
+  t.push_blobs(storage::BlobKind::capture_template, {{"k\nwith newline", "bytes"}}, remote::Overwrite::no, "");
+  EXPECT_EQ(t.blob(storage::BlobKind::capture_template, "k\nwith newline", "").value_or(""), "bytes");
+  EXPECT_FALSE(t.blob(storage::BlobKind::capture_template, "absent", "").has_value());
 }
 
 // A remote written in the previous layout (format 6.0.0: objects by their
@@ -342,23 +342,24 @@ TEST_P(Backends, TierChecksEverythingItReads) {
 // version reads: misses, never a misread.
 TEST_P(Backends, PreviousLayoutIsReadAsMisses) {
   auto b = backend();
-  const cache::ObjectRecord o = object(kKeyA, "old");
-  const cache::EntryRecord e = entry_of(o, "prompt");
-  const std::string value = cache::encode_remote_object(o);
+  const storage::ObjectRecord o = object(kKeyA, "old");
+  const storage::EntryRecord e = entry_of(o, "prompt");
+  const std::string value = storage::encode_remote_object(o);
   const std::string old = "npucache:6.0.0:";
-  ASSERT_NE(cache::remote_key::prefix(), old);
-  ASSERT_TRUE(b->put(old + "obj:" + cache::content_hash(value), value, remote::Overwrite::yes).value());
+  ASSERT_NE(storage::remote_key::prefix(), old);
+  ASSERT_TRUE(b->put(old + "obj:" + storage::content_hash(value), value, remote::Overwrite::yes).value());
   ASSERT_TRUE(b->put(old + "graph:" + kKeyA, "old graph reference", remote::Overwrite::yes).value());
   ASSERT_TRUE(b->put(old + "index:" + kModelInfo, "old index", remote::Overwrite::yes).value());
   ASSERT_TRUE(b->put(old + "models", kModelInfo, remote::Overwrite::yes).value());
-  cache::RemoteTier t(std::move(b));
+  storage::RemoteTier t(std::move(b));
   EXPECT_FALSE(t.object(kKeyA, "").has_value());
   EXPECT_FALSE(t.entry(e.path, "").has_value());
   EXPECT_TRUE(t.models("")->empty());
   EXPECT_TRUE(t.entries(kModelInfo, "")->empty());
   // A previous version's value planted under this version's keys is
   // refused by what it says, never served as something else.
-  ASSERT_TRUE(t.backend().put(cache::remote_key::object(kKeyA), "old graph reference", remote::Overwrite::yes).value());
+  ASSERT_TRUE(
+      t.backend().put(storage::remote_key::object(kKeyA), "old graph reference", remote::Overwrite::yes).value());
   EXPECT_FALSE(t.object(kKeyA, "").has_value());
 }
 

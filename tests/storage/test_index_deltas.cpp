@@ -33,10 +33,10 @@ using namespace npucache;
 namespace {
 
 const std::string kModel = "Big_dynamic_00000000000000aa";
-const cache::Components kComponents = {{"model_class", "Big"}};
+const storage::Components kComponents = {{"model_class", "Big"}};
 
-cache::EntryRecord entry(const std::string& func, const std::string& key = std::string(32, 'a')) {
-  cache::EntryRecord e;
+storage::EntryRecord entry(const std::string& func, const std::string& key = std::string(32, 'a')) {
+  storage::EntryRecord e;
   e.path = kModel + "/" + func;
   e.graph_key = key;
   e.meta.name = "Big." + func + "(x)";
@@ -47,13 +47,13 @@ cache::EntryRecord entry(const std::string& func, const std::string& key = std::
   return e;
 }
 
-std::vector<cache::EntryRecord> entries(int from, int to) {
-  std::vector<cache::EntryRecord> out;
+std::vector<storage::EntryRecord> entries(int from, int to) {
+  std::vector<storage::EntryRecord> out;
   for (int i = from; i < to; ++i) out.push_back(entry("f" + std::to_string(i)));
   return out;
 }
 
-std::set<std::string> paths(const cache::Store& s) {
+std::set<std::string> paths(const storage::Store& s) {
   std::set<std::string> out;
   if (auto d = s.index(kModel))
     for (const auto& e : d->index.entries) out.insert(e.path);
@@ -92,15 +92,15 @@ void flip(const fs::path& f, std::size_t at) {
 class IndexDeltas : public testing_support::TempDirTest {
  protected:
   IndexDeltas() : TempDirTest("deltas") {}
-  cache::Store store() const { return cache::Store::open(dir, cache::Create::yes); }
+  storage::Store store() const { return storage::Store::open(dir, storage::Create::yes); }
 };
 
 // Writing one entry into a model of 3000 leaves its base alone and writes
 // a few KiB, however many commits follow (until a compaction, amortised).
 TEST_F(IndexDeltas, CommitIntoABigModelWritesWhatItChanges) {
-  const cache::Store s = store();
+  const storage::Store s = store();
   s.update_index(kModel, kComponents, entries(0, 3000), {});
-  const fs::path base_file = dir / cache::names::index_file(kModel);
+  const fs::path base_file = dir / storage::names::index_file(kModel);
   const auto base_size = fs::file_size(base_file);
   struct stat before {};
   ASSERT_EQ(::stat(base_file.c_str(), &before), 0);
@@ -124,7 +124,7 @@ TEST_F(IndexDeltas, CommitIntoABigModelWritesWhatItChanges) {
 // Commits, replacements and removals across many compactions: after each,
 // a reader sees exactly what was committed; deltas stay few.
 TEST_F(IndexDeltas, EveryStateIsTheCommittedOneAcrossCompactions) {
-  const cache::Store s = store();
+  const storage::Store s = store();
   std::set<std::string> expect;
   std::mt19937 rng(3);
   for (int i = 0; i < 300; ++i) {
@@ -139,7 +139,7 @@ TEST_F(IndexDeltas, EveryStateIsTheCommittedOneAcrossCompactions) {
       expect.insert(p);
     }
     ASSERT_EQ(paths(s), expect) << "commit " << i;
-    ASSERT_EQ(paths(cache::Store::open(dir, cache::Create::no)), expect);
+    ASSERT_EQ(paths(storage::Store::open(dir, storage::Create::no)), expect);
     EXPECT_LE(delta_files(dir), 12u);
     if (auto d = s.index(kModel)) {
       EXPECT_TRUE(d->intact);
@@ -153,14 +153,14 @@ TEST_F(IndexDeltas, EveryStateIsTheCommittedOneAcrossCompactions) {
   std::vector<std::string> all(expect.begin(), expect.end());
   s.update_index(kModel, kComponents, {}, all);
   EXPECT_FALSE(s.index(kModel));
-  EXPECT_FALSE(fs::exists(dir / cache::names::index_file(kModel)));
+  EXPECT_FALSE(fs::exists(dir / storage::names::index_file(kModel)));
   EXPECT_EQ(delta_files(dir), 0u);
 }
 
 // The crash window of a compaction: the new base is in place, the deltas
 // not yet removed. A delta of the earlier base is never applied to it.
 TEST_F(IndexDeltas, DeltasLeftBehindByACompactionAreNeverApplied) {
-  const cache::Store s = store();
+  const storage::Store s = store();
   s.update_index(kModel, kComponents, entries(0, 40), {});
   s.update_index(kModel, kComponents, {entry("f1", std::string(32, 'b'))}, {kModel + "/f2"});
   const fs::path aside = dir / "aside";
@@ -170,7 +170,7 @@ TEST_F(IndexDeltas, DeltasLeftBehindByACompactionAreNeverApplied) {
   EXPECT_EQ(delta_files(dir), 0u);
   const auto now = paths(s);
   for (const auto& f : fs::directory_iterator(aside)) fs::copy(f.path(), dir / "deltas" / f.path().filename());
-  EXPECT_EQ(paths(cache::Store::open(dir, cache::Create::no)), now);
+  EXPECT_EQ(paths(storage::Store::open(dir, storage::Create::no)), now);
   // ...and a later commit does not take it for its own.
   s.update_index(kModel, kComponents, {}, {kModel + "/f1"});
   EXPECT_EQ(paths(s).size(), now.size() - 1);
@@ -184,7 +184,7 @@ TEST_F(IndexDeltas, ConcurrentWritersOfOneModelLoseNothing) {
   for (int w = 0; w < 4; ++w) {
     pid_t pid = ::fork();
     if (pid == 0) {
-      const cache::Store s = cache::Store::open(dir, cache::Create::no);
+      const storage::Store s = storage::Store::open(dir, storage::Create::no);
       for (int i = 0; i < 30; ++i)
         s.update_index(kModel, kComponents, {entry("w" + std::to_string(w) + "_" + std::to_string(i))}, {});
       ::_exit(0);
@@ -205,7 +205,7 @@ TEST_F(IndexDeltas, ReadersDuringCompactionsSeeWholeStates) {
   store().update_index(kModel, kComponents, entries(0, 40), {});
   pid_t pid = ::fork();
   if (pid == 0) {
-    const cache::Store s = cache::Store::open(dir, cache::Create::no);
+    const storage::Store s = storage::Store::open(dir, storage::Create::no);
     for (int i = 40; i < 400; ++i) s.update_index(kModel, kComponents, {entry("f" + std::to_string(i))}, {});
     ::_exit(0);
   }
@@ -214,7 +214,7 @@ TEST_F(IndexDeltas, ReadersDuringCompactionsSeeWholeStates) {
   for (;;) {
     int status = 0;
     const bool done = ::waitpid(pid, &status, WNOHANG) == pid;
-    const auto now = paths(cache::Store::open(dir, cache::Create::no));
+    const auto now = paths(storage::Store::open(dir, storage::Create::no));
     ++reads;
     ASSERT_GE(now.size(), last) << "read " << reads << " lost entries";
     // The writer commits f40, f41, ... in order: a whole state is a prefix.
@@ -237,7 +237,7 @@ TEST_F(IndexDeltas, KillDuringDeltaWritesAndCompactionsLeavesAWholeState) {
     const int from = static_cast<int>(last);
     pid_t pid = ::fork();
     if (pid == 0) {
-      const cache::Store s = cache::Store::open(dir, cache::Create::no);
+      const storage::Store s = storage::Store::open(dir, storage::Create::no);
       for (int i = from; i < from + 1000; ++i)
         s.update_index(kModel, kComponents, {entry("f" + std::to_string(i))}, {});
       ::_exit(0);
@@ -246,7 +246,7 @@ TEST_F(IndexDeltas, KillDuringDeltaWritesAndCompactionsLeavesAWholeState) {
     ::kill(pid, SIGKILL);
     int status = 0;
     ::waitpid(pid, &status, 0);
-    const cache::Store s = cache::Store::open(dir, cache::Create::no);
+    const storage::Store s = storage::Store::open(dir, storage::Create::no);
     const auto d = s.index(kModel);
     ASSERT_TRUE(d);
     EXPECT_TRUE(d->intact && d->hdf5_intact) << "round " << round;
@@ -262,10 +262,10 @@ TEST_F(IndexDeltas, KillDuringDeltaWritesAndCompactionsLeavesAWholeState) {
 // A damaged delta: its readable entries are served, the index reports the
 // damage (verify too), and the next commit salvages it into a new base.
 TEST_F(IndexDeltas, DamagedDeltaIsReportedAndSalvaged) {
-  const cache::Store s = store();
+  const storage::Store s = store();
   s.update_index(kModel, kComponents, entries(0, 40), {});
   s.update_index(kModel, kComponents, {entry("x1"), entry("x2"), entry("x3")}, {});
-  const fs::path delta = dir / "deltas" / cache::names::delta_file(kModel, 1);
+  const fs::path delta = dir / "deltas" / storage::names::delta_file(kModel, 1);
   ASSERT_TRUE(fs::exists(delta));
   // Damage a byte of one entry record (x2) of the delta.
   std::ifstream in(delta, std::ios::binary);
@@ -311,25 +311,25 @@ TEST_F(IndexDeltas, DamagedDeltaIsReportedAndSalvaged) {
 // h5dump shows a delta's entries at the seed's paths, its link to the
 // object one directory up; ls, verify and gc see the entries of deltas.
 TEST_F(IndexDeltas, ToolsSeeDeltaEntries) {
-  const cache::Store s = store();
-  cache::ObjectRecord o;
+  const storage::Store s = store();
+  storage::ObjectRecord o;
   o.graph_key = std::string(32, 'c');
   o.raw = "not a program";
   o.graph_text = {"graph"};
   o.meta.raw_size = o.raw.size();
-  o.meta.checksum = cache::checksum(o.raw);
+  o.meta.checksum = storage::checksum(o.raw);
   o.meta.checksum = s.put_object(o, s.writing()).stored.meta.checksum;
   auto e = [&](const std::string& f) {
-    cache::EntryRecord x = entry(f, o.graph_key);
+    storage::EntryRecord x = entry(f, o.graph_key);
     x.object_checksum = o.meta.checksum;
     return x;
   };
   // A model of more entries than are always rewritten whole.
-  std::vector<cache::EntryRecord> many{e("a"), e("b"), e("c")};
+  std::vector<storage::EntryRecord> many{e("a"), e("b"), e("c")};
   for (int i = 0; i < 40; ++i) many.push_back(e("p" + std::to_string(i)));
   s.update_index(kModel, kComponents, many, {});
   s.update_index(kModel, kComponents, {e("d")}, {kModel + "/a"});
-  const fs::path delta = dir / "deltas" / cache::names::delta_file(kModel, 1);
+  const fs::path delta = dir / "deltas" / storage::names::delta_file(kModel, 1);
   ASSERT_TRUE(fs::exists(delta));
   Out h = sh("h5dump -H " + delta.string());
   EXPECT_EQ(h.status, 0) << h.text;
@@ -360,12 +360,12 @@ TEST_F(IndexDeltas, ToolsSeeDeltaEntries) {
 // one file, every entry in h5dump of it, no delta; past the threshold its
 // commits become deltas.
 TEST_F(IndexDeltas, SmallModelIsOneFile) {
-  const cache::Store s = store();
+  const storage::Store s = store();
   for (int i = 0; i < 32; ++i) {
     s.update_index(kModel, kComponents, {entry("f" + std::to_string(i))}, {});
     ASSERT_EQ(delta_files(dir), 0u) << "commit " << i;
   }
-  Out h = sh("h5dump -H " + (dir / cache::names::index_file(kModel)).string());
+  Out h = sh("h5dump -H " + (dir / storage::names::index_file(kModel)).string());
   EXPECT_NE(h.text.find("GROUP \"f31\""), std::string::npos) << h.text;
   s.update_index(kModel, kComponents, {entry("f32")}, {});
   EXPECT_EQ(delta_files(dir), 1u);
@@ -387,9 +387,9 @@ bool rewrite_in_the_same_second(testing_support::FaultEnv& env, const fs::path& 
 TEST_F(IndexDeltas, FileRewrittenWithinTheTimestampGranularityIsReadAgain) {
   auto env = std::make_shared<testing_support::FaultEnv>();
   process::Context::Scope scope(env);
-  const cache::Store s = store();
+  const storage::Store s = store();
   s.update_index(kModel, kComponents, {entry("f0", std::string(32, 'a'))}, {});
-  const fs::path base_file = dir / cache::names::index_file(kModel);
+  const fs::path base_file = dir / storage::names::index_file(kModel);
   ASSERT_EQ(s.index(kModel)->index.entries.at(0).graph_key, std::string(32, 'a'));  // decoded, kept
   const std::string key(32, 'b');
   ASSERT_TRUE(rewrite_in_the_same_second(*env, dir, base_file, 'b'));
@@ -408,7 +408,7 @@ bool rewrite_in_the_same_second(testing_support::FaultEnv& env, const fs::path& 
   if (::stat(base_file.c_str(), &first) != 0) return false;
   {
     process::Context::Scope other;  // another process: its own decoded indexes, the real clock
-    cache::Store::open(dir, cache::Create::no)
+    storage::Store::open(dir, storage::Create::no)
         .update_index(kModel, kComponents, {entry("f0", std::string(32, key))}, {});
   }
   struct stat now {};
@@ -429,10 +429,10 @@ TEST_F(IndexDeltas, ADecodingOfARecentFileIsNeverTrustedOnceItLooksSettled) {
   const double t0 = process::default_env()->wall_s();
   env->set_manual_clock(100.0, t0);
   process::Context::Scope scope(env);  // the long-running process, on a clock of its own
-  const cache::Store s = store();
+  const storage::Store s = store();
   s.update_index(kModel, kComponents, {entry("f0", std::string(32, 'a'))}, {});
   ASSERT_EQ(s.index(kModel)->index.entries.at(0).graph_key, std::string(32, 'a'));  // decoded while recent
-  const fs::path base_file = dir / cache::names::index_file(kModel);
+  const fs::path base_file = dir / storage::names::index_file(kModel);
   ASSERT_TRUE(rewrite_in_the_same_second(*env, dir, base_file, 'b'));
   env->advance(10);  // the file now looks settled to this process
   EXPECT_EQ(s.index(kModel)->index.entries.at(0).graph_key, std::string(32, 'b'));
@@ -447,15 +447,15 @@ TEST_F(IndexDeltas, ACommitNeverWritesBackAStatValidatedDecoding) {
   auto env = std::make_shared<testing_support::FaultEnv>();
   env->set_manual_clock(100.0, process::default_env()->wall_s());
   process::Context::Scope scope(env);
-  const cache::Store s = store();
+  const storage::Store s = store();
   s.update_index(kModel, kComponents, {entry("f0", std::string(32, 'a'))}, {});
   env->advance(10);
   ASSERT_EQ(s.index(kModel)->index.entries.at(0).graph_key, std::string(32, 'a'));  // a settled read, kept
-  const fs::path base_file = dir / cache::names::index_file(kModel);
+  const fs::path base_file = dir / storage::names::index_file(kModel);
   ASSERT_TRUE(rewrite_in_the_same_second(*env, dir, base_file, 'b'));
   s.update_index(kModel, kComponents, {entry("f1", std::string(32, 'c'))}, {});
   process::Context::Scope fresh;  // judged as a fresh process would
-  const cache::Store reader = cache::Store::open(dir, cache::Create::no);
+  const storage::Store reader = storage::Store::open(dir, storage::Create::no);
   EXPECT_EQ(reader.entry(kModel + "/f0")->graph_key, std::string(32, 'b'));  // the other's commit stands
   EXPECT_EQ(reader.entry(kModel + "/f1")->graph_key, std::string(32, 'c'));
 }
@@ -464,16 +464,16 @@ TEST_F(IndexDeltas, ACommitNeverWritesBackAStatValidatedDecoding) {
 // verify --repair removes it once its pid is gone, as in the store's
 // directory and objects/.
 TEST_F(IndexDeltas, RepairRemovesATemporaryOfAKilledDeltaWriter) {
-  const cache::Store s = store();
+  const storage::Store s = store();
   s.update_index(kModel, kComponents, entries(0, 40), {});
   s.update_index(kModel, kComponents, {entry("x")}, {});
   const pid_t gone = ::fork();
   if (gone == 0) ::_exit(0);
   ::waitpid(gone, nullptr, 0);
   const fs::path temp =
-      dir / "deltas" / ("." + cache::names::delta_file(kModel, 2) + ".tmp." + std::to_string(gone) + ".0");
+      dir / "deltas" / ("." + storage::names::delta_file(kModel, 2) + ".tmp." + std::to_string(gone) + ".0");
   std::ofstream(temp) << "half a delta";
-  ASSERT_EQ(cache::names::temp_owner_any(temp.filename().string()), gone);
+  ASSERT_EQ(storage::names::temp_owner_any(temp.filename().string()), gone);
   Out r = sh(std::string(NPUCACHE_CLI) + " verify --repair " + dir.string());
   EXPECT_EQ(r.status, 0) << r.text;
   EXPECT_FALSE(fs::exists(temp)) << r.text;
@@ -484,14 +484,15 @@ TEST_F(IndexDeltas, RepairRemovesATemporaryOfAKilledDeltaWriter) {
 // the writer holds the temporary's owner lock, and swept once it does not
 // (the writer gone), by repair and by the store alike.
 TEST_F(IndexDeltas, ALiveWritersTemporaryIsKeptWhateverItsPidSaysHere) {
-  const cache::Store s = store();
+  const storage::Store s = store();
   s.update_index(kModel, kComponents, entries(0, 40), {});
   s.update_index(kModel, kComponents, {entry("x")}, {});
   const pid_t elsewhere = ::fork();  // a pid that names no live process here
   if (elsewhere == 0) ::_exit(0);
   ::waitpid(elsewhere, nullptr, 0);
   for (const fs::path& where : {fs::path(dir), dir / "deltas"}) {
-    const fs::path temp = where / ("." + cache::names::index_file(kModel) + ".tmp." + std::to_string(elsewhere) + ".0");
+    const fs::path temp =
+        where / ("." + storage::names::index_file(kModel) + ".tmp." + std::to_string(elsewhere) + ".0");
     std::ofstream(temp) << "a live writer's first bytes";
     const int owner = ::open(temp.c_str(), O_RDONLY | O_CLOEXEC);  // the writer's owner lock
     ASSERT_GE(owner, 0);

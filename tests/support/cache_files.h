@@ -11,15 +11,15 @@
 namespace npucache::testing_support {
 
 // Every readable entry of every index in `dir` (none when there is no cache).
-inline std::vector<cache::EntryRecord> entries(const std::string& dir) {
-  std::vector<cache::EntryRecord> out;
-  if (!cache::Dir::exists(dir)) return out;
-  const cache::Store s = cache::Store::open(dir, cache::Create::no);
+inline std::vector<storage::EntryRecord> entries(const std::string& dir) {
+  std::vector<storage::EntryRecord> out;
+  if (!storage::Dir::exists(dir)) return out;
+  const storage::Store s = storage::Store::open(dir, storage::Create::no);
   for (const auto& m : s.model_infos()) {
     try {
       if (auto d = s.index(m))
         for (auto& e : d->index.entries) out.push_back(std::move(e));
-    } catch (const cache::CacheError&) {
+    } catch (const npucache::CacheError&) {
       // An unreadable index (or a foreign .h5 file) has no readable entries.
     }
   }
@@ -34,18 +34,18 @@ inline std::vector<std::string> entry_paths(const std::string& dir) {
 
 // Removes one entry (as a user's cleanup or a lost index would).
 inline void remove_entry(const std::string& dir, const std::string& path) {
-  const cache::Store s = cache::Store::open(dir, cache::Create::no);
-  const std::string m = cache::names::model_info_of(path);
+  const storage::Store s = storage::Store::open(dir, storage::Create::no);
+  const std::string m = storage::names::model_info_of(path);
   auto d = s.index(m);
-  s.update_index(m, d ? d->index.model : cache::Components{}, {}, {path});
+  s.update_index(m, d ? d->index.model : storage::Components{}, {}, {path});
 }
 
 // Replaces (or adds) one entry record.
-inline void put_entry(const std::string& dir, const cache::EntryRecord& e) {
-  const cache::Store s = cache::Store::open(dir, cache::Create::no);
-  const std::string m = cache::names::model_info_of(e.path);
+inline void put_entry(const std::string& dir, const storage::EntryRecord& e) {
+  const storage::Store s = storage::Store::open(dir, storage::Create::no);
+  const std::string m = storage::names::model_info_of(e.path);
   auto d = s.index(m);
-  s.update_index(m, d ? d->index.model : cache::Components{}, {e}, {});
+  s.update_index(m, d ? d->index.model : storage::Components{}, {e}, {});
 }
 
 }  // namespace npucache::testing_support

@@ -36,17 +36,17 @@ TEST(ZstdCodec, FramesRoundTripAndRecordTheirSize) {
 TEST(ZstdCodec, DamagedOrOversizedFramesAreCacheErrors) {
   const std::string raw = sample(10000), frame = zstd::compress(raw);
   // More than the caller allows: refused from the header.
-  EXPECT_THROW(zstd::decompress(frame, raw.size() - 1), cache::CacheError);
-  EXPECT_THROW(zstd::decompress(frame.substr(0, frame.size() / 2), raw.size()), cache::CacheError);
-  EXPECT_THROW(zstd::decompress("", raw.size()), cache::CacheError);
-  EXPECT_THROW(zstd::decompress("not a zstd frame at all", raw.size()), cache::CacheError);
+  EXPECT_THROW(zstd::decompress(frame, raw.size() - 1), npucache::CacheError);
+  EXPECT_THROW(zstd::decompress(frame.substr(0, frame.size() / 2), raw.size()), npucache::CacheError);
+  EXPECT_THROW(zstd::decompress("", raw.size()), npucache::CacheError);
+  EXPECT_THROW(zstd::decompress("not a zstd frame at all", raw.size()), npucache::CacheError);
   // A flipped byte of the payload or checksum never decodes to other bytes.
   for (std::size_t at = frame.size() / 2; at < frame.size(); at += 5) {
     std::string bad = frame;
     bad[at] = static_cast<char>(bad[at] ^ 0x20);
     try {
       EXPECT_EQ(zstd::decompress(bad, raw.size()), raw) << "offset " << at;
-    } catch (const cache::CacheError&) {
+    } catch (const npucache::CacheError&) {
     }
   }
 }
