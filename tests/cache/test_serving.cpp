@@ -195,7 +195,7 @@ TEST_F(Serving, PiecesOfOneStructureReadingOtherParametersAreCachedApart) {
 TEST_F(Serving, PreviousFormatPiecesAreRebuiltNeverServed) {
   for (const std::string version : {"6.0.0", "5.0.0"}) {
     const fs::path fixture = fs::path(FIXTURES) / ("format-" + version) / "breaks";
-    const fs::path d = dir / version;
+    const fs::path d = dir.string() + "-" + version;
     fs::copy(fixture, d, fs::copy_options::recursive);
     for (const auto& f : fs::recursive_directory_iterator(d))
       fs::permissions(f.path(), fs::perms::group_all | fs::perms::others_all, fs::perm_options::remove);
