@@ -37,8 +37,8 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <functional>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -488,9 +488,9 @@ TEST_F(Faults, ACallPathOpensTheStoreOnceToReadAndOnceToWrite) {
     auto env = std::make_shared<FaultEnv>();
     process::Context::Scope scope(env);
     const std::size_t want = m == Method::later ? 2 : 1;
-    const Result r = run_method(d, m, [&] {
-      EXPECT_EQ(opens_of(*env, d), want) << method_name(m) << "\n" << env->describe();
-    });
+    const Result r =
+        run_method(d, m, [&] { EXPECT_EQ(opens_of(*env, d), want) << method_name(m) << "\n"
+                                                                  << env->describe(); });
     EXPECT_EQ(r.status.outcome, m == Method::later ? Outcome::compiled : Outcome::hit) << text(r);
     cache::flush_stats();
     EXPECT_EQ(opens_of(*env, d), want + 1) << method_name(m) << ": the statistics' flush\n" << env->describe();
