@@ -143,10 +143,19 @@ class FileBackend final : public Backend {
     using A = Answer<std::string>;
     std::string path;
     if (auto f = path_of(key, &path)) return A::failed(*f);
-    Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    // A shared directory is writable by others: a link, a FIFO (which would
+    // block the open or the read), a device or a file larger than any value
+    // is planted there, never read.
+    Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
+    if (!fd.ok() && errno == ELOOP) return A::failed({Failure::corrupt, path + " is a symbolic link, not a value"});
     if (!fd.ok()) return errno == ENOENT ? A::miss() : A::failed(sys_fault(errno, "opening " + path));
     struct stat st {};
     if (::fstat(fd.get(), &st) != 0) return A::failed(sys_fault(errno, "reading " + path));
+    if (!S_ISREG(st.st_mode)) return A::failed({Failure::corrupt, path + " is not a regular file"});
+    if (static_cast<uint64_t>(st.st_size) > max_value_bytes())
+      return A::failed({Failure::too_large, path + " holds " + std::to_string(st.st_size) +
+                                                " bytes, more than any value (max-object " +
+                                                std::to_string(config().max_object_bytes) + " bytes)"});
     std::string value(static_cast<std::size_t>(st.st_size), '\0');
     std::size_t got = 0;
     while (got < value.size()) {
@@ -222,6 +231,9 @@ class FileBackend final : public Backend {
  private:
   // The file of `key`, or the fault of a directory that is not there (once
   // found, every call answers it) or of a key too long for a file name.
+  // The most bytes a value may hold: the largest object and its header.
+  uint64_t max_value_bytes() const { return static_cast<uint64_t>(config().max_object_bytes) + (uint64_t{1} << 20); }
+
   std::optional<Fault> path_of(const std::string& key, std::string* path, bool whole_key = true) {
     {
       std::lock_guard lock(mu_);

@@ -18,13 +18,18 @@
 #include "storage/remote_tier.h"
 #include "support/process.h"
 #include "support/redis_server.h"
+#include "support/temp_dir.h"
 #include "support/temp_dir_test.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <sys/stat.h>
+
 #include <atomic>
 #include <filesystem>
+#include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -382,6 +387,43 @@ TEST_P(Backends, WarmRemoteServesAnEmptyCache) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Remote, Backends, ::testing::Values(Kind::redis, Kind::file), name_of);
+
+// What others plant in a shared remote directory is refused by the reading
+// job and never blocks or exhausts it: a FIFO (an open or a read would
+// wait for a writer forever), a symbolic link, a file larger than any
+// value. Each is a failure of that value only: the next key is read.
+TEST(FileBackend, PlantedFilesAreRefusedNeverWaitedOn) {
+  testing_support::TempDir tmp("planted");
+  const fs::path dir = tmp.path() / "remote";
+  fs::create_directories(dir);
+  auto b = remote::make_backend(remote::parse_url("file://" + dir.string() + "?max-object=1024"));
+  ASSERT_TRUE(b->put("good", "value", remote::Overwrite::yes).is_hit());
+  fs::path file;
+  for (const auto& e : fs::recursive_directory_iterator(dir))
+    if (e.is_regular_file()) file = e.path();
+  ASSERT_FALSE(file.empty());
+  fs::copy_file(file, tmp.path() / "good.copy");
+  const std::vector<std::pair<std::string, std::function<void()>>> plants = {
+      {"a FIFO", [&] { ASSERT_EQ(::mkfifo(file.c_str(), 0644), 0); }},
+      {"a symbolic link", [&] { fs::create_symlink(tmp.path() / "good.copy", file); }},
+      {"a large sparse file",
+       [&] {
+         std::ofstream(file) << "";
+         fs::resize_file(file, std::uintmax_t{1} << 34);
+       }},
+  };
+  for (const auto& [what, plant] : plants) {
+    fs::remove(file);
+    plant();
+    const auto got = b->get("good");
+    ASSERT_TRUE(got.is_failure()) << what;
+    EXPECT_FALSE(got.fault().repeated) << what;
+    EXPECT_TRUE(has(got.fault().detail, file.string())) << what << ": " << got.fault().detail;
+  }
+  fs::remove(file);
+  ASSERT_TRUE(b->put("other", "v2", remote::Overwrite::yes).is_hit());
+  EXPECT_TRUE(b->get("other").is_hit());  // the remote goes on
+}
 
 // A file remote whose directory is missing is refused once, then skipped.
 TEST(FileBackend, MissingDirectoryIsRefusedOnce) {
