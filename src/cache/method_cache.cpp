@@ -19,7 +19,6 @@
 #include <sys/stat.h>
 
 #include <algorithm>
-#include <functional>
 #include <mutex>
 #include <set>
 #include <tuple>
@@ -190,8 +189,8 @@ std::string MethodCache::store_identity(std::string* why_unusable) const {
 }
 
 // The store of one MethodCache (and its copies): the directory opened
-// once for reads, with what it was when opened, so a removed or replaced
-// directory is opened again.
+// once for a call path's reads, with what it was when opened, so a removed
+// or replaced directory is opened again; forgotten when the path ends.
 struct MethodCache::OpenStore {
   std::mutex mu;
   std::optional<Store> store;
@@ -221,15 +220,25 @@ std::optional<Store> MethodCache::store(Create create) const {
 
 LocalObjects MethodCache::local_objects(const Store& store) const { return LocalObjects(store, usable); }
 
-std::shared_ptr<const ObjectSource> MethodCache::objects(Tier tier) const {
-  if (tier == Tier::remote) return remote_ ? std::make_shared<RemoteObjects>(remote_, id_.dir) : nullptr;
+std::optional<Store> MethodCache::read_store() const {
   try {
-    if (auto s = store(Create::no)) return std::make_shared<LocalObjects>(local_objects(*s));
+    return store(Create::no);
   } catch (const CacheRefused& e) {
     warn_uncached(id_.dir, "refused", std::string(e.what()) + "; running uncached");
   } catch (const CacheError& e) {
     log::debug("cache {} not read: {}", id_.dir, e.what());
   }
+  return std::nullopt;
+}
+
+void MethodCache::end_call_path() const {
+  std::lock_guard lock(open_->mu);
+  open_->store.reset();
+}
+
+std::shared_ptr<const ObjectSource> MethodCache::objects(Tier tier) const {
+  if (tier == Tier::remote) return remote_ ? std::make_shared<RemoteObjects>(remote_, id_.dir) : nullptr;
+  if (auto s = read_store()) return std::make_shared<LocalObjects>(local_objects(*s));
   return nullptr;
 }
 
@@ -363,31 +372,14 @@ CallSite MethodCache::site(const FlatArgs& args, const compiler::CompileStep& co
   return {args, compile, *id_.key.module, id_.key.runtime_version};
 }
 
-namespace {
-
-// A read of a side file that finds no usable directory reads nothing there.
-template <class F>
-auto with_store(const std::string& dir, const std::function<std::optional<Store>()>& open, F&& read) {
-  std::optional<Store> s;
-  try {
-    s = open();
-  } catch (const CacheError& e) {
-    log::debug("cache {} not read: {}", dir, e.what());
-  }
-  return read(s ? &*s : nullptr);
-}
-
-}  // namespace
-
 void MethodCache::load_tuning() const {
-  with_store(
-      id_.dir, [&] { return store(Create::no); }, [&](const Store* s) { side_.load_tuning(s); });
+  const std::optional<Store> s = read_store();
+  side_.load_tuning(s ? &*s : nullptr);
 }
 
 std::vector<DimMark> MethodCache::load_profile() const {
-  return with_store(
-      id_.dir, [&] { return store(Create::no); },
-      [&](const Store* s) { return side_.load_profile(s, key_.model_info, id_.key.method); });
+  const std::optional<Store> s = read_store();
+  return side_.load_profile(s ? &*s : nullptr, key_.model_info, id_.key.method);
 }
 
 void MethodCache::save_profile(const std::vector<DimMark>& dims) const {

@@ -181,6 +181,10 @@ class MethodCache {
   void remember(const EntryRecord& entry, const ObjectRecord& object) const;
   // Removes this rank's entry (after a recompile).
   void remove_entry() const;
+  // Ends a call path (a first call, a recompile): the store its reads
+  // shared is forgotten, so the next call path checks the directory again
+  // as a fresh process would. MethodSource calls it when a path ends.
+  void end_call_path() const;
 
  private:
   // For an absent entry: the nearest entry of the same method and place
@@ -203,6 +207,9 @@ class MethodCache {
   // and kept for the reads that follow. Throws CacheError (CacheRefused)
   // as Store::open does.
   std::optional<Store> store(Create create) const;
+  // A store that can be read, or nullopt: absent, or not usable (a refused
+  // directory is warned about once, as the lookup does).
+  std::optional<Store> read_store() const;
   // The local tier over `store`.
   LocalObjects local_objects(const Store& store) const;
   struct OpenStore;

@@ -29,8 +29,19 @@ MethodSource::MethodSource(std::shared_ptr<MethodCache> cache, ReportSink sink)
   report_.method = cache_->method();
 }
 
+namespace {
+
+// Ends a call path of `cache` when it goes out of scope (MethodCache::end_call_path).
+struct CallPath {
+  const MethodCache& cache;
+  ~CallPath() { cache.end_call_path(); }
+};
+
+}  // namespace
+
 compiler::FirstEntry MethodSource::first_call(const FlatArgs& args, const compiler::TraceStep& trace,
                                               const compiler::CompileStep& compile) {
+  const CallPath path{*cache_};
   const double t0 = now();
   compiler::FirstEntry first;
   first.graph = obtain(args, trace, compile);
@@ -71,6 +82,7 @@ std::optional<compiler::FirstEntry> MethodSource::recompile_dynamic(const FlatAr
                                                                     const compiler::TraceStep& trace,
                                                                     const compiler::CompileStep& compile,
                                                                     const std::vector<DimMark>& dims) {
+  const CallPath path{*cache_};
   if (!disabled_) cache_->save_profile(dims);
   TraceResult tr = trace_checked(trace);
   const GraphId id = cache_->graph_id(tr);
