@@ -1,6 +1,7 @@
 #include "admin/remote_admin.h"
 
 #include "admin/admin.h"
+#include "cache/own_key.h"
 #include "cache/runnable.h"
 #include "compiler/serialize.h"
 #include "format/cache_error.h"
@@ -120,25 +121,45 @@ RemotePull remote_pull(const remote::Config& c, const std::string& model, const 
   if (out.models.empty())
     throw CacheError("remote cache " + c.url + " holds no model '" + model + "' (`npucache remote ls` lists them)");
   Bundle b;
-  const RemoteTier::Check decodes = [](const ObjectRecord& r) { (void)decode(r); };
   std::map<std::string, bool> fetched;  // graph key -> usable
   for (const auto& m : out.models) {
     auto es = t->entries(m, dir);
     if (!es) unreachable(c, "reading the entries of " + m);
     for (auto& re : *es) {
       const std::string& key = re.entry.graph_key;
+      std::string why;  // what the checks found (a damaged value is counted and removed by the tier)
+      // The mix-up rule (cache/own_key.h): the object decodes with the
+      // entry's parameters and its own trace gives its key.
+      const RemoteTier::Check agrees = [&](const ObjectRecord& r) {
+        try {
+          const Decoded d = decode(r, re.entry.parameters);
+          check_own_key(*d.graph, key, key_inputs_of(re.entry, *d.graph));
+        } catch (const CacheError& e) {
+          why = e.what();
+          throw;
+        }
+      };
       if (!fetched.count(key)) {
         log::Progress::note("reading object " + std::to_string(b.objects.size() + 1));
-        auto o = re.object_hash.empty() ? t->object(key, dir, decodes)
-                                        : t->object_by_hash(re.object_hash, key, dir, decodes);
+        auto o =
+            re.object_hash.empty() ? t->object(key, dir, agrees) : t->object_by_hash(re.object_hash, key, dir, agrees);
         fetched[key] = o.has_value();
         if (o) {
           out.bytes += o->value_bytes;
           b.objects.push_back(std::move(o->record));
         }
+      } else if (fetched[key]) {  // the object another entry pulled: it must agree with this one too
+        try {
+          for (const auto& o : b.objects)
+            if (o.graph_key == key) agrees(o);
+        } catch (const CacheError&) {
+          out.problems.push_back(re.entry.path + ": " + why + "; not pulled");
+          continue;
+        }
       }
       if (!fetched[key]) {
-        out.problems.push_back(re.entry.path + ": its object " + key + " is missing or damaged in the remote");
+        out.problems.push_back(re.entry.path + ": its object " + key +
+                               (why.empty() ? " is missing or damaged in the remote" : " is refused: " + why));
         continue;
       }
       // The entry records the checksum of the object it is committed with.

@@ -33,6 +33,18 @@ struct RemotePull {
 // Fills the cache in `dir` with the remote's entries of the models whose
 // model_info is `model` or starts with `model` + "_" (a class name), and
 // their objects, checked like local files and committed like an import.
+// Before anything is committed each object must decode with its entry's
+// parameters and give its own graph key: the key of its recorded trace,
+// with the entry's runtime version, decompositions and dynamic setting and
+// the artifact's compile config (which must hash to the entry's config
+// component), must be the key it is stored under (cache/own_key.h). An
+// object that fails is counted damaged (removed where the remote may be
+// written) and its entries are reported in `problems`, never committed.
+// Not checked, for want of a trace: which method an entry belongs to. An
+// entry edited to name another method's honest object of the same model
+// is pulled; a start in the default hit check misses it (its trace gives
+// another key), the code_version fast path would serve it: pull only from
+// a remote whose every writer is trusted when using that path.
 RemotePull remote_pull(const remote::Config& remote, const std::string& model, const std::string& dir);
 
 struct RemoteListedEntry {

@@ -1,6 +1,7 @@
 #include "cache/method_cache.h"
 
 #include "cache/explain.h"
+#include "cache/own_key.h"
 #include "cache/registry.h"
 #include "cache/runnable.h"
 #include "cache/template_store.h"
@@ -35,10 +36,6 @@ std::string join(const std::vector<std::string>& v) {
   for (const auto& x : v) s += (s.empty() ? "" : "; ") + x;
   return s;
 }
-
-// Whether a stored object decodes (its checksums already passed): throws
-// the decoding error when it does not.
-void usable(const ObjectRecord& o) { (void)decode(o); }
 
 }  // namespace
 
@@ -128,6 +125,7 @@ MethodCache::Lookup MethodCache::lookup(const FlatArgs& args, const TraceResult*
     try {
       object = store.object(r.entry->graph_key, false);
       decoded = decode(object, r.entry->parameters);
+      check_own_key(*decoded.graph, r.entry->graph_key, id_.key);  // the mix-up rule (own_key.h)
     } catch (const CacheRefused&) {
       throw;
     } catch (const CacheError& e) {
@@ -218,7 +216,11 @@ std::optional<Store> MethodCache::store(Create create) const {
   return s;
 }
 
-LocalObjects MethodCache::local_objects(const Store& store) const { return LocalObjects(store, usable); }
+ObjectSource::Check MethodCache::integrity() const {
+  return [in = id_.key](const ObjectRecord& o) { check_own_key(*decode(o).graph, o.graph_key, in); };
+}
+
+LocalObjects MethodCache::local_objects(const Store& store) const { return LocalObjects(store, integrity()); }
 
 std::optional<Store> MethodCache::read_store() const {
   try {
@@ -251,7 +253,7 @@ std::optional<ObjectRecord> MethodCache::record(Tier tier, const std::string& ke
   const auto source = objects(tier);
   if (!source) return std::nullopt;
   try {
-    return source->read(key, usable);
+    return source->read(key, integrity());
   } catch (const CacheRefused& e) {
     warn_uncached(id_.dir, "refused", std::string(e.what()) + "; running uncached");
     return std::nullopt;
@@ -269,7 +271,8 @@ std::optional<MethodCache::Stored> MethodCache::stored(Tier tier, const GraphId&
     // before it counts: decoded once, with this trace's parameter names.
     auto o = source->read(id.key, [&](const ObjectRecord& r) {
       Decoded d = decode(r, parameter_names(trace.graph));
-      d.graph->trace.name = trace.name;  // the object may have been stored for another method
+      check_own_key(*d.graph, id.key, id_.key);  // the mix-up rule (own_key.h)
+      d.graph->trace.name = trace.name;          // the object may have been stored for another method
       g = cache::prepare(std::move(d), site(args, compile));
     });
     if (!o) return std::nullopt;
@@ -285,6 +288,14 @@ std::optional<MethodCache::Stored> MethodCache::stored(Tier tier, const GraphId&
 std::optional<MethodCache::Stored> MethodCache::remote_entry(const FlatArgs& args,
                                                              const compiler::CompileStep& compile) const {
   if (!remote_) return std::nullopt;
+  if (!remote_->authenticated()) {  // an unsigned entry is a claim: the trace decides (own_key.h)
+    if (process::Context::current().get<process::Once>().first("unsigned remote fast path|" + remote_->config().url))
+      log::info(
+          "remote cache {} is not signed: the code_version hit check does not take its entries; a method missing "
+          "locally is traced and its remote object checked against the trace",
+          remote_->config().url);
+    return std::nullopt;
+  }
   const auto re = remote_->entry(path_, id_.dir);
   if (!re) return std::nullopt;
   if (const auto diffs = stale_components(re->entry.meta.components, key_.components, true); !diffs.empty()) {
@@ -292,7 +303,11 @@ std::optional<MethodCache::Stored> MethodCache::remote_entry(const FlatArgs& arg
     return std::nullopt;
   }
   std::shared_ptr<compiler::CompiledGraph> g;
-  const RemoteTier::Check bind = [&](const ObjectRecord& o) { g = runnable(o, re->entry.parameters, args, compile); };
+  const RemoteTier::Check bind = [&](const ObjectRecord& o) {
+    Decoded d = decode(o, re->entry.parameters);
+    check_own_key(*d.graph, re->entry.graph_key, id_.key);
+    g = prepare(std::move(d), args, compile);
+  };
   auto got = RemoteObjects(remote_, id_.dir).read_named(re->object_hash, re->entry.graph_key, bind);
   if (!got) return std::nullopt;
   log::info("Cache {} read from the remote cache {}", model_cache_meta(re->entry.meta), remote_->config().url);
@@ -338,7 +353,7 @@ EntryRecord MethodCache::make_entry(const compiler::CompiledGraph& g, const Obje
 
 Store::Committed MethodCache::save(Store::Commit c) const {
   const Store store = *this->store(Create::yes);
-  Store::Committed done = store.commit(std::move(c), usable);
+  Store::Committed done = store.commit(std::move(c), integrity());
   for (const auto& key : done.adopted)
     log::info("Cache object {} was stored by another writer first; adopting its bytes", key);
   side_.save_tuning(store);

@@ -87,8 +87,10 @@ class MethodCache {
   // signature, compile settings); without it (the code_version fast path)
   // its code_version and parameter signature must equal this process's.
   // Either way runtime and format version must match. Then the object is
-  // read, verified, decoded and bound to the call; an object without a
-  // program is lowered from its stored graph through `compile`. Logs the
+  // read, verified, decoded, checked to be the computation of its key (the
+  // graph key of its own trace, own_key.h: otherwise it is damaged, removed
+  // and rebuilt) and bound to the call; an object without a program is
+  // lowered from its stored graph through `compile`. Logs the
   // seed's "loaded from" line on a hit, the reason of a miss; records
   // statistics.
   Lookup lookup(const FlatArgs& args, const TraceResult* trace, const GraphId* id,
@@ -108,13 +110,17 @@ class MethodCache {
   std::shared_ptr<const ObjectSource> objects(Tier tier) const;
   // Whether a tier holds the object `graph_key` (false when it cannot tell).
   bool holds(Tier tier, const std::string& graph_key) const;
-  // A tier's object for `graph_key`, checked and decodable; nullopt when
-  // it has none (a damaged one is removed locally, counted remotely).
+  // A tier's object for `graph_key`, checked, decodable and giving its own
+  // key (integrity()); nullopt when it has none (a damaged one is removed
+  // locally, counted and removed remotely).
   std::optional<ObjectRecord> record(Tier tier, const std::string& graph_key) const;
   // A tier's object for a trace that missed its entry (another rank, world
   // size or a lost index stored it, or another host wrote it to the remote):
   // every check passed, decoded and bound to this trace and call; nullopt
-  // when the tier has none or fails. Costs a read, never a compile.
+  // when the tier has none or fails. The object's own trace must give
+  // id.key (own_key.h): another computation's object is damaged (removed
+  // locally; counted and removed remotely), never served. Costs a read and
+  // a hash of the stored graph, never a compile.
   struct Stored {
     std::shared_ptr<compiler::CompiledGraph> graph;
     ObjectRecord object;
@@ -127,8 +133,11 @@ class MethodCache {
   const std::shared_ptr<RemoteTier>& remote() const { return remote_; }
   // The fast path's (HitCheck::code_version, no trace) remote lookup: this
   // rank's entry in the remote's index, of this code_version, parameter
-  // signature, runtime and format version, its object checked, decoded and
-  // bound to the call; null otherwise.
+  // signature, runtime and format version, its object checked, decoded,
+  // giving its own key and bound to the call; null otherwise. Only from an
+  // authenticated (signed) remote: an unsigned entry is a claim anyone who
+  // can write the remote makes, so it is never read (said once at INFO)
+  // and the caller traces.
   std::optional<Stored> remote_entry(const FlatArgs& args, const compiler::CompileStep& compile) const;
   // Commits `object` and this rank's entry for `g` to the local store in
   // the background (commit_queue.h): the next start is local.
@@ -210,7 +219,11 @@ class MethodCache {
   // A store that can be read, or nullopt: absent, or not usable (a refused
   // directory is warned about once, as the lookup does).
   std::optional<Store> read_store() const;
-  // The local tier over `store`.
+  // Whether a stored object serves this method: it decodes and the graph
+  // key of its own trace (with this method's key inputs) is the key it is
+  // stored under (own_key.h); throws CacheError otherwise.
+  ObjectSource::Check integrity() const;
+  // The local tier over `store`, its objects checked with integrity().
   LocalObjects local_objects(const Store& store) const;
   struct OpenStore;
 

@@ -95,6 +95,10 @@ class Backend {
   // Every key starting with `prefix`, in no particular order (a miss is an
   // empty list). Keys written or removed meanwhile may or may not show.
   virtual Answer<std::vector<std::string>> list(const std::string& prefix) = 0;
+  // True when every value this backend answers was verified against a
+  // trusted signing key. Unsigned values are claims of whoever can write
+  // the remote: the caller checks what it can derive itself.
+  virtual bool authenticated() const { return false; }
 
  protected:
   explicit Backend(Config config) : config_(std::move(config)) {}

@@ -47,6 +47,10 @@ class RemoteTier {
 
   const remote::Config& config() const { return backend_->config(); }
   remote::Backend& backend() { return *backend_; }
+  // Whether every value read was verified against a trusted signing key
+  // (remote::Backend::authenticated): an unsigned entry is only a claim,
+  // which the code_version fast path does not take.
+  bool authenticated() const { return backend_->authenticated(); }
   // Not read-only, and no write found the remote full.
   bool can_write() const { return !config().read_only && !full_.load(); }
 
