@@ -8,12 +8,17 @@
 //  2. fetch throughput: objects read through the tier (one get by graph
 //     key, every check: header, record, graph key, size, checksums)
 //     vs raw hiredis GETs of the same values (goal >= 70%), for the real
-//     artifacts of the large model and for larger objects.
+//     artifacts of the large model and for larger objects;
+//  3. what the mix-up check (cache/own_key.h: the graph key of each
+//     artifact's own trace, once per method and start) costs as a share of
+//     the warm-remote start, measured on the job's stored artifacts.
 //
 //   bench_remote [trials]            (runs itself as the child processes)
 #include <npucache/cache.h>
 #include <npucache/models/models.h>
 
+#include "cache/own_key.h"
+#include "cache/runnable.h"
 #include "format/remote_value.h"
 #include "harness.h"
 #include "remote/config.h"
@@ -131,6 +136,7 @@ int main(int argc, char** argv) {
     spawn(argv[0], (work / "seed").string(), url, size);
     fs::remove_all(work / "seed");
     std::vector<double> cold, local, remote;
+    double checks = 0;  // the mix-up checks of one start (median of repeats, summed over the methods)
     bool all_remote = true;
     for (int t = 0; t < trials; ++t) {
       const std::string c = (work / "cold").string(), r = (work / "remote").string();
@@ -149,6 +155,24 @@ int main(int argc, char** argv) {
     std::printf("  empty local cache, warm remote                 %9.2f ms   remote/local %5.2fx  (goal <= 1.3x)%s\n",
                 mr * 1e3, mr / ml, all_remote ? "" : "  NOT SERVED BY THE REMOTE");
     std::printf("  cold / warm-remote                             %9.1fx\n", mc / mr);
+    {  // 3. the mix-up check of each method the start serves
+      const storage::Store store = storage::Store::open((work / "cold").string(), storage::Create::no);
+      for (const auto& m : store.model_infos())
+        if (const auto idx = store.index(m))
+          for (const auto& e : idx->index.entries) {
+            const cache::Decoded d = cache::decode(store.object(e.graph_key, false), e.parameters);
+            const cache::KeyInputs in = cache::key_inputs_of(e, *d.graph);
+            std::vector<double> t;
+            for (int r = 0; r < 21; ++r) {
+              const double t0 = perf::now_s();
+              cache::check_own_key(*d.graph, e.graph_key, in);
+              t.push_back(perf::now_s() - t0);
+            }
+            checks += perf::median(t);
+          }
+    }
+    std::printf("  mix-up checks (own trace -> graph key)         %9.3f ms   of the warm-remote start %5.2f %%\n",
+                checks * 1e3, 100.0 * checks / mr);
     if (!all_remote) rc = 1;
   }
   // Throughput: the large model's real artifacts, then larger objects.

@@ -587,15 +587,21 @@ TEST_F(RemoteTest, PushListPull) {
   (void)model;
 }
 
-TEST_F(RemoteTest, FastPathReadsTheRemoteIndex) {
+// An unsigned remote's entries are claims (remote::Backend::authenticated):
+// the fast path does not take them, traces once and reads the object of
+// its own graph key.
+TEST_F(RemoteTest, FastPathTracesOnAnUnsignedRemote) {
   RedisServer server;
   const std::string fast = "prompt --fast --code-version v1";
   Out cold = worker(dir("a"), server.url(), "", fast);
   ASSERT_EQ(cold.status, 0) << cold.text;
-  // No trace at all: this rank's entry in the remote index names the object.
   Out fresh = worker(dir("b"), server.url(), "", fast);
-  EXPECT_TRUE(has(fresh.text, "traced 0\ncompiled 0\nstatus hit")) << fresh.text;
+  EXPECT_TRUE(has(fresh.text, "traced 1\ncompiled 0\nstatus hit")) << fresh.text;
+  EXPECT_TRUE(has(fresh.text, "is not signed: the code_version hit check does not take its entries")) << fresh.text;
   EXPECT_EQ(result(fresh.text), result(cold.text));
+  // Committed locally: the next start decides without a trace.
+  Out local = worker(dir("b"), "off", "", fast);
+  EXPECT_TRUE(has(local.text, "traced 0\ncompiled 0\nstatus hit")) << local.text;
   // Another code_version is not served from it.
   Out other = worker(dir("c"), server.url(), "", "prompt --fast --code-version v2");
   EXPECT_TRUE(has(other.text, "traced 1")) << other.text;
