@@ -13,7 +13,8 @@
 //     artifact's own trace, once per method and start) costs as a share of
 //     the warm-remote start, measured on the job's stored artifacts.
 //
-//   bench_remote [trials]            (runs itself as the child processes)
+//   bench_remote [trials] [fetch]    (runs itself as the child processes;
+//                                    `fetch`: only the fetch throughput)
 #include <npucache/cache.h>
 #include <npucache/models/models.h>
 
@@ -122,6 +123,7 @@ double raw_gets(int port, const std::vector<std::string>& keys, std::size_t* byt
 int main(int argc, char** argv) {
   if (argc == 5 && std::string(argv[1]) == "child") return child(argv[2], argv[3], argv[4]);
   const int trials = argc > 1 ? std::atoi(argv[1]) : 5;
+  const bool fetch_only = argc > 2 && std::string(argv[2]) == "fetch";
   const fs::path work = fs::temp_directory_path() / ("npucache-bench-remote-" + std::to_string(::getpid()));
   fs::create_directories(work);
   // Started on a free loopback port and waited for (it answers PING);
@@ -131,7 +133,9 @@ int main(int argc, char** argv) {
   const std::string url = server.url();
   std::printf("remote tier: redis-server on 127.0.0.1 (loopback), median of %d alternated trials\n", trials);
   int rc = 0;
+  if (fetch_only) spawn(argv[0], (work / "cold").string(), "off", "large");  // the real artifacts
   for (const char* size : {"small", "large"}) {
+    if (fetch_only) break;
     // Warm the remote once (a cold job with the remote writes back).
     spawn(argv[0], (work / "seed").string(), url, size);
     fs::remove_all(work / "seed");
