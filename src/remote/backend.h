@@ -50,8 +50,9 @@ std::string_view failure_name(Failure f);
 
 struct Fault {
   Failure kind = Failure::server;
-  std::string detail;     // what the server or the system said
-  bool repeated = false;  // the remote was skipped: an earlier call failed so (already reported)
+  std::string detail;      // what the server or the system said
+  bool repeated = false;   // the remote was skipped: an earlier call failed so (already reported)
+  std::string shard = {};  // of a sharded tier: the failed shard's URL as shown (sharded_backend.h)
 };
 
 // A hit (T), a miss, or a failure.
@@ -95,6 +96,10 @@ class Backend {
   // Every key starting with `prefix`, in no particular order (a miss is an
   // empty list). Keys written or removed meanwhile may or may not show.
   virtual Answer<std::vector<std::string>> list(const std::string& prefix) = 0;
+  // The failures the calling thread's last calls answered around instead
+  // of failing (a sharded list leaving out a failed shard's keys), for the
+  // caller to count; taking them clears them. None by default.
+  virtual std::vector<Fault> take_partial_faults() { return {}; }
 
  protected:
   explicit Backend(Config config) : config_(std::move(config)) {}
