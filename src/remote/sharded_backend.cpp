@@ -69,8 +69,7 @@ struct ShardedBackend::Shard {
   std::atomic<bool> full{false};  // a write found it full: no more writes to it
 };
 
-ShardedBackend::ShardedBackend(const Config& config, std::vector<std::unique_ptr<Backend>> shards)
-    : Backend(config) {
+ShardedBackend::ShardedBackend(const Config& config, std::vector<std::unique_ptr<Backend>> shards) : Backend(config) {
   for (std::size_t i = 0; i < shards.size(); ++i) {
     auto s = std::make_unique<Shard>();
     s->url = shards[i]->config().url;
@@ -120,8 +119,7 @@ std::vector<Answer<std::string>> ShardedBackend::get_many(const std::vector<std:
 Answer<bool> ShardedBackend::put(const std::string& key, std::string_view value, Overwrite overwrite) {
   const std::size_t i = shard_of(key);
   Shard& s = *shards_[i];
-  if (s.full)
-    return Answer<bool>::failed(named(i, {Failure::full, "an earlier write found it full", true}));
+  if (s.full) return Answer<bool>::failed(named(i, {Failure::full, "an earlier write found it full", true}));
   auto a = s.backend->put(key, value, overwrite);
   if (!a.is_failure()) return a;
   if (a.fault().kind == Failure::full) s.full = true;

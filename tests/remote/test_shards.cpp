@@ -104,9 +104,9 @@ TEST(ShardPlacement, StableMovesOnlyItsShareSignatureWithValue) {
     const std::string k = key(i);
     const std::size_t at = remote::place(k, s3);
     ++share[at];
-    EXPECT_EQ(remote::place(k, s3), at);                   // stable
-    EXPECT_EQ(remote::place(k + "#sig", s3), at);          // a signature lives with its value
-    EXPECT_EQ(2 - remote::place(k, reversed), at);         // the URLs' order does not matter
+    EXPECT_EQ(remote::place(k, s3), at);            // stable
+    EXPECT_EQ(remote::place(k + "#sig", s3), at);   // a signature lives with its value
+    EXPECT_EQ(2 - remote::place(k, reversed), at);  // the URLs' order does not matter
     if (const std::size_t now = remote::place(k, s4); now != at) {
       ++moved_by_adding;
       EXPECT_EQ(now, 3u) << k;  // only to the new shard
@@ -210,7 +210,8 @@ TEST(ShardedBackend, OneFailedShardFailsOnlyItsKeys) {
   asked.push_back(key(999));  // absent
   auto got = b.get_many(asked);
   ASSERT_EQ(got.size(), asked.size());
-  for (std::size_t i = 0; i + 1 < asked.size(); ++i) EXPECT_EQ(got[i].value(), mem[b.shard_of(asked[i])]->values[asked[i]]);
+  for (std::size_t i = 0; i + 1 < asked.size(); ++i)
+    EXPECT_EQ(got[i].value(), mem[b.shard_of(asked[i])]->values[asked[i]]);
   EXPECT_TRUE(got.back().is_miss());
   for (auto* m : mem) EXPECT_EQ(m->batches, 1);
   // Shard b down: its keys fail naming it, the others' are served.
@@ -330,8 +331,7 @@ TEST_F(ShardsOnRedis, WarmHostReadsOncePerObjectAndAKilledShardOnlyMissesItsKeys
     ASSERT_EQ(o.status, 0) << o.text;
     EXPECT_EQ(compiled(o), "0") << o.text;
   }
-  for (std::size_t s = 0; s < 3; ++s)
-    EXPECT_EQ(gets(*servers[s]), static_cast<long>(held[s].size())) << "shard " << s;
+  for (std::size_t s = 0; s < 3; ++s) EXPECT_EQ(gets(*servers[s]), static_cast<long>(held[s].size())) << "shard " << s;
   // The shard holding the most objects dies; host C, empty, runs the jobs.
   std::size_t dead = 0;
   for (std::size_t s = 1; s < 3; ++s)
@@ -345,7 +345,7 @@ TEST_F(ShardsOnRedis, WarmHostReadsOncePerObjectAndAKilledShardOnlyMissesItsKeys
     ASSERT_EQ(o.status, 0) << o.text;  // the job never fails
     (compiled(o) == "0" ? hits : compiles) += 1;
   }
-  EXPECT_EQ(compiles, static_cast<int>(held[dead].size()));  // the dead shard's keys: misses that compile
+  EXPECT_EQ(compiles, static_cast<int>(held[dead].size()));      // the dead shard's keys: misses that compile
   EXPECT_EQ(hits, kJobs - static_cast<int>(held[dead].size()));  // the live shards' keys: hits
   const auto s = stats(dir("c"));
   ASSERT_TRUE(s["remote"].contains("shards")) << s.dump();
@@ -419,7 +419,7 @@ TEST_F(ShardsOnRedis, ShardKilledMidJobFailsOnlyItsKeys) {
   EXPECT_EQ(s.remote.shards.begin()->first, servers[dead]->url("timeout=2"));
   uint64_t failures = 0;
   for (const auto& [kind, n] : counts) failures += n;
-  EXPECT_EQ(failures, on_dead);                   // the first failure and every skipped call
+  EXPECT_EQ(failures, on_dead);  // the first failure and every skipped call
   EXPECT_EQ(counts.count("skipped") ? counts.at("skipped") : 0, on_dead - 1);
   EXPECT_EQ(s.remote.hits, 2 * objects.size() - on_dead);
 }
