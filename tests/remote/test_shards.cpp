@@ -1,11 +1,12 @@
 // A tier of several servers (remote/sharded_backend.h): the setting's URL
 // list, where keys are placed (stable, a signature with its value, adding
 // or removing a shard moves only its share), the decorator's behaviour over
-// in-memory shards (answers in the keys' order, one failed shard fails
-// only its keys), and three real redis-server processes: jobs (cache_worker,
+// in-memory shards (answers in the keys' order, one failed or full shard
+// fails only its keys), and three real redis-server processes: jobs (cache_worker,
 // as users run them) write through the tier, an empty host reads each
 // object once from the shard that holds it, and a shard killed mid-job
-// makes only its keys misses, named in `npucache stats` and `remote ls`.
+// makes only its keys misses, named in `npucache stats` and `remote ls`;
+// so does a stopped (slow) one, after one timeout.
 #include <npucache/error.h>
 
 #include "format/remote_value.h"
@@ -23,6 +24,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -383,8 +385,9 @@ TEST_F(ShardsOnRedis, WarmHostReadsOncePerObjectAndAKilledShardOnlyMissesItsKeys
 
 // A job's process keeps its connections: a shard killed while the job runs
 // fails only the calls for its keys; the tier serves the others' and counts
-// the dead shard's failure and the calls it skipped under its name.
-TEST_F(ShardsOnRedis, ShardKilledMidJobFailsOnlyItsKeys) {
+// the dead shard's failure and the calls it skipped under its name. A
+// stopped (slow) shard costs one timeout, then fails only its keys too.
+TEST_F(ShardsOnRedis, ShardKilledMidJobOrSlowFailsOnlyItsKeys) {
   for (int i = 0; i < 3; ++i) servers.push_back(std::make_unique<RedisServer>());
   (void)storage::Store::open(dir("cache"), storage::Create::yes);
   const auto config = remote::parse_remote(setting());
@@ -422,4 +425,25 @@ TEST_F(ShardsOnRedis, ShardKilledMidJobFailsOnlyItsKeys) {
   EXPECT_EQ(failures, on_dead);  // the first failure and every skipped call
   EXPECT_EQ(counts.count("skipped") ? counts.at("skipped") : 0, on_dead - 1);
   EXPECT_EQ(s.remote.hits, 2 * objects.size() - on_dead);
+  // A slow shard (stopped: connections accepted, nothing answers) costs one
+  // timeout, then only its keys (and the dead one's) are misses.
+  const std::size_t slow = (dead + 1) % 3;
+  std::string setting_fast;
+  for (const auto& r : servers) setting_fast += (setting_fast.empty() ? "" : ",") + r->url("timeout=300ms");
+  storage::RemoteTier fast(remote::make_backend(remote::parse_remote(setting_fast)));
+  servers[slow]->stop();
+  const auto t0 = std::chrono::steady_clock::now();
+  std::size_t served = 0, on_slow = 0;
+  for (const auto& o : objects) {
+    const std::size_t at = sharded.shard_of(format::remote_key::object(o.graph_key));  // the same placement
+    on_slow += at == slow;
+    const bool got = fast.object(o.graph_key, "").has_value();
+    EXPECT_EQ(got, at != slow && at != dead) << o.graph_key;
+    served += got;
+  }
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  servers[slow]->resume();
+  EXPECT_GT(on_slow, 0u);
+  EXPECT_EQ(served, objects.size() - on_slow - on_dead);
+  EXPECT_LT(took, 1.5);  // one 300 ms timeout, then the shard is skipped
 }
