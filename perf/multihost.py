@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Benchmarks on simulated hosts (tests/support/cluster.sh, needs root).
 
-    perf/multihost.py OUT_DIR [--trials N] [--parts grid,independent,exchange,keys,stop]
+    perf/multihost.py OUT_DIR [--trials N] [--parts grid,independent,exchange,keys,stop,remote,shards]
 
 Every figure comes from this run; each part writes JSON files under OUT_DIR:
   grid         cold and warm `npucache warmup` (tiny-llama, tp=2, pp up to 4)
@@ -16,6 +16,11 @@ Every figure comes from this run; each part writes JSON files under OUT_DIR:
   remote       Llama-3-8B shapes on 4 hosts x 2 ranks with empty node-local caches
                and a warm remote tier (redis-server in host 0): remote bytes read vs
                one copy per host, warm-from-remote vs cold wall time
+  shards       4 hosts x 8 ranks (tp 2, pp 4, dp 4), empty node-local caches, a
+               remote tier of 3 shards (a redis-server in each of hosts 1-3): a cold
+               job writes through them, the shard holding the most objects is
+               killed, then a job with empty caches: it succeeds, compiles only the
+               dead shard's objects and reads each other object once per host
 """
 import argparse
 import json
@@ -201,18 +206,65 @@ def part_remote(out, trials):
                 pass
 
 
+def part_shards(out, trials):
+    work = f"{out}/shards"
+    os.makedirs(work, exist_ok=True)
+    with Cluster(4) as c:
+        hf = c.hostfile(4, 8, f"{out}/hosts")
+        pids = {}
+        try:
+            for h in (1, 2, 3):
+                sh([CLUSTER, "exec", f"{PREFIX}{h}", "redis-server", "--port", "6391", "--bind", "0.0.0.0",
+                    "--protected-mode", "no", "--save", "", "--appendonly", "no", "--daemonize", "yes",
+                    "--pidfile", f"{work}/redis{h}.pid", "--logfile", f"{work}/redis{h}.log", "--dir", work])
+            time.sleep(0.5)
+            for h in (1, 2, 3):
+                pids[h] = int(open(f"{work}/redis{h}.pid").read())
+            url = ",".join(f"redis://{PREFIX}{h}:6391?timeout=1" for h in (1, 2, 3))
+            job = ["--tp", "2", "--pp", "4", "--dp", "4"]
+            c.warmup(hf, [*job, "--cache-dir", f"{CACHE}/shards-cold", "--remote", url,
+                          "--report-json", f"{work}/cold.json"], limit=900)
+            held = {}
+            for h in (1, 2, 3):
+                keys = sh([CLUSTER, "exec", f"{PREFIX}0", "redis-cli", "-h", f"{PREFIX}{h}", "-p", "6391", "--scan",
+                           "--pattern", "npucache:*:obj:*"]).split()
+                held[h] = {k.split(":obj:", 1)[1] for k in keys}
+            dead = max(held, key=lambda h: len(held[h]))
+            os.kill(pids.pop(dead), 9)
+            t0 = time.time()
+            c.warmup(hf, [*job, "--cache-dir", f"{CACHE}/shards-warm", "--remote", url,
+                          "--report-json", f"{work}/killed.json"], limit=900)
+            wall = time.time() - t0
+            r = json.load(open(f"{work}/killed.json"))
+            pairs = {(m["graph_key"], p["rank"] // 8) for p in r["per_rank"] for m in p["methods"]}
+            live_pairs = {(k, h) for k, h in pairs if k not in held[dead]}
+            summary = {"hosts": 4, "ranks": 32, "shards": 3, "killed": f"{PREFIX}{dead}",
+                       "objects_per_shard": {f"{PREFIX}{h}": len(v) for h, v in held.items()},
+                       "compiled": r["compiled"], "dead_shard_objects_needed": len({k for k, _ in pairs if k in held[dead]}),
+                       "remote_reads": r["remote_reads"], "live_object_host_pairs": len(live_pairs),
+                       "one_read_per_object_per_host": r["remote_reads"] == len(live_pairs), "wall_s": wall}
+            json.dump(summary, open(f"{work}/summary.json", "w"), indent=1)
+            print(f"shards: {json.dumps(summary)}", flush=True)
+        finally:
+            for p in pids.values():
+                try:
+                    os.kill(p, 9)
+                except OSError:
+                    pass
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("out")
     ap.add_argument("--trials", type=int, default=3)
-    ap.add_argument("--parts", default="grid,independent,exchange,keys,stop,remote")
+    ap.add_argument("--parts", default="grid,independent,exchange,keys,stop,remote,shards")
     a = ap.parse_args()
     if os.getuid() != 0:
         print("perf/multihost.py: needs root (simulated hosts are namespaces); skipped", file=sys.stderr)
         return 77
     os.makedirs(a.out, exist_ok=True)
     parts = {"grid": part_grid, "independent": part_independent, "exchange": part_exchange, "keys": part_keys,
-             "stop": part_stop, "remote": part_remote}
+             "stop": part_stop, "remote": part_remote, "shards": part_shards}
     for p in a.parts.split(","):
         t0 = time.time()
         parts[p](a.out, a.trials)

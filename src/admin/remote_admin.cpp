@@ -12,6 +12,7 @@
 #include "format/tuning_file.h"
 #include "log/log.h"
 #include "log/progress.h"
+#include "remote/sharded_backend.h"
 #include "storage/remote_tier.h"
 #include "storage/store.h"
 
@@ -220,6 +221,38 @@ std::vector<RemoteListedModel> remote_ls(const remote::Config& c, const std::str
       }
     out.push_back(std::move(lm));
   }
+  return out;
+}
+
+std::vector<RemoteListedShard> remote_shards(const remote::Config& c, const std::vector<RemoteListedModel>& listed) {
+  auto t = tier_for(c);
+  auto* sharded = dynamic_cast<remote::ShardedBackend*>(&t->backend());
+  const std::size_t n = sharded ? sharded->shard_count() : 1;
+  std::vector<RemoteListedShard> out(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    remote::Backend& b = sharded ? sharded->shard(i) : t->backend();
+    out[i].url = b.config().url;
+    auto keys = b.list(remote_key::prefix());
+    if (keys.is_failure()) {
+      const remote::Fault& f = keys.fault();
+      out[i].failure = std::string(remote::failure_name(f.kind)) + " (" + f.detail + ")";
+      if (!f.repeated) {  // counted as the tier counts a failure (a skipped shard was, when it failed)
+        remote::Fault named = f;
+        named.shard = sharded ? out[i].url : "";
+        t->failed(named, "", "listing its keys");
+      }
+    } else if (keys.is_hit()) {
+      out[i].keys = keys.value().size();
+    }
+  }
+  std::set<std::string> seen;
+  for (const auto& m : listed)
+    for (const auto& e : m.entries)
+      if (e.object_bytes > 0 && seen.insert(e.graph_key).second) {
+        auto& s = out[sharded ? sharded->shard_of(remote_key::object(e.graph_key)) : 0];
+        ++s.objects;
+        s.bytes += e.object_bytes;
+      }
   return out;
 }
 

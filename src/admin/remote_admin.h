@@ -60,4 +60,15 @@ struct RemoteListedModel {
 // with its entries and sizes.
 std::vector<RemoteListedModel> remote_ls(const remote::Config& remote, const std::string& model);
 
+// One server of the remote (each shard of a tier of several; the remote
+// itself otherwise): reachable or its failure, how many of the cache's
+// keys it holds, and the objects of `listed` (remote_ls) it holds.
+struct RemoteListedShard {
+  std::string url;      // as shown
+  std::string failure;  // empty: reachable; else the failure's kind and what was said
+  std::size_t keys = 0, objects = 0, bytes = 0;
+};
+std::vector<RemoteListedShard> remote_shards(const remote::Config& remote,
+                                             const std::vector<RemoteListedModel>& listed);
+
 }  // namespace npucache::cache::admin

@@ -21,7 +21,7 @@ remote::Config resolve_remote(const RemoteOptions& o) {
   if (url.empty())
     if (const char* env = std::getenv("NPUCACHE_REMOTE")) url = env;
   if (url.empty() || url == "off" || url == "none") return {};
-  remote::Config c = remote::parse_url(url);
+  remote::Config c = remote::parse_remote(url);
   if (o.read_only) c.read_only = *o.read_only;
   if (o.connect_timeout_s) {
     if (!(*o.connect_timeout_s > 0) || !std::isfinite(*o.connect_timeout_s))
@@ -34,10 +34,18 @@ remote::Config resolve_remote(const RemoteOptions& o) {
     c.timeout_s = *o.timeout_s;
   }
   if (o.max_object_bytes) c.max_object_bytes = *o.max_object_bytes;
+  // The options hold for every shard of the tier.
+  for (auto& shard : c.shards) {
+    if (o.read_only) shard.read_only = c.read_only;
+    if (o.connect_timeout_s) shard.connect_timeout_s = c.connect_timeout_s;
+    if (o.timeout_s) shard.timeout_s = c.timeout_s;
+    shard.max_object_bytes = c.max_object_bytes;
+  }
   const char* pw = std::getenv("NPUCACHE_REMOTE_PASSWORD");
   const char* pw_file = std::getenv("NPUCACHE_REMOTE_PASSWORD_FILE");
   if (pw && *pw) {
     c.endpoint.password = pw;
+    for (auto& shard : c.shards) shard.endpoint.password = pw;
   } else if (pw_file && *pw_file) {
     std::ifstream f(pw_file);
     if (!f)
@@ -47,6 +55,7 @@ remote::Config resolve_remote(const RemoteOptions& o) {
     std::getline(f, line);
     while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
     c.endpoint.password = line;
+    for (auto& shard : c.shards) shard.endpoint.password = line;
   } else if (c.password_in_url &&
              process::Context::current().get<process::Once>().first("password in the remote URL|" + c.url)) {
     log::warn(

@@ -3,6 +3,7 @@
 // file (a Backend subclass and its maker), a Scheme (config.h) with its URL
 // form (config.cpp), and one case here.
 #include "remote/backend.h"
+#include "remote/sharded_backend.h"
 
 namespace npucache::remote {
 
@@ -21,6 +22,7 @@ std::string_view failure_name(Failure f) {
 }
 
 std::unique_ptr<Backend> make_backend(const Config& config) {
+  if (!config.shards.empty()) return make_sharded_backend(config);
   switch (config.scheme) {
     case Scheme::redis: return make_redis_backend(config);
     case Scheme::file: return make_file_backend(config);

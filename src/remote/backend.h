@@ -50,8 +50,9 @@ std::string_view failure_name(Failure f);
 
 struct Fault {
   Failure kind = Failure::server;
-  std::string detail;     // what the server or the system said
-  bool repeated = false;  // the remote was skipped: an earlier call failed so (already reported)
+  std::string detail;      // what the server or the system said
+  bool repeated = false;   // the remote was skipped: an earlier call failed so (already reported)
+  std::string shard = {};  // of a sharded tier: the failed shard's URL as shown (sharded_backend.h)
 };
 
 // A hit (T), a miss, or a failure.
@@ -99,6 +100,10 @@ class Backend {
   // trusted signing key. Unsigned values are claims of whoever can write
   // the remote: the caller checks what it can derive itself.
   virtual bool authenticated() const { return false; }
+  // The failures the calling thread's last calls answered around instead
+  // of failing (a sharded list leaving out a failed shard's keys), for the
+  // caller to count; taking them clears them. None by default.
+  virtual std::vector<Fault> take_partial_faults() { return {}; }
 
  protected:
   explicit Backend(Config config) : config_(std::move(config)) {}

@@ -205,4 +205,62 @@ Config parse_url(std::string_view url) {
   return c;
 }
 
+Config parse_remote(std::string_view text) {
+  std::vector<std::string_view> urls;
+  for (std::size_t from = 0;;) {
+    const std::size_t comma = text.find(',', from);
+    std::string_view u = text.substr(from, comma == std::string_view::npos ? std::string_view::npos : comma - from);
+    while (!u.empty() && u.front() == ' ') u.remove_prefix(1);
+    while (!u.empty() && u.back() == ' ') u.remove_suffix(1);
+    urls.push_back(u);
+    if (comma == std::string_view::npos) break;
+    from = comma + 1;
+  }
+  if (urls.size() == 1) return parse_url(urls.front());
+  // Every piece is checked to be a URL before any is parsed or shown: a
+  // piece without a scheme is most likely the rest of a password.
+  for (std::size_t i = 0; i < urls.size(); ++i)
+    if (urls[i].find("://") == std::string_view::npos)
+      throw ConfigError("remote cache setting: the text after comma " + std::to_string(i) +
+                        (urls[i].empty() ? " is empty" : " is not a URL (no scheme)") +
+                        "; separate the shards' URLs by commas, each with its scheme "
+                        "(redis://a:6379,redis://b:6379), and write a comma inside one URL (a password's) as %2C");
+  Config tier;
+  for (std::string_view u : urls) tier.shards.push_back(parse_url(u));
+  const Config& first = tier.shards.front();
+  for (std::size_t i = 1; i < tier.shards.size(); ++i) {
+    const Config& s = tier.shards[i];
+    const std::string pair = "shards " + first.url + " and " + s.url;
+    if (s.scheme != first.scheme)
+      throw ConfigError("remote cache setting: " + pair +
+                        " mix a Redis server and a shared directory; the shards of one tier are all Redis servers or "
+                        "all shared directories");
+    if (s.read_only != first.read_only)
+      throw ConfigError("remote cache setting: " + pair +
+                        " disagree on read-only, which holds for the whole tier; give ?read-only on every URL or on "
+                        "none (or --remote-read-only)");
+    if (s.max_object_bytes != first.max_object_bytes)
+      throw ConfigError("remote cache setting: " + pair +
+                        " disagree on max-object, which holds for the whole tier; give the same max-object on every "
+                        "URL or on none");
+    for (std::size_t j = 0; j < i; ++j) {
+      const Endpoint &a = tier.shards[j].endpoint, &b = s.endpoint;
+      if (a.unix_socket == b.unix_socket && a.host == b.host && a.port == b.port && a.path == b.path && a.db == b.db)
+        throw ConfigError("remote cache setting: " + tier.shards[j].url + " and " + s.url +
+                          " name one server twice; name each shard once");
+    }
+  }
+  tier.scheme = first.scheme;
+  tier.endpoint = first.endpoint;
+  tier.read_only = first.read_only;
+  tier.connect_timeout_s = first.connect_timeout_s;
+  tier.timeout_s = first.timeout_s;
+  tier.max_object_bytes = first.max_object_bytes;
+  for (const Config& s : tier.shards) {
+    tier.url += (tier.url.empty() ? "" : ",") + s.url;
+    tier.password_in_url = tier.password_in_url || s.password_in_url;
+  }
+  return tier;
+}
+
 }  // namespace npucache::remote

@@ -4,6 +4,7 @@
 //   redis://[[user]:password@]host[:port][/db][?attr=value&...]
 //   redis+unix:///path/to/socket[?db=N&attr=value&...]   (also unix://)
 //   file:///path/to/shared/directory[?attr=value&...]
+//   URL,URL,...   several servers forming one tier (shards, sharded_backend.h)
 //
 // The scheme chooses the backend (remote/backend.h: make_backend).
 // Attributes: read-only (or read-only=true|false), connect-timeout and
@@ -20,6 +21,7 @@
 #include <cstddef>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace npucache::remote {
 
@@ -59,11 +61,24 @@ struct Config {
   double timeout_s = kDefaultTimeoutS;
   std::size_t max_object_bytes = kDefaultMaxObjectBytes;
   bool password_in_url = false;
+  // Several URLs (parse_remote): one Config per shard, in the setting's
+  // order; the fields above are then the tier's (url: the shown URLs joined
+  // by commas; scheme, endpoint and timeouts: the first shard's). Empty for
+  // one URL.
+  std::vector<Config> shards;
   bool enabled() const { return !url.empty(); }
 };
 
 // Throws ConfigError for anything that is not a URL of the forms above.
 Config parse_url(std::string_view url);
+
+// A setting: one URL (parse_url), or several separated by commas, each a
+// shard of one tier (a comma inside one URL, as in a password, is written
+// %2C). Shards are all Redis (redis://, redis+unix://) or all shared
+// directories, each named once, and agree on read-only and max-object
+// (the tier's decisions); timeouts may differ per URL. ConfigError
+// otherwise, showing no password.
+Config parse_remote(std::string_view text);
 
 // `url` with the password of its user part (scheme://user:password@...)
 // replaced by "***": what messages show.

@@ -76,9 +76,11 @@ std::shared_ptr<RemoteTier> RemoteTier::get(const remote::Config& config) {
   if (!config.enabled()) return nullptr;
   Tiers& tiers = process::Context::current().get<Tiers>();
   const auto& e = config.endpoint;
-  const std::string key = config.url + "\n" + e.user + "\n" + e.password + "\n" + (config.read_only ? "ro" : "rw") +
-                          "\n" + std::to_string(config.connect_timeout_s) + "\n" + std::to_string(config.timeout_s) +
-                          "\n" + std::to_string(config.max_object_bytes);
+  std::string key = config.url + "\n" + e.user + "\n" + e.password + "\n" + (config.read_only ? "ro" : "rw") + "\n" +
+                    std::to_string(config.connect_timeout_s) + "\n" + std::to_string(config.timeout_s) + "\n" +
+                    std::to_string(config.max_object_bytes);
+  for (const auto& shard : config.shards)
+    key += "\n" + shard.url + "\n" + shard.endpoint.user + "\n" + shard.endpoint.password;
   std::lock_guard lock(tiers.mu);
   auto& t = tiers.by_key[key];
   if (!t) t = std::make_shared<RemoteTier>(remote::make_backend(config));
@@ -88,21 +90,36 @@ std::shared_ptr<RemoteTier> RemoteTier::get(const remote::Config& config) {
 RemoteTier::RemoteTier(std::unique_ptr<remote::Backend> backend) : backend_(std::move(backend)) {}
 
 void RemoteTier::failed(const Fault& f, const std::string& dir, const std::string& during) {
+  // A shard's failures are counted under its name too, with the calls its
+  // failure skipped (its keys that went missing).
+  const std::string kind(remote::failure_name(f.kind));
+  if (!f.shard.empty() && !dir.empty()) {
+    RemoteCounters c;
+    c.shards[f.shard][f.repeated ? std::string(kSkipped) : kind] = 1;
+    record_remote(dir, c);
+  }
   if (f.repeated) return;  // counted and warned when it happened
   if (!dir.empty()) {
     RemoteCounters c;
-    c.errors[std::string(remote::failure_name(f.kind))] = 1;
+    c.errors[kind] = 1;
     record_remote(dir, c);
   }
-  if (f.kind == Failure::full) full_ = true;
-  const bool first = process::Context::current().get<process::Once>().first("remote failure|" + config().url + "|" +
-                                                                            std::string(remote::failure_name(f.kind)));
-  const std::string text = "remote cache " + config().url + " " + during + ": " + cause(f) +
-                           "; the job goes on with the local cache and compiles (counted in `npucache stats`)";
+  if (f.kind == Failure::full && f.shard.empty()) full_ = true;  // a full shard stops only its writes
+  const std::string who = f.shard.empty() ? config().url : f.shard;
+  const bool first = process::Context::current().get<process::Once>().first("remote failure|" + who + "|" + kind);
+  const std::string text =
+      (f.shard.empty() ? "remote cache " + who : "remote cache shard " + who) + " " + during + ": " + cause(f) +
+      (f.shard.empty() ? "; the job goes on with the local cache and compiles (counted in `npucache stats`)"
+                       : "; its keys are misses, the other shards serve theirs and the job goes on (counted in "
+                         "`npucache stats`)");
   if (first)
     log::warn("{}", text);
   else
     log::debug("{}", text);
+}
+
+void RemoteTier::partial_faults(const std::string& dir, const std::string& during) {
+  for (const Fault& f : backend_->take_partial_faults()) failed(f, dir, during);
 }
 
 std::optional<RemoteTier::Object> RemoteTier::fetch(const std::string& hash, const std::string& graph_key,
@@ -194,6 +211,7 @@ std::optional<std::vector<std::pair<std::string, std::string>>> RemoteTier::tabl
                                                                                   const std::string& during) {
   Counted t(dir);
   auto keys = backend_->list(prefix);
+  partial_faults(dir, during);
   if (keys.is_failure()) {
     failed(keys.fault(), dir, during);
     return std::nullopt;
@@ -204,6 +222,7 @@ std::optional<std::vector<std::pair<std::string, std::string>>> RemoteTier::tabl
   for (std::size_t i = 0; i < values.size(); ++i) {
     if (values[i].is_failure()) {
       failed(values[i].fault(), dir, during);
+      if (!values[i].fault().shard.empty()) continue;  // a failed shard's records are missing
       return std::nullopt;
     }
     if (!values[i].is_hit()) continue;  // removed since the listing
@@ -234,6 +253,7 @@ std::optional<std::vector<std::string>> RemoteTier::models(const std::string& di
     Counted t(dir);
     return backend_->list(remote_key::entries());
   }();
+  partial_faults(dir, "listing its models");
   if (got.is_failure()) {
     failed(got.fault(), dir, "listing its models");
     return std::nullopt;
@@ -258,11 +278,13 @@ std::optional<std::vector<RemoteTier::Measured>> RemoteTier::measure(const std::
       keys.push_back(remote_key::object(graph_keys[i]));
     Counted t(dir);
     for (auto& a : backend_->get_many(keys)) {
+      Measured m;
       if (a.is_failure()) {
         failed(a.fault(), dir, "measuring objects");
-        return std::nullopt;
+        if (a.fault().shard.empty()) return std::nullopt;
+        out.push_back(std::move(m));  // on a failed shard: missing
+        continue;
       }
-      Measured m;
       if (a.is_hit()) {
         t.c.bytes_read += a.value().size();
         m = {content_hash(a.value()), a.value().size()};
@@ -297,6 +319,11 @@ RemoteTier::Pushed RemoteTier::push(const std::vector<ObjectRecord>& objects, co
     // Written once: a graph key the remote holds keeps its object.
     const std::string value = encode_remote_object(o);
     auto put = backend_->put(remote_key::object(o.graph_key), value, remote::Overwrite::no);
+    if (put.is_failure() && !put.fault().shard.empty()) {  // the other shards take their objects
+      fail(put.fault(), "writing object " + o.graph_key);
+      skipped.insert(o.graph_key);
+      continue;
+    }
     if (put.is_failure()) return fail(put.fault(), "writing object " + o.graph_key);
     if (!put.value()) {
       ++p.present;
@@ -315,6 +342,10 @@ RemoteTier::Pushed RemoteTier::push(const std::vector<ObjectRecord>& objects, co
     const auto h = hash_of.find(e.graph_key);
     const std::string v = encode_remote_entry({e, h == hash_of.end() ? "" : h->second});
     auto put = backend_->put(remote_key::entry(e.path), v, remote::Overwrite::yes);
+    if (put.is_failure() && !put.fault().shard.empty()) {
+      fail(put.fault(), "writing entry " + e.path);
+      continue;
+    }
     if (put.is_failure()) return fail(put.fault(), "writing entry " + e.path);
     t.c.bytes_written += v.size();
     t.c.writes += 1;
@@ -385,6 +416,7 @@ void RemoteTier::push_blobs(BlobKind kind, const std::vector<std::pair<std::stri
     auto put = backend_->put(remote_key::blob(blob_kind_name(kind), name), value, overwrite);
     if (put.is_failure()) {
       failed(put.fault(), dir, "writing " + std::string(blob_kind_name(kind)) + " records");
+      if (!put.fault().shard.empty()) continue;  // the other shards take theirs
       return;
     }
     if (put.value()) {

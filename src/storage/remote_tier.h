@@ -15,7 +15,10 @@
 // kind in the cache directory's statistics (stats.h, `npucache stats`) and
 // warned about once per process and kind, naming the cause. A connection
 // failure makes the backend skip the remote for the rest of the process; a
-// full remote stops the writes, reads go on. Without a configured remote
+// full remote stops the writes, reads go on. Of a tier of several servers
+// (shards, remote/sharded_backend.h) only the failed shard's keys are
+// misses, its writes stop when it is full, and its failures are counted
+// under its name too. Without a configured remote
 // there is no tier (get() returns null): no connection, no cost.
 //
 // Thread safety: a tier may be used from several threads.
@@ -115,8 +118,11 @@ class RemoteTier {
   void push_blobs(BlobKind kind, const std::vector<std::pair<std::string, std::string>>& records,
                   remote::Overwrite overwrite, const std::string& dir);
 
-  // Records (and warns once per process and kind about) a failure.
+  // Records (and warns once per process and kind about) a failure; a
+  // shard's (Fault::shard) under its name too, and a skipped call
+  // (Fault::repeated) as kSkipped of its shard.
   void failed(const remote::Fault& f, const std::string& dir, const std::string& during);
+  static constexpr std::string_view kSkipped = "skipped";
 
  private:
   // Reads an object's value and checks it (verify).
@@ -128,6 +134,9 @@ class RemoteTier {
                                const std::string& dir, const Check& check);
   // The values of every key starting with `prefix`, by the rest of the key;
   // nullopt when the remote failed (counted, warned as `during`).
+  // Counts the failures the backend answered around (a failed shard's keys
+  // left out of a listing).
+  void partial_faults(const std::string& dir, const std::string& during);
   std::optional<std::vector<std::pair<std::string, std::string>>> table(const std::string& prefix,
                                                                         const std::string& dir,
                                                                         const std::string& during);

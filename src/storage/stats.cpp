@@ -76,6 +76,11 @@ CacheStats parse(const Dir& dir) {
     if (auto e = rc->find("errors"); e != rc->end() && e->is_object())
       for (auto& [k, v] : e->items())
         if (v.is_number_unsigned()) r.errors[k] = v.get<uint64_t>();
+    if (auto sh = rc->find("shards"); sh != rc->end() && sh->is_object())
+      for (auto& [shard, kinds] : sh->items())
+        if (kinds.is_object())
+          for (auto& [k, v] : kinds.items())
+            if (v.is_number_unsigned()) r.shards[shard][k] = v.get<uint64_t>();
   }
   if (auto rm = j.find("recent_misses"); rm != j.end() && rm->is_array())
     for (auto& m : *rm) {
@@ -97,6 +102,8 @@ void add_remote(RemoteCounters& into, const RemoteCounters& d) {
   into.misses += d.misses;
   into.writes += d.writes;
   for (const auto& [k, v] : d.errors) into.errors[k] += v;
+  for (const auto& [shard, kinds] : d.shards)
+    for (const auto& [k, v] : kinds) into.shards[shard][k] += v;
   into.bytes_read += d.bytes_read;
   into.bytes_written += d.bytes_written;
   into.time_s += d.time_s;
@@ -120,11 +127,13 @@ void update(const fs::path& dir, F&& change) {
     j["recaptures"] = s.recaptures;
     j["compile_time_saved_s"] = s.compile_time_saved_s;
     j["last_used"] = s.last_used;
-    if (!s.remote.empty())
+    if (!s.remote.empty()) {
       j["remote"] = {
           {"hits", s.remote.hits},     {"misses", s.remote.misses},         {"writes", s.remote.writes},
           {"errors", s.remote.errors}, {"bytes_read", s.remote.bytes_read}, {"bytes_written", s.remote.bytes_written},
           {"time_s", s.remote.time_s}};
+      if (!s.remote.shards.empty()) j["remote"]["shards"] = s.remote.shards;
+    }
     j["recent_misses"] = nlohmann::json::array();
     for (const auto& m : s.recent_misses)
       j["recent_misses"].push_back(

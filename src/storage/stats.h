@@ -33,7 +33,13 @@ struct RemoteCounters {
   std::map<std::string, uint64_t> errors;  // by kind: refused, timeout, auth, full, dropped, server, corrupt, too_large
   uint64_t bytes_read = 0, bytes_written = 0;
   double time_s = 0;  // spent in remote calls
-  bool empty() const { return hits == 0 && misses == 0 && writes == 0 && errors.empty() && time_s == 0; }
+  // Of a tier of several servers: by shard (its URL as shown), its failures
+  // by kind and "skipped", the calls not made because it had failed (its
+  // keys that were misses). Absent from files written before shards.
+  std::map<std::string, std::map<std::string, uint64_t>> shards;
+  bool empty() const {
+    return hits == 0 && misses == 0 && writes == 0 && errors.empty() && time_s == 0 && shards.empty();
+  }
 };
 
 struct CacheStats {

@@ -150,7 +150,8 @@ void cmd_stats(const std::string& d, bool zero, bool json) {
                   {"errors", s.counters.remote.errors},
                   {"bytes_read", s.counters.remote.bytes_read},
                   {"bytes_written", s.counters.remote.bytes_written},
-                  {"time_s", s.counters.remote.time_s}}}});
+                  {"time_s", s.counters.remote.time_s},
+                  {"shards", s.counters.remote.shards}}}});
     return;
   }
   std::printf("entries          %zu\nobjects          %zu\n", s.entries, s.objects);
@@ -191,6 +192,13 @@ void cmd_stats(const std::string& d, bool zero, bool json) {
   std::printf("remote errors    %s\n", errors.empty() ? "none" : errors.c_str());
   std::printf("remote bytes     %s read, %s written\nremote time      %.3f s\n", format_size(r.bytes_read).c_str(),
               format_size(r.bytes_written).c_str(), r.time_s);
+  for (const auto& [shard, kinds] : r.shards) {
+    std::string what;
+    for (const auto& [kind, n] : kinds)
+      what += (what.empty() ? "" : ", ") + std::to_string(n) + " " +
+              (kind == "skipped" ? "skipped (its keys were misses)" : kind);
+    std::printf("remote shard     %s: %s\n", shard.c_str(), what.c_str());
+  }
 }
 
 // The last line of `explain`: what the findings mean, in one sentence.

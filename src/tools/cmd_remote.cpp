@@ -60,6 +60,9 @@ void cmd_pull(const std::string& url, const std::string& model, const std::strin
 void cmd_ls(const std::string& url, const std::string& model, bool json) {
   const remote::Config c = remote_of(url);
   const auto models = cache::admin::remote_ls(c, model);
+  // A tier of several servers: each shard, reachable or not, and its share.
+  const auto shards =
+      c.shards.empty() ? std::vector<cache::admin::RemoteListedShard>{} : cache::admin::remote_shards(c, models);
   std::size_t entries = 0, objects = 0, bytes = 0;
   for (const auto& m : models) {
     entries += m.entries.size();
@@ -78,11 +81,19 @@ void cmd_ls(const std::string& url, const std::string& model, bool json) {
                       {"object_bytes", e.object_bytes}});
       ms.push_back({{"model_info", m.model_info}, {"entries", es}, {"objects", m.objects}, {"bytes", m.bytes}});
     }
-    std::printf("%s\n",
-                nlohmann::json(
-                    {{"remote", c.url}, {"models", ms}, {"entries", entries}, {"objects", objects}, {"bytes", bytes}})
-                    .dump(2)
-                    .c_str());
+    nlohmann::json j = {
+        {"remote", c.url}, {"models", ms}, {"entries", entries}, {"objects", objects}, {"bytes", bytes}};
+    if (!shards.empty()) {
+      j["shards"] = nlohmann::json::array();
+      for (const auto& s : shards)
+        j["shards"].push_back({{"url", s.url},
+                               {"reachable", s.failure.empty()},
+                               {"failure", s.failure},
+                               {"keys", s.keys},
+                               {"objects", s.objects},
+                               {"bytes", s.bytes}});
+    }
+    std::printf("%s\n", j.dump(2).c_str());
     return;
   }
   std::printf("%-72s %-12s %-16s %10s\n", "entry", "object", "mode", "bytes");
@@ -92,6 +103,13 @@ void cmd_ls(const std::string& url, const std::string& model, bool json) {
                   e.object_bytes, e.object_hash.empty() || e.object_bytes == 0 ? "  (object missing)" : "");
   std::printf("%zu model(s), %zu entries, %zu objects, %s in %s\n", models.size(), entries, objects,
               cache::format_size(bytes).c_str(), c.url.c_str());
+  for (const auto& s : shards) {
+    if (s.failure.empty())
+      std::printf("shard %s: reachable, %zu keys, %zu objects listed above, %s\n", s.url.c_str(), s.keys, s.objects,
+                  cache::format_size(s.bytes).c_str());
+    else
+      std::printf("shard %s: failed, %s; its keys are missing above\n", s.url.c_str(), s.failure.c_str());
+  }
 }
 
 }  // namespace
@@ -102,7 +120,8 @@ void add_remote_commands(CLI::App& app) {
   auto model = std::make_shared<std::string>();
   auto json = std::make_shared<bool>(false);
   const std::string url_help =
-      "redis://host:port[/db], redis+unix:///path or file:///shared/dir (default: $NPUCACHE_REMOTE)";
+      "redis://host:port[/db], redis+unix:///path or file:///shared/dir, or several such URLs separated by commas "
+      "(shards) (default: $NPUCACHE_REMOTE)";
   const std::string dir_help = "cache directory (default: $NPUCACHE_CACHE_DIR, else .npucache)";
   auto* remote = app.add_subcommand("remote", "the remote cache tier: remote push|pull|ls");
   remote->require_subcommand(1);

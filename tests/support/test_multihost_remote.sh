@@ -10,6 +10,10 @@
 #    hosts over MPI, and every host's store gets them.
 # 3. The remote stopped (SIGSTOP): the job compiles and succeeds within its
 #    bound; every rank that tried warns.
+# 4. Three shards (a redis-server in each of hosts 1-3), one killed after a
+#    cold job wrote through them: a job with empty node-local caches
+#    succeeds, compiles only the dead shard's objects and reads each other
+#    object once per host from the live shard holding it.
 # Exits 77 (skipped) when not root or when namespaces cannot be made here.
 set -euo pipefail
 # shellcheck source=cluster_test_lib.sh
@@ -29,11 +33,13 @@ work="/tmp/npucache-multihost-work-$prefix"
 deadline=$((SECONDS + ${NPUCACHE_MULTIHOST_TEST_BUDGET:-400}))
 export NPUCACHE_LOG_LEVEL="${NPUCACHE_LOG_LEVEL:-warn}"
 
-redis_pid() { cat "$work/redis.pid" 2>/dev/null || true; }
+redis_pid() { cat "$work/redis${1:-}.pid" 2>/dev/null || true; }
 cluster_test_cleanup() {
-  local p
-  p="$(redis_pid)"
-  if [ -n "$p" ]; then kill -CONT "$p" 2>/dev/null || true; kill -9 "$p" 2>/dev/null || true; fi
+  local p h
+  for h in "" 1 2 3; do
+    p="$(redis_pid "$h")"
+    if [ -n "$p" ]; then kill -CONT "$p" 2>/dev/null || true; kill -9 "$p" 2>/dev/null || true; fi
+  done
   rm -rf "$work"
 }
 cluster_test_start 60 python3 redis-server
@@ -103,6 +109,40 @@ kill -CONT "$(redis_pid)"
 check "$work/c.json" 'r["compiled"] == r["unique_subgraphs"]' "the job compiles when the remote does not answer"
 grep -q "did not answer in time" <<<"$out" || fail "no warning names the stopped remote: $out"
 echo "ok: a stopped remote cost the job $took s in all"
+
+say "4. three shards, one killed: only its keys are misses"
+shards=""
+for h in 1 2 3; do
+  cl exec "${prefix}$h" redis-server --port 6391 --bind 0.0.0.0 --protected-mode no --save "" --appendonly no \
+    --daemonize yes --pidfile "$work/redis$h.pid" --logfile "$work/redis$h.log" --dir "$work" >/dev/null
+  shards="$shards${shards:+,}redis://${prefix}$h:6391?timeout=1"
+done
+for h in 1 2 3; do
+  for _ in $(seq 100); do
+    [ "$(cl exec "${prefix}0" redis-cli -h "${prefix}$h" -p 6391 ping 2>/dev/null)" = PONG ] && break
+    sleep 0.1
+  done
+done
+warmup 180 --cache-dir "$cache/d" --remote "$shards" --report-json "$work/d.json"
+[ "$rc" -eq 0 ] || fail "cold warmup through the shards exited $rc: $out"
+for h in 1 2 3; do
+  cl exec "${prefix}0" redis-cli -h "${prefix}$h" -p 6391 --scan --pattern 'npucache:*:obj:*' | sed 's/.*:obj://' \
+    >"$work/objects$h"
+done
+# The shard holding the most objects dies.
+d=1
+for h in 2 3; do [ "$(wc -l <"$work/objects$h")" -gt "$(wc -l <"$work/objects$d")" ] && d=$h; done
+[ -s "$work/objects$d" ] || fail "the shards hold no object"
+kill -9 "$(redis_pid "$d")"
+warmup 180 --cache-dir "$cache/e" --remote "$shards" --report-json "$work/e.json"
+[ "$rc" -eq 0 ] || fail "warmup with a killed shard exited $rc: $out"
+grep -q "remote cache shard redis://${prefix}$d:6391" <<<"$out" || fail "no warning names the killed shard: $out"
+dead="$(cat "$work/objects$d")"
+check "$work/e.json" "r['compiled'] == len({k for k, h in pairs if k in '''$dead'''.split()})" \
+  "only the dead shard's objects are compiled"
+check "$work/e.json" "r['remote_reads'] == len({(k, h) for k, h in pairs if k not in '''$dead'''.split()})" \
+  "one read per object per host on the live shards"
+python3 -c "import json; r = json.load(open('$work/e.json')); print(f'ok: a killed shard: {r[\"compiled\"]} compiled, {r[\"remote_reads\"]} remote reads from the live shards')"
 
 down
 echo "PASS in $((SECONDS - start)) s"
