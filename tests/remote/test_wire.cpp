@@ -4,18 +4,24 @@
 // ConfigError; and a server on the remote's port that announces huge or
 // malformed replies (a fake one, a thread of the test) makes every call a
 // failed remote operation, counted, with nothing allocated for what never
-// arrived, through the tier and through a cache_compile job.
+// arrived, through the tier and through a cache_compile job. A cache filled
+// by `npucache import` or `remote pull` starts warm: a method with automatic
+// dynamic compiles nothing, and the tuning decisions arrive.
 #include <npucache/error.h>
 #include <npucache/npucache.h>
 
 #include "cache/remote_options.h"
+#include "format/names.h"
 #include "format/remote_value.h"
+#include "format/tuning_file.h"
 #include "process/process_models.h"
 #include "remote/backend.h"
 #include "remote/config.h"
 #include "remote/redis.h"
 #include "storage/remote_tier.h"
 #include "storage/stats.h"
+#include "support/process.h"
+#include "support/redis_server.h"
 #include "support/temp_dir_test.h"
 
 #include <gtest/gtest.h>
@@ -30,14 +36,16 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
 
 using namespace npucache;
+using testing_support::Hooked;
 using testing_support::hooked_input;
 using testing_support::hooked_options;
-using testing_support::Hooked;
 
 namespace {
 
@@ -52,11 +60,12 @@ std::string leaked(const std::string& text) {
 }
 
 // The test's passwords: each character a parser may take for a delimiter.
-const char* const kPasswords[] = {"Zq9Xw7",  "Zq9/Xw7",   "Zq9?Xw7",  "Zq9#Xw7", "Zq9@Xw7",
-                                  "Zq9:Xw7", "Zq9%2FXw7", "Zq9&Xw7=", "Zq9?Xw7/Kp3#Rt5@Vb1"};
+const char* const kPasswords[] = {
+    "Zq9Xw7", "Zq9/Xw7", "Zq9?Xw7", "Zq9#Xw7", "Zq9@Xw7", "Zq9:Xw7", "Zq9%2FXw7", "Zq9&Xw7=", "Zq9?Xw7/Kp3#Rt5@Vb1"};
 
 std::string replace_all(std::string s, const std::string& from, const std::string& to) {
-  for (std::size_t i = s.find(from); i != std::string::npos; i = s.find(from, i + to.size())) s.replace(i, from.size(), to);
+  for (std::size_t i = s.find(from); i != std::string::npos; i = s.find(from, i + to.size()))
+    s.replace(i, from.size(), to);
   return s;
 }
 
@@ -352,6 +361,70 @@ TEST_F(RemoteWireTest, HostileRepliesNeverFailACompile) {
     EXPECT_EQ(s.remote.errors.count("dropped") ? s.remote.errors.at("dropped") : 0u, 1u);
     EXPECT_EQ(s.saves, 1u);  // the local cache took the compile
   }
+}
+
+// Bundles and pulls carry the decisions that are not programs. A server
+// sees batch 1, 4 and 8 with automatic dynamic: its first run compiles the
+// static and the dynamic version and keeps the dim it made dynamic; a
+// cache filled from it by an import or a pull compiles nothing.
+class StartWarm : public testing_support::TempDirTest {
+ protected:
+  StartWarm() : TempDirTest("startwarm") {}
+  std::string at(const std::string& name) const { return (base / name).string(); }
+  static testing_support::Out run(const std::string& command) {
+    testing_support::Out o = testing_support::sh(command);
+    EXPECT_EQ(o.status, 0) << command << "\n" << o.text;
+    return o;
+  }
+  testing_support::Out serve(const std::string& d) const {
+    return run("env -u NPUCACHE_REMOTE " + std::string(SERVE_WORKER) + " " + d + " --dynamic auto --batches 1,4,8");
+  }
+  static std::string cli(const std::string& args) { return std::string(NPUCACHE_CLI) + " " + args; }
+  static int number(const std::string& text, const std::string& key) {
+    std::smatch m;
+    if (!std::regex_search(text, m, std::regex(key + " ([0-9]+)"))) return -1;
+    return std::stoi(m[1]);
+  }
+  static std::string slurp(const std::string& path) {
+    std::ifstream f(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(f), {});
+  }
+  static std::vector<compiler::TuningRecord> tuning_of(const std::string& d) {
+    return format::decode_tuning(slurp(d + "/" + format::names::kTuningFile), d);
+  }
+  // The source cache: compiled twice, with a profile and a tuning table.
+  void warm_source() {
+    testing_support::Out cold = serve(at("a"));
+    ASSERT_EQ(number(cold.text, "compiles"), 2) << cold.text;
+    ASSERT_TRUE(std::filesystem::exists(at("a") + "/" + format::names::kProfileFile));
+    ASSERT_FALSE(tuning_of(at("a")).empty());
+  }
+  // `d`, filled from the source, starts warm.
+  void expect_warm(const std::string& d) {
+    EXPECT_TRUE(std::filesystem::exists(d + "/" + format::names::kProfileFile));
+    EXPECT_EQ(tuning_of(d), tuning_of(at("a")));
+    testing_support::Out warm = serve(d);
+    EXPECT_EQ(number(warm.text, "compiles"), 0) << warm.text;
+  }
+};
+
+TEST_F(StartWarm, ImportedBundleCompilesNothing) {
+  warm_source();
+  const std::string bundle = at("bundle.npuc");
+  testing_support::Out e = run(cli("export " + at("a") + " -o " + bundle));
+  EXPECT_TRUE(has(e.text, "1 dynamic-shape dims")) << e.text;
+  testing_support::Out i = run(cli("import " + bundle + " " + at("b")));
+  EXPECT_TRUE(has(i.text, "1 new dynamic-shape dims")) << i.text;
+  expect_warm(at("b"));
+}
+
+TEST_F(StartWarm, PulledCacheCompilesNothing) {
+  warm_source();
+  testing_support::RedisServer server;
+  run(cli("remote push " + at("a") + " --remote " + server.url()));
+  testing_support::Out p = run(cli("remote pull Server --remote " + server.url() + " " + at("b")));
+  EXPECT_TRUE(has(p.text, "1 new dynamic-shape dims")) << p.text;
+  expect_warm(at("b"));
 }
 
 }  // namespace
