@@ -11,6 +11,7 @@
 #include <npucache/npucache.h>
 
 #include "cache/remote_options.h"
+#include "format/bundle.h"
 #include "format/names.h"
 #include "format/remote_value.h"
 #include "format/tuning_file.h"
@@ -23,8 +24,10 @@
 #include "support/process.h"
 #include "support/redis_server.h"
 #include "support/temp_dir_test.h"
+#include "zstd/zstd_codec.h"
 
 #include <gtest/gtest.h>
+#include <xxhash.h>
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -422,9 +425,66 @@ TEST_F(StartWarm, PulledCacheCompilesNothing) {
   warm_source();
   testing_support::RedisServer server;
   run(cli("remote push " + at("a") + " --remote " + server.url()));
+  // Damaged records beside them: reported (counted) and skipped.
+  std::string model_info;
+  for (const auto& f : std::filesystem::directory_iterator(at("a")))
+    if (f.path().extension() == ".h5" && f.path().stem().string().starts_with("Server_"))
+      model_info = f.path().stem().string();
+  ASSERT_FALSE(model_info.empty());
+  {
+    storage::RemoteTier tier(remote::make_backend(remote::parse_url(server.url())));
+    tier.push_blobs(format::BlobKind::profile, {{model_info + "|forward|arg0|999", ""}}, remote::Overwrite::no, "");
+    tier.push_blobs(format::BlobKind::tuning, {{"simnpu\nmatmul", "not a decision"}}, remote::Overwrite::no, "");
+  }
   testing_support::Out p = run(cli("remote pull Server --remote " + server.url() + " " + at("b")));
   EXPECT_TRUE(has(p.text, "1 new dynamic-shape dims")) << p.text;
+  EXPECT_TRUE(has(p.text, "holds a damaged value")) << p.text;  // warned once per kind; each counted
   expect_warm(at("b"));
+  storage::flush_stats();
+  const auto stats = storage::read_stats(at("b"));
+  EXPECT_EQ(stats.remote.errors.count("corrupt") ? stats.remote.errors.at("corrupt") : 0u, 2u);
+}
+
+// The bundle's side tables: carried exactly, validated as their files'
+// records (a malformed one rejects the bundle), version 5 bundles (without
+// them) still read, a later version refused.
+TEST(BundleSideTables, CarriedValidatedAndVersioned) {
+  format::Bundle b;
+  b.tuning = {{"simnpu-v1 runtime 1.0.0", "matmul f32[8, 64] f32[64, 64]", {"tile_m=32", 1.5, 2.5, 8, ""}}};
+  b.profiles = {{"Server_auto_0123456789abcdef", "forward", {"arg0", 0}}};
+  const format::Bundle back = format::read_bundle(format::write_bundle(b));
+  EXPECT_EQ(back.tuning, b.tuning);
+  EXPECT_EQ(back.profiles, b.profiles);
+  format::Bundle bad = b;
+  bad.profiles[0].dim.dim = 999;
+  try {
+    (void)format::read_bundle(format::write_bundle(bad));
+    ADD_FAILURE() << "a malformed dim was read";
+  } catch (const CacheError& e) {
+    EXPECT_TRUE(has(e.what(), "dim 999")) << e.what();
+  }
+  // The same records framed as another version (the header's checks hold).
+  const auto framed = [](std::string_view records, uint32_t version) {
+    const std::string payload = zstd::compress(records, 1);
+    std::string out = "NPUCBNDL";
+    const auto put = [&](auto v) { out.append(reinterpret_cast<const char*>(&v), sizeof v); };
+    put(version);
+    put(uint64_t{payload.size()});
+    put(uint64_t{records.size()});
+    put(uint64_t{XXH3_64bits(payload.data(), payload.size())});
+    return out + payload;
+  };
+  const std::string v6 = format::write_bundle({});
+  const std::string records = zstd::decompress(std::string_view(v6).substr(36), std::size_t{1} << 20);
+  ASSERT_EQ(records.substr(records.size() - 8), std::string(8, '\0'));  // no decisions, no dims
+  const format::Bundle v5 = format::read_bundle(framed(records.substr(0, records.size() - 8), 5));
+  EXPECT_TRUE(v5.tuning.empty() && v5.profiles.empty() && v5.entries.empty());
+  try {
+    (void)format::read_bundle(framed(records, 7));
+    ADD_FAILURE() << "a later version was read";
+  } catch (const CacheError& e) {
+    EXPECT_TRUE(has(e.what(), "written by a later version")) << e.what();
+  }
 }
 
 }  // namespace
