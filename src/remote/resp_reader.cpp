@@ -10,6 +10,8 @@ namespace {
 constexpr std::size_t npos = std::string::npos;
 // ":-9223372036854775808": a number's line is short; a longer one is garbage.
 constexpr std::size_t kMaxNumberLine = 24;
+// A status or error line: Redis's are a few words (OK, WRONGPASS ..., OOM ...).
+constexpr std::size_t kMaxSimpleLine = std::size_t{64} << 10;
 
 [[noreturn]] void violation(const std::string& what) {
   throw RedisError(Failure::dropped,
@@ -46,7 +48,7 @@ std::size_t RespReader::measure(std::size_t at, int depth) const {
   switch (type) {
     case '+':
     case '-': {
-      const std::size_t end = line_end(at + 1, limits_.max_string);
+      const std::size_t end = line_end(at + 1, kMaxSimpleLine);
       return end == npos ? npos : end + 2;
     }
     case ':': {

@@ -2,7 +2,8 @@
 // whatever listens on the remote's port, announces sizes the client never
 // trusts. Nothing is allocated for a reply before all its bytes arrived, so
 // memory follows what was received, never what was announced: a string
-// longer than `max_string` bytes, an array of more than `max_elements`
+// longer than `max_string` bytes, a status or error line longer than 64
+// KiB, an array of more than `max_elements`
 // elements or nested deeper than `max_depth`, a negative length other than
 // -1 (nil), a length or integer that is not a number, or an unknown type
 // byte is a protocol violation (RedisError dropped, naming the announced

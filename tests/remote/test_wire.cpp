@@ -19,6 +19,7 @@
 #include "remote/backend.h"
 #include "remote/config.h"
 #include "remote/redis.h"
+#include "remote/resp_reader.h"
 #include "storage/remote_tier.h"
 #include "storage/stats.h"
 #include "support/process.h"
@@ -308,7 +309,40 @@ std::vector<Hostile> hostile_answers() {
       {"length too long for a number", "*99999999999999999999999\r\n", "not a whole number"},
       {"unknown type", "%2\r\n", "type byte 0x25"},
       {"header without end", "$" + std::string(200, '1'), "header line longer"},
+      {"status line without end", "+" + std::string(70000, 'x'), "header line longer than 65536"},
   };
+}
+
+// Replies arrive in pieces: each is built once all of it arrived, whatever
+// the pieces.
+TEST(RespReader, BuildsRepliesFromAnyPieces) {
+  const std::string wire = "*2\r\n$1\r\n0\r\n*3\r\n$3\r\nabc\r\n$-1\r\n:42\r\n+OK\r\n-ERR no\r\n*-1\r\n$0\r\n\r\n";
+  for (std::size_t piece : {std::size_t{1}, std::size_t{2}, std::size_t{7}, wire.size()}) {
+    SCOPED_TRACE(piece);
+    remote::RespReader r;
+    std::vector<std::unique_ptr<remote::Reply::Node>> got;
+    for (std::size_t at = 0; at < wire.size(); at += piece) {
+      r.feed(wire.data() + at, std::min(piece, wire.size() - at));
+      while (auto n = r.next()) got.push_back(std::move(n));
+    }
+    ASSERT_EQ(got.size(), 5u);
+    EXPECT_EQ(r.buffered(), 0u);
+    ASSERT_EQ(got[0]->type, remote::Reply::Type::array);
+    ASSERT_EQ(got[0]->elements.size(), 2u);
+    EXPECT_EQ(got[0]->elements[0]->str, "0");
+    const auto& page = *got[0]->elements[1];
+    ASSERT_EQ(page.elements.size(), 3u);
+    EXPECT_EQ(page.elements[0]->str, "abc");
+    EXPECT_EQ(page.elements[1]->type, remote::Reply::Type::nil);
+    EXPECT_EQ(page.elements[2]->integer, 42);
+    EXPECT_EQ(got[1]->type, remote::Reply::Type::status);
+    EXPECT_EQ(got[1]->str, "OK");
+    EXPECT_EQ(got[2]->type, remote::Reply::Type::error);
+    EXPECT_EQ(got[2]->str, "ERR no");
+    EXPECT_EQ(got[3]->type, remote::Reply::Type::nil);
+    EXPECT_EQ(got[4]->type, remote::Reply::Type::string);
+    EXPECT_EQ(got[4]->str, "");
+  }
 }
 
 TEST_F(RemoteWireTest, HostileRepliesAreFailedOperationsThroughTheTier) {
