@@ -23,7 +23,7 @@ std::string scrubbed(std::string why, std::string_view url) {
   const std::size_t colon = cred.find(':');
   const std::string_view secret = colon == std::string_view::npos ? cred : cred.substr(colon + 1);
   for (std::string_view part : {cred, secret}) {
-    if (part.empty()) continue;
+    if (part.size() < 4) continue;  // a short one would garble the message; the split itself never quotes it
     for (std::size_t i = why.find(part); i != std::string::npos; i = why.find(part, i + 3))
       why.replace(i, part.size(), "***");
   }
