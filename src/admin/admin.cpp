@@ -17,6 +17,7 @@
 #include "h5/h5.h"
 #include "log/log.h"
 #include "log/progress.h"
+#include "storage/side_files.h"
 #include "storage/store.h"
 
 #include <nlohmann/json.hpp>
@@ -367,6 +368,10 @@ Bundle read_cache(const std::string& dir, double wait_s) {
   }
   for (auto& t : stored_templates(s, true))
     if (t.record && keys.count(t.record->validity.graph_key)) b.templates.emplace_back(t.key, std::move(t.raw));
+  // The decisions that are not programs, so a cache filled from the bundle
+  // starts warm: the tuning table and the dynamic-shape profiles.
+  b.tuning = stored_tuning(s);
+  b.profiles = stored_profiles(s);
   return b;
 }
 
@@ -375,7 +380,7 @@ Transfer export_bundle(const std::string& dir, const std::string& file, double w
   log::Progress::note("compressing and writing " + file);
   const std::string bytes = write_bundle(b);
   write_file_atomically(file, bytes);
-  return {b.entries.size(), b.objects.size(), bytes.size(), b.templates.size()};
+  return {b.entries.size(), b.objects.size(), bytes.size(), b.templates.size(), b.tuning.size(), b.profiles.size()};
 }
 
 Transfer import_bytes(std::string_view bytes, const std::string& dir) {
@@ -404,7 +409,9 @@ Transfer import_records(Bundle b, const std::string& dir) {
     put_template(s, key, file, held);
     ++templates;
   }
-  return {entries, objects, 0, templates};
+  const std::size_t tuning = add_tuning(s, b.tuning);
+  const std::size_t dims = add_profiles(s, b.profiles);
+  return {entries, objects, 0, templates, tuning, dims};
 }
 
 Transfer import_bundle(const std::string& file, const std::string& dir) {

@@ -91,6 +91,9 @@ Explanation explain(const std::string& dir, const std::string& entry);
 
 struct Transfer {
   std::size_t entries = 0, objects = 0, bytes = 0, templates = 0;
+  // Tuning decisions and dynamic-shape dims carried (import, pull: those new
+  // to the directory).
+  std::size_t tuning = 0, profile_dims = 0;
 };
 // The Mega-Cache bundle of a whole cache, written to `file` (0600).
 // Under the store lock shared (`wait_s`): writers go on, no sweep runs.

@@ -14,6 +14,7 @@
 #include "log/progress.h"
 #include "remote/sharded_backend.h"
 #include "storage/remote_tier.h"
+#include "storage/side_files.h"
 #include "storage/store.h"
 
 #include <algorithm>
@@ -92,8 +93,7 @@ RemotePush remote_push(const remote::Config& c, const std::string& dir, const st
     try {
       std::vector<std::pair<std::string, std::string>> dims;
       for (const auto& r : decode_profiles(*bytes, (s.dir() / names::kProfileFile).string()))
-        if (matches(r.model_info, model))
-          dims.emplace_back(r.model_info + "|" + r.method + "|" + r.dim.input + "|" + std::to_string(r.dim.dim), "");
+        if (matches(r.model_info, model)) dims.emplace_back(profile_blob_name(r), "");
       t->push_blobs(BlobKind::profile, dims, remote::Overwrite::no, dir);
       out.profile_dims = dims.size();
     } catch (const CacheError& e) {
@@ -181,9 +181,26 @@ RemotePull remote_pull(const remote::Config& c, const std::string& model, const 
       t->failed({remote::Failure::corrupt, e.what()}, dir, "reading a capture template");
     }
   }
+  // The decisions that are not programs, so the pulled methods start warm:
+  // the shared tuning table (each record checked by the tier) and the
+  // pulled models' dynamic-shape dims (names checked as the file's records).
+  b.tuning = t->tuning(dir);
+  for (const auto& m : out.models)
+    for (const auto& [name, bytes] : t->blobs(BlobKind::profile, dir, m + "|")) {
+      auto r = parse_profile_blob_name(name);
+      if (r && r->model_info == m)
+        b.profiles.push_back(std::move(*r));
+      else
+        t->failed({remote::Failure::corrupt, "a dynamic-shape dim named '" + name + "' is malformed"}, dir,
+                  "reading the dynamic-shape profiles");
+    }
+  std::sort(b.profiles.begin(), b.profiles.end());
+  b.profiles.erase(std::unique(b.profiles.begin(), b.profiles.end()), b.profiles.end());
   const Transfer tr = import_records(std::move(b), dir);
   out.entries = tr.entries;
   out.objects = tr.objects;
+  out.tuning = tr.tuning;
+  out.profile_dims = tr.profile_dims;
   return out;
 }
 

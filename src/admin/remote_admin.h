@@ -28,11 +28,14 @@ RemotePush remote_push(const remote::Config& remote, const std::string& dir, con
 struct RemotePull {
   std::vector<std::string> models;
   std::size_t entries = 0, objects = 0, bytes = 0;
-  std::vector<std::string> problems;  // entries left out (object missing or damaged)
+  std::size_t tuning = 0, profile_dims = 0;  // tuning decisions and dynamic-shape dims new to the directory
+  std::vector<std::string> problems;         // entries left out (object missing or damaged)
 };
 // Fills the cache in `dir` with the remote's entries of the models whose
 // model_info is `model` or starts with `model` + "_" (a class name), and
-// their objects, checked like local files and committed like an import.
+// their objects, checked like local files and committed like an import,
+// with the shared tuning table and those models' dynamic-shape profiles
+// (damaged records counted and skipped).
 // Before anything is committed each object must decode with its entry's
 // parameters and give its own graph key: the key of its recorded trace,
 // with the entry's runtime version, decompositions and dynamic setting and

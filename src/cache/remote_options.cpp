@@ -12,16 +12,42 @@
 #include <cstring>
 #include <fstream>
 #include <mutex>
+#include <optional>
 #include <string>
 
 namespace npucache::cache {
 
+namespace {
+
+// The remote of $NPUCACHE_REMOTE, which a launcher may set for a whole
+// fleet: a malformed one is warned about once (masked) and the job runs
+// with the local cache only.
+std::optional<remote::Config> from_environment(const std::string& url) {
+  try {
+    return remote::parse_remote(url);
+  } catch (const ConfigError& e) {
+    if (process::Context::current().get<process::Once>().first("malformed NPUCACHE_REMOTE|" + remote::shown_url(url)))
+      log::warn("NPUCACHE_REMOTE is not used: {}; the job runs with the local cache only", e.what());
+    return std::nullopt;
+  }
+}
+
+}  // namespace
+
 remote::Config resolve_remote(const RemoteOptions& o) {
   std::string url = o.url;
-  if (url.empty())
+  const bool from_env = url.empty();
+  if (from_env)
     if (const char* env = std::getenv("NPUCACHE_REMOTE")) url = env;
   if (url.empty() || url == "off" || url == "none") return {};
-  remote::Config c = remote::parse_remote(url);
+  remote::Config c;
+  if (from_env) {
+    std::optional<remote::Config> parsed = from_environment(url);
+    if (!parsed) return {};
+    c = std::move(*parsed);
+  } else {
+    c = remote::parse_remote(url);
+  }
   if (o.read_only) c.read_only = *o.read_only;
   if (o.connect_timeout_s) {
     if (!(*o.connect_timeout_s > 0) || !std::isfinite(*o.connect_timeout_s))

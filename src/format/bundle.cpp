@@ -8,6 +8,7 @@
 #include "format/names.h"
 #include "format/record_codec.h"
 #include "format/template_file.h"
+#include "format/tuning_file.h"
 #include "zstd/zstd_codec.h"
 
 #include <xxhash.h>
@@ -24,8 +25,11 @@ namespace {
 
 constexpr char kBundleMagic[8] = {'N', 'P', 'U', 'C', 'B', 'N', 'D', 'L'};
 // 3: npucache's own bounded encoding; 4: capture templates; 5: the records
-// of record_codec.h (cache format 4.0.0), entries under model records.
-constexpr uint32_t kBundleVersion = 5;
+// of record_codec.h (cache format 4.0.0), entries under model records; 6:
+// the tuning decisions and dynamic-shape profiles after the templates (5
+// is still read: its records are 6's without them).
+constexpr uint32_t kBundleVersion = 6;
+constexpr uint32_t kOldestReadBundleVersion = 5;
 constexpr std::size_t kBundleHeader = 36;
 
 }  // namespace
@@ -59,6 +63,10 @@ std::string write_bundle(const Bundle& b) {
     w.str(key);
     w.str(bytes);
   }
+  w.u32(static_cast<uint32_t>(b.tuning.size()));
+  for (const auto& t : b.tuning) w.str(encode_tuning_record(t));
+  w.u32(static_cast<uint32_t>(b.profiles.size()));
+  for (const auto& p : b.profiles) w.str(encode_profile_record(p));
   const std::string raw = w.take();
   if (raw.size() > kMaxBundleBytes)
     throw CacheError("the bundle would hold " + std::to_string(raw.size()) + " bytes, more than a bundle may (" +
@@ -79,10 +87,11 @@ Bundle read_bundle(std::string_view bytes) {
   ByteReader h(bytes.substr(sizeof kBundleMagic, kBundleHeader - sizeof kBundleMagic), "bundle header");
   const uint32_t version = h.u32();
   const uint64_t len = h.u64(), raw_len = h.u64(), sum = h.u64();
-  if (version != kBundleVersion)
+  if (version < kOldestReadBundleVersion || version > kBundleVersion)
     throw CacheError("bundle format version " + std::to_string(version) + " is not supported (this build reads " +
-                     std::to_string(kBundleVersion) + ", cache format " + names::kFormatVersion + "): " +
-                     (version < kBundleVersion
+                     std::to_string(kOldestReadBundleVersion) + " to " + std::to_string(kBundleVersion) +
+                     ", cache format " + names::kFormatVersion + "): " +
+                     (version < kOldestReadBundleVersion
                           ? "it was written by cache format 3.0.0 or earlier, whose entries would "
                             "only be reported stale here; export a cache made by this version"
                           : "it was written by a later version; export it again with this version"));
@@ -117,6 +126,16 @@ Bundle read_bundle(std::string_view bytes) {
     for (std::size_t i = 0; i < nt; ++i) {
       std::string key = r.str();
       b.templates.emplace_back(std::move(key), r.str());
+    }
+    if (version >= 6) {
+      const std::size_t ntu = r.count(8);
+      if (ntu > kMaxTuningRecords) r.fail(std::to_string(ntu) + " tuning decisions, more than a table may hold");
+      for (std::size_t i = 0; i < ntu; ++i)
+        b.tuning.push_back(decode_tuning_record(r.str(), "bundle tuning decision " + std::to_string(i + 1)));
+      const std::size_t np = r.count(8);
+      if (np > kMaxProfileRecords) r.fail(std::to_string(np) + " dynamic-shape dims, more than a profile may hold");
+      for (std::size_t i = 0; i < np; ++i)
+        b.profiles.push_back(decode_profile_record(r.str(), "bundle dynamic-shape dim " + std::to_string(i + 1)));
     }
     if (!r.done()) r.fail("it has trailing bytes");
     return b;

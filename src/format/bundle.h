@@ -1,10 +1,12 @@
 // The Mega-Cache bundle (docs/FORMAT.md): a versioned, checksummed,
 // zstd-compressed list of entries and their objects, in the records of
 // record_codec.h: the objects with their artifacts, each model's record
-// followed by its entries, the capture templates.
+// followed by its entries, the capture templates, the tuning decisions and
+// the dynamic-shape profiles (so a cache filled from a bundle starts warm).
 //
 //   bytes 0-7   magic "NPUCBNDL"
-//   8-11        u32 format version (5; earlier ones are refused, naming why)
+//   8-11        u32 format version (6; 5 is read, without the tuning
+//               decisions and profiles; earlier ones are refused, naming why)
 //   12-19       u64 payload bytes (compressed)
 //   20-27       u64 decoded bytes (at most kMaxBundleBytes and
 //               kMaxBundleRatio times the payload)
@@ -16,6 +18,8 @@
 // a CacheError, never a crash or an unbounded allocation.
 #pragma once
 
+#include "compiler/tuning_table.h"
+#include "format/profile_file.h"
 #include "format/records.h"
 
 #include <functional>
@@ -36,6 +40,11 @@ struct Bundle {
   std::vector<ObjectRecord> objects;
   // Capture templates of the objects: (template key, the file's bytes).
   std::vector<std::pair<std::string, std::string>> templates;
+  // The autotuner's decisions (tuning_file.h's records) and the dims
+  // automatic dynamic made dynamic (profile_file.h's), each validated as
+  // their files' records are.
+  std::vector<compiler::TuningRecord> tuning;
+  std::vector<ProfileRecord> profiles;
 };
 
 std::string write_bundle(const Bundle& b);

@@ -19,7 +19,9 @@ namespace {
 // Far above any input path or method name.
 constexpr std::size_t kMaxProfileText = 4096;
 
-std::string encode_record(const ProfileRecord& r) {
+}  // namespace
+
+std::string encode_profile_record(const ProfileRecord& r) {
   ByteWriter w;
   w.str(r.model_info);
   w.str(r.method);
@@ -28,7 +30,7 @@ std::string encode_record(const ProfileRecord& r) {
   return w.take();
 }
 
-ProfileRecord decode_record(std::string_view body, const std::string& what) try {
+ProfileRecord decode_profile_record(std::string_view body, const std::string& what) try {
   ByteReader r(body, what);
   ProfileRecord p;
   auto text = [&](const char* field) {
@@ -51,8 +53,6 @@ ProfileRecord decode_record(std::string_view body, const std::string& what) try 
   throw CacheError(e.what());
 }
 
-}  // namespace
-
 std::string encode_profiles(const std::vector<ProfileRecord>& records) {
   if (records.size() > kMaxProfileRecords)
     throw CacheError("the dynamic-shape profiles hold " + std::to_string(records.size()) +
@@ -60,7 +60,7 @@ std::string encode_profiles(const std::vector<ProfileRecord>& records) {
   std::vector<std::string> bodies;
   std::map<std::string, std::vector<std::string>> lines;  // model_info -> its dims
   for (const auto& r : records) {
-    bodies.push_back(encode_record(r));
+    bodies.push_back(encode_profile_record(r));
     lines[r.model_info].push_back(r.method + ": " + r.dim.input + " dim " + std::to_string(r.dim.dim));
   }
   const std::size_t userblock = userblock_for(bodies);
@@ -90,7 +90,7 @@ std::vector<ProfileRecord> decode_profiles(std::string_view file, const std::str
     throw CacheError(what + " is damaged: it holds " + std::to_string(o.records.size()) + " records");
   std::vector<ProfileRecord> out;
   out.reserve(o.records.size());
-  for (const auto& body : o.records) out.push_back(decode_record(body, what));
+  for (const auto& body : o.records) out.push_back(decode_profile_record(body, what));
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());
   return out;

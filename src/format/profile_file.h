@@ -35,6 +35,11 @@ inline constexpr std::size_t kMaxProfileRecords = std::size_t{1} << 16;
 inline constexpr std::size_t kMaxProfileFileBytes = std::size_t{16} << 20;
 inline constexpr int64_t kMaxProfileDim = 64;
 
+// One dim, as the file's envelope records (and bundles) hold it; decode
+// validates every field (CacheError naming `what`).
+std::string encode_profile_record(const ProfileRecord& r);
+ProfileRecord decode_profile_record(std::string_view body, const std::string& what);
+
 // `records` sorted and without duplicates.
 std::string encode_profiles(const std::vector<ProfileRecord>& records);
 // Validates everything (envelope, records, fields, the HDF5 part's

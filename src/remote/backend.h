@@ -40,7 +40,7 @@ enum class Failure {
   timeout,    // the connect timeout or the operation timeout passed
   auth,       // wrong or missing password (NOAUTH, WRONGPASS)
   full,       // the server refused a write for lack of memory (maxmemory, noeviction)
-  dropped,    // the connection closed mid-command
+  dropped,    // the connection closed mid-command, or the reply was not Redis protocol (closed by the client)
   server,     // another error reply (READONLY replica, LOADING, wrong type...)
   corrupt,    // a value failed its checks (cache layer)
   too_large,  // an object above max-object, not sent (cache layer)

@@ -9,8 +9,37 @@
 namespace npucache::remote {
 namespace {
 
+// The text between the scheme and the last '@': what may be a password.
+std::string_view credentials(std::string_view url) {
+  const std::size_t s = url.find("://");
+  const std::size_t from = s == std::string_view::npos ? 0 : s + 3;
+  const std::size_t at = url.rfind('@');
+  return at == std::string_view::npos || at < from ? std::string_view() : url.substr(from, at - from);
+}
+
+// `why` without the URL's credentials, should a part of them be quoted.
+std::string scrubbed(std::string why, std::string_view url) {
+  const std::string_view cred = credentials(url);
+  const std::size_t colon = cred.find(':');
+  const std::string_view secret = colon == std::string_view::npos ? cred : cred.substr(colon + 1);
+  for (std::string_view part : {cred, secret}) {
+    if (part.size() < 4) continue;  // a short one would garble the message; the split itself never quotes it
+    for (std::size_t i = why.find(part); i != std::string::npos; i = why.find(part, i + 3))
+      why.replace(i, part.size(), "***");
+  }
+  return why;
+}
+
+[[noreturn]] void bad(std::string_view url, const std::string& why);
+
+// A path to quote in a message, or nothing when the URL holds an '@' (these
+// URLs have no user part: what precedes it may be a password).
+std::string quoted_path(std::string_view path, std::string_view url) {
+  return url.find('@') == std::string_view::npos ? "'" + std::string(path) + "' " : std::string();
+}
+
 [[noreturn]] void bad(std::string_view url, const std::string& why) {
-  throw ConfigError("remote cache URL '" + shown_url(url) + "': " + why +
+  throw ConfigError("remote cache URL '" + shown_url(url) + "': " + scrubbed(why, url) +
                     "; write redis://host:port[/db], redis+unix:///path/to/socket or file:///path/to/directory, "
                     "with attributes such as ?read-only&timeout=2s&connect-timeout=100ms&max-object=64M");
 }
@@ -91,17 +120,22 @@ void attribute(Config& c, std::string_view name, std::string_view value, bool ha
 
 std::string shown_url(std::string_view url) {
   const std::size_t s = url.find("://");
-  if (s == std::string_view::npos) return std::string(url);
-  const std::size_t from = s + 3;
-  if (from >= url.size() || url[from] == '/') return std::string(url);  // no user part: a path
-  // The last '@' anywhere: a password may hold an unescaped '/' or '?' (a
-  // query holding an '@' is hidden too, which costs a message nothing).
+  const std::size_t from = s == std::string_view::npos ? 0 : s + 3;
+  // A path (file://, unix sockets) holds no user part; an '@' in it is the
+  // path's.
+  if (s != std::string_view::npos && from < url.size() && url[from] == '/' && !url.starts_with("redis://"))
+    return std::string(url);
+  // The last '@' anywhere: a password may hold an unescaped '/', '?', '#' or
+  // '@' (a query holding an '@' is hidden too, which costs a message nothing).
   const std::size_t at = url.rfind('@');
   if (at == std::string_view::npos || at < from) return std::string(url);
   const std::string_view cred = url.substr(from, at - from);
   const std::size_t colon = cred.find(':');
   const std::string user(colon == std::string_view::npos ? std::string_view() : cred.substr(0, colon));
-  return std::string(url.substr(0, from)) + user + ":***" + std::string(url.substr(at));
+  // A user name is shown unless it reaches past what a host part may hold
+  // (then the split is a guess and it may be a password's).
+  const bool plain = user.find_first_of("/?#") == std::string::npos;
+  return std::string(url.substr(0, from)) + (plain ? user : "***") + ":***" + std::string(url.substr(at));
 }
 
 double parse_seconds(std::string_view text, const std::string& what) {
@@ -122,31 +156,40 @@ double parse_seconds(std::string_view text, const std::string& what) {
 Config parse_url(std::string_view url) {
   Config c;
   std::string_view rest = url;
-  const std::size_t q = rest.find('?');
+  // redis://: the user part ends at the last '@' of the URL, before the host,
+  // path and query are split, so a '/', '?', '#' or '@' in a password is
+  // the password's.
+  std::string_view cred;
+  bool has_cred = false;
+  if (rest.rfind("redis://", 0) == 0) {
+    const std::size_t at = rest.rfind('@');
+    if (at != std::string_view::npos) {
+      cred = rest.substr(8, at - 8);
+      has_cred = true;
+    }
+  }
+  const std::size_t after_cred = has_cred ? 8 + cred.size() + 1 : 0;
+  const std::size_t q = rest.find('?', after_cred);
   std::string_view query = q == std::string_view::npos ? std::string_view() : rest.substr(q + 1);
   rest = rest.substr(0, q);
   if (rest.rfind("file://", 0) == 0) {
     c.scheme = Scheme::file;
     std::string_view path = rest.substr(7);
     if (path.empty() || path[0] != '/')
-      bad(url, "the directory '" + std::string(path) + "' must be absolute (file:///shared/npucache-remote)");
+      bad(url, "the directory " + quoted_path(path, url) + "must be absolute (file:///shared/npucache-remote)");
     c.endpoint.path = decode_percent(path, url);
   } else if (rest.rfind("redis+unix://", 0) == 0 || rest.rfind("unix://", 0) == 0) {
     c.endpoint.unix_socket = true;
     std::string_view path = rest.substr(rest.find("://") + 3);
     if (path.empty() || path[0] != '/')
-      bad(url, "the socket path '" + std::string(path) + "' must be absolute (redis+unix:///run/redis.sock)");
+      bad(url, "the socket path " + quoted_path(path, url) + "must be absolute (redis+unix:///run/redis.sock)");
     c.endpoint.path = decode_percent(path, url);
   } else if (rest.rfind("redis://", 0) == 0) {
-    std::string_view auth_host = rest.substr(8);
-    // The user part ends at the last '@' (a password may hold a '/'), the
-    // host at the first '/' after it.
-    const std::size_t at = auth_host.rfind('@');
-    const std::size_t slash = auth_host.find('/', at == std::string_view::npos ? 0 : at);
+    std::string_view auth_host = rest.substr(after_cred ? after_cred : 8);
+    const std::size_t slash = auth_host.find('/');
     std::string_view db = slash == std::string_view::npos ? std::string_view() : auth_host.substr(slash + 1);
     auth_host = auth_host.substr(0, slash);
-    if (at != std::string_view::npos) {
-      const std::string_view cred = auth_host.substr(0, at);
+    if (has_cred) {
       const std::size_t colon = cred.find(':');
       if (colon == std::string_view::npos) {
         c.endpoint.password = decode_percent(cred, url);  // redis://password@host, as some clients allow
@@ -155,7 +198,6 @@ Config parse_url(std::string_view url) {
         c.endpoint.password = decode_percent(cred.substr(colon + 1), url);
       }
       c.password_in_url = !c.endpoint.password.empty();
-      auth_host = auth_host.substr(at + 1);
     }
     std::string_view host = auth_host;
     if (!host.empty() && host[0] == '[') {  // [::1]:6379

@@ -13,9 +13,12 @@
 // (`password_in_url`): it shows in process listings; the tier takes it
 // from NPUCACHE_REMOTE_PASSWORD(_FILE) instead when those are set.
 //
+// The user part of a redis:// URL ends at its last '@', so a password may
+// hold '/', '?', '#' or '@' unescaped (percent escapes work too).
+//
 // Pure functions: parse_url throws ConfigError naming the part that is
-// wrong and how to write it, never showing a password; nothing here
-// touches the network.
+// wrong and how to write it, showing the URL masked (shown_url) and never
+// a password or a part of one; nothing here touches the network.
 #pragma once
 
 #include <cstddef>
@@ -81,7 +84,8 @@ Config parse_url(std::string_view url);
 Config parse_remote(std::string_view text);
 
 // `url` with the password of its user part (scheme://user:password@...)
-// replaced by "***": what messages show.
+// replaced by "***" (the user too when it holds '/', '?' or '#'): what
+// every message shows.
 std::string shown_url(std::string_view url);
 
 // "100ms", "2s", "0.5": seconds; ConfigError naming `what` otherwise.

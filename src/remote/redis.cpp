@@ -1,4 +1,5 @@
 #include "remote/redis.h"
+#include "remote/resp_reader.h"
 
 #include <hiredis/hiredis.h>
 
@@ -114,52 +115,7 @@ int connect_unix(const Endpoint& e, Clock::time_point deadline) {
 
 // --- Reply -----------------------------------------------------------------
 
-struct Reply::Node {
-  Type type = Type::nil;
-  std::string str;
-  long long integer = 0;
-  std::vector<std::unique_ptr<Node>> elements;
-};
-
 namespace {
-
-// hiredis's reader builds replies through these: each new object is
-// attached to its parent array (which owns it); the root is the reply.
-void* attach(const redisReadTask* task, std::unique_ptr<Reply::Node> n) {
-  Reply::Node* raw = n.get();
-  if (task->parent) {
-    auto* parent = static_cast<Reply::Node*>(task->parent->obj);
-    if (task->idx < 0 || static_cast<std::size_t>(task->idx) >= parent->elements.size()) return nullptr;
-    parent->elements[static_cast<std::size_t>(task->idx)] = std::move(n);
-  } else {
-    (void)n.release();  // the root: owned by the Reply made from it
-  }
-  return raw;
-}
-void* create_string(const redisReadTask* task, char* str, size_t len) {
-  auto n = std::make_unique<Reply::Node>();
-  n->type = task->type == REDIS_REPLY_ERROR    ? Reply::Type::error
-            : task->type == REDIS_REPLY_STATUS ? Reply::Type::status
-                                               : Reply::Type::string;
-  n->str.assign(str, len);
-  return attach(task, std::move(n));
-}
-void* create_array(const redisReadTask* task, int elements) {
-  auto n = std::make_unique<Reply::Node>();
-  n->type = Reply::Type::array;
-  n->elements.resize(elements > 0 ? static_cast<std::size_t>(elements) : 0);
-  return attach(task, std::move(n));
-}
-void* create_integer(const redisReadTask* task, long long value) {
-  auto n = std::make_unique<Reply::Node>();
-  n->type = Reply::Type::integer;
-  n->integer = value;
-  return attach(task, std::move(n));
-}
-void* create_nil(const redisReadTask* task) { return attach(task, std::make_unique<Reply::Node>()); }
-void free_object(void* n) { delete static_cast<Reply::Node*>(n); }
-
-redisReplyObjectFunctions g_functions{create_string, create_array, create_integer, create_nil, free_object};
 
 const Reply::Node& element(const std::unique_ptr<Reply::Node>& n, std::size_t i) {
   static const Reply::Node nil;
@@ -191,22 +147,19 @@ Reply Reply::take_at(std::size_t i) {
 // --- RedisConnection ---------------------------------------------------------
 
 struct RedisConnection::State {
+  explicit State(ReplyLimits limits) : reader(limits) {}
   int fd = -1;
-  redisReader* reader = nullptr;
+  RespReader reader;
   std::string buf = std::string(std::size_t{1} << 20, '\0');  // one recv's worth, reused
   ~State() {
-    if (reader) redisReaderFree(reader);
     if (fd >= 0) ::close(fd);
   }
 };
 
-RedisConnection::RedisConnection(const Endpoint& e, double connect_timeout_s, double timeout_s)
-    : s_(std::make_unique<State>()) {
+RedisConnection::RedisConnection(const Endpoint& e, double connect_timeout_s, double timeout_s, ReplyLimits limits)
+    : s_(std::make_unique<State>(limits)) {
   const auto deadline = deadline_after(connect_timeout_s);
   s_->fd = e.unix_socket ? connect_unix(e, deadline) : connect_tcp(e, deadline);
-  s_->reader = redisReaderCreateWithFunctions(&g_functions);
-  if (!s_->reader) throw RedisError(Failure::refused, "out of memory for the reply reader");
-  s_->reader->maxbuf = 0;  // keep the buffer between replies: large values are read into it once
   std::vector<Command> hello;
   if (!e.password.empty()) {
     if (e.user.empty())
@@ -255,8 +208,7 @@ std::vector<Reply> RedisConnection::run(const std::vector<Command>& commands, do
   const auto read_some = [&]() -> bool {  // false: nothing to read now
     const ssize_t n = ::recv(s_->fd, buf.data(), buf.size(), 0);
     if (n > 0) {
-      if (redisReaderFeed(s_->reader, buf.data(), static_cast<std::size_t>(n)) != REDIS_OK)
-        throw RedisError(Failure::dropped, "cannot buffer the reply");
+      s_->reader.feed(buf.data(), static_cast<std::size_t>(n));
       return true;
     }
     if (n == 0) throw RedisError(Failure::dropped, "the server closed the connection");
@@ -265,11 +217,9 @@ std::vector<Reply> RedisConnection::run(const std::vector<Command>& commands, do
   };
   const auto take_replies = [&] {
     while (replies.size() < commands.size()) {
-      void* r = nullptr;
-      if (redisReaderGetReply(s_->reader, &r) != REDIS_OK)
-        throw RedisError(Failure::dropped, std::string("malformed reply: ") + s_->reader->errstr);
+      std::unique_ptr<Reply::Node> r = s_->reader.next();
       if (!r) return;
-      replies.emplace_back(static_cast<Reply::Node*>(r));
+      replies.emplace_back(r.release());
     }
   };
   while (sent < out.size()) {

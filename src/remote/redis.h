@@ -1,5 +1,6 @@
 // hiredis, wrapped once: an RAII connection whose every command is bounded
-// by a deadline. hiredis formats the commands and parses the replies; the
+// by a deadline. hiredis formats the commands; the replies are parsed by a
+// reader that never allocates for what has not arrived (resp_reader.h); the
 // connection owns a non-blocking socket polled against the deadline, so no
 // call outlives its timeout however the server behaves (stopped, dripping
 // bytes, never answering), and writes use MSG_NOSIGNAL, so a closed socket
@@ -14,6 +15,7 @@
 #pragma once
 
 #include "remote/backend.h"
+#include "remote/config.h"
 
 #include <memory>
 #include <stdexcept>
@@ -32,9 +34,9 @@ class RedisError : public std::runtime_error {
   Failure kind_;
 };
 
-// A reply, built by hiredis's reader straight into C++ objects (custom
-// reply functions): a bulk string is copied once out of the reader's
-// buffer, and take_text() moves it out without another copy.
+// A reply, built by the bounded reader (resp_reader.h) straight into C++
+// objects: a bulk string is copied once out of the reader's buffer, and
+// take_text() moves it out without another copy.
 class Reply {
  public:
   enum class Type { string, array, integer, nil, status, error };
@@ -60,13 +62,26 @@ class Reply {
   std::unique_ptr<Node> n_;
 };
 
+// What a reply may hold. A value is at most max-object bytes; the slack
+// covers the value's envelope and an error reply's text.
+inline constexpr std::size_t kReplySlackBytes = std::size_t{1} << 20;
+struct ReplyLimits {
+  std::size_t max_string = kDefaultMaxObjectBytes + kReplySlackBytes;
+  // The longest array a command of the backend is answered with: a SCAN
+  // page (COUNT 1000 returns about a thousand keys, a few more when hash
+  // buckets chain).
+  std::size_t max_elements = std::size_t{1} << 16;
+  int max_depth = 4;  // SCAN's reply is two deep
+};
+
 using Command = std::vector<std::string_view>;
 
 class RedisConnection {
  public:
   // Connects within `connect_timeout_s`, then authenticates and selects the
-  // database within `timeout_s`.
-  RedisConnection(const Endpoint& e, double connect_timeout_s, double timeout_s);
+  // database within `timeout_s`. Replies beyond `limits` are protocol
+  // violations (resp_reader.h).
+  RedisConnection(const Endpoint& e, double connect_timeout_s, double timeout_s, ReplyLimits limits = {});
   ~RedisConnection();
   RedisConnection(RedisConnection&&) noexcept;
   RedisConnection& operator=(RedisConnection&&) noexcept;

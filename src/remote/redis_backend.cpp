@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <mutex>
+#include <new>
 #include <optional>
 
 namespace npucache::remote {
@@ -121,13 +122,22 @@ class RedisBackend final : public Backend {
       return again;
     }
     try {
-      if (!conn_) conn_.emplace(config().endpoint, config().connect_timeout_s, config().timeout_s);
+      if (!conn_) {
+        ReplyLimits limits;
+        limits.max_string = config().max_object_bytes + kReplySlackBytes;
+        conn_.emplace(config().endpoint, config().connect_timeout_s, config().timeout_s, limits);
+      }
       *replies = conn_->run(cmds, config().timeout_s);
     } catch (const RedisError& e) {
       conn_.reset();
       Fault f{e.kind(), e.what()};
       if (connection_level(e.kind())) down_ = f;
       return f;
+    } catch (const std::bad_alloc&) {  // the process is short of memory: the remote waits, the job goes on
+      replies->clear();
+      conn_.reset();
+      down_ = Fault{Failure::dropped, "out of memory while talking to the server; the connection is dropped"};
+      return down_;
     }
     // A command refused for the connection's sake (NOAUTH) ends it too.
     for (const Reply& r : *replies)

@@ -18,6 +18,7 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <new>
 #include <set>
 #include <tuple>
 
@@ -171,6 +172,9 @@ std::optional<RemoteTier::Object> RemoteTier::verify(std::string value, const st
     return std::nullopt;
   } catch (const Error& e) {  // sound, but not for this call (another signature): a miss
     return miss(e.what());
+  } catch (const std::bad_alloc&) {  // a failed read, never a crash; the value stays for a process with memory
+    failed({Failure::server, "out of memory checking the value"}, dir, "reading object " + graph_key);
+    return std::nullopt;
   }
   RemoteCounters hit;
   hit.hits = 1;

@@ -44,27 +44,110 @@ void warn_damaged_profiles(const std::string& why) {
   log::warn("{}; its dynamic-shape decisions are ignored and it is rewritten on the next save", why);
 }
 
-// A remote profile record's name: "<model_info>|<method>|<input>|<dim>".
+// A remote profile record's name for `method` of `model_info`.
 std::string profile_name(const std::string& model_info, const std::string& method, const DimMark& m) {
-  return model_info + "|" + method + "|" + m.input + "|" + std::to_string(m.dim);
+  return profile_blob_name({model_info, method, m});
 }
 
 std::optional<DimMark> parse_profile_name(const std::string& name, const std::string& model_info,
                                           const std::string& method) {
-  const auto a = name.find('|'), b = name.find('|', a + 1), c = name.rfind('|');
-  if (a == std::string::npos || b == std::string::npos || c <= b) return std::nullopt;
-  if (name.substr(0, a) != model_info || name.substr(a + 1, b - a - 1) != method) return std::nullopt;
-  DimMark m{name.substr(b + 1, c - b - 1), -1};
-  try {
-    m.dim = std::stoll(name.substr(c + 1));
-  } catch (const std::exception&) {
-    return std::nullopt;
-  }
-  if (m.input.empty() || m.dim < 0 || m.dim >= kMaxProfileDim) return std::nullopt;
-  return m;
+  auto r = parse_profile_blob_name(name);
+  if (!r || r->model_info != model_info || r->method != method) return std::nullopt;
+  return r->dim;
 }
 
 }  // namespace
+
+std::string profile_blob_name(const ProfileRecord& r) {
+  return r.model_info + "|" + r.method + "|" + r.dim.input + "|" + std::to_string(r.dim.dim);
+}
+
+std::optional<ProfileRecord> parse_profile_blob_name(const std::string& name) {
+  const auto a = name.find('|'), b = name.find('|', a + 1), c = name.rfind('|');
+  if (a == std::string::npos || b == std::string::npos || c <= b) return std::nullopt;
+  ProfileRecord r{name.substr(0, a), name.substr(a + 1, b - a - 1), {name.substr(b + 1, c - b - 1), -1}};
+  const std::string dim = name.substr(c + 1);
+  if (dim.empty() || dim.size() > 3 || dim.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
+  r.dim.dim = std::stoll(dim);
+  // The checks of the file's records (an encoded record must decode).
+  try {
+    return decode_profile_record(encode_profile_record(r), "remote dynamic-shape dim " + name);
+  } catch (const CacheError&) {
+    return std::nullopt;
+  }
+}
+
+std::vector<compiler::TuningRecord> stored_tuning(const Store& store) {
+  try {
+    if (auto r = read_tuning(store.directory())) return std::move(*r);
+  } catch (const CacheRefused&) {
+    throw;
+  } catch (const CacheError& e) {
+    warn_damaged_tuning(e.what());
+  }
+  return {};
+}
+
+std::vector<ProfileRecord> stored_profiles(const Store& store) {
+  try {
+    if (auto r = read_profiles(store.directory())) return std::move(*r);
+  } catch (const CacheRefused&) {
+    throw;
+  } catch (const CacheError& e) {
+    warn_damaged_profiles(e.what());
+  }
+  return {};
+}
+
+std::size_t add_tuning(const Store& store, const std::vector<compiler::TuningRecord>& records) {
+  if (records.empty()) return 0;
+  const Dir& d = store.directory();
+  FileLock lock = d.sub(names::kLocksDir, Create::yes).lock(names::kTuningLock);
+  compiler::TuningTable table;
+  bool rewrite = false;
+  try {
+    if (auto r = read_tuning(d)) table.merge(*r);
+  } catch (const CacheRefused&) {
+    throw;
+  } catch (const IoError&) {
+    throw;  // unread, not damaged: its decisions are kept
+  } catch (const CacheError& e) {
+    warn_damaged_tuning(e.what());
+    rewrite = true;
+  }
+  const std::size_t added = table.merge(records);
+  if (added == 0 && !rewrite) return 0;
+  d.write(names::kTuningFile, encode_tuning(table.records()));
+  return added;
+}
+
+std::size_t add_profiles(const Store& store, const std::vector<ProfileRecord>& records) {
+  if (records.empty()) return 0;
+  const Dir& d = store.directory();
+  FileLock lock = d.sub(names::kLocksDir, Create::yes).lock(names::kProfileLock);
+  std::vector<ProfileRecord> all;
+  bool rewrite = false;
+  try {
+    if (auto r = read_profiles(d)) all = std::move(*r);
+  } catch (const CacheRefused&) {
+    throw;
+  } catch (const IoError&) {
+    throw;  // unread, not damaged: its records are kept
+  } catch (const CacheError& e) {
+    warn_damaged_profiles(e.what());
+    rewrite = true;
+  }
+  std::size_t added = 0;
+  for (const auto& r : records) {
+    auto at = std::lower_bound(all.begin(), all.end(), r);
+    if (at != all.end() && *at == r) continue;
+    all.insert(at, r);
+    ++added;
+  }
+  if (added == 0 && !rewrite) return 0;
+  d.write(names::kProfileFile, encode_profiles(all));
+  return added;
+}
 
 SideFiles::SideFiles(std::string dir, std::shared_ptr<RemoteTier> remote)
     : dir_(std::move(dir)), remote_(std::move(remote)) {}

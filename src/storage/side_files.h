@@ -13,16 +13,37 @@
 
 #include <npucache/compile.h>
 
+#include "compiler/tuning_table.h"
+#include "format/profile_file.h"
 #include "storage/store.h"
 #include "storage/uses.h"
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 namespace npucache::storage {
 
 class RemoteTier;
+
+// The directory's tuning decisions and dynamic-shape dims, for a bundle or
+// a push: none without a file; a damaged file is warned about and gives
+// none.
+std::vector<compiler::TuningRecord> stored_tuning(const Store& store);
+std::vector<ProfileRecord> stored_profiles(const Store& store);
+// Adds decisions and dims from elsewhere (an import, a pull), already
+// validated, to the directory's files under their locks: what a file holds
+// is kept (a decision by the tuning table's rule), a damaged file is
+// warned about and rewritten. The count of records that were new; IoError
+// or CacheError when a file cannot be written.
+std::size_t add_tuning(const Store& store, const std::vector<compiler::TuningRecord>& records);
+std::size_t add_profiles(const Store& store, const std::vector<ProfileRecord>& records);
+
+// The name of a dim of a profile on the remote tier (BlobKind::profile),
+// "<model_info>|<method>|<input>|<dim>", and back (nullopt: not one).
+std::string profile_blob_name(const ProfileRecord& r);
+std::optional<ProfileRecord> parse_profile_blob_name(const std::string& name);
 
 class SideFiles {
  public:

@@ -286,8 +286,10 @@ void cmd_export(const std::string& d, const std::string& out, double wait) {
     const log::Progress progress("exporting " + dir_or_default(d));
     return cache::admin::export_bundle(dir_or_default(d), out, wait);
   }();
-  std::printf("exported %zu entries, %zu objects, %zu capture templates (%zu bytes) to %s\n", t.entries, t.objects,
-              t.templates, t.bytes, out.c_str());
+  std::printf(
+      "exported %zu entries, %zu objects, %zu capture templates, %zu tuning decisions, %zu dynamic-shape dims (%zu "
+      "bytes) to %s\n",
+      t.entries, t.objects, t.templates, t.tuning, t.profile_dims, t.bytes, out.c_str());
 }
 
 void cmd_import(const std::string& file, const std::string& d) {
@@ -296,8 +298,10 @@ void cmd_import(const std::string& file, const std::string& d) {
     const log::Progress progress("importing " + file);
     return cache::admin::import_bundle(file, dir);
   }();
-  std::printf("imported %zu entries, %zu objects, %zu capture templates into %s\n", t.entries, t.objects, t.templates,
-              dir.c_str());
+  std::printf(
+      "imported %zu entries, %zu objects, %zu capture templates, %zu new tuning decisions, %zu new dynamic-shape dims "
+      "into %s\n",
+      t.entries, t.objects, t.templates, t.tuning, t.profile_dims, dir.c_str());
 }
 
 struct GcArgs {

@@ -52,8 +52,10 @@ void cmd_pull(const std::string& url, const std::string& model, const std::strin
     return cache::admin::remote_pull(c, model, dir);
   }();
   for (const auto& pr : p.problems) std::printf("left out %s\n", pr.c_str());
-  std::printf("pulled %zu entries, %zu objects (%zu bytes read) of %zu model(s) into %s\n", p.entries, p.objects,
-              p.bytes, p.models.size(), dir.c_str());
+  std::printf(
+      "pulled %zu entries, %zu objects (%zu bytes read) of %zu model(s) into %s; %zu new tuning decisions, %zu new "
+      "dynamic-shape dims\n",
+      p.entries, p.objects, p.bytes, p.models.size(), dir.c_str(), p.tuning, p.profile_dims);
   if (!p.problems.empty()) set_exit_code(1);
 }
 

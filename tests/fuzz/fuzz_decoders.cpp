@@ -192,7 +192,7 @@ void put(std::string& s, T v) {
 std::string frame_bundle(std::string_view records) {
   const std::string payload = zstd::compress(records, 1);
   std::string out = "NPUCBNDL";
-  put<uint32_t>(out, 5);
+  put<uint32_t>(out, 6);
   put<uint64_t>(out, payload.size());
   put<uint64_t>(out, records.size());
   put<uint64_t>(out, XXH3_64bits(payload.data(), payload.size()));
