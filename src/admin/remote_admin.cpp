@@ -11,6 +11,7 @@
 #include "format/tuning_file.h"
 #include "log/log.h"
 #include "log/progress.h"
+#include "remote/signing.h"
 #include "storage/remote_tier.h"
 #include "storage/store.h"
 
@@ -200,6 +201,13 @@ std::vector<RemoteListedModel> remote_ls(const remote::Config& c, const std::str
     out.push_back(std::move(lm));
   }
   return out;
+}
+
+RemoteKeygen remote_keygen(const std::string& dir) {
+  if (dir.empty()) throw ConfigError("remote keygen needs a directory for signing.key and signing.pub");
+  const remote::signing::PublicKey k = remote::signing::write_key_files(dir);
+  return {dir + "/" + std::string(remote::signing::kSecretFile), dir + "/" + std::string(remote::signing::kPublicFile),
+          k.text(), k.id()};
 }
 
 }  // namespace npucache::cache::admin

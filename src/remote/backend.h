@@ -44,8 +44,9 @@ enum class Failure {
   server,     // another error reply (READONLY replica, LOADING, wrong type...)
   corrupt,    // a value failed its checks (cache layer)
   too_large,  // an object above max-object, not sent (cache layer)
+  untrusted,  // a value not signed by a trusted key (signed_backend.h); the detail says why
 };
-inline constexpr int kFailureKinds = 8;
+inline constexpr int kFailureKinds = 9;
 std::string_view failure_name(Failure f);
 
 struct Fault {
@@ -95,6 +96,10 @@ class Backend {
   // Every key starting with `prefix`, in no particular order (a miss is an
   // empty list). Keys written or removed meanwhile may or may not show.
   virtual Answer<std::vector<std::string>> list(const std::string& prefix) = 0;
+  // Whether every value this backend answers was signed by a trusted key
+  // (signed_backend.h): what a reader may take without checking the
+  // content against its own trace.
+  virtual bool authenticated() const { return false; }
 
  protected:
   explicit Backend(Config config) : config_(std::move(config)) {}
@@ -103,8 +108,9 @@ class Backend {
   Config config_;
 };
 
-// The backend of `config`'s scheme (factory.cpp): nothing is touched
-// before its first call.
+// The backend of `config`'s scheme (backend.cpp), signed and checked when
+// a signing key or trusted keys are set (signed_backend.h): nothing is
+// touched before its first call.
 std::unique_ptr<Backend> make_backend(const Config& config);
 // Each backend's maker (its own file).
 std::unique_ptr<Backend> make_redis_backend(const Config& config);

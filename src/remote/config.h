@@ -59,6 +59,11 @@ struct Config {
   double timeout_s = kDefaultTimeoutS;
   std::size_t max_object_bytes = kDefaultMaxObjectBytes;
   bool password_in_url = false;
+  // Signed publishing (signing.h, signed_backend.h): the signing.key file
+  // whose key signs every value written, and the file of public keys whose
+  // signatures make a read value usable (empty: none).
+  std::string signing_key_file;
+  std::string trusted_keys_file;
   bool enabled() const { return !url.empty(); }
 };
 
