@@ -2,10 +2,13 @@
 
 #include <npucache/error.h>
 
+#include "log/log.h"
 #include "remote/signing.h"
 
 #include <algorithm>
-#include <cstring>
+#include <chrono>
+#include <random>
+#include <thread>
 
 namespace npucache::remote {
 namespace {
@@ -14,8 +17,17 @@ using signing::PublicKey;
 using signing::SigningKey;
 
 // Rounds a writer reads its pair back and repairs it: two racing writers
-// settle in one or two.
-constexpr int kSettleRounds = 8;
+// settle in one or two. Writers in lockstep could put back their halves in
+// turn for ever; a random pause before each later round, growing with the
+// rounds, breaks the step.
+constexpr int kSettleRounds = 16;
+constexpr int kPauseStepUs = 100;
+
+void pause_before(int round) {
+  thread_local std::minstd_rand random(std::random_device{}());
+  const int us = std::uniform_int_distribution<int>(0, kPauseStepUs * round)(random);
+  std::this_thread::sleep_for(std::chrono::microseconds(us));
+}
 
 std::string sig_key(const std::string& key) { return key + std::string(signing::kSuffix); }
 
@@ -140,6 +152,7 @@ class SignedBackend final : public Backend {
   // racing writer replaced, until the pair is valid (see the header).
   void settle(const std::string& key, std::string_view value, const std::string& mine) {
     for (int round = 0; round < kSettleRounds; ++round) {
+      if (round > 0) pause_before(round);
       auto got = inner_->get_many({key, sig_key(key)});
       if (!got[0].is_hit() || got[1].is_failure()) return;  // removed since, or the remote failed
       if (got[1].is_hit() && untrusted_because(key, got[0].value(), got[1].value(), writer_keys_).empty()) return;
@@ -152,6 +165,8 @@ class SignedBackend final : public Backend {
         return;  // neither half is ours: the writer of the last one settles it
       if (!put.is_hit()) return;
     }
+    log::debug("remote key {}: its signature and value are still being replaced by other writers after {} rounds", key,
+               kSettleRounds);
   }
 
   std::unique_ptr<Backend> inner_;

@@ -13,9 +13,10 @@
 // trusts (its own or a trusted one) signed it; otherwise (unsigned, another
 // fleet's, changed) v replaces it and is signed. After writing, the writer
 // reads the pair back and puts back whichever half of its own pair another
-// writer replaced meanwhile, until the pair is one writer's (at most a few
-// rounds): writers that race on one key end with a consistent pair, the
-// last writer's. remove(K) removes K#sig too; list() never answers a #sig
+// writer replaced meanwhile, until the pair is one writer's (a bounded
+// number of rounds, with random pauses after the first so that writers in
+// lockstep fall out of it): writers that race on one key end with a
+// consistent pair, the last writer's. remove(K) removes K#sig too; list() never answers a #sig
 // key.
 //
 // Reader (trusted keys set): get(K) reads K and K#sig in one get_many; a

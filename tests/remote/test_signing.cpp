@@ -26,6 +26,7 @@
 
 #include <sys/stat.h>
 
+#include <barrier>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -153,6 +154,45 @@ TEST_F(Signing, KeygenWritesPrivateKeyFilesAndNeverReplacesOne) {
   }
 }
 
+TEST_F(Signing, SettingsFailClosed) {
+  const auto [secret, pub] = key("a");
+  const std::string trusted = trust("trusted", {pub});
+  const std::string missing = (base / "missing").string();
+  RemoteOptions o;
+  o.url = "redis://127.0.0.1:1";
+  o.signing_key_file = secret;
+  o.trusted_keys_file = trusted;
+  const remote::Config c = cache::resolve_remote(o);
+  EXPECT_EQ(c.signing_key_file, secret);
+  EXPECT_EQ(c.trusted_keys_file, trusted);
+  // Set in code: a file that cannot be used is a ConfigError naming it.
+  for (auto bad : {&RemoteOptions::signing_key_file, &RemoteOptions::trusted_keys_file}) {
+    RemoteOptions b = o;
+    b.*bad = missing;
+    try {
+      (void)cache::resolve_remote(b);
+      ADD_FAILURE() << "a missing key file was accepted";
+    } catch (const ConfigError& e) {
+      EXPECT_TRUE(has(e.what(), missing)) << e.what();
+    }
+  }
+  // From the environment: unusable trusted keys mean no remote at all, an
+  // unusable signing key a read-only one.
+  RemoteOptions env;
+  env.url = o.url;
+  ::setenv("NPUCACHE_REMOTE_TRUSTED_KEYS", missing.c_str(), 1);
+  EXPECT_FALSE(cache::resolve_remote(env).enabled());
+  ::setenv("NPUCACHE_REMOTE_TRUSTED_KEYS", trusted.c_str(), 1);
+  ::setenv("NPUCACHE_REMOTE_SIGNING_KEY", missing.c_str(), 1);
+  const remote::Config e = cache::resolve_remote(env);
+  ::unsetenv("NPUCACHE_REMOTE_TRUSTED_KEYS");
+  ::unsetenv("NPUCACHE_REMOTE_SIGNING_KEY");
+  EXPECT_TRUE(e.enabled());
+  EXPECT_EQ(e.trusted_keys_file, trusted);
+  EXPECT_TRUE(e.signing_key_file.empty());
+  EXPECT_TRUE(e.read_only);
+}
+
 TEST_F(Signing, RecordBindsTheKeyAndTheValue) {
   const auto [secret, pub] = key("a");
   const auto k = signing::SigningKey::load(secret);
@@ -195,7 +235,7 @@ TEST_F(Signing, TrustingReaderRefusesEveryAttack) {
   ASSERT_EQ(server.command({"SET", "k:copied", "v-k:source"}), "OK");
   ASSERT_EQ(server.command({"SET", "k:copied#sig", server.command({"GET", "k:source#sig"})}), "OK");
   ASSERT_EQ(server.command({"SET", "k:malformed", "x"}), "OK");
-  ASSERT_EQ(server.command({"SET", "k:malformed#sig", "NPSG-short"}), "OK");
+  ASSERT_EQ(server.command({"SET", "k:malformed#sig", std::string("NPSG\x01\x01short", 11)}), "OK");
 
   auto counted = std::make_unique<Counting>(remote::make_backend(remote::parse_url(server.url())));
   const auto calls = counted->calls;
@@ -307,13 +347,15 @@ TEST_F(Signing, RacingSigningWritersEndWithConsistentPairs) {
   for (int i = 0; i < kKeys; i += 3)
     ASSERT_TRUE(plain->put("race:" + std::to_string(i), "planted", remote::Overwrite::no).is_hit());
   // Four writers, two keys, each its own values: objects (written once)
-  // and entries (replaced) of the same keys at once.
+  // and entries (replaced), all four on the same key at the same moment.
+  std::barrier start(4);
   std::vector<std::thread> writers;
   for (int w = 0; w < 4; ++w)
     writers.emplace_back([&, w] {
       auto be = backend(server.url("timeout=10"), w % 2 ? a_key : b_key, "");
       for (int i = 0; i < kKeys; ++i) {
         const std::string v = "writer " + std::to_string(w) + " value " + std::to_string(i);
+        start.arrive_and_wait();
         EXPECT_TRUE(
             be->put("race:" + std::to_string(i), v, w < 2 ? remote::Overwrite::no : remote::Overwrite::yes).is_hit());
       }
@@ -450,8 +492,10 @@ TEST_F(SignedJobs, CommandsKeygenSignedPushTrustedPull) {
   Out push = sh(cli + " remote push " + dir("a") + " --remote " + server.url() + " --signing-key " + key);
   ASSERT_EQ(push.status, 0) << push.text;
   EXPECT_TRUE(has(push.text, "pushed 1 entries, 1 objects")) << push.text;
-  for (const auto& k : server.keys())
-    if (!has(k, "#sig")) EXPECT_EQ(server.command({"EXISTS", k + "#sig"}), "1") << k << " is not signed";
+  for (const auto& k : server.keys()) {
+    if (has(k, "#sig")) continue;
+    EXPECT_EQ(server.command({"EXISTS", k + "#sig"}), "1") << k << " is not signed";
+  }
   Out pull = sh(cli + " remote pull Model " + dir("b") + " --remote " + server.url() + " --trusted-keys " + pub);
   ASSERT_EQ(pull.status, 0) << pull.text;
   EXPECT_TRUE(has(pull.text, "pulled 1 entries, 1 objects")) << pull.text;
