@@ -169,7 +169,7 @@ int main(int argc, char** argv) {
   std::printf("remote tier: redis-server on 127.0.0.1 (loopback), median of %d alternated trials\n", trials);
   int rc = 0;
   // Signed publishing: a writer's key and a reader trusting it.
-  const signing::PublicKey key = signing::write_key_files((work / "keys").string());
+  const signing::PublicKey signer_key = signing::write_key_files((work / "keys").string());
   const Env signer{{"NPUCACHE_REMOTE_SIGNING_KEY", (work / "keys" / "signing.key").string()}};
   const Env reader{{"NPUCACHE_REMOTE_TRUSTED_KEYS", (work / "keys" / "signing.pub").string()}};
   int db = 0;
@@ -206,7 +206,7 @@ int main(int argc, char** argv) {
     std::printf("  cold / warm-remote                             %9.1fx\n", mc / mr);
     const double ms = perf::median(signed_remote);
     std::size_t values = 0;
-    const double verify = verify_all(signed_url, key, 20, &values);
+    const double verify = verify_all(signed_url, signer_key, 20, &values);
     std::printf("  empty local cache, warm signed remote          %9.2f ms   signed/unsigned %5.2fx\n", ms * 1e3,
                 ms / mr);
     std::printf(
