@@ -13,10 +13,10 @@
 // miss) when the remote is refused, slow, full, behind a wrong password,
 // drops the connection, holds a damaged value or (with trusted keys, the
 // backend's check: remote/signed_backend.h) a value no trusted key signed,
-// which is left in place, and a record of a table so refused is skipped;
-// the failure is counted by
-// kind in the cache directory's statistics (stats.h, `npucache stats`) and
-// warned about once per process and kind, naming the cause. A connection
+// which is left in place (a table's record so refused is skipped, the
+// others read); the failure is counted by kind in the cache directory's
+// statistics (stats.h, `npucache stats`) and warned about once per process
+// and kind, naming the cause. A connection
 // failure makes the backend skip the remote for the rest of the process; a
 // full remote stops the writes, reads go on. Without a configured remote
 // there is no tier (get() returns null): no connection, no cost.
