@@ -10,6 +10,8 @@ pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
 # The remote tier's Redis client (src/remote); tests start a real redis-server.
 pkg_check_modules(HIREDIS REQUIRED IMPORTED_TARGET hiredis)
 find_program(NPUCACHE_REDIS_SERVER redis-server)
+# Signed publishing to the remote tier: Ed25519 and BLAKE2b (src/remote/signing.cpp).
+pkg_check_modules(SODIUM REQUIRED IMPORTED_TARGET libsodium)
 find_package(CLI11 CONFIG QUIET)
 if(NOT CLI11_FOUND)
   find_path(CLI11_INCLUDE_DIR CLI/CLI.hpp REQUIRED)

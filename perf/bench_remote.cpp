@@ -5,6 +5,11 @@
 //     the same job warm from its local cache (goal <= 1.3x; the local
 //     commit of what the remote served runs off the path to ready), and vs
 //     a cold compile;
+//     and the same warm remote start with signed publishing (values signed
+//     by the writer, verified by a reader with trusted keys), side by side,
+//     with the signature checks' share of it (goal <= 3%): the objects of
+//     the signed remote (what a warm start reads and verifies) verified in
+//     this process, against the signed start's median;
 //  2. fetch throughput: objects read through the tier (one get by graph
 //     key, every check: header, record, graph key, size, checksums)
 //     vs raw hiredis GETs of the same values (goal >= 70%), for the real
@@ -22,7 +27,9 @@
 #include "cache/runnable.h"
 #include "format/remote_value.h"
 #include "harness.h"
+#include "remote/backend.h"
 #include "remote/config.h"
+#include "remote/signing.h"
 #include "storage/remote_tier.h"
 #include "storage/store.h"
 #include "support/redis_server.h"
@@ -40,6 +47,7 @@
 #include <thread>
 
 using namespace npucache;
+namespace signing = npucache::remote::signing;
 namespace fs = std::filesystem;
 
 namespace {
@@ -74,7 +82,10 @@ struct Start {
   std::string outcomes;
 };
 
-Start spawn(const char* self, const std::string& dir, const std::string& url, const std::string& size) {
+using Env = std::vector<std::pair<std::string, std::string>>;
+
+Start spawn(const char* self, const std::string& dir, const std::string& url, const std::string& size,
+            const Env& env = {}) {
   int fds[2];
   if (::pipe(fds) != 0) std::exit(1);
   const pid_t pid = ::fork();
@@ -82,6 +93,7 @@ Start spawn(const char* self, const std::string& dir, const std::string& url, co
     ::dup2(fds[1], 1);
     ::close(fds[0]);
     ::setenv("NPUCACHE_LOG_LEVEL", "warn", 1);
+    for (const auto& [k, v] : env) ::setenv(k.c_str(), v.c_str(), 1);
     ::execl(self, self, "child", dir.c_str(), url.c_str(), size.c_str(), static_cast<char*>(nullptr));
     ::_exit(127);
   }
@@ -100,6 +112,37 @@ Start spawn(const char* self, const std::string& dir, const std::string& url, co
   s.from_remote = remote == 1;
   s.outcomes = std::string(a) + "+" + b;
   return s;
+}
+
+// Seconds to verify every signed object of the remote at `url` once (decode
+// the record, the trusted key, the Ed25519 signature, the value's hash):
+// what a warm start verifies, as it reads each object by its graph key and
+// nothing else; the median of `trials` rounds; `values` counts them.
+double verify_all(const std::string& url, const signing::PublicKey& trusted, int trials, std::size_t* values) {
+  auto b = remote::make_backend(remote::parse_url(url));
+  const auto listed = b->list("");
+  if (!listed.is_hit()) std::exit(1);
+  std::vector<std::string> keys;
+  for (const auto& k : listed.value())  // the objects: what a warm start reads (by graph key)
+    if (k.find(":obj:") != std::string::npos && !k.ends_with(signing::kSuffix)) {
+      keys.push_back(k);
+      keys.push_back(k + std::string(signing::kSuffix));
+    }
+  auto got = b->get_many(keys);
+  *values = keys.size() / 2;
+  std::vector<double> t;
+  for (int r = 0; r < trials; ++r) {
+    const double t0 = perf::now_s();
+    for (std::size_t i = 0; i < keys.size(); i += 2) {
+      std::string why;
+      const auto rec = signing::decode(got[i + 1].value(), &why);
+      if (!rec || !(rec->signer == trusted) || !signing::verify(*rec, keys[i]) ||
+          signing::hash(got[i].value()) != rec->value_hash)
+        std::exit(1);
+    }
+    t.push_back(perf::now_s() - t0);
+  }
+  return perf::median(t);
 }
 
 // Raw hiredis: GET each key, as a client with no checks would.
@@ -133,13 +176,22 @@ int main(int argc, char** argv) {
   const std::string url = server.url();
   std::printf("remote tier: redis-server on 127.0.0.1 (loopback), median of %d alternated trials\n", trials);
   int rc = 0;
+  // Signed publishing: a writer's key and a reader trusting it.
+  const signing::PublicKey signer_key = signing::write_key_files((work / "keys").string());
+  const Env signer{{"NPUCACHE_REMOTE_SIGNING_KEY", (work / "keys" / "signing.key").string()}};
+  const Env reader{{"NPUCACHE_REMOTE_TRUSTED_KEYS", (work / "keys" / "signing.pub").string()}};
+  int db = 0;
   if (fetch_only) spawn(argv[0], (work / "cold").string(), "off", "large");  // the real artifacts
   for (const char* size : {"small", "large"}) {
     if (fetch_only) break;
-    // Warm the remote once (a cold job with the remote writes back).
+    // Warm the remote once (a cold job with the remote writes back), and a
+    // signed one in a database of its own.
     spawn(argv[0], (work / "seed").string(), url, size);
     fs::remove_all(work / "seed");
-    std::vector<double> cold, local, remote;
+    const std::string signed_url = server.url("db=" + std::to_string(++db));
+    spawn(argv[0], (work / "seed").string(), signed_url, size, signer);
+    fs::remove_all(work / "seed");
+    std::vector<double> cold, local, remote, signed_remote;
     double checks = 0;  // the mix-up checks of one start (median of repeats, summed over the methods)
     bool all_remote = true;
     for (int t = 0; t < trials; ++t) {
@@ -151,6 +203,10 @@ int main(int argc, char** argv) {
       const Start s = spawn(argv[0], r, url, size);           // empty local cache, warm remote
       remote.push_back(s.ready);
       all_remote = all_remote && s.from_remote;
+      fs::remove_all(r);
+      const Start v = spawn(argv[0], r, signed_url, size, reader);  // the same, signed and verified
+      signed_remote.push_back(v.ready);
+      all_remote = all_remote && v.from_remote;
     }
     const double mc = perf::median(cold), ml = perf::median(local), mr = perf::median(remote);
     std::printf("\n%s model, max-autotune + ge_cache, prompt + decode\n", size);
@@ -177,6 +233,18 @@ int main(int argc, char** argv) {
     }
     std::printf("  mix-up checks (own trace -> graph key)         %9.3f ms   of the warm-remote start %5.2f %%\n",
                 checks * 1e3, 100.0 * checks / mr);
+    const double ms = perf::median(signed_remote);
+    std::size_t values = 0;
+    const double verify = verify_all(signed_url, signer_key, 20, &values);
+    std::printf("  empty local cache, warm signed remote          %9.2f ms   signed/unsigned %5.2fx\n", ms * 1e3,
+                ms / mr);
+    std::printf(
+        "  signature checks of its %3zu signed objects     %9.3f ms   share of the signed start %5.2f %%  "
+        "(goal <= 3%%)\n",
+        values, verify * 1e3, 100.0 * verify / ms);
+    std::printf("  signature and mix-up checks                    %9.3f ms   share of the signed start %5.2f %%  "
+                "(goal <= 3%%)\n",
+                (checks + verify) * 1e3, 100.0 * (checks + verify) / ms);
     if (!all_remote) rc = 1;
   }
   // Throughput: the large model's real artifacts, then larger objects.

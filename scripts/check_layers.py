@@ -9,7 +9,7 @@ allow:
   - <npucache/...> public headers owned by a layer it may not use;
   - <mpi.h> outside src/mpi, <hdf5.h>/<H5*.h> outside src/h5 (the HDF5
     wrapper and the zstd filter), <zstd.h> outside src/zstd,
-    <hiredis/...> outside src/remote.
+    <hiredis/...> or <sodium.h> outside src/remote.
 Public headers in include/npucache are checked too, as part of the layer
 that owns them.
 
@@ -85,7 +85,7 @@ def main():
                     errors.append(f"{rel}: includes <{target}>; only src/h5 may")
                 if target in ("zstd.h", "zstd_errors.h") and layer != "zstd":
                     errors.append(f"{rel}: includes <{target}>; only src/zstd may")
-                if target.startswith("hiredis/") and layer != "remote":
+                if (target.startswith("hiredis/") or target == "sodium.h") and layer != "remote":
                     errors.append(f"{rel}: includes <{target}>; only src/remote may")
                 if target.startswith("npucache/"):
                     owner = public_owner(target[len("npucache/"):])

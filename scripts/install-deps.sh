@@ -11,6 +11,7 @@ PACKAGES=(
   libhdf5-openmpi-dev hdf5-tools
   libspdlog-dev libfmt-dev
   libzstd-dev
+  libsodium-dev
   libxxhash-dev
   libhiredis-dev redis-server redis-tools
   libcli11-dev

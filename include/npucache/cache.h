@@ -105,6 +105,16 @@ struct RemoteOptions {
   std::optional<double> connect_timeout_s;      // default 0.1
   std::optional<double> timeout_s;              // of each operation; default 5
   std::optional<std::size_t> max_object_bytes;  // larger objects are not sent; default 64 MiB
+  // Signed publishing (docs/GUIDE.md, "Signed publishing"). The signing.key
+  // file (`npucache remote keygen DIR`) whose key signs what this process
+  // writes; empty: $NPUCACHE_REMOTE_SIGNING_KEY.
+  std::string signing_key_file;
+  // The file of trusted public keys (signing.pub lines, one a line): when
+  // set, only values signed by one of them are used, others are counted
+  // `untrusted`; empty: $NPUCACHE_REMOTE_TRUSTED_KEYS. A file that cannot
+  // be used is a ConfigError here; from the environment it is warned about
+  // and the remote is not used.
+  std::string trusted_keys_file;
 };
 
 struct CacheOptions {

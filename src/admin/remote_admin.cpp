@@ -13,6 +13,7 @@
 #include "log/log.h"
 #include "log/progress.h"
 #include "remote/sharded_backend.h"
+#include "remote/signing.h"
 #include "storage/remote_tier.h"
 #include "storage/side_files.h"
 #include "storage/store.h"
@@ -243,11 +244,13 @@ std::vector<RemoteListedModel> remote_ls(const remote::Config& c, const std::str
 
 std::vector<RemoteListedShard> remote_shards(const remote::Config& c, const std::vector<RemoteListedModel>& listed) {
   auto t = tier_for(c);
-  auto* sharded = dynamic_cast<remote::ShardedBackend*>(&t->backend());
+  remote::Backend* servers = &t->backend();  // below the signing layer, if any
+  while (remote::Backend* w = servers->wrapped()) servers = w;
+  auto* sharded = dynamic_cast<remote::ShardedBackend*>(servers);
   const std::size_t n = sharded ? sharded->shard_count() : 1;
   std::vector<RemoteListedShard> out(n);
   for (std::size_t i = 0; i < n; ++i) {
-    remote::Backend& b = sharded ? sharded->shard(i) : t->backend();
+    remote::Backend& b = sharded ? sharded->shard(i) : *servers;
     out[i].url = b.config().url;
     auto keys = b.list(remote_key::prefix());
     if (keys.is_failure()) {
@@ -271,6 +274,13 @@ std::vector<RemoteListedShard> remote_shards(const remote::Config& c, const std:
         s.bytes += e.object_bytes;
       }
   return out;
+}
+
+RemoteKeygen remote_keygen(const std::string& dir) {
+  if (dir.empty()) throw ConfigError("remote keygen needs a directory for signing.key and signing.pub");
+  const remote::signing::PublicKey k = remote::signing::write_key_files(dir);
+  return {dir + "/" + std::string(remote::signing::kSecretFile), dir + "/" + std::string(remote::signing::kPublicFile),
+          k.text(), k.id()};
 }
 
 }  // namespace npucache::cache::admin

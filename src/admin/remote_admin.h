@@ -73,5 +73,13 @@ struct RemoteListedShard {
 };
 std::vector<RemoteListedShard> remote_shards(const remote::Config& remote,
                                              const std::vector<RemoteListedModel>& listed);
+struct RemoteKeygen {
+  std::string secret_file, public_file;  // DIR/signing.key (0600), DIR/signing.pub
+  std::string public_key, key_id;        // "ed25519:<hex>" and its id
+};
+// A new signing key for signed publishing in `dir` (made 0700 when
+// missing); ConfigError when `dir` holds a signing.key already (never
+// replaced) or a file cannot be written.
+RemoteKeygen remote_keygen(const std::string& dir);
 
 }  // namespace npucache::cache::admin

@@ -5,17 +5,66 @@
 #include "log/log.h"
 #include "process/context.h"
 #include "process/once.h"
+#include "remote/signing.h"
 
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <mutex>
 #include <optional>
 #include <string>
 
 namespace npucache::cache {
+namespace {
+
+std::string env_or_empty(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+
+std::string absolute(const std::string& path) { return std::filesystem::absolute(path).lexically_normal().string(); }
+
+bool first_time(const std::string& what) { return process::Context::current().get<process::Once>().first(what); }
+
+// The signing key and trusted keys files into `c`, each checked by loading
+// it. False when the remote must not be used (trusted keys from the
+// environment that cannot be used: fail closed).
+bool resolve_signing(const RemoteOptions& o, remote::Config& c) {
+  if (!o.signing_key_file.empty()) {
+    (void)remote::signing::SigningKey::load(o.signing_key_file);  // ConfigError: the caller's
+    c.signing_key_file = absolute(o.signing_key_file);
+  } else if (const std::string env = env_or_empty("NPUCACHE_REMOTE_SIGNING_KEY"); !env.empty()) {
+    try {
+      (void)remote::signing::SigningKey::load(env);
+      c.signing_key_file = absolute(env);
+    } catch (const ConfigError& e) {
+      if (first_time("signing key unusable|" + env))
+        log::warn("NPUCACHE_REMOTE_SIGNING_KEY: {}; nothing is written to the remote cache {} (read-only)", e.what(),
+                  c.url);
+      c.read_only = true;
+    }
+  }
+  if (!o.trusted_keys_file.empty()) {
+    (void)remote::signing::load_trusted(o.trusted_keys_file);
+    c.trusted_keys_file = absolute(o.trusted_keys_file);
+  } else if (const std::string env = env_or_empty("NPUCACHE_REMOTE_TRUSTED_KEYS"); !env.empty()) {
+    try {
+      (void)remote::signing::load_trusted(env);
+      c.trusted_keys_file = absolute(env);
+    } catch (const ConfigError& e) {
+      if (first_time("trusted keys unusable|" + env))
+        log::warn("NPUCACHE_REMOTE_TRUSTED_KEYS: {}; the remote cache {} is not used (no unsigned value may be)",
+                  e.what(), c.url);
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
 
 namespace {
 
@@ -82,13 +131,13 @@ remote::Config resolve_remote(const RemoteOptions& o) {
     while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
     c.endpoint.password = line;
     for (auto& shard : c.shards) shard.endpoint.password = line;
-  } else if (c.password_in_url &&
-             process::Context::current().get<process::Once>().first("password in the remote URL|" + c.url)) {
+  } else if (c.password_in_url && first_time("password in the remote URL|" + c.url)) {
     log::warn(
         "the remote cache URL {} carries a password, which other users can read in process listings; "
         "set NPUCACHE_REMOTE_PASSWORD or NPUCACHE_REMOTE_PASSWORD_FILE instead",
         c.url);
   }
+  if (!resolve_signing(o, c)) return {};
   return c;
 }
 

@@ -12,11 +12,17 @@ namespace npucache::cache {
 // The remote a cached method uses: options.url, else $NPUCACHE_REMOTE
 // ("" or "off": none); the password from $NPUCACHE_REMOTE_PASSWORD, else the
 // file named by $NPUCACHE_REMOTE_PASSWORD_FILE, else the URL's (warned about
-// once); the options' fields override the URL's attributes. ConfigError for
-// a malformed options.url, a bad option or an unreadable password file; a
-// malformed $NPUCACHE_REMOTE (a launcher may set it for a whole fleet) is
-// warned about once, masked, and gives no remote: the job runs with the
-// local cache only.
+// once); the options' fields override the URL's attributes; the signing key
+// and trusted keys files from the options, else $NPUCACHE_REMOTE_SIGNING_KEY
+// and $NPUCACHE_REMOTE_TRUSTED_KEYS, each loaded once to check it (made
+// absolute). ConfigError for a malformed options.url, a bad option, an
+// unreadable password file or a key file of the options that cannot be
+// used. What comes from the environment (a launcher may set it for a whole
+// fleet) never stops a job: a malformed $NPUCACHE_REMOTE is warned about
+// once, masked, and gives no remote (the job runs with the local cache
+// only); a key file that cannot be used is warned about once, and then a
+// signing key makes the remote read-only, trusted keys no remote at all
+// (fail closed: no unsigned value is used).
 remote::Config resolve_remote(const RemoteOptions& options);
 
 }  // namespace npucache::cache

@@ -44,8 +44,9 @@ enum class Failure {
   server,     // another error reply (READONLY replica, LOADING, wrong type...)
   corrupt,    // a value failed its checks (cache layer)
   too_large,  // an object above max-object, not sent (cache layer)
+  untrusted,  // a value not signed by a trusted key (signed_backend.h); the detail says why
 };
-inline constexpr int kFailureKinds = 8;
+inline constexpr int kFailureKinds = 9;
 std::string_view failure_name(Failure f);
 
 struct Fault {
@@ -96,14 +97,18 @@ class Backend {
   // Every key starting with `prefix`, in no particular order (a miss is an
   // empty list). Keys written or removed meanwhile may or may not show.
   virtual Answer<std::vector<std::string>> list(const std::string& prefix) = 0;
-  // True when every value this backend answers was verified against a
-  // trusted signing key. Unsigned values are claims of whoever can write
-  // the remote: the caller checks what it can derive itself.
+  // Whether every value this backend answers was signed by a trusted key
+  // (signed_backend.h). Only then does the code_version fast path take a
+  // remote entry (an unsigned one is a claim of whoever can write the
+  // remote); the mix-up checks (cache/own_key.h) apply either way.
   virtual bool authenticated() const { return false; }
   // The failures the calling thread's last calls answered around instead
   // of failing (a sharded list leaving out a failed shard's keys), for the
   // caller to count; taking them clears them. None by default.
   virtual std::vector<Fault> take_partial_faults() { return {}; }
+  // The backend this one decorates (the signing layer's), else null: what
+  // administration walks to reach the servers (`remote ls` per shard).
+  virtual Backend* wrapped() { return nullptr; }
 
  protected:
   explicit Backend(Config config) : config_(std::move(config)) {}
@@ -112,9 +117,14 @@ class Backend {
   Config config_;
 };
 
-// The backend of `config`'s scheme (factory.cpp): nothing is touched
-// before its first call.
+// The backend of `config`'s scheme (backend.cpp), signed and checked when
+// a signing key or trusted keys are set (signed_backend.h): nothing is
+// touched before its first call.
 std::unique_ptr<Backend> make_backend(const Config& config);
+// The same without the signing layer: one backend of the scheme, or one
+// ShardedBackend over one such backend per shard (the signing layer wraps
+// the whole tier once, so a value and its signature share a shard).
+std::unique_ptr<Backend> make_unsigned_backend(const Config& config);
 // Each backend's maker (its own file).
 std::unique_ptr<Backend> make_redis_backend(const Config& config);
 std::unique_ptr<Backend> make_file_backend(const Config& config);

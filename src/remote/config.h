@@ -69,6 +69,11 @@ struct Config {
   // by commas; scheme, endpoint and timeouts: the first shard's). Empty for
   // one URL.
   std::vector<Config> shards;
+  // Signed publishing (signing.h, signed_backend.h): the signing.key file
+  // whose key signs every value written, and the file of public keys whose
+  // signatures make a read value usable (empty: none).
+  std::string signing_key_file;
+  std::string trusted_keys_file;
   bool enabled() const { return !url.empty(); }
 };
 

@@ -170,7 +170,7 @@ std::vector<Fault> ShardedBackend::take_partial_faults() {
 
 std::unique_ptr<Backend> make_sharded_backend(const Config& config) {
   std::vector<std::unique_ptr<Backend>> shards;
-  for (const Config& c : config.shards) shards.push_back(make_backend(c));
+  for (const Config& c : config.shards) shards.push_back(make_unsigned_backend(c));
   return std::make_unique<ShardedBackend>(config, std::move(shards));
 }
 

@@ -72,7 +72,7 @@ class ShardedBackend final : public Backend {
   std::vector<uint64_t> seeds_;
 };
 
-// A ShardedBackend over one backend per `config.shards` (make_backend).
+// A ShardedBackend over one backend per `config.shards` (make_unsigned_backend).
 std::unique_ptr<Backend> make_sharded_backend(const Config& config);
 
 }  // namespace npucache::remote

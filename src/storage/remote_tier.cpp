@@ -56,6 +56,9 @@ std::string cause(const Fault& f) {
     case Failure::server: return "it answered with an error (" + f.detail + ")";
     case Failure::corrupt: return "it holds a damaged value (" + f.detail + "); that value is not used";
     case Failure::too_large: return "an object is above max-object (" + f.detail + ") and is not sent";
+    case Failure::untrusted:
+      return "it holds a value no trusted key signed (" + f.detail +
+             "); that value is not used (NPUCACHE_REMOTE_TRUSTED_KEYS lists the keys trusted)";
   }
   return f.detail;
 }
@@ -79,7 +82,8 @@ std::shared_ptr<RemoteTier> RemoteTier::get(const remote::Config& config) {
   const auto& e = config.endpoint;
   std::string key = config.url + "\n" + e.user + "\n" + e.password + "\n" + (config.read_only ? "ro" : "rw") + "\n" +
                     std::to_string(config.connect_timeout_s) + "\n" + std::to_string(config.timeout_s) + "\n" +
-                    std::to_string(config.max_object_bytes);
+                    std::to_string(config.max_object_bytes) + "\n" + config.signing_key_file + "\n" +
+                    config.trusted_keys_file;
   for (const auto& shard : config.shards)
     key += "\n" + shard.url + "\n" + shard.endpoint.user + "\n" + shard.endpoint.password;
   std::lock_guard lock(tiers.mu);
@@ -224,6 +228,10 @@ std::optional<std::vector<std::pair<std::string, std::string>>> RemoteTier::tabl
   if (!keys.is_hit() || keys.value().empty()) return out;
   std::vector<Answer<std::string>> values = backend_->get_many(keys.value());
   for (std::size_t i = 0; i < values.size(); ++i) {
+    if (values[i].is_failure() && values[i].fault().kind == Failure::untrusted) {
+      failed(values[i].fault(), dir, during);  // that record is left out, the others are read
+      continue;
+    }
     if (values[i].is_failure()) {
       failed(values[i].fault(), dir, during);
       if (!values[i].fault().shard.empty()) continue;  // a failed shard's records are missing
@@ -283,6 +291,11 @@ std::optional<std::vector<RemoteTier::Measured>> RemoteTier::measure(const std::
     Counted t(dir);
     for (auto& a : backend_->get_many(keys)) {
       Measured m;
+      if (a.is_failure() && a.fault().kind == Failure::untrusted) {
+        failed(a.fault(), dir, "measuring objects");  // not one a pull would read: none
+        out.push_back(std::move(m));
+        continue;
+      }
       if (a.is_failure()) {
         failed(a.fault(), dir, "measuring objects");
         if (a.fault().shard.empty()) return std::nullopt;

@@ -11,9 +11,12 @@
 //
 // A remote that fails never fails a job: every call answers nothing (a
 // miss) when the remote is refused, slow, full, behind a wrong password,
-// drops the connection or holds a damaged value; the failure is counted by
-// kind in the cache directory's statistics (stats.h, `npucache stats`) and
-// warned about once per process and kind, naming the cause. A connection
+// drops the connection, holds a damaged value or (with trusted keys, the
+// backend's check: remote/signed_backend.h) a value no trusted key signed,
+// which is left in place (a table's record so refused is skipped, the
+// others read); the failure is counted by kind in the cache directory's
+// statistics (stats.h, `npucache stats`) and warned about once per process
+// and kind, naming the cause. A connection
 // failure makes the backend skip the remote for the rest of the process; a
 // full remote stops the writes, reads go on. Of a tier of several servers
 // (shards, remote/sharded_backend.h) only the failed shard's keys are

@@ -27,10 +27,11 @@ struct MissRecord {
 
 // What the remote tier did for jobs using this directory (remote_tier.h).
 struct RemoteCounters {
-  uint64_t hits = 0;                       // objects (or entries) served from the remote, every check passed
-  uint64_t misses = 0;                     // the remote held nothing for the key
-  uint64_t writes = 0;                     // objects and records written to it
-  std::map<std::string, uint64_t> errors;  // by kind: refused, timeout, auth, full, dropped, server, corrupt, too_large
+  uint64_t hits = 0;    // objects (or entries) served from the remote, every check passed
+  uint64_t misses = 0;  // the remote held nothing for the key
+  uint64_t writes = 0;  // objects and records written to it
+  std::map<std::string, uint64_t>
+      errors;  // by kind: refused, timeout, auth, full, dropped, server, corrupt, too_large, untrusted
   uint64_t bytes_read = 0, bytes_written = 0;
   double time_s = 0;  // spent in remote calls
   // Of a tier of several servers: by shard (its URL as shown), its failures

@@ -2,8 +2,11 @@
 //   remote push [D] [--model M]     writes a local cache's entries and objects to the remote
 //   remote pull MODEL [D]           fills a local cache with a model's entries from the remote
 //   remote ls [MODEL] [--json]      the remote's models, entries and sizes
-// Each takes --remote URL (default: $NPUCACHE_REMOTE). Unlike a job, a
-// command that cannot use the remote fails (exit status 1) naming why.
+//   remote keygen DIR               a signing key for signed publishing
+// push, pull and ls take --remote URL (default: $NPUCACHE_REMOTE),
+// --signing-key FILE and --trusted-keys FILE (default: the variables).
+// Unlike a job, a command that cannot use the remote fails (exit status 1)
+// naming why.
 #include <npucache/cache.h>
 #include <npucache/error.h>
 
@@ -21,16 +24,23 @@
 namespace npucache::tools {
 namespace {
 
-remote::Config remote_of(const std::string& url) {
+// --remote, --signing-key, --trusted-keys.
+struct RemoteArgs {
+  std::string url, signing_key, trusted_keys;
+};
+
+remote::Config remote_of(const RemoteArgs& a) {
   RemoteOptions o;
-  o.url = url;
+  o.url = a.url;
+  o.signing_key_file = a.signing_key;
+  o.trusted_keys_file = a.trusted_keys;
   remote::Config c = cache::resolve_remote(o);
   if (!c.enabled())
     throw ConfigError("no remote cache: give --remote redis://host:port or file:///dir, or set NPUCACHE_REMOTE");
   return c;
 }
 
-void cmd_push(const std::string& url, const std::string& d, const std::string& model) {
+void cmd_push(const RemoteArgs& url, const std::string& d, const std::string& model) {
   const remote::Config c = remote_of(url);
   const std::string dir = dir_or_default(d);
   const auto p = [&] {
@@ -44,7 +54,7 @@ void cmd_push(const std::string& url, const std::string& d, const std::string& m
               p.profile_dims);
 }
 
-void cmd_pull(const std::string& url, const std::string& model, const std::string& d) {
+void cmd_pull(const RemoteArgs& url, const std::string& model, const std::string& d) {
   const remote::Config c = remote_of(url);
   const std::string dir = dir_or_default(d);
   const auto p = [&] {
@@ -59,7 +69,7 @@ void cmd_pull(const std::string& url, const std::string& model, const std::strin
   if (!p.problems.empty()) set_exit_code(1);
 }
 
-void cmd_ls(const std::string& url, const std::string& model, bool json) {
+void cmd_ls(const RemoteArgs& url, const std::string& model, bool json) {
   const remote::Config c = remote_of(url);
   const auto models = cache::admin::remote_ls(c, model);
   // A tier of several servers: each shard, reachable or not, and its share.
@@ -114,10 +124,18 @@ void cmd_ls(const std::string& url, const std::string& model, bool json) {
   }
 }
 
+void cmd_keygen(const std::string& dir) {
+  const auto k = cache::admin::remote_keygen(dir);
+  std::printf("wrote %s (secret, mode 0600) and %s\nkey %s: %s\n", k.secret_file.c_str(), k.public_file.c_str(),
+              k.key_id.c_str(), k.public_key.c_str());
+  std::printf("writers: NPUCACHE_REMOTE_SIGNING_KEY=%s; readers: add the line of %s to their trusted keys file\n",
+              k.secret_file.c_str(), k.public_file.c_str());
+}
+
 }  // namespace
 
 void add_remote_commands(CLI::App& app) {
-  auto url = std::make_shared<std::string>();
+  auto url = std::make_shared<RemoteArgs>();
   auto dir = std::make_shared<std::string>();
   auto model = std::make_shared<std::string>();
   auto json = std::make_shared<bool>(false);
@@ -125,26 +143,38 @@ void add_remote_commands(CLI::App& app) {
       "redis://host:port[/db], redis+unix:///path or file:///shared/dir, or several such URLs separated by commas "
       "(shards) (default: $NPUCACHE_REMOTE)";
   const std::string dir_help = "cache directory (default: $NPUCACHE_CACHE_DIR, else .npucache)";
-  auto* remote = app.add_subcommand("remote", "the remote cache tier: remote push|pull|ls");
+  const auto add_remote = [&](CLI::App* cmd) {
+    cmd->add_option("--remote", url->url, url_help);
+    cmd->add_option("--signing-key", url->signing_key,
+                    "sign what is written with this signing.key (default: $NPUCACHE_REMOTE_SIGNING_KEY)");
+    cmd->add_option("--trusted-keys", url->trusted_keys,
+                    "use only values signed by a public key of this file (default: $NPUCACHE_REMOTE_TRUSTED_KEYS)");
+  };
+  auto* remote = app.add_subcommand("remote", "the remote cache tier: remote push|pull|ls|keygen");
   remote->require_subcommand(1);
 
   auto* push = remote->add_subcommand("push", "write a local cache's entries and objects to the remote");
   push->add_option("dir", *dir, dir_help);
   push->add_option("--model", *model, "only the models whose model_info starts with this");
-  push->add_option("--remote", *url, url_help);
+  add_remote(push);
   push->callback([=] { cmd_push(*url, *dir, *model); });
 
   auto* pull = remote->add_subcommand("pull", "fill a local cache with a model's entries from the remote");
   pull->add_option("model", *model, "a model_info, or a model class (every model_info of it)")->required();
   pull->add_option("dir", *dir, dir_help);
-  pull->add_option("--remote", *url, url_help);
+  add_remote(pull);
   pull->callback([=] { cmd_pull(*url, *model, *dir); });
 
   auto* ls = remote->add_subcommand("ls", "the remote's models, entries and sizes");
   ls->add_option("model", *model, "a model_info or a model class (default: every model)");
-  ls->add_option("--remote", *url, url_help);
+  add_remote(ls);
   ls->add_flag("--json", *json, "print JSON");
   ls->callback([=] { cmd_ls(*url, *model, *json); });
+
+  auto* keygen = remote->add_subcommand(
+      "keygen", "write a new signing key for signed publishing: DIR/signing.key (0600) and DIR/signing.pub");
+  keygen->add_option("dir", *dir, "the directory of the key files (made when missing)")->required();
+  keygen->callback([=] { cmd_keygen(*dir); });
 }
 
 }  // namespace npucache::tools

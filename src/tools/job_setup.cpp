@@ -98,6 +98,11 @@ void add_job_options(CLI::App* cmd, JobArgs& a) {
                   "remote cache tier: redis://host:port[/db][?timeout=2s&connect-timeout=100ms], "
                   "redis+unix:///path or file:///shared/dir (default: $NPUCACHE_REMOTE; off: none)");
   cmd->add_flag("--remote-read-only", a.remote_read_only, "read from the remote cache, never write to it");
+  cmd->add_option("--signing-key", a.signing_key,
+                  "sign what is written to the remote with this signing.key (default: $NPUCACHE_REMOTE_SIGNING_KEY)");
+  cmd->add_option("--trusted-keys", a.trusted_keys,
+                  "use only remote values signed by a public key of this file "
+                  "(default: $NPUCACHE_REMOTE_TRUSTED_KEYS)");
   cmd->add_option("--progress", a.progress,
                   "rank 0's progress line after each method (rank-methods loaded, compiled, received of the "
                   "job's, per host): auto (when the launcher's stderr is a terminal), always or never; "
@@ -326,6 +331,8 @@ RemoteOptions remote_options(const JobArgs& a) {
   RemoteOptions r;
   r.url = a.remote;
   if (a.remote_read_only) r.read_only = true;
+  r.signing_key_file = a.signing_key;
+  r.trusted_keys_file = a.trusted_keys;
   return r;
 }
 

@@ -45,6 +45,8 @@ struct JobArgs {
   bool check_only = false;     // --check-args: validate, start nothing
   std::string remote;          // --remote URL (default: $NPUCACHE_REMOTE)
   bool remote_read_only = false;
+  std::string signing_key;        // --signing-key FILE (default: $NPUCACHE_REMOTE_SIGNING_KEY)
+  std::string trusted_keys;       // --trusted-keys FILE (default: $NPUCACHE_REMOTE_TRUSTED_KEYS)
   std::string progress = "auto";  // rank 0's progress line: auto, always, never
 };
 
@@ -60,7 +62,8 @@ void add_job_options(CLI::App* cmd, JobArgs& a);
 // argument. Sets a.timeout_s; returns the model config.
 models::DecoderConfig check_args(JobArgs& a);
 
-// The remote options of --remote and --remote-read-only.
+// The remote options of --remote, --remote-read-only, --signing-key and
+// --trusted-keys.
 RemoteOptions remote_options(const JobArgs& a);
 
 // --timeout: a positive, finite number of seconds; ConfigError (exit 2,
