@@ -242,9 +242,10 @@ int main(int argc, char** argv) {
         "  signature checks of its %3zu signed objects     %9.3f ms   share of the signed start %5.2f %%  "
         "(goal <= 3%%)\n",
         values, verify * 1e3, 100.0 * verify / ms);
-    std::printf("  signature and mix-up checks                    %9.3f ms   share of the signed start %5.2f %%  "
-                "(goal <= 3%%)\n",
-                (checks + verify) * 1e3, 100.0 * (checks + verify) / ms);
+    std::printf(
+        "  signature and mix-up checks                    %9.3f ms   share of the signed start %5.2f %%  "
+        "(goal <= 3%%)\n",
+        (checks + verify) * 1e3, 100.0 * (checks + verify) / ms);
     if (!all_remote) rc = 1;
   }
   // Throughput: the large model's real artifacts, then larger objects.

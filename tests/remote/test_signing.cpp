@@ -475,6 +475,31 @@ TEST_F(SignedJobs, TrustingHostStartsWarmAndRefusesEveryAttack) {
   EXPECT_EQ(compiled(healed), "0") << healed.text;
 }
 
+// The code_version fast path decides without a trace: on a remote whose
+// values a trusted key signed it takes the remote's entry (no trace, no
+// compile); the same remote read without trusted keys is a claim, so the
+// host traces first (mix-ups).
+TEST_F(SignedJobs, FastPathTakesSignedEntriesWithoutATrace) {
+  RedisServer server;
+  const auto [ci_key, ci] = key("ci");
+  const std::string trusted = trust("trusted", {ci});
+  const auto run = [&](const std::string& d, const std::string& url, const std::string& env) {
+    return sh("unset NPUCACHE_REMOTE_SIGNING_KEY NPUCACHE_REMOTE_TRUSTED_KEYS; " + env + " NPUCACHE_REMOTE='" + url +
+              "' " + CACHE_WORKER + " run " + d + " seed prompt --fast --code-version v1");
+  };
+  Out cold = run(dir("ci"), server.url(), "NPUCACHE_REMOTE_SIGNING_KEY=" + ci_key);
+  ASSERT_EQ(cold.status, 0) << cold.text;
+  EXPECT_EQ(compiled(cold), "1") << cold.text;
+  Out signed_fast = run(dir("serve"), server.url("read-only"), "NPUCACHE_REMOTE_TRUSTED_KEYS=" + trusted);
+  ASSERT_EQ(signed_fast.status, 0) << signed_fast.text;
+  EXPECT_TRUE(has(signed_fast.text, "traced 0\ncompiled 0\n")) << signed_fast.text;
+  EXPECT_EQ(result(signed_fast.text), result(cold.text));
+  Out unsigned_fast = run(dir("plain"), server.url("read-only"), "");
+  ASSERT_EQ(unsigned_fast.status, 0) << unsigned_fast.text;
+  EXPECT_TRUE(has(unsigned_fast.text, "traced 1\ncompiled 0\n")) << unsigned_fast.text;
+  EXPECT_EQ(result(unsigned_fast.text), result(cold.text));
+}
+
 TEST_F(SignedJobs, CommandsKeygenSignedPushTrustedPull) {
   RedisServer server;
   const std::string cli = std::string(NPUCACHE_CLI);
