@@ -33,6 +33,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -369,6 +370,59 @@ TEST_F(Signing, RacingSigningWritersEndWithConsistentPairs) {
     ASSERT_TRUE(got[i].is_hit()) << keys[i] << ": " << (got[i].is_failure() ? got[i].fault().detail : "a miss");
     EXPECT_TRUE(has(got[i].value(), "writer ")) << got[i].value();
   }
+}
+
+// A signed tier of three servers: the signing layer sits above the shards,
+// so each value and its signature record live on one server (the value's),
+// a trusting reader reads every key, and nothing is signed twice.
+TEST_F(Signing, ASignedTierOfShardsKeepsEachSignatureWithItsValue) {
+  RedisServer a, b, c;
+  const auto [ci_key, ci] = key("ci");
+  const std::string trusted = trust("trusted", {ci});
+  const std::string urls = a.url() + "," + b.url() + "," + c.url();
+  const auto tier = [&](const std::string& signing_key, const std::string& trusted_keys) {
+    remote::Config cfg = remote::parse_remote(urls);
+    cfg.signing_key_file = signing_key;
+    cfg.trusted_keys_file = trusted_keys;
+    return remote::make_backend(cfg);
+  };
+  auto writer = tier(ci_key, "");
+  std::vector<std::string> keys;
+  for (int i = 0; i < 30; ++i) {
+    keys.push_back("npucache:test:obj:" + std::to_string(i));
+    ASSERT_TRUE(writer->put(keys.back(), "value " + std::to_string(i), remote::Overwrite::no).is_hit());
+  }
+  std::size_t values = 0;
+  for (RedisServer* s : {&a, &b, &c}) {
+    const std::vector<std::string> held = s->keys();
+    const std::set<std::string> set(held.begin(), held.end());
+    for (const auto& k : keys) {
+      if (!set.count(k)) continue;
+      ++values;
+      EXPECT_TRUE(set.count(k + "#sig")) << k << "'s signature is on another server";
+    }
+    for (const auto& k : held) {
+      if (has(k, "#sig")) {
+        EXPECT_TRUE(set.count(k.substr(0, k.size() - 4))) << k << " without its value";
+      }
+    }
+  }
+  EXPECT_EQ(values, keys.size());  // each value on one server
+  auto reader = tier("", trusted);
+  const auto got = reader->get_many(keys);
+  for (std::size_t i = 0; i < keys.size(); ++i)
+    ASSERT_TRUE(got[i].is_hit()) << keys[i] << ": " << (got[i].is_failure() ? got[i].fault().detail : "a miss");
+  const auto listed = reader->list("npucache:test:");
+  ASSERT_TRUE(listed.is_hit());
+  EXPECT_EQ(listed.value().size(), keys.size());  // no signature record listed
+  // A value changed on its server is refused, the others still read.
+  for (RedisServer* s : {&a, &b, &c}) {
+    if (s->command({"EXISTS", keys[0]}) == "1") {
+      ASSERT_EQ(s->command({"SET", keys[0], "planted"}), "OK");
+    }
+  }
+  expect_untrusted(reader->get(keys[0]), "does not match the value", "a changed value on a shard");
+  EXPECT_TRUE(reader->get(keys[1]).is_hit());
 }
 
 // ---- whole jobs -------------------------------------------------------------
