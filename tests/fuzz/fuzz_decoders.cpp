@@ -1,6 +1,7 @@
 // Mutation fuzzing of every decoder that reads bytes npucache did not just
 // produce itself: cache files, bundles, compiled artifacts, zstd frames,
-// the JSON side files. A decoder must turn any input into a value or an
+// the JSON side files, the replies of whatever listens on a remote's port,
+// a remote's signature records. A decoder must turn any input into a value or an
 // npucache::Error; anything else (a crash, a sanitizer report, another
 // exception type, std::bad_alloc from an unbounded allocation) is a
 // finding. Compiled programs that decode are also run on the simulated
@@ -39,6 +40,9 @@
 #include "format/remote_value.h"
 #include "format/template_file.h"
 #include "format/tuning_file.h"
+#include "remote/redis.h"
+#include "remote/resp_reader.h"
+#include "remote/signing.h"
 #include "storage/stats.h"
 #include "storage/store.h"
 #include "support/temp_dir.h"
@@ -76,28 +80,30 @@ void decodes(const cache::ObjectRecord& o, const std::vector<std::string>* param
 }
 
 enum Target : uint8_t {
-  kIndexFile,       // an index file, as read from the cache directory
-  kObjectFile,      // an object file
-  kBundleFile,      // a Mega-Cache bundle, as imported
-  kIndexRecords,    // an index's records, sealed in a valid envelope (an attacker who fixes checksums)
-  kBundleRecords,   // a bundle's decoded records, compressed and framed with a valid checksum
-  kCompiled,        // a serialized compiled graph; run when it decodes with a program
-  kZstdFrame,       // a zstd frame
-  kJsonFiles,       // stats.json and config.json
-  kTuningFile,      // the tuning table file, as read from the cache directory
-  kTuningRecords,   // its records, sealed in a valid envelope (checksums fixed)
-  kRemoteValue,     // a remote tier value after a selector (mod 4: object, hashed object, entry, blob)
-  kRemoteSealed,    // the same with the value's checksums fixed (an attacker who recomputes them)
-  kTemplateFile,    // a capture template's file (templates/<key>.h5)
-  kTemplateReplay,  // a capture template restored against its program and replayed: equal to a capture or refused
-  kProfileFile,     // the dynamic-shape profiles file
-  kObjectRecords,   // an object file's record, sealed in a valid envelope (checksums fixed)
+  kIndexFile,        // an index file, as read from the cache directory
+  kObjectFile,       // an object file
+  kBundleFile,       // a Mega-Cache bundle, as imported
+  kIndexRecords,     // an index's records, sealed in a valid envelope (an attacker who fixes checksums)
+  kBundleRecords,    // a bundle's decoded records, compressed and framed with a valid checksum
+  kCompiled,         // a serialized compiled graph; run when it decodes with a program
+  kZstdFrame,        // a zstd frame
+  kJsonFiles,        // stats.json and config.json
+  kTuningFile,       // the tuning table file, as read from the cache directory
+  kTuningRecords,    // its records, sealed in a valid envelope (checksums fixed)
+  kRemoteValue,      // a remote tier value after a selector (mod 4: object, hashed object, entry, blob)
+  kRemoteSealed,     // the same with the value's checksums fixed (an attacker who recomputes them)
+  kTemplateFile,     // a capture template's file (templates/<key>.h5)
+  kTemplateReplay,   // a capture template restored against its program and replayed: equal to a capture or refused
+  kProfileFile,      // the dynamic-shape profiles file
+  kObjectRecords,    // an object file's record, sealed in a valid envelope (checksums fixed)
+  kRespReplies,      // bytes from a remote's port, fed to the reply reader in pieces (first byte: the piece size)
+  kSignatureRecord,  // a remote's signature record, decoded and verified for a key
   kTargets
 };
-const char* const kTargetNames[] = {"index-file",     "object-file",     "bundle-file",  "index-records",
-                                    "bundle-records", "compiled",        "zstd-frame",   "json-files",
-                                    "tuning-file",    "tuning-records",  "remote-value", "remote-sealed",
-                                    "template-file",  "template-replay", "profile-file", "object-records"};
+const char* const kTargetNames[] = {
+    "index-file",    "object-file",     "bundle-file",  "index-records",  "bundle-records", "compiled",
+    "zstd-frame",    "json-files",      "tuning-file",  "tuning-records", "remote-value",   "remote-sealed",
+    "template-file", "template-replay", "profile-file", "object-records", "resp-replies",   "signature-record"};
 
 // The program kTemplateReplay restores fuzzed templates against: the seed
 // model's prompt in reduce-overhead, its call and its uncaptured result.
@@ -299,6 +305,28 @@ void decode_remote(std::string_view in) {
   }
 }
 
+// What a server (or anything on the remote's port) sends, fed to the reply
+// reader as recv() hands it over: every reply is taken as soon as it is
+// whole; a protocol violation is a RedisError, turned into the failed
+// operation it is for the tier (an npucache::Error here).
+void read_replies(std::string_view in) {
+  if (in.empty()) return;
+  const std::size_t piece = 1 + static_cast<uint8_t>(in[0]);
+  in.remove_prefix(1);
+  remote::ReplyLimits limits;
+  limits.max_string = std::size_t{1} << 20;
+  remote::RespReader reader(limits);
+  try {
+    for (std::size_t at = 0; at < in.size(); at += piece) {
+      reader.feed(in.data() + at, std::min(piece, in.size() - at));
+      while (reader.next()) {
+      }
+    }
+  } catch (const remote::RedisError& e) {
+    throw Error(std::string("remote reply: ") + e.what());
+  }
+}
+
 void run_target(Target t, std::string_view in) {
   switch (t) {
     case kIndexFile: cache::decode_index(in, "fuzzed index"); break;
@@ -364,6 +392,12 @@ void run_target(Target t, std::string_view in) {
           cache::seal(cache::EnvelopeKind::object, records, g.object_hdf5, cache::userblock_for(records));
       auto o = cache::decode_object(file, "fuzzed object records", true);
       compiler::deserialize_compiled(o.raw);
+      break;
+    }
+    case kRespReplies: read_replies(in); break;
+    case kSignatureRecord: {
+      std::string why;
+      if (const auto r = remote::signing::decode(in, &why)) (void)remote::signing::verify(*r, "npucache:fuzz:obj:key");
       break;
     }
     case kRemoteValue: decode_remote(in); break;
@@ -538,6 +572,17 @@ Seeds make_seeds(const fs::path& dir) {
     s.add(kBundleFile, b);
     s.add(kBundleRecords, bundle_records(b));
   }
+  // Replies as a Redis server sends them (a value, a pipeline, a SCAN page,
+  // an error, nil, an integer), and signature records of a value.
+  const std::string value = "npucache value";
+  const std::string bulk = "$" + std::to_string(value.size()) + "\r\n" + value + "\r\n";
+  for (const std::string& r :
+       {bulk, "+OK\r\n" + bulk + "$-1\r\n:42\r\n", "*2\r\n$1\r\n0\r\n*2\r\n" + bulk + bulk,
+        std::string("-WRONGPASS invalid username-password pair\r\n"), std::string("*-1\r\n*0\r\n")})
+    for (char piece : {'\0', '\x03', '\xff'}) s.add(kRespReplies, std::string(1, piece) + r);
+  const auto key = remote::signing::SigningKey::generate();
+  s.add(kSignatureRecord, key->sign("npucache:fuzz:obj:key", value));
+  s.add(kSignatureRecord, key->sign("npucache:fuzz:obj:other", value));
   return s;
 }
 
