@@ -123,9 +123,15 @@ remote::Config resolve_remote(const RemoteOptions& o) {
     for (auto& shard : c.shards) shard.endpoint.password = pw;
   } else if (pw_file && *pw_file) {
     std::ifstream f(pw_file);
-    if (!f)
-      throw ConfigError(std::string("NPUCACHE_REMOTE_PASSWORD_FILE ") + pw_file + " cannot be read (" +
-                        std::strerror(errno) + "); name a file holding the remote's password");
+    if (!f) {  // the environment never stops a job: without its password the remote is not used
+      const std::string why = std::strerror(errno);
+      if (first_time(std::string("password file unreadable|") + pw_file))
+        log::warn(
+            "NPUCACHE_REMOTE_PASSWORD_FILE {} cannot be read ({}); the remote cache {} is not used, the job runs "
+            "with the local cache only: name a file holding the remote's password",
+            pw_file, why, c.url);
+      return {};
+    }
     std::string line;
     std::getline(f, line);
     while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();

@@ -60,9 +60,11 @@ std::size_t RespReader::measure(std::size_t at, int depth) const {
       if (end == npos) return npos;
       if (n == -1) return end + 2;
       if (n < 0) violation("a string of length " + std::to_string(n));
-      if (static_cast<unsigned long long>(n) > limits_.max_string)
-        violation("a string of " + std::to_string(n) + " bytes announced, more than the " +
-                  std::to_string(limits_.max_string) + " a reply may hold");
+      if (static_cast<unsigned long long>(n) > limits_.max_string)  // a value, not the protocol, is at fault
+        throw RedisError(Failure::too_large,
+                         "a string of " + std::to_string(n) + " bytes announced, more than the " +
+                             std::to_string(limits_.max_string) +
+                             " a reply may hold (max-object and its slack); that value is not read");
       const std::size_t stop = end + 2 + static_cast<std::size_t>(n) + 2;
       if (stop > buf_.size()) return npos;
       if (buf_[stop - 2] != '\r' || buf_[stop - 1] != '\n') violation("a string not ended by CRLF");

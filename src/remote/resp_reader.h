@@ -1,13 +1,16 @@
 // The Redis protocol's replies (RESP2), read with bounds: a server, or
 // whatever listens on the remote's port, announces sizes the client never
 // trusts. Nothing is allocated for a reply before all its bytes arrived, so
-// memory follows what was received, never what was announced: a string
-// longer than `max_string` bytes, a status or error line longer than 64
-// KiB, an array of more than `max_elements`
-// elements or nested deeper than `max_depth`, a negative length other than
-// -1 (nil), a length or integer that is not a number, or an unknown type
-// byte is a protocol violation (RedisError dropped, naming the announced
-// size), caught as soon as its header arrives.
+// memory follows what was received, never what was announced. A string
+// longer than `max_string` bytes is a value too large for this reader
+// (RedisError too_large, naming the announced size: the connection is
+// closed and the next call opens another; the remote is not judged down,
+// since another writer may use a larger max-object). A status or error
+// line longer than 64 KiB, an array of more than `max_elements` elements
+// or nested deeper than `max_depth`, a negative length other than -1
+// (nil), a length or integer that is not a number, or an unknown type byte
+// is a protocol violation (RedisError dropped, naming the announced size).
+// Each is caught as soon as its header arrives.
 //
 // Thread safety: none; one per connection.
 #pragma once

@@ -3,6 +3,7 @@
 #include <xxhash.h>
 
 #include <atomic>
+#include <exception>
 #include <functional>
 #include <system_error>
 #include <thread>
@@ -103,9 +104,17 @@ std::vector<Answer<std::string>> ShardedBackend::get_many(const std::vector<std:
   std::vector<std::vector<Answer<std::string>>> got(shards_.size());
   at_once(used.size(), [&](std::size_t u) {
     const std::size_t i = used[u];
-    std::vector<std::string> batch;
-    for (std::size_t k : of[i]) batch.push_back(keys[k]);
-    got[i] = shards_[i]->backend->get_many(batch);
+    try {  // on a thread of its own: nothing may escape it
+      std::vector<std::string> batch;
+      for (std::size_t k : of[i]) batch.push_back(keys[k]);
+      got[i] = shards_[i]->backend->get_many(batch);
+    } catch (const std::exception& e) {  // e.g. out of memory: each of the shard's keys failed
+      got[i].assign(of[i].size(),
+                    Answer<std::string>::failed(
+                        {Failure::dropped, std::string("its batch failed in this process: ") + e.what()}));
+    }
+    if (got[i].size() != of[i].size())  // answers missing: each of the shard's keys failed
+      got[i].assign(of[i].size(), Answer<std::string>::failed({Failure::dropped, "its batch lost answers"}));
   });
   std::vector<Answer<std::string>> out(keys.size(), Answer<std::string>::miss());
   for (std::size_t i : used)
@@ -141,7 +150,13 @@ Answer<std::size_t> ShardedBackend::remove(const std::vector<std::string>& keys)
 
 Answer<std::vector<std::string>> ShardedBackend::list(const std::string& prefix) {
   std::vector<Answer<std::vector<std::string>>> got(shards_.size(), Answer<std::vector<std::string>>::miss());
-  at_once(shards_.size(), [&](std::size_t i) { got[i] = shards_[i]->backend->list(prefix); });
+  at_once(shards_.size(), [&](std::size_t i) {
+    try {  // on a thread of its own: nothing may escape it
+      got[i] = shards_[i]->backend->list(prefix);
+    } catch (const std::exception& e) {
+      got[i] = Answer<std::vector<std::string>>::failed({Failure::dropped, std::string("listing failed: ") + e.what()});
+    }
+  });
   std::vector<std::string> keys;
   std::vector<Fault> faults;
   for (std::size_t i = 0; i < got.size(); ++i) {

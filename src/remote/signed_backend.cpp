@@ -182,7 +182,9 @@ class SignedBackend final : public Backend {
 }  // namespace
 
 std::unique_ptr<Backend> make_signed_backend(std::unique_ptr<Backend> inner, const Config& config) {
-  if (config.signing_key_file.empty() && config.trusted_keys_file.empty()) return inner;
+  // Even with no key: a host that neither signs nor verifies still lists
+  // values alone (a signature record read as a table's record would be a
+  // damaged value) and removes a value's record with it.
   return std::make_unique<SignedBackend>(std::move(inner), config);
 }
 

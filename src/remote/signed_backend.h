@@ -38,7 +38,10 @@
 namespace npucache::remote {
 
 // `inner` signed and checked as `config` says (its signing_key_file and
-// trusted_keys_file); `inner` itself when neither is set. Never throws for
+// trusted_keys_file). With neither set, values pass as they are, but
+// listings still leave out signature records and a removal takes a value's
+// record with it, so hosts without keys share a remote with signing
+// writers (backend.h: make_backend always puts this layer on). Never throws for
 // a key file (resolve_remote checked them before): when the signing key
 // cannot be read every write fails (kind server, naming the file), when
 // the trusted keys file cannot be read every read value is untrusted.

@@ -55,7 +55,7 @@ std::string cause(const Fault& f) {
     case Failure::dropped: return "it dropped the connection (" + f.detail + ")";
     case Failure::server: return "it answered with an error (" + f.detail + ")";
     case Failure::corrupt: return "it holds a damaged value (" + f.detail + "); that value is not used";
-    case Failure::too_large: return "an object is above max-object (" + f.detail + ") and is not sent";
+    case Failure::too_large: return "a value is above max-object (" + f.detail + ") and is not sent or read";
     case Failure::untrusted:
       return "it holds a value no trusted key signed (" + f.detail +
              "); that value is not used (NPUCACHE_REMOTE_TRUSTED_KEYS lists the keys trusted)";

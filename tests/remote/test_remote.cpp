@@ -512,6 +512,13 @@ TEST_F(RemoteTest, WrongPasswordIsWarnedAndCountedRightOneWorks) {
   EXPECT_EQ(compiled(file), "1") << file.text;
   EXPECT_FALSE(has(file.text, "refused the credentials")) << file.text;
   EXPECT_FALSE(server.keys("s3cret").empty());
+  // A password file of the environment that cannot be read never stops a
+  // job: warned about, and the job runs with its local cache.
+  Out unreadable = worker(dir("e"), server.url(), "NPUCACHE_REMOTE_PASSWORD_FILE=" + dir("no-such-file"));
+  ASSERT_EQ(unreadable.status, 0) << unreadable.text;
+  EXPECT_EQ(compiled(unreadable), "1") << unreadable.text;
+  EXPECT_TRUE(has(unreadable.text, "cannot be read")) << unreadable.text;
+  EXPECT_TRUE(has(unreadable.text, "is not used")) << unreadable.text;
   Out url = worker(dir("d"), "redis://:s3cret@127.0.0.1:" + std::to_string(server.port()));
   EXPECT_EQ(compiled(url), "0") << url.text;  // served by the remote
   EXPECT_TRUE(has(url.text, "carries a password")) << url.text;

@@ -392,7 +392,8 @@ TEST_F(ShardsOnRedis, ShardKilledMidJobOrSlowFailsOnlyItsKeys) {
   (void)storage::Store::open(dir("cache"), storage::Create::yes);
   const auto config = remote::parse_remote(setting());
   storage::RemoteTier tier(remote::make_backend(config));
-  auto& sharded = dynamic_cast<remote::ShardedBackend&>(tier.backend());
+  // The servers below the signing layer, which is always on.
+  auto& sharded = dynamic_cast<remote::ShardedBackend&>(*tier.backend().wrapped());
   std::vector<storage::ObjectRecord> objects;
   for (int i = 0; i < 30; ++i) {
     storage::ObjectRecord o;

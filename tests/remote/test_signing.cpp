@@ -279,6 +279,12 @@ TEST_F(Signing, TrustingReaderRefusesEveryAttack) {
   ASSERT_TRUE(listed.is_hit());
   for (const auto& k : listed.value()) EXPECT_FALSE(has(k, "#sig")) << k;
   EXPECT_EQ(listed.value().size(), 7u);
+  // A host with no keys lists the values alone too: a signature record read
+  // as a table's record would be a damaged value on every start.
+  auto plain_listed = plain->list("k:");
+  ASSERT_TRUE(plain_listed.is_hit());
+  for (const auto& k : plain_listed.value()) EXPECT_FALSE(has(k, "#sig")) << k;
+  EXPECT_EQ(plain_listed.value().size(), 7u);
   ASSERT_TRUE(writer->remove({"k:signed"}).is_hit());
   EXPECT_EQ(server.command({"EXISTS", "k:signed", "k:signed#sig"}), "0");
   // A trusted keys file that cannot be read trusts nothing (fail closed).
