@@ -202,7 +202,11 @@ NPUCACHE_API std::string readable_cache(const std::string& path, const std::stri
 NPUCACHE_API std::string save_cache_artifacts();
 NPUCACHE_API void load_cache_artifacts(std::string_view bytes, const std::string& cache_dir = "");
 
-// The default cache directory ($NPUCACHE_CACHE_DIR or .npucache), absolute.
+// The default cache directory, absolute: $NPUCACHE_CACHE_DIR, else the
+// cache_dir of the user's npucache.conf
+// ($XDG_CONFIG_HOME/npucache/npucache.conf, else
+// ~/.config/npucache/npucache.conf), else .npucache. ConfigError when that
+// file is bad (naming its line).
 NPUCACHE_API std::string default_cache_dir();
 
 }  // namespace npucache

@@ -70,15 +70,24 @@ bool is_our_format1(const Dir& d) {
 
 }  // namespace
 
-Listing ls(const std::string& dir) {
+Listing ls(const std::string& dir, const std::vector<std::string>& models) {
   const Store s = open_store(dir);
   Listing out;
   out.dir = s.dir().string();
-  for (const auto& e : all_entries(s, &out.problems)) {
+  const CacheStats st = read_stats(s.dir());
+  const auto entries = all_entries(s, &out.problems);
+  for (const auto& name : models)
+    if (std::none_of(entries.begin(), entries.end(), [&](const EntryRecord& e) { return entry_of_model(e, name); }))
+      throw no_such_model(name, out.dir, entries);
+  for (const auto& e : entries) {
+    if (!models.empty() &&
+        std::none_of(models.begin(), models.end(), [&](const std::string& m) { return entry_of_model(e, m); }))
+      continue;
     auto mode = e.meta.components.find(component::kMode);
     auto cls = e.meta.components.find(component::kModelClass);
     out.entries.push_back({e.path, e.graph_key, mode != e.meta.components.end() ? mode->second : "?",
-                           cls != e.meta.components.end() ? cls->second : "?", file_size(s, e.graph_key)});
+                           cls != e.meta.components.end() ? cls->second : "?", file_size(s, e.graph_key),
+                           entry_time(st, e)});
   }
   out.objects = s.object_keys().size();
   return out;
@@ -421,7 +430,7 @@ Transfer import_bundle(const std::string& file, const std::string& dir) {
   return import_bytes(*bytes, dir);
 }
 
-ClearResult clear(const std::string& dir, double wait_s) {
+ClearResult clear(const std::string& dir, double wait_s, bool dry_run) {
   ClearResult out;
   if (!Dir::exists(dir)) return out;  // nothing there, nothing created
   const Dir d = Dir::open(dir, Safety::cache, Create::no);
@@ -431,12 +440,19 @@ ClearResult clear(const std::string& dir, double wait_s) {
   bool cache_here = false;
   for (const char* n : {names::kLocksDir, names::kObjectsDir, names::kStoreFile, names::kCacheDirTag})
     cache_here = cache_here || d.stat(n).has_value();
-  if (cache_here) held.emplace(Store::open(dir, Create::no).sweeping(wait_s));
+  if (cache_here && !dry_run) held.emplace(Store::open(dir, Create::no).sweeping(wait_s));
+  const auto drop = [&](const Dir& in, const std::string& n) {
+    if (dry_run)
+      out.files.push_back((in.path() / n).string());
+    else
+      in.remove(n);
+  };
   std::vector<std::string> names = d.list();
   for (const auto& n : names) {
     const bool temp = names::temp_owner_any(n) > 0;
     bool ours = temp;
-    if (n == names::kStatsFile || n == names::kConfigFile || n == names::kStoreFile || n == names::kCacheDirTag)
+    if (n == names::kStatsFile || n == names::kConfigFile || n == names::kCacheConfigFile || n == names::kStoreFile ||
+        n == names::kCacheDirTag)
       ours = true;
     else if (!names::index_model_info(n).empty())
       ours = is_our_envelope(d, n, EnvelopeKind::index);
@@ -450,7 +466,7 @@ ClearResult clear(const std::string& dir, double wait_s) {
       continue;
     if (ours) {
       out.had_cache = out.had_cache || !temp;
-      d.remove(n);
+      drop(d, n);
       ++out.removed;
     } else {
       out.left.push_back((d.path() / n).string());
@@ -463,7 +479,7 @@ ClearResult clear(const std::string& dir, double wait_s) {
     bool empty = true;
     for (const auto& n : s.list()) {
       const std::string where = sub;
-      if (where == names::kLocksDir && (n == names::kSweepLock || n == names::kSweepGate) && held) {
+      if (where == names::kLocksDir && (n == names::kSweepLock || n == names::kSweepGate) && (held || dry_run)) {
         empty = false;  // kept: see above
         continue;
       }
@@ -478,7 +494,7 @@ ClearResult clear(const std::string& dir, double wait_s) {
               : (!names::object_key(n).empty() && is_our_envelope(s, n, EnvelopeKind::object)) ||
                     names::temp_owner_any(n) > 0;
       if (ours) {
-        s.remove(n);
+        drop(s, n);
         ++out.removed;
         out.had_cache = true;
       } else {
@@ -486,7 +502,7 @@ ClearResult clear(const std::string& dir, double wait_s) {
         empty = false;
       }
     }
-    if (empty && !d.remove_empty_dir(sub)) out.left.push_back((d.path() / sub).string());
+    if (empty && !dry_run && !d.remove_empty_dir(sub)) out.left.push_back((d.path() / sub).string());
   }
   return out;
 }

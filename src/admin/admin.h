@@ -27,8 +27,9 @@ struct LsEntry {
   std::string path;
   std::string graph_key;
   std::string mode;
-  std::string model_class;       // the full class name (model_info may shorten it)
-  std::size_t stored_bytes = 0;  // of its object's file
+  std::string model_class;          // the full class name (model_info may shorten it)
+  std::size_t stored_bytes = 0;     // of its object's file
+  std::optional<double> last_used;  // saved or served, seconds since the epoch (storage/gc.h entry_time)
 };
 struct Listing {
   std::string dir;
@@ -36,7 +37,9 @@ struct Listing {
   std::size_t objects = 0;
   std::vector<std::string> problems;  // damaged indexes, foreign files
 };
-Listing ls(const std::string& dir);
+// Every entry, or those of `models` (each as gc's --model; one no entry
+// matches is a ConfigError listing the models).
+Listing ls(const std::string& dir, const std::vector<std::string>& models = {});
 
 struct VerifyResult {
   std::size_t entries = 0, objects = 0, indexes = 0, templates = 0;
@@ -113,11 +116,13 @@ Bundle read_cache(const std::string& dir, double wait_s = kAdminWaitSeconds);
 struct ClearResult {
   bool had_cache = false;
   std::size_t removed = 0;
-  std::vector<std::string> left;  // files that are not npucache's, left as they were
+  std::vector<std::string> left;   // files that are not npucache's, left as they were
+  std::vector<std::string> files;  // with dry_run: the files it would remove
 };
 // Removes the cache's files (but locks/sweep.lock) under the store lock
 // exclusively, taken within `wait_s` (else CacheBusy, nothing removed). A
-// directory without a cache is reported and nothing is created.
-ClearResult clear(const std::string& dir, double wait_s = kAdminWaitSeconds);
+// directory without a cache is reported and nothing is created. With
+// `dry_run`: no lock, nothing removed; `files` lists what would be.
+ClearResult clear(const std::string& dir, double wait_s = kAdminWaitSeconds, bool dry_run = false);
 
 }  // namespace npucache::cache::admin

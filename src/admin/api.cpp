@@ -7,6 +7,7 @@
 #include "format/bundle.h"
 #include "format/cache_error.h"
 #include "format/readable.h"
+#include "process/settings.h"
 #include "storage/dir.h"
 #include "storage/store.h"
 #include "storage/templates.h"
@@ -17,8 +18,8 @@
 namespace npucache {
 
 std::string default_cache_dir() {
-  const char* env = std::getenv("NPUCACHE_CACHE_DIR");
-  return std::filesystem::absolute(env && *env ? env : ".npucache").string();
+  // NPUCACHE_CACHE_DIR, else the user's npucache.conf, else .npucache.
+  return std::filesystem::absolute(process::setting("cache_dir").value).string();
 }
 
 std::string readable_cache(const std::string& path, const std::string& file) {

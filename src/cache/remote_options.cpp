@@ -5,6 +5,7 @@
 #include "log/log.h"
 #include "process/context.h"
 #include "process/once.h"
+#include "process/settings.h"
 #include "remote/signing.h"
 
 #include <cerrno>
@@ -86,8 +87,7 @@ std::optional<remote::Config> from_environment(const std::string& url) {
 remote::Config resolve_remote(const RemoteOptions& o) {
   std::string url = o.url;
   const bool from_env = url.empty();
-  if (from_env)
-    if (const char* env = std::getenv("NPUCACHE_REMOTE")) url = env;
+  if (from_env) url = process::setting("remote").value;  // NPUCACHE_REMOTE, else the user's npucache.conf
   if (url.empty() || url == "off" || url == "none") return {};
   remote::Config c;
   if (from_env) {

@@ -9,7 +9,8 @@
 
 namespace npucache::cache {
 
-// The remote a cached method uses: options.url, else $NPUCACHE_REMOTE
+// The remote a cached method uses: options.url, else $NPUCACHE_REMOTE, else
+// the remote of the user's npucache.conf (process/settings.h)
 // ("" or "off": none); the password from $NPUCACHE_REMOTE_PASSWORD, else the
 // file named by $NPUCACHE_REMOTE_PASSWORD_FILE, else the URL's (warned about
 // once); the options' fields override the URL's attributes; the signing key

@@ -5,7 +5,8 @@
 //   <cache_dir>/                 0700
 //     CACHEDIR.TAG               marks the directory as a cache (backup tools skip it)
 //     store.json                 names the store: {"format": "npucache", "store_id": ...}
-//     config.json                persistent settings (max_size)
+//     npucache.conf              the cache's own settings (max_size), `key = value` lines
+//     config.json                where earlier versions kept max_size (read when npucache.conf has none)
 //     stats.json                 hit/miss counters, last use, recent misses
 //     <model_info>.h5            the index of one model (its base): its entries, at the seed's paths
 //     deltas/<model_info>.<n>.h5 a delta of that index: the entries commits since the base added,
@@ -38,6 +39,9 @@ inline constexpr const char* kFormatName = "npucache";
 
 inline constexpr const char* kCacheDirTag = "CACHEDIR.TAG";
 inline constexpr const char* kStoreFile = "store.json";
+// The cache's own settings (process/settings.h reads them).
+inline constexpr const char* kCacheConfigFile = "npucache.conf";
+// Where earlier versions kept the size limit (JSON): read, then replaced.
 inline constexpr const char* kConfigFile = "config.json";
 inline constexpr const char* kStatsFile = "stats.json";
 inline constexpr const char* kObjectsDir = "objects";

@@ -1,6 +1,11 @@
 #include "log/log.h"
 
+#include "process/settings.h"
+
+#include <npucache/error.h>
+
 #include <spdlog/pattern_formatter.h>
+#include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 
 #include <cstdlib>
@@ -21,13 +26,42 @@ class UpperLevel final : public spdlog::custom_flag_formatter {
   std::unique_ptr<custom_flag_formatter> clone() const override { return std::make_unique<UpperLevel>(); }
 };
 
+// A setting of the log (process/settings.h: the environment, the user's
+// npucache.conf); a bad file is said in `bad` and the environment alone
+// holds.
+process::Setting log_setting(const char* key, std::string& bad) {
+  try {
+    return process::setting(key);
+  } catch (const npucache::ConfigError& e) {
+    bad = e.what();
+    const auto& info = *process::find_setting(key);
+    const char* v = std::getenv(info.env);
+    return {key, v ? v : "", "environment"};
+  }
+}
+
 }  // namespace
 
 spdlog::logger& get() {
   // Never destroyed: statistics are flushed by static destructors at exit,
   // which may log after other statics are gone.
   static spdlog::logger* logger = new spdlog::logger(*[] {
+    std::string bad_file, file_error;
+    const process::Setting file = log_setting("log_file", bad_file);
+    const process::Setting level_setting = log_setting("log_level", bad_file);
     auto l = spdlog::get("npucache");
+    if (!l && !file.value.empty()) {
+      // NPUCACHE_LOG_FILE / log_file: appended to, by every process alike.
+      try {
+        l = std::make_shared<spdlog::logger>(
+            "npucache", std::make_shared<spdlog::sinks::basic_file_sink_mt>(file.value, /*truncate=*/false));
+        l->flush_on(spdlog::level::trace);  // every line, as it is said (a killed rank's too)
+        spdlog::register_logger(l);
+      } catch (const spdlog::spdlog_ex& e) {
+        file_error = e.what();
+        l = nullptr;
+      }
+    }
     if (!l) {
       // Colour only on a terminal, and never when NO_COLOR is set (no-color.org).
       const char* no_color = std::getenv("NO_COLOR");
@@ -39,8 +73,8 @@ spdlog::logger& get() {
     l->set_formatter(std::move(formatter));
     spdlog::level::level_enum level = spdlog::level::info;
     std::string bad;
-    if (const char* v = std::getenv("NPUCACHE_LOG_LEVEL"); v && *v) {
-      const std::string s(v);
+    if (!level_setting.value.empty()) {
+      const std::string& s = level_setting.value;
       const auto parsed = spdlog::level::from_str(s == "warning" ? "warn" : s);
       if (parsed == spdlog::level::off && s != "off")
         bad = s;
@@ -52,6 +86,10 @@ spdlog::logger& get() {
     if (!bad.empty())
       l->warn("NPUCACHE_LOG_LEVEL='{}' is not a level (trace, debug, info, warn, error, critical, off); using info",
               bad);
+    if (!bad_file.empty()) l->warn("the log settings of the configuration file are not used: {}", bad_file);
+    if (!file_error.empty())
+      l->warn("the log cannot go to {} ({}, from {}): it goes to stderr; name a file that can be written", file.value,
+              file_error, file.source);
     return l;
   }());
   return *logger;

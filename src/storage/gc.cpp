@@ -17,6 +17,8 @@
 #include "log/progress.h"
 #include "process/context.h"
 #include "process/env.h"
+#include "process/once.h"
+#include "process/settings.h"
 #include "storage/stats.h"
 #include "storage/store.h"
 
@@ -101,29 +103,7 @@ std::map<std::string, std::size_t> unreferenced(const Store& s, const std::vecto
   return out;
 }
 
-std::size_t parse_size(const std::string& text) {
-  auto bad = [&]() {
-    return ConfigError("size '" + text +
-                       "' is not a size: give a number of bytes with an optional unit K, M, G or T "
-                       "(powers of 1024), e.g. 64M or 1.5G");
-  };
-  std::size_t i = 0;
-  while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.')) ++i;
-  const std::string number = text.substr(0, i);
-  std::string unit = text.substr(i);
-  if (number.empty() || std::count(number.begin(), number.end(), '.') > 1 || number == ".") throw bad();
-  for (auto& c : unit) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  static const std::map<std::string, double> units = {{"", 1.0},       {"B", 1.0},     {"K", 0x1p10},   {"KB", 0x1p10},
-                                                      {"KIB", 0x1p10}, {"M", 0x1p20},  {"MB", 0x1p20},  {"MIB", 0x1p20},
-                                                      {"G", 0x1p30},   {"GB", 0x1p30}, {"GIB", 0x1p30}, {"T", 0x1p40},
-                                                      {"TB", 0x1p40},  {"TIB", 0x1p40}};
-  auto u = units.find(unit);
-  if (u == units.end()) throw bad();
-  const double v = std::stod(number) * u->second;
-  if (!std::isfinite(v) || v < 0 || v >= 0x1p62)
-    throw ConfigError("size '" + text + "' is out of range (at most 4 EiB)");
-  return static_cast<std::size_t>(v);
-}
+std::size_t parse_size(const std::string& text) { return process::parse_size(text); }
 
 std::string format_size(std::size_t bytes) {
   static const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
@@ -140,7 +120,8 @@ std::string format_size(std::size_t bytes) {
 
 namespace {
 
-std::optional<std::size_t> max_size_in(const Dir& d) {
+// The limit earlier versions kept in config.json, when that file is there.
+std::optional<std::size_t> legacy_max_size(const Dir& d) {
   const std::string dir = d.path().string();
   auto text = d.read(names::kConfigFile, kMaxConfigBytes);
   if (!text) return std::nullopt;
@@ -155,28 +136,46 @@ std::optional<std::size_t> max_size_in(const Dir& d) {
   return it->get<std::size_t>();
 }
 
+std::optional<std::size_t> max_size_in(const Dir& d, std::string* source = nullptr) {
+  return process::max_size_setting(d.path().string(), legacy_max_size(d), source);
+}
+
+// The limit a save enforces: a bad setting is warned about once and no
+// limit applies (a save never fails over a setting).
+std::optional<std::size_t> limit_for_save(const Dir& d) {
+  try {
+    return max_size_in(d);
+  } catch (const ConfigError& e) {
+    if (process::Context::current().get<process::Once>().first(std::string("bad max_size|") + e.what()))
+      log::warn("no size limit is enforced: {}", e.what());
+    return std::nullopt;
+  }
+}
+
 void enforce(const std::string& dir, std::size_t limit, const std::vector<std::string>& written);
 
 }  // namespace
 
-std::optional<std::size_t> max_size(const std::string& dir) {
-  if (!Dir::exists(dir)) return std::nullopt;
-  return max_size_in(Dir::open(dir, Safety::cache, Create::no));
+std::optional<std::size_t> max_size(const std::string& dir, std::string* source) {
+  if (!Dir::exists(dir)) return process::max_size_setting(dir, std::nullopt, source);
+  return max_size_in(Dir::open(dir, Safety::cache, Create::no), source);
 }
 
 void set_max_size(const std::string& dir, std::optional<std::size_t> limit) {
   const Store s = Store::open(dir, Create::yes);
-  nlohmann::json j = nlohmann::json::object();
-  if (limit) j["max_size"] = *limit;
-  s.directory().write(names::kConfigFile, j.dump() + "\n");
+  const Dir& d = s.directory();
+  const std::string old = d.read(names::kCacheConfigFile, kMaxConfigBytes).value_or("");
+  d.write(names::kCacheConfigFile, process::with_max_size(old, limit));
+  if (d.stat(names::kConfigFile)) d.remove(names::kConfigFile);  // replaced by npucache.conf
 }
 
 void enforce_limit(const std::string& dir, const std::vector<std::string>& written) {
-  if (const auto limit = max_size(dir)) enforce(dir, *limit, written);
+  if (!Dir::exists(dir)) return;
+  if (const auto limit = limit_for_save(Dir::open(dir, Safety::cache, Create::no))) enforce(dir, *limit, written);
 }
 
 void enforce_limit(const Store& store, const std::vector<std::string>& written) {
-  if (const auto limit = max_size_in(store.directory())) enforce(store.directory().path().string(), *limit, written);
+  if (const auto limit = limit_for_save(store.directory())) enforce(store.directory().path().string(), *limit, written);
 }
 
 namespace {
@@ -195,6 +194,13 @@ void enforce(const std::string& dir, std::size_t limit, const std::vector<std::s
   if (g.evicted_entries > 0)
     log::info("cache {} over its limit {}: evicted {} layout(s) ({} entries), {} object(s)", dir, format_size(limit),
               g.evicted_layouts, g.evicted_entries, g.removed_objects);
+  // What was just written is never evicted: a layout larger than the limit
+  // stays, and the cache with it over its limit. Said once per process.
+  if (g.remaining_bytes > limit && process::Context::current().get<process::Once>().first("over limit|" + dir))
+    log::warn(
+        "cache {} holds {} of objects, over its limit {}: what this job saved is kept (never evicted by its own "
+        "save); raise the limit (npucache config max-size SIZE) or remove other entries (npucache gc)",
+        dir, format_size(g.remaining_bytes), format_size(limit));
 }
 
 }  // namespace
@@ -210,6 +216,7 @@ void evict_and_sweep(const Store& s, const std::map<std::string, std::vector<std
                      const std::map<std::string, std::size_t>& orphans_before, GcResult& out, const Sweeping& held) {
   std::vector<std::string> removed_paths;
   for (const auto& [m, paths] : removals) {
+    out.evicted.insert(out.evicted.end(), paths.begin(), paths.end());
     auto d = s.index(m);
     s.update_index(m, d ? d->index.model : Components{}, {}, paths, held);
     removed_paths.insert(removed_paths.end(), paths.begin(), paths.end());
@@ -235,6 +242,7 @@ void evict_and_sweep(const Store& s, const std::map<std::string, std::vector<std
       continue;
     }
     s.remove_object(key, held);
+    out.removed.push_back(s.object_path(key).string());
     ++out.removed_objects;
     if (const auto o = orphans_before.find(key); o != orphans_before.end()) {
       ++out.orphaned_objects;
@@ -250,6 +258,37 @@ void evict_and_sweep(const Store& s, const std::map<std::string, std::vector<std
   out.remaining_bytes = total;
 }
 
+// What evict_and_sweep would do, done to nothing: the entries `removed`
+// names and the objects no other entry uses are listed in `out`.
+void preview_sweep(const Store& s, const std::vector<EntryRecord>& entries, const std::set<std::string>& removed,
+                   const std::map<std::string, std::size_t>& orphans_before, GcResult& out) {
+  std::set<std::string> used;
+  for (const auto& e : entries) {
+    if (removed.count(e.path))
+      out.evicted.push_back(e.path);
+    else
+      used.insert(e.graph_key);
+  }
+  const bool have_objects = s.directory().stat(names::kObjectsDir).has_value();
+  for (const auto& key : s.object_keys()) {
+    if (used.count(key)) {
+      out.remaining_bytes += file_size(s, key);
+      continue;
+    }
+    if (!have_objects || !is_our_envelope(s.directory().sub(names::kObjectsDir, Create::no), names::object_file(key),
+                                          EnvelopeKind::object)) {
+      out.left.push_back(s.object_path(key).string());
+      continue;
+    }
+    out.removed.push_back(s.object_path(key).string());
+    ++out.removed_objects;
+    if (const auto o = orphans_before.find(key); o != orphans_before.end()) {
+      ++out.orphaned_objects;
+      out.orphaned_bytes += o->second;
+    }
+  }
+}
+
 // The class part of a model_info ("npucache.models.Decoder" of
 // "npucache.models.Decoder_dynamic_8efea6fcd2ba234c").
 std::string model_info_class(const std::string& model_info) {
@@ -258,8 +297,8 @@ std::string model_info_class(const std::string& model_info) {
   return model_info;
 }
 
-// When the entry was last used (saved or served): stats.json's record, else
-// its ModelCacheMeta date; nullopt when neither is known.
+}  // namespace
+
 std::optional<double> entry_time(const CacheStats& st, const EntryRecord& e) {
   if (const double t = last_used(st, e.path); t > 0) return t;
   std::tm tm{};
@@ -269,6 +308,24 @@ std::optional<double> entry_time(const CacheStats& st, const EntryRecord& e) {
   if (t == static_cast<std::time_t>(-1)) return std::nullopt;
   return static_cast<double>(t);
 }
+
+bool entry_of_model(const EntryRecord& e, const std::string& name) {
+  const auto cls = e.meta.components.find(component::kModelClass);
+  return e.meta.model_info == name || model_info_class(e.meta.model_info) == name ||
+         (cls != e.meta.components.end() && cls->second == name);
+}
+
+ConfigError no_such_model(const std::string& name, const std::string& dir, const std::vector<EntryRecord>& entries) {
+  std::set<std::string> known;
+  for (const auto& e : entries) known.insert(model_info_class(e.meta.model_info));
+  std::string list;
+  for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
+  return ConfigError("--model '" + name + "': no entry of that model in " + dir +
+                     (list.empty() ? std::string(" (it has no entries)")
+                                   : "; its models are: " + list + " (or one model_info as `npucache ls` prints)"));
+}
+
+namespace {
 
 double now_s() { return process::Context::current().env().wall_s(); }
 
@@ -282,7 +339,10 @@ GcResult gc(const std::string& dir, std::size_t limit, const std::vector<std::st
 
 GcResult gc(const std::string& dir, const GcOptions& options, const std::vector<std::string>& keep) {
   const Store s = open_store(dir);
-  const Sweeping held = s.sweeping(options.wait_s);  // no writer between its objects and its index
+  // No writer between its objects and its index (a dry run removes
+  // nothing: it takes no lock).
+  std::optional<Sweeping> held;
+  if (!options.dry_run) held.emplace(s.sweeping(options.wait_s));
   GcResult out;
   out.limit = options.max_size.value_or(0);
   const CacheStats st = read_stats(s.dir());
@@ -303,22 +363,12 @@ GcResult gc(const std::string& dir, const GcOptions& options, const std::vector<
   for (const auto& name : options.models) {
     std::size_t matched = 0;
     for (const auto& e : entries) {
-      const auto cls = e.meta.components.find(component::kModelClass);
-      if (e.meta.model_info == name || model_info_class(e.meta.model_info) == name ||
-          (cls != e.meta.components.end() && cls->second == name)) {
+      if (entry_of_model(e, name)) {
         ++matched;
         evict(e);
       }
     }
-    if (matched == 0) {
-      std::set<std::string> known;
-      for (const auto& e : entries) known.insert(model_info_class(e.meta.model_info));
-      std::string list;
-      for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
-      throw ConfigError("--model '" + name + "': no entry of that model in " + s.dir().string() +
-                        (list.empty() ? std::string(" (it has no entries)")
-                                      : "; its models are: " + list + " (or one model_info as `npucache ls` prints)"));
-    }
+    if (matched == 0) throw no_such_model(name, s.dir().string(), entries);
   }
   // 2. By age: entries last used (saved or served) longer ago than that.
   if (options.older_than_s) {
@@ -362,7 +412,10 @@ GcResult gc(const std::string& dir, const GcOptions& options, const std::vector<
     }
   }
   out.evicted_layouts = evicted_layouts.size();
-  evict_and_sweep(s, removals, orphans_before, out, held);
+  if (held)
+    evict_and_sweep(s, removals, orphans_before, out, *held);
+  else
+    preview_sweep(s, entries, removed, orphans_before, out);
   return out;
 }
 

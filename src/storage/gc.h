@@ -12,8 +12,11 @@
 
 #include "format/envelope.h"
 #include "format/records.h"
+#include "storage/stats.h"
 #include "storage/store.h"
 #include "storage/uses.h"
+
+#include <npucache/error.h>
 
 #include <cstdint>
 #include <map>
@@ -47,6 +50,8 @@ struct GcResult {
   std::size_t remaining_bytes = 0, limit = 0;
   std::vector<std::string> left;      // files named like npucache's that are not (untouched)
   std::vector<std::string> problems;  // indexes that could not be read (their entries are not counted)
+  // What was (with dry_run: would be) removed: entry paths and object files.
+  std::vector<std::string> evicted, removed;
 };
 // Evicts whole layouts (every entry of one model_info and world size),
 // least recently used first, until the objects the remaining entries use
@@ -70,6 +75,9 @@ struct GcOptions {
   // or by one model_info. A name no entry has is a ConfigError listing the
   // models there.
   std::vector<std::string> models;
+  // Decide what to remove, remove nothing: GcResult lists it (no exclusive
+  // lock either, so running jobs do not wait).
+  bool dry_run = false;
 };
 // The selections of `options` together (an entry any of them picks is
 // evicted), then the objects no entry uses, as above; `keep` as above.
@@ -92,8 +100,22 @@ std::size_t parse_size(const std::string& text);
 // "12.3 MiB"
 std::string format_size(std::size_t bytes);
 
-// The persistent size limit kept in the directory (config.json).
-std::optional<std::size_t> max_size(const std::string& dir);
+// Whether `e` is of the model `name` (gc's and ls's --model): its class as
+// model_info begins or as the model_class component, or its model_info.
+bool entry_of_model(const EntryRecord& e, const std::string& name);
+// The ConfigError of a --model no entry of `entries` matches (it lists the
+// models there).
+ConfigError no_such_model(const std::string& name, const std::string& dir, const std::vector<EntryRecord>& entries);
+// When an entry was last used (saved or served): stats.json's record, else
+// its save date; nullopt when neither is known.
+std::optional<double> entry_time(const CacheStats& st, const EntryRecord& e);
+
+// The size limit of a cache (process/settings.h: NPUCACHE_MAX_SIZE, the
+// cache's npucache.conf, the config.json of earlier versions, the user's
+// npucache.conf); `source` receives where it came from. ConfigError for a
+// bad setting.
+std::optional<std::size_t> max_size(const std::string& dir, std::string* source = nullptr);
+// Sets it in the cache's npucache.conf (and retires config.json).
 void set_max_size(const std::string& dir, std::optional<std::size_t> limit);
 // After a write: evicts (gc) when a limit is configured and exceeded.
 void enforce_limit(const std::string& dir, const std::vector<std::string>& written);

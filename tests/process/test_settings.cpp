@@ -1,0 +1,211 @@
+// The settings (process/settings.h) as the library reads them: the
+// environment over the user's npucache.conf over the default (the cache
+// directory and the remote a serving program gets without any option);
+// a cache's own npucache.conf over the user's for max_size, the
+// config.json of earlier versions read and retired; a bad line named by
+// file:line with what to do; a save that leaves the cache over its limit
+// warns once per process, not once per save.
+#include <npucache/cache.h>
+#include <npucache/error.h>
+
+#include "log/log.h"
+#include "process/context.h"
+#include "process/settings.h"
+#include "storage/gc.h"
+#include "storage/store.h"
+#include "support/temp_dir_test.h"
+
+#include <gtest/gtest.h>
+#include <spdlog/sinks/ostream_sink.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <sstream>
+
+using namespace npucache;
+namespace fs = std::filesystem;
+
+namespace {
+
+void spit(const fs::path& p, const std::string& text) {
+  fs::create_directories(p.parent_path());
+  std::ofstream(p) << text;
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream f(p);
+  return {std::istreambuf_iterator<char>(f), {}};
+}
+
+// Sets (or unsets, with nullptr) a variable for one scope.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* v = std::getenv(name)) old_ = v;
+    if (value)
+      ::setenv(name, value, 1);
+    else
+      ::unsetenv(name);
+  }
+  ~ScopedEnv() {
+    if (old_)
+      ::setenv(name_, old_->c_str(), 1);
+    else
+      ::unsetenv(name_);
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+class Settings : public testing_support::TempDirTest {
+ protected:
+  Settings() : TempDirTest("settings") {}
+  void SetUp() override {
+    TempDirTest::SetUp();
+    xdg_.emplace("XDG_CONFIG_HOME", (base / "config").c_str());
+    for (const char* v : {"NPUCACHE_CACHE_DIR", "NPUCACHE_REMOTE", "NPUCACHE_MAX_SIZE", "NPUCACHE_LOG_FILE"})
+      cleared_.emplace_back(std::make_unique<ScopedEnv>(v, nullptr));
+  }
+  void TearDown() override {
+    cleared_.clear();
+    xdg_.reset();
+    TempDirTest::TearDown();
+  }
+  fs::path user_file() const { return base / "config" / "npucache" / "npucache.conf"; }
+
+  // A cache of `n` entries with objects of 4 KiB each (as a job's commits).
+  std::vector<std::string> fill(int n) const {
+    const storage::Store store = storage::Store::open(dir.string(), storage::Create::yes);
+    std::vector<std::string> paths;
+    for (int i = 0; i < n; ++i) {
+      storage::ObjectRecord o;
+      o.raw.assign(4096, static_cast<char>('a' + i));
+      o.meta.raw_size = o.raw.size();
+      o.meta.checksum = storage::checksum(o.raw);
+      o.graph_key = std::string(31, '0') + std::to_string(i);
+      o.graph_text = {"graph " + o.graph_key};
+      storage::EntryRecord e;
+      e.path = "Worker_dynamic_0/e" + std::to_string(i);
+      e.graph_key = o.graph_key;
+      e.meta.name = e.path;
+      e.meta.model_info = "Worker_dynamic_0";
+      e.meta.components["runtime_version"] = "any";
+      const storage::Writing held = store.writing();
+      e.object_checksum = store.put_object(o, held).stored.meta.checksum;
+      store.update_index("Worker_dynamic_0", {{"model_class", "Worker"}}, {e}, {}, held);
+      paths.push_back(e.path);
+    }
+    return paths;
+  }
+
+ private:
+  std::optional<ScopedEnv> xdg_;
+  std::vector<std::unique_ptr<ScopedEnv>> cleared_;
+};
+
+std::string message_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "(no ConfigError)";
+}
+
+TEST_F(Settings, TheEnvironmentOverridesTheUserFileWhichOverridesTheDefault) {
+  const fs::path cwd = fs::current_path();
+  EXPECT_EQ(default_cache_dir(), (cwd / ".npucache").string());
+  EXPECT_EQ(process::setting("cache_dir").source, "default");
+  spit(user_file(), "# mine\n\ncache_dir = " + (base / "from-file").string() + "\nremote = file:///shared\n");
+  EXPECT_EQ(default_cache_dir(), (base / "from-file").string()) << "the library honours the user's file";
+  EXPECT_EQ(process::setting("cache_dir").source, user_file().string() + ":3");
+  EXPECT_EQ(process::setting("remote").value, "file:///shared");
+  {
+    const ScopedEnv env("NPUCACHE_CACHE_DIR", (base / "from-env").c_str());
+    EXPECT_EQ(default_cache_dir(), (base / "from-env").string());
+    EXPECT_EQ(process::setting("cache_dir").source, "environment NPUCACHE_CACHE_DIR");
+  }
+  {
+    const ScopedEnv home("XDG_CONFIG_HOME", nullptr);
+    const ScopedEnv h("HOME", (base / "home").c_str());
+    spit(base / "home" / ".config" / "npucache" / "npucache.conf", "cache_dir = ~/c\n");
+    EXPECT_EQ(default_cache_dir(), (base / "home" / "c").string()) << "~/.config without XDG_CONFIG_HOME";
+  }
+}
+
+TEST_F(Settings, ACachesOwnFileSetsItsLimitOverTheUserFile) {
+  fill(1);
+  EXPECT_EQ(storage::max_size(dir.string()), std::nullopt);
+  spit(user_file(), "max_size = 2G\n");
+  std::string source;
+  EXPECT_EQ(storage::max_size(dir.string(), &source), std::size_t{2} << 30);
+  EXPECT_EQ(source, user_file().string() + ":1");
+  // The cache's own file, and the old config.json it replaces.
+  spit(dir / "config.json", "{\"max_size\": 1048576}\n");
+  EXPECT_EQ(storage::max_size(dir.string(), &source), std::size_t{1} << 20) << "config.json is still read";
+  spit(dir / "npucache.conf", "# keep me\nmax_size = 64M\n");
+  EXPECT_EQ(storage::max_size(dir.string(), &source), std::size_t{64} << 20);
+  EXPECT_EQ(source, (dir / "npucache.conf").string() + ":2");
+  storage::set_max_size(dir.string(), std::size_t{3} << 30);
+  EXPECT_EQ(slurp(dir / "npucache.conf"), "# keep me\nmax_size = 3G\n") << "comments kept, one line changed";
+  EXPECT_FALSE(fs::exists(dir / "config.json")) << "config.json is retired when the limit is set";
+  storage::set_max_size(dir.string(), std::nullopt);
+  EXPECT_EQ(storage::max_size(dir.string()), std::nullopt) << "none in the cache's file overrides the user's 2G";
+  const ScopedEnv env("NPUCACHE_MAX_SIZE", "5M");
+  EXPECT_EQ(storage::max_size(dir.string(), &source), std::size_t{5} << 20);
+  EXPECT_EQ(source, "environment NPUCACHE_MAX_SIZE");
+}
+
+TEST_F(Settings, ABadLineNamesItsFileAndLine) {
+  spit(user_file(), "cache_dir = /x\ncache_size = 5G\n");
+  std::string m = message_of([] { default_cache_dir(); });
+  EXPECT_NE(m.find(user_file().string() + ":2: unknown setting 'cache_size'; the settings are: cache_dir, remote"),
+            std::string::npos)
+      << m;
+  spit(user_file(), "log_level = loud\n");
+  m = message_of([] { process::setting("log_level"); });
+  EXPECT_NE(m.find(":1: log_level: 'loud' is not a log level: give trace, debug"), std::string::npos) << m;
+  spit(user_file(), "max_size = 12Q\n");
+  m = message_of([] { process::setting("max_size"); });
+  EXPECT_NE(m.find(":1: max_size: size '12Q' is not a size"), std::string::npos) << m;
+  spit(user_file(), "just words\n");
+  m = message_of([] { process::setting("remote"); });
+  EXPECT_NE(m.find(":1: 'just words' is not a setting: write `key = value`"), std::string::npos) << m;
+  fs::remove(user_file());
+  fill(1);
+  spit(dir / "npucache.conf", "remote = redis://h:1\n");
+  m = message_of([&] { storage::max_size(dir.string()); });
+  EXPECT_NE(m.find((dir / "npucache.conf").string() +
+                   ":1: 'remote' cannot be set in a cache directory's npucache.conf (it holds only the cache's own "
+                   "settings: max_size); set it in "),
+            std::string::npos)
+      << m;
+}
+
+TEST_F(Settings, ASaveLeavingTheCacheOverItsLimitWarnsOncePerProcess) {
+  const auto paths = fill(3);
+  storage::set_max_size(dir.string(), 1);
+  std::ostringstream said;
+  auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(said);
+  log::get().sinks().push_back(sink);
+  const process::Context::Scope scope;  // a process of its own: Once starts afresh
+  // Each save keeps what it wrote: the cache stays over its 1-byte limit.
+  storage::enforce_limit(dir.string(), paths);
+  storage::enforce_limit(dir.string(), paths);
+  log::get().sinks().pop_back();
+  const std::string text = said.str();
+  const std::string warning = "over its limit 1 B: what this job saved is kept";
+  const auto first = text.find(warning);
+  EXPECT_NE(first, std::string::npos) << text;
+  EXPECT_EQ(text.find(warning, first + 1), std::string::npos) << "said twice: " << text;
+}
+
+}  // namespace
