@@ -1,32 +1,38 @@
 // The cache inspection and management commands:
 // ls, stats, verify and explain take --json (one JSON document on stdout,
 // the same facts as the text).
-//   ls [D]                     entries with their object, mode and sizes
-//   readable ENTRY [--cache-dir D] [-o FILE]  readable text of one entry
+//   ls [D] [--model NAME]...   entries with their object, mode, size, last use
+//   readable ENTRY [-o FILE]   readable text of one entry
 //                              (ENTRY as ls prints it, or its path)
 //   verify [D] [--repair]      checks every file and entry; exit status 1 on
 //                              damage; --repair heals it
 //   stats [D] [--zero]         entries, objects, sizes, compression, orphans,
 //                              hit rate, limit
 //   explain [D] [--entry P]    why lookups missed / an entry vs its nearest
-//   export D -o FILE           the Mega-Cache bundle of a cache
+//   export [D] -o FILE         the Mega-Cache bundle of a cache
 //   import FILE [D]            fills a cache from a bundle
 //   gc [D] [--max-size SIZE] [--older-than AGE] [--model NAME]... [--orphans]
-//                              evicts by size, age or model; collects orphans
-//   config max-size [SIZE|none] [--cache-dir D]  the persistent size limit
+//                              evicts by size, age or model (none: the
+//                              configured limit); collects orphans
+//   config --show | config KEY [VALUE]  the settings and where each comes
+//                              from; max-size sets the cache's limit
 //   clear [D]                  removes the cache
-// D defaults to $NPUCACHE_CACHE_DIR or .npucache.
+// Every one takes --cache-dir D as well as the positional D (the default:
+// $NPUCACHE_CACHE_DIR, else the user's npucache.conf, else .npucache);
+// gc, clear and verify --repair take --dry-run (list, remove nothing).
 #include <npucache/cache.h>
 #include <npucache/error.h>
 
 #include "admin/admin.h"
 #include "log/progress.h"
+#include "process/settings.h"
 #include "tools/commands.h"
 
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cstdio>
+#include <ctime>
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -36,12 +42,39 @@ namespace npucache::tools {
 
 std::string dir_or_default(const std::string& d) { return d.empty() ? default_cache_dir() : d; }
 
+std::string CacheDirArg::given() const {
+  if (!positional.empty() && !option.empty() && positional != option)
+    throw ConfigError("two cache directories: " + positional + " and --cache-dir " + option + "; give one");
+  return option.empty() ? positional : option;
+}
+
+std::shared_ptr<CacheDirArg> add_cache_dir(CLI::App* cmd, bool positional) {
+  auto a = std::make_shared<CacheDirArg>();
+  const std::string help =
+      "cache directory (default: $NPUCACHE_CACHE_DIR, else cache_dir of the user's npucache.conf, "
+      "else .npucache)";
+  if (positional) cmd->add_option("dir", a->positional, help + "; as --cache-dir");
+  cmd->add_option("--cache-dir", a->option, help);
+  return a;
+}
+
 namespace {
 
 void print_json(const nlohmann::json& j) { std::printf("%s\n", j.dump(2).c_str()); }
 
-void cmd_ls(const std::string& d, bool json) {
-  const auto l = cache::admin::ls(dir_or_default(d));
+// A date as ModelCacheMeta writes it (local time), "-" when unknown.
+std::string local_time(const std::optional<double>& t) {
+  if (!t) return "-";
+  const auto secs = static_cast<std::time_t>(*t);
+  std::tm tm{};
+  localtime_r(&secs, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &tm);
+  return buf;
+}
+
+void cmd_ls(const std::string& d, const std::vector<std::string>& models, bool json) {
+  const auto l = cache::admin::ls(dir_or_default(d), models);
   if (json) {
     nlohmann::json entries = nlohmann::json::array();
     for (const auto& e : l.entries)
@@ -49,14 +82,16 @@ void cmd_ls(const std::string& d, bool json) {
                          {"object", e.graph_key},
                          {"mode", e.mode},
                          {"model_class", e.model_class},
-                         {"stored_bytes", e.stored_bytes}});
+                         {"stored_bytes", e.stored_bytes},
+                         {"last_used", e.last_used ? nlohmann::json(*e.last_used) : nlohmann::json(nullptr)},
+                         {"last_used_local", local_time(e.last_used)}});
     print_json({{"dir", l.dir}, {"entries", entries}, {"objects", l.objects}, {"problems", l.problems}});
     return;
   }
-  std::printf("%-72s %-12s %-16s %10s\n", "entry", "object", "mode", "stored");
+  std::printf("%-72s %-12s %-16s %10s  %s\n", "entry", "object", "mode", "stored", "last use");
   for (const auto& e : l.entries)
-    std::printf("%-72s %-12s %-16s %10zu\n", e.path.c_str(), e.graph_key.substr(0, 12).c_str(), e.mode.c_str(),
-                e.stored_bytes);
+    std::printf("%-72s %-12s %-16s %10zu  %s\n", e.path.c_str(), e.graph_key.substr(0, 12).c_str(), e.mode.c_str(),
+                e.stored_bytes, local_time(e.last_used).c_str());
   for (const auto& p : l.problems) std::printf("damaged: %s\n", p.c_str());
   std::printf("%zu entries, %zu objects in %s\n", l.entries.size(), l.objects, l.dir.c_str());
 }
@@ -88,7 +123,9 @@ void cmd_readable(const std::string& entry, const std::string& d, const std::str
     std::printf("wrote %s\n", out.c_str());
 }
 
-void cmd_verify(const std::string& d, bool repair, bool json, double wait) {
+void cmd_verify(const std::string& d, bool repair, bool dry_run, bool json, double wait) {
+  if (dry_run && !repair) throw ConfigError("--dry-run goes with --repair: verify alone removes nothing");
+  if (dry_run) repair = false;  // the check alone: what a repair would act on
   const auto v = cache::admin::verify(dir_or_default(d), repair, wait);
   if (!v.bad.empty() && !repair) set_exit_code(1);
   if (json) {
@@ -101,10 +138,16 @@ void cmd_verify(const std::string& d, bool repair, bool json, double wait) {
                 {"templates", v.templates},
                 {"bad", bad},
                 {"repaired", v.repaired},
+                {"dry_run", dry_run},
                 {"ok", v.bad.empty()}});
     return;
   }
   for (const auto& [what, why] : v.bad) std::printf("BAD  %s: %s\n", what.c_str(), why.c_str());
+  if (dry_run) {
+    for (const auto& [what, why] : v.bad) std::printf("would repair %s (removed or rewritten)\n", what.c_str());
+    std::printf("dry run: nothing was changed; %zu problem(s) a repair would act on\n", v.bad.size());
+    return;
+  }
   for (const auto& r : v.repaired) std::printf("repaired: %s\n", r.c_str());
   std::printf("%zu entries, %zu objects, %zu indexes, %zu capture templates checked, %zu problem(s)%s\n", v.entries,
               v.objects, v.indexes, v.templates, v.bad.size(), repair && !v.bad.empty() ? ", repaired" : "");
@@ -311,32 +354,90 @@ struct GcArgs {
   bool orphans = false;
 };
 
-void cmd_gc(const std::string& d, const GcArgs& a, double wait) {
-  if (!a.has_max_size && !a.has_older_than && a.models.empty() && !a.orphans)
-    throw ConfigError(
-        "gc needs what to remove: --max-size SIZE (least recently used down to a size), --older-than AGE (entries "
-        "not used for that long), --model NAME (every entry of a model) or --orphans (only objects no entry uses)");
+// The lines of a gc: what it evicted (or, in a dry run, would evict).
+void print_gc(const cache::GcResult& g, bool limited, bool dry_run) {
+  using cache::format_size;
+  const char* verb = dry_run ? "would evict" : "evicted";
+  for (const auto& e : g.evicted) std::printf("%s %s\n", verb, e.c_str());
+  for (const auto& o : g.removed) std::printf("%s %s\n", dry_run ? "would remove" : "removed", o.c_str());
+  std::printf(
+      "gc: %s %zu of %zu entries (%zu layout(s)), %s %zu object(s)%s; %s "
+      "of objects remain%s\n",
+      verb, g.evicted_entries, g.entries, g.evicted_layouts, dry_run ? "would remove" : "removed", g.removed_objects,
+      dry_run ? "" : (" and " + std::to_string(g.removed_templates) + " capture template(s)").c_str(),
+      format_size(g.remaining_bytes).c_str(), limited ? (" (limit " + format_size(g.limit) + ")").c_str() : "");
+  std::printf("gc: %zu orphaned object(s) (%s) %s: objects no entry used\n", g.orphaned_objects,
+              format_size(g.orphaned_bytes).c_str(), dry_run ? "would be collected" : "collected");
+  for (const auto& p : g.problems) std::printf("skipped %s\n", p.c_str());
+  for (const auto& f : g.left) std::printf("left %s (not an npucache file)\n", f.c_str());
+  if (dry_run) std::printf("dry run: nothing was removed\n");
+}
+
+void cmd_gc(const std::string& d, const GcArgs& a, bool dry_run, double wait) {
+  const std::string dir = dir_or_default(d);
   cache::GcOptions o;
   if (a.has_max_size) o.max_size = cache::parse_size(a.max_size);
   if (a.has_older_than) o.older_than_s = cache::parse_age(a.older_than);
   o.models = a.models;
   o.wait_s = wait;
-  const auto g = cache::gc(dir_or_default(d), o);
-  using cache::format_size;
-  std::printf(
-      "gc: evicted %zu of %zu entries (%zu layout(s)), removed %zu object(s) and %zu capture template(s); %s "
-      "of objects remain%s\n",
-      g.evicted_entries, g.entries, g.evicted_layouts, g.removed_objects, g.removed_templates,
-      format_size(g.remaining_bytes).c_str(), o.max_size ? (" (limit " + format_size(g.limit) + ")").c_str() : "");
-  std::printf("gc: %zu orphaned object(s) (%s) collected: objects no entry used\n", g.orphaned_objects,
-              format_size(g.orphaned_bytes).c_str());
-  for (const auto& p : g.problems) std::printf("skipped %s\n", p.c_str());
-  for (const auto& f : g.left) std::printf("left %s (not an npucache file)\n", f.c_str());
+  o.dry_run = dry_run;
+  if (!a.has_max_size && !a.has_older_than && a.models.empty() && !a.orphans) {
+    // As ccache's cleanup: the configured limit.
+    std::string source;
+    o.max_size = cache::max_size(dir, &source);
+    if (o.max_size)
+      std::printf("gc: applying max_size %s (from %s)\n", cache::format_size(*o.max_size).c_str(), source.c_str());
+    else
+      std::printf(
+          "gc: no size limit is configured (npucache config max-size SIZE sets one): only orphaned objects are "
+          "collected\n");
+  }
+  print_gc(cache::gc(dir, o), o.max_size.has_value(), dry_run);
 }
 
-void cmd_config(const std::string& d, const std::string& key, const std::string& value) {
+// `config --show`: every setting, its value and where it came from.
+void cmd_config_show(const std::string& given_dir) {
+  std::vector<process::Setting> all;
+  for (const auto& info : process::setting_infos()) {
+    if (std::string(info.key) == "max_size") continue;
+    all.push_back(process::setting(info.key));
+  }
+  if (!given_dir.empty()) all[0] = {"cache_dir", given_dir, "command line --cache-dir"};
+  all[0].value = std::filesystem::absolute(all[0].value).string();  // as the commands use it
+  const std::string dir = all[0].value;
+  std::string source;
+  const auto limit = cache::max_size(dir, &source);
+  all.push_back({"max_size", limit ? process::size_setting_text(*limit) : "none", source});
+  std::printf(
+      "# user configuration file: %s%s\n# cache configuration file: %s%s\n", process::user_config_path().c_str(),
+      std::filesystem::exists(process::user_config_path()) ? "" : " (absent)", process::cache_config_path(dir).c_str(),
+      std::filesystem::exists(process::cache_config_path(dir)) ? "" : " (absent)");
+  for (const auto& s : all)
+    std::printf("(%s) %s = %s\n", s.source.c_str(), s.key.c_str(), s.value.empty() ? "" : s.value.c_str());
+}
+
+void cmd_config(const std::string& d, const std::string& key, const std::string& value, bool show) {
+  if (show) {
+    if (!key.empty()) throw ConfigError("config --show takes no setting: it prints them all");
+    cmd_config_show(d);
+    return;
+  }
+  if (key.empty()) throw ConfigError("config needs a setting (e.g. config max-size 5G) or --show (every setting)");
   const std::string dir = dir_or_default(d);
-  if (key != "max-size") throw ConfigError("unknown setting '" + key + "'; the settings are: max-size");
+  const process::SettingInfo* info = process::find_setting(key);
+  if (!info) {
+    std::string keys;
+    for (const auto& i : process::setting_infos()) keys += (keys.empty() ? "" : ", ") + std::string(i.key);
+    throw ConfigError("unknown setting '" + key + "'; the settings are: " + keys);
+  }
+  if (std::string(info->key) != "max_size") {
+    if (!value.empty())
+      throw ConfigError(std::string(info->key) + " is not a setting of one cache: set it in " +
+                        process::user_config_path() + " (`" + info->key + " = VALUE`) or with " + info->env);
+    const auto s = process::setting(info->key);
+    std::printf("%s %s\n", s.key.c_str(), s.value.empty() ? "none" : s.value.c_str());
+    return;
+  }
   if (value.empty()) {
     auto m = cache::max_size(dir);
     std::printf("max-size %s\n", m ? cache::format_size(*m).c_str() : "none");
@@ -345,16 +446,26 @@ void cmd_config(const std::string& d, const std::string& key, const std::string&
   std::optional<std::size_t> limit;
   if (value != "none") limit = cache::parse_size(value);
   cache::set_max_size(dir, limit);
-  std::printf("max-size %s for %s\n", limit ? cache::format_size(*limit).c_str() : "none", dir.c_str());
-  if (limit) cache::enforce_limit(dir, {});
+  std::printf("max-size %s for %s (in %s)\n", limit ? cache::format_size(*limit).c_str() : "none", dir.c_str(),
+              process::cache_config_path(dir).c_str());
+  if (!limit) return;
+  // The new limit applies now, as a gc would (what it removes is listed).
+  cache::GcOptions o;
+  o.max_size = limit;
+  print_gc(cache::gc(dir, o), true, false);
 }
 
-void cmd_clear(const std::string& d, double wait) {
+void cmd_clear(const std::string& d, bool dry_run, double wait) {
   const std::string dir = dir_or_default(d);
-  const auto c = cache::admin::clear(dir, wait);
+  const auto c = cache::admin::clear(dir, wait, dry_run);
   for (const auto& f : c.left) std::printf("left %s: not npucache's\n", f.c_str());
   if (!c.had_cache) {
     std::printf("no npucache cache in %s; nothing removed\n", dir.c_str());
+    return;
+  }
+  if (dry_run) {
+    for (const auto& f : c.files) std::printf("would remove %s\n", f.c_str());
+    std::printf("dry run: nothing was removed from %s (%zu files would be)\n", dir.c_str(), c.removed);
     return;
   }
   std::printf("cleared %s (%zu files)\n", dir.c_str(), c.removed);
@@ -363,12 +474,12 @@ void cmd_clear(const std::string& d, double wait) {
 }  // namespace
 
 void add_cache_commands(CLI::App& app) {
-  auto dir = std::make_shared<std::string>();
   auto arg = std::make_shared<std::string>();
   auto out = std::make_shared<std::string>();
   auto entry = std::make_shared<std::string>();
   auto json = std::make_shared<bool>(false);
-  const std::string dir_help = "cache directory (default: $NPUCACHE_CACHE_DIR, else .npucache)";
+  auto dry_run = std::make_shared<bool>(false);
+  auto models = std::make_shared<std::vector<std::string>>();
   // How long a command beside running jobs waits for the store lock.
   auto wait = std::make_shared<double>(cache::kAdminWaitSeconds);
   const auto add_wait = [&](CLI::App* c) {
@@ -378,11 +489,17 @@ void add_cache_commands(CLI::App& app) {
         ->check(CLI::NonNegativeNumber)
         ->capture_default_str();
   };
+  const auto add_dry_run = [&](CLI::App* c, const std::string& what) {
+    c->add_flag("--dry-run", *dry_run, "print what " + what + " would remove, and remove nothing");
+  };
 
-  auto* ls = app.add_subcommand("ls", "list the entries of a cache");
-  ls->add_option("dir", *dir, dir_help);
+  auto* ls = app.add_subcommand("ls", "list the entries of a cache, with their last use");
+  const auto ls_dir = add_cache_dir(ls);
+  ls->add_option("--model", *models,
+                 "only the entries of this model (repeatable), named as gc's --model names it: its class "
+                 "(npucache.models.Decoder) or one model_info");
   ls->add_flag("--json", *json, "print JSON");
-  ls->callback([=] { cmd_ls(*dir, *json); });
+  ls->callback([=] { cmd_ls(ls_dir->given(), *models, *json); });
 
   auto* readable = app.add_subcommand("readable", "print a cached entry as readable text");
   readable
@@ -390,46 +507,48 @@ void add_cache_commands(CLI::App& app) {
                    "an entry as `npucache ls` prints it (<model_info>/.../<func>), or its path "
                    "${cache_dir}/${model_info}/.../${func}")
       ->required();
-  readable->add_option("--cache-dir", *dir, dir_help);
+  const auto readable_dir = add_cache_dir(readable, false);
   readable->add_option("-o,--output", *out, "write to this file");
-  readable->callback([=] { cmd_readable(*arg, *dir, *out); });
+  readable->callback([=] { cmd_readable(*arg, readable_dir->given(), *out); });
 
   auto repair = std::make_shared<bool>(false);
   auto* verify = app.add_subcommand("verify", "check every file and entry; exit status 1 when one is damaged");
-  verify->add_option("dir", *dir, dir_help);
+  const auto verify_dir = add_cache_dir(verify);
   verify->add_flag("--repair", *repair, "remove damaged objects and entries, rewrite damaged indexes");
+  add_dry_run(verify, "--repair");
   verify->add_flag("--json", *json, "print JSON");
   add_wait(verify);
-  verify->callback([=] { cmd_verify(*dir, *repair, *json, *wait); });
+  verify->callback([=] { cmd_verify(verify_dir->given(), *repair, *dry_run, *json, *wait); });
 
   auto zero = std::make_shared<bool>(false);
   auto* stats = app.add_subcommand("stats", "entries, objects, sizes, hit rate, limit, compile time avoided");
-  stats->add_option("dir", *dir, dir_help);
+  const auto stats_dir = add_cache_dir(stats);
   stats->add_flag("--zero,-z", *zero, "zero the counters");
   stats->add_flag("--json", *json, "print JSON");
-  stats->callback([=] { cmd_stats(*dir, *zero, *json); });
+  stats->callback([=] { cmd_stats(stats_dir->given(), *zero, *json); });
 
   auto* explain = app.add_subcommand("explain", "which key components made lookups miss");
-  explain->add_option("dir", *dir, dir_help);
+  const auto explain_dir = add_cache_dir(explain);
   explain->add_option("--entry", *entry, "compare this entry with its nearest neighbour");
   explain->add_flag("--json", *json, "print JSON");
-  explain->callback([=] { cmd_explain(*dir, *entry, *json); });
+  explain->callback([=] { cmd_explain(explain_dir->given(), *entry, *json); });
 
   auto* exp = app.add_subcommand("export", "write a cache as a Mega-Cache bundle");
-  exp->add_option("dir", *dir, "cache directory")->required();
+  const auto export_dir = add_cache_dir(exp);
   exp->add_option("-o,--output", *out, "bundle file")->required();
   add_wait(exp);
-  exp->callback([=] { cmd_export(*dir, *out, *wait); });
+  exp->callback([=] { cmd_export(export_dir->given(), *out, *wait); });
 
   auto* imp = app.add_subcommand("import", "fill a cache from a bundle");
   imp->add_option("file", *arg, "bundle file")->required();
-  imp->add_option("dir", *dir, dir_help);
-  imp->callback([=] { cmd_import(*arg, *dir); });
+  const auto import_dir = add_cache_dir(imp);
+  imp->callback([=] { cmd_import(*arg, import_dir->given()); });
 
   auto gc_args = std::make_shared<GcArgs>();
-  auto* gc = app.add_subcommand(
-      "gc", "evict entries (by size, age or model) and collect orphaned objects (objects no entry uses)");
-  gc->add_option("dir", *dir, dir_help);
+  auto* gc = app.add_subcommand("gc",
+                                "evict entries (by size, age or model; with none of them: down to the configured "
+                                "max_size) and collect orphaned objects (objects no entry uses)");
+  const auto gc_dir = add_cache_dir(gc);
   auto* max_size = gc->add_option("--max-size", gc_args->max_size,
                                   "evict least recently used layouts until the stored objects fit this size, e.g. 64M");
   auto* older_than =
@@ -439,25 +558,30 @@ void add_cache_commands(CLI::App& app) {
                  "evict every entry of a model (repeatable): its class as ls's model_info begins "
                  "(npucache.models.Decoder: every pipeline stage's index) or one model_info");
   gc->add_flag("--orphans", gc_args->orphans, "only collect orphaned objects (every gc does; this one evicts nothing)");
+  add_dry_run(gc, "gc");
   add_wait(gc);
   gc->callback([=] {
     gc_args->has_max_size = max_size->count() > 0;
     gc_args->has_older_than = older_than->count() > 0;
-    cmd_gc(*dir, *gc_args, *wait);
+    cmd_gc(gc_dir->given(), *gc_args, *dry_run, *wait);
   });
 
   auto key = std::make_shared<std::string>();
   auto value = std::make_shared<std::string>();
-  auto* config = app.add_subcommand("config", "show or set a persistent setting: config max-size [SIZE|none]");
-  config->add_option("key", *key, "the setting: max-size")->required();
-  config->add_option("value", *value, "a size (64M, 5G) or none; omitted: show the setting");
-  config->add_option("--cache-dir", *dir, dir_help);
-  config->callback([=] { cmd_config(*dir, *key, *value); });
+  auto show = std::make_shared<bool>(false);
+  auto* config = app.add_subcommand(
+      "config", "show the settings (--show: each with where it came from) or set the cache's max-size [SIZE|none]");
+  config->add_option("key", *key, "a setting: max-size (of the cache), cache-dir, remote, log-level, log-file");
+  config->add_option("value", *value, "for max-size: a size (64M, 5G) or none; omitted: show the setting");
+  config->add_flag("--show", *show, "print every setting, its value and where it came from");
+  const auto config_dir = add_cache_dir(config, false);
+  config->callback([=] { cmd_config(config_dir->given(), *key, *value, *show); });
 
   auto* clear = app.add_subcommand("clear", "remove a cache");
-  clear->add_option("dir", *dir, dir_help);
+  const auto clear_dir = add_cache_dir(clear);
+  add_dry_run(clear, "clear");
   add_wait(clear);
-  clear->callback([=] { cmd_clear(*dir, *wait); });
+  clear->callback([=] { cmd_clear(clear_dir->given(), *dry_run, *wait); });
 }
 
 }  // namespace npucache::tools

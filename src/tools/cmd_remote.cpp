@@ -3,7 +3,9 @@
 //   remote pull MODEL [D]           fills a local cache with a model's entries from the remote
 //   remote ls [MODEL] [--json]      the remote's models, entries and sizes
 //   remote keygen DIR               a signing key for signed publishing
-// push, pull and ls take --remote URL (default: $NPUCACHE_REMOTE),
+// push and pull take the cache directory as the cache commands do
+// (positional or --cache-dir); push, pull and ls take --remote URL
+// (default: $NPUCACHE_REMOTE, else remote of the user's npucache.conf),
 // --signing-key FILE and --trusted-keys FILE (default: the variables).
 // Unlike a job, a command that cannot use the remote fails (exit status 1)
 // naming why.
@@ -142,7 +144,6 @@ void add_remote_commands(CLI::App& app) {
   const std::string url_help =
       "redis://host:port[/db], redis+unix:///path or file:///shared/dir, or several such URLs separated by commas "
       "(shards) (default: $NPUCACHE_REMOTE)";
-  const std::string dir_help = "cache directory (default: $NPUCACHE_CACHE_DIR, else .npucache)";
   const auto add_remote = [&](CLI::App* cmd) {
     cmd->add_option("--remote", url->url, url_help);
     cmd->add_option("--signing-key", url->signing_key,
@@ -154,16 +155,16 @@ void add_remote_commands(CLI::App& app) {
   remote->require_subcommand(1);
 
   auto* push = remote->add_subcommand("push", "write a local cache's entries and objects to the remote");
-  push->add_option("dir", *dir, dir_help);
+  const auto push_dir = add_cache_dir(push);
   push->add_option("--model", *model, "only the models whose model_info starts with this");
   add_remote(push);
-  push->callback([=] { cmd_push(*url, *dir, *model); });
+  push->callback([=] { cmd_push(*url, push_dir->given(), *model); });
 
   auto* pull = remote->add_subcommand("pull", "fill a local cache with a model's entries from the remote");
   pull->add_option("model", *model, "a model_info, or a model class (every model_info of it)")->required();
-  pull->add_option("dir", *dir, dir_help);
+  const auto pull_dir = add_cache_dir(pull);
   add_remote(pull);
-  pull->callback([=] { cmd_pull(*url, *model, *dir); });
+  pull->callback([=] { cmd_pull(*url, *model, pull_dir->given()); });
 
   auto* ls = remote->add_subcommand("ls", "the remote's models, entries and sizes");
   ls->add_option("model", *model, "a model_info or a model class (default: every model)");
