@@ -90,10 +90,19 @@ endforeach()
 string(APPEND page ".SH ENVIRONMENT
 .TP
 .B NPUCACHE_CACHE_DIR
-default cache directory (default \\fI.npucache\\fR under the working directory)
+default cache directory (default: cache_dir of the user's npucache.conf, else \\fI.npucache\\fR under the working directory)
 .TP
 .B NPUCACHE_LOG_LEVEL
 trace, debug, info (default), warn, error, critical or off
+.TP
+.B NPUCACHE_LOG_FILE
+append the log to this file instead of stderr
+.TP
+.B NPUCACHE_MAX_SIZE
+the size limit of a cache (over its npucache.conf)
+.TP
+.B XDG_CONFIG_HOME
+the user's settings are in \\fI$XDG_CONFIG_HOME/npucache/npucache.conf\\fR
 .TP
 .B NPUCACHE_REMOTE
 the remote cache tier: redis://host:port[/db][?read\\-only&timeout=5s&connect\\-timeout=100ms&max\\-object=64M]
@@ -120,6 +129,14 @@ modelled extra host latency per kernel launch (default 0)
 .B NPUCACHE_BIN
 the npucache binary that npucache\\-warmup and npucache\\-infer run (default: the one next to them)
 .SH FILES
+.TP
+.I ~/.config/npucache/npucache.conf
+the user's settings (\\fI$XDG_CONFIG_HOME/npucache/npucache.conf\\fR when set): key = value lines for
+cache_dir, remote, log_level, log_file, max_size, each under its environment variable; \\fBnpucache config \\-\\-show\\fR
+prints every setting and where it came from
+.TP
+.I <cache_dir>/npucache.conf
+the cache's own settings (max_size), written by \\fBnpucache config max\\-size\\fR
 .TP
 .I <cache_dir>/<model_info>.h5
 the index of one model: its entries at
