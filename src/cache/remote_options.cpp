@@ -69,15 +69,17 @@ bool resolve_signing(const RemoteOptions& o, remote::Config& c) {
 
 namespace {
 
-// The remote of $NPUCACHE_REMOTE, which a launcher may set for a whole
-// fleet: a malformed one is warned about once (masked) and the job runs
-// with the local cache only.
-std::optional<remote::Config> from_environment(const std::string& url) {
+// The remote of $NPUCACHE_REMOTE (or of the user's npucache.conf, named by
+// `source`), which a launcher may set for a whole fleet: a malformed one is
+// warned about once (masked) and the job runs with the local cache only.
+std::optional<remote::Config> from_environment(const std::string& url, const std::string& source) {
   try {
     return remote::parse_remote(url);
   } catch (const ConfigError& e) {
     if (process::Context::current().get<process::Once>().first("malformed NPUCACHE_REMOTE|" + remote::shown_url(url)))
-      log::warn("NPUCACHE_REMOTE is not used: {}; the job runs with the local cache only", e.what());
+      log::warn("{} is not used: {}; the job runs with the local cache only",
+                source == "environment NPUCACHE_REMOTE" ? std::string("NPUCACHE_REMOTE") : "the remote of " + source,
+                e.what());
     return std::nullopt;
   }
 }
@@ -87,11 +89,16 @@ std::optional<remote::Config> from_environment(const std::string& url) {
 remote::Config resolve_remote(const RemoteOptions& o) {
   std::string url = o.url;
   const bool from_env = url.empty();
-  if (from_env) url = process::setting("remote").value;  // NPUCACHE_REMOTE, else the user's npucache.conf
+  std::string source;
+  if (from_env) {  // NPUCACHE_REMOTE, else the user's npucache.conf
+    const process::Setting r = process::setting("remote");
+    url = r.value;
+    source = r.source;
+  }
   if (url.empty() || url == "off" || url == "none") return {};
   remote::Config c;
   if (from_env) {
-    std::optional<remote::Config> parsed = from_environment(url);
+    std::optional<remote::Config> parsed = from_environment(url, source);
     if (!parsed) return {};
     c = std::move(*parsed);
   } else {

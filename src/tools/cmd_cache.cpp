@@ -19,7 +19,8 @@
 //   clear [D]                  removes the cache
 // Every one takes --cache-dir D as well as the positional D (the default:
 // $NPUCACHE_CACHE_DIR, else the user's npucache.conf, else .npucache);
-// gc, clear and verify --repair take --dry-run (list, remove nothing).
+// gc, clear, verify --repair and config max-size take --dry-run (list,
+// remove nothing).
 #include <npucache/cache.h>
 #include <npucache/error.h>
 
@@ -413,10 +414,10 @@ void cmd_config_show(const std::string& given_dir) {
       std::filesystem::exists(process::user_config_path()) ? "" : " (absent)", process::cache_config_path(dir).c_str(),
       std::filesystem::exists(process::cache_config_path(dir)) ? "" : " (absent)");
   for (const auto& s : all)
-    std::printf("(%s) %s = %s\n", s.source.c_str(), s.key.c_str(), s.value.empty() ? "" : s.value.c_str());
+    std::printf("(%s) %s =%s%s\n", s.source.c_str(), s.key.c_str(), s.value.empty() ? "" : " ", s.value.c_str());
 }
 
-void cmd_config(const std::string& d, const std::string& key, const std::string& value, bool show) {
+void cmd_config(const std::string& d, const std::string& key, const std::string& value, bool show, bool dry_run) {
   if (show) {
     if (!key.empty()) throw ConfigError("config --show takes no setting: it prints them all");
     cmd_config_show(d);
@@ -445,6 +446,14 @@ void cmd_config(const std::string& d, const std::string& key, const std::string&
   }
   std::optional<std::size_t> limit;
   if (value != "none") limit = cache::parse_size(value);
+  if (dry_run) {  // what the limit would evict; nothing written
+    if (!limit) throw ConfigError("config max-size none --dry-run: removing the limit removes nothing");
+    cache::GcOptions o;
+    o.max_size = limit;
+    o.dry_run = true;
+    print_gc(cache::gc(dir, o), true, true);
+    return;
+  }
   cache::set_max_size(dir, limit);
   std::printf("max-size %s for %s (in %s)\n", limit ? cache::format_size(*limit).c_str() : "none", dir.c_str(),
               process::cache_config_path(dir).c_str());
@@ -574,8 +583,9 @@ void add_cache_commands(CLI::App& app) {
   config->add_option("key", *key, "a setting: max-size (of the cache), cache-dir, remote, log-level, log-file");
   config->add_option("value", *value, "for max-size: a size (64M, 5G) or none; omitted: show the setting");
   config->add_flag("--show", *show, "print every setting, its value and where it came from");
+  add_dry_run(config, "max-size SIZE");
   const auto config_dir = add_cache_dir(config, false);
-  config->callback([=] { cmd_config(config_dir->given(), *key, *value, *show); });
+  config->callback([=] { cmd_config(config_dir->given(), *key, *value, *show, *dry_run); });
 
   auto* clear = app.add_subcommand("clear", "remove a cache");
   const auto clear_dir = add_cache_dir(clear);

@@ -8,6 +8,7 @@
 #include <npucache/cache.h>
 #include <npucache/error.h>
 
+#include "cache/remote_options.h"
 #include "log/log.h"
 #include "process/context.h"
 #include "process/settings.h"
@@ -128,6 +129,9 @@ TEST_F(Settings, TheEnvironmentOverridesTheUserFileWhichOverridesTheDefault) {
   EXPECT_EQ(default_cache_dir(), (base / "from-file").string()) << "the library honours the user's file";
   EXPECT_EQ(process::setting("cache_dir").source, user_file().string() + ":3");
   EXPECT_EQ(process::setting("remote").value, "file:///shared");
+  const remote::Config r = cache::resolve_remote({});
+  EXPECT_TRUE(r.enabled()) << "a cached method without a remote option uses the user's file's";
+  EXPECT_EQ(r.url, "file:///shared");
   {
     const ScopedEnv env("NPUCACHE_CACHE_DIR", (base / "from-env").c_str());
     EXPECT_EQ(default_cache_dir(), (base / "from-env").string());

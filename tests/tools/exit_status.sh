@@ -49,7 +49,7 @@ check "clear of a folder without a cache" 0 "$npucache" clear "$work/empty"
 # Command lines that do not parse: the usage status, not CLI11's own codes.
 check "parse error: unknown option" 2 "$npucache" ls --bogus
 check "parse error: unknown command" 2 "$npucache" lss
-check "parse error: missing required option" 2 "$npucache" gc
+check "parse error: missing required option" 2 "$npucache" export
 check "parse error: value not in the set" 2 "$npucache" warmup --backend gpu
 check "parse error: not a number" 2 "$npucache" warmup --tp x
 check "parse error: extra argument" 2 "$npucache" ls a b c

@@ -97,15 +97,15 @@ fill
 # 5. The limit: config max-size lists what it evicts; gc alone applies it.
 expect_exit 0 "^no size limit is configured|gc: no size limit is configured" "$npucache" gc
 [ "$(entries "$c")" = 2 ] || fail "gc with no limit evicted entries"
+expect_exit 0 "^would evict (Model|Other)_" "$npucache" config max-size 1 --dry-run
+[ ! -e "$c/npucache.conf" ] || fail "config max-size --dry-run wrote npucache.conf"
 expect_exit 0 "^evicted (Model|Other)_" "$npucache" config max-size 1
 grep -q "^max-size 1 B for $c (in $c/npucache.conf)$" out.txt || fail "config max-size: $(cat out.txt)"
 grep -q "^gc: evicted 2 of 2 entries" out.txt || fail "config max-size evicted other than 2: $(cat out.txt)"
 grep -q "^max_size = 1$" "$c/npucache.conf" || fail "npucache.conf: $(cat "$c/npucache.conf")"
-fill
-[ "$(entries "$c")" = 1 ] || fail "a save under a 1-byte limit keeps only what it wrote"
 printf 'max_size = none\n' > "$c/npucache.conf"
 fill
-[ "$(entries "$c")" = 2 ] || fail "no limit: both entries stay"
+[ "$(entries "$c")" = 2 ] || fail "max_size = none: both entries stay"
 printf 'max_size = 1\n' > "$c/npucache.conf"
 expect_exit 0 "^gc: applying max_size 1 B \(from $c/npucache.conf:1\)" "$npucache" gc
 grep -q "^gc: evicted 2 of 2 entries" out.txt || fail "gc with no argument did not apply the limit: $(cat out.txt)"
