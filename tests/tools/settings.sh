@@ -52,15 +52,15 @@ expect_exit 2 "$conf:2: unknown setting 'log_levl'" "$npucache" ls
 printf 'cache_dir = %s\n' "$c" > "$conf"
 
 # 2. The log file: the cache's INFO lines of a save go to it, appended.
-NPUCACHE_LOG_FILE="$work/log/npucache.log" fill
-grep -q "^\[INFO\] NPUCACHE .* saved to $c/" "$work/log/npucache.log" ||
+NPUCACHE_LOG_FILE="$work/log/npucache.log" NPUCACHE_LOG_LEVEL=debug fill
+grep -Eq "^\[(INFO|DEBUG)\] NPUCACHE .* saved to $c/" "$work/log/npucache.log" ||
   fail "NPUCACHE_LOG_FILE has no save line: $(head -c 600 "$work/log/npucache.log" 2>&1)"
-grep -q "saved to" seed.txt other.txt && fail "with a log file, log lines still on stderr: $(cat seed.txt)"
+grep -q "NPUCACHE" seed.txt other.txt && fail "with a log file, log lines still on stderr: $(cat seed.txt)"
 [ "$(grep -c "saved to" "$work/log/npucache.log")" -ge 2 ] || fail "the second process did not append"
 printf 'cache_dir = %s\nlog_file = %s/log/from-conf.log\nlog_level = debug\n' "$c" "$work" > "$conf"
 "$npucache" gc --orphans > /dev/null 2> gc.err || fail "gc --orphans with log_file"
 timeout 60 "$worker" run "$c" seed prompt > seed.txt 2>&1 || fail "cache_worker failed: $(tail -5 seed.txt)"
-grep -q "^\[INFO\] NPUCACHE .* loaded from\|^\[DEBUG\] NPUCACHE" "$work/log/from-conf.log" ||
+grep -Eq "^\[(INFO|DEBUG)\] NPUCACHE .* loaded from" "$work/log/from-conf.log" ||
   fail "log_file of npucache.conf has no line: $(head -c 600 "$work/log/from-conf.log" 2>&1)"
 printf 'cache_dir = %s\n' "$c" > "$conf"
 
