@@ -44,6 +44,10 @@ struct MethodIdentity {
   KeyInputs key;           // module, method, config, ..., runtime version
   bool fast_path = false;  // serve without tracing when code_version matches
   remote::Config remote;   // the remote tier (none when not enabled)
+  // Whether a coordinator summarises the job's entries at its rank 0: then
+  // this rank's lines for each entry loaded, saved or reused are debug
+  // lines, not info (a single process keeps TorchAir's info lines).
+  bool summarised = false;
 };
 
 class MethodCache {
@@ -67,6 +71,9 @@ class MethodCache {
   std::shared_ptr<compiler::TemplateStore> templates(const std::string& graph_key) const;
   // Whether a hit is decided without a trace (the code_version fast path).
   bool fast_path() const { return id_.fast_path; }
+  // Whether a coordinator summarises this rank's entry lines (see
+  // MethodIdentity::summarised).
+  bool summarised() const { return id_.summarised; }
   // <dir>/<entry path>: the seed's path, for messages.
   std::string where() const;
   // <dir>/<entry path>/compiled_module: the seed's path of the artifact.
