@@ -122,7 +122,7 @@ foreach(_doc README.md docs/GUIDE.md)
 endforeach()
 # The examples, with their CMakeLists.txt, which builds them against the
 # installed package when it is the top-level project.
-install(FILES examples/CMakeLists.txt examples/seed_model.cpp examples/transformer_block.cpp examples/tp_pp.cpp
+install(FILES examples/CMakeLists.txt examples/torchair_model.cpp examples/transformer_block.cpp examples/tp_pp.cpp
   DESTINATION ${CMAKE_INSTALL_DOCDIR}/examples)
 set(NPUCACHE_MAN_PAGE ${CMAKE_CURRENT_BINARY_DIR}/man/npucache.1)
 # (a sanitizer build's command runs here too; leak reports would only be noise)
