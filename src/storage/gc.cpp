@@ -17,6 +17,7 @@
 #include "log/progress.h"
 #include "process/context.h"
 #include "process/env.h"
+#include "process/once.h"
 #include "storage/stats.h"
 #include "storage/store.h"
 
@@ -145,9 +146,10 @@ std::optional<std::size_t> max_size_in(const Dir& d) {
   auto text = d.read(names::kConfigFile, kMaxConfigBytes);
   if (!text) return std::nullopt;
   auto j = nlohmann::json::parse(*text, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) {
-    log::warn("{}/{} is damaged; no size limit applies until `npucache config max-size` sets one", dir,
-              names::kConfigFile);
+  if (j.is_discarded() || !j.is_object()) {  // a setting: said once per process, not at every save
+    if (process::Context::current().get<process::Once>().first("damaged size limit|" + dir))
+      log::warn("{}/{} is damaged; no size limit applies until `npucache config max-size` sets one", dir,
+                names::kConfigFile);
     return std::nullopt;
   }
   auto it = j.find("max_size");
