@@ -119,10 +119,11 @@ foreach(_doc README.md docs/GUIDE.md)
     message(STATUS \"Installing: \$ENV{DESTDIR}\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_DOCDIR}/${_name}\")
     list(APPEND CMAKE_INSTALL_MANIFEST_FILES \"\$ENV{DESTDIR}\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_DOCDIR}/${_name}\")")
 endforeach()
-# The examples, with their CMakeLists.txt, which builds them against the
-# installed package when it is the top-level project.
-install(FILES examples/CMakeLists.txt examples/torchair_model.cpp examples/transformer_block.cpp examples/tp_pp.cpp
-  DESTINATION ${CMAKE_INSTALL_DOCDIR}/examples)
+# The examples (every examples/*.cpp: the docs run them), with their
+# CMakeLists.txt, which builds them against the installed package when it
+# is the top-level project.
+file(GLOB _examples CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/examples/*.cpp)
+install(FILES examples/CMakeLists.txt ${_examples} DESTINATION ${CMAKE_INSTALL_DOCDIR}/examples)
 # The man page is written by hand (docs/npucache.1; tests/tools/man_page.sh
 # checks it names every command and variable); the build fills in the
 # version and the plugin folder.

@@ -12,9 +12,10 @@
 #   2. the installed npucache finds the shipped model configs in the
 #      installed data directory (and names no other place when a name is
 #      unknown);
-#   3. the installed examples build with their own CMakeLists.txt against the
-#      prefix and run cold then warm (torchair_model, transformer_block, and
-#      tp_pp on 4 ranks);
+#   3. every example the installed docs name is installed, and the installed
+#      examples build with their own CMakeLists.txt against the prefix and
+#      run cold then warm (torchair_model, transformer_block, and tp_pp on
+#      4 ranks);
 #   4. the installed README's complete C++ programs ("compile without
 #      weights") build as written with find_package(npucache COMPONENTS
 #      models) and run (llama-3-8b with meta weights on 2 ranks, its config
@@ -111,6 +112,13 @@ for place in "$prefix/share/npucache/configs/llama-3-8b.json" "$docdir/examples/
   [[ -f $place ]] || fail "$place, which the installed README names, is missing"
   grep -qF "$(dirname "$place")" "$docdir/README.md" || fail "the installed README does not name $(dirname "$place")"
 done
+# Every example the installed docs name is installed (and built in step 3).
+named_examples=$(grep -ohE "$docdir/examples/[a-z_]+\.cpp|ex/[a-z_]+ " "$docdir/README.md" "$docdir/GUIDE.md" |
+  sed -E 's#.*/##; s/\.cpp$//; s/ $//' | sort -u)
+[[ -n $named_examples ]] || fail "the installed docs name no example"
+for ex in $named_examples; do
+  [[ -f $docdir/examples/$ex.cpp ]] || fail "the installed docs name the example $ex, which is not installed"
+done
 
 step "2. the installed npucache finds the installed configs"
 bounded "$prefix/bin/npucache" warmup --tp 1 --pp 1 --model llama-3-8b --check-args ||
@@ -127,6 +135,7 @@ bounded cmake -S "$docdir/examples" -B "$work/ex" -DCMAKE_PREFIX_PATH="$prefix" 
   "-DCMAKE_CXX_FLAGS=${flags[*]}" "-DCMAKE_EXE_LINKER_FLAGS=${flags[*]}" > "$work/ex.log" 2>&1 ||
   { cat "$work/ex.log"; fail "configuring the installed examples failed"; }
 bounded cmake --build "$work/ex" -j2 > "$work/ex.log" 2>&1 || { cat "$work/ex.log"; fail "building the examples failed"; }
+for ex in $named_examples; do [[ -x $work/ex/$ex ]] || fail "the installed example $ex was not built"; done
 # expect WHAT OUTPUT PATTERN...: every pattern (grep -E) is in OUTPUT.
 expect() {
   local what=$1 out=$2
