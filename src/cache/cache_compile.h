@@ -24,8 +24,8 @@ CompilerConfig cached_config(const CacheOptions& options);
 // `store_program` forces the compiled program into stored objects (the
 // coordinator always shares it); `summarised`: a coordinator summarises
 // the job's entries at rank 0, so this rank's entry lines are debug lines
-// (MethodIdentity::summarised) when the job has more than one rank. ConfigError for a method name or a hit
-// check the cache cannot use.
+// (MethodIdentity::summarised) when the job has more than one rank.
+// ConfigError for a method name or a hit check the cache cannot use.
 std::shared_ptr<MethodCache> method_cache(const nn::Module& module, const CacheOptions& options,
                                           const CompilerConfig& config, bool store_program, bool summarised = false);
 

@@ -71,9 +71,6 @@ class MethodCache {
   std::shared_ptr<compiler::TemplateStore> templates(const std::string& graph_key) const;
   // Whether a hit is decided without a trace (the code_version fast path).
   bool fast_path() const { return id_.fast_path; }
-  // Whether a coordinator summarises this rank's entry lines (see
-  // MethodIdentity::summarised).
-  bool summarised() const { return id_.summarised; }
   // <dir>/<entry path>: the seed's path, for messages.
   std::string where() const;
   // <dir>/<entry path>/compiled_module: the seed's path of the artifact.
