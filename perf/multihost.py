@@ -165,7 +165,7 @@ def part_stop(out, trials):
             for t in range(trials):
                 d = f"{CACHE}/stop{w}_{t_out}_{t}"
                 env = dict(os.environ, NPUCACHE_LOG_LEVEL="info")
-                text = sh(["python3", STOP, "--match", d, "--ranks", str(w - 1), "--after-line", "saved to",
+                text = sh(["python3", STOP, "--match", d, "--ranks", str(w - 1), "--after-line", "rank-methods loaded",
                            "--limit", "120", "--", CLUSTER, "exec", f"{PREFIX}0", os.path.join(ROOT, "launch/warmup.sh"),
                            *c.launch_args(hf), "--npucache", NPUCACHE, "--env", "NPUCACHE_LOG_LEVEL", "--tp", str(tp),
                            "--pp", str(pp), "--dp", str(dp), "--cache-dir", d, "--timeout", str(t_out)],

@@ -10,7 +10,7 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 BUILD_TARGETS=npucache_demo "$root/scripts/build.sh"
 cache="${NPUCACHE_DEMO_CACHE:-$root/build/demo-cache}"
 rm -rf "$cache"
-export NPUCACHE_LOG_LEVEL="${NPUCACHE_LOG_LEVEL:-warn}"
+# (rank 0 logs one line per method; NPUCACHE_LOG_LEVEL=debug: every rank's)
 echo "== cold warmup: tiny-llama, tp=2 pp=4, 8 ranks, cache $cache"
 "$root/launch/warmup.sh" --tp 2 --pp 4 --cache-dir "$cache" --report-json "$root/build/demo-warmup.json"
 echo

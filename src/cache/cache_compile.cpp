@@ -10,6 +10,7 @@
 #include "compiler/tuning_table.h"
 #include "log/log.h"
 #include "process/context.h"
+#include "process/once.h"
 
 #include <filesystem>
 
@@ -19,7 +20,7 @@ namespace cache {
 CompilerConfig cached_config(const CacheOptions& o) { return compiler::resolve_surface(o.compile).config; }
 
 std::shared_ptr<MethodCache> method_cache(const nn::Module& module, const CacheOptions& o, const CompilerConfig& config,
-                                          bool store_program) {
+                                          bool store_program, bool summarised) {
   MethodIdentity id;
   id.dir = o.cache_dir.empty() ? default_cache_dir() : std::filesystem::absolute(o.cache_dir).string();
   const process::Identity me = process::Context::current().identity();
@@ -30,6 +31,7 @@ std::shared_ptr<MethodCache> method_cache(const nn::Module& module, const CacheO
   id.who.pp_rank = o.pp_rank.value_or(comm.rank(GroupRole::pp));
   id.who.host = me.host;
   id.who.pid = me.pid;
+  id.summarised = summarised && id.who.world_size > 1;  // a job of one process keeps its own lines
   KeyInputs& k = id.key;
   k.module = &module;
   k.method = o.compile.method_name;
@@ -51,16 +53,21 @@ std::shared_ptr<MethodCache> method_cache(const nn::Module& module, const CacheO
   return std::make_shared<MethodCache>(std::move(id));
 }
 
+void warn_ineffective_options(const CacheOptions& options, const CompilerConfig& config) {
+  if (options.ge_cache && config.captures() &&
+      process::Context::current().get<process::Once>().first("ge_cache in reduce-overhead mode"))
+    log::warn(
+        "ge_cache has no effect in reduce-overhead mode: a captured method ({} and any other) always stores its "
+        "compiled program and its capture templates",
+        options.compile.method_name);
+}
+
 }  // namespace cache
 
 std::shared_ptr<detail::CompiledFunction> detail::make_cached_function(const nn::Module& module,
                                                                        const CacheOptions& options) {
   const CompilerConfig config = cache::cached_config(options);
-  if (options.ge_cache && config.captures())
-    log::warn(
-        "ge_cache has no effect in reduce-overhead mode: {} always stores its compiled program and its capture "
-        "templates",
-        options.compile.method_name);
+  cache::warn_ineffective_options(options, config);
   if (options.compile.disable) return make_function(module, options.compile, nullptr);
   auto source = std::make_shared<cache::LocalSource>(cache::method_cache(module, options, config, false), nullptr);
   return make_function(module, options.compile, std::move(source));

@@ -22,9 +22,15 @@ CompilerConfig cached_config(const CacheOptions& options);
 // context's world (process/context.h: rank and size as the MPI layer knows
 // them), host and process id; the cache asks MPI nothing itself.
 // `store_program` forces the compiled program into stored objects (the
-// coordinator always shares it). ConfigError for a method name or a hit
-// check the cache cannot use.
+// coordinator always shares it); `summarised`: a coordinator summarises
+// the job's entries at rank 0, so this rank's entry lines are debug lines
+// (MethodIdentity::summarised) when the job has more than one rank.
+// ConfigError for a method name or a hit check the cache cannot use.
 std::shared_ptr<MethodCache> method_cache(const nn::Module& module, const CacheOptions& options,
-                                          const CompilerConfig& config, bool store_program);
+                                          const CompilerConfig& config, bool store_program, bool summarised = false);
+
+// Warns that ge_cache has no effect on a captured (reduce-overhead) method,
+// once per process (a setting is said once, not at every construction).
+void warn_ineffective_options(const CacheOptions& options, const CompilerConfig& config);
 
 }  // namespace npucache::cache

@@ -37,6 +37,14 @@ std::string join(const std::vector<std::string>& v) {
   return s;
 }
 
+// A rank's line for an entry loaded, saved or reused: info, debug when a
+// coordinator summarises them (MethodIdentity::summarised).
+template <class... A>
+void entry_line(bool summarised, spdlog::format_string_t<A...> fmt, A&&... args) {
+  log::clear_progress_line();
+  log::get().log(summarised ? spdlog::level::debug : spdlog::level::info, fmt, std::forward<A>(args)...);
+}
+
 }  // namespace
 
 std::shared_ptr<compiler::TemplateStore> MethodCache::templates(const std::string& graph_key) const {
@@ -151,7 +159,7 @@ MethodCache::Lookup MethodCache::lookup(const FlatArgs& args, const TraceResult*
       log::warn("cache entry {} does not fit this module ({}); replacing it", where(), e.what());
       return miss(MissReason::corrupt, {e.what()});
     }
-    log::info("Cache {} loaded from {}", model_cache_meta(r.entry->meta), module_path());
+    entry_line(id_.summarised, "Cache {} loaded from {}", model_cache_meta(r.entry->meta), module_path());
     if (store.index_damaged(key_.model_info)) {  // heal what a reader found damaged (best effort)
       try {
         store.heal_index(key_.model_info);
@@ -276,8 +284,8 @@ std::optional<MethodCache::Stored> MethodCache::stored(Tier tier, const GraphId&
       g = cache::prepare(std::move(d), site(args, compile));
     });
     if (!o) return std::nullopt;
-    log::info("Cache object {} of {} {} {}: reusing the stored object, no compile", id.key, trace.name,
-              tier == Tier::local ? "found in" : "read from", source->where());
+    entry_line(id_.summarised, "Cache object {} of {} {} {}: reusing the stored object, no compile", id.key, trace.name,
+               tier == Tier::local ? "found in" : "read from", source->where());
     return Stored{std::move(g), std::move(*o)};
   } catch (const CacheRefused& e) {  // an unsafe directory: said once, as the lookup says it
     warn_uncached(id_.dir, "refused", std::string(e.what()) + "; running uncached");
@@ -310,7 +318,8 @@ std::optional<MethodCache::Stored> MethodCache::remote_entry(const FlatArgs& arg
   };
   auto got = RemoteObjects(remote_, id_.dir).read_named(re->object_hash, re->entry.graph_key, bind);
   if (!got) return std::nullopt;
-  log::info("Cache {} read from the remote cache {}", model_cache_meta(re->entry.meta), remote_->config().url);
+  entry_line(id_.summarised, "Cache {} read from the remote cache {}", model_cache_meta(re->entry.meta),
+             remote_->config().url);
   return Stored{std::move(g), std::move(*got)};
 }
 
@@ -355,13 +364,13 @@ Store::Committed MethodCache::save(Store::Commit c) const {
   const Store store = *this->store(Create::yes);
   Store::Committed done = store.commit(std::move(c), integrity());
   for (const auto& key : done.adopted)
-    log::info("Cache object {} was stored by another writer first; adopting its bytes", key);
+    entry_line(id_.summarised, "Cache object {} was stored by another writer first; adopting its bytes", key);
   side_.save_tuning(store);
   store.directory().remove_stale_temps();  // a crashed writer's leftovers (objects/: by gc and verify --repair)
   std::vector<std::string> paths;
   for (const auto& e : done.entries) {
-    log::info("Cache {} saved to {}", model_cache_meta(e.meta),
-              (std::filesystem::path(id_.dir) / e.path / names::kModuleDataset).string());
+    entry_line(id_.summarised, "Cache {} saved to {}", model_cache_meta(e.meta),
+               (std::filesystem::path(id_.dir) / e.path / names::kModuleDataset).string());
     paths.push_back(e.path);
     if (e.path == path_)  // this process's own entry (save_cache_artifacts)
       if (auto it = done.kept.find(e.graph_key); it != done.kept.end()) cache::remember(e, it->second);

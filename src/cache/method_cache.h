@@ -44,6 +44,10 @@ struct MethodIdentity {
   KeyInputs key;           // module, method, config, ..., runtime version
   bool fast_path = false;  // serve without tracing when code_version matches
   remote::Config remote;   // the remote tier (none when not enabled)
+  // Whether a coordinator summarises the job's entries at its rank 0: then
+  // this rank's lines for each entry loaded, saved or reused are debug
+  // lines, not info (a single process keeps TorchAir's info lines).
+  bool summarised = false;
 };
 
 class MethodCache {

@@ -113,21 +113,15 @@ std::shared_ptr<compiler::CompiledGraph> CoordinatedSource::obtain(const FlatArg
   }
   steps_.ended_at = now();
   add_step_report(steps_);
-  if (c.me == 0) show_progress(c);
+  if (c.me == 0) summarise(c);
   return c.g;
 }
 
-// Rank 0's progress line (job_progress.h), from what the call holds.
-void CoordinatedSource::show_progress(const Call& c) {
-  JobProgress& progress = JobProgress::get();
-  if (!progress.enabled()) return;
+std::vector<Outcome> CoordinatedSource::outcome_per_host(const Call& c, const Hosts* hosts) const {
   const int world = c.net.size();
-  const Hosts* hosts = c.hosts ? c.hosts : Context::get(options_.timeout_s, nullptr).hosts_if_made();
   std::vector<Outcome> per_host;
-  std::vector<std::string> names;
-  if (hosts) names = hosts->names;
   if (steps_.all_hit) {
-    per_host.assign(hosts ? names.size() : 1, Outcome{});
+    per_host.assign(hosts ? hosts->names.size() : 1, Outcome{});
     for (int r = 0; r < world; ++r)
       ++per_host[hosts ? static_cast<std::size_t>(hosts->host_of[static_cast<std::size_t>(r)]) : 0].loaded;
   } else if (!c.plan.group_of.empty()) {
@@ -136,7 +130,28 @@ void CoordinatedSource::show_progress(const Call& c) {
   } else {
     per_host = {Outcome{0, 0, 0}};
   }
-  progress.finished(cache().method(), world, per_host, names, c.uncached, steps_.ended_at - steps_.started_at);
+  return per_host;
+}
+
+// Rank 0's line for the method, and its progress line (job_progress.h),
+// from what the call holds: no message is added.
+void CoordinatedSource::summarise(const Call& c) {
+  const Hosts* hosts = c.hosts ? c.hosts : Context::get(options_.timeout_s, nullptr).hosts_if_made();
+  const std::vector<Outcome> per_host = outcome_per_host(c, hosts);
+  Outcome all;
+  for (const auto& o : per_host) all += o;
+  if (c.net.size() > 1) {  // a job of one rank said it in its own entry lines (MethodIdentity::summarised)
+    if (c.uncached)
+      log::info("Cache {}: {} rank-methods ran uncached (a warning says why); cache {}", cache().method(), c.net.size(),
+                cache().dir());
+    else
+      log::info("Cache {}: {} rank-methods loaded, {} compiled, {} received from another rank or the remote; cache {}",
+                cache().method(), all.loaded, all.compiled, all.received, cache().dir());
+  }
+  JobProgress& progress = JobProgress::get();
+  if (!progress.enabled()) return;
+  progress.finished(cache().method(), c.net.size(), per_host, hosts ? hosts->names : std::vector<std::string>{},
+                    c.uncached, steps_.ended_at - steps_.started_at);
 }
 
 // Arrival: each rank decides its own entry from its trace (or, on the fast
@@ -502,8 +517,8 @@ LocalFailure CoordinatedSource::commit_store(Call& c, const std::vector<int>& se
       steps_.save_s = now() - t;
       report().writer = true;
       steps_.entries_written = static_cast<int>(entries);
-      log::info("Cache {} entries of {} saved to {} by rank {}, the writer of that store", entries, cache().method(),
-                cache().dir(), c.me);
+      log::debug("Cache {} entries of {} saved to {} by rank {}, the writer of that store", entries, cache().method(),
+                 cache().dir(), c.me);
       const auto kept = [&](const std::string& key) -> const cache::ObjectRecord* {
         if (!done.adopted.count(key)) return nullptr;
         const auto it = done.kept.find(key);

@@ -12,6 +12,7 @@
 
 #include "cache/source.h"
 #include "coord/agreement.h"
+#include "coord/job_progress.h"
 #include "coord/protocol.h"
 #include "format/bundle.h"
 
@@ -53,7 +54,12 @@ class CoordinatedSource final : public cache::MethodSource {
   // What the ranks agreed after a phase: a survivable failure makes this
   // rank go on uncached, warned once.
   void settle(const Agreed& a, Call& c);
-  void show_progress(const Call& c);
+  // How the call's rank-methods became ready, per host (one element when
+  // the map of hosts was not made), from what rank 0 holds.
+  std::vector<Outcome> outcome_per_host(const Call& c, const Hosts* hosts) const;
+  // Rank 0's info line for the method (the ranks' own entry lines are
+  // debug lines: MethodIdentity::summarised) and its progress line.
+  void summarise(const Call& c);
   mpi::Step step(const std::string& what);
 
   dist::CoordinatorOptions options_;

@@ -23,7 +23,9 @@ std::shared_ptr<detail::CompiledFunction> dist::detail::make_coordinated_functio
                       std::to_string(coord.timeout_s) + "): it bounds every collective of the coordinator");
   const CompilerConfig config = cache::cached_config(options);
   if (options.compile.disable) return npucache::detail::make_function(module, options.compile, nullptr);
-  auto cache = cache::method_cache(module, options, config, true);
+  cache::warn_ineffective_options(options, config);
+  // Coordinated, rank 0 summarises each method's entries (CoordinatedSource).
+  auto cache = cache::method_cache(module, options, config, true, !coord.independent);
   std::shared_ptr<compiler::EntrySource> source;
   if (coord.independent)
     source = std::make_shared<cache::LocalSource>(std::move(cache), coord::add_report, /*compile_every_miss=*/true);

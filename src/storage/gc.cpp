@@ -126,9 +126,10 @@ std::optional<std::size_t> legacy_max_size(const Dir& d) {
   auto text = d.read(names::kConfigFile, kMaxConfigBytes);
   if (!text) return std::nullopt;
   auto j = nlohmann::json::parse(*text, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) {
-    log::warn("{}/{} is damaged; no size limit applies until `npucache config max-size` sets one", dir,
-              names::kConfigFile);
+  if (j.is_discarded() || !j.is_object()) {  // a setting: said once per process, not at every save
+    if (process::Context::current().get<process::Once>().first("damaged size limit|" + dir))
+      log::warn("{}/{} is damaged; no size limit applies until `npucache config max-size` sets one", dir,
+                names::kConfigFile);
     return std::nullopt;
   }
   auto it = j.find("max_size");

@@ -20,7 +20,9 @@
 //     --temperature T runs "Tempered", whose method takes T as a plain
 //     double argument (a guard); --long-name N names the model's class
 //     with a template-like name of N characters; --candidates N sets the
-//     config's autotune_candidates.
+//     config's autotune_candidates; --constructions N makes the cached
+//     method N times in the process (a server building its functions
+//     again), running the last.
 //   cache_worker write DIR PREFIX COUNT BYTES
 //     commits COUNT entries named PREFIX<i> with objects of BYTES random
 //     bytes each, one transaction per entry (crash and concurrency tests);
@@ -106,8 +108,11 @@ struct Tempered : models::SeedExample {
   }
 };
 
+int g_constructions = 1;
+
 template <class M>
 int run_model(M& m, const CacheOptions& o, int64_t batch, bool rng) {
+  for (int k = 1; k < g_constructions; ++k) (void)cache_compile(m, &M::prompt, o);
   auto fn = [&] {
     if constexpr (std::is_same_v<M, Counted>) {
       return cache_compile(m, rng ? &M::noisy : &M::prompt, o);
@@ -209,6 +214,8 @@ int run(int argc, char** argv) {
       g_type_name += ">";
     } else if (a == "--temperature")
       temperature = std::stod(argv[++i]);
+    else if (a == "--constructions")
+      g_constructions = std::stoi(argv[++i]);
   }
   o.compile.config = c;
   if (other) {

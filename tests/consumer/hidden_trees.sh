@@ -6,19 +6,23 @@
 # nothing running beside the test sees the mounts, uses only the prefix:
 #   1. no installed file names the source or the build tree, and the
 #      installed README and GUIDE name no source-tree path (build/, configs/,
-#      examples/, launch/, scripts/, src/, tests/, perf/, docs/, ...);
+#      examples/, launch/, scripts/, src/, tests/, perf/, docs/, ...) and
+#      speak of torch.compile's, TorchAir's and PyTorch's features by their
+#      names, never of "seeds" (but of random seeds);
 #   2. the installed npucache finds the shipped model configs in the
 #      installed data directory (and names no other place when a name is
 #      unknown);
-#   3. the installed examples build with their own CMakeLists.txt against the
-#      prefix and run cold then warm (seed_model, transformer_block, and
-#      tp_pp on 4 ranks);
+#   3. every example the installed docs name is installed, and the installed
+#      examples build with their own CMakeLists.txt against the prefix and
+#      run cold then warm (torchair_model, transformer_block, and tp_pp on
+#      4 ranks);
 #   4. the installed README's complete C++ programs ("compile without
 #      weights") build as written with find_package(npucache COMPONENTS
 #      models) and run (llama-3-8b with meta weights on 2 ranks, its config
 #      found by name); an unknown component fails with a message naming it;
 #   5. pkg-config gives no -std flag, and a program built with -std=c++20
-#      and pkg-config sees the version macros, matching the library it runs
+#      and pkg-config alone (its run path from pkg-config's Libs) sees the
+#      version macros, matching the library it runs
 #      with, whose soname is libnpucache.so.<NPUCACHE_SOVERSION>.
 # Every step is bounded (timeout); the scratch prefix is removed at the end.
 #
@@ -96,12 +100,24 @@ for doc in README.md GUIDE.md; do
     fail "the installed $doc names source-tree paths:"$'\n'"$hits"
   fi
   if grep -n -e '<!--' -e '-->' -e '@PREFIX@' "$docdir/$doc"; then fail "the installed $doc keeps markup"; fi
+  # PyTorch's and TorchAir's features by their names: "seed" only as a
+  # random generator's (a random seed, --seed N, seed 1).
+  if hits=$(grep -niwE "seeds?|seed's" "$docdir/$doc" | grep -viE "random[- ]seeds?|--seed|seed [0-9]|seed=[0-9]"); then
+    fail "the installed $doc speaks of seeds, not of the features' names:"$'\n'"$hits"
+  fi
   grep -qF "$prefix/" "$docdir/$doc" || fail "the installed $doc names no installed place"
 done
 for place in "$prefix/share/npucache/configs/llama-3-8b.json" "$docdir/examples/CMakeLists.txt" \
-  "$docdir/examples/seed_model.cpp"; do
+  "$docdir/examples/torchair_model.cpp"; do
   [[ -f $place ]] || fail "$place, which the installed README names, is missing"
   grep -qF "$(dirname "$place")" "$docdir/README.md" || fail "the installed README does not name $(dirname "$place")"
+done
+# Every example the installed docs name is installed (and built in step 3).
+named_examples=$(grep -ohE "$docdir/examples/[a-z_]+\.cpp|ex/[a-z_]+ " "$docdir/README.md" "$docdir/GUIDE.md" |
+  sed -E 's#.*/##; s/\.cpp$//; s/ $//' | sort -u)
+[[ -n $named_examples ]] || fail "the installed docs name no example"
+for ex in $named_examples; do
+  [[ -f $docdir/examples/$ex.cpp ]] || fail "the installed docs name the example $ex, which is not installed"
 done
 
 step "2. the installed npucache finds the installed configs"
@@ -119,6 +135,7 @@ bounded cmake -S "$docdir/examples" -B "$work/ex" -DCMAKE_PREFIX_PATH="$prefix" 
   "-DCMAKE_CXX_FLAGS=${flags[*]}" "-DCMAKE_EXE_LINKER_FLAGS=${flags[*]}" > "$work/ex.log" 2>&1 ||
   { cat "$work/ex.log"; fail "configuring the installed examples failed"; }
 bounded cmake --build "$work/ex" -j2 > "$work/ex.log" 2>&1 || { cat "$work/ex.log"; fail "building the examples failed"; }
+for ex in $named_examples; do [[ -x $work/ex/$ex ]] || fail "the installed example $ex was not built"; done
 # expect WHAT OUTPUT PATTERN...: every pattern (grep -E) is in OUTPUT.
 expect() {
   local what=$1 out=$2
@@ -127,7 +144,7 @@ expect() {
     grep -qE -- "$re" <<< "$out" || fail "$what: no line matches '$re' in:"$'\n'"$out"
   done
 }
-for ex in seed_model transformer_block; do
+for ex in torchair_model transformer_block; do
   cold=$(bounded "$work/ex/$ex" "$work/cache-$ex" 2>&1) || fail "$ex, cold: $cold"
   expect "$ex, cold" "$cold" "prompt: compiled" "decode: compiled"
   warm=$(bounded "$work/ex/$ex" "$work/cache-$ex" 2>&1) || fail "$ex, warm: $warm"
@@ -212,7 +229,7 @@ int main() {
 EOF
 # shellcheck disable=SC2046
 bounded "$cxx" "${flags[@]}" -std=c++20 "$work/version.cpp" $("$pkg_config" --cflags --libs npucache) \
-  -Wl,-rpath,"$libdir" -o "$work/version" || fail "building with -std=c++20 and pkg-config failed"
+  -o "$work/version" || fail "building with -std=c++20 and pkg-config failed"
 out=$("$work/version") || fail "the headers' version differs from the library's: $out"
 echo "$out"
 [[ $out == *"soversion $soversion,"* ]] || fail "NPUCACHE_SOVERSION is not $soversion: $out"

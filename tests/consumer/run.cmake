@@ -6,8 +6,10 @@
 #     npucache::npucache and npucache::models, builds, and writes a cache
 #     with cache_compile (cold: compiled; warm: hit);
 #  3. the same program built through pkg-config (npucache, npucache-models,
-#     which set no standard: the build gives -std=c++20) hits that cache;
-#     pkg-config's hdf5_plugin_dir is the plugin folder;
+#     which set no standard: the build gives -std=c++20, and nothing else:
+#     the run path comes from pkg-config's Libs) runs without
+#     LD_LIBRARY_PATH and hits that cache; pkg-config's hdf5_plugin_dir is
+#     the plugin folder;
 #  4. h5dump decodes the entry's compiled_module through the index's external
 #     link with HDF5_PLUGIN_PATH at the plugin folder, and cannot without it;
 #  5. h5py (Debian's python3-h5py) reads every object through the plugin and
@@ -101,9 +103,11 @@ file(REAL_PATH ${pc_plugin} pc_plugin)
 if(NOT pc_plugin STREQUAL plugin_dir)
   message(FATAL_ERROR "pkg-config's hdf5_plugin_dir is ${pc_plugin}, npucache --plugin-path says ${plugin_dir}")
 endif()
+expect("pkg-config --libs (the run path of the installed libraries)" "${pc}" "-Wl,-rpath,[^ ]*/${LIBDIR}( |$)")
 run("building the consumer with pkg-config" _ COMMAND ${CXX} ${flag_args} -std=c++20 ${SOURCE_DIR}/app.cpp ${pc_args}
-    -Wl,-rpath,${prefix}/${LIBDIR} -o ${WORK_DIR}/app-pkgconfig)
-run("the pkg-config consumer, warm" _ COMMAND ${WORK_DIR}/app-pkgconfig ${cache} --expect hit)
+    -o ${WORK_DIR}/app-pkgconfig)
+run("the pkg-config consumer, warm, without LD_LIBRARY_PATH" _ COMMAND ${CMAKE_COMMAND} -E env --unset=LD_LIBRARY_PATH
+    ${WORK_DIR}/app-pkgconfig ${cache} --expect hit)
 
 # 4. h5dump through the external link, from another directory: decoded with
 # the installed plugin, not without it.

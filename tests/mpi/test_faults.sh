@@ -158,7 +158,7 @@ jobs() {
   t=5
   say "rank 3 of 4 stopped (SIGSTOP) mid-warmup, --timeout $t"
   local json
-  out="$(NPUCACHE_LOG_LEVEL=info python3 "$stop_rank" --match "$work/stop" --ranks 3 --after-line "saved to" \
+  out="$(NPUCACHE_LOG_LEVEL=info python3 "$stop_rank" --match "$work/stop" --ranks 3 --after-line "rank-methods loaded" \
     --limit 90 -- mpirun --oversubscribe -np 4 -x NPUCACHE_LOG_LEVEL "$npucache" warmup --tp 2 --pp 2 \
     --autotune-candidates 2 --cache-dir "$work/stop" --timeout "$t")" || fail "could not stop rank 3: $out"
   json="$(tail -n 1 <<<"$out")"

@@ -120,9 +120,13 @@ def main():
         n[0] += 1
         return os.path.join(work, "%03d-%s.log" % (n[0], kind))
 
+    # A coordinated job's ranks say "saved to" at debug (rank 0 summarises).
+    mpi_env = dict(env, NPUCACHE_LOG_LEVEL="debug")
+
     def spawn(kind, argv):
         counts[kind] = counts.get(kind, 0) + 1
-        p = Proc(kind, argv, log_path(kind), env, "quiet" if time.monotonic() >= quiet_at else "removals")
+        p = Proc(kind, argv, log_path(kind), mpi_env if kind == "mpi" else env,
+                 "quiet" if time.monotonic() >= quiet_at else "removals")
         procs.append(p)
         return p
 

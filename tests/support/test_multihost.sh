@@ -79,7 +79,7 @@ objects() { cl exec "${prefix}$1" sh -c "ls '$cache/$2/objects' 2>/dev/null | gr
 fault() {
   local name="$1" ranks="$2" sig="$3" t="$4" want="$5" json
   out="$(NPUCACHE_LOG_LEVEL=info timeout --foreground -k 10 "$(limit 90)" python3 "$stop_rank" \
-    --match "$cache/$name" --ranks "$ranks" --signal "$sig" --after-line "saved to" --limit 80 -- \
+    --match "$cache/$name" --ranks "$ranks" --signal "$sig" --after-line "rank-methods loaded" --limit 80 -- \
     "$cluster" exec "${prefix}0" "$root/launch/warmup.sh" "${launch[@]}" --npucache "$npucache" \
     --env NPUCACHE_LOG_LEVEL --autotune-candidates 2 --tp 2 --pp 2 --cache-dir "$cache/$name" --timeout "$t" 2>&1)" ||
     fail "$name: could not signal ranks $ranks: $out"

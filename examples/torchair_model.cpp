@@ -1,4 +1,4 @@
-// The seed's model: TorchAir's cache_compile example, in C++.
+// TorchAir's cache_compile example, in C++.
 //
 // InputMeta mimics vLLM's input structure: a tensor and an is_prompt flag,
 // exposed to tracing by a visit member. The model keeps its cached callables
@@ -6,9 +6,9 @@
 // dispatches to them on is_prompt: prompt and decode are thin wrappers over
 // _forward, so each is traced once and cached under its own ${func}.
 //
-//   NPUCACHE_LOG_LEVEL=info seed_model [CACHE_DIR]
+//   NPUCACHE_LOG_LEVEL=info torchair_model [CACHE_DIR]
 //
-// First run: the seed's "Cache ModelCacheMeta(name='Model.prompt(x, y)', ...)
+// First run: TorchAir's "Cache ModelCacheMeta(name='Model.prompt(x, y)', ...)
 // saved to <cache_dir>/<model_info>/prompt/compiled_module" lines; a second
 // run loads both methods ("... loaded from ..."). Each run prints what
 // happened to each method, compares the cached results with the eager ones
@@ -46,12 +46,12 @@ class Model : public nn::Module {
       for (int64_t d : p.dims()) n *= static_cast<std::size_t>(d);
       p.copy_from(std::vector<float>(n, 1.0f));
     }
-    // config.ge_config.enable_single_stream = True, as in the seed.
+    // config.ge_config.enable_single_stream = True, as in TorchAir's example.
     CompilerConfig config;
     config.ge_config.enable_single_stream = true;
     CacheOptions options;
     options.compile.config = config;
-    options.compile.arg_names = {"x", "y"};  // the seed's names: Model.prompt(x, y)
+    options.compile.arg_names = {"x", "y"};  // TorchAir's names: Model.prompt(x, y)
     options.cache_dir = cache_dir;           // empty: $NPUCACHE_CACHE_DIR or .npucache
     cached_prompt = cache_compile(*this, &Model::prompt, options);
     cached_decode = cache_compile(*this, &Model::decode, options);
@@ -113,6 +113,6 @@ int main(int argc, char** argv) try {
   ok = report("decode", model.cached_decode, model.forward(x, kv), model._forward(x, kv)) && ok;
   return ok ? 0 : 1;
 } catch (const std::exception& e) {
-  std::fprintf(stderr, "seed_model: %s\n", e.what());
+  std::fprintf(stderr, "torchair_model: %s\n", e.what());
   return 1;
 }
