@@ -8,7 +8,9 @@
 #  b. the same cache at another layout (4 ranks, tp 2, pp 2): dry run and
 #     real run agree, and the dry run leaves every file of the cache as it
 #     was (listing and contents hashed);
-#  c. 8 ranks with a fresh cache directory and the remote warmed in a.,
+#  c. the same cache at 8 ranks with its indexes lost (objects kept): the
+#     dry run predicts reads of the store's objects, no compile, and agrees;
+#  d. 8 ranks with a fresh cache directory and the remote warmed in a.,
 #     through the launcher and `infer`: the dry run predicts reads from the
 #     remote and no compile, writes nothing locally nor to the remote, and
 #     the real infer agrees.
@@ -44,6 +46,7 @@ fail() {
 run() {
   local name=$1 np=$2
   shift 2
+  # shellcheck disable=SC2086  # the flags are words
   timeout 200 mpiexec -n "$np" ${NPUCACHE_MPIEXEC_FLAGS:---oversubscribe} "$cli" "$@" --timeout 60 \
     --report-json "$work/$name.json" >"$work/$name.log" 2>&1 || {
     cat "$work/$name.log" >&2
@@ -119,21 +122,35 @@ grep -q "nearest entry .*place: stored 'world8global_rank" "$work/b_dry.log" || 
 run b_real 4 warmup --tp 2 --pp 2 --cache-dir "$cache"
 agree b_dry b_real
 
-# c. A fresh cache directory fed by the remote warmed in a., through the
+# c. Lost indexes: the store keeps its objects, the entries are gone; the
+# owners read their store's objects (new entries), nothing compiles.
+rm -rf "$cache"/npucache.models.*.h5 "$cache/deltas"
+before=$(state "$cache")
+run c_dry 8 warmup --tp 2 --pp 4 --cache-dir "$cache" --dry-run
+[ "$(state "$cache")" = "$before" ] || fail "the dry run changed the cache whose indexes were lost"
+grep -q "load (the store's object of the same computation" "$work/c_dry.log" || {
+  cat "$work/c_dry.log" >&2
+  fail "the dry run does not say the owners read their store's objects"
+}
+[ "$(field c_dry compiled)" = 0 ] || fail "the dry run predicts compiles although the store holds every object"
+run c_real 8 warmup --tp 2 --pp 4 --cache-dir "$cache"
+agree c_dry c_real
+
+# d. A fresh cache directory fed by the remote warmed in a., through the
 # launcher and `infer`.
 fresh="$work/fresh"
 keys=$(redis-cli -p "$port" dbsize)
 NPUCACHE_BIN="$cli" timeout 200 "$launch/infer.sh" --tp 2 --pp 4 --cache-dir "$fresh" --remote "$url" --tokens 2 \
-  --timeout 60 --dry-run --report-json "$work/c_dry.json" >"$work/c_dry.log" 2>&1 || {
-  cat "$work/c_dry.log" >&2
+  --timeout 60 --dry-run --report-json "$work/d_dry.json" >"$work/d_dry.log" 2>&1 || {
+  cat "$work/d_dry.log" >&2
   fail "infer.sh --dry-run exited with an error"
 }
 [ "$(state "$fresh")" = absent ] || fail "the dry run created $fresh"
 [ "$(redis-cli -p "$port" dbsize)" = "$keys" ] || fail "the dry run changed the remote"
-[ "$(field c_dry compiled)" = 0 ] || fail "the dry run predicts compiles although the remote holds every object"
-[ "$(field c_dry remote_reads)" -gt 0 ] || fail "the dry run predicts no read from the remote"
-grep -q "fetch from the remote" "$work/c_dry.log" || fail "the dry run does not say it fetches from the remote"
-grep -q "the job would start warm" "$work/c_dry.log" || fail "the dry run does not say the job would start warm"
-run c_real 8 infer --tp 2 --pp 4 --cache-dir "$fresh" --remote "$url" --tokens 2
-agree c_dry c_real
+[ "$(field d_dry compiled)" = 0 ] || fail "the dry run predicts compiles although the remote holds every object"
+[ "$(field d_dry remote_reads)" -gt 0 ] || fail "the dry run predicts no read from the remote"
+grep -q "fetch from the remote" "$work/d_dry.log" || fail "the dry run does not say it fetches from the remote"
+grep -q "the job would start warm" "$work/d_dry.log" || fail "the dry run does not say the job would start warm"
+run d_real 8 infer --tp 2 --pp 4 --cache-dir "$fresh" --remote "$url" --tokens 2
+agree d_dry d_real
 echo "mpi_dry_run: ok"
