@@ -416,13 +416,16 @@ std::string generation_text(const coord::GenerationReport& g) {
   return s;
 }
 
-std::string dry_run_text(const coord::JobReport& r) {
+std::string dry_run_text(const coord::JobReport& r, const std::string& title) {
   const coord::JobInfo& g = r.job;
-  std::string s = "== dry run: world " + std::to_string(g.world_size) + ", tp " + std::to_string(g.tp) + ", pp " +
-                  std::to_string(g.pp) + ", " + g.mode + "; nothing compiled or written\n";
+  std::string s = "== dry run of " + title + ": world " + std::to_string(g.world_size) + ", tp " +
+                  std::to_string(g.tp) + ", pp " + std::to_string(g.pp) + ", " + g.mode +
+                  "; nothing compiled or written\n";
+  int from_store = 0;  // owners reading their store's object (a new entry): neither loaded nor fetched
   for (const coord::RankReport& rr : r.per_rank)
     for (const coord::RankMethod& m : rr.methods) {
       const MethodReport& x = m.report;
+      from_store += !x.hit && !x.remote && x.read_store;
       std::string what = x.hit          ? "load (its own entry)"
                          : x.remote     ? "fetch from the remote"
                          : x.read_store ? "load (the store's object of the same computation, a new entry)"
@@ -433,9 +436,9 @@ std::string dry_run_text(const coord::JobReport& r) {
       s += "  rank " + std::to_string(rr.rank) + " " + x.method + ": " + what + "\n";
     }
   const bool warm = r.compiled == 0;
-  s += "  predicted         " + std::to_string(r.loaded) + " loaded, " + std::to_string(r.fetched) + " fetched, " +
-       std::to_string(r.remote_reads) + " read from the remote, " + std::to_string(r.compiled) + " compiled of " +
-       std::to_string(r.rank_methods()) +
+  s += "  predicted         " + std::to_string(r.loaded) + " loaded, " + std::to_string(from_store) +
+       " read from the store, " + std::to_string(r.fetched) + " fetched, " + std::to_string(r.remote_reads) +
+       " read from the remote, " + std::to_string(r.compiled) + " compiled of " + std::to_string(r.rank_methods()) +
        " rank-methods: " + (warm ? "the job would start warm" : "the job would compile") + "\n";
   return s;
 }
@@ -508,7 +511,7 @@ void report_job(const Job& job, const std::string& title, double wall_s,
   if (!report) return;  // not rank 0
   report->generation = std::move(generation);
   report->dry_run = job.args.dry_run;
-  std::fputs((job.args.dry_run ? dry_run_text(*report) : job_report_text(*report, title)).c_str(), stdout);
+  std::fputs((job.args.dry_run ? dry_run_text(*report, title) : job_report_text(*report, title)).c_str(), stdout);
   if (!job.args.report_json.empty()) {
     // Whole or not at all, through an exclusively created temporary that
     // never follows a link (the report may go to a shared directory).

@@ -144,7 +144,7 @@ std::string generation_text(const coord::GenerationReport& g);
 // A dry run's lines at rank 0: per rank-method what a real run would do
 // (load, read its store, fetch from rank N or the remote, compile and why),
 // then whether the job would start warm.
-std::string dry_run_text(const coord::JobReport& r);
+std::string dry_run_text(const coord::JobReport& r, const std::string& title);
 
 // The job report's table, as the job prints it at rank 0.
 std::string job_report_text(const coord::JobReport& r, const std::string& title);
