@@ -41,6 +41,7 @@
 #include <npucache/export.h>
 
 #include <npucache/cache.h>
+#include <npucache/error.h>
 
 #include <string>
 #include <vector>
@@ -57,6 +58,23 @@ struct CoordinatorOptions {
   // ranks, ignoring hosts (the baseline of benchmarks), instead of once per
   // host.
   bool flat_exchange = false;
+  // A dry run: the first call of each method runs the arrival (each rank's
+  // lookup), the key all-gather, the plan and the remote tier's reads (as
+  // a check: nothing is kept), then records what this rank would do in
+  // reports() (hit: load its entry; fetched from `owner`; remote; read_store;
+  // compiled, with the nearest stored entry in `reason`) and throws
+  // DryRunEnd instead of compiling. The process writes nothing to any
+  // cache from then on (no entries, objects, statistics, profiles,
+  // templates, remote writes): the prediction is of one store state, and a
+  // real run on that state does what it says. Not with `independent`.
+  bool dry_run = false;
+};
+
+// The end of a dry run's first call (CoordinatorOptions::dry_run): the
+// method was predicted, not compiled; its report is in reports().
+class NPUCACHE_API DryRunEnd : public Error {
+ public:
+  using Error::Error;
 };
 
 // What the coordinator did for one method on this rank, step by step

@@ -25,6 +25,7 @@
 #include <tuple>
 #include "log/log.h"
 #include "process/context.h"
+#include "process/dry_run.h"
 #include "process/env.h"
 #include "process/once.h"
 
@@ -138,7 +139,7 @@ MethodCache::Lookup MethodCache::lookup(const FlatArgs& args, const TraceResult*
       throw;
     } catch (const CacheError& e) {
       log::warn("cache entry {} is unusable ({}); replacing it", where(), e.what());
-      local_objects(store).discard_damaged(r.entry->graph_key, e.what());
+      if (!process::dry_run()) local_objects(store).discard_damaged(r.entry->graph_key, e.what());
       return miss(MissReason::corrupt, {e.what()});
     }
     if (!same_computation) {
@@ -160,7 +161,8 @@ MethodCache::Lookup MethodCache::lookup(const FlatArgs& args, const TraceResult*
       return miss(MissReason::corrupt, {e.what()});
     }
     entry_line(id_.summarised, "Cache {} loaded from {}", model_cache_meta(r.entry->meta), module_path());
-    if (store.index_damaged(key_.model_info)) {  // heal what a reader found damaged (best effort)
+    if (!process::dry_run() &&
+        store.index_damaged(key_.model_info)) {  // heal what a reader found damaged (best effort)
       try {
         store.heal_index(key_.model_info);
       } catch (const CacheError& e) {
@@ -185,6 +187,7 @@ MethodCache::Lookup MethodCache::lookup(const FlatArgs& args, const TraceResult*
 GraphId MethodCache::graph_id(const TraceResult& traced) const { return cache::graph_id(traced, id_.key); }
 
 std::string MethodCache::store_identity(std::string* why_unusable) const {
+  if (process::dry_run()) return "dry-run:" + id_.who.host + ":" + id_.dir;
   try {
     return store(Create::yes)->identity();
   } catch (const CacheError& e) {
@@ -192,6 +195,57 @@ std::string MethodCache::store_identity(std::string* why_unusable) const {
     if (why_unusable) *why_unusable = e.what();
     return "unusable:" + id_.who.host + ":" + std::to_string(id_.who.pid) + ":" + std::to_string(id_.who.global_rank);
   }
+}
+
+MethodCache::Neighbour MethodCache::nearest_of_method(const std::string& graph_key) const {
+  constexpr std::size_t kMaxIndexes = 256;  // a bound on what is read
+  Neighbour best;
+  const std::optional<Store> store = read_store();
+  if (!store) return best;
+  const auto place = [](const std::string& path, const std::string& model_info) {
+    std::string p = path.substr(model_info.size());  // "/world8global_rank3/prompt" or "/prompt"
+    p = p.substr(1, p.rfind('/') == 0 ? 0 : p.rfind('/') - 1);
+    return p.empty() ? std::string("one process") : p;
+  };
+  const std::string here = place(path_, key_.model_info);
+  const std::string rank = "global_rank" + std::to_string(id_.who.global_rank);
+  std::size_t seen = 0, best_distance = SIZE_MAX;
+  bool best_mine = false;
+  try {
+    for (const auto& m : store->model_infos()) {
+      if (++seen > kMaxIndexes) break;
+      std::optional<DecodedIndex> idx;
+      try {
+        idx = store->index(m);
+      } catch (const CacheError&) {
+        continue;
+      }
+      if (!idx) continue;
+      for (const auto& e : idx->index.entries) {
+        if (e.path == path_ || e.path.substr(e.path.rfind('/') + 1) != method()) continue;
+        Components now;  // the components an entry records (not ge_cache: each entry records its level)
+        for (const auto& [k, v] : key_.components)
+          if (e.meta.components.count(k)) now.emplace(k, v);
+        std::vector<std::string> diffs = differing_components(e.meta.components, now);
+        const std::string there = place(e.path, m);
+        if (there != here) diffs.push_back("place: stored '" + there + "', now '" + here + "'");
+        if (e.graph_key != graph_key)
+          diffs.push_back("graph_key: stored '" + e.graph_key + "', now '" + graph_key + "'");
+        // The fewest differences; of as few, this rank's own place in another layout.
+        const bool mine =
+            there.size() >= rank.size() && there.compare(there.size() - rank.size(), rank.size(), rank) == 0;
+        if (diffs.size() < best_distance || (diffs.size() == best_distance && mine && !best_mine)) {
+          best_mine = mine;
+          best_distance = diffs.size();
+          best.path = e.path;
+          best.differences = std::move(diffs);
+        }
+      }
+    }
+  } catch (const CacheError& e) {
+    log::debug("cache {} not searched for a neighbour of {}: {}", id_.dir, where(), e.what());
+  }
+  return best;
 }
 
 // The store of one MethodCache (and its copies): the directory opened

@@ -101,10 +101,23 @@ class MethodCache {
                 const compiler::CompileStep& compile) const;
 
   GraphId graph_id(const TraceResult& traced) const;
+  // Why a miss of this rank's graph `graph_key` compiles, as `npucache
+  // explain --entry` puts it: the stored entry of this method nearest to
+  // this rank's (any model_info, world size or rank; the fewest
+  // differences) and what differs (key components, "place: stored
+  // 'world8global_rank3', now 'world4global_rank1'", the graph key). No
+  // path when the store holds no entry of this method. Only reads.
+  struct Neighbour {
+    std::string path;
+    std::vector<std::string> differences;
+  };
+  Neighbour nearest_of_method(const std::string& graph_key) const;
   // The identity of this rank's store (Store::identity), creating the cache
   // directory if needed; a unique "unusable" identity when it cannot be
   // used (refused, unwritable), so such a rank is a store of its own, and
-  // then *why_unusable (when given) says why.
+  // then *why_unusable (when given) says why. In a dry run
+  // (process/dry_run.h) nothing is created: the identity names the host
+  // and the directory (the plan's outcomes do not depend on it).
   std::string store_identity(std::string* why_unusable = nullptr) const;
   // The two tiers a stored object is read from.
   enum class Tier { local, remote };

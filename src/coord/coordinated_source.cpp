@@ -103,10 +103,12 @@ std::shared_ptr<compiler::CompiledGraph> CoordinatedSource::obtain(const FlatArg
     steps_.hosts = c.hosts->count();
     c.laps.lap(&steps_.setup_s);
     plan(c);
+    if (options_.dry_run) predict(c);
     produce(c);
     load(c, exchange(c));
     persist(c);
   }
+  if (options_.dry_run) predict(c);
   if (!c.hosts) {  // every rank hit: the map of hosts is not needed, and known only if made before
     const Hosts* known = Context::get(options_.timeout_s, nullptr).hosts_if_made();
     steps_.hosts = known ? known->count() : 0;
@@ -115,6 +117,46 @@ std::shared_ptr<compiler::CompiledGraph> CoordinatedSource::obtain(const FlatArg
   add_step_report(steps_);
   if (c.me == 0) summarise(c);
   return c.g;
+}
+
+// The dry run's end: the plan made (the remote reads as its check), the
+// report says what this rank would do, as a real run's would after it:
+// hit (load its entry), read_store (the owner reads its store's object),
+// remote (a host's fetcher reads the remote tier), fetched (receives from
+// `owner`, or within its host from the fetcher when owner is -1),
+// compiled (the owner compiles; `reason` then also names the nearest
+// stored entry of the method and what differs). Nothing runs after.
+void CoordinatedSource::predict(Call& c) {
+  MethodReport& rep = report();
+  if (c.hosts && !c.uncached && c.group >= 0) {
+    const bool needs = c.info.needs;
+    if (c.from_remote) {
+      if (needs && !rep.remote) rep.fetched = true;
+    } else if (c.owner == c.me) {
+      if (!rep.remote) {
+        if (c.info.holds)
+          rep.read_store = true;
+        else
+          rep.compiled = true;
+      }
+    } else if (needs) {
+      rep.fetched = true;
+    }
+    if (rep.compiled) {
+      const cache::MethodCache::Neighbour n = cache().nearest_of_method(c.id.key);
+      if (n.path.empty()) {
+        rep.reason += "; the cache holds no entry of " + cache().method();
+      } else {
+        std::string diffs;
+        for (const auto& d : n.differences) diffs += (diffs.empty() ? "" : "; ") + d;
+        rep.reason += "; nearest entry " + n.path + (diffs.empty() ? "" : " (" + diffs + ")");
+      }
+    }
+  }
+  steps_.ended_at = now();
+  add_step_report(steps_);
+  add_report(rep);
+  throw dist::DryRunEnd("dry run of " + cache().method() + ": predicted, nothing compiled or written");
 }
 
 std::vector<Outcome> CoordinatedSource::outcome_per_host(const Call& c, const Hosts* hosts) const {
@@ -249,7 +291,7 @@ void CoordinatedSource::plan(Call& c) {
   c.laps.lap(&steps_.plan_s);
   read_remote(c);
   rep.owner = c.from_remote ? -1 : c.owner;
-  if (c.me == 0 && JobProgress::get().enabled()) {
+  if (c.me == 0 && !options_.dry_run && JobProgress::get().enabled()) {
     std::set<int> owners;
     int subgraphs = 0;
     for (int src : c.source)

@@ -44,6 +44,9 @@ class CoordinatedSource final : public cache::MethodSource {
   LocalFailure exchange(Call& c);
   void load(Call& c, LocalFailure carried);
   void persist(Call& c);
+  // A dry run (CoordinatorOptions::dry_run) ends after the plan and the
+  // remote reads: the predicted outcome is reported, DryRunEnd thrown.
+  [[noreturn]] void predict(Call& c);
   // The writer's half of persist: commits its store's entries and answers
   // each sender.
   LocalFailure commit_store(Call& c, const std::vector<int>& senders, cache::Bundle mine);

@@ -10,6 +10,7 @@
 #include "compiler/engine.h"
 #include "coord/coordinated_source.h"
 #include "coord/reports.h"
+#include "process/dry_run.h"
 
 #include <cmath>
 
@@ -21,6 +22,11 @@ std::shared_ptr<detail::CompiledFunction> dist::detail::make_coordinated_functio
   if (!(coord.timeout_s > 0) || !std::isfinite(coord.timeout_s))
     throw ConfigError("CoordinatorOptions::timeout_s must be a positive, finite number of seconds (got " +
                       std::to_string(coord.timeout_s) + "): it bounds every collective of the coordinator");
+  if (coord.dry_run && coord.independent)
+    throw ConfigError(
+        "CoordinatorOptions::dry_run predicts the coordinated plan; the independent baseline has none (unset "
+        "independent or dry_run)");
+  if (coord.dry_run) process::Context::current().get<process::DryRun>().set(true);
   const CompilerConfig config = cache::cached_config(options);
   if (options.compile.disable) return npucache::detail::make_function(module, options.compile, nullptr);
   cache::warn_ineffective_options(options, config);

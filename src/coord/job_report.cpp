@@ -364,6 +364,7 @@ void to_json(json& j, const JobReport& r) {
        {"method_steps", method_steps},
        {"subgraphs", subgraphs},
        {"per_rank", r.per_rank}};
+  if (r.dry_run) j["dry_run"] = true;  // a real run's report has no such field
   if (const auto& gen = r.generation) {
     j["time_to_ready_s"] = gen->time_to_ready_s;
     j["time_to_first_token_s"] = gen->time_to_first_token_s;
@@ -425,6 +426,7 @@ void from_json(const json& j, JobReport& r) {
       r.subgraphs.push_back({s.at("graph_key").get<std::string>(), s.at("compiled_by").get<std::vector<int>>(),
                              s.at("compile_cpu_s").get<double>()});
   j.at("per_rank").get_to(r.per_rank);
+  r.dry_run = j.value("dry_run", false);
   if (j.contains("tokens")) {
     GenerationReport gen;
     j.at("time_to_ready_s").get_to(gen.time_to_ready_s);

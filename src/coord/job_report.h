@@ -134,6 +134,8 @@ struct JobReport {
   std::vector<Subgraph> subgraphs;        // by graph key
   std::vector<RankReport> per_rank;       // by rank
   std::optional<GenerationReport> generation;
+  // A dry run (--dry-run): every outcome above is predicted, none happened.
+  bool dry_run = false;
 
   double exchange_gbps() const {
     return exchange_s > 0 ? static_cast<double>(bytes_exchanged) / exchange_s / 1e9 : 0.0;

@@ -30,6 +30,7 @@
 #include "compiler/tuning_table.h"
 #include "format/records.h"
 #include "format/remote_value.h"
+#include "process/dry_run.h"
 #include "remote/backend.h"
 #include "storage/stats.h"
 #include "storage/uses.h"
@@ -57,8 +58,9 @@ class RemoteTier {
   // (remote::Backend::authenticated): an unsigned entry is only a claim,
   // which the code_version fast path does not take.
   bool authenticated() const { return backend_->authenticated(); }
-  // Not read-only, and no write found the remote full.
-  bool can_write() const { return !config().read_only && !full_.load(); }
+  // Not read-only, and no write found the remote full; never in a dry run
+  // (process/dry_run.h), which only reads what a job would.
+  bool can_write() const { return !process::dry_run() && !config().read_only && !full_.load(); }
 
   struct Object {
     ObjectRecord record;

@@ -4,6 +4,7 @@
 #include "format/names.h"
 #include "log/log.h"
 #include "process/context.h"
+#include "process/dry_run.h"
 #include "process/env.h"
 #include "process/once.h"
 #include "storage/dir.h"
@@ -165,6 +166,7 @@ class Pending {
   ~Pending() { flush(); }
   template <class F>
   void add(const fs::path& dir, F&& f) {
+    if (process::dry_run()) return;  // a dry run records nothing
     std::lock_guard lock(mu_);
     f(pending_[dir.string()]);
   }

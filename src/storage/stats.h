@@ -1,7 +1,8 @@
 // Hit/miss counters kept by the library in <cache_dir>/stats.json, with
 // each entry's last use (for LRU gc) and the recent misses with the key
 // components that differed (for `npucache explain`). The record_* calls
-// only accumulate in memory (they are on the warm-start path); the
+// only accumulate in memory (they are on the warm-start path; a dry run,
+// process/dry_run.h, records nothing); the
 // counters are merged into the file, under the cache lock and by atomic
 // rename, by flush_stats() and when the process exits normally. A stats
 // failure never fails a cache operation (it is logged at debug level); a

@@ -44,6 +44,26 @@ void get_ready(Job& job, Methods& m) {
   mpi::Comm::world().barrier({"waiting for every rank to be ready", job.args.timeout_s});
 }
 
+// A dry run of either job: both methods predicted (each call ends with
+// DryRunEnd), the prediction reported; meta weights, nothing written.
+void run_dry(const JobArgs& a) {
+  Job job(a, models::Weights::meta);
+  mpi::Comm::world().barrier({"starting the job", job.args.timeout_s});
+  const auto t0 = Clock::now();
+  auto [prompt, decode] = cached_methods(job);
+  ExampleInputs in = example_inputs();
+  auto scratch = job.model->make_kv_cache(1);
+  try {
+    prompt.prepare(in.tokens, in.positions, scratch);
+  } catch (const dist::DryRunEnd&) {
+  }
+  try {
+    decode.prepare(in.token, in.position, scratch);
+  } catch (const dist::DryRunEnd&) {
+  }
+  report_job(job, a.command, since(t0));
+}
+
 void run_warmup(const JobArgs& a) {
   Job job(a, models::Weights::meta);
   mpi::Comm::world().barrier({"starting the job", job.args.timeout_s});
@@ -110,7 +130,7 @@ void add_job_commands(CLI::App& app) {
       check_args(*warm);
       return;
     }
-    guarded([&] { run_warmup(*warm); });
+    guarded([&] { warm->dry_run ? run_dry(*warm) : run_warmup(*warm); });
   });
   auto inf = std::make_shared<JobArgs>();
   inf->command = "infer";
@@ -122,7 +142,7 @@ void add_job_commands(CLI::App& app) {
       check_args(*inf);
       return;
     }
-    guarded([&] { run_infer(*inf); });
+    guarded([&] { inf->dry_run ? run_dry(*inf) : run_infer(*inf); });
   });
 }
 

@@ -94,6 +94,10 @@ void add_job_options(CLI::App* cmd, JobArgs& a) {
   cmd->add_flag("--check-args", a.check_only,
                 "check the arguments (model config, tp/pp, report path) without starting MPI, then exit "
                 "(the launch scripts run this before mpirun)");
+  cmd->add_flag("--dry-run", a.dry_run,
+                "predict, per rank-method, what the job would do (load, fetch from a rank or the remote, "
+                "compile and why) from every rank's keys and the coordinator's plan, with meta weights; "
+                "nothing is compiled or written; --report-json has the real run's fields and \"dry_run\": true");
   cmd->add_option("--remote", a.remote,
                   "remote cache tier: redis://host:port[/db][?timeout=2s&connect-timeout=100ms], "
                   "redis+unix:///path or file:///shared/dir (default: $NPUCACHE_REMOTE; off: none)");
@@ -183,7 +187,7 @@ namespace {
 //   --tp, --pp                   no: the groups and their collectives
 //   --mode, --autotune-candidates, --ge-cache
 //                                no: the programs and what the entries hold
-//   --independent, --flat-exchange
+//   --independent, --flat-exchange, --dry-run
 //                                no: which coordinator collectives run
 //   --timeout                    no: one rank giving up before the others
 //                                would turn a slow step into a failure
@@ -212,6 +216,7 @@ std::vector<std::pair<std::string, std::string>> job_fields(const JobArgs& a, co
   if (a.ge_cache) f.emplace_back("--ge-cache", "");
   if (a.independent) f.emplace_back("--independent", "");
   if (a.flat_exchange) f.emplace_back("--flat-exchange", "");
+  if (a.dry_run) f.emplace_back("--dry-run", "");
   if (a.max_seq > 0) f.emplace_back("--max-seq", std::to_string(a.max_seq));
   if (!a.report_json.empty()) f.emplace_back("--report-json", a.report_json);
   if (a.command == "infer") f.emplace_back("--tokens", std::to_string(a.tokens));
@@ -253,6 +258,10 @@ models::DecoderConfig check_args(JobArgs& a) {
   (void)coord::parse_progress_mode(a.progress);
   models::DecoderConfig c = model_config(a);
   c.validate(a.tp, a.pp);
+  if (a.dry_run && a.independent)
+    throw ConfigError(
+        "--dry-run predicts the coordinated plan, and --independent has none: drop one of them (an independent "
+        "job compiles every rank-method that misses its own entry)");
   (void)cache::resolve_remote(remote_options(a));  // a malformed --remote is a usage error, before MPI
   if (a.check_only && !a.report_json.empty())
     if (std::string error = report_path_error(a.report_json); !error.empty()) throw ConfigError(error);
@@ -355,6 +364,7 @@ dist::CoordinatorOptions Job::coordinator() const {
   c.timeout_s = args.timeout_s;
   c.independent = args.independent;
   c.flat_exchange = args.flat_exchange;
+  c.dry_run = args.dry_run;
   return c;
 }
 
@@ -403,6 +413,33 @@ std::string generation_text(const coord::GenerationReport& g) {
     s += "  not compared with a single-process eager run: the unsharded model does not fit one device\n";
   s += "  time to ready " + ms(g.time_to_ready_s, 1) + " ms, time to first token " + ms(g.time_to_first_token_s, 2) +
        " ms, per-token latency " + ms(g.per_token_s, 2) + " ms\n";
+  return s;
+}
+
+std::string dry_run_text(const coord::JobReport& r, const std::string& title) {
+  const coord::JobInfo& g = r.job;
+  std::string s = "== dry run of " + title + ": world " + std::to_string(g.world_size) + ", tp " +
+                  std::to_string(g.tp) + ", pp " + std::to_string(g.pp) + ", " + g.mode +
+                  "; nothing compiled or written\n";
+  int from_store = 0;  // owners reading their store's object (a new entry): neither loaded nor fetched
+  for (const coord::RankReport& rr : r.per_rank)
+    for (const coord::RankMethod& m : rr.methods) {
+      const MethodReport& x = m.report;
+      from_store += !x.hit && !x.remote && x.read_store;
+      std::string what = x.hit          ? "load (its own entry)"
+                         : x.remote     ? "fetch from the remote"
+                         : x.read_store ? "load (the store's object of the same computation, a new entry)"
+                         : x.compiled   ? "compile (" + x.reason + ")"
+                         : x.fetched    ? (x.owner >= 0 ? "fetch from rank " + std::to_string(x.owner)
+                                                        : "fetch from the remote (through its host's reader)")
+                                        : "compile (" + x.reason + ")";
+      s += "  rank " + std::to_string(rr.rank) + " " + x.method + ": " + what + "\n";
+    }
+  const bool warm = r.compiled == 0;
+  s += "  predicted         " + std::to_string(r.loaded) + " loaded, " + std::to_string(from_store) +
+       " read from the store, " + std::to_string(r.fetched) + " fetched, " + std::to_string(r.remote_reads) +
+       " read from the remote, " + std::to_string(r.compiled) + " compiled of " + std::to_string(r.rank_methods()) +
+       " rank-methods: " + (warm ? "the job would start warm" : "the job would compile") + "\n";
   return s;
 }
 
@@ -473,7 +510,8 @@ void report_job(const Job& job, const std::string& title, double wall_s,
   auto report = coord::gather_job_report(info, coord::local_rank_report(job.rank(), job.captures), job.args.timeout_s);
   if (!report) return;  // not rank 0
   report->generation = std::move(generation);
-  std::fputs(job_report_text(*report, title).c_str(), stdout);
+  report->dry_run = job.args.dry_run;
+  std::fputs((job.args.dry_run ? dry_run_text(*report, title) : job_report_text(*report, title)).c_str(), stdout);
   if (!job.args.report_json.empty()) {
     // Whole or not at all, through an exclusively created temporary that
     // never follows a link (the report may go to a shared directory).

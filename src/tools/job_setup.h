@@ -43,7 +43,10 @@ struct JobArgs {
   std::string size = "small";  // tiny-llama config: small (default) or large
   int64_t max_seq = 0;         // caps the KV-cache length (0: the config's)
   bool check_only = false;     // --check-args: validate, start nothing
-  std::string remote;          // --remote URL (default: $NPUCACHE_REMOTE)
+  // --dry-run: meta weights, every rank-method's keys looked up and
+  // planned, nothing compiled or written; the report predicts the outcomes.
+  bool dry_run = false;
+  std::string remote;  // --remote URL (default: $NPUCACHE_REMOTE)
   bool remote_read_only = false;
   std::string signing_key;        // --signing-key FILE (default: $NPUCACHE_REMOTE_SIGNING_KEY)
   std::string trusted_keys;       // --trusted-keys FILE (default: $NPUCACHE_REMOTE_TRUSTED_KEYS)
@@ -137,6 +140,11 @@ ExampleInputs example_inputs();
 // has them): the tokens, whether they equal the single-process eager
 // result, the latencies.
 std::string generation_text(const coord::GenerationReport& g);
+
+// A dry run's lines at rank 0: per rank-method what a real run would do
+// (load, read its store, fetch from rank N or the remote, compile and why),
+// then whether the job would start warm.
+std::string dry_run_text(const coord::JobReport& r, const std::string& title);
 
 // The job report's table, as the job prints it at rank 0.
 std::string job_report_text(const coord::JobReport& r, const std::string& title);
