@@ -95,6 +95,9 @@ default cache directory (default \\fI.npucache\\fR under the working directory)
 .B NPUCACHE_LOG_LEVEL
 trace, debug, info (default), warn, error, critical or off
 .TP
+.B NPUCACHE_METRICS_FILE
+a file the process rewrites with its cache counters in Prometheus' text format (every \\fBNPUCACHE_METRICS_INTERVAL\\fR seconds, default 5, and at exit; rank 0 only in an MPI job)
+.TP
 .B NPUCACHE_REMOTE
 the remote cache tier: redis://host:port[/db][?read\\-only&timeout=5s&connect\\-timeout=100ms&max\\-object=64M]
 , redis+unix:///path or file:///shared/dir (a directory every host mounts); unset: none (\\fB\\-\\-remote\\fR overrides it)
