@@ -14,6 +14,7 @@ PACKAGES=(
   libsodium-dev
   libxxhash-dev
   libhiredis-dev redis-server redis-tools
+  prometheus prometheus-node-exporter curl
   libcli11-dev
   nlohmann-json3-dev
   libgtest-dev libgmock-dev

@@ -6,6 +6,7 @@
 #include "log/log.h"
 #include "process/context.h"
 #include "process/env.h"
+#include "storage/stats.h"
 
 #include <chrono>
 #include <ctime>
@@ -20,6 +21,28 @@ double thread_cpu() {
   timespec ts{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
   return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+}  // namespace
+
+std::string_view served_from(const MethodReport& r) {
+  if (r.hit) return "hit_local";
+  if (r.compiled) return "compiled";
+  if (r.fetched) return "received";
+  if (r.remote) return "hit_remote";
+  if (r.read_store) return "reused_other_layout";
+  return "compiled";
+}
+
+namespace {
+
+// The statistics counter of a miss served as `r` says.
+storage::Served served_kind(const MethodReport& r) {
+  const std::string_view from = served_from(r);
+  if (from == "hit_remote") return storage::Served::remote;
+  if (from == "reused_other_layout") return storage::Served::other_layout;
+  if (from == "received") return storage::Served::rank;
+  return storage::Served::compiled;
 }
 
 }  // namespace
@@ -57,6 +80,9 @@ compiler::FirstEntry MethodSource::first_call(const FlatArgs& args, const compil
                         : served ? report_.reason + "; the stored object of the same computation was reused"
                                  : report_.reason;
   first.status.entry = cache_->where();
+  // A local hit was counted by the lookup; a miss is counted by how it was served.
+  if (!disabled_ && !report_.hit)
+    storage::record_served(cache_->dir(), served_kind(report_), report_.compiled ? 0.0 : served_compile_s_);
   if (!disabled_ && cache_->captures() && names::valid_graph_key(report_.graph_key))
     first.templates = cache_->templates(report_.graph_key);
   if (sink_) sink_(report_);
@@ -215,6 +241,7 @@ std::shared_ptr<compiler::CompiledGraph> LocalSource::served_by_remote(MethodCac
   report().remote = true;
   report().graph_key = fetched.object.graph_key;
   report().remote_bytes = fetched.object.raw.size();
+  served_compile_s_ = fetched.object.meta.compile_time_s;
   report().artifact_bytes = fetched.object.raw.size();
   report().artifact_checksum = fetched.object.meta.checksum;
   if (!disabled_) {  // committed locally off the path to ready: the next start is local
@@ -246,6 +273,7 @@ std::shared_ptr<compiler::CompiledGraph> LocalSource::obtain(const FlatArgs& arg
   if (auto stored =
           compile_every_miss_ ? std::nullopt : cache().stored(MethodCache::Tier::local, id, *tr, args, compile)) {
     report().read_store = true;
+    served_compile_s_ = stored->object.meta.compile_time_s;
     persist_entry(*stored->graph, stored->object);
     return stored->graph;
   }

@@ -17,6 +17,13 @@
 
 namespace npucache::cache {
 
+// Where a rank-method's program came from, as the job report and `npucache
+// stats` name it: "hit_local" (its own entry), "hit_remote" (this rank read
+// the remote tier), "reused_other_layout" (this rank read the store's
+// object of the same computation: another layout's, or one its own entry
+// could not serve), "received" (from another rank of the job), "compiled".
+std::string_view served_from(const MethodReport& r);
+
 class MethodSource : public compiler::EntrySource {
  public:
   using ReportSink = std::function<void(const MethodReport&)>;
@@ -72,6 +79,9 @@ class MethodSource : public compiler::EntrySource {
   MethodReport& report() { return report_; }
   // Set when the cache was refused: nothing is written.
   bool disabled_ = false;
+  // What the program a miss was served with cost to compile (its object's
+  // record), when an obtain() path knows it: the compile time it avoided.
+  double served_compile_s_ = 0;
 
  private:
   std::shared_ptr<MethodCache> cache_;

@@ -453,6 +453,7 @@ void CoordinatedSource::load(Call& c, LocalFailure failure) {
       c.object = object_of(c.wire, c.id.key);
       rep.artifact_bytes = c.object.raw.size();
       rep.artifact_checksum = c.object.meta.checksum;
+      served_compile_s_ = c.object.meta.compile_time_s;
       c.g = cache().prepare(cache::decode(c.object, c.params), c.args, c.compile);
     }
   } catch (...) {

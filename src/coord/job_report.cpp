@@ -1,5 +1,6 @@
 #include "coord/job_report.h"
 
+#include "cache/source.h"
 #include "mpi/comm.h"
 #include "process/context.h"
 
@@ -100,6 +101,7 @@ RankReport local_rank_report(int rank, const Captures& captures) {
   r.host = process::Context::current().identity().host;
   r.peak_rss_bytes = peak_rss_bytes();
   r.captures = captures;
+  r.counters = storage::process_counters();
   const auto steps = dist::step_reports();
   std::size_t next_step = 0;
   for (const auto& m : dist::reports()) {
@@ -130,6 +132,7 @@ JobReport assemble_job_report(const JobInfo& job, std::vector<RankReport> ranks)
     j.captures.recorded += r.captures.recorded;
     j.captures.restored += r.captures.restored;
     j.captures.recaptured += r.captures.recaptured;
+    storage::add_counters(j.counters, r.counters);
     for (const RankMethod& rm : r.methods) {
       const MethodReport& m = rm.report;
       keys.insert(m.graph_key);
@@ -139,8 +142,12 @@ JobReport assemble_job_report(const JobInfo& job, std::vector<RankReport> ranks)
         sub.compiled_by.push_back(r.rank);
         sub.compile_cpu_s += m.compile_cpu_s;
       }
-      j.compiled += m.compiled;
-      j.loaded += m.hit;
+      const std::string_view from = cache::served_from(m);
+      j.compiled += from == "compiled";
+      j.loaded += from == "hit_local";
+      j.hit_remote += from == "hit_remote";
+      j.reused_other_layout += from == "reused_other_layout";
+      j.received += from == "received";
       j.fetched += m.fetched;
       j.remote_reads += m.remote;
       j.remote_bytes_read += m.remote_bytes;
@@ -179,6 +186,11 @@ JobReport assemble_job_report(const JobInfo& job, std::vector<RankReport> ranks)
     }
     j.coordination_s += row.coordination_s();
   }
+  for (const RankReport& r : ranks)
+    for (const RankMethod& rm : r.methods) {
+      const std::string_view from = cache::served_from(rm.report);
+      j.warm += from != "compiled" && (from != "received" || subgraphs[rm.report.graph_key].compiled_by.empty());
+    }
   j.hosts = std::max(j.hosts, static_cast<int>(host_names.size()));
   j.unique_subgraphs = keys.size();
   for (auto& [key, sub] : subgraphs) {
@@ -228,6 +240,7 @@ void to_json(json& j, const RankMethod& rm) {
        {"writer", r.writer},
        {"saved", r.saved},
        {"reason", r.reason},
+       {"served_from", std::string(cache::served_from(r))},
        {"pass_times_s", pass_times},
        {"kernels_tuned", r.kernels_tuned},
        {"kernels_reused", r.kernels_reused}};
@@ -297,7 +310,8 @@ void to_json(json& j, const RankReport& r) {
        {"graph_keys", r.graph_keys()},
        {"hit", r.hit()},
        {"compile_s", r.compile_s()},
-       {"compile_cpu_s", r.compile_cpu_s()}};
+       {"compile_cpu_s", r.compile_cpu_s()},
+       {"counters", json::parse(storage::counters_json(r.counters))}};
 }
 
 void from_json(const json& j, RankReport& r) {
@@ -306,6 +320,7 @@ void from_json(const json& j, RankReport& r) {
   j.at("peak_rss_bytes").get_to(r.peak_rss_bytes);
   r.captures = j.contains("captures") ? captures_from_json(j.at("captures")) : Captures{};
   j.at("methods").get_to(r.methods);
+  r.counters = j.contains("counters") ? storage::counters_from_json(j.at("counters").dump()) : storage::CacheStats{};
 }
 
 void to_json(json& j, const JobReport& r) {
@@ -322,7 +337,8 @@ void to_json(json& j, const JobReport& r) {
   for (const Subgraph& s : r.subgraphs)
     subgraphs.push_back(
         {{"graph_key", s.graph_key}, {"compiled_by", s.compiled_by}, {"compile_cpu_s", s.compile_cpu_s}});
-  j = {{"model", g.model},
+  j = {{"schema_version", kJobReportSchemaVersion},
+       {"model", g.model},
        {"architecture", g.architecture},
        {"layers", g.layers},
        {"hidden", g.hidden},
@@ -341,6 +357,11 @@ void to_json(json& j, const JobReport& r) {
        {"compiled", r.compiled},
        {"loaded", r.loaded},
        {"fetched", r.fetched},
+       {"hit_local", r.loaded},
+       {"hit_remote", r.hit_remote},
+       {"reused_other_layout", r.reused_other_layout},
+       {"received", r.received},
+       {"warm", r.warm},
        {"remote_reads", r.remote_reads},
        {"remote_bytes_read", r.remote_bytes_read},
        {"writers", r.writers},
@@ -397,6 +418,10 @@ void from_json(const json& j, JobReport& r) {
   j.at("compiled").get_to(r.compiled);
   j.at("loaded").get_to(r.loaded);
   j.at("fetched").get_to(r.fetched);
+  r.hit_remote = value_or<int>(j, "hit_remote", 0);
+  r.reused_other_layout = value_or<int>(j, "reused_other_layout", 0);
+  r.received = value_or<int>(j, "received", 0);
+  r.warm = value_or<int>(j, "warm", 0);
   j.at("remote_reads").get_to(r.remote_reads);
   j.at("remote_bytes_read").get_to(r.remote_bytes_read);
   j.at("writers").get_to(r.writers);

@@ -13,6 +13,8 @@
 #include <npucache/cache.h>
 #include <npucache/coordinator.h>
 
+#include "storage/stats.h"
+
 #include <nlohmann/json_fwd.hpp>
 
 #include <array>
@@ -24,6 +26,11 @@
 #include <vector>
 
 namespace npucache::coord {
+
+// The version of the report's JSON (its `schema_version`): raised when a
+// field changes meaning or goes; fields are added without raising it.
+// 2: the split of rank-methods by where their program came from.
+inline constexpr int kJobReportSchemaVersion = 2;
 
 // The coordinator's steps, in the order of docs/SCALING.md: the keys of
 // `steps`, `steps_s` and `steps_min_s` in the JSON.
@@ -54,6 +61,9 @@ struct RankReport {
   std::size_t peak_rss_bytes = 0;  // the process's VmHWM
   Captures captures;
   std::vector<RankMethod> methods;  // in call order
+  // The process's cache counters (storage::process_counters()): the job's
+  // metrics are their sum over ranks.
+  storage::CacheStats counters;
 
   // Derived from `methods` (written to the JSON, not read back):
   std::vector<std::string> graph_keys() const;
@@ -117,9 +127,17 @@ struct JobReport {
   // from another rank, read it from the remote tier; (rank, method) index
   // writes and the entries they wrote.
   int compiled = 0, loaded = 0, fetched = 0, remote_reads = 0, writers = 0, entries_written = 0;
+  // Every rank-method by where its program came from (cache::served_from):
+  // hit_local (= loaded), hit_remote, reused_other_layout, received,
+  // compiled (= compiled); they sum to rank_methods().
+  int hit_remote = 0, reused_other_layout = 0, received = 0;
+  // Rank-methods served without a compile of this job: every source but
+  // compiled, less those received from a rank that compiled the program.
+  int warm = 0;
   std::size_t remote_bytes_read = 0;
   int kernels_tuned = 0, kernels_reused = 0;
   Captures captures;                    // summed over ranks
+  storage::CacheStats counters;         // every rank's process counters, summed
   std::size_t max_peak_rss_bytes = 0;   // the largest of any rank
   double compile_cpu_s = 0;             // summed over ranks
   std::size_t bytes_exchanged = 0;      // artifact bytes received, summed over ranks

@@ -8,11 +8,14 @@
 #include "process/env.h"
 #include "process/once.h"
 #include "storage/dir.h"
+#include "storage/metrics.h"
 #include "storage/store.h"
 
 #include <nlohmann/json.hpp>
 
+#include <atomic>
 #include <mutex>
+#include <set>
 
 namespace npucache::storage {
 namespace fs = std::filesystem;
@@ -26,22 +29,10 @@ double now() { return process::Context::current().env().wall_s(); }
 // misses; anything larger is not ours.
 constexpr std::size_t kMaxStatsBytes = std::size_t{16} << 20;
 
-// An I/O error reading the file is thrown (an update then writes nothing:
-// the counters on disk are unread, not damaged).
-CacheStats parse(const Dir& dir) {
+// The counters, last uses and misses of a stats.json document: damaged or
+// foreign values are skipped, never trusted or thrown.
+CacheStats from_doc(const nlohmann::json& j) {
   CacheStats s;
-  std::optional<std::string> text_bytes;
-  try {
-    text_bytes = dir.read(names::kStatsFile, kMaxStatsBytes);
-  } catch (const IoError&) {
-    throw;
-  } catch (const CacheError& e) {
-    log::warn("{}; statistics start afresh", e.what());
-  }
-  if (!text_bytes) return s;
-  nlohmann::json j = nlohmann::json::parse(*text_bytes, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return s;
-  // Damaged or foreign values are skipped, never trusted or thrown.
   auto count = [&](const char* k) {
     auto it = j.find(k);
     return it != j.end() && it->is_number_unsigned() ? it->get<uint64_t>() : uint64_t{0};
@@ -56,6 +47,13 @@ CacheStats parse(const Dir& dir) {
   s.captures = count("captures");
   s.restores = count("restores");
   s.recaptures = count("recaptures");
+  s.hits_remote = count("hits_remote");
+  s.hits_other_layout = count("hits_other_layout");
+  s.hits_rank = count("hits_rank");
+  s.compiles = count("compiles");
+  if (auto mc = j.find("misses_by_cause"); mc != j.end() && mc->is_object())
+    for (auto& [k, v] : mc->items())
+      if (v.is_number_unsigned()) s.misses_by_cause[k] = v.get<uint64_t>();
   if (auto t = j.find("compile_time_saved_s"); t != j.end() && t->is_number() && t->get<double>() >= 0)
     s.compile_time_saved_s = t->get<double>();
   if (auto lu = j.find("last_used"); lu != j.end() && lu->is_object())
@@ -98,6 +96,54 @@ CacheStats parse(const Dir& dir) {
   return s;
 }
 
+// The stats.json document of `s`.
+nlohmann::json to_doc(const CacheStats& s) {
+  nlohmann::json j;
+  j["hits"] = s.hits;
+  j["misses"] = s.misses;
+  j["saves"] = s.saves;
+  j["captures"] = s.captures;
+  j["restores"] = s.restores;
+  j["recaptures"] = s.recaptures;
+  j["hits_remote"] = s.hits_remote;
+  j["hits_other_layout"] = s.hits_other_layout;
+  j["hits_rank"] = s.hits_rank;
+  j["compiles"] = s.compiles;
+  j["misses_by_cause"] = s.misses_by_cause;
+  j["compile_time_saved_s"] = s.compile_time_saved_s;
+  j["last_used"] = s.last_used;
+  if (!s.remote.empty()) {
+    j["remote"] = {
+        {"hits", s.remote.hits},     {"misses", s.remote.misses},         {"writes", s.remote.writes},
+        {"errors", s.remote.errors}, {"bytes_read", s.remote.bytes_read}, {"bytes_written", s.remote.bytes_written},
+        {"time_s", s.remote.time_s}};
+    if (!s.remote.shards.empty()) j["remote"]["shards"] = s.remote.shards;
+  }
+  j["recent_misses"] = nlohmann::json::array();
+  for (const auto& m : s.recent_misses)
+    j["recent_misses"].push_back(
+        {{"time", m.time}, {"entry", m.entry}, {"reason", m.reason}, {"differences", m.differences}});
+  return j;
+}
+
+// An I/O error reading the file is thrown (an update then writes nothing:
+// the counters on disk are unread, not damaged).
+CacheStats parse(const Dir& dir) {
+  CacheStats s;
+  std::optional<std::string> text_bytes;
+  try {
+    text_bytes = dir.read(names::kStatsFile, kMaxStatsBytes);
+  } catch (const IoError&) {
+    throw;
+  } catch (const CacheError& e) {
+    log::warn("{}; statistics start afresh", e.what());
+  }
+  if (!text_bytes) return s;
+  nlohmann::json j = nlohmann::json::parse(*text_bytes, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return s;
+  return from_doc(j);
+}
+
 void add_remote(RemoteCounters& into, const RemoteCounters& d) {
   into.hits += d.hits;
   into.misses += d.misses;
@@ -110,6 +156,23 @@ void add_remote(RemoteCounters& into, const RemoteCounters& d) {
   into.time_s += d.time_s;
 }
 
+// Every counter of `d` added to `into` (not last-use times or miss records).
+void sum_counters(CacheStats& into, const CacheStats& d) {
+  into.hits += d.hits;
+  into.misses += d.misses;
+  into.saves += d.saves;
+  into.captures += d.captures;
+  into.restores += d.restores;
+  into.recaptures += d.recaptures;
+  into.hits_remote += d.hits_remote;
+  into.hits_other_layout += d.hits_other_layout;
+  into.hits_rank += d.hits_rank;
+  into.compiles += d.compiles;
+  for (const auto& [k, v] : d.misses_by_cause) into.misses_by_cause[k] += v;
+  into.compile_time_saved_s += d.compile_time_saved_s;
+  add_remote(into.remote, d.remote);
+}
+
 template <class F>
 void update(const fs::path& dir, F&& change) {
   try {
@@ -119,26 +182,7 @@ void update(const fs::path& dir, F&& change) {
     FileLock lock = d.sub(names::kLocksDir, Create::yes).lock(names::kStatsLock);
     CacheStats s = parse(d);
     change(s);
-    nlohmann::json j;
-    j["hits"] = s.hits;
-    j["misses"] = s.misses;
-    j["saves"] = s.saves;
-    j["captures"] = s.captures;
-    j["restores"] = s.restores;
-    j["recaptures"] = s.recaptures;
-    j["compile_time_saved_s"] = s.compile_time_saved_s;
-    j["last_used"] = s.last_used;
-    if (!s.remote.empty()) {
-      j["remote"] = {
-          {"hits", s.remote.hits},     {"misses", s.remote.misses},         {"writes", s.remote.writes},
-          {"errors", s.remote.errors}, {"bytes_read", s.remote.bytes_read}, {"bytes_written", s.remote.bytes_written},
-          {"time_s", s.remote.time_s}};
-      if (!s.remote.shards.empty()) j["remote"]["shards"] = s.remote.shards;
-    }
-    j["recent_misses"] = nlohmann::json::array();
-    for (const auto& m : s.recent_misses)
-      j["recent_misses"].push_back(
-          {{"time", m.time}, {"entry", m.entry}, {"reason", m.reason}, {"differences", m.differences}});
+    const nlohmann::json j = to_doc(s);
     d.write(names::kStatsFile, j.dump(1) + "\n");
     // Every process that used the cache ends here: damaged markers heal.
     store.heal_markers();
@@ -164,11 +208,24 @@ class Pending {
     c.on_flush([this] { flush(); });
   }
   ~Pending() { flush(); }
+  // Adds to the directory's pending counters and to the process's totals.
   template <class F>
   void add(const fs::path& dir, F&& f) {
     if (process::dry_run()) return;  // a dry run records nothing
     std::lock_guard lock(mu_);
     f(pending_[dir.string()]);
+    f(totals_);
+    totals_.last_used.clear();
+    totals_.recent_misses.clear();
+    dirs_.insert(dir.string());
+  }
+  CacheStats totals() {
+    std::lock_guard lock(mu_);
+    return totals_;
+  }
+  std::vector<fs::path> dirs() {
+    std::lock_guard lock(mu_);
+    return {dirs_.begin(), dirs_.end()};
   }
   void flush() {
     std::map<std::string, CacheStats> todo;
@@ -178,13 +235,9 @@ class Pending {
     }
     for (auto& [dir, p] : todo)
       update(dir, [&](CacheStats& s) {
-        s.hits += p.hits;
-        s.misses += p.misses;
-        s.saves += p.saves;
-        s.compile_time_saved_s += p.compile_time_saved_s;
+        sum_counters(s, p);
         for (const auto& [e, t] : p.last_used) s.last_used[e] = t;
         for (auto& m : p.recent_misses) s.recent_misses.push_back(m);
-        add_remote(s.remote, p.remote);
         if (s.recent_misses.size() > kRecentMisses)
           s.recent_misses.erase(s.recent_misses.begin(),
                                 s.recent_misses.end() - static_cast<std::ptrdiff_t>(kRecentMisses));
@@ -194,13 +247,47 @@ class Pending {
  private:
   std::mutex mu_;
   std::map<std::string, CacheStats> pending_;
+  CacheStats totals_;
+
+ public:
+  std::atomic<bool> metrics_checked{false};
+
+ private:
+  std::set<std::string> dirs_;
 };
 
-Pending& pending() { return process::Context::current().get<Pending>(); }
+Pending& pending() {
+  process::Context& c = process::Context::current();
+  Pending& p = c.get<Pending>();
+  // The metrics file (NPUCACHE_METRICS_FILE) starts with the counters it
+  // writes, after them (it is destroyed, and stops, first).
+  if (!p.metrics_checked.exchange(true)) start_metrics_file(c);
+  return p;
+}
 
 }  // namespace
 
 CacheStats read_stats(const fs::path& dir) { return parse(Dir::open(dir, Safety::cache, Create::no)); }
+
+void add_counters(CacheStats& into, const CacheStats& counters) { sum_counters(into, counters); }
+
+std::string counters_json(const CacheStats& s) {
+  CacheStats c;
+  sum_counters(c, s);
+  nlohmann::json j = to_doc(c);
+  j.erase("last_used");
+  j.erase("recent_misses");
+  return j.dump();
+}
+
+CacheStats counters_from_json(std::string_view text) {
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  return j.is_object() ? from_doc(j) : CacheStats{};
+}
+
+CacheStats process_counters() { return pending().totals(); }
+
+std::vector<fs::path> process_dirs() { return pending().dirs(); }
 
 void flush_stats() { pending().flush(); }
 
@@ -217,6 +304,7 @@ void record_hit(const fs::path& dir, const std::string& entry, double compile_se
 void record_miss(const fs::path& dir, const MissRecord& miss) {
   pending().add(dir, [&](CacheStats& s) {
     ++s.misses;
+    ++s.misses_by_cause[miss.reason.empty() ? "unknown" : miss.reason];
     MissRecord m = miss;
     m.time = now();
     s.recent_misses.push_back(std::move(m));
@@ -234,6 +322,18 @@ void record_save(const fs::path& dir, const std::vector<std::string>& entries) {
   });
 }
 
+void record_served(const fs::path& dir, Served how, double compile_seconds) {
+  pending().add(dir, [&](CacheStats& s) {
+    switch (how) {
+      case Served::remote: ++s.hits_remote; break;
+      case Served::other_layout: ++s.hits_other_layout; break;
+      case Served::rank: ++s.hits_rank; break;
+      case Served::compiled: ++s.compiles; return;
+    }
+    if (compile_seconds > 0) s.compile_time_saved_s += compile_seconds;
+  });
+}
+
 void record_captures(const fs::path& dir, uint64_t captures, uint64_t restores, uint64_t recaptures) {
   pending().add(dir, [&](CacheStats& s) {
     s.captures += captures;
@@ -246,6 +346,8 @@ void zero_stats(const fs::path& dir) {
   update(dir, [](CacheStats& s) {
     s.hits = s.misses = s.saves = 0;
     s.captures = s.restores = s.recaptures = 0;
+    s.hits_remote = s.hits_other_layout = s.hits_rank = s.compiles = 0;
+    s.misses_by_cause.clear();
     s.compile_time_saved_s = 0;
     s.remote = {};
     s.recent_misses.clear();

@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace npucache::storage {
@@ -44,12 +45,23 @@ struct RemoteCounters {
   }
 };
 
+// Where a lookup that missed its own entry got its program from: the
+// remote tier, the store's object of the same computation (another
+// layout's, or one an entry that could not serve pointed at), another rank
+// of the job (the coordinator's exchange), or a compile. Local hits are
+// `hits`.
+enum class Served { remote, other_layout, rank, compiled };
+
 struct CacheStats {
   uint64_t hits = 0, misses = 0, saves = 0;
+  // Of the misses: how each was served (record_served), and their causes
+  // ("absent", "stale", ...: MissRecord::reason).
+  uint64_t hits_remote = 0, hits_other_layout = 0, hits_rank = 0, compiles = 0;
+  std::map<std::string, uint64_t> misses_by_cause;
   // Reduce-overhead captures: recorded (and saved as templates), restored
   // from a template instead of captured, stored templates not usable.
   uint64_t captures = 0, restores = 0, recaptures = 0;
-  double compile_time_saved_s = 0;          // compile time of the entries served by hits
+  double compile_time_saved_s = 0;          // compile time of the programs served by hits of any source
   std::map<std::string, double> last_used;  // entry path -> unix time
   std::vector<MissRecord> recent_misses;    // newest last, at most 20
   RemoteCounters remote;
@@ -64,7 +76,23 @@ void record_miss(const std::filesystem::path& dir, const MissRecord& miss);
 // Adds a remote call's counts (accumulated like the others).
 void record_remote(const std::filesystem::path& dir, const RemoteCounters& delta);
 void record_save(const std::filesystem::path& dir, const std::vector<std::string>& entries);
+// A miss served without this rank's entry: `compile_seconds` is what the
+// program it got cost to compile (0 for `compiled`, or when unknown).
+void record_served(const std::filesystem::path& dir, Served how, double compile_seconds);
 void record_captures(const std::filesystem::path& dir, uint64_t captures, uint64_t restores, uint64_t recaptures);
+// The counters this process recorded since it started, summed over its
+// cache directories (no last-use times or miss records): the figures of a
+// serving process's metrics (metrics.h).
+CacheStats process_counters();
+// Adds every counter of `counters` to `into` (not last-use times or misses).
+void add_counters(CacheStats& into, const CacheStats& counters);
+// The counters as JSON (stats.json's fields, without last-use times or
+// misses), and back (fields missing or damaged are zero): the job report
+// carries each rank's this way.
+std::string counters_json(const CacheStats& counters);
+CacheStats counters_from_json(std::string_view text);
+// The cache directories this process recorded anything for.
+std::vector<std::filesystem::path> process_dirs();
 // Merges the accumulated counters into every touched stats file.
 void flush_stats();
 // Makes the process's accumulated counters now, without flushing: services

@@ -6,7 +6,7 @@
 //                              (ENTRY as ls prints it, or its path)
 //   verify [D] [--repair]      checks every file and entry; exit status 1 on
 //                              damage; --repair heals it
-//   stats [D] [--zero]         entries, objects, sizes, compression, orphans,
+//   stats [D] [--zero] [--format text|json|prometheus]  entries, objects, sizes, compression, orphans,
 //                              hit rate, limit
 //   explain [D] [--entry P]    why lookups missed / an entry vs its nearest
 //   export [D] -o FILE         the Mega-Cache bundle of a cache
@@ -27,6 +27,7 @@
 #include "admin/admin.h"
 #include "log/progress.h"
 #include "process/settings.h"
+#include "storage/metrics.h"
 #include "tools/commands.h"
 
 #include <nlohmann/json.hpp>
@@ -154,7 +155,7 @@ void cmd_verify(const std::string& d, bool repair, bool dry_run, bool json, doub
               v.objects, v.indexes, v.templates, v.bad.size(), repair && !v.bad.empty() ? ", repaired" : "");
 }
 
-void cmd_stats(const std::string& d, bool zero, bool json) {
+void cmd_stats(const std::string& d, bool zero, bool json, const std::string& format) {
   const std::string dir = dir_or_default(d);
   if (zero) {
     cache::admin::zero_stats(dir);
@@ -162,9 +163,19 @@ void cmd_stats(const std::string& d, bool zero, bool json) {
     return;
   }
   const auto s = cache::admin::stats(dir);
+  if (format == "prometheus") {
+    std::fputs(storage::prometheus_text(s.counters, storage::CacheBytes{s.stored_bytes, s.raw_bytes}).c_str(), stdout);
+    return;
+  }
   using cache::format_size;
-  const auto lookups = s.counters.hits + s.counters.misses;
-  const double hit_rate = lookups ? static_cast<double>(s.counters.hits) / static_cast<double>(lookups) : 0.0;
+  const auto& c = s.counters;
+  const auto lookups = c.hits + c.misses;
+  // Every lookup served without compiling (any source), and those of its own entry.
+  const auto warm = c.hits + c.hits_remote + c.hits_other_layout + c.hits_rank;
+  const auto rate = [&](uint64_t n) {
+    return lookups ? static_cast<double>(std::min(n, lookups)) / static_cast<double>(lookups) : 0.0;
+  };
+  const double hit_rate = rate(warm), local_hit_rate = rate(c.hits);
   if (json) {
     print_json({{"dir", dir},
                 {"entries", s.entries},
@@ -182,6 +193,13 @@ void cmd_stats(const std::string& d, bool zero, bool json) {
                 {"hits", s.counters.hits},
                 {"misses", s.counters.misses},
                 {"hit_rate", hit_rate},
+                {"local_hit_rate", local_hit_rate},
+                {"hit_local", c.hits},
+                {"hit_remote", c.hits_remote},
+                {"reused_other_layout", c.hits_other_layout},
+                {"received", c.hits_rank},
+                {"compiled", c.compiles},
+                {"misses_by_cause", c.misses_by_cause},
                 {"saves", s.counters.saves},
                 {"captures", s.counters.captures},
                 {"restores", s.counters.restores},
@@ -217,9 +235,18 @@ void cmd_stats(const std::string& d, bool zero, bool json) {
              std::to_string(s.max_size ? 100 * s.stored_bytes / std::max<std::size_t>(*s.max_size, 1) : 0) + "% used)")
                 .c_str()
           : "none (npucache config max-size SIZE sets one)");
-  std::printf("hits             %llu\nmisses           %llu\nhit rate         %.1f %%\nsaves            %llu\n",
-              static_cast<unsigned long long>(s.counters.hits), static_cast<unsigned long long>(s.counters.misses),
-              100.0 * hit_rate, static_cast<unsigned long long>(s.counters.saves));
+  const auto u = [](uint64_t v) { return static_cast<unsigned long long>(v); };
+  std::printf("hits             %llu: %llu hit_local, %llu hit_remote, %llu reused_other_layout, %llu received\n",
+              u(warm), u(c.hits), u(c.hits_remote), u(c.hits_other_layout), u(c.hits_rank));
+  std::string causes;
+  for (const auto& [cause, n] : c.misses_by_cause)
+    causes += (causes.empty() ? " (" : ", ") + std::to_string(n) + " " + cause;
+  std::printf("misses           %llu%s%s: lookups without a usable entry of their own\n", u(c.misses), causes.c_str(),
+              causes.empty() ? "" : ")");
+  std::printf("compiled         %llu: misses that compiled\n", u(c.compiles));
+  std::printf(
+      "hit rate         %.1f %% (served without compiling; %.1f %% from their own entry)\nsaves            %llu\n",
+      100.0 * hit_rate, 100.0 * local_hit_rate, u(c.saves));
   std::printf("compile avoided  %.3f s (the recorded compile time of each entry, summed over its hits)\n",
               s.counters.compile_time_saved_s);
   std::printf("captures         %llu recorded, %llu restored from templates, %llu recaptured\n",
@@ -534,7 +561,10 @@ void add_cache_commands(CLI::App& app) {
   const auto stats_dir = add_cache_dir(stats);
   stats->add_flag("--zero,-z", *zero, "zero the counters");
   stats->add_flag("--json", *json, "print JSON");
-  stats->callback([=] { cmd_stats(stats_dir->given(), *zero, *json); });
+  auto format = std::make_shared<std::string>("text");
+  stats->add_option("--format", *format, "text, json or prometheus (the text exposition format, for node_exporter)")
+      ->check(CLI::IsMember({"text", "json", "prometheus"}));
+  stats->callback([=] { cmd_stats(stats_dir->given(), *zero, *json || *format == "json", *format); });
 
   auto* explain = app.add_subcommand("explain", "which key components made lookups miss");
   const auto explain_dir = add_cache_dir(explain);

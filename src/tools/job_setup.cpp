@@ -12,6 +12,7 @@
 #include "coord/job_progress.h"
 #include "mpi/comm.h"
 #include "storage/dir.h"
+#include "storage/metrics.h"
 #include "storage/remote_tier.h"
 #include "tools/commands.h"
 
@@ -468,8 +469,11 @@ std::string job_report_text(const coord::JobReport& r, const std::string& title)
   if (c.recorded + c.restored + c.recaptured > 0)
     s += "  captures          " + std::to_string(c.recorded) + " recorded, " + std::to_string(c.restored) +
          " restored from templates, " + std::to_string(c.recaptured) + " stored templates not usable\n";
-  s +=
-      "  cache hits        " + std::to_string(r.loaded) + " of " + std::to_string(r.rank_methods()) + " rank-methods\n";
+  s += "  warm              " + std::to_string(r.warm) + " of " + std::to_string(r.rank_methods()) +
+       " rank-methods (served without a compile in this job)\n";
+  s += "  served            " + std::to_string(r.loaded) + " hit_local, " + std::to_string(r.hit_remote) +
+       " hit_remote, " + std::to_string(r.reused_other_layout) + " reused_other_layout, " + std::to_string(r.received) +
+       " received, " + std::to_string(r.compiled) + " compiled\n";
   s += "  fetched           " + std::to_string(r.fetched) + " artifacts, " + std::to_string(r.bytes_exchanged) +
        " bytes exchanged in " + ms(r.exchange_s, 2) + " ms (" + fixed(r.exchange_gbps(), 3) + " GB/s)\n";
   if (r.remote_reads > 0)
@@ -512,6 +516,7 @@ void report_job(const Job& job, const std::string& title, double wall_s,
   report->generation = std::move(generation);
   report->dry_run = job.args.dry_run;
   std::fputs((job.args.dry_run ? dry_run_text(*report, title) : job_report_text(*report, title)).c_str(), stdout);
+  if (!job.args.dry_run) storage::set_job_counters(report->counters);
   if (!job.args.report_json.empty()) {
     // Whole or not at all, through an exclusively created temporary that
     // never follows a link (the report may go to a shared directory).

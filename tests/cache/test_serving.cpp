@@ -226,11 +226,24 @@ TEST_F(Serving, WarmReduceOverheadStartCapturesNothing) {
   Out cold = serve(args);
   ASSERT_EQ(cold.status, 0) << cold.text;
   EXPECT_TRUE(has(cold.text, "templates recorded 4 restored 0 recaptured 0")) << cold.text;
-  Out warm = serve(args);
+  // The warm process writes its metrics file (at exit, at the latest).
+  const fs::path metrics = dir.string() + "-metrics.prom";
+  fs::remove(metrics);
+  Out warm = sh("NPUCACHE_METRICS_FILE=" + metrics.string() + " " + std::string(SERVE_WORKER) + " " + dir.string() +
+                " " + args);
   ASSERT_EQ(warm.status, 0) << warm.text;
   EXPECT_EQ(number(warm.text, "compiles"), 0) << warm.text;
   EXPECT_TRUE(has(warm.text, "templates recorded 0 restored 4 recaptured 0")) << warm.text;
   EXPECT_LE(maxdiff(warm.text), 1e-6) << warm.text;
+  // `stats` carries what the two processes captured and restored.
+  Out st = sh(std::string(NPUCACHE_CLI) + " stats " + dir.string());
+  EXPECT_TRUE(has(st.text, "captures         4 recorded, 4 restored from templates, 0 recaptured")) << st.text;
+  Out check = sh("promtool check metrics < " + metrics.string() + " && cat " + metrics.string());
+  EXPECT_EQ(check.status, 0) << check.text;
+  EXPECT_TRUE(has(check.text, "npucache_captures_total{kind=\"restored\"} 4\n")) << check.text;
+  EXPECT_TRUE(has(check.text, "npucache_captures_total{kind=\"recorded\"} 0\n")) << check.text;
+  EXPECT_TRUE(has(check.text, "npucache_compiles_total 0\n")) << check.text;
+  fs::remove(metrics);
   const fs::path bundle = dir.string() + ".bundle", other = dir.string() + "-imported";
   fs::remove_all(other);
   Out ex = sh(std::string(NPUCACHE_CLI) + " export " + dir.string() + " -o " + bundle.string());

@@ -156,7 +156,8 @@ expect("npucache-warmup" "${warm}" "== warmup: world 2 on 1 host, tp 2, pp 1")
 run("npucache-infer on 2 ranks" infer COMMAND ${CMAKE_COMMAND} -E env ${job_env}
     ${prefix}/${BINDIR}/npucache-infer --tp 2 --pp 1 --cache-dir ${WORK_DIR}/job-cache --tokens 4 --autotune-candidates 1
     WORKING_DIRECTORY ${WORK_DIR}/elsewhere)
-expect("npucache-infer" "${infer}" "cache hits +4 of 4 rank-methods")
+expect("npucache-infer" "${infer}" "warm +4 of 4 rank-methods")
+expect("npucache-infer" "${infer}" "served +4 hit_local, 0 hit_remote")
 expect("npucache-infer" "${infer}" "tokens equal the single-process eager result: yes")
 
 # 7. The man page and the docs.

@@ -406,4 +406,58 @@ TEST(JobReport, AFileLackingAFieldIsAnErrorNamingIt) {
   }
 }
 
+// Every rank-method by where its program came from: its own entry, the
+// remote tier, the store's object of another layout, another rank, a
+// compile; warm counts all but compiles and what was received from one.
+// Each rank's process counters travel with its report and are summed.
+TEST(JobReport, RankMethodsAreSplitByWhereTheirProgramCameFrom) {
+  std::vector<RankReport> ranks = four_ranks();  // 0 and 2 compile, 1 and 3 receive
+  ranks[1].methods[0].report = {};               // rank 1's prompt: its own entry
+  ranks[1].methods[0].report.method = "prompt";
+  ranks[1].methods[0].report.graph_key = ranks[0].methods[0].report.graph_key;
+  ranks[1].methods[0].report.hit = true;
+  ranks[0].methods[1].report.compiled = false;  // rank 0's decode: the store's object
+  ranks[0].methods[1].report.read_store = true;
+  for (RankMethod& m : ranks[2].methods) {  // stage 2: the remote tier, rank 3 receives
+    m.report.compiled = false;
+    m.report.remote = m.report.read_store = true;
+  }
+  for (RankReport& r : ranks) r.counters.hits_remote = static_cast<std::uint64_t>(r.rank);
+  ranks[3].counters.misses_by_cause["absent"] = 2;
+  const JobReport r = assemble_job_report(job_info(4), ranks);
+  EXPECT_EQ(r.loaded, 1);
+  EXPECT_EQ(r.hit_remote, 2);
+  EXPECT_EQ(r.reused_other_layout, 1);
+  EXPECT_EQ(r.received, 3);
+  EXPECT_EQ(r.compiled, 1);
+  EXPECT_EQ(r.loaded + r.hit_remote + r.reused_other_layout + r.received + r.compiled,
+            static_cast<int>(r.rank_methods()));
+  EXPECT_EQ(r.warm, 7);  // all but rank 0's compiled prompt
+  EXPECT_EQ(r.counters.hits_remote, 0u + 1u + 2u + 3u);
+  EXPECT_EQ(r.counters.misses_by_cause.at("absent"), 2u);
+  const json j = r;
+  EXPECT_EQ(j["schema_version"], kJobReportSchemaVersion);
+  EXPECT_EQ(j["schema_version"], 2);
+  EXPECT_EQ(j["hit_local"], 1);
+  EXPECT_EQ(j["hit_remote"], 2);
+  EXPECT_EQ(j["reused_other_layout"], 1);
+  EXPECT_EQ(j["received"], 3);
+  EXPECT_EQ(j["compiled"], 1);
+  EXPECT_EQ(j["warm"], 7);
+  EXPECT_EQ(j["loaded"], 1);  // the field of every earlier version, kept
+  EXPECT_EQ(j["per_rank"][0]["methods"][0]["served_from"], "compiled");
+  EXPECT_EQ(j["per_rank"][0]["methods"][1]["served_from"], "reused_other_layout");
+  EXPECT_EQ(j["per_rank"][1]["methods"][0]["served_from"], "hit_local");
+  EXPECT_EQ(j["per_rank"][1]["methods"][1]["served_from"], "received");
+  EXPECT_EQ(j["per_rank"][2]["methods"][0]["served_from"], "hit_remote");
+  EXPECT_EQ(j["per_rank"][3]["counters"]["hits_remote"], 3);
+  const JobReport back = j.get<JobReport>();
+  EXPECT_EQ(back.hit_remote, 2);
+  EXPECT_EQ(back.reused_other_layout, 1);
+  EXPECT_EQ(back.received, 3);
+  EXPECT_EQ(back.warm, 7);
+  EXPECT_EQ(back.per_rank[3].counters.hits_remote, 3u);
+  EXPECT_EQ(back.per_rank[3].counters.misses_by_cause.at("absent"), 2u);
+}
+
 }  // namespace

@@ -7,10 +7,12 @@
 #include <npucache/ops.h>
 #include <npucache/trace.h>
 
+#include "cache/source.h"
 #include "compiler/compiled_graph.h"
 #include "compiler/tuning_table.h"
 #include "mpi/comm.h"
 #include "process/context.h"
+#include "storage/stats.h"
 #include "support/cache_files.h"
 #include "support/temp_dir_test.h"
 
@@ -426,8 +428,24 @@ TEST_F(Coordinator, ElasticReuseAcrossWorldSizesCompilesNothing) {
   CacheOptions o = options("prompt");
   o.world_size = 2 * world;
   o.global_rank = world + rank;
+  const storage::CacheStats before = storage::process_counters();
   auto bigger = job("", {}, &o);
   EXPECT_EQ(total(count(bigger, &MethodReport::compiled)), 0);
+  // Warm work, counted as warm: the owners read the other layout's
+  // objects, the other ranks received them; the statistics say so.
+  int reused = 0;
+  for (const auto& r : bigger) {
+    const std::string_view from = cache::served_from(r);
+    EXPECT_TRUE(from == "reused_other_layout" || from == "received") << r.method << ": " << from;
+    reused += from == "reused_other_layout";
+  }
+  EXPECT_GT(total(reused), 0);
+  const storage::CacheStats after = storage::process_counters();
+  EXPECT_EQ(after.hits_other_layout + after.hits_rank - before.hits_other_layout - before.hits_rank, 2u);
+  EXPECT_EQ(after.compiles, before.compiles);
+  EXPECT_EQ(after.misses_by_cause.at("absent") -
+                (before.misses_by_cause.count("absent") ? before.misses_by_cause.at("absent") : 0),
+            2u);
   EXPECT_EQ(total(count(bigger, &MethodReport::hit)), 0);  // new layout entries...
   int new_entries = 0;
   for (const auto& e : testing_support::entries(dir))

@@ -38,6 +38,13 @@ for layout in "8 1" "4 2"; do
   done
   [ "$(field "$work/infer-$tp.json" captures_restored)" -ge 8 ] || fail "tp=$tp pp=$pp: fewer than 8 restores"
   [ "$(field "$work/infer-$tp.json" tokens_match_single_process)" = True ] || fail "tp=$tp pp=$pp: tokens differ from eager"
+  # `stats` carries the two jobs' captures, as their reports counted them.
+  "$bin" stats "$cache" --json > "$work/stats-$tp.json"
+  for kind in recorded:captures restored:restores recaptured:recaptures; do
+    want=$(( $(field "$work/warm-$tp.json" "captures_${kind%%:*}") + $(field "$work/infer-$tp.json" "captures_${kind%%:*}") ))
+    [ "$(field "$work/stats-$tp.json" "${kind#*:}")" = "$want" ] ||
+      fail "tp=$tp pp=$pp: stats counts $(field "$work/stats-$tp.json" "${kind#*:}") ${kind#*:}, the reports $want"
+  done
   "$bin" export "$cache" -o "$work/b.bundle" > /dev/null
   "$bin" import "$work/b.bundle" "$cache-imported" > /dev/null
   run "imported-$tp" infer.sh --cache-dir "$cache-imported" --tokens 4

@@ -47,8 +47,34 @@ field() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.ar
 run warm warmup --remote "$url"
 [ "$(field warm compiled)" -gt 0 ] || fail "the warming job compiled nothing"
 [ "$(field warm remote_reads)" = 0 ] || fail "the warming job read the empty remote"
+export NPUCACHE_METRICS_FILE="$work/job.prom"
 run fresh warmup --remote "$url" --progress always
+unset NPUCACHE_METRICS_FILE
 keys=$(field fresh unique_subgraphs)
+# Warm work counted as warm: the remote's readers and the ranks they served.
+[ "$(field fresh schema_version)" = 2 ] || fail "report schema_version $(field fresh schema_version)"
+[ "$(field fresh hit_remote)" = "$keys" ] || fail "$(field fresh hit_remote) hit_remote, $keys expected"
+[ "$(field fresh received)" = "$((8 - keys))" ] || fail "$(field fresh received) received, $((8 - keys)) expected"
+[ "$(field fresh warm)" = 8 ] || fail "$(field fresh warm) of 8 rank-methods warm"
+grep -q "^  warm              8 of 8 rank-methods" "$work/fresh.log" || fail "the job table's warm line"
+grep -q "^  served            0 hit_local, $keys hit_remote, 0 reused_other_layout, $((8 - keys)) received, 0 compiled" \
+  "$work/fresh.log" || { cat "$work/fresh.log" >&2; fail "the job table does not split the rank-methods"; }
+# `stats` of the ranks' directories says the same, summed.
+split=$(for r in 0 1 2 3; do "$cli" stats "$work/fresh/r$r" --json; done | python3 -c '
+import json, sys
+d = json.JSONDecoder(); t = sys.stdin.read().strip(); s = [0, 0, 0, 0]; i = 0
+while i < len(t):
+    o, i = d.raw_decode(t, i)
+    while i < len(t) and t[i].isspace(): i += 1
+    for k, f in enumerate(("hit_remote", "received", "compiled", "hit_local")): s[k] += o[f]
+print(*s)')
+[ "$split" = "$keys $((8 - keys)) 0 0" ] || fail "stats of the fresh directories: hit_remote received compiled hit_local = $split"
+# Rank 0's metrics file holds the job's figures, summed over its ranks.
+promtool check metrics <"$work/job.prom" || fail "promtool rejects the job's metrics file"
+grep -qx "npucache_hits_total{source=\"remote\"} $keys" "$work/job.prom" &&
+  grep -qx "npucache_hits_total{source=\"rank\"} $((8 - keys))" "$work/job.prom" &&
+  grep -qx "npucache_compiles_total 0" "$work/job.prom" ||
+  fail "the job's metrics file: $(cat "$work/job.prom")"
 # Rank 0's progress line says the same: the readers and receivers of the
 # remote's objects received every rank-method, nothing compiled or loaded.
 grep -q "npucache: 2/2 methods (decode [0-9.]* s), 8/8 rank-methods ready: 0 loaded, 0 compiled, 8 received" \
