@@ -11,7 +11,7 @@ set -euo pipefail
 cli=$1
 serve=$2
 for p in promtool prometheus prometheus-node-exporter; do
-  command -v "$p" >/dev/null || { echo "SKIP: $p is not installed (scripts/install-deps.sh)"; exit 77; }
+  command -v "$p" >/dev/null || { echo "FAIL: $p is not installed: scripts/install-deps.sh installs it" >&2; exit 1; }
 done
 work=$(mktemp -d /tmp/npucache-prometheus.XXXXXX)
 pids=()
