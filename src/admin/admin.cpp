@@ -311,7 +311,13 @@ Explanation explain(const std::string& dir, const std::string& entry) {
   Explanation out;
   out.entry = entry;
   if (entry.empty()) {
-    out.misses = read_stats(s.dir()).recent_misses;
+    const auto all = read_stats(s.dir()).recent_misses;
+    out.misses = last_job_misses(all);
+    if (!out.misses.empty()) out.job = out.misses.back().job;
+    std::set<std::string> jobs;
+    for (const auto& m : all)
+      if (m.job != out.job) jobs.insert(m.job);
+    out.earlier_jobs = jobs.size();
     return out;
   }
   const auto all = all_entries(s);

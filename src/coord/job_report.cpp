@@ -139,6 +139,7 @@ JobReport assemble_job_report(const JobInfo& job, std::vector<RankReport> ranks)
         sub.compiled_by.push_back(r.rank);
         sub.compile_cpu_s += m.compile_cpu_s;
       }
+      if (!m.hit && !m.reason.empty()) ++j.misses[m.cause.empty() ? m.reason : m.cause];
       j.compiled += m.compiled;
       j.loaded += m.hit;
       j.fetched += m.fetched;
@@ -228,6 +229,7 @@ void to_json(json& j, const RankMethod& rm) {
        {"writer", r.writer},
        {"saved", r.saved},
        {"reason", r.reason},
+       {"cause", r.cause},
        {"pass_times_s", pass_times},
        {"kernels_tuned", r.kernels_tuned},
        {"kernels_reused", r.kernels_reused}};
@@ -268,6 +270,7 @@ void from_json(const json& j, RankMethod& rm) {
   j.at("writer").get_to(r.writer);
   r.saved = value_or<bool>(j, "saved", false);
   r.reason = value_or<std::string>(j, "reason", "");
+  r.cause = value_or<std::string>(j, "cause", "");
   for (const auto& [pass, s] : j.at("pass_times_s").items()) r.pass_times_s.emplace_back(pass, s.get<double>());
   j.at("kernels_tuned").get_to(r.kernels_tuned);
   j.at("kernels_reused").get_to(r.kernels_reused);
@@ -363,7 +366,9 @@ void to_json(json& j, const JobReport& r) {
        {"coordination_s", r.coordination_s},
        {"method_steps", method_steps},
        {"subgraphs", subgraphs},
-       {"per_rank", r.per_rank}};
+       {"per_rank", r.per_rank},
+       {"misses", r.misses},
+       {"cache_dir", g.cache_dir}};
   if (const auto& gen = r.generation) {
     j["time_to_ready_s"] = gen->time_to_ready_s;
     j["time_to_first_token_s"] = gen->time_to_first_token_s;
@@ -425,6 +430,8 @@ void from_json(const json& j, JobReport& r) {
       r.subgraphs.push_back({s.at("graph_key").get<std::string>(), s.at("compiled_by").get<std::vector<int>>(),
                              s.at("compile_cpu_s").get<double>()});
   j.at("per_rank").get_to(r.per_rank);
+  if (const auto it = j.find("misses"); it != j.end() && it->is_object()) it->get_to(r.misses);
+  g.cache_dir = value_or<std::string>(j, "cache_dir", "");
   if (j.contains("tokens")) {
     GenerationReport gen;
     j.at("time_to_ready_s").get_to(gen.time_to_ready_s);

@@ -11,18 +11,17 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstdlib>
 #include <mutex>
 
 namespace npucache::storage {
 namespace fs = std::filesystem;
 namespace {
 
-constexpr std::size_t kRecentMisses = 20;
-
 double now() { return process::Context::current().env().wall_s(); }
 
-// 16 MiB: stats.json holds counters, a last-use time per entry and 20
-// misses; anything larger is not ours.
+// 16 MiB: stats.json holds counters, a last-use time per entry and
+// kKeptMisses misses; anything larger is not ours.
 constexpr std::size_t kMaxStatsBytes = std::size_t{16} << 20;
 
 // An I/O error reading the file is thrown (an update then writes nothing:
@@ -89,6 +88,7 @@ CacheStats parse(const Dir& dir) {
       if (auto t = m.find("time"); t != m.end() && t->is_number()) r.time = t->get<double>();
       r.entry = text(m, "entry");
       r.reason = text(m, "reason");
+      r.job = text(m, "job");
       if (auto d = m.find("differences"); d != m.end() && d->is_array())
         for (auto& x : *d)
           if (x.is_string()) r.differences.push_back(x.get<std::string>());
@@ -137,7 +137,7 @@ void update(const fs::path& dir, F&& change) {
     j["recent_misses"] = nlohmann::json::array();
     for (const auto& m : s.recent_misses)
       j["recent_misses"].push_back(
-          {{"time", m.time}, {"entry", m.entry}, {"reason", m.reason}, {"differences", m.differences}});
+          {{"time", m.time}, {"entry", m.entry}, {"reason", m.reason}, {"differences", m.differences}, {"job", m.job}});
     d.write(names::kStatsFile, j.dump(1) + "\n");
     // Every process that used the cache ends here: damaged markers heal.
     store.heal_markers();
@@ -183,9 +183,9 @@ class Pending {
         for (const auto& [e, t] : p.last_used) s.last_used[e] = t;
         for (auto& m : p.recent_misses) s.recent_misses.push_back(m);
         add_remote(s.remote, p.remote);
-        if (s.recent_misses.size() > kRecentMisses)
+        if (s.recent_misses.size() > kKeptMisses)
           s.recent_misses.erase(s.recent_misses.begin(),
-                                s.recent_misses.end() - static_cast<std::ptrdiff_t>(kRecentMisses));
+                                s.recent_misses.end() - static_cast<std::ptrdiff_t>(kKeptMisses));
       });
   }
 
@@ -197,6 +197,35 @@ class Pending {
 Pending& pending() { return process::Context::current().get<Pending>(); }
 
 }  // namespace
+
+std::string this_job() {
+  static const std::string job = [] {
+    std::string id;
+    for (const char* name : {"PMIX_NAMESPACE", "OMPI_MCA_orte_ess_jobid", "SLURM_JOB_ID"})
+      if (const char* v = std::getenv(name); v && *v) {
+        id = v;
+        if (const char* step = std::getenv("SLURM_STEP_ID"); step && *step && std::string(name) == "SLURM_JOB_ID")
+          id += "." + std::string(step);
+        break;
+      }
+    if (!id.empty()) return id;
+    const process::Identity me = process::Context::current().identity();
+    return me.host + ":" + std::to_string(me.pid) + ":" + std::to_string(static_cast<long long>(now()));
+  }();
+  return job;
+}
+
+std::vector<MissRecord> last_job_misses(const std::vector<MissRecord>& misses) {
+  if (misses.empty() || misses.back().job.empty()) {
+    std::vector<MissRecord> out;  // records without jobs: the unmarked tail
+    for (auto it = misses.rbegin(); it != misses.rend() && it->job.empty(); ++it) out.insert(out.begin(), *it);
+    return out;
+  }
+  std::vector<MissRecord> out;
+  for (const auto& m : misses)
+    if (m.job == misses.back().job) out.push_back(m);
+  return out;
+}
 
 CacheStats read_stats(const fs::path& dir) { return parse(Dir::open(dir, Safety::cache, Create::no)); }
 
@@ -217,6 +246,7 @@ void record_miss(const fs::path& dir, const MissRecord& miss) {
     ++s.misses;
     MissRecord m = miss;
     m.time = now();
+    if (m.job.empty()) m.job = this_job();
     s.recent_misses.push_back(std::move(m));
   });
 }

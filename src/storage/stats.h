@@ -1,6 +1,7 @@
 // Hit/miss counters kept by the library in <cache_dir>/stats.json, with
 // each entry's last use (for LRU gc) and the recent misses with the key
-// components that differed (for `npucache explain`). The record_* calls
+// components that differed, each with the job that missed (for `npucache
+// explain`, which shows the last job's). The record_* calls
 // only accumulate in memory (they are on the warm-start path); the
 // counters are merged into the file, under the cache lock and by atomic
 // rename, by flush_stats() and when the process exits normally. A stats
@@ -11,6 +12,7 @@
 
 #include "storage/uses.h"
 
+#include <cstddef>
 #include <filesystem>
 #include <map>
 #include <string>
@@ -23,7 +25,17 @@ struct MissRecord {
   std::string entry;
   std::string reason;                    // "absent", "stale", "corrupt", ...
   std::vector<std::string> differences;  // "component: stored 'a', now 'b'"
+  // The job that missed: the launcher's job (PMIx namespace, Open MPI job
+  // id, Slurm job and step), else this process (host:pid:start time); empty
+  // in records written before jobs were recorded.
+  std::string job;
 };
+
+// This process's job, as MissRecord::job records it.
+std::string this_job();
+// The misses of the job of the newest record, oldest first (all of them
+// when no record names its job).
+std::vector<MissRecord> last_job_misses(const std::vector<MissRecord>& misses);
 
 // What the remote tier did for jobs using this directory (remote_tier.h).
 struct RemoteCounters {
@@ -43,6 +55,10 @@ struct RemoteCounters {
   }
 };
 
+// The misses stats.json keeps: enough for the last job of a few hundred
+// rank-methods and the jobs before it.
+inline constexpr std::size_t kKeptMisses = 512;
+
 struct CacheStats {
   uint64_t hits = 0, misses = 0, saves = 0;
   // Reduce-overhead captures: recorded (and saved as templates), restored
@@ -50,7 +66,7 @@ struct CacheStats {
   uint64_t captures = 0, restores = 0, recaptures = 0;
   double compile_time_saved_s = 0;          // compile time of the entries served by hits
   std::map<std::string, double> last_used;  // entry path -> unix time
-  std::vector<MissRecord> recent_misses;    // newest last, at most 20
+  std::vector<MissRecord> recent_misses;    // newest last, at most kKeptMisses
   RemoteCounters remote;
 };
 
