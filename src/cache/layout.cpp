@@ -10,20 +10,29 @@ std::string layout_text(const Layout& l) {
 
 void StoredLayouts::add(const EntryRecord& e) {
   const Producer& r = e.meta.rank;
-  int& tp = max_tp_rank_[{e.meta.model_info, r.world_size}];
+  const std::pair<std::string, int> at{e.meta.model_info, r.world_size};
+  int& tp = max_tp_rank_[at];
   tp = std::max(tp, r.tp_rank);
-  int& pp = max_pp_rank_[r.world_size];
+  int& pp = max_pp_rank_[at];
   pp = std::max(pp, r.pp_rank);
+}
+
+int StoredLayouts::tp_of(const std::string& model_info, int world_size) const {
+  const auto it = max_tp_rank_.find({model_info, world_size});
+  return it == max_tp_rank_.end() ? 1 : it->second + 1;
 }
 
 Layout StoredLayouts::of(const EntryRecord& e) const {
   const Producer& r = e.meta.rank;
   Layout l;
   l.world_size = r.world_size;
-  if (auto it = max_tp_rank_.find({e.meta.model_info, r.world_size}); it != max_tp_rank_.end()) l.tp = it->second + 1;
-  if (auto it = max_pp_rank_.find(r.world_size); it != max_pp_rank_.end()) l.pp = it->second + 1;
-  l.tp = std::max(l.tp, r.tp_rank + 1);
-  l.pp = std::max(l.pp, r.pp_rank + 1);
+  l.tp = std::max(tp_of(e.meta.model_info, r.world_size), r.tp_rank + 1);
+  // The pipeline stages of one layout are model_infos of the same world
+  // size and tp degree.
+  int max_pp_rank = r.pp_rank;
+  for (const auto& [at, pp] : max_pp_rank_)
+    if (at.second == r.world_size && tp_of(at.first, at.second) == l.tp) max_pp_rank = std::max(max_pp_rank, pp);
+  l.pp = max_pp_rank + 1;
   return l;
 }
 

@@ -7,8 +7,9 @@
 // not the degrees: they are learnt from the stored entries of the same
 // model class and world size (the tp degree from the entries sharing the
 // entry's model_info, which the ranks of one pipeline stage do; the pp
-// degree from every entry of that world size). A cache holding two layouts
-// of one world size may name the larger degrees.
+// degree from the entries of that world size whose model_info has the same
+// tp degree). The caller leaves out what its own job wrote. A cache holding
+// two layouts of one world size and tp degree names the larger pp degree.
 #pragma once
 
 #include "cache/uses.h"
@@ -38,8 +39,10 @@ class StoredLayouts {
   Layout of(const EntryRecord& e) const;
 
  private:
+  int tp_of(const std::string& model_info, int world_size) const;
   std::map<std::pair<std::string, int>, int> max_tp_rank_;  // (model_info, world size)
-  std::map<int, int> max_pp_rank_;                          // world size
+  // (model_info, world size) -> the largest pp rank of its entries
+  std::map<std::pair<std::string, int>, int> max_pp_rank_;
 };
 
 // What differs between the place of a stored entry and this rank's, in

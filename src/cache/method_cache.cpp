@@ -41,6 +41,14 @@ std::size_t symbolic_dims(const TraceResult& t) {
   return n;
 }
 
+// When this process began using caches (its first MethodCache): entries
+// dated later were written by this job (another method, a rank ahead), so
+// they tell nothing of the layouts before it.
+const std::string& process_began() {
+  static const std::string began = now_string();
+  return began;
+}
+
 std::string join(const std::vector<std::string>& v) {
   std::string s;
   for (const auto& x : v) s += (s.empty() ? "" : "; ") + x;
@@ -67,6 +75,7 @@ MethodCache::MethodCache(MethodIdentity id)
       remote_(RemoteTier::get(id_.remote)),
       side_(id_.dir, remote_),
       open_(std::make_shared<OpenStore>()) {
+  (void)process_began();
   if (!names::valid_name(id_.key.method))
     throw ConfigError("method name '" + id_.key.method +
                       "' cannot name a cache entry: use letters, digits, '_', "
@@ -491,7 +500,7 @@ MethodCache::Nearest MethodCache::nearest(const Store& store) const {
     for (auto& e : idx->index.entries) {
       const auto c = e.meta.components.find(kModelClass);
       if (c == e.meta.components.end() || c->second != cls || e.path.size() <= m.size()) continue;
-      layouts.add(e);
+      if (e.meta.date < process_began()) layouts.add(e);
       const std::string tail = e.path.substr(m.size());
       if (tail.substr(tail.rfind('/') + 1) == func) candidates.push_back(std::move(e));
     }

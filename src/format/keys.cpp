@@ -153,8 +153,8 @@ std::string first_parameter_difference(const std::string& stored, const std::str
     if (i >= a.size()) return b[i].kind + " " + b[i].name + ": absent stored, " + b[i].type + " now";
     if (i >= b.size()) return a[i].kind + " " + a[i].name + ": " + a[i].type + " stored, absent now";
     if (a[i].name != b[i].name || a[i].kind != b[i].kind)
-      return b[i].kind + " " + std::to_string(i) + ": stored " + a[i].name + " " + a[i].type + ", now " + b[i].name +
-             " " + b[i].type;
+      return b[i].kind + " #" + std::to_string(i + 1) + ": stored " + a[i].name + " " + a[i].type + ", now " +
+             b[i].name + " " + b[i].type;
     if (a[i].type != b[i].type) return b[i].kind + " " + b[i].name + ": stored " + a[i].type + ", now " + b[i].type;
   }
   return "";

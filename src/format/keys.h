@@ -108,8 +108,9 @@ std::string parameter_signature(const nn::Module& m);
 std::string parameter_list(const nn::Module& m);
 // The first parameter or buffer whose name, shape or dtype differs between
 // two parameter lists, in words ("parameter layers.0.w: stored f32[64, 32],
-// now f32[32, 32]"); empty when either list is unknown (empty) or they
-// are equal.
+// now f32[32, 32]"; by position when the names differ: "parameter #3:
+// stored a f32[8], now b f32[8]"); empty when either list is unknown
+// (empty) or they are equal.
 std::string first_parameter_difference(const std::string& stored, const std::string& now);
 
 // Only the key components of `c` (other metadata dropped; the parameter
