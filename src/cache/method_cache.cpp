@@ -523,6 +523,7 @@ MethodCache::Nearest MethodCache::nearest(const Store& store) const {
     for (const char* k : {kFormatVersion, kRuntimeVersion}) versions[k] = key_.components.at(k);
     n.diffs = differing_components(e.meta.components, versions);
     n.stale = !n.diffs.empty();
+    if (n.stale && !same_place) continue;  // an old version is this place's own entry, never another's
     auto settings = model_differences(e.meta.components, key_.components);
     const std::size_t distance = settings.size();
     if (!n.stale) {

@@ -296,6 +296,11 @@ TEST_F(CacheTest, ModelChangeNamesTheParameterThatDiffers) {
   EXPECT_FALSE(has(changed.text, "parameter_signature")) << changed.text;
   Out x = sh(std::string(NPUCACHE_CLI) + " explain " + dir.string());
   EXPECT_TRUE(has(x.text, "  parameter extra: stored f32[2], now f32[3]\n")) << x.text;
+  const auto paths = entry_paths();
+  ASSERT_EQ(paths.size(), 2u);
+  Out e = sh(std::string(NPUCACHE_CLI) + " explain " + dir.string() + " --entry " + paths[0]);
+  EXPECT_TRUE(has(e.text, "  parameter extra: stored f32[")) << e.text;
+  EXPECT_FALSE(has(e.text, "parameter_signature")) << e.text;
 }
 
 namespace {
