@@ -493,6 +493,9 @@ MethodCache::Nearest MethodCache::nearest(const Store& store) const {
     std::optional<DecodedIndex> idx;
     try {
       idx = store.index(m);
+    } catch (const IoError& e) {  // the disk failing is said; a damaged index is verify's to report
+      log::warn("the index of {} was not read for the nearest entry of {} ({})", m, where(), e.what());
+      continue;
     } catch (const CacheError&) {
       continue;
     }
