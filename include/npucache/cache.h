@@ -160,6 +160,10 @@ struct MethodReport {
   bool writer = false;            // wrote its store's transaction
   bool saved = false;             // this rank's entry was written
   std::string reason;             // why the lookup missed ("absent", "stale (...)", ...)
+  // The miss's cause, the same on every rank one change touched ("absent:
+  // another layout (stored world 8 tp 2 pp 4, now world 4 tp 2 pp 2)",
+  // "absent: first run", ...); empty on a hit.
+  std::string cause;
   // Seconds of each compiler pass when this rank compiled, in pipeline
   // order ("decompose", "fusion", "autotune", ...).
   std::vector<std::pair<std::string, double>> pass_times_s;

@@ -320,7 +320,13 @@ Explanation explain(const std::string& dir, const std::string& entry) {
   Explanation out;
   out.entry = entry;
   if (entry.empty()) {
-    out.misses = read_stats(s.dir()).recent_misses;
+    const auto all = read_stats(s.dir()).recent_misses;
+    out.misses = last_job_misses(all);
+    if (!out.misses.empty()) out.job = out.misses.back().job;
+    std::set<std::string> jobs;
+    for (const auto& m : all)
+      if (m.job != out.job) jobs.insert(m.job);
+    out.earlier_jobs = jobs.size();
     return out;
   }
   const auto all = all_entries(s);
@@ -348,6 +354,13 @@ Explanation explain(const std::string& dir, const std::string& entry) {
   for (const auto& e : all) {
     if (e.path == target->path) continue;
     auto diffs = differing_components(e.meta.components, target->meta.components);
+    auto list = [](const EntryRecord& x) {
+      const auto it = x.meta.components.find(component::kParameterList);
+      return it == x.meta.components.end() ? std::string() : it->second;
+    };
+    if (const std::string p = first_parameter_difference(list(e), list(*target)); !p.empty())
+      for (auto& d : diffs)  // the parameter that differs, not two hashes
+        if (d.rfind(std::string(component::kParameterSignature) + ":", 0) == 0) d = p;
     if (e.graph_key != target->graph_key)
       diffs.push_back("graph_key: stored '" + e.graph_key + "', here '" + target->graph_key + "'");
     if (diffs.size() < best) {

@@ -85,10 +85,13 @@ struct Explanation {
   // made dynamic for it ("arg0 dim 0", from profiles.h5).
   std::vector<std::string> pieces;
   std::vector<std::string> dynamic_dims;
-  // Without: the recent misses.
+  // Without: the misses of the last job that missed (MissRecord::job), and
+  // how many other jobs' misses stats.json keeps.
   std::vector<MissRecord> misses;
+  std::string job;
+  std::size_t earlier_jobs = 0;
 };
-// `entry` empty: the recorded misses; else `entry` against its nearest, its
+// `entry` empty: the last job's recorded misses; else `entry` against its nearest, its
 // pieces and its dynamic dims (an entry that is only pieces is explained).
 Explanation explain(const std::string& dir, const std::string& entry);
 

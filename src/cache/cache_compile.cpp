@@ -29,6 +29,10 @@ std::shared_ptr<MethodCache> method_cache(const nn::Module& module, const CacheO
   id.who.global_rank = o.global_rank.value_or(me.mpi ? me.world_rank : comm.global_rank());
   id.who.tp_rank = o.tp_rank.value_or(comm.rank(GroupRole::tp));
   id.who.pp_rank = o.pp_rank.value_or(comm.rank(GroupRole::pp));
+  if (!o.world_size || *o.world_size == comm.layout().world_size) {  // the degrees of the communicator's layout
+    id.tp = comm.layout().tp;
+    id.pp = comm.layout().pp;
+  }
   id.who.host = me.host;
   id.who.pid = me.pid;
   id.summarised = summarised && id.who.world_size > 1;  // a job of one process keeps its own lines

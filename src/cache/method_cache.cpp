@@ -1,6 +1,7 @@
 #include "cache/method_cache.h"
 
 #include "cache/explain.h"
+#include "cache/layout.h"
 #include "cache/own_key.h"
 #include "cache/registry.h"
 #include "cache/runnable.h"
@@ -31,6 +32,23 @@
 
 namespace npucache::cache {
 namespace {
+
+// The symbolic dims of a trace's tensor inputs (automatic dynamic makes
+// dims symbolic; it never makes them concrete again).
+std::size_t symbolic_dims(const TraceResult& t) {
+  std::size_t n = 0;
+  for (const auto& in : t.signature.inputs)
+    for (const auto& d : in.type.shape) n += !d.is_constant();
+  return n;
+}
+
+// When this process began using caches (its first MethodCache): entries
+// dated later were written by this job (another method, a rank ahead), so
+// they tell nothing of the layouts before it.
+const std::string& process_began() {
+  static const std::string began = now_string();
+  return began;
+}
 
 std::string join(const std::vector<std::string>& v) {
   std::string s;
@@ -66,6 +84,7 @@ MethodCache::MethodCache(MethodIdentity id)
       remote_(RemoteTier::get(id_.remote)),
       side_(id_.dir, remote_),
       open_(std::make_shared<OpenStore>()) {
+  (void)process_began();
   if (!names::valid_name(id_.key.method))
     throw ConfigError("method name '" + id_.key.method +
                       "' cannot name a cache entry: use letters, digits, '_', "
@@ -87,11 +106,32 @@ std::string MethodCache::Lookup::reason_text() const {
   return s;
 }
 
+std::string MethodCache::Lookup::cause() const {
+  if (hit()) return "";
+  const std::string name(miss_reason_name(reason));
+  // The names of the differences ("dynamic", "config option x"), without
+  // the nearest entry's path, which differs from rank to rank.
+  std::string names;
+  for (const auto& d : differences) {
+    if (d.rfind("nearest entry ", 0) == 0 || d.rfind("entry ", 0) == 0) continue;
+    const std::string n = d.substr(0, d.find(':'));
+    if (names.find(n) == std::string::npos) names += (names.empty() ? "" : ", ") + n;
+  }
+  if (reason == MissReason::absent) {
+    if (differences.empty()) return "absent: first run";
+    if (differences.front().rfind("another layout", 0) == 0) return "absent: " + differences.front();
+    return "absent: other settings (" + names + ")";
+  }
+  if (reason == MissReason::stale || reason == MissReason::computation)
+    return names.empty() ? name : name + ": " + names;
+  return name;
+}
+
 MethodCache::Lookup MethodCache::lookup(const FlatArgs& args, const TraceResult* trace, const GraphId* id,
                                         const compiler::CompileStep& compile) const {
   Lookup r;
   auto miss = [&](MissReason reason, std::vector<std::string> diffs) {
-    record_miss(id_.dir, {0, path_, std::string(miss_reason_name(reason)), diffs});
+    record_miss(id_.dir, {0, path_, std::string(miss_reason_name(reason)), diffs, this_job()});
     r.reason = reason;
     r.differences = std::move(diffs);
     return r;
@@ -145,7 +185,22 @@ MethodCache::Lookup MethodCache::lookup(const FlatArgs& args, const TraceResult*
     if (!same_computation) {
       diffs = trace_differences(decoded.graph->trace, *trace);
       if (diffs.empty()) diffs.push_back("compile settings (config, runtime, decompositions) differ");
-      log::warn("cache entry {} was compiled from another computation ({}); replacing it", where(), join(diffs));
+      // Two changes are expected, not the code changing under the cache:
+      // automatic dynamic making a dim symbolic (the entry was traced with
+      // fewer symbolic dims), and a call switching back to a variant whose
+      // object is stored (the entry points at the other one).
+      if (!id_.key.dynamic && symbolic_dims(*trace) > symbolic_dims(decoded.graph->trace))
+        log::info(
+            "cache entry {} was traced before automatic dynamic made a dim symbolic ({}); its dynamic version "
+            "is looked up and kept",
+            where(), join(diffs));
+      else if (local_objects(store).holds(id->key))
+        log::info(
+            "cache entry {} is of another variant of this method ({}); this call's variant is stored: switching "
+            "back to it",
+            where(), join(diffs));
+      else
+        log::warn("cache entry {} was compiled from another computation ({}); replacing it", where(), join(diffs));
       return miss(MissReason::computation, diffs);
     }
     std::shared_ptr<compiler::CompiledGraph> g;
@@ -483,49 +538,84 @@ void MethodCache::remove_entry() const {
 }
 
 MethodCache::Nearest MethodCache::nearest(const Store& store) const {
-  // The same method at the same place (world size, rank) of the same model
-  // class under another model_info: an entry of another format or runtime
-  // version (stale), or one made with other settings (what changed).
+  // The same method of the same model class under another model_info: an
+  // entry of another format or runtime version (stale), one made with
+  // other settings (what changed), or one of another layout (world size,
+  // tp, pp: the operator's most common change).
   constexpr std::size_t kMaxIndexes = 256;  // a bound on what an absent miss reads
   using namespace component;
   const std::string where_in = path_.substr(key_.model_info.size());
+  const std::string func = where_in.substr(where_in.rfind('/') + 1);
   const auto& cls = key_.components.at(kModelClass);
-  Nearest best;
-  std::size_t best_distance = 0, seen = 0;
+  const Layout here{id_.who.world_size, id_.tp, id_.pp};
+  StoredLayouts layouts;
+  std::vector<EntryRecord> candidates;  // of this method
+  std::size_t seen = 0;
   for (const auto& m : store.model_infos()) {
-    if (m == key_.model_info || ++seen > kMaxIndexes) continue;
+    if (++seen > kMaxIndexes) continue;  // this model_info too: its other world sizes are other layouts
     std::optional<DecodedIndex> idx;
     try {
       idx = store.index(m);
+    } catch (const IoError& e) {  // the disk failing is said; a damaged index is verify's to report
+      log::warn("the index of {} was not read for the nearest entry of {} ({})", m, where(), e.what());
+      continue;
     } catch (const CacheError&) {
       continue;
     }
     if (!idx) continue;
-    for (const auto& e : idx->index.entries) {
-      if (e.path.size() <= m.size() || e.path.substr(m.size()) != where_in) continue;
+    for (auto& e : idx->index.entries) {
       const auto c = e.meta.components.find(kModelClass);
-      if (c == e.meta.components.end() || c->second != cls) continue;
-      Nearest n;
-      n.path = e.path;
-      Components versions;
-      for (const char* k : {kFormatVersion, kRuntimeVersion}) versions[k] = key_.components.at(k);
-      n.diffs = differing_components(e.meta.components, versions);
-      n.stale = !n.diffs.empty();
-      auto settings = model_differences(e.meta.components, key_.components);
-      const std::size_t distance = settings.size();
-      if (!n.stale) n.diffs = std::move(settings);
-      if (n.diffs.empty()) continue;
-      // Prefer an entry of this format and runtime, then the fewest changed
-      // settings (the old version of this very entry when stale).
-      if (best.path.empty() || (best.stale && !n.stale) || (best.stale == n.stale && distance < best_distance)) {
-        best = std::move(n);
-        best_distance = distance;
-      }
+      if (c == e.meta.components.end() || c->second != cls || e.path.size() <= m.size()) continue;
+      if (e.meta.date < process_began()) layouts.add(e);
+      const std::string tail = e.path.substr(m.size());
+      if (tail.substr(tail.rfind('/') + 1) == func) candidates.push_back(std::move(e));
     }
   }
-  if (!best.path.empty())
-    best.diffs.insert(best.diffs.begin(), best.stale ? "entry " + best.path + " is of another version"
-                                                     : "nearest entry " + best.path + " was made with other settings");
+  // When this layout stored the method for another rank, the layout is
+  // not why this rank missed: only this rank's own history is compared.
+  bool layout_stored = false;
+  for (const EntryRecord& e : candidates) layout_stored = layout_stored || (layouts.of(e) == here && e.path != path_);
+  Nearest best;
+  std::tuple<bool, bool, bool, std::size_t> best_rank{};
+  for (const EntryRecord& e : candidates) {
+    const bool same_place = e.path.substr(e.meta.model_info.size()) == where_in;
+    const Layout there = layouts.of(e);
+    const bool other_layout = there != here;
+    if (e.path == path_ || (!same_place && !other_layout) || (other_layout && layout_stored)) continue;
+    Nearest n;
+    n.path = e.path;
+    n.other_layout = other_layout;
+    Components versions;
+    for (const char* k : {kFormatVersion, kRuntimeVersion}) versions[k] = key_.components.at(k);
+    n.diffs = differing_components(e.meta.components, versions);
+    n.stale = !n.diffs.empty();
+    if (n.stale && !same_place) continue;  // an old version is this place's own entry, never another's
+    auto settings = model_differences(e.meta.components, key_.components);
+    const std::size_t distance = settings.size();
+    if (!n.stale) {
+      n.diffs.clear();
+      if (other_layout) {
+        n.diffs = layout_differences(there, e.meta.rank, here, id_.who);
+        n.diffs.insert(n.diffs.begin(),
+                       "another layout (stored " + layout_text(there) + ", now " + layout_text(here) + ")");
+      }
+      for (auto& d : settings) n.diffs.push_back(std::move(d));
+    }
+    if (n.diffs.empty()) continue;
+    // Prefer an entry of this format and runtime, then one of this layout,
+    // then of this rank, then the fewest changed settings (the old version
+    // of this very entry when stale).
+    const auto rank = std::make_tuple(n.stale, other_layout, e.meta.rank.global_rank != id_.who.global_rank, distance);
+    if (best.path.empty() || rank < best_rank) {
+      best = std::move(n);
+      best_rank = rank;
+    }
+  }
+  if (best.path.empty()) return best;
+  const auto at = best.other_layout && !best.stale ? best.diffs.begin() + 1 : best.diffs.begin();
+  best.diffs.insert(at, best.stale          ? "entry " + best.path + " is of another version"
+                        : best.other_layout ? "nearest entry " + best.path
+                                            : "nearest entry " + best.path + " was made with other settings");
   return best;
 }
 

@@ -41,6 +41,7 @@ namespace npucache::cache {
 struct MethodIdentity {
   std::string dir;         // absolute cache directory
   Producer who;            // the rank this entry is for, and its process
+  int tp = 1, pp = 1;      // the job's tensor- and pipeline-parallel degrees
   KeyInputs key;           // module, method, config, ..., runtime version
   bool fast_path = false;  // serve without tracing when code_version matches
   remote::Config remote;   // the remote tier (none when not enabled)
@@ -84,6 +85,12 @@ class MethodCache {
     bool hit() const { return graph != nullptr; }
     // "absent", "stale (runtime_version: ...)", for a status report.
     std::string reason_text() const;
+    // The miss's cause in words that are the same on every rank a change
+    // touched, for a job's summary: "absent: another layout (stored world
+    // 8 tp 2 pp 4, now world 4 tp 2 pp 2)", "absent: first run",
+    // "absent: other settings (dynamic)", "stale: format_version",
+    // "computation: graph"; empty on a hit.
+    std::string cause() const;
   };
   // Looks this rank's entry up and decides whether its program serves this
   // call. With `trace` (the default hit check) the entry must have been
@@ -213,14 +220,21 @@ class MethodCache {
   void end_call_path() const;
 
  private:
-  // For an absent entry: the nearest entry of the same method and place
-  // under another model_info of the same class. `stale`: it is of another
-  // format or runtime version (a key change moves model_info); else `diffs`
-  // names the settings that differ ("dynamic: stored 'true', now 'false'",
-  // "config option autotune_candidates: ..."). No path: there is none.
+  // For an absent entry: the nearest entry of the same method of the same
+  // model class under another model_info: at the same place (world size,
+  // rank) in the same layout, else in another layout (world size, tp, pp:
+  // an entry of another place is never nearer than one of this place and
+  // layout). `stale`: it is of another format or runtime version (a key
+  // change moves model_info); else `diffs` names the settings that differ
+  // ("dynamic: stored 'true', now 'false'", "config option
+  // autotune_candidates: ...", "parameter w: stored f32[8, 4], now f32[4,
+  // 4]"), after, for another layout, the layouts and the differing place
+  // ("another layout (stored world 8 tp 2 pp 4, now world 4 tp 2 pp 2)",
+  // "world size: stored 8, now 4", ...). No path: there is none.
   struct Nearest {
     std::string path;
     bool stale = false;
+    bool other_layout = false;
     std::vector<std::string> diffs;
   };
   Nearest nearest(const Store& store) const;

@@ -158,6 +158,7 @@ MethodCache::Lookup MethodSource::lookup(const FlatArgs& args, const TraceResult
     report_.graph_key = r.entry->graph_key;
   } else {
     report_.reason = r.reason_text();
+    report_.cause = r.cause();
     if (r.reason == MissReason::refused) disabled_ = true;
   }
   return r;

@@ -148,6 +148,7 @@ JobReport assemble_job_report(const JobInfo& job, std::vector<RankReport> ranks)
       j.hit_remote += from == "hit_remote";
       j.reused_other_layout += from == "reused_other_layout";
       j.received += from == "received";
+      if (!m.hit && !m.reason.empty()) ++j.misses[m.cause.empty() ? m.reason : m.cause];
       j.fetched += m.fetched;
       j.remote_reads += m.remote;
       j.remote_bytes_read += m.remote_bytes;
@@ -241,6 +242,7 @@ void to_json(json& j, const RankMethod& rm) {
        {"saved", r.saved},
        {"reason", r.reason},
        {"served_from", std::string(cache::served_from(r))},
+       {"cause", r.cause},
        {"pass_times_s", pass_times},
        {"kernels_tuned", r.kernels_tuned},
        {"kernels_reused", r.kernels_reused}};
@@ -281,6 +283,7 @@ void from_json(const json& j, RankMethod& rm) {
   j.at("writer").get_to(r.writer);
   r.saved = value_or<bool>(j, "saved", false);
   r.reason = value_or<std::string>(j, "reason", "");
+  r.cause = value_or<std::string>(j, "cause", "");
   for (const auto& [pass, s] : j.at("pass_times_s").items()) r.pass_times_s.emplace_back(pass, s.get<double>());
   j.at("kernels_tuned").get_to(r.kernels_tuned);
   j.at("kernels_reused").get_to(r.kernels_reused);
@@ -384,7 +387,9 @@ void to_json(json& j, const JobReport& r) {
        {"coordination_s", r.coordination_s},
        {"method_steps", method_steps},
        {"subgraphs", subgraphs},
-       {"per_rank", r.per_rank}};
+       {"per_rank", r.per_rank},
+       {"misses", r.misses},
+       {"cache_dir", g.cache_dir}};
   if (r.dry_run) j["dry_run"] = true;  // a real run's report has no such field
   if (const auto& gen = r.generation) {
     j["time_to_ready_s"] = gen->time_to_ready_s;
@@ -452,6 +457,8 @@ void from_json(const json& j, JobReport& r) {
                              s.at("compile_cpu_s").get<double>()});
   j.at("per_rank").get_to(r.per_rank);
   r.dry_run = j.value("dry_run", false);
+  if (const auto it = j.find("misses"); it != j.end() && it->is_object()) it->get_to(r.misses);
+  g.cache_dir = value_or<std::string>(j, "cache_dir", "");
   if (j.contains("tokens")) {
     GenerationReport gen;
     j.at("time_to_ready_s").get_to(gen.time_to_ready_s);

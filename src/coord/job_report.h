@@ -20,6 +20,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -86,7 +87,8 @@ struct JobInfo {
   int world_size = 1, tp = 1, pp = 1;
   std::string backend, mode, dynamic;
   bool independent = false, flat_exchange = false;
-  double wall_s = 0;  // start of the cache work to every rank ready
+  double wall_s = 0;      // start of the cache work to every rank ready
+  std::string cache_dir;  // the job's cache directory, as given (empty: the default)
 };
 
 // What a generating job (infer) produced, at rank 0.
@@ -154,6 +156,9 @@ struct JobReport {
   std::optional<GenerationReport> generation;
   // A dry run (--dry-run): every outcome above is predicted, none happened.
   bool dry_run = false;
+  // The rank-methods whose own entry missed, by cause (MethodReport::cause),
+  // summed over ranks.
+  std::map<std::string, int> misses;
 
   double exchange_gbps() const {
     return exchange_s > 0 ? static_cast<double>(bytes_exchanged) / exchange_s / 1e9 : 0.0;

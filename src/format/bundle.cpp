@@ -178,7 +178,8 @@ void validate_bundle(const Bundle& b, const DecodeCheck& decodes) {
       throw bad("entry " + e.path + " names model " + e.meta.model_info);
     if (!paths.insert(e.path).second) throw bad("entry " + e.path + " appears twice");
     for (const auto& n : component_names())
-      if (n != component::kGeCache && n != component::kConfigOptions && !e.meta.components.count(n))
+      if (n != component::kGeCache && n != component::kConfigOptions && n != component::kParameterList &&
+          !e.meta.components.count(n))
         throw bad("entry " + e.path + " lacks key component " + n);
     const Producer& r = e.meta.rank;
     constexpr int kMaxRanks = 1 << 30;

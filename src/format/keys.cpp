@@ -6,6 +6,7 @@
 
 #include <xxhash.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <map>
@@ -22,7 +23,9 @@ bool is_model_component(const std::string& name);
 std::string hash_components(const Components& c, bool model_only) {
   std::string s;
   for (const auto& [k, v] : c)
-    if (!model_only || (is_model_component(k) && k != component::kConfigOptions) || k == component::kFormatVersion)
+    if (k == component::kParameterList)
+      continue;  // parameter_signature stands for it
+    else if (!model_only || (is_model_component(k) && k != component::kConfigOptions) || k == component::kFormatVersion)
       s += k + "=" + v + "\n";
   return checksum(s);
 }
@@ -84,8 +87,8 @@ const std::vector<std::string>& component_names() {
   using namespace component;
   static const auto& names = *new const std::vector<std::string>{
       // never destroyed (commits at exit)
-      kModelClass, kParameterSignature, kConfig,        kMode,        kDynamic,      kGeCache, kDecompositions,
-      kMethod,     kRuntimeVersion,     kFormatVersion, kCodeVersion, kConfigOptions};
+      kModelClass, kParameterSignature, kConfig,        kMode,        kDynamic,       kGeCache,      kDecompositions,
+      kMethod,     kRuntimeVersion,     kFormatVersion, kCodeVersion, kConfigOptions, kParameterList};
   return names;
 }
 
@@ -116,11 +119,45 @@ Components key_components(const Components& c) {
   return out;
 }
 
-std::string parameter_signature(const nn::Module& m) {
+std::string parameter_list(const nn::Module& m) {
   std::string s;
   for (const auto& [n, t] : m.named_parameters()) s += "p:" + n + ":" + type_str(t.type()) + ";";
   for (const auto& [n, t] : m.named_buffers()) s += "b:" + n + ":" + type_str(t.type()) + ";";
-  return checksum(s);
+  return s;
+}
+
+std::string parameter_signature(const nn::Module& m) { return checksum(parameter_list(m)); }
+
+std::string first_parameter_difference(const std::string& stored, const std::string& now) {
+  if (stored.empty() || now.empty() || stored == now) return "";
+  struct Item {
+    std::string kind, name, type;
+  };
+  auto items = [](const std::string& text) {
+    std::vector<Item> out;
+    std::size_t at = 0;
+    while (at < text.size()) {
+      std::size_t end = text.find(';', at);
+      if (end == std::string::npos) end = text.size();
+      const std::string item = text.substr(at, end - at);
+      const std::size_t first = item.find(':'), last = item.rfind(':');
+      if (first != std::string::npos && last > first)
+        out.push_back({item.substr(0, first) == "b" ? "buffer" : "parameter", item.substr(first + 1, last - first - 1),
+                       item.substr(last + 1)});
+      at = end + 1;
+    }
+    return out;
+  };
+  const auto a = items(stored), b = items(now);
+  for (std::size_t i = 0; i < std::max(a.size(), b.size()); ++i) {
+    if (i >= a.size()) return b[i].kind + " " + b[i].name + ": absent stored, " + b[i].type + " now";
+    if (i >= b.size()) return a[i].kind + " " + a[i].name + ": " + a[i].type + " stored, absent now";
+    if (a[i].name != b[i].name || a[i].kind != b[i].kind)
+      return b[i].kind + " #" + std::to_string(i + 1) + ": stored " + a[i].name + " " + a[i].type + ", now " +
+             b[i].name + " " + b[i].type;
+    if (a[i].type != b[i].type) return b[i].kind + " " + b[i].name + ": stored " + a[i].type + ", now " + b[i].type;
+  }
+  return "";
 }
 
 LookupKey lookup_key(const KeyInputs& in) {
@@ -142,6 +179,7 @@ LookupKey lookup_key(const KeyInputs& in) {
   for (auto& ch : options)
     if (ch == '\n') ch = ';';
   c[kConfigOptions] = options;
+  if (std::string list = parameter_list(*in.module); list.size() <= kMaxParameterList) c[kParameterList] = list;
   k.hash = hash_components(c, false);
   k.model_info = readable_class(c[kModelClass]) +
                  (!in.dynamic   ? "_auto"
@@ -177,6 +215,7 @@ std::vector<std::string> stale_components(const Components& stored, const Compon
 std::vector<std::string> differing_components(const Components& stored, const Components& now) {
   std::vector<std::string> out;
   for (const auto& [k, v] : now) {
+    if (k == component::kParameterList) continue;  // a record: first_parameter_difference names it
     auto it = stored.find(k);
     const std::string old = it == stored.end() ? "(none)" : it->second;
     if (old != v) out.push_back(k + ": stored '" + old + "', now '" + v + "'");
@@ -187,9 +226,14 @@ std::vector<std::string> differing_components(const Components& stored, const Co
 std::vector<std::string> model_differences(const Components& stored, const Components& now) {
   using namespace component;
   std::vector<std::string> out;
+  auto list = [](const Components& c) {
+    auto it = c.find(kParameterList);
+    return it == c.end() ? std::string() : it->second;
+  };
+  const std::string parameter = first_parameter_difference(list(stored), list(now));
   for (const auto& d : differing_components(model_components(stored), model_components(now)))
     if (d.rfind(kConfig + std::string(":"), 0) != 0 && d.rfind(kConfigOptions + std::string(":"), 0) != 0)
-      out.push_back(d);
+      out.push_back(!parameter.empty() && d.rfind(kParameterSignature + std::string(":"), 0) == 0 ? parameter : d);
   // The config, option by option (its hash alone says nothing).
   auto options = [](const Components& c) {
     std::map<std::string, std::string> m;

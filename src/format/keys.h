@@ -31,6 +31,7 @@
 
 #include "format/records.h"
 
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <vector>
@@ -54,7 +55,17 @@ inline constexpr const char* kCodeVersion = "code_version";
 // key component (kConfig hashes it), recorded so that `explain` can name
 // the option that differs.
 inline constexpr const char* kConfigOptions = "config_options";
+// The parameters and buffers as text ("p:<name>:<type>;" each, then
+// "b:<name>:<type>;"): not a key component (parameter_signature hashes
+// it), recorded once per model so that a lookup and `explain` can name the
+// first parameter whose name, shape or dtype differs. Left out (empty)
+// when longer than kMaxParameterList; absent from entries written before it.
+inline constexpr const char* kParameterList = "parameter_list";
 }  // namespace component
+
+// The longest parameter list recorded (a model record's attribute stays
+// far below HDF5's 64 KiB limit for one attribute).
+inline constexpr std::size_t kMaxParameterList = 32 * 1024;
 
 // Every component name: the model components (hashed into model_info),
 // then method, runtime_version, format_version, code_version.
@@ -93,8 +104,17 @@ GraphId graph_id(const TraceResult& traced, const KeyInputs& in);
 std::string decomposition_names(const DecompositionTable& t);
 // Hash of "name:f32[64, 64];..." over parameters then buffers.
 std::string parameter_signature(const nn::Module& m);
+// The text parameter_signature hashes (component kParameterList).
+std::string parameter_list(const nn::Module& m);
+// The first parameter or buffer whose name, shape or dtype differs between
+// two parameter lists, in words ("parameter layers.0.w: stored f32[64, 32],
+// now f32[32, 32]"; by position when the names differ: "parameter #3:
+// stored a f32[8], now b f32[8]"); empty when either list is unknown
+// (empty) or they are equal.
+std::string first_parameter_difference(const std::string& stored, const std::string& now);
 
-// Only the key components of `c` (other metadata dropped).
+// Only the key components of `c` (other metadata dropped; the parameter
+// list and config options are kept as records of the model).
 Components key_components(const Components& c);
 // Only the model components of `c` (those hashed into model_info).
 Components model_components(const Components& c);
@@ -102,12 +122,15 @@ Components model_components(const Components& c);
 // whose stored value differs. The identity of an entry path covers the
 // model components and the method; what remains to compare is validity:
 // runtime and format version always, and, on the fast path (no trace),
-// code_version and the parameter signature.
+// code_version and the parameter signature. The parameter list is a
+// record, never compared here (first_parameter_difference names it).
 std::vector<std::string> stale_components(const Components& stored, const Components& now, bool fast_path);
 std::vector<std::string> differing_components(const Components& stored, const Components& now);
 // What separates an entry made with `stored` components from a lookup with
 // `now`: each differing model component, the config named option by
-// option ("config option autotune_candidates: stored '8', now '3'").
+// option ("config option autotune_candidates: stored '8', now '3'"), the
+// parameter signature by its first differing parameter when both sides
+// recorded their parameter lists.
 std::vector<std::string> model_differences(const Components& stored, const Components& now);
 
 }  // namespace npucache::format

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include <atomic>
+#include <cstdlib>
 #include <mutex>
 #include <set>
 
@@ -21,12 +22,10 @@ namespace npucache::storage {
 namespace fs = std::filesystem;
 namespace {
 
-constexpr std::size_t kRecentMisses = 20;
-
 double now() { return process::Context::current().env().wall_s(); }
 
-// 16 MiB: stats.json holds counters, a last-use time per entry and 20
-// misses; anything larger is not ours.
+// 16 MiB: stats.json holds counters, a last-use time per entry and
+// kKeptMisses misses; anything larger is not ours.
 constexpr std::size_t kMaxStatsBytes = std::size_t{16} << 20;
 
 // The counters, last uses and misses of a stats.json document: damaged or
@@ -88,6 +87,7 @@ CacheStats from_doc(const nlohmann::json& j) {
       if (auto t = m.find("time"); t != m.end() && t->is_number()) r.time = t->get<double>();
       r.entry = text(m, "entry");
       r.reason = text(m, "reason");
+      r.job = text(m, "job");
       if (auto d = m.find("differences"); d != m.end() && d->is_array())
         for (auto& x : *d)
           if (x.is_string()) r.differences.push_back(x.get<std::string>());
@@ -122,7 +122,7 @@ nlohmann::json to_doc(const CacheStats& s) {
   j["recent_misses"] = nlohmann::json::array();
   for (const auto& m : s.recent_misses)
     j["recent_misses"].push_back(
-        {{"time", m.time}, {"entry", m.entry}, {"reason", m.reason}, {"differences", m.differences}});
+        {{"time", m.time}, {"entry", m.entry}, {"reason", m.reason}, {"differences", m.differences}, {"job", m.job}});
   return j;
 }
 
@@ -238,9 +238,9 @@ class Pending {
         sum_counters(s, p);
         for (const auto& [e, t] : p.last_used) s.last_used[e] = t;
         for (auto& m : p.recent_misses) s.recent_misses.push_back(m);
-        if (s.recent_misses.size() > kRecentMisses)
+        if (s.recent_misses.size() > kKeptMisses)
           s.recent_misses.erase(s.recent_misses.begin(),
-                                s.recent_misses.end() - static_cast<std::ptrdiff_t>(kRecentMisses));
+                                s.recent_misses.end() - static_cast<std::ptrdiff_t>(kKeptMisses));
       });
   }
 
@@ -266,6 +266,35 @@ Pending& pending() {
 }
 
 }  // namespace
+
+std::string this_job() {
+  static const std::string job = [] {
+    std::string id;
+    for (const char* name : {"PMIX_NAMESPACE", "OMPI_MCA_orte_ess_jobid", "SLURM_JOB_ID"})
+      if (const char* v = std::getenv(name); v && *v) {
+        id = v;
+        if (const char* step = std::getenv("SLURM_STEP_ID"); step && *step && std::string(name) == "SLURM_JOB_ID")
+          id += "." + std::string(step);
+        break;
+      }
+    if (!id.empty()) return id;
+    const process::Identity me = process::Context::current().identity();
+    return me.host + ":" + std::to_string(me.pid) + ":" + std::to_string(static_cast<long long>(now()));
+  }();
+  return job;
+}
+
+std::vector<MissRecord> last_job_misses(const std::vector<MissRecord>& misses) {
+  if (misses.empty() || misses.back().job.empty()) {
+    std::vector<MissRecord> out;  // records without jobs: the unmarked tail
+    for (auto it = misses.rbegin(); it != misses.rend() && it->job.empty(); ++it) out.insert(out.begin(), *it);
+    return out;
+  }
+  std::vector<MissRecord> out;
+  for (const auto& m : misses)
+    if (m.job == misses.back().job) out.push_back(m);
+  return out;
+}
 
 CacheStats read_stats(const fs::path& dir) { return parse(Dir::open(dir, Safety::cache, Create::no)); }
 
@@ -307,6 +336,7 @@ void record_miss(const fs::path& dir, const MissRecord& miss) {
     ++s.misses_by_cause[miss.reason.empty() ? "unknown" : miss.reason];
     MissRecord m = miss;
     m.time = now();
+    if (m.job.empty()) m.job = this_job();
     s.recent_misses.push_back(std::move(m));
   });
 }

@@ -1,6 +1,7 @@
 // Hit/miss counters kept by the library in <cache_dir>/stats.json, with
 // each entry's last use (for LRU gc) and the recent misses with the key
-// components that differed (for `npucache explain`). The record_* calls
+// components that differed, each with the job that missed (for `npucache
+// explain`, which shows the last job's). The record_* calls
 // only accumulate in memory (they are on the warm-start path; a dry run,
 // process/dry_run.h, records nothing); the
 // counters are merged into the file, under the cache lock and by atomic
@@ -12,6 +13,7 @@
 
 #include "storage/uses.h"
 
+#include <cstddef>
 #include <filesystem>
 #include <map>
 #include <string>
@@ -25,7 +27,17 @@ struct MissRecord {
   std::string entry;
   std::string reason;                    // "absent", "stale", "corrupt", ...
   std::vector<std::string> differences;  // "component: stored 'a', now 'b'"
+  // The job that missed: the launcher's job (PMIx namespace, Open MPI job
+  // id, Slurm job and step), else this process (host:pid:start time); empty
+  // in records written before jobs were recorded.
+  std::string job;
 };
+
+// This process's job, as MissRecord::job records it.
+std::string this_job();
+// The misses of the job of the newest record, oldest first (all of them
+// when no record names its job).
+std::vector<MissRecord> last_job_misses(const std::vector<MissRecord>& misses);
 
 // What the remote tier did for jobs using this directory (remote_tier.h).
 struct RemoteCounters {
@@ -52,6 +64,10 @@ struct RemoteCounters {
 // `hits`.
 enum class Served { remote, other_layout, rank, compiled };
 
+// The misses stats.json keeps: enough for the last job of a few hundred
+// rank-methods and the jobs before it.
+inline constexpr std::size_t kKeptMisses = 512;
+
 struct CacheStats {
   uint64_t hits = 0, misses = 0, saves = 0;
   // Of the misses: how each was served (record_served), and their causes
@@ -63,7 +79,7 @@ struct CacheStats {
   uint64_t captures = 0, restores = 0, recaptures = 0;
   double compile_time_saved_s = 0;          // compile time of the programs served by hits of any source
   std::map<std::string, double> last_used;  // entry path -> unix time
-  std::vector<MissRecord> recent_misses;    // newest last, at most 20
+  std::vector<MissRecord> recent_misses;    // newest last, at most kKeptMisses
   RemoteCounters remote;
 };
 

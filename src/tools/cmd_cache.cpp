@@ -289,6 +289,9 @@ std::string explain_verdict(const cache::admin::Explanation& x) {
   if (x.misses.empty()) return "no recorded misses";
   static const std::map<std::string, std::string> kMeaning = {
       {"absent", "first run of that entry: nothing to fix"},
+      {"absent, another layout",
+       "an entry of the same method exists in another layout (world size, tp, pp): the nearest and what differs are "
+       "listed"},
       {"absent, other settings",
        "an entry of the same method exists under other options, config or model: the differences are listed"},
       {"stale", "a format or runtime version changed: rebuilt once"},
@@ -298,7 +301,9 @@ std::string explain_verdict(const cache::admin::Explanation& x) {
       {"refused", "the cache directory was refused as unsafe: see the warning in the log"}};
   std::map<std::string, int> by_reason;
   for (const auto& m : x.misses)
-    ++by_reason[m.reason == "absent" && !m.differences.empty() ? std::string("absent, other settings") : m.reason];
+    ++by_reason[m.reason != "absent" || m.differences.empty()           ? m.reason
+                : m.differences.front().rfind("another layout", 0) == 0 ? std::string("absent, another layout")
+                                                                        : std::string("absent, other settings")];
   std::string parts;
   for (const auto& [reason, n] : by_reason) {
     const auto it = kMeaning.find(reason);
@@ -323,8 +328,14 @@ void cmd_explain(const std::string& d, const std::string& entry, bool json) {
     } else {
       nlohmann::json misses = nlohmann::json::array();
       for (const auto& m : x.misses)
-        misses.push_back({{"time", m.time}, {"entry", m.entry}, {"reason", m.reason}, {"differences", m.differences}});
+        misses.push_back({{"time", m.time},
+                          {"entry", m.entry},
+                          {"reason", m.reason},
+                          {"differences", m.differences},
+                          {"job", m.job}});
       j["misses"] = misses;
+      j["job"] = x.job;
+      j["earlier_jobs"] = x.earlier_jobs;
     }
     print_json(j);
     return;
@@ -344,6 +355,11 @@ void cmd_explain(const std::string& d, const std::string& entry, bool json) {
       for (const auto& dim : x.dynamic_dims) std::printf("  %s\n", dim.c_str());
     }
   } else {
+    if (!x.misses.empty())
+      std::printf("misses of the last job%s%s:\n", x.job.empty() ? "" : (" " + x.job).c_str(),
+                  x.earlier_jobs == 0
+                      ? ""
+                      : (" (" + std::to_string(x.earlier_jobs) + " earlier job(s) in stats.json)").c_str());
     for (const auto& m : x.misses) {
       std::printf("miss %s (%s)\n", m.entry.c_str(), m.reason.c_str());
       for (const auto& diff : m.differences) std::printf("  %s\n", diff.c_str());

@@ -474,6 +474,11 @@ std::string job_report_text(const coord::JobReport& r, const std::string& title)
   s += "  served            " + std::to_string(r.loaded) + " hit_local, " + std::to_string(r.hit_remote) +
        " hit_remote, " + std::to_string(r.reused_other_layout) + " reused_other_layout, " + std::to_string(r.received) +
        " received, " + std::to_string(r.compiled) + " compiled\n";
+  if (!r.misses.empty()) {  // not fully warm: why, in one line
+    std::string causes;
+    for (const auto& [cause, n] : r.misses) causes += (causes.empty() ? "" : ", ") + std::to_string(n) + " " + cause;
+    s += "  misses            " + causes + "; npucache explain " + g.cache_dir + "\n";
+  }
   s += "  fetched           " + std::to_string(r.fetched) + " artifacts, " + std::to_string(r.bytes_exchanged) +
        " bytes exchanged in " + ms(r.exchange_s, 2) + " ms (" + fixed(r.exchange_gbps(), 3) + " GB/s)\n";
   if (r.remote_reads > 0)
@@ -511,6 +516,7 @@ void report_job(const Job& job, const std::string& title, double wall_s,
   info.independent = job.args.independent;
   info.flat_exchange = job.args.flat_exchange;
   info.wall_s = wall_s;
+  info.cache_dir = job.args.cache_dir.empty() ? default_cache_dir() : job.args.cache_dir;
   auto report = coord::gather_job_report(info, coord::local_rank_report(job.rank(), job.captures), job.args.timeout_s);
   if (!report) return;  // not rank 0
   report->generation = std::move(generation);

@@ -3,6 +3,7 @@
 //   cache_worker run DIR MODEL METHOD [--static] [--ge-cache] [--reduce-overhead]
 //                [--batch N] [--code-version V] [--fast] [--scale S] [--rng]
 //                [--world W --rank R] [--other] [--no-shared-tuning]
+//                [--second-batch N] [--auto] [--extra N]
 //     runs the cached method and prints "traced <n>" (how often the method
 //     body ran, i.e. was traced), "compiled <n>" (compiles this process
 //     did), "status <outcome>", "reason <why it was not a hit>" and
@@ -22,7 +23,10 @@
 //     with a template-like name of N characters; --candidates N sets the
 //     config's autotune_candidates; --constructions N makes the cached
 //     method N times in the process (a server building its functions
-//     again), running the last.
+//     again), running the last; --second-batch N gives the second call
+//     another batch; --auto turns automatic dynamic on (dynamic unset);
+//     --extra N gives the model a parameter "extra" of N elements the
+//     method does not read (another parameter signature, the same graph).
 //   cache_worker write DIR PREFIX COUNT BYTES
 //     commits COUNT entries named PREFIX<i> with objects of BYTES random
 //     bytes each, one transaction per entry (crash and concurrency tests);
@@ -65,6 +69,9 @@ struct Counted : models::SeedExample {
     ++traced;
     return ops::dropout(forward(x, kv), 0.1);
   }
+  // A parameter the method does not read, of `n` elements: another
+  // parameter signature (model_info), the same graph.
+  void add_extra(int64_t n) { register_parameter("extra", Tensor::from_vector(std::vector<float>(n, 0.0f), {n})); }
 };
 
 // Another model with the seed's matmul shapes (a linear of 2 -> 1 on
@@ -111,7 +118,7 @@ struct Tempered : models::SeedExample {
 int g_constructions = 1;
 
 template <class M>
-int run_model(M& m, const CacheOptions& o, int64_t batch, bool rng) {
+int run_model(M& m, const CacheOptions& o, int64_t batch, bool rng, int64_t second_batch = 0) {
   for (int k = 1; k < g_constructions; ++k) (void)cache_compile(m, &M::prompt, o);
   auto fn = [&] {
     if constexpr (std::is_same_v<M, Counted>) {
@@ -132,6 +139,7 @@ int run_model(M& m, const CacheOptions& o, int64_t batch, bool rng) {
                      std::vector<Tensor>{Tensor::from_vector(ks, {batch, 2})}};
   };
   for (int call = 0; call < 2; ++call) {
+    if (call == 1 && second_batch > 0) batch = second_batch;
     auto [x, kv] = call_inputs();
     if constexpr (std::is_same_v<M, Tempered>)
       out = fn(x, kv, m.temperature).to_vector();
@@ -169,7 +177,7 @@ int run(int argc, char** argv) {
   o.cache_dir = argv[2];
   o.compile.method_name = argv[4];
   double scale = 1.0;
-  int64_t batch = 3;
+  int64_t batch = 3, second_batch = 0, extra = 0;
   bool rng = false, other = false;
   std::string pick;
   std::optional<double> temperature;
@@ -186,6 +194,12 @@ int run(int argc, char** argv) {
       c.mode = CompileMode::reduce_overhead;
     else if (a == "--batch")
       batch = std::stoll(argv[++i]);
+    else if (a == "--second-batch")  // the second call's batch
+      second_batch = std::stoll(argv[++i]);
+    else if (a == "--auto")  // automatic dynamic
+      o.compile.dynamic = std::nullopt;
+    else if (a == "--extra")
+      extra = std::stoll(argv[++i]);
     else if (a == "--code-version")
       o.code_version = argv[++i];
     else if (a == "--fast")
@@ -233,7 +247,8 @@ int run(int argc, char** argv) {
   }
   Counted m;
   m.scale = scale;
-  return run_model(m, o, batch, rng);
+  if (extra > 0) m.add_extra(extra);
+  return run_model(m, o, batch, rng, second_batch);
 }
 
 // A valid graph key for (prefix, i): 32 hex digits.

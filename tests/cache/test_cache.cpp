@@ -219,10 +219,93 @@ TEST_F(CacheTest, ExplainNamesChangedOptionsAndConfig) {
   EXPECT_TRUE(has(stat.text, "dynamic: stored 'true', now 'false'")) << stat.text;
   Out ro = sh(worker(dir, "prompt --reduce-overhead"));
   EXPECT_TRUE(has(ro.text, "mode: stored 'max-autotune', now 'reduce-overhead'")) << ro.text;
+  // explain shows the last job's misses (each worker is a job of its own),
+  // not a window mixing the jobs before it.
   Out x = sh(std::string(NPUCACHE_CLI) + " explain " + dir.string());
   EXPECT_EQ(x.status, 0) << x.text;
-  EXPECT_TRUE(has(x.text, "config option autotune_candidates: stored '2', now '3'")) << x.text;
+  EXPECT_TRUE(has(x.text, "mode: stored 'max-autotune', now 'reduce-overhead'")) << x.text;
   EXPECT_TRUE(has(x.text, "absent, other settings")) << x.text;
+  EXPECT_TRUE(has(x.text, "misses of the last job ")) << x.text;
+  EXPECT_TRUE(has(x.text, "(3 earlier job(s) in stats.json)")) << x.text;
+  EXPECT_FALSE(has(x.text, "autotune_candidates")) << "an earlier job's miss: " << x.text;
+  EXPECT_FALSE(has(x.text, "dynamic: stored")) << "an earlier job's miss: " << x.text;
+  EXPECT_TRUE(has(x.text, "verdict: 1 recent miss(es)")) << x.text;
+}
+
+// After a layout change (here the world size) a miss names the nearest
+// entry of the method in the other layout and what differs, in the
+// lookup's reason and in explain; not "first run of that entry".
+TEST_F(CacheTest, ExplainNamesTheOtherLayoutsEntry) {
+  ASSERT_EQ(sh(worker(dir, "prompt --world 2 --rank 1")).status, 0);
+  Out moved = sh(worker(dir, "prompt --world 4 --rank 3"));
+  ASSERT_EQ(moved.status, 0) << moved.text;
+  EXPECT_TRUE(has(moved.text,
+                  "reason absent (another layout (stored world 2 tp 1 pp 1, now world 4 tp 1 pp 1); "
+                  "nearest entry Model_dynamic_"))
+      << moved.text;
+  EXPECT_TRUE(has(moved.text,
+                  "/world2global_rank1/prompt; world size: stored 2, now 4; rank: stored global_rank 1 "
+                  "(tp_rank 0, pp_rank 0), now global_rank 3 (tp_rank 0, pp_rank 0)"))
+      << moved.text;
+  Out x = sh(std::string(NPUCACHE_CLI) + " explain " + dir.string());
+  EXPECT_EQ(x.status, 0) << x.text;
+  EXPECT_TRUE(has(x.text, "  world size: stored 2, now 4\n")) << x.text;
+  EXPECT_TRUE(has(x.text, "absent, another layout")) << x.text;
+  EXPECT_FALSE(has(x.text, "first run")) << x.text;
+  // Once this layout stored the method (rank 3), another rank's miss is
+  // its first run, not the layout's.
+  Out other_rank = sh(worker(dir, "prompt --world 4 --rank 2"));
+  EXPECT_TRUE(has(other_rank.text, "reason absent; the stored object")) << other_rank.text;
+}
+
+// Switching back to a variant whose object is stored is said at INFO, as
+// what it is, never warned about as "another computation"; a real change
+// of the computation still is.
+TEST_F(CacheTest, SwitchingBackToAStoredVariantIsInfoNotAWarning) {
+  ASSERT_EQ(sh(worker(dir, "prompt --static --batch 3")).status, 0);
+  Out other = sh(worker(dir, "prompt --static --batch 5"));
+  EXPECT_TRUE(has(other.text, "[WARNING]")) << other.text;  // a new variant: compiled, entry replaced
+  Out back = sh(worker(dir, "prompt --static --batch 3"));
+  ASSERT_EQ(back.status, 0) << back.text;
+  EXPECT_TRUE(has(back.text, "compiled 0\n")) << back.text;
+  EXPECT_TRUE(has(back.text, "is of another variant of this method")) << back.text;
+  EXPECT_TRUE(has(back.text, "this call's variant is stored: switching back to it")) << back.text;
+  EXPECT_FALSE(has(back.text, "[WARNING]")) << back.text;
+  Out changed = sh(worker(dir, "prompt --static --batch 3 --scale 2"));
+  EXPECT_TRUE(has(changed.text, "[WARNING]") && has(changed.text, "was compiled from another computation"))
+      << changed.text;
+}
+
+// Automatic dynamic: rank 0's entry was traced static; another rank saw
+// the batch change and made the dim dynamic (the profile is the model's).
+// Rank 0's next start traces the dim symbolic: an INFO line that says so,
+// not a warning about another computation.
+TEST_F(CacheTest, AutomaticDynamicMakingADimSymbolicIsInfoNotAWarning) {
+  ASSERT_EQ(sh(worker(dir, "prompt --auto --batch 3")).status, 0);
+  Out other = sh(worker(dir, "prompt --auto --world 2 --rank 1 --batch 3 --second-batch 5"));
+  ASSERT_EQ(other.status, 0) << other.text;
+  Out again = sh(worker(dir, "prompt --auto --batch 3"));
+  ASSERT_EQ(again.status, 0) << again.text;
+  EXPECT_TRUE(has(again.text, "[INFO]") && has(again.text, "was traced before automatic dynamic made a dim symbolic"))
+      << again.text;
+  EXPECT_FALSE(has(again.text, "[WARNING]")) << again.text;
+}
+
+// A model change names the first parameter whose shape differs, not two
+// parameter-signature hashes; explain says the same.
+TEST_F(CacheTest, ModelChangeNamesTheParameterThatDiffers) {
+  ASSERT_EQ(sh(worker(dir, "prompt --extra 2")).status, 0);
+  Out changed = sh(worker(dir, "prompt --extra 3"));
+  ASSERT_EQ(changed.status, 0) << changed.text;
+  EXPECT_TRUE(has(changed.text, "parameter extra: stored f32[2], now f32[3]")) << changed.text;
+  EXPECT_FALSE(has(changed.text, "parameter_signature")) << changed.text;
+  Out x = sh(std::string(NPUCACHE_CLI) + " explain " + dir.string());
+  EXPECT_TRUE(has(x.text, "  parameter extra: stored f32[2], now f32[3]\n")) << x.text;
+  const auto paths = entry_paths();
+  ASSERT_EQ(paths.size(), 2u);
+  Out e = sh(std::string(NPUCACHE_CLI) + " explain " + dir.string() + " --entry " + paths[0]);
+  EXPECT_TRUE(has(e.text, "  parameter extra: stored f32[")) << e.text;
+  EXPECT_FALSE(has(e.text, "parameter_signature")) << e.text;
 }
 
 namespace {

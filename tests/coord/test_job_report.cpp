@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -212,6 +213,31 @@ TEST(JobReport, AWarmJobHitsEverywhere) {
 
 // The fields the tests (tests/mpi, tests/support, tests/tools), perf/
 // scripts and docs read, at the top level and per rank and method.
+// The rank-methods whose own entry missed are summed by cause (the rank's
+// full reason when a report carries no cause), hits are not misses, and
+// the sums round-trip through the file.
+TEST(JobReport, MissesAreSummedByCause) {
+  std::vector<RankReport> ranks = four_ranks();
+  const std::string layout = "absent: another layout (stored world 8 tp 2 pp 4, now world 4 tp 2 pp 2)";
+  for (auto& r : ranks)
+    for (auto& m : r.methods) {
+      m.report.reason = "absent (another layout (...); nearest entry M/world8global_rank" + std::to_string(r.rank) +
+                        "/" + m.report.method + ")";
+      m.report.cause = layout;
+    }
+  ranks[3].methods[1].report.cause.clear();
+  ranks[3].methods[1].report.reason = "corrupt (bad checksum)";
+  ranks[2].methods[0].report.hit = true;  // a hit is no miss, whatever its fields say
+  JobReport r = assemble_job_report(job_info(4), ranks);
+  const std::map<std::string, int> expected = {{layout, 6}, {"corrupt (bad checksum)", 1}};
+  EXPECT_EQ(r.misses, expected);
+  const json j = r;
+  ASSERT_TRUE(j.at("misses").is_object()) << j.dump();
+  EXPECT_EQ(j.at("misses").at(layout), 6);
+  EXPECT_EQ(j.at("per_rank")[0].at("methods")[0].at("cause"), layout);
+  EXPECT_EQ(j.get<JobReport>().misses, expected);
+}
+
 TEST(JobReport, JsonHasEveryFieldOfTheFormat) {
   JobReport r = assemble_job_report(job_info(4), four_ranks());
   r.generation = GenerationReport{0.5, 0.002, 0.001, {1, 2, 3}, std::nullopt};

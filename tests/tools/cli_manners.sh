@@ -17,7 +17,9 @@
 #   pipes) exit 2 at once naming the file and the field, and make no cache;
 # - torch.compile's surface on the jobs (--backend, --mode, --dynamic):
 #   contradictions exit 2 naming them; warmup then infer of each backend on
-#   2 ranks give the eager tokens, the warm infer compiling nothing.
+#   2 ranks give the eager tokens, the warm infer compiling nothing; a
+#   layout change (tp 2 to pp 2) prints one miss line by cause in the job
+#   table, the report has the misses by cause, explain names the change.
 set -euo pipefail
 
 [ $# -eq 2 ] || { echo "usage: $0 NPUCACHE_BINARY LAUNCH_DIR" >&2; exit 2; }
@@ -203,5 +205,24 @@ for args in "--backend inductor --mode reduce-overhead --dynamic auto" "--backen
   python3 -c "import json,sys; r=json.load(open(sys.argv[1])); sys.exit(0 if r['compiled'] == 0 else 1)" \
     "$work/infer.json" || fail "infer $args compiled after its warmup"
 done
+# A layout change on the last cache (its world 2 tp 2 entries): the job
+# table says why the job was cold in one line, and the report by cause.
+# shellcheck disable=SC2086
+timeout 120 "$mpirun_sh" 2 "$npucache" warmup --tp 1 --pp 2 --cache-dir "$dir" $args \
+  --report-json "$work/layout.json" > layout.txt 2>&1 || fail "warmup --pp 2 failed: $(tail -5 layout.txt)"
+cause="absent: another layout \(stored world 2 tp 2 pp 1, now world 2 tp 1 pp 2\)"
+grep -Eq "^  misses +[0-9]+ $cause; npucache explain $dir$" layout.txt ||
+  fail "no miss line naming the layout change: $(grep -A1 -B1 'cache hits' layout.txt)"
+python3 -c "
+import json, sys
+r = json.load(open(sys.argv[1]))
+m = r['misses']
+n = sum(len(x['methods']) for x in r['per_rank'])
+assert m == {'absent: another layout (stored world 2 tp 2 pp 1, now world 2 tp 1 pp 2)': n}, m
+assert all(x['cause'] == list(m)[0] for rank in r['per_rank'] for x in rank['methods']), r['per_rank']
+" "$work/layout.json" || fail "the report's misses by cause"
+"$npucache" explain "$dir" > explain.txt
+grep -q "^  pp: stored 1, now 2$" explain.txt || fail "explain does not name the pp change: $(cat explain.txt)"
+grep -q "absent, another layout" explain.txt || fail "explain's verdict: $(tail -1 explain.txt)"
 
 end_checks "cli manners" "all checks passed"
