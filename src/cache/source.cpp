@@ -120,11 +120,13 @@ std::optional<compiler::FirstEntry> MethodSource::recompile_dynamic(const FlatAr
     e.graph = std::move(stored->graph);
     e.status.outcome = Outcome::hit;
     e.status.reason = "the dynamic version was in the cache (stored object of the same computation)";
+    if (!disabled_) storage::record_served(cache_->dir(), storage::Served::other_layout, 0.0);
   } else {
     const bool was_saved = report_.saved;
     report_.saved = false;
     e.graph = persist(compile_timed(std::move(tr), args, compile), id, args, compile);
     e.status.outcome = Outcome::recompiled;
+    if (!disabled_) storage::record_served(cache_->dir(), storage::Served::compiled, 0.0);
     e.status.cached = report_.saved;
     report_.saved = was_saved || report_.saved;
     return e;

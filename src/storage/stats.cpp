@@ -267,7 +267,24 @@ Pending& pending() {
 
 }  // namespace
 
+namespace {
+std::mutex job_mutex;
+std::string& job_override() {
+  static std::string job;
+  return job;
+}
+}  // namespace
+
+void set_this_job(const std::string& job) {
+  const std::lock_guard<std::mutex> lock(job_mutex);
+  job_override() = job;
+}
+
 std::string this_job() {
+  {
+    const std::lock_guard<std::mutex> lock(job_mutex);
+    if (!job_override().empty()) return job_override();
+  }
   static const std::string job = [] {
     std::string id;
     for (const char* name : {"PMIX_NAMESPACE", "OMPI_MCA_orte_ess_jobid", "SLURM_JOB_ID"})

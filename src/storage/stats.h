@@ -35,6 +35,11 @@ struct MissRecord {
 
 // This process's job, as MissRecord::job records it.
 std::string this_job();
+// Names this process's job from now on: a job of several ranks started by
+// a launcher that sets none of the variables above gives every rank rank
+// 0's this_job() (the multi-rank commands broadcast it), so its misses
+// stay one job's.
+void set_this_job(const std::string& job);
 // The misses of the job of the newest record, oldest first (all of them
 // when no record names its job).
 std::vector<MissRecord> last_job_misses(const std::vector<MissRecord>& misses);

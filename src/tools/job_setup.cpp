@@ -14,6 +14,7 @@
 #include "storage/dir.h"
 #include "storage/metrics.h"
 #include "storage/remote_tier.h"
+#include "storage/stats.h"
 #include "tools/commands.h"
 
 #include <nlohmann/json.hpp>
@@ -278,6 +279,13 @@ Job::Job(const JobArgs& a, models::Weights weights) : args(a), config(check_args
   // Before any other collective: ranks started differently would meet in
   // collectives of different shapes.
   agree_job(args.command, job_fields(args, config), args.timeout_s);
+  {
+    // One job id for every rank's miss records (explain groups by it), even
+    // under a launcher that exports none the ranks could read.
+    std::string job_id = storage::this_job();
+    mpi::Comm::world().broadcast(job_id, 0, {"agreeing on the job's id", args.timeout_s});
+    storage::set_this_job(job_id);
+  }
   if (!args.report_json.empty()) {
     // Rank 0 writes the report; every rank learns whether it can (every
     // rank has the option: it is part of the job identity).

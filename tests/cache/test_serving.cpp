@@ -53,6 +53,10 @@ TEST_F(Serving, AutomaticDynamicDecisionsPersistAcrossRestarts) {
   EXPECT_TRUE(has(first.text, "dynamic arg0 dim 0")) << first.text;
   EXPECT_LE(maxdiff(first.text), 1e-4) << first.text;
   EXPECT_TRUE(fs::exists(dir / npucache::format::names::kProfileFile));
+  // `stats` counts both compiles: the first call's and automatic dynamic's.
+  Out st = sh(std::string(NPUCACHE_CLI) + " stats " + dir.string());
+  ASSERT_EQ(st.status, 0) << st.text;
+  EXPECT_TRUE(has(st.text, "compiled         2:")) << st.text;
   for (int run = 0; run < 2; ++run) {
     Out warm = serve("--dynamic auto --batches 1,4,8");
     ASSERT_EQ(warm.status, 0) << warm.text;
