@@ -66,7 +66,12 @@ struct CoordinatorOptions {
   // DryRunEnd instead of compiling. The process writes nothing to any
   // cache from then on (no entries, objects, statistics, profiles,
   // templates, remote writes): the prediction is of one store state, and a
-  // real run on that state does what it says. Not with `independent`.
+  // real run on that state does what it says (a rank whose cache cannot be
+  // used makes the method uncached in both; `reason` then begins
+  // "uncached"). Not with `independent`. A process is a dry run or a real
+  // one: building a dry-run function in a process that built cached
+  // functions that write, or such a function in a dry-run process, throws
+  // ConfigError.
   bool dry_run = false;
 };
 

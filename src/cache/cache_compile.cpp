@@ -10,6 +10,7 @@
 #include "compiler/tuning_table.h"
 #include "log/log.h"
 #include "process/context.h"
+#include "process/dry_run.h"
 #include "process/once.h"
 
 #include <filesystem>
@@ -73,6 +74,10 @@ std::shared_ptr<detail::CompiledFunction> detail::make_cached_function(const nn:
   const CompilerConfig config = cache::cached_config(options);
   cache::warn_ineffective_options(options, config);
   if (options.compile.disable) return make_function(module, options.compile, nullptr);
+  if (!process::Context::current().get<process::DryRun>().claim(false))  // never mixed (process/dry_run.h)
+    throw ConfigError("cache_compile of " + options.compile.method_name +
+                      ": this process is a dry run (dist::CoordinatorOptions::dry_run), which compiles and writes "
+                      "nothing; build functions that do in another process");
   auto source = std::make_shared<cache::LocalSource>(cache::method_cache(module, options, config, false), nullptr);
   return make_function(module, options.compile, std::move(source));
 }

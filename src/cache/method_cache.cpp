@@ -19,8 +19,12 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
 #include <mutex>
 #include <set>
 #include <tuple>
@@ -242,8 +246,12 @@ MethodCache::Lookup MethodCache::lookup(const FlatArgs& args, const TraceResult*
 GraphId MethodCache::graph_id(const TraceResult& traced) const { return cache::graph_id(traced, id_.key); }
 
 std::string MethodCache::store_identity(std::string* why_unusable) const {
-  if (process::dry_run()) return "dry-run:" + id_.who.host + ":" + id_.dir;
   try {
+    if (process::dry_run()) {  // what store(Create::yes) would make of the directory, writing nothing
+      if (const std::optional<Store> s = store(Create::no)) return s->predicted_identity();
+      Dir::check_creatable(id_.dir);
+      return "created:" + id_.who.host + ":" + std::filesystem::absolute(id_.dir).lexically_normal().string();
+    }
     return store(Create::yes)->identity();
   } catch (const CacheError& e) {
     warn_uncached(id_.dir, "refused", std::string(e.what()) + "; running uncached");
@@ -252,16 +260,29 @@ std::string MethodCache::store_identity(std::string* why_unusable) const {
   }
 }
 
+void refuse_in_dry_run(const std::string& what) {
+  if (process::dry_run())
+    throw ConfigError(what + " in a dry run (dist::CoordinatorOptions::dry_run), which writes nothing to any cache");
+}
+
+std::string entry_place(const std::string& path, const std::string& model_info) {
+  // "/world8global_rank3/prompt" or "/prompt" after the model_info; a path
+  // not of that form (a damaged or foreign index) has no place to name.
+  if (path.size() <= model_info.size() || path.compare(0, model_info.size(), model_info) != 0 ||
+      path[model_info.size()] != '/')
+    return "one process";
+  std::string p = path.substr(model_info.size());
+  const std::size_t last = p.rfind('/');
+  p = last == 0 ? std::string() : p.substr(1, last - 1);
+  return p.empty() ? std::string("one process") : p;
+}
+
 MethodCache::Neighbour MethodCache::nearest_of_method(const std::string& graph_key) const {
   constexpr std::size_t kMaxIndexes = 256;  // a bound on what is read
   Neighbour best;
   const std::optional<Store> store = read_store();
   if (!store) return best;
-  const auto place = [](const std::string& path, const std::string& model_info) {
-    std::string p = path.substr(model_info.size());  // "/world8global_rank3/prompt" or "/prompt"
-    p = p.substr(1, p.rfind('/') == 0 ? 0 : p.rfind('/') - 1);
-    return p.empty() ? std::string("one process") : p;
-  };
+  const auto place = entry_place;
   const std::string here = place(path_, key_.model_info);
   const std::string rank = "global_rank" + std::to_string(id_.who.global_rank);
   std::size_t seen = 0, best_distance = SIZE_MAX;
@@ -470,6 +491,7 @@ EntryRecord MethodCache::make_entry(const compiler::CompiledGraph& g, const Obje
 }
 
 Store::Committed MethodCache::save(Store::Commit c) const {
+  refuse_in_dry_run("saving the entry " + where());
   const Store store = *this->store(Create::yes);
   Store::Committed done = store.commit(std::move(c), integrity());
   for (const auto& key : done.adopted)
@@ -517,6 +539,7 @@ std::vector<DimMark> MethodCache::load_profile() const {
 
 void MethodCache::save_profile(const std::vector<DimMark>& dims) const {
   if (dims.empty()) return;
+  refuse_in_dry_run("saving the dynamic-shape profile of " + where());
   try {
     side_.save_profile(*store(Create::yes), key_.model_info, id_.key.method, dims);
   } catch (const Error& e) {

@@ -51,6 +51,15 @@ struct MethodIdentity {
   bool summarised = false;
 };
 
+// The place of entry `path` of index `model_info`, as nearest_of_method
+// names it: "world8global_rank3" for "<model_info>/world8global_rank3/m",
+// "one process" for "<model_info>/m" and for a path not under model_info.
+std::string entry_place(const std::string& path, const std::string& model_info);
+
+// Throws ConfigError in a dry run (process/dry_run.h): `what` ("saving the
+// entry of ...") is a write no dry run reaches.
+void refuse_in_dry_run(const std::string& what);
+
 class MethodCache {
  public:
   explicit MethodCache(MethodIdentity id);
@@ -123,8 +132,12 @@ class MethodCache {
   // directory if needed; a unique "unusable" identity when it cannot be
   // used (refused, unwritable), so such a rank is a store of its own, and
   // then *why_unusable (when given) says why. In a dry run
-  // (process/dry_run.h) nothing is created: the identity names the host
-  // and the directory (the plan's outcomes do not depend on it).
+  // (process/dry_run.h) nothing is created or written, and the same is
+  // predicted: an existing directory gives its identity
+  // (Store::predicted_identity: unusable when it cannot be written); a
+  // missing one is named by host and absolute path when it could be
+  // created (its nearest existing ancestor a directory this process may
+  // write), else it is unusable.
   std::string store_identity(std::string* why_unusable = nullptr) const;
   // The two tiers a stored object is read from.
   enum class Tier { local, remote };

@@ -104,6 +104,7 @@ bool CachedTemplates::keep_locally(const std::string& key, const std::string& se
 
 void CachedTemplates::save(const SymBindings& binding, const compiler::TemplateSettings& settings,
                            const std::string& bytes) {
+  refuse_in_dry_run("saving a capture template of " + graph_key_);
   record_captures(dir_, 1, 0, 0);
   try {
     TemplateRecord r;

@@ -51,6 +51,30 @@ CoordinatedSource::CoordinatedSource(std::shared_ptr<cache::MethodCache> cache, 
                                      ReportSink sink)
     : MethodSource(std::move(cache), std::move(sink)), options_(options) {}
 
+namespace {
+
+// A dry run's piece of a method with graph breaks: reached only when the
+// method itself was not predicted first; ends the call as the method's
+// prediction does, compiling and writing nothing.
+class DryRunPiece final : public compiler::EntrySource {
+ public:
+  explicit DryRunPiece(std::string method) : method_(std::move(method)) {}
+  compiler::FirstEntry first_call(const FlatArgs&, const compiler::TraceStep&, const compiler::CompileStep&) override {
+    throw dist::DryRunEnd("dry run of " + method_ + ": a piece of a method with graph breaks is not compiled");
+  }
+  void recompiled(const TraceResult&, const std::string&) override {}
+
+ private:
+  std::string method_;
+};
+
+}  // namespace
+
+std::shared_ptr<compiler::EntrySource> CoordinatedSource::piece_source(const std::string& piece_method) {
+  if (options_.dry_run) return std::make_shared<DryRunPiece>(piece_method);
+  return MethodSource::piece_source(piece_method);
+}
+
 mpi::Step CoordinatedSource::step(const std::string& what) {
   return mpi::Step{"cache_compile of " + cache().method() + ": " + what, options_.timeout_s};
 }
@@ -60,6 +84,7 @@ void CoordinatedSource::settle(const Agreed& a, Call& c) {
   c.uncached = true;
   disabled_ = true;
   const std::string w = a.warning(cache().method());
+  uncached_why_ = w;
   if (process::Context::current().get<process::Once>().first("coordinator uncached|" + w)) log::warn("{}", w);
 }
 
@@ -125,10 +150,14 @@ std::shared_ptr<compiler::CompiledGraph> CoordinatedSource::obtain(const FlatArg
 // remote (a host's fetcher reads the remote tier), fetched (receives from
 // `owner`, or within its host from the fetcher when owner is -1),
 // compiled (the owner compiles; `reason` then also names the nearest
-// stored entry of the method and what differs). Nothing runs after.
+// stored entry of the method and what differs, or "nearest unknown" when
+// the search failed). When the ranks agreed to run the method uncached (a
+// rank's cache cannot be used, judged as the real run judges it), the
+// outcomes are the same, nothing would be stored and `reason` is
+// "uncached: " and the warning. Nothing runs after: DryRunEnd always.
 void CoordinatedSource::predict(Call& c) {
   MethodReport& rep = report();
-  if (c.hosts && !c.uncached && c.group >= 0) {
+  if (c.hosts && c.group >= 0) {
     const bool needs = c.info.needs;
     if (c.from_remote) {
       if (needs && !rep.remote) rep.fetched = true;
@@ -142,17 +171,25 @@ void CoordinatedSource::predict(Call& c) {
     } else if (needs) {
       rep.fetched = true;
     }
-    if (rep.compiled) {
-      const cache::MethodCache::Neighbour n = cache().nearest_of_method(c.id.key);
-      if (n.path.empty()) {
-        rep.reason += "; the cache holds no entry of " + cache().method();
-      } else {
-        std::string diffs;
-        for (const auto& d : n.differences) diffs += (diffs.empty() ? "" : "; ") + d;
-        rep.reason += "; nearest entry " + n.path + (diffs.empty() ? "" : " (" + diffs + ")");
+    if (rep.compiled && !c.uncached) {
+      // After the last collective: nothing here may end this rank alone.
+      try {
+        const cache::MethodCache::Neighbour n = cache().nearest_of_method(c.id.key);
+        if (n.path.empty()) {
+          rep.reason += "; the cache holds no entry of " + cache().method();
+        } else {
+          std::string diffs;
+          for (const auto& d : n.differences) diffs += (diffs.empty() ? "" : "; ") + d;
+          rep.reason += "; nearest entry " + n.path + (diffs.empty() ? "" : " (" + diffs + ")");
+        }
+      } catch (const std::exception& e) {
+        rep.reason += std::string("; nearest unknown: ") + e.what();
+      } catch (...) {
+        rep.reason += "; nearest unknown: an unknown error";
       }
     }
   }
+  if (c.uncached) rep.reason = "uncached: " + uncached_why_;
   steps_.ended_at = now();
   add_step_report(steps_);
   add_report(rep);

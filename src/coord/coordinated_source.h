@@ -31,6 +31,9 @@ class CoordinatedSource final : public cache::MethodSource {
   void load_profile(const FlatArgs& args, std::vector<DimMark>& dims) override;
   std::shared_ptr<compiler::CompiledGraph> obtain(const FlatArgs& args, const compiler::TraceStep& trace,
                                                   const compiler::CompileStep& compile) override;
+  // Graph breaks: in a dry run a piece is predicted with its method, never
+  // compiled or stored: its first call throws DryRunEnd.
+  std::shared_ptr<compiler::EntrySource> piece_source(const std::string& piece_method) override;
 
   // The phases, in order. arrive() returns false when every rank hit (the
   // warm path: nothing else runs).
@@ -66,6 +69,7 @@ class CoordinatedSource final : public cache::MethodSource {
   mpi::Step step(const std::string& what);
 
   dist::CoordinatorOptions options_;
+  std::string uncached_why_;  // the warning of the last agreed survivable failure (settle)
   dist::StepReport steps_;
 };
 

@@ -26,9 +26,17 @@ std::shared_ptr<detail::CompiledFunction> dist::detail::make_coordinated_functio
     throw ConfigError(
         "CoordinatorOptions::dry_run predicts the coordinated plan; the independent baseline has none (unset "
         "independent or dry_run)");
-  if (coord.dry_run) process::Context::current().get<process::DryRun>().set(true);
   const CompilerConfig config = cache::cached_config(options);
   if (options.compile.disable) return npucache::detail::make_function(module, options.compile, nullptr);
+  // The dry run is the process's (process/dry_run.h): never mixed.
+  if (!process::Context::current().get<process::DryRun>().claim(coord.dry_run))
+    throw ConfigError(coord.dry_run ? "dist::cache_compile of " + options.compile.method_name +
+                                          ": CoordinatorOptions::dry_run in a process that already built cached "
+                                          "functions that compile and write; a dry run writes nothing anywhere in "
+                                          "its process, so run it as a process of its own"
+                                    : "dist::cache_compile of " + options.compile.method_name +
+                                          ": this process is a dry run (CoordinatorOptions::dry_run), which "
+                                          "compiles and writes nothing; build functions that do in another process");
   cache::warn_ineffective_options(options, config);
   // Coordinated, rank 0 summarises each method's entries (CoordinatedSource).
   auto cache = cache::method_cache(module, options, config, true, !coord.independent);

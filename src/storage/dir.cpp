@@ -190,6 +190,27 @@ Dir Dir::open(const fs::path& path, Safety safety, Create create) {
   return Dir(std::move(fd), p, safety);
 }
 
+void Dir::check_creatable(const fs::path& path) {
+  const fs::path asked = fs::absolute(path).lexically_normal();
+  check_parents(asked);
+  const fs::path p = resolve_own_link(asked);
+  for (fs::path at = p.parent_path();; at = at.parent_path()) {
+    struct stat st {};
+    if (env().fstatat(AT_FDCWD, at.c_str(), &st, 0) == 0) {
+      if (!S_ISDIR(st.st_mode))
+        throw CacheError("cannot create cache directory " + p.string() + ": " + at.string() + " is not a directory");
+      if (::access(at.c_str(), W_OK) != 0)
+        throw CacheError("cannot create cache directory " + p.string() + " in " + at.string() + ": " +
+                         std::strerror(errno));
+      return;
+    }
+    if (errno != ENOENT)
+      throw CacheError("cannot create cache directory " + p.string() + ": " + at.string() + ": " +
+                       std::strerror(errno));
+    if (at == at.root_path()) return;
+  }
+}
+
 Dir Dir::sub(const std::string& name, Create create) const {
   const fs::path full = path_ / name;
   if (create == Create::yes && env().mkdirat(fd(), name.c_str(), 0700) != 0 && errno != EEXIST)

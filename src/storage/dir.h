@@ -77,6 +77,11 @@ class Dir {
   // Throws CacheRefused (unsafe cache directory), CacheError (cannot open
   // or create; with Create::no, a missing directory).
   static Dir open(const std::filesystem::path& path, Safety safety, Create create);
+  // What open(path, Safety::cache, Create::yes) would make of a missing
+  // directory, creating nothing: the same checks of its parents and link,
+  // then its nearest existing ancestor must be a directory this process
+  // may write. Throws CacheError (CacheRefused) as that open would.
+  static void check_creatable(const std::filesystem::path& path);
   // A subdirectory, with the same checks.
   Dir sub(const std::string& name, Create create) const;
   static bool exists(const std::filesystem::path& path);

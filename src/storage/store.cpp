@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <random>
@@ -445,6 +446,17 @@ std::string Store::identity() const {
   if (process::Context::current().env().fstat(dir_.fd(), &st) != 0)
     throw CacheError("cannot inspect " + dir_.path().string());
   return id + ":" + std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino);
+}
+
+std::string Store::predicted_identity() const {
+  if (::faccessat(dir_.fd(), ".", W_OK, 0) != 0)
+    throw CacheError("cannot write cache directory " + dir_.path().string() + ": " + std::strerror(errno));
+  const std::string id = read_store_id(dir_);
+  struct stat st;
+  if (process::Context::current().env().fstat(dir_.fd(), &st) != 0)
+    throw CacheError("cannot inspect " + dir_.path().string());
+  return (id.size() == 32 ? id : std::string("healed")) + ":" + std::to_string(st.st_dev) + ":" +
+         std::to_string(st.st_ino);
 }
 
 fs::path Store::object_path(const std::string& key) const {

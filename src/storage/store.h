@@ -93,6 +93,12 @@ class Store {
   // use the same directory, on one host or across a shared file system;
   // node-local directories of the same path on different hosts differ.
   std::string identity() const;
+  // identity() as a dry run predicts it, writing nothing: the same
+  // identity when store.json is intact; when identity() would heal it (a
+  // new id, the same for every user of the directory), "healed:" with the
+  // device and inode. Throws CacheError when the directory cannot be
+  // written, as open(Create::yes) would in writing its markers.
+  std::string predicted_identity() const;
   const Dir& directory() const { return dir_; }
   // Removes the temporaries of crashed writers (their process is gone) in
   // the store's directory, objects/ and deltas/; returns how many.

@@ -431,6 +431,7 @@ std::string dry_run_text(const coord::JobReport& r, const std::string& title) {
                   std::to_string(g.tp) + ", pp " + std::to_string(g.pp) + ", " + g.mode +
                   "; nothing compiled or written\n";
   int from_store = 0;  // owners reading their store's object (a new entry): neither loaded nor fetched
+  int uncached_methods = 0;
   for (const coord::RankReport& rr : r.per_rank)
     for (const coord::RankMethod& m : rr.methods) {
       const MethodReport& x = m.report;
@@ -442,6 +443,9 @@ std::string dry_run_text(const coord::JobReport& r, const std::string& title) {
                          : x.fetched    ? (x.owner >= 0 ? "fetch from rank " + std::to_string(x.owner)
                                                         : "fetch from the remote (through its host's reader)")
                                         : "compile (" + x.reason + ")";
+      const bool uncached = x.reason.rfind("uncached", 0) == 0;  // nothing would be stored
+      uncached_methods += uncached;
+      if (uncached && what.find(x.reason) == std::string::npos) what += ", " + x.reason;
       s += "  rank " + std::to_string(rr.rank) + " " + x.method + ": " + what + "\n";
     }
   const bool warm = r.compiled == 0;
@@ -449,6 +453,9 @@ std::string dry_run_text(const coord::JobReport& r, const std::string& title) {
        " read from the store, " + std::to_string(r.fetched) + " fetched, " + std::to_string(r.remote_reads) +
        " read from the remote, " + std::to_string(r.compiled) + " compiled of " + std::to_string(r.rank_methods()) +
        " rank-methods: " + (warm ? "the job would start warm" : "the job would compile") + "\n";
+  if (uncached_methods > 0)
+    s += "  uncached          " + std::to_string(uncached_methods) +
+         " rank-methods would run uncached (a cache that cannot be used): nothing would be stored\n";
   return s;
 }
 

@@ -1,6 +1,7 @@
 // The coordinator's pure parts: the plan (one writer per store, by store
 // identity), the routes of the node-leader exchange, the host map, the job
 // identity handshake's messages, the agreement's decision and the hash.
+#include "cache/method_cache.h"
 #include "coord/agreement.h"
 #include "coord/context.h"
 #include "coord/hash.h"
@@ -10,11 +11,23 @@
 #include "coord/remote_plan.h"
 #include "coord/routes.h"
 #include "mpi/comm.h"
+#include "process/context.h"
+#include "process/dry_run.h"
+#include "storage/dir.h"
+#include "storage/store.h"
 
+#include <npucache/cache.h>
+#include <npucache/coordinator.h>
 #include <npucache/error.h>
+#include <npucache/ops.h>
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <set>
 
 using namespace npucache;
@@ -363,4 +376,92 @@ TEST(Hash, IsTheSameOnEveryBuild) {
   EXPECT_EQ(stable_hash("a"), 0x44bd8ad473cd9906ull);
   EXPECT_EQ(stable_hash("foobar"), 0x88fad7c0a8ff07f2ull);
   EXPECT_EQ(identity_hash("foobar"), stable_hash("foobar"));  // one function
+}
+
+namespace {
+struct Doubled : nn::Module {
+  Tensor run(const Tensor& x) const { return x * 2.0; }
+};
+CacheOptions dry_options(const std::string& method) {
+  CacheOptions o;
+  o.cache_dir = (std::filesystem::temp_directory_path() / "npucache-test-coord-never-made").string();
+  o.compile.method_name = method;
+  return o;
+}
+}  // namespace
+
+// A dry run is the process's: a dry-run function is refused in a process
+// that built real cached functions, and a real one in a dry-run process
+// (each Scope is a process of its own); a write a dry run never reaches
+// refuses to run in one.
+TEST(DryRunProcess, IsNeverMixedWithFunctionsThatWrite) {
+  Doubled m;
+  dist::CoordinatorOptions dry;
+  dry.dry_run = true;
+  {
+    const process::Context::Scope process;
+    auto real = cache_compile(m, &Doubled::run, dry_options("real"));
+    EXPECT_NO_THROW(cache::refuse_in_dry_run("saving"));
+    try {
+      dist::cache_compile(m, &Doubled::run, dry_options("dry"), dry);
+      ADD_FAILURE() << "a dry-run function was built in a process with a real one";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("process of its own"), std::string::npos) << e.what();
+    }
+    EXPECT_FALSE(process::dry_run());
+  }
+  {
+    const process::Context::Scope process;
+    auto predicted = dist::cache_compile(m, &Doubled::run, dry_options("dry"), dry);
+    EXPECT_TRUE(process::dry_run());
+    EXPECT_THROW(cache_compile(m, &Doubled::run, dry_options("real")), ConfigError);
+    EXPECT_THROW(dist::cache_compile(m, &Doubled::run, dry_options("real"), dist::CoordinatorOptions{}), ConfigError);
+    auto another = dist::cache_compile(m, &Doubled::run, dry_options("dry2"), dry);  // dry ones mix
+    try {
+      cache::refuse_in_dry_run("saving the entry x");
+      ADD_FAILURE() << "a write was allowed in a dry run";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("saving the entry x in a dry run"), std::string::npos) << e.what();
+    }
+  }
+  std::filesystem::remove_all(dry_options("").cache_dir);
+}
+
+// The place nearest_of_method names for an index's entry path; a path not
+// under its model_info (damaged, or shorter) names none rather than failing.
+TEST(DryRunProcess, EntryPlaceOfAnyIndexPath) {
+  EXPECT_EQ(cache::entry_place("m1/world8global_rank3/prompt", "m1"), "world8global_rank3");
+  EXPECT_EQ(cache::entry_place("m1/prompt", "m1"), "one process");
+  EXPECT_EQ(cache::entry_place("m1", "m1"), "one process");
+  EXPECT_EQ(cache::entry_place("m", "m1"), "one process");
+  EXPECT_EQ(cache::entry_place("", "m1"), "one process");
+  EXPECT_EQ(cache::entry_place("m2/world2global_rank0/x", "m1"), "one process");
+  EXPECT_EQ(cache::entry_place("m1/", "m1"), "one process");
+}
+
+// The plan's store identity in a dry run, predicted writing nothing: an
+// existing store's identity as a real open gives it, through a link too; a
+// store.json a real open would heal is "healed"; a missing directory that
+// could be made is not made, and one below a regular file cannot be.
+TEST(DryRunProcess, StoreIdentityIsPredictedWithoutWriting) {
+  namespace fs = std::filesystem;
+  const fs::path base = fs::temp_directory_path() / ("npucache-test-coord-identity-" + std::to_string(::getpid()));
+  fs::remove_all(base);
+  fs::create_directories(base);
+  const fs::path dir = base / "cache";
+  EXPECT_NO_THROW(storage::Dir::check_creatable(dir));
+  EXPECT_FALSE(fs::exists(dir));
+  { std::ofstream(base / "file") << "x"; }
+  EXPECT_THROW(storage::Dir::check_creatable(base / "file" / "cache"), CacheError);
+  const std::string real = storage::Store::open(dir, storage::Create::yes).identity();
+  EXPECT_EQ(storage::Store::open(dir, storage::Create::no).predicted_identity(), real);
+  fs::create_directory_symlink(dir, base / "link");
+  EXPECT_EQ(storage::Store::open(base / "link", storage::Create::no).predicted_identity(), real);
+  { std::ofstream(dir / "store.json", std::ios::trunc) << "{"; }
+  const std::string healed = storage::Store::open(dir, storage::Create::no).predicted_identity();
+  EXPECT_EQ(healed.substr(0, 7), "healed:") << healed;
+  EXPECT_EQ(healed.substr(7), real.substr(33));  // the same device and inode
+  std::ifstream in(dir / "store.json");
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), "{");
+  fs::remove_all(base);
 }

@@ -13,7 +13,10 @@
 #  d. 8 ranks with a fresh cache directory and the remote warmed in a.,
 #     through the launcher and `infer`: the dry run predicts reads from the
 #     remote and no compile, writes nothing locally nor to the remote, and
-#     the real infer agrees.
+#     the real infer agrees;
+#  e. 2 ranks whose cache directory cannot be made (its parent is a regular
+#     file): the dry run predicts the method runs uncached, as the real run
+#     does, and agrees with it.
 # "Agree": the same top-level counts (loaded, compiled, fetched,
 # remote_reads) and, for every rank and method, the same outcome (hit,
 # compiled, fetched, remote, read_store) and source rank (owner).
@@ -153,4 +156,16 @@ grep -q "fetch from the remote" "$work/d_dry.log" || fail "the dry run does not 
 grep -q "the job would start warm" "$work/d_dry.log" || fail "the dry run does not say the job would start warm"
 run d_real 8 infer --tp 2 --pp 4 --cache-dir "$fresh" --remote "$url" --tokens 2
 agree d_dry d_real
+
+# e. A cache directory that cannot be made: every rank runs uncached.
+: >"$work/a-file"
+run e_dry 2 warmup --tp 2 --cache-dir "$work/a-file/cache" --dry-run
+grep -q "rank 0 prompt: .*uncached: .*cannot be used" "$work/e_dry.log" || {
+  cat "$work/e_dry.log" >&2
+  fail "the dry run does not say the ranks whose cache cannot be made run uncached"
+}
+grep -q "rank-methods would run uncached" "$work/e_dry.log" || fail "the dry run's summary counts no uncached method"
+run e_real 2 warmup --tp 2 --cache-dir "$work/a-file/cache"
+grep -q "uncached" "$work/e_real.log" || fail "the real run with an unusable cache did not run uncached"
+agree e_dry e_real
 echo "mpi_dry_run: ok"
