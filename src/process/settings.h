@@ -63,9 +63,10 @@ constexpr std::size_t kMaxConfigLineBytes = 4096;
 // errors). `cache_dir_file`: only settings a cache directory may hold are
 // accepted there.
 std::vector<Setting> parse_config(const std::string& text, const std::string& path, bool cache_dir_file);
-// The settings of the user's file `path` (none when it does not exist; a
-// link is followed: the file is the user's own), read through the Env of
-// the process context.
+// The settings of the user's file `path` (none when it does not exist or
+// cannot be opened; a link is followed: the file is the user's own). Read
+// with the system's calls, not the Env's (it is not the store's: a test's
+// faults stay on the store's files), without waiting on a FIFO.
 std::vector<Setting> read_config_file(const std::string& path);
 
 // The value of a process-wide setting (cache_dir, remote, log_level,
