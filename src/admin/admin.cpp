@@ -305,7 +305,7 @@ Stats stats(const std::string& dir) {
     ++st.templates;
     st.template_bytes += t.bytes;
   }
-  st.max_size = max_size(dir);
+  st.max_size = max_size_or_warn(dir);  // a bad setting does not hide the rest
   st.counters = read_stats(s.dir());
   return st;
 }

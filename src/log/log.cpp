@@ -36,7 +36,8 @@ process::Setting log_setting(const char* key, std::string& bad) {
     bad = e.what();
     const auto& info = *process::find_setting(key);
     const char* v = std::getenv(info.env);
-    return {key, v ? v : "", "environment"};
+    if (v && *v) return {key, v, std::string("environment ") + info.env};
+    return {key, "", "default"};
   }
 }
 
@@ -83,9 +84,11 @@ spdlog::logger& get() {
     }
     l->set_level(level);
     // A typo in the level must not stop a job: the default, and a warning.
-    if (!bad.empty())
-      l->warn("NPUCACHE_LOG_LEVEL='{}' is not a level (trace, debug, info, warn, error, critical, off); using info",
-              bad);
+    // Named by where it came from: NPUCACHE_LOG_LEVEL='x', or the file and line.
+    const std::string& from = level_setting.source;
+    const std::string who = from.rfind("environment ", 0) == 0 ? from.substr(12) + "='" + bad + "'"
+                                                               : "log_level '" + bad + "' (" + from + ")";
+    if (!bad.empty()) l->warn("{} is not a level (trace, debug, info, warn, error, critical, off); using info", who);
     if (!bad_file.empty()) l->warn("the log settings of the configuration file are not used: {}", bad_file);
     if (!file_error.empty())
       l->warn("the log cannot go to {} ({}, from {}): it goes to stderr; name a file that can be written", file.value,

@@ -2,12 +2,18 @@
 
 #include <npucache/error.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
+#include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <sstream>
 
@@ -46,7 +52,7 @@ std::string check_value(const std::string& key, const std::string& value) {
     if (value == "none") return {};
     try {
       parse_size(value);
-    } catch (const ConfigError& e) {
+    } catch (const std::exception& e) {
       return e.what() + std::string(", or none");
     }
     return {};
@@ -98,16 +104,18 @@ std::string cache_config_path(const std::string& cache_dir) {
   return (std::filesystem::path(cache_dir) / kFileName).string();
 }
 
-std::vector<Setting> read_config_file(const std::string& path, bool cache_dir_file) {
+std::vector<Setting> parse_config(const std::string& text, const std::string& path, bool cache_dir_file) {
   std::vector<Setting> out;
-  if (path.empty()) return out;
-  std::ifstream f(path);
-  if (!f) return out;  // no file: no settings (an unreadable one too: the defaults hold)
+  std::istringstream f(text);
   std::string line;
   int n = 0;
   while (std::getline(f, line)) {
     ++n;
     const std::string where = path + ":" + std::to_string(n);
+    if (line.size() > kMaxConfigLineBytes)
+      throw ConfigError(where + ": a line of " + std::to_string(line.size()) +
+                        " characters, longer than a setting's (at most " + std::to_string(kMaxConfigLineBytes) +
+                        "): this is not a settings file; fix or remove it");
     const std::string t = trim(line);
     if (t.empty() || t[0] == '#') continue;
     const auto eq = t.find('=');
@@ -132,19 +140,56 @@ std::vector<Setting> read_config_file(const std::string& path, bool cache_dir_fi
   return out;
 }
 
+std::vector<Setting> read_config_file(const std::string& path) {
+  if (path.empty()) return {};
+  // Not through the Env: the user's file is not the store's. O_NONBLOCK:
+  // opening a FIFO does not wait for a writer.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return {};  // no file (an unreadable one too: the defaults hold)
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return {};
+  if (!S_ISREG(st.st_mode))
+    throw ConfigError(path +
+                      " is not a regular file (a directory, a FIFO or a device): npucache reads its settings "
+                      "from a regular file; replace it with one, or remove it");
+  const auto too_large = [&](std::size_t bytes) {
+    return ConfigError(path + " is " + std::to_string(bytes) + " bytes, more than a settings file can be (" +
+                       std::to_string(kMaxConfigFileBytes) + "): it is not one; fix or remove it");
+  };
+  if (static_cast<std::size_t>(st.st_size) > kMaxConfigFileBytes) throw too_large(static_cast<std::size_t>(st.st_size));
+  // At most one byte over the bound, should the file grow while it is read.
+  std::string text(kMaxConfigFileBytes + 1, '\0');
+  std::size_t got = 0;
+  while (got < text.size()) {
+    const ssize_t r = ::read(fd, text.data() + got, text.size() - got);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0)
+      throw ConfigError("cannot read " + path + ": " + std::strerror(errno) + "; fix its permissions or remove it");
+    if (r == 0) break;
+    got += static_cast<std::size_t>(r);
+  }
+  if (got > kMaxConfigFileBytes) throw too_large(got);
+  text.resize(got);
+  return parse_config(text, path, false);
+}
+
 Setting setting(const std::string& key) {
   const SettingInfo* s = find_setting(key);
   if (!s) throw ConfigError("unknown setting '" + key + "'; the settings are: " + keys_list(false));
   if (const char* v = env_value(*s)) return {s->key, v, std::string("environment ") + s->env};
   Setting out{s->key, s->default_value, "default"};
-  for (auto& f : read_config_file(user_config_path(), false))
+  for (auto& f : read_config_file(user_config_path()))
     if (f.key == out.key) out = std::move(f);  // the last line of a key wins
   if (out.value == "none" && out.key != "max_size") out.value.clear();
   return out;
 }
 
-std::optional<std::size_t> max_size_setting(const std::string& cache_dir, const std::optional<std::size_t>& legacy,
-                                            std::string* source) {
+std::optional<std::size_t> max_size_setting(const std::string& cache_dir, const std::optional<std::string>& cache_file,
+                                            const std::optional<std::size_t>& legacy, std::string* source) {
   const SettingInfo& info = *find_setting("max_size");
   std::string value, from;
   if (const char* v = env_value(info)) {
@@ -153,10 +198,11 @@ std::optional<std::size_t> max_size_setting(const std::string& cache_dir, const 
     if (const std::string bad = check_value("max_size", value); !bad.empty())
       throw ConfigError(std::string(info.env) + ": " + bad);
   } else {
-    for (const auto& f : read_config_file(cache_config_path(cache_dir), true)) {
-      value = f.value;
-      from = f.source;
-    }
+    if (cache_file)
+      for (const auto& f : parse_config(*cache_file, cache_config_path(cache_dir), true)) {
+        value = f.value;
+        from = f.source;
+      }
     if (from.empty() && legacy) {
       if (source) *source = (std::filesystem::path(cache_dir) / "config.json").string();
       return legacy;
@@ -210,7 +256,16 @@ std::size_t parse_size(const std::string& text) {
                                                       {"TB", 0x1p40},  {"TIB", 0x1p40}};
   auto u = units.find(unit);
   if (u == units.end()) throw bad();
-  const double v = std::stod(number) * u->second;
+  // from_chars: the C locale's '.', whatever the process's locale. A
+  // number beyond a double's range is too large (out of range below), or
+  // too small to be a byte.
+  double mantissa = 0;
+  const auto [end, error] = std::from_chars(number.data(), number.data() + number.size(), mantissa);
+  if (error == std::errc::result_out_of_range)
+    mantissa = number.find_first_not_of("0.") < number.find('.') ? HUGE_VAL : 0.0;
+  else if (error != std::errc() || end != number.data() + number.size())
+    throw bad();
+  const double v = mantissa * u->second;
   if (!std::isfinite(v) || v < 0 || v >= 0x1p62)
     throw ConfigError("size '" + text + "' is out of range (at most 4 EiB)");
   return static_cast<std::size_t>(v);

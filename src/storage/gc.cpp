@@ -123,7 +123,14 @@ namespace {
 // The limit earlier versions kept in config.json, when that file is there.
 std::optional<std::size_t> legacy_max_size(const Dir& d) {
   const std::string dir = d.path().string();
-  auto text = d.read(names::kConfigFile, kMaxConfigBytes);
+  std::optional<std::string> text;
+  try {
+    text = d.read(names::kConfigFile, kMaxConfigBytes);
+  } catch (const CacheError& e) {  // refused (a link, another user's) or unreadable: as damaged
+    if (process::Context::current().get<process::Once>().first(std::string("refused settings|") + e.what()))
+      log::warn("no size limit is read from {}/{}: {}", dir, names::kConfigFile, e.what());
+    return std::nullopt;
+  }
   if (!text) return std::nullopt;
   auto j = nlohmann::json::parse(*text, nullptr, false);
   if (j.is_discarded() || !j.is_object()) {  // a setting: said once per process, not at every save
@@ -137,9 +144,49 @@ std::optional<std::size_t> legacy_max_size(const Dir& d) {
   return it->get<std::size_t>();
 }
 
-std::optional<std::size_t> max_size_in(const Dir& d, std::string* source = nullptr) {
-  return process::max_size_setting(d.path().string(), legacy_max_size(d), source);
+// The text of the cache's npucache.conf, read as every file of the cache
+// (no link, none of another user or writable by others, bounded: a shared
+// cache directory may hold one someone else planted): nullopt when absent
+// or refused, a refusal warned about once per process.
+std::optional<std::string> cache_settings_text(const Dir& d) {
+  try {
+    return d.read(names::kCacheConfigFile, process::kMaxConfigFileBytes);
+  } catch (const CacheError& e) {
+    if (process::Context::current().get<process::Once>().first(std::string("refused settings|") + e.what()))
+      log::warn("the cache's settings are not used: {}", e.what());
+    return std::nullopt;
+  }
 }
+
+std::optional<std::size_t> max_size_in(const Dir& d, std::string* source = nullptr) {
+  return process::max_size_setting(d.path().string(), cache_settings_text(d), legacy_max_size(d), source);
+}
+
+// A bad setting where a limit is only applied or shown: said once per
+// process, and no limit applies.
+void warn_no_limit(const ConfigError& e) {
+  if (process::Context::current().get<process::Once>().first(std::string("bad max_size|") + e.what()))
+    log::warn("no size limit applies: {}", e.what());
+}
+
+}  // namespace
+
+std::optional<std::size_t> max_size(const std::string& dir, std::string* source) {
+  if (!Dir::exists(dir)) return process::max_size_setting(dir, std::nullopt, std::nullopt, source);
+  return max_size_in(Dir::open(dir, Safety::cache, Create::no), source);
+}
+
+std::optional<std::size_t> max_size_or_warn(const std::string& dir, std::string* source) {
+  try {
+    return max_size(dir, source);
+  } catch (const ConfigError& e) {
+    warn_no_limit(e);
+    if (source) source->clear();
+    return std::nullopt;
+  }
+}
+
+namespace {
 
 // The limit a save enforces: a bad setting is warned about once and no
 // limit applies (a save never fails over a setting).
@@ -147,8 +194,7 @@ std::optional<std::size_t> limit_for_save(const Dir& d) {
   try {
     return max_size_in(d);
   } catch (const ConfigError& e) {
-    if (process::Context::current().get<process::Once>().first(std::string("bad max_size|") + e.what()))
-      log::warn("no size limit is enforced: {}", e.what());
+    warn_no_limit(e);
     return std::nullopt;
   }
 }
@@ -157,15 +203,11 @@ void enforce(const std::string& dir, std::size_t limit, const std::vector<std::s
 
 }  // namespace
 
-std::optional<std::size_t> max_size(const std::string& dir, std::string* source) {
-  if (!Dir::exists(dir)) return process::max_size_setting(dir, std::nullopt, source);
-  return max_size_in(Dir::open(dir, Safety::cache, Create::no), source);
-}
-
 void set_max_size(const std::string& dir, std::optional<std::size_t> limit) {
   const Store s = Store::open(dir, Create::yes);
   const Dir& d = s.directory();
-  const std::string old = d.read(names::kCacheConfigFile, kMaxConfigBytes).value_or("");
+  // A refused file (a link, another user's) is replaced, as a damaged one.
+  const std::string old = cache_settings_text(d).value_or("");
   d.write(names::kCacheConfigFile, process::with_max_size(old, limit));
   if (d.stat(names::kConfigFile)) d.remove(names::kConfigFile);  // replaced by npucache.conf
 }

@@ -113,9 +113,16 @@ std::optional<double> entry_time(const CacheStats& st, const EntryRecord& e);
 // The size limit of a cache (process/settings.h: NPUCACHE_MAX_SIZE, the
 // cache's npucache.conf, the config.json of earlier versions, the user's
 // npucache.conf); `source` receives where it came from. ConfigError for a
-// bad setting.
+// bad setting. The cache's files are read as its other files are (Dir::read:
+// no link, none of another user or writable by others, bounded): one that
+// is refused is no setting, warned about once per process.
 std::optional<std::size_t> max_size(const std::string& dir, std::string* source = nullptr);
-// Sets it in the cache's npucache.conf (and retires config.json).
+// The same where the limit is only shown or applied (stats, gc with no
+// argument, a save): a bad setting is warned about once per process and no
+// limit applies (`source` empty).
+std::optional<std::size_t> max_size_or_warn(const std::string& dir, std::string* source = nullptr);
+// Sets it in the cache's npucache.conf (and retires config.json); a refused
+// npucache.conf (a link, another user's) is replaced.
 void set_max_size(const std::string& dir, std::optional<std::size_t> limit);
 // After a write: evicts (gc) when a limit is configured and exceeded.
 void enforce_limit(const std::string& dir, const std::vector<std::string>& written);

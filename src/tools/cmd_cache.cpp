@@ -34,6 +34,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <filesystem>
 #include <map>
@@ -428,7 +429,7 @@ void cmd_gc(const std::string& d, const GcArgs& a, bool dry_run, double wait) {
   if (!a.has_max_size && !a.has_older_than && a.models.empty() && !a.orphans) {
     // As ccache's cleanup: the configured limit.
     std::string source;
-    o.max_size = cache::max_size(dir, &source);
+    o.max_size = cache::max_size_or_warn(dir, &source);  // a bad setting: a warning, the orphans collected
     if (o.max_size)
       std::printf("gc: applying max_size %s (from %s)\n", cache::format_size(*o.max_size).c_str(), source.c_str());
     else
@@ -489,10 +490,26 @@ void cmd_config(const std::string& d, const std::string& key, const std::string&
   }
   std::optional<std::size_t> limit;
   if (value != "none") limit = cache::parse_size(value);
+  if (dry_run && !limit) throw ConfigError("config max-size none --dry-run: removing the limit removes nothing");
+  // As ccache's CCACHE_MAXSIZE: the environment overrides the cache's file,
+  // so the limit in effect is the environment's.
+  std::optional<std::size_t> effective = limit;
+  if (const char* env = std::getenv(info->env); env && *env) {
+    effective = cache::max_size(dir);
+    std::fprintf(stderr,
+                 "npucache: warning: %s=%s overrides the max_size of %s: the limit in effect is %s, not %s; unset "
+                 "%s for the cache's own to apply\n",
+                 info->env, env, process::cache_config_path(dir).c_str(),
+                 effective ? cache::format_size(*effective).c_str() : "none",
+                 limit ? cache::format_size(*limit).c_str() : "none", info->env);
+  }
   if (dry_run) {  // what the limit would evict; nothing written
-    if (!limit) throw ConfigError("config max-size none --dry-run: removing the limit removes nothing");
+    if (!effective) {
+      std::printf("gc: no size limit is in effect: nothing would be evicted\ndry run: nothing was removed\n");
+      return;
+    }
     cache::GcOptions o;
-    o.max_size = limit;
+    o.max_size = effective;
     o.dry_run = true;
     print_gc(cache::gc(dir, o), true, true);
     return;
@@ -500,10 +517,10 @@ void cmd_config(const std::string& d, const std::string& key, const std::string&
   cache::set_max_size(dir, limit);
   std::printf("max-size %s for %s (in %s)\n", limit ? cache::format_size(*limit).c_str() : "none", dir.c_str(),
               process::cache_config_path(dir).c_str());
-  if (!limit) return;
-  // The new limit applies now, as a gc would (what it removes is listed).
+  if (!effective) return;
+  // The limit in effect applies now, as a gc would (what it removes is listed).
   cache::GcOptions o;
-  o.max_size = limit;
+  o.max_size = effective;
   print_gc(cache::gc(dir, o), true, false);
 }
 

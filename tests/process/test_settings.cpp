@@ -4,7 +4,9 @@
 // a cache's own npucache.conf over the user's for max_size, the
 // config.json of earlier versions read and retired; a bad line named by
 // file:line with what to do; a save that leaves the cache over its limit
-// warns once per process, not once per save.
+// warns once per process, not once per save. A cache's own file is read as
+// the cache's other files (no link, FIFO, file others may write: ignored,
+// warned once), and every file is bounded.
 #include <npucache/cache.h>
 #include <npucache/error.h>
 
@@ -18,6 +20,8 @@
 
 #include <gtest/gtest.h>
 #include <spdlog/sinks/ostream_sink.h>
+
+#include <sys/stat.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -111,6 +115,20 @@ class Settings : public testing_support::TempDirTest {
   std::optional<ScopedEnv> xdg_;
   std::vector<std::unique_ptr<ScopedEnv>> cleared_;
 };
+
+// What the log says while `f` runs, in a process context of its own (its
+// warnings said once afresh).
+std::string log_of(const std::function<void()>& f) {
+  std::ostringstream said;
+  auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(said);
+  log::get().sinks().push_back(sink);
+  {
+    const process::Context::Scope scope;
+    f();
+  }
+  log::get().sinks().pop_back();
+  return said.str();
+}
 
 std::string message_of(const std::function<void()>& f) {
   try {
@@ -210,6 +228,109 @@ TEST_F(Settings, ASaveLeavingTheCacheOverItsLimitWarnsOncePerProcess) {
   const auto first = text.find(warning);
   EXPECT_NE(first, std::string::npos) << text;
   EXPECT_EQ(text.find(warning, first + 1), std::string::npos) << "said twice: " << text;
+}
+
+TEST_F(Settings, ACachesFileIsTrustedAsItsOtherFilesAre) {
+  fill(1);
+  spit(user_file(), "max_size = 2G\n");
+  const fs::path conf = dir / "npucache.conf";
+  const std::string planted = (base / "planted.conf").string();
+  spit(planted, "max_size = 1\n");
+  // A link (to a file another user controls): not followed.
+  fs::create_symlink(planted, conf);
+  std::optional<std::size_t> limit;
+  std::string source;
+  std::string said = log_of([&] { limit = storage::max_size(dir.string(), &source); });
+  EXPECT_EQ(limit, std::size_t{2} << 30) << "the user's limit holds, not the link's";
+  EXPECT_EQ(source, user_file().string() + ":1");
+  EXPECT_NE(
+      said.find("the cache's settings are not used: refusing to use " + conf.string() + ": it is a symbolic link"),
+      std::string::npos)
+      << said;
+  said = log_of([&] {
+    storage::enforce_limit(dir.string(), {});
+    storage::enforce_limit(dir.string(), {});
+  });
+  const auto first = said.find("the cache's settings are not used");
+  EXPECT_NE(first, std::string::npos) << said;
+  EXPECT_EQ(said.find("the cache's settings are not used", first + 1), std::string::npos) << "said twice: " << said;
+  EXPECT_EQ(storage::all_entries(storage::Store::open(dir.string(), storage::Create::no)).size(), 1u)
+      << "a save evicted by the planted limit";
+  // config max-size replaces the link, not what it points to.
+  storage::set_max_size(dir.string(), std::size_t{3} << 30);
+  EXPECT_FALSE(fs::is_symlink(conf));
+  EXPECT_EQ(slurp(planted), "max_size = 1\n");
+  EXPECT_EQ(storage::max_size(dir.string()), std::size_t{3} << 30);
+
+  // A file group or others may write: ignored.
+  spit(conf, "max_size = 1\n");
+  fs::permissions(conf, fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_write);
+  said = log_of([&] { limit = storage::max_size(dir.string()); });
+  EXPECT_EQ(limit, std::size_t{2} << 30);
+  EXPECT_NE(said.find("other users can write to it"), std::string::npos) << said;
+
+  // A FIFO: refused at once, never waited on.
+  fs::remove(conf);
+  ASSERT_EQ(::mkfifo(conf.c_str(), 0600), 0);
+  said = log_of([&] { limit = storage::max_size_or_warn(dir.string()); });
+  EXPECT_EQ(limit, std::size_t{2} << 30);
+  EXPECT_NE(said.find("it is not a regular file"), std::string::npos) << said;
+
+  // Too large a file: refused, as a damaged file of the cache.
+  fs::remove(conf);
+  spit(conf, "# " + std::string(process::kMaxConfigFileBytes, 'x') + "\n");
+  said = log_of([&] { limit = storage::max_size(dir.string()); });
+  EXPECT_EQ(limit, std::size_t{2} << 30);
+  EXPECT_NE(said.find("more than a cache file of its kind can be"), std::string::npos) << said;
+}
+
+TEST_F(Settings, ABadCacheFileIsAWarningWhereTheLimitIsOnlyShownOrApplied) {
+  fill(1);
+  spit(dir / "npucache.conf", "max_size = lots\n");
+  const std::string m = message_of([&] { storage::max_size(dir.string()); });
+  EXPECT_NE(m.find((dir / "npucache.conf").string() + ":1: max_size: size 'lots' is not a size"), std::string::npos)
+      << m;
+  std::optional<std::size_t> limit = 1;
+  std::string source = "x";
+  const std::string said = log_of([&] { limit = storage::max_size_or_warn(dir.string(), &source); });
+  EXPECT_EQ(limit, std::nullopt);
+  EXPECT_EQ(source, "");
+  EXPECT_NE(said.find("no size limit applies: " + m), std::string::npos) << said;
+}
+
+TEST_F(Settings, HugeNumbersAndHugeFilesNameTheirFile) {
+  const std::string digits(400, '9');
+  spit(user_file(), "max_size = " + digits + "\n");
+  std::string m = message_of([] { process::setting("max_size"); });
+  EXPECT_NE(m.find(user_file().string() + ":1: max_size: size '" + digits + "' is out of range"), std::string::npos)
+      << m;
+  EXPECT_NE(message_of([&] { process::parse_size(digits + "G"); }).find("is out of range"), std::string::npos);
+  EXPECT_EQ(process::parse_size("0." + std::string(400, '0') + "1K"), 0u) << "too small to be a byte";
+  EXPECT_EQ(process::parse_size("1.5G"), std::size_t{3} << 29);
+  EXPECT_EQ(process::parse_size("5."), 5u);
+  EXPECT_NE(message_of([] { process::parse_size("1.2.3"); }).find("is not a size"), std::string::npos);
+  {
+    const ScopedEnv env("NPUCACHE_MAX_SIZE", digits.c_str());
+    m = message_of([&] { storage::max_size(dir.string()); });
+    EXPECT_NE(m.find("NPUCACHE_MAX_SIZE: size '" + digits + "' is out of range"), std::string::npos) << m;
+  }
+  // A line, or a file, far longer than settings are.
+  spit(user_file(), "cache_dir = /x\n# " + std::string(process::kMaxConfigLineBytes, 'x') + "\n");
+  m = message_of([] { process::setting("cache_dir"); });
+  EXPECT_NE(m.find(user_file().string() + ":2: a line of 4098 characters, longer than a setting's"), std::string::npos)
+      << m;
+  std::string big;
+  while (big.size() <= process::kMaxConfigFileBytes) big += "# a comment line of the user's file\n";
+  spit(user_file(), big);
+  m = message_of([] { process::setting("cache_dir"); });
+  EXPECT_NE(m.find(user_file().string() + " is " + std::to_string(big.size()) + " bytes, more than a settings file"),
+            std::string::npos)
+      << m;
+  // A FIFO (or a directory) where the user's file belongs: an error, never a wait.
+  fs::remove(user_file());
+  ASSERT_EQ(::mkfifo(user_file().c_str(), 0600), 0);
+  m = message_of([] { process::setting("cache_dir"); });
+  EXPECT_NE(m.find(user_file().string() + " is not a regular file"), std::string::npos) << m;
 }
 
 }  // namespace

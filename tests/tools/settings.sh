@@ -12,6 +12,11 @@
 #   the configured limit (and says when there is none);
 # - --dry-run of gc, clear and verify --repair lists and removes nothing;
 # - ls shows each entry's last use and filters by --model;
+# - a cache's npucache.conf is trusted as its other files: a FIFO never
+#   blocks, a link or a file others may write is ignored (warned); a bad
+#   one is a warning for stats and gc, an error for config; a 400-digit
+#   size names file:line; NPUCACHE_MAX_SIZE over config max-size is warned
+#   about; a bad log_level of the user's file is named by file:line;
 # - every cache command takes --cache-dir D as its positional D.
 #   settings.sh NPUCACHE_BINARY CACHE_WORKER
 set -euo pipefail
@@ -112,6 +117,43 @@ grep -q "^gc: evicted 2 of 2 entries" out.txt || fail "gc with no argument did n
 [ "$(entries "$c")" = 0 ] || fail "entries left after gc applied the limit"
 rm "$c/npucache.conf"
 fill
+
+# 5b. The cache's own file, which others may plant in a shared cache
+# directory: read as the cache's other files are.
+mkfifo "$c/npucache.conf"
+expect_exit 0 "the cache's settings are not used: refusing to use $c/npucache.conf: it is not a regular file" \
+  timeout 20 "$npucache" stats
+rm "$c/npucache.conf"
+printf 'max_size = 1\n' > "$work/planted.conf"
+ln -s "$work/planted.conf" "$c/npucache.conf"
+expect_exit 0 "^gc: no size limit is configured" "$npucache" gc
+grep -q "refusing to use $c/npucache.conf: it is a symbolic link" err.txt || fail "a linked npucache.conf: $(cat err.txt)"
+rm "$c/npucache.conf"
+printf 'max_size = 1\n' > "$c/npucache.conf"
+chmod 664 "$c/npucache.conf"
+expect_exit 0 "^gc: no size limit is configured" "$npucache" gc
+grep -q "refusing to use $c/npucache.conf: other users can write to it" err.txt ||
+  fail "a group-writable npucache.conf: $(cat err.txt)"
+[ "$(entries "$c")" = 2 ] || fail "a planted npucache.conf evicted entries"
+rm "$c/npucache.conf"
+printf 'max_size = lots\n' > "$c/npucache.conf"
+expect_exit 0 "no size limit applies: $c/npucache.conf:1: max_size: size 'lots' is not a size" "$npucache" stats
+expect_exit 0 "no size limit applies: $c/npucache.conf:1: max_size: size 'lots'" "$npucache" gc
+expect_exit 2 "$c/npucache.conf:1: max_size: size 'lots' is not a size" "$npucache" config --show
+rm "$c/npucache.conf"
+printf 'cache_dir = %s\nmax_size = %s\n' "$c" "$(printf '9%.0s' $(seq 400))" > "$conf"
+expect_exit 2 "$conf:2: max_size: size '9{400}' is out of range" "$npucache" config --show
+printf 'cache_dir = %s\n' "$c" > "$conf"
+expect_exit 0 "warning: NPUCACHE_MAX_SIZE=1G overrides the max_size of $c/npucache.conf: the limit in effect is 1.0 GiB, not 1 B" \
+  env NPUCACHE_MAX_SIZE=1G "$npucache" config max-size 1
+grep -q "^max_size = 1$" "$c/npucache.conf" || fail "config max-size under NPUCACHE_MAX_SIZE: $(cat "$c/npucache.conf")"
+[ "$(entries "$c")" = 2 ] || fail "config max-size 1 under NPUCACHE_MAX_SIZE=1G applied 1 B"
+rm "$c/npucache.conf"
+printf 'cache_dir = %s\nlog_level = loud\n' "$c" > "$conf"
+expect_exit 0 "log settings of the configuration file are not used: $conf:2: log_level: 'loud' is not a log level" \
+  "$npucache" stats --cache-dir "$c"
+grep -q "NPUCACHE_LOG_LEVEL" err.txt && fail "a bad log_level of $conf named as the environment's: $(cat err.txt)"
+printf 'cache_dir = %s\n' "$c" > "$conf"
 
 # 6. --cache-dir on every cache command (and the positional, the same).
 cd "$work/config"  # no cache here
