@@ -88,6 +88,12 @@ bool has_magic(EnvelopeKind kind, std::string_view head) {
   return head.size() >= 8 && std::memcmp(head.data(), magic(kind), 8) == 0;
 }
 
+std::size_t envelope_userblock(std::string_view head) {
+  if (head.size() < 16) return 0;
+  ByteReader h(head.substr(12, 4), "a file header");
+  return h.u32();
+}
+
 Opened open_envelope(EnvelopeKind kind, std::string_view file, const std::string& what) {
   auto damaged = [&](const std::string& why) -> CacheError {
     return CacheError(what + " is damaged or not npucache's: " + why);

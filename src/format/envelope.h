@@ -49,6 +49,11 @@ struct Opened {
 // Does `head` (a file's first bytes) start with the magic of `kind`? A
 // file that does is npucache's, damaged or not.
 bool has_magic(EnvelopeKind kind, std::string_view head);
+// The userblock size U that a file's header names (its bytes 12-15,
+// unchecked: open_envelope checks it), 0 when `head` is shorter than that:
+// a reader of the records alone reads the file's first max(U, 4096) bytes
+// and opens them as the envelope (the HDF5 part then fails its check).
+std::size_t envelope_userblock(std::string_view head);
 // Reads an envelope. Throws CacheError naming `what` when the header is
 // damaged or not npucache's (then nothing in the file can be trusted).
 Opened open_envelope(EnvelopeKind kind, std::string_view file, const std::string& what);

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cctype>
 #include <cstdlib>
+#include <random>
 #include <string_view>
 
 namespace npucache::format::names {
@@ -95,7 +96,9 @@ bool valid_entry_path(const std::string& s) {
 }
 
 std::string temp_name(const std::string& final_name) {
-  static std::atomic<unsigned> n{0};
+  // From a random start: a name planted in a directory others may write
+  // in is never opened (O_EXCL|O_NOFOLLOW), and rarely even met.
+  static std::atomic<unsigned> n{std::random_device{}() % 1000000000u};
   return "." + final_name + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(n++);
 }
 

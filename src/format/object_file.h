@@ -18,7 +18,9 @@ std::string encode_object(const ObjectRecord& o);
 // checksum) and throws CacheError naming `what` and what is wrong.
 // `with_text` false skips the graph text (not needed to run).
 ObjectRecord decode_object(std::string_view file, const std::string& what, bool with_text);
-// Only the facts (the envelope record; no HDF5, no artifact bytes).
+// Only the facts (the envelope record; no HDF5, no artifact bytes): `file`
+// may be the file's first bytes, as many as its userblock
+// (envelope_userblock), and stored_size is then their number.
 ObjectMeta object_meta(std::string_view file, const std::string& what, std::string* graph_key = nullptr);
 
 }  // namespace npucache::format

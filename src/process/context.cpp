@@ -39,7 +39,7 @@ Context& program_context() {
   // then is not flushed.
   static Context* ctx = [] {
     auto* c = new Context(default_env());
-    std::atexit([] { program_context().flush(); });
+    std::atexit([] { program_context().flush_for_exit(); });
     return c;
   }();
   return *ctx;
@@ -103,13 +103,22 @@ void Context::flush() {
   for (auto it = hooks.rbegin(); it != hooks.rend(); ++it) (*it)();
 }
 
+void Context::flush_for_exit() {
+  ending_.store(true);
+  flush();
+}
+
 void Context::shutdown() {
   const Bind bind(*this);  // the services' destructors use this context's
-  flush();
+  flush_for_exit();
   {
     std::lock_guard lock(mu_);
     flush_hooks_.clear();  // the services they flush go now
   }
+  struct Again {  // services may be made again afterwards
+    std::atomic<bool>& ending;
+    ~Again() { ending.store(false); }
+  } again{ending_};
   // Not under making_: a service's destructor may wait for a thread (the
   // commit queue's) that gets services.
   for (;;) {

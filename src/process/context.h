@@ -28,6 +28,7 @@
 // context's flush and shutdown work in that context, current or not.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -93,6 +94,11 @@ class Context {
   // written).
   void on_flush(std::function<void()> hook);
   void flush();
+  // The last flush: that of shutdown() or of the program's exit. A service
+  // with a thread of its own stops it in its hook when ending() is true
+  // (after that flush, services go or exit's static destructors run).
+  void flush_for_exit();
+  bool ending() const { return ending_.load(); }
 
   // Flushes, then destroys every service in the reverse order of making.
   // Services may be made again afterwards. Idempotent.
@@ -154,6 +160,7 @@ class Context {
   std::recursive_mutex making_;  // one service made at a time (it may get others)
   std::vector<Service> services_;
   std::vector<std::function<void()>> flush_hooks_;  // under mu_
+  std::atomic<bool> ending_{false};
 };
 
 }  // namespace npucache::process

@@ -294,12 +294,12 @@ std::optional<std::string> Dir::read_up_to(const std::string& name, std::size_t 
   return out;
 }
 
-std::string Dir::temp_for(const std::string& name, int& out_fd, int& owner_fd) const {
+std::string Dir::temp_for(const std::string& name, int& out_fd, int& owner_fd, mode_t mode) const {
   // A name someone planted (a file or a link where our next temporary would go) only costs a
   // retry: O_EXCL|O_NOFOLLOW never opens an existing entry, so the plant is never written through.
   for (int attempt = 0;; ++attempt) {
     const std::string temp = names::temp_name(name);
-    out_fd = env().openat(fd(), temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    out_fd = env().openat(fd(), temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
     if (out_fd < 0) {
       if (errno != EEXIST || attempt >= 64) fail("creating", path_ / temp, errno);
       continue;
@@ -380,9 +380,9 @@ void release(int& owner_fd) {
 
 }  // namespace
 
-void Dir::write(const std::string& name, std::string_view bytes) const {
+void Dir::write(const std::string& name, std::string_view bytes, mode_t mode) const {
   int f = -1, owner = -1;
-  const std::string temp = temp_for(name, f, owner);
+  const std::string temp = temp_for(name, f, owner, mode);
   try {
     write_all(f, bytes, path_ / name);
     if (env().close(f) != 0) {
@@ -481,10 +481,10 @@ std::size_t Dir::remove_stale_temps() const {
   return removed;
 }
 
-void write_file_atomically(const fs::path& path, std::string_view bytes) {
+void write_file_atomically(const fs::path& path, std::string_view bytes, mode_t mode) {
   const fs::path p = fs::absolute(path);
   const fs::path parent = p.parent_path();
-  Dir::open(parent, Safety::plain, Create::no).write(p.filename().string(), bytes);
+  Dir::open(parent, Safety::plain, Create::no).write(p.filename().string(), bytes, mode);
 }
 
 }  // namespace npucache::storage

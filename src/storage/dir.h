@@ -105,8 +105,9 @@ class Dir {
   // At most the first `n` bytes of regular file `name` (same checks as
   // read, any size): nullopt when absent.
   std::optional<std::string> head(const std::string& name, std::size_t n) const;
-  // Replaces `name` atomically with `bytes` (0600).
-  void write(const std::string& name, std::string_view bytes) const;
+  // Replaces `name` atomically with `bytes` (mode `mode`, 0600 unless
+  // said, less what the umask removes).
+  void write(const std::string& name, std::string_view bytes, mode_t mode = 0600) const;
   // Creates `name` with `bytes` only if no file has that name: false (and
   // nothing written) when one does.
   bool publish(const std::string& name, std::string_view bytes) const;
@@ -137,15 +138,16 @@ class Dir {
       : fd_(std::move(fd)), path_(std::move(path)), safety_(safety) {}
   // A new temporary for `name`, open for writing (`fd`), with its owner
   // lock held on `owner_fd` until the caller closes it.
-  std::string temp_for(const std::string& name, int& fd, int& owner_fd) const;
+  std::string temp_for(const std::string& name, int& fd, int& owner_fd, mode_t mode = 0600) const;
   void sync() const;
   std::shared_ptr<Fd> fd_;
   std::filesystem::path path_;
   Safety safety_;
 };
 
-// Writes `bytes` to `path` atomically (temporary, fsync, rename), 0600,
-// never following a link at `path`.
-void write_file_atomically(const std::filesystem::path& path, std::string_view bytes);
+// Writes `bytes` to `path` atomically (temporary, fsync, rename), mode
+// `mode` (0600 unless said), never following a link at `path` (a link
+// there is replaced, its target left as it was).
+void write_file_atomically(const std::filesystem::path& path, std::string_view bytes, mode_t mode = 0600);
 
 }  // namespace npucache::storage

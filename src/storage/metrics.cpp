@@ -3,6 +3,8 @@
 #include "format/cache_error.h"
 #include "log/log.h"
 #include "process/context.h"
+#include "process/dry_run.h"
+#include "storage/dir.h"
 #include "storage/store.h"
 
 #include <unistd.h>
@@ -14,25 +16,42 @@
 #include <cmath>
 #include <condition_variable>
 #include <cstdlib>
-#include <fstream>
+#include <map>
+#include <memory>
 #include <mutex>
 #include <sstream>
 #include <thread>
+#include <vector>
 
 namespace npucache::storage {
 namespace fs = std::filesystem;
 
-CacheBytes cache_bytes(const fs::path& dir) {
+CacheBytes cache_bytes(const fs::path& dir, KnownObjects* known) {
   CacheBytes b;
   try {
     const Store s = Store::open(dir, Create::no);
+    KnownObjects now;
     for (const auto& key : s.object_keys()) {
-      if (const auto info = s.object_stat(key)) b.stored += static_cast<uint64_t>(std::max<int64_t>(info->size, 0));
-      try {
-        b.raw += s.object_meta(key).raw_size;
-      } catch (const CacheError&) {
+      const auto info = s.object_stat(key);
+      if (!info || !info->regular) continue;
+      b.stored += static_cast<uint64_t>(std::max<int64_t>(info->size, 0));
+      KnownObjects::Known k{static_cast<uint64_t>(info->ino), info->size, info->mtime_ns, 0};
+      const KnownObjects::Known* seen = nullptr;
+      if (known)
+        if (const auto it = known->by_key.find(key); it != known->by_key.end()) seen = &it->second;
+      if (seen && seen->ino == k.ino && seen->size == k.size && seen->mtime_ns == k.mtime_ns) {
+        k.raw = seen->raw;
+      } else {
+        try {
+          k.raw = s.object_meta(key).raw_size;  // its header only
+        } catch (const CacheError&) {
+          continue;  // damaged: read again next time (it may be replaced)
+        }
       }
+      b.raw += k.raw;
+      if (known) now.by_key.emplace(key, k);
     }
+    if (known) *known = std::move(now);
   } catch (const std::exception& e) {
     log::debug("the size of the cache {} is unknown: {}", dir.string(), e.what());
   }
@@ -135,20 +154,13 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr double kDefaultInterval = 5.0;
+constexpr double kMinInterval = 1.0;
 constexpr double kMaxInterval = 3600.0;
 // The cache's size is read again at most this often (it lists the objects).
 constexpr auto kBytesEvery = std::chrono::seconds(60);
-
-double interval_from_env() {
-  const char* v = std::getenv("NPUCACHE_METRICS_INTERVAL");
-  if (!v || !*v) return kDefaultInterval;
-  char* end = nullptr;
-  const double s = std::strtod(v, &end);
-  if (end && *end == '\0' && std::isfinite(s) && s > 0 && s <= kMaxInterval) return s;
-  log::warn("NPUCACHE_METRICS_INTERVAL='{}' is not a number of seconds in (0, {}]; writing the metrics file every {} s",
-            v, kMaxInterval, kDefaultInterval);
-  return kDefaultInterval;
-}
+// The metrics file's mode (less the umask): node_exporter runs as a user
+// of its own.
+constexpr mode_t kFileMode = 0644;
 
 // The rank mpiexec gave this process (Open MPI, MPICH/Hydra, Slurm), -1
 // without one: seen before MPI starts and after it ends.
@@ -159,69 +171,69 @@ int launched_rank() {
 }
 
 // The metrics file: a service of the process context, made after the
-// counters it writes (so destroyed first). Its thread works in that
-// context.
+// counters it writes and the dry-run switch it asks (so destroyed before
+// them). Its thread works in that context and stops in the context's last
+// flush (shutdown, or the program's exit), before the final write and
+// before any service goes. It belongs to the process that made it: a child
+// forked from that process neither writes the file nor waits for the
+// thread (which is not in the child).
 class MetricsFile {
  public:
-  explicit MetricsFile(process::Context& c) : context_(c), path_(std::getenv("NPUCACHE_METRICS_FILE")) {
+  explicit MetricsFile(process::Context& c)
+      : context_(c), dry_run_(c.get<process::DryRun>()), path_(std::getenv("NPUCACHE_METRICS_FILE")) {
     make_stats_counters();
-    interval_ = interval_from_env();
-    c.on_flush([this] { write(); });
-    worker_ = std::thread([this] { run(); });
+    interval_ = metrics_interval();
+    c.on_flush([this] { flushed(); });
+    shared_->worker = std::thread([this] { run(); });
   }
   ~MetricsFile() {
-    {
-      std::lock_guard lock(mu_);
-      stop_ = true;
+    if (forked()) {
+      // The thread was not copied into this child, and what it shares may
+      // be as the parent's thread left it when the parent forked (a lock
+      // taken, a waiter counted: destroying the condition variable would
+      // wait for that waiter forever). It is kept, never destroyed nor
+      // joined.
+      static auto* const kept = new std::vector<std::unique_ptr<Shared>>;
+      kept->push_back(std::move(shared_));
+      return;
     }
-    cv_.notify_all();
-    if (worker_.joinable()) worker_.join();
+    stop();
   }
   void set_job(const CacheStats& counters) {
+    if (forked()) return;
     {
-      std::lock_guard lock(mu_);
-      job_ = counters;
+      std::lock_guard lock(shared_->mu);
+      shared_->job = counters;
     }
     write();
   }
   // Writes the file now (rank 0 of a job, or a process of its own).
   void write() {
+    if (forked() || dry_run_.on()) return;
     // Another rank of an MPI job never writes, also after MPI ends.
     const process::Identity who = context_.identity();
     if (who.world_size > 1 && who.world_rank != 0) other_rank_ = true;
     if (other_rank_) return;
-    std::lock_guard write_lock(write_mu_);
+    std::lock_guard write_lock(shared_->write_mu);
     std::optional<CacheStats> job;
     {
-      std::lock_guard lock(mu_);
-      job = job_;
+      std::lock_guard lock(shared_->mu);
+      job = shared_->job;
     }
     const CacheStats counters = job ? *job : process_counters();
     if (!bytes_ || Clock::now() - bytes_at_ >= kBytesEvery) {
       CacheBytes b;
       for (const auto& dir : process_dirs()) {
-        const CacheBytes one = cache_bytes(dir);
+        const CacheBytes one = cache_bytes(dir, &known_[dir.string()]);
         b.stored += one.stored;
         b.raw += one.raw;
       }
       bytes_ = b;
       bytes_at_ = Clock::now();
     }
-    const std::string text = prometheus_text(counters, bytes_);
-    // Beside the file and not ending in .prom (the collector reads only
-    // those), then renamed over it: a scrape sees the old or the new file.
-    const fs::path temp = path_.string() + "." + std::to_string(::getpid()) + ".tmp";
     try {
-      {
-        std::ofstream f(temp, std::ios::binary | std::ios::trunc);
-        f << text;
-        f.close();
-        if (!f) throw std::runtime_error("could not write " + temp.string());
-      }
-      fs::rename(temp, path_);
+      write_file_atomically(path_, prometheus_text(counters, bytes_), kFileMode);
     } catch (const std::exception& e) {
-      std::error_code ignored;
-      fs::remove(temp, ignored);
       if (!warned_.exchange(true))
         log::warn("the metrics file NPUCACHE_METRICS_FILE={} is not written ({}); the process goes on without it",
                   path_.string(), e.what());
@@ -229,12 +241,29 @@ class MetricsFile {
   }
 
  private:
+  bool forked() const { return ::getpid() != owner_; }
+  // The context's flush: its last one stops the thread first.
+  void flushed() {
+    if (forked()) return;
+    if (context_.ending()) stop();
+    write();
+  }
+  void stop() {
+    {
+      std::lock_guard lock(shared_->mu);
+      shared_->stop = true;
+    }
+    shared_->cv.notify_all();
+    std::thread& w = shared_->worker;
+    if (w.joinable() && w.get_id() != std::this_thread::get_id()) w.join();
+  }
   void run() {
     const process::Context::Bind bind(context_);
-    std::unique_lock lock(mu_);
-    while (!stop_) {
-      cv_.wait_for(lock, std::chrono::duration<double>(interval_), [this] { return stop_; });
-      if (stop_) break;
+    Shared& sh = *shared_;
+    std::unique_lock lock(sh.mu);
+    while (!sh.stop) {
+      sh.cv.wait_for(lock, std::chrono::duration<double>(interval_), [&] { return sh.stop; });
+      if (sh.stop) break;
       lock.unlock();
       write();
       lock.lock();
@@ -242,18 +271,25 @@ class MetricsFile {
   }
 
   process::Context& context_;
+  const process::DryRun& dry_run_;
+  const pid_t owner_ = ::getpid();
   fs::path path_;
   double interval_ = kDefaultInterval;
-  std::mutex mu_;  // stop_, job_
-  std::mutex write_mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;
-  std::optional<CacheStats> job_;
+  // What the thread shares with the others.
+  struct Shared {
+    std::mutex mu;        // stop, job
+    std::mutex write_mu;  // one write at a time: bytes_, bytes_at_, known_
+    std::condition_variable cv;
+    bool stop = false;
+    std::optional<CacheStats> job;
+    std::thread worker;
+  };
+  std::unique_ptr<Shared> shared_ = std::make_unique<Shared>();
   std::optional<CacheBytes> bytes_;
   Clock::time_point bytes_at_;
+  std::map<std::string, KnownObjects> known_;  // by cache directory
   std::atomic<bool> warned_{false};
   std::atomic<bool> other_rank_{launched_rank() > 0};
-  std::thread worker_;
 };
 
 bool metrics_wanted() {
@@ -263,12 +299,28 @@ bool metrics_wanted() {
 
 }  // namespace
 
+double metrics_interval() {
+  const char* v = std::getenv("NPUCACHE_METRICS_INTERVAL");
+  if (!v || !*v) return kDefaultInterval;
+  char* end = nullptr;
+  const double s = std::strtod(v, &end);
+  if (end && *end == '\0' && std::isfinite(s) && s >= kMinInterval && s <= kMaxInterval) return s;
+  log::warn(
+      "NPUCACHE_METRICS_INTERVAL='{}' is not a number of seconds in [{}, {}]; writing the metrics file every {} s", v,
+      kMinInterval, kMaxInterval, kDefaultInterval);
+  return kDefaultInterval;
+}
+
 void start_metrics_file(process::Context& c) {
-  if (metrics_wanted()) (void)c.get<MetricsFile>();
+  if (!metrics_wanted() || c.get<process::DryRun>().on()) return;
+  // The counters first: made, they start the file themselves (one file,
+  // not a second one made inside the first's constructor).
+  make_stats_counters();
+  (void)c.get<MetricsFile>();
 }
 
 void set_job_counters(const CacheStats& counters) {
-  if (!metrics_wanted()) return;
+  if (!metrics_wanted() || process::dry_run()) return;
   make_stats_counters();
   process::Context::current().get<MetricsFile>().set_job(counters);
 }

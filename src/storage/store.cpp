@@ -1,6 +1,7 @@
 #include "storage/store.h"
 
 #include "format/cache_error.h"
+#include "format/envelope.h"
 #include "format/keys.h"
 #include "format/names.h"
 #include "format/object_file.h"
@@ -519,11 +520,22 @@ ObjectRecord Store::object(const std::string& key, bool with_text) const {
 ObjectMeta Store::object_meta(const std::string& key) const {
   const std::string what = "object file " + object_path(key).string();
   if (!dir_.stat(names::kObjectsDir)) throw CacheError(what + " is missing");
-  auto bytes = objects(Create::no).read(names::object_file(key), kMaxObjectBytes);
-  if (!bytes) throw CacheError(what + " is missing");
+  // The header and records only (the userblock): never the artifact.
+  const Dir obj = objects(Create::no);
+  const std::string name = names::object_file(key);
+  const auto info = obj.stat(name);
+  if (!info) throw CacheError(what + " is missing");
+  constexpr std::size_t kFirstRead = 4096;
+  auto head = obj.head(name, kFirstRead);
+  if (!head) throw CacheError(what + " is missing");
+  if (const std::size_t u = format::envelope_userblock(*head); u > head->size() && head->size() == kFirstRead) {
+    head = obj.head(name, u);
+    if (!head) throw CacheError(what + " is missing");
+  }
   std::string stored_key;
-  ObjectMeta m = storage::object_meta(*bytes, what, &stored_key);
+  ObjectMeta m = storage::object_meta(*head, what, &stored_key);
   if (stored_key != key) throw CacheError(what + " holds object " + stored_key);
+  m.stored_size = static_cast<uint64_t>(std::max<int64_t>(info->size, 0));
   return m;
 }
 

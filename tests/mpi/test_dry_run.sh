@@ -7,7 +7,8 @@
 #     by rank-method, what it predicted;
 #  b. the same cache at another layout (4 ranks, tp 2, pp 2): dry run and
 #     real run agree, and the dry run leaves every file of the cache as it
-#     was (listing and contents hashed);
+#     was (listing and contents hashed), and its metrics file
+#     (NPUCACHE_METRICS_FILE) too, which the real run writes;
 #  c. the same cache at 8 ranks with its indexes lost (objects kept): the
 #     dry run predicts reads of the store's objects, no compile, and agrees;
 #  d. 8 ranks with a fresh cache directory and the remote warmed in a.,
@@ -113,17 +114,22 @@ agree a_dry a_real
 
 # b. A layout change: the same cache at 4 ranks, tp 2, pp 2.
 before=$(state "$cache")
-run b_dry 4 warmup --tp 2 --pp 2 --cache-dir "$cache" --dry-run
+prom="$work/npucache.prom"
+echo "known text" >"$prom"
+NPUCACHE_METRICS_FILE="$prom" run b_dry 4 warmup --tp 2 --pp 2 --cache-dir "$cache" --dry-run
 [ "$(state "$cache")" = "$before" ] || {
   diff <(echo "$before") <(state "$cache") >&2 || true
   fail "the dry run changed the cache"
 }
+[ "$(cat "$prom")" = "known text" ] || fail "the dry run rewrote the metrics file: $(cat "$prom")"
 grep -q "nearest entry .*place: stored 'world8global_rank" "$work/b_dry.log" || {
   cat "$work/b_dry.log" >&2
   fail "the dry run after a layout change does not name the nearest entry of the other layout"
 }
-run b_real 4 warmup --tp 2 --pp 2 --cache-dir "$cache"
+NPUCACHE_METRICS_FILE="$prom" run b_real 4 warmup --tp 2 --pp 2 --cache-dir "$cache"
 agree b_dry b_real
+grep -q '^npucache_hits_total{source="local"} ' "$prom" || fail "the real run did not write the metrics file"
+
 
 # c. Lost indexes: the store keeps its objects, the entries are gone; the
 # owners read their store's objects (new entries), nothing compiles.
