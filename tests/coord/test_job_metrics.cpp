@@ -127,7 +127,7 @@ TEST_F(MetricsFile, DryRunLeavesTheFileAsItWas) {
   spit(file, "known text\n");
   {
     process::Context::Scope scope;
-    scope.context().get<process::DryRun>().set(true);
+    ASSERT_TRUE(scope.context().get<process::DryRun>().claim(true));
     storage::start_metrics_file(scope.context());
     storage::set_job_counters(hits(7));
     scope.context().flush();
