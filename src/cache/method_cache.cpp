@@ -50,8 +50,8 @@ std::size_t symbolic_dims(const TraceResult& t) {
 // dated later were written by this job (another method, a rank ahead), so
 // they tell nothing of the layouts before it.
 const std::string& process_began() {
-  static const std::string began = now_string();
-  return began;
+  static const auto* began = new std::string(now_string());  // never destroyed: read by commits at exit
+  return *began;
 }
 
 std::string join(const std::vector<std::string>& v) {

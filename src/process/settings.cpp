@@ -75,14 +75,15 @@ const char* env_value(const SettingInfo& s) {
 }  // namespace
 
 const std::vector<SettingInfo>& setting_infos() {
-  static const std::vector<SettingInfo> kSettings = {
+  // Never destroyed: a commit finishing while the process exits reads it.
+  static const auto* kSettings = new std::vector<SettingInfo>{
       {"cache_dir", "NPUCACHE_CACHE_DIR", ".npucache", false, "the cache directory"},
       {"remote", "NPUCACHE_REMOTE", "", false, "the remote tier: redis://host:port, file:///dir, ... (none: off)"},
       {"log_level", "NPUCACHE_LOG_LEVEL", "info", false, "trace, debug, info, warn, error, critical or off"},
       {"log_file", "NPUCACHE_LOG_FILE", "", false, "append the log to this file instead of stderr"},
       {"max_size", "NPUCACHE_MAX_SIZE", "none", true, "the size limit of a cache's objects (64M, 5G, none)"},
   };
-  return kSettings;
+  return *kSettings;
 }
 
 const SettingInfo* find_setting(const std::string& key) {
@@ -250,12 +251,12 @@ std::size_t parse_size(const std::string& text) {
   std::string unit = text.substr(i);
   if (number.empty() || std::count(number.begin(), number.end(), '.') > 1 || number == ".") throw bad();
   for (auto& c : unit) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  static const std::map<std::string, double> units = {{"", 1.0},       {"B", 1.0},     {"K", 0x1p10},   {"KB", 0x1p10},
-                                                      {"KIB", 0x1p10}, {"M", 0x1p20},  {"MB", 0x1p20},  {"MIB", 0x1p20},
-                                                      {"G", 0x1p30},   {"GB", 0x1p30}, {"GIB", 0x1p30}, {"T", 0x1p40},
-                                                      {"TB", 0x1p40},  {"TIB", 0x1p40}};
-  auto u = units.find(unit);
-  if (u == units.end()) throw bad();
+  static const auto* units = new std::map<std::string, double>{
+      {"", 1.0},       {"B", 1.0},     {"K", 0x1p10},   {"KB", 0x1p10}, {"KIB", 0x1p10},
+      {"M", 0x1p20},   {"MB", 0x1p20}, {"MIB", 0x1p20}, {"G", 0x1p30},  {"GB", 0x1p30},
+      {"GIB", 0x1p30}, {"T", 0x1p40},  {"TB", 0x1p40},  {"TIB", 0x1p40}};
+  auto u = units->find(unit);
+  if (u == units->end()) throw bad();
   // from_chars: the C locale's '.', whatever the process's locale. A
   // number beyond a double's range is too large (out of range below), or
   // too small to be a byte.

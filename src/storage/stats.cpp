@@ -270,8 +270,8 @@ Pending& pending() {
 namespace {
 std::mutex job_mutex;
 std::string& job_override() {
-  static std::string job;
-  return job;
+  static auto* job = new std::string;  // never destroyed: misses are recorded while the process exits
+  return *job;
 }
 }  // namespace
 
@@ -285,7 +285,7 @@ std::string this_job() {
     const std::lock_guard<std::mutex> lock(job_mutex);
     if (!job_override().empty()) return job_override();
   }
-  static const std::string job = [] {
+  static const std::string* job = new std::string([] {
     std::string id;
     for (const char* name : {"PMIX_NAMESPACE", "OMPI_MCA_orte_ess_jobid", "SLURM_JOB_ID"})
       if (const char* v = std::getenv(name); v && *v) {
@@ -297,8 +297,8 @@ std::string this_job() {
     if (!id.empty()) return id;
     const process::Identity me = process::Context::current().identity();
     return me.host + ":" + std::to_string(me.pid) + ":" + std::to_string(static_cast<long long>(now()));
-  }();
-  return job;
+  }());
+  return *job;
 }
 
 std::vector<MissRecord> last_job_misses(const std::vector<MissRecord>& misses) {
