@@ -105,6 +105,7 @@ RankReport local_rank_report(int rank, const Captures& captures) {
   const auto steps = dist::step_reports();
   std::size_t next_step = 0;
   for (const auto& m : dist::reports()) {
+    if (!m.later.empty()) continue;  // a later call's record: not a rank-method of the job's table
     // Step reports exist for coordinated methods only, in the same order.
     RankMethod rm{m, std::nullopt};
     if (next_step < steps.size() && steps[next_step].method == m.method) rm.steps = steps[next_step++];
