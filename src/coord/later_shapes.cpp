@@ -20,7 +20,8 @@ std::shared_ptr<compiler::CompiledGraph> CoordinatedSource::obtain_later(TraceRe
                                                                          const FlatArgs& args,
                                                                          const compiler::CompileStep& compile) {
   // No usable store, nothing to meet in: this rank compiles.
-  if (disabled_ || !format::names::valid_graph_key(id.key)) return MethodSource::obtain_later(std::move(tr), id, args, compile);
+  if (disabled_ || !format::names::valid_graph_key(id.key))
+    return MethodSource::obtain_later(std::move(tr), id, args, compile);
   process::Env& env = process::Context::current().env();
   const double t0 = env.monotonic_s();
   const double deadline = t0 + options_.shape_wait_s;

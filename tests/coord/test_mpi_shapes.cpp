@@ -8,10 +8,12 @@
 #include <npucache/cache.h>
 #include <npucache/coordinator.h>
 #include <npucache/device.h>
+#include <npucache/error.h>
 #include <npucache/models/models.h>
 #include <npucache/mpi.h>
 #include <npucache/ops.h>
 
+#include "coord/job_report.h"
 #include "format/object_file.h"
 #include "mpi/comm.h"
 #include "storage/claims.h"
@@ -29,6 +31,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <optional>
 #include <set>
@@ -42,9 +45,7 @@ namespace {
 
 const mpi::Step kTest{"test helper", 60};
 
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 // A data-parallel replica's method: the same computation on every rank.
 struct Replica : nn::Module {
@@ -146,9 +147,7 @@ class Shapes : public ::testing::Test {
     return out;
   }
   // Every rank's strings.
-  std::vector<std::string> gather(const std::string& mine) const {
-    return mpi::Comm::world().allgather(mine, kTest);
-  }
+  std::vector<std::string> gather(const std::string& mine) const { return mpi::Comm::world().allgather(mine, kTest); }
   int total(int mine) const {
     int n = 0;
     for (const auto& s : gather(std::to_string(mine))) n += std::stoi(s);
@@ -250,6 +249,19 @@ TEST_F(Shapes, ReplicasNotInStepNeverHangAndCompileOnce) {
     EXPECT_LT(r.later_wait_s, 5.0);
   }
   EXPECT_EQ(total(compiles), 1) << "one compile of the new shape for the job";
+  // The job report counts the later calls apart from the first calls.
+  const coord::RankReport mine = coord::local_rank_report(rank, {});
+  EXPECT_EQ(mine.methods.size(), 1u) << "the first call is the only rank-method";
+  EXPECT_EQ(mine.later.total(), rank % 4 == 3 ? 0 : 1);
+  const auto job = coord::gather_job_report(coord::JobInfo{}, mine, 60);
+  if (rank == 0) {
+    ASSERT_TRUE(job);
+    int reaching = 0;
+    for (int r = 0; r < world; ++r) reaching += r % 4 != 3;
+    EXPECT_EQ(job->later.total(), reaching);
+    EXPECT_EQ(job->later.compiled + job->later.waited_then_compiled, 1);
+    EXPECT_EQ(job->rank_methods(), static_cast<std::size_t>(world));
+  }
 }
 
 // A claim nobody holds (a killed process's file, or a planted one) claims
@@ -271,12 +283,12 @@ TEST_F(Shapes, DeadStaleOrStuckClaimersCostAtMostTheBound) {
   }
   struct Case {
     const char* name;
-    double wait_s;   // CoordinatorOptions::shape_wait_s
-    double kill_s;   // the holder dies after this (negative: no holder, a stale file only)
+    double wait_s;  // CoordinatorOptions::shape_wait_s
+    double kill_s;  // the holder dies after this (negative: no holder, a stale file only)
   };
   int round = 0;
-  for (const Case c : {Case{"stale claim file", 3.0, -1.0}, Case{"claimer killed", 10.0, 1.0},
-                       Case{"claimer stuck", 1.0, 100.0}}) {
+  for (const Case c :
+       {Case{"stale claim file", 3.0, -1.0}, Case{"claimer killed", 10.0, 1.0}, Case{"claimer stuck", 1.0, 100.0}}) {
     SCOPED_TRACE(c.name);
     dist::clear_reports();
     const std::string dir = root + "/case" + std::to_string(round++);
@@ -315,8 +327,10 @@ TEST_F(Shapes, DeadStaleOrStuckClaimersCostAtMostTheBound) {
         EXPECT_LT(r.later_wait_s, c.wait_s);
       }
       if (c.kill_s > c.wait_s) {
-        EXPECT_EQ(r.later, "waited_then_compiled");
-        EXPECT_GE(r.later_wait_s, c.wait_s - 0.05);
+        // Each waiter waits out its bound, then compiles; one whose poll
+        // finds the object a waiter that timed out first stored loads it.
+        EXPECT_TRUE(r.later == "waited_then_compiled" || r.later == "loaded") << r.later;
+        EXPECT_GE(r.later_wait_s, r.later == "loaded" ? 0.8 * c.wait_s : c.wait_s - 0.05);
         EXPECT_LT(took, c.wait_s + 3.0) << "a rank waited " << took << " s past a " << c.wait_s << " s bound";
       }
     }
@@ -324,10 +338,12 @@ TEST_F(Shapes, DeadStaleOrStuckClaimersCostAtMostTheBound) {
       EXPECT_EQ(later.size(), 1u);
     }
     const int all = total(compiles);
-    if (c.kill_s > c.wait_s)
-      EXPECT_EQ(all, world - 1) << "each waiter compiles after the bound";
-    else
+    if (c.kill_s > c.wait_s) {
+      EXPECT_GE(all, 1) << "a waiter compiles after the bound";
+      EXPECT_LE(all, world - 1);
+    } else {
       EXPECT_EQ(all, 1) << "one compile once the claim is free";
+    }
   }
 }
 
@@ -353,6 +369,8 @@ TEST_F(Shapes, AnObjectPlantedUnderTheClaimedKeyIsRefused) {
   std::optional<Holder> holder;
   std::string planted_sum;
   if (rank == 0) {
+    // the rewritten object's checksums are its writer's: it decodes, and
+    // only its own trace says it is another computation
     holder.emplace(dir, key);
     format::ObjectRecord o = storage::Store::open(dir, storage::Create::no).object(first_key);
     o.graph_key = key;
@@ -383,6 +401,29 @@ TEST_F(Shapes, AnObjectPlantedUnderTheClaimedKeyIsRefused) {
     EXPECT_NE(kept.meta.checksum, planted_sum) << "the planted object was kept";
   }
   (void)t0;
+}
+
+}  // namespace
+
+namespace {
+
+// The wait bounds are checked when the function is built: a wait that is
+// not a positive, finite number, or a poll longer than the wait, is a
+// ConfigError naming the options.
+TEST_F(Shapes, BadWaitBoundsAreConfigErrors) {
+  Replica m;
+  for (const auto& [wait, poll] : std::vector<std::pair<double, double>>{
+           {0.0, 0.05}, {-1.0, 0.05}, {std::numeric_limits<double>::infinity(), 0.05}, {1.0, 0.0}, {1.0, 2.0}}) {
+    dist::CoordinatorOptions co;
+    co.shape_wait_s = wait;
+    co.shape_poll_s = poll;
+    try {
+      (void)dist::cache_compile(m, &Replica::run, options(root + "/bad", "run"), co);
+      ADD_FAILURE() << "wait " << wait << ", poll " << poll << " was accepted";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("shape_wait_s"), std::string::npos) << e.what();
+    }
+  }
 }
 
 }  // namespace
