@@ -172,6 +172,15 @@ struct MethodReport {
   // or job, or another model of the same shapes).
   int kernels_tuned = 0;
   int kernels_reused = 0;
+  // A record of a later call (dist::reports()): automatic dynamic needed a
+  // new graph after the first call. How this rank obtained it: "stored"
+  // (in its store before the call), "compiled" (it claimed the graph and
+  // compiled it), "loaded" (another rank of the job compiled it: read from
+  // the shared store after waiting `later_wait_s`), "waited_then_compiled"
+  // (the claimer's object did not come within the wait, or was refused).
+  // Empty for a first call's record.
+  std::string later;
+  double later_wait_s = 0;
 };
 
 namespace detail {

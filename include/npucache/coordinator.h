@@ -73,6 +73,15 @@ struct CoordinatorOptions {
   // functions that write, or such a function in a dry-run process, throws
   // ConfigError.
   bool dry_run = false;
+  // A new shape after the first call (automatic dynamic): no collective;
+  // the first rank to need the new graph claims it in its store and
+  // compiles, the others of that store load its object (docs/GUIDE.md,
+  // "A new shape under MPI"). A waiting rank reads the store every
+  // `shape_poll_s` seconds and compiles itself after `shape_wait_s`
+  // seconds (a claimer that died frees its claim at once). Both positive
+  // and finite, the poll no longer than the wait (ConfigError otherwise).
+  double shape_wait_s = 60.0;
+  double shape_poll_s = 0.05;
 };
 
 // The end of a dry run's first call (CoordinatorOptions::dry_run): the

@@ -109,6 +109,20 @@ std::optional<compiler::FirstEntry> MethodSource::recompile_dynamic(const FlatAr
                                                                     const compiler::CompileStep& compile,
                                                                     const std::vector<DimMark>& dims) {
   const CallPath path{*cache_};
+  // The later call has a record of its own; the first call's is kept.
+  const MethodReport first = report_;
+  report_ = MethodReport{};
+  report_.method = first.method;
+  struct Restore {
+    MethodReport& report;
+    const MethodReport& first;
+    ~Restore() {
+      const bool saved = report.saved;
+      report = first;
+      report.saved = first.saved || saved;
+    }
+  } restore{report_, first};
+  const double t0 = now();
   if (!disabled_) cache_->save_profile(dims);
   TraceResult tr = trace_checked(trace);
   const GraphId id = cache_->graph_id(tr);
@@ -120,19 +134,32 @@ std::optional<compiler::FirstEntry> MethodSource::recompile_dynamic(const FlatAr
     e.graph = std::move(stored->graph);
     e.status.outcome = Outcome::hit;
     e.status.reason = "the dynamic version was in the cache (stored object of the same computation)";
+    report_.read_store = true;
+    report_.later = "stored";
     if (!disabled_) storage::record_served(cache_->dir(), storage::Served::other_layout, 0.0);
   } else {
-    const bool was_saved = report_.saved;
-    report_.saved = false;
-    e.graph = persist(compile_timed(std::move(tr), args, compile), id, args, compile);
-    e.status.outcome = Outcome::recompiled;
-    if (!disabled_) storage::record_served(cache_->dir(), storage::Served::compiled, 0.0);
-    e.status.cached = report_.saved;
-    report_.saved = was_saved || report_.saved;
-    return e;
+    e.graph = obtain_later(std::move(tr), id, args, compile);
+    const bool loaded = report_.later == "loaded";
+    e.status.outcome = loaded ? Outcome::fetched : Outcome::recompiled;
+    if (loaded)
+      e.status.reason = "the dynamic version was compiled by another rank of the job (its stored object, after " +
+                        std::to_string(report_.later_wait_s) + " s)";
+    if (!disabled_)
+      storage::record_served(cache_->dir(), loaded ? storage::Served::rank : storage::Served::compiled,
+                             loaded ? served_compile_s_ : 0.0);
   }
   e.status.cached = !disabled_ && report_.saved;
+  report_.total_s = now() - t0;
+  if (sink_) sink_(report_);
   return e;
+}
+
+std::shared_ptr<compiler::CompiledGraph> MethodSource::obtain_later(TraceResult tr, const GraphId& id,
+                                                                    const FlatArgs& args,
+                                                                    const compiler::CompileStep& compile) {
+  report_.later = "compiled";
+  report_.owner = cache_->who().global_rank;
+  return persist(compile_timed(std::move(tr), args, compile), id, args, compile);
 }
 
 std::shared_ptr<compiler::EntrySource> MethodSource::piece_source(const std::string& piece_method) {

@@ -63,6 +63,14 @@ class MethodSource : public compiler::EntrySource {
   // or without (the fast path). Records the miss reason in the report.
   MethodCache::Lookup lookup(const FlatArgs& args, const TraceResult* trace, const GraphId* id,
                              const compiler::CompileStep& compile);
+  // A later call's new graph (automatic dynamic) that the store lacks:
+  // compiled and saved here (the default), or, under the coordinator,
+  // met with the other ranks that need it (claimed and compiled, or
+  // loaded from the claimer's object). Sets report().later ("compiled",
+  // "loaded", "waited_then_compiled") and later_wait_s.
+  virtual std::shared_ptr<compiler::CompiledGraph> obtain_later(TraceResult trace, const GraphId& id,
+                                                                const FlatArgs& args,
+                                                                const compiler::CompileStep& compile);
   // Compiles (elapsed and CPU time recorded) for the call `args`.
   std::shared_ptr<compiler::CompiledGraph> compile_timed(TraceResult trace, const FlatArgs& args,
                                                          const compiler::CompileStep& compile);

@@ -391,7 +391,9 @@ SymBindings CompiledFunction::select(const FlatArgs& args, const TraceFn& given_
     std::optional<compiler::FirstEntry> kept;
     if (source_ && !changed.empty()) kept = source_->recompile_dynamic(args, trace, compile_step, profile_.learned());
     if (kept) {
-      kept->status.outcome = kept->status.outcome == Outcome::hit ? Outcome::hit : Outcome::recompiled;
+      // A hit, or (under MPI) another rank's compile: otherwise recompiled here.
+      const Outcome o = kept->status.outcome;
+      kept->status.outcome = o == Outcome::hit || o == Outcome::fetched ? o : Outcome::recompiled;
       if (kept->status.reason.empty() || kept->status.outcome == Outcome::recompiled) kept->status.reason = s.reason;
       b = kept->graph->trace.signature.bind(args);
       add(std::move(kept->graph), std::move(kept->status), std::move(kept->templates));

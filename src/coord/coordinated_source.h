@@ -31,6 +31,12 @@ class CoordinatedSource final : public cache::MethodSource {
   void load_profile(const FlatArgs& args, std::vector<DimMark>& dims) override;
   std::shared_ptr<compiler::CompiledGraph> obtain(const FlatArgs& args, const compiler::TraceStep& trace,
                                                   const compiler::CompileStep& compile) override;
+  // A new shape after the first call: no collective (the ranks are not in
+  // step); the rendezvous of storage/claims.h in this rank's store, each
+  // wait bounded by options_.shape_wait_s (later_shapes.cpp).
+  std::shared_ptr<compiler::CompiledGraph> obtain_later(TraceResult trace, const cache::GraphId& id,
+                                                        const FlatArgs& args,
+                                                        const compiler::CompileStep& compile) override;
   // Graph breaks: in a dry run a piece is predicted with its method, never
   // compiled or stored: its first call throws DryRunEnd.
   std::shared_ptr<compiler::EntrySource> piece_source(const std::string& piece_method) override;

@@ -22,6 +22,13 @@ std::shared_ptr<detail::CompiledFunction> dist::detail::make_coordinated_functio
   if (!(coord.timeout_s > 0) || !std::isfinite(coord.timeout_s))
     throw ConfigError("CoordinatorOptions::timeout_s must be a positive, finite number of seconds (got " +
                       std::to_string(coord.timeout_s) + "): it bounds every collective of the coordinator");
+  if (!(coord.shape_wait_s > 0) || !std::isfinite(coord.shape_wait_s) || !(coord.shape_poll_s > 0) ||
+      !std::isfinite(coord.shape_poll_s) || coord.shape_poll_s > coord.shape_wait_s)
+    throw ConfigError(
+        "CoordinatorOptions::shape_wait_s and shape_poll_s must be positive, finite numbers of seconds "
+        "with the poll no longer than the wait (got wait " +
+        std::to_string(coord.shape_wait_s) + ", poll " + std::to_string(coord.shape_poll_s) +
+        "): they bound how long a rank waits for another rank's compile of a new shape");
   if (coord.dry_run && coord.independent)
     throw ConfigError(
         "CoordinatorOptions::dry_run predicts the coordinated plan; the independent baseline has none (unset "

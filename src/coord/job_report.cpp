@@ -95,6 +95,36 @@ double RankReport::compile_cpu_s() const {
   return s;
 }
 
+void LaterCalls::add(const LaterCalls& o) {
+  compiled += o.compiled;
+  loaded += o.loaded;
+  waited_then_compiled += o.waited_then_compiled;
+  stored += o.stored;
+  max_wait_s = std::max(max_wait_s, o.max_wait_s);
+}
+
+namespace {
+
+json later_json(const LaterCalls& l) {
+  return {{"compiled", l.compiled},
+          {"loaded", l.loaded},
+          {"waited_then_compiled", l.waited_then_compiled},
+          {"stored", l.stored},
+          {"max_wait_s", l.max_wait_s}};
+}
+
+LaterCalls later_from_json(const json& j) {
+  LaterCalls l;
+  j.at("compiled").get_to(l.compiled);
+  j.at("loaded").get_to(l.loaded);
+  j.at("waited_then_compiled").get_to(l.waited_then_compiled);
+  j.at("stored").get_to(l.stored);
+  j.at("max_wait_s").get_to(l.max_wait_s);
+  return l;
+}
+
+}  // namespace
+
 RankReport local_rank_report(int rank, const Captures& captures) {
   RankReport r;
   r.rank = rank;
@@ -105,6 +135,14 @@ RankReport local_rank_report(int rank, const Captures& captures) {
   const auto steps = dist::step_reports();
   std::size_t next_step = 0;
   for (const auto& m : dist::reports()) {
+    if (!m.later.empty()) {  // a later call's record: counted, not a rank-method of the job's table
+      r.later.compiled += m.later == "compiled";
+      r.later.loaded += m.later == "loaded";
+      r.later.waited_then_compiled += m.later == "waited_then_compiled";
+      r.later.stored += m.later == "stored";
+      r.later.max_wait_s = std::max(r.later.max_wait_s, m.later_wait_s);
+      continue;
+    }
     // Step reports exist for coordinated methods only, in the same order.
     RankMethod rm{m, std::nullopt};
     if (next_step < steps.size() && steps[next_step].method == m.method) rm.steps = steps[next_step++];
@@ -132,6 +170,7 @@ JobReport assemble_job_report(const JobInfo& job, std::vector<RankReport> ranks)
     j.captures.recorded += r.captures.recorded;
     j.captures.restored += r.captures.restored;
     j.captures.recaptured += r.captures.recaptured;
+    j.later.add(r.later);
     storage::add_counters(j.counters, r.counters);
     for (const RankMethod& rm : r.methods) {
       const MethodReport& m = rm.report;
@@ -309,6 +348,7 @@ void to_json(json& j, const RankReport& r) {
        {"host", r.host},
        {"peak_rss_bytes", r.peak_rss_bytes},
        {"captures", captures_json(r.captures)},
+       {"later_calls", later_json(r.later)},
        {"methods", r.methods},
        {"graph_keys", r.graph_keys()},
        {"hit", r.hit()},
@@ -322,6 +362,7 @@ void from_json(const json& j, RankReport& r) {
   r.host = j.value("host", std::string());
   j.at("peak_rss_bytes").get_to(r.peak_rss_bytes);
   r.captures = j.contains("captures") ? captures_from_json(j.at("captures")) : Captures{};
+  r.later = j.contains("later_calls") ? later_from_json(j.at("later_calls")) : LaterCalls{};
   j.at("methods").get_to(r.methods);
   r.counters = j.contains("counters") ? storage::counters_from_json(j.at("counters").dump()) : storage::CacheStats{};
 }
@@ -373,6 +414,7 @@ void to_json(json& j, const JobReport& r) {
        {"captures_recorded", r.captures.recorded},
        {"captures_restored", r.captures.restored},
        {"captures_recaptured", r.captures.recaptured},
+       {"later_calls", later_json(r.later)},
        {"entries_written", r.entries_written},
        {"wall_s", g.wall_s},
        {"compile_cpu_s", r.compile_cpu_s},
@@ -435,6 +477,7 @@ void from_json(const json& j, JobReport& r) {
   j.at("captures_recorded").get_to(r.captures.recorded);
   j.at("captures_restored").get_to(r.captures.restored);
   j.at("captures_recaptured").get_to(r.captures.recaptured);
+  r.later = j.contains("later_calls") ? later_from_json(j.at("later_calls")) : LaterCalls{};
   j.at("entries_written").get_to(r.entries_written);
   j.at("wall_s").get_to(g.wall_s);
   j.at("compile_cpu_s").get_to(r.compile_cpu_s);

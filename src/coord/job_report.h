@@ -55,13 +55,24 @@ struct Captures {
   std::size_t recorded = 0, restored = 0, recaptured = 0;
 };
 
+// Later calls of coordinated methods that needed a new graph (automatic
+// dynamic after the first call; MethodReport::later): how each was served,
+// and the longest wait for another rank's compile.
+struct LaterCalls {
+  int compiled = 0, loaded = 0, waited_then_compiled = 0, stored = 0;
+  double max_wait_s = 0;
+  int total() const { return compiled + loaded + waited_then_compiled + stored; }
+  void add(const LaterCalls& o);
+};
+
 // What one rank did: the unit every rank sends to rank 0.
 struct RankReport {
   int rank = 0;
   std::string host;                // the process's host name
   std::size_t peak_rss_bytes = 0;  // the process's VmHWM
   Captures captures;
-  std::vector<RankMethod> methods;  // in call order
+  std::vector<RankMethod> methods;  // in call order (first calls)
+  LaterCalls later;                 // this rank's later calls
   // The process's cache counters (storage::process_counters()): the job's
   // metrics are their sum over ranks.
   storage::CacheStats counters;
@@ -139,6 +150,7 @@ struct JobReport {
   std::size_t remote_bytes_read = 0;
   int kernels_tuned = 0, kernels_reused = 0;
   Captures captures;                    // summed over ranks
+  LaterCalls later;                     // summed over ranks (the longest wait of any)
   storage::CacheStats counters;         // every rank's process counters, summed
   std::size_t max_peak_rss_bytes = 0;   // the largest of any rank
   double compile_cpu_s = 0;             // summed over ranks

@@ -484,6 +484,11 @@ std::string job_report_text(const coord::JobReport& r, const std::string& title)
   if (c.recorded + c.restored + c.recaptured > 0)
     s += "  captures          " + std::to_string(c.recorded) + " recorded, " + std::to_string(c.restored) +
          " restored from templates, " + std::to_string(c.recaptured) + " stored templates not usable\n";
+  if (const coord::LaterCalls& l = r.later; l.total() > 0)
+    s += "  new shapes        " + std::to_string(l.compiled) + " compiled, " + std::to_string(l.loaded) +
+         " loaded from another rank's compile, " + std::to_string(l.waited_then_compiled) +
+         " compiled after waiting, " + std::to_string(l.stored) + " stored (later calls; longest wait " +
+         ms(l.max_wait_s, 1) + " ms)\n";
   s += "  warm              " + std::to_string(r.warm) + " of " + std::to_string(r.rank_methods()) +
        " rank-methods (served without a compile in this job)\n";
   s += "  served            " + std::to_string(r.loaded) + " hit_local, " + std::to_string(r.hit_remote) +
