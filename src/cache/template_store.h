@@ -35,7 +35,7 @@ class CachedTemplates final : public compiler::TemplateStore {
   std::optional<std::string> load(const SymBindings& binding, const compiler::TemplateSettings& settings,
                                   std::string& why) override;
   void save(const SymBindings& binding, const compiler::TemplateSettings& settings, const std::string& bytes) override;
-  void note(bool restored, bool recaptured) override;
+  void note(bool restored, bool recaptured, const std::string& cause) override;
 
  private:
   // Writes a template file under the store's writing hold, only while its
