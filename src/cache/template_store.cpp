@@ -96,9 +96,16 @@ std::optional<std::string> CachedTemplates::load(const SymBindings& binding, con
       for (const auto& other : others) {
         auto bytes = t->read(names::template_file(other), kMaxTemplateFileBytes);
         if (!bytes) continue;
-        TemplateRecord r = decode_template_file(*bytes, (t->path() / names::template_file(other)).string());
+        TemplateRecord r;
+        try {
+          r = decode_template_file(*bytes, (t->path() / names::template_file(other)).string());
+        } catch (const CacheError& e) {
+          if (other == legacy) why = std::string("the stored template is damaged (") + e.what() + ")";
+          continue;  // another device's damaged file is not this one's reason
+        }
         const auto diffs = template_differences(r.validity, now);
-        if (diffs.empty()) return std::move(r.bytes);
+        if (diffs.empty() && other == legacy) return std::move(r.bytes);
+        if (diffs.empty()) continue;  // valid for now under another's name: planted, never used
         why = differences(diffs);
         break;
       }
