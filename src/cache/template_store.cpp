@@ -145,14 +145,22 @@ void CachedTemplates::save(const SymBindings& binding, const compiler::TemplateS
     r.bytes = bytes;
     const std::string key = variant_key(r.validity), file = names::template_file(key);
     const std::string sealed = encode_template_file(r);
+    // The remote tier's copy first: its object is there or was stored here
+    // (a template is used only with its object and equal to a capture).
+    if (remote_) remote_->push_blobs(BlobKind::template_variant, {{key, sealed}}, remote::Overwrite::yes, dir_);
     if (!keep_locally(key, sealed)) {
-      log::debug(
-          "capture template of {} not saved: its object was removed (gc, clear or verify --repair) since "
-          "it was loaded",
-          graph_key_);
+      // The object a remote hit brought is committed off the path to ready,
+      // on the commit queue: kept after it (unless a sweep removed it).
+      commit_later([self = *this, key, sealed] {
+        try {
+          if (!self.keep_locally(key, sealed))
+            log::debug("capture template {} not saved: its object is not stored (gc, clear or verify --repair)", key);
+        } catch (const Error& e) {
+          log::debug("capture template {} not saved: {}", key, e.what());
+        }
+      });
       return;
     }
-    if (remote_) remote_->push_blobs(BlobKind::template_variant, {{key, sealed}}, remote::Overwrite::yes, dir_);
     log::debug("capture template {}/{}/{} saved ({} bytes)", dir_, names::kTemplatesDir, file, bytes.size());
   } catch (const Error& e) {
     warn_uncached(

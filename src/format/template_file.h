@@ -1,4 +1,4 @@
-// A capture template's file, templates/<template_key>.h5 (docs/FORMAT.md,
+// A capture template's file, templates/<template_key>.<variant>.h5 (docs/FORMAT.md,
 // "Capture templates"): one sealed record holding what the template is
 // valid for and the template itself (compiler/capture_template.h), and an
 // HDF5 view for people: root attributes (graph key, binding, footprint,

@@ -5,7 +5,7 @@
 //   serve_worker DIR [--batches 1,4,8] [--dynamic auto|true|false]
 //                [--mode M] [--backend B] [--breaks] [--fullgraph]
 //                [--method NAME] [--methods N] [--scale S] [--weights W]
-//                [--routed] [--decode-threads STEPS]
+//                [--routed] [--decode-threads STEPS [--one-by-one]]
 //
 // --mode and --backend are compile()'s (torch.compile's) surface, given to
 // cache_compile; --breaks runs a method with a host read in the middle (a
@@ -20,7 +20,9 @@
 // batch, each batch in a request thread of its own, all at once (a KV cache
 // updated in place, the step's KV length a SymInt: automatic dynamic makes
 // the SymInt and then the batch dynamic, in an order the threads' timing
-// decides), printing "thread <batch> steps <n>" instead of call lines.
+// decides; --one-by-one starts each thread when the one before it ended, as
+// requests that arrive apart), printing "thread <batch> steps <n>" instead
+// of call lines.
 // Prints one line per call, "call <batch> <outcome> <replayed
 // 0|1> breaks <n>", then "compiles <n>" (compiles this process did),
 // "dynamic <dims>", "maxdiff <max |cached - eager|>" and "templates recorded
@@ -107,12 +109,12 @@ struct Decoder : nn::Module {
 // Decode loops of `steps` steps, one request thread per batch, all at
 // once, each checked against eager code on caches of its own.
 template <class Fn>
-int decode_threads(Decoder& m, Fn& fn, const std::vector<int64_t>& batches, int64_t steps, double& maxdiff,
-                   CallStatus& last) {
+int decode_threads(Decoder& m, Fn& fn, const std::vector<int64_t>& batches, int64_t steps, bool one_by_one,
+                   double& maxdiff, CallStatus& last) {
   std::mutex mu;
   std::string failure;
   std::vector<std::thread> threads;
-  for (int64_t b : batches)
+  for (int64_t b : batches) {
     threads.emplace_back([&, b] {
       try {
         auto zeros = [&] {
@@ -143,7 +145,10 @@ int decode_threads(Decoder& m, Fn& fn, const std::vector<int64_t>& batches, int6
         failure = e.what();
       }
     });
-  for (auto& t : threads) t.join();
+    if (one_by_one) threads.back().join();
+  }
+  for (auto& t : threads)
+    if (t.joinable()) t.join();
   if (failure.empty()) return 0;
   std::fprintf(stderr, "serve_worker: %s\n", failure.c_str());
   return 1;
@@ -171,6 +176,7 @@ int main(int argc, char** argv) try {
   std::string name;
   int methods = 1;
   int64_t decode_steps = 0;
+  bool one_by_one = false;
   float scale = 1.0f, weights = 1.0f;
   o.compile.fullgraph = false;
   for (int i = 2; i < argc; ++i) {
@@ -197,6 +203,8 @@ int main(int argc, char** argv) try {
       routed = true;
     } else if (a == "--decode-threads") {
       decode_steps = std::stoll(next());
+    } else if (a == "--one-by-one") {
+      one_by_one = true;
     } else if (a == "--fullgraph") {
       o.compile.fullgraph = true;
     } else if (a == "--method") {
@@ -218,7 +226,7 @@ int main(int argc, char** argv) try {
     auto fn = cache_compile(d, &Decoder::decode, od);
     double maxdiff = 0;
     CallStatus s;  // the counts of the thread that saw the most (they only grow)
-    if (decode_threads(d, fn, batches, decode_steps, maxdiff, s) != 0) return 1;
+    if (decode_threads(d, fn, batches, decode_steps, one_by_one, maxdiff, s) != 0) return 1;
     std::printf("compiles %zu\n", fn.compiles());
     std::printf("maxdiff %.9g\n", maxdiff);
     std::printf("templates recorded %zu restored %zu recaptured %zu\n", s.recorded, s.restored, s.recaptured);

@@ -655,7 +655,9 @@ TEST_F(RemoteTest, TemplatesAndProfilesReachAnEmptyHost) {
   Out fresh = serve(dir("b"), args);
   ASSERT_EQ(fresh.status, 0) << fresh.text;
   EXPECT_TRUE(testing_support::has(fresh.text, "compiles 0")) << fresh.text;  // the dynamic object is remote too
-  EXPECT_TRUE(testing_support::has(fresh.text, "templates recorded 1 restored 2")) << fresh.text;
+  // Batch 4's capture too: the first host made the dynamic program's
+  // template for the shape it had captured on the static one.
+  EXPECT_TRUE(testing_support::has(fresh.text, "templates recorded 0 restored 3")) << fresh.text;
   EXPECT_TRUE(testing_support::has(fresh.text, "maxdiff 0\n")) << fresh.text;
   EXPECT_TRUE(fs::exists(fs::path(dir("b")) / "templates")) << "the remote's templates are kept locally";
   // Only the profile from the remote: the dynamic program is compiled at
