@@ -667,3 +667,40 @@ TEST_F(Serving, RandomSplitModelsAcrossProcessesEqualEager) {
   Out v = sh(std::string(NPUCACHE_CLI) + " verify " + dir.string());
   EXPECT_EQ(v.status, 0) << v.text;
 }
+
+// Six device kinds starting at once on one cache, twice (variants written
+// and the bound's removals racing): every result equals eager, verify finds
+// the cache clean, at most four variants are left, and a kind whose
+// variant is kept then starts without capturing.
+TEST_F(Serving, DeviceKindsStartingAtOnceLeaveAValidBoundedCache) {
+  const std::string args = " --mode reduce-overhead --dynamic true --batches 4";
+  ASSERT_EQ(serve(args).status, 0);  // the object, stored once
+  const fs::path scratch = dir.string() + "-logs";
+  fs::create_directories(scratch);
+  for (int round = 0; round < 2; ++round) {
+    std::vector<std::string> cmds;
+    for (int gib = 1; gib <= 6; ++gib)
+      cmds.push_back("NPUCACHE_SIM_DEVICE_MEMORY=" + std::to_string(gib) + "G " + std::string(SERVE_WORKER) + " " +
+                     dir.string() + args);
+    for (const Out& r : in_parallel(cmds, scratch)) {
+      EXPECT_EQ(r.status, 0) << r.text;
+      EXPECT_LE(maxdiff(r.text), 1e-6) << r.text;
+    }
+  }
+  fs::remove_all(scratch);
+  Out v = sh(std::string(NPUCACHE_CLI) + " verify " + dir.string());
+  EXPECT_EQ(v.status, 0) << v.text;
+  std::vector<int> kept;
+  for (const auto& e : fs::directory_iterator(dir / npucache::format::names::kTemplatesDir)) {
+    if (!e.is_regular_file()) continue;
+    std::ifstream in(e.path(), std::ios::binary);
+    const std::string bytes{std::istreambuf_iterator<char>(in), {}};
+    kept.push_back(static_cast<int>(
+        npucache::format::decode_template_file(bytes, e.path().string()).validity.device_memory >> 30));
+  }
+  EXPECT_LE(kept.size(), 4u);
+  ASSERT_FALSE(kept.empty());
+  Out again = sh("NPUCACHE_SIM_DEVICE_MEMORY=" + std::to_string(kept.front()) + "G " + std::string(SERVE_WORKER) + " " +
+                 dir.string() + args);
+  EXPECT_TRUE(has(again.text, "templates recorded 0 restored 1 recaptured 0")) << again.text;
+}
