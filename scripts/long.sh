@@ -12,6 +12,9 @@
 #      (tp=8 x pp=4, meta weights), cold coordinated and independent, then
 #      warm, with their goals (perf/real_shapes.py; results in perf/out/long/)
 #   6. the fast, slow and mpi tests under ASan+UBSan (not only those labelled `asan`)
+#   7. reduce-overhead decode threads (batch 1, 3, 8) under automatic dynamic on
+#      NPUCACHE_DECODE_CACHES (default 20) fresh caches: every second start
+#      captures nothing (CI runs 3)
 # Each step's time is printed as it ends; a failing step ends the run.
 #   scripts/long.sh [--skip-ci]
 set -euo pipefail
@@ -34,4 +37,6 @@ step stress python3 tests/stress/stress.py --seconds "${NPUCACHE_STRESS_SECONDS:
 step fuzz env FUZZ_SECONDS="${FUZZ_SECONDS:-3600}" scripts/fuzz.sh
 mkdir -p perf/out/long
 step big-models python3 perf/real_shapes.py perf/out/long --trials 1
+step decode-starts env NPUCACHE_DECODE_CACHES="${NPUCACHE_DECODE_CACHES:-20}" build/tests/test_serving \
+  --gtest_filter=Serving.ThreadedDecodeSecondStartCapturesNothing
 step asan-all env NPUCACHE_SANITIZE=address NPUCACHE_TEST_LABELS="fast slow mpi" BUILD_DIR="$root/build-address-all" scripts/test.sh

@@ -77,18 +77,19 @@ RemotePush remote_push(const remote::Config& c, const std::string& dir, const st
     out.skipped += p.skipped;
   }
   // The capture templates of the pushed objects, and the models' profiles.
-  std::vector<std::pair<std::string, std::string>> templates;
+  std::vector<std::pair<std::string, std::string>> templates, legacy;
   for (const auto& [key, file] : all.templates) {
     const TemplateRecord r = decode_template_file(file, "template " + key);
     for (const auto& [m, es] : by_model)
       if (std::any_of(es.begin(), es.end(),
                       [&](const EntryRecord& e) { return e.graph_key == r.validity.graph_key; })) {
-        templates.emplace_back(key, file);
+        (is_variant_key(key) ? templates : legacy).emplace_back(key, file);
         break;
       }
   }
-  t->push_blobs(BlobKind::capture_template, templates, remote::Overwrite::no, dir);
-  out.templates = templates.size();
+  t->push_blobs(BlobKind::template_variant, templates, remote::Overwrite::no, dir);
+  t->push_blobs(BlobKind::capture_template, legacy, remote::Overwrite::no, dir);
+  out.templates = templates.size() + legacy.size();
   const Store s = Store::open(dir, Create::no);
   if (auto bytes = s.directory().read(names::kProfileFile, kMaxProfileFileBytes)) {
     try {
@@ -172,9 +173,13 @@ RemotePull remote_pull(const remote::Config& c, const std::string& model, const 
   }
   if (b.entries.empty()) return out;
   // The capture templates of the pulled objects.
-  for (auto& [key, file] : t->blobs(BlobKind::capture_template, dir)) {
+  auto stored = t->blobs(BlobKind::template_variant, dir);
+  for (auto& named : t->blobs(BlobKind::capture_template, dir)) stored.push_back(std::move(named));
+  for (auto& [key, file] : stored) {
     try {
       const TemplateRecord r = decode_template_file(file, "remote capture template " + key);
+      if (!names::valid_template_key(key) || !names_template(key, r.validity))
+        throw CacheError("remote capture template " + key + " is not named by its content's key");
       if (std::any_of(b.objects.begin(), b.objects.end(),
                       [&](const ObjectRecord& o) { return o.graph_key == r.validity.graph_key; }))
         b.templates.emplace_back(key, std::move(file));

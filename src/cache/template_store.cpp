@@ -38,15 +38,21 @@ CachedTemplates::CachedTemplates(std::string dir, std::string graph_key, std::st
 std::optional<std::string> CachedTemplates::load(const SymBindings& binding, const compiler::TemplateSettings& settings,
                                                  std::string& why) {
   const TemplateValidity now = validity(graph_key_, binding, runtime_, settings);
-  const std::string key = template_key(now.graph_key, now.binding);
-  const std::string file = names::template_file(key);
-  // The remote tier's copy, checked as a local file is, then kept locally.
-  auto from_remote = [&]() -> std::optional<std::string> {
+  const std::string key = variant_key(now), legacy = template_key(now.graph_key, now.binding);
+  auto differences = [](const std::vector<std::string>& diffs) {
+    std::string s = diffs.front();
+    for (std::size_t i = 1; i < diffs.size(); ++i) s += "; " + diffs[i];
+    return s;
+  };
+  // The remote tier's copy (the variant's record, or an earlier build's
+  // under the template key), checked as a local file is, then kept locally
+  // under the variant's name.
+  auto from_remote = [&](BlobKind kind, const std::string& name) -> std::optional<std::string> {
     if (!remote_) return std::nullopt;
-    auto bytes = remote_->blob(BlobKind::capture_template, key, dir_);
+    auto bytes = remote_->blob(kind, name, dir_);
     if (!bytes) return std::nullopt;
     try {
-      TemplateRecord r = decode_template_file(*bytes, "remote capture template " + key);
+      TemplateRecord r = decode_template_file(*bytes, "remote capture template " + name);
       if (!template_differences(r.validity, now).empty()) return std::nullopt;
       // Kept locally after the object it goes with, which a remote hit
       // commits off the path to ready on the same queue, before this.
@@ -66,19 +72,45 @@ std::optional<std::string> CachedTemplates::load(const SymBindings& binding, con
   };
   try {
     const std::optional<Store> store = open_(Create::no);
-    if (!store) return from_remote();
-    const Dir& d = store->directory();
-    if (!d.stat(names::kTemplatesDir)) return from_remote();
-    const Dir t = d.sub(names::kTemplatesDir, Create::no);
-    auto bytes = t.read(file, kMaxTemplateFileBytes);
-    if (!bytes) return from_remote();
-    TemplateRecord r = decode_template_file(*bytes, (t.path() / file).string());
-    if (const auto diffs = template_differences(r.validity, now); !diffs.empty()) {
-      why = diffs.front();
-      for (std::size_t i = 1; i < diffs.size(); ++i) why += "; " + diffs[i];
-      return std::nullopt;
+    std::optional<Dir> t;
+    if (store && store->directory().stat(names::kTemplatesDir))
+      t = store->directory().sub(names::kTemplatesDir, Create::no);
+    // This variant's file (this device and runtime): valid when its name is.
+    if (t)
+      if (auto bytes = t->read(names::template_file(key), kMaxTemplateFileBytes)) {
+        TemplateRecord r = decode_template_file(*bytes, (t->path() / names::template_file(key)).string());
+        if (const auto diffs = template_differences(r.validity, now); !diffs.empty()) {
+          why = differences(diffs);
+          return std::nullopt;
+        }
+        return std::move(r.bytes);
+      }
+    if (auto r = from_remote(BlobKind::template_variant, key)) return r;
+    // An earlier build's file of the program and sizes: used when valid for
+    // now; else it, or another variant (another device's), says why this
+    // one captures.
+    if (t) {
+      std::vector<std::string> others{legacy};
+      for (const auto& k : template_siblings(*store, key))
+        if (k != legacy) others.push_back(k);
+      for (const auto& other : others) {
+        auto bytes = t->read(names::template_file(other), kMaxTemplateFileBytes);
+        if (!bytes) continue;
+        TemplateRecord r;
+        try {
+          r = decode_template_file(*bytes, (t->path() / names::template_file(other)).string());
+        } catch (const CacheError& e) {
+          if (other == legacy) why = std::string("the stored template is damaged (") + e.what() + ")";
+          continue;  // another device's damaged file is not this one's reason
+        }
+        const auto diffs = template_differences(r.validity, now);
+        if (diffs.empty() && other == legacy) return std::move(r.bytes);
+        if (diffs.empty()) continue;  // valid for now under another's name: planted, never used
+        why = differences(diffs);
+        break;
+      }
     }
-    return std::move(r.bytes);
+    if (auto r = from_remote(BlobKind::capture_template, legacy)) return r;
   } catch (const CacheRefused& e) {
     log::debug("capture templates not read: {}", e.what());
   } catch (const CacheError& e) {
@@ -87,8 +119,8 @@ std::optional<std::string> CachedTemplates::load(const SymBindings& binding, con
   return std::nullopt;
 }
 
-void CachedTemplates::note(bool restored, bool recaptured) {
-  record_captures(dir_, 0, restored ? 1 : 0, recaptured ? 1 : 0);
+void CachedTemplates::note(bool restored, bool recaptured, const std::string& cause) {
+  record_captures(dir_, 0, restored ? 1 : 0, recaptured ? 1 : 0, cause);
 }
 
 bool CachedTemplates::keep_locally(const std::string& key, const std::string& sealed) const {
@@ -111,19 +143,24 @@ void CachedTemplates::save(const SymBindings& binding, const compiler::TemplateS
     r.validity = validity(graph_key_, binding, runtime_, settings);
     r.fingerprint = compiler::template_fingerprint(compiler::decode_template(bytes));
     r.bytes = bytes;
-    const std::string file = names::template_file(template_key(r.validity.graph_key, r.validity.binding));
+    const std::string key = variant_key(r.validity), file = names::template_file(key);
     const std::string sealed = encode_template_file(r);
-    if (!keep_locally(template_key(r.validity.graph_key, r.validity.binding), sealed)) {
-      log::debug(
-          "capture template of {} not saved: its object was removed (gc, clear or verify --repair) since "
-          "it was loaded",
-          graph_key_);
+    // The remote tier's copy first: its object is there or was stored here
+    // (a template is used only with its object and equal to a capture).
+    if (remote_) remote_->push_blobs(BlobKind::template_variant, {{key, sealed}}, remote::Overwrite::yes, dir_);
+    if (!keep_locally(key, sealed)) {
+      // The object a remote hit brought is committed off the path to ready,
+      // on the commit queue: kept after it (unless a sweep removed it).
+      commit_later([self = *this, key, sealed] {
+        try {
+          if (!self.keep_locally(key, sealed))
+            log::debug("capture template {} not saved: its object is not stored (gc, clear or verify --repair)", key);
+        } catch (const Error& e) {
+          log::debug("capture template {} not saved: {}", key, e.what());
+        }
+      });
       return;
     }
-    if (remote_)
-      remote_->push_blobs(BlobKind::capture_template,
-                          {{template_key(r.validity.graph_key, r.validity.binding), sealed}}, remote::Overwrite::yes,
-                          dir_);
     log::debug("capture template {}/{}/{} saved ({} bytes)", dir_, names::kTemplatesDir, file, bytes.size());
   } catch (const Error& e) {
     warn_uncached(

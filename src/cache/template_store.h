@@ -1,10 +1,13 @@
 // The cache's TemplateStore (compiler/capture_template.h): the capture
-// templates of one stored program, files templates/<template_key>.h5 of the
-// cache directory (template_file.h). A template is looked up by the
-// program's graph key and the sizes; one whose recorded validity (runtime
-// and format version, device memory, allocator alignment) differs from now,
-// or that is damaged, is not returned: `why` says what differs, the caller
-// recaptures and its save replaces the file.
+// templates of one stored program, files templates/<template_key>.<variant>.h5
+// of the cache directory (template_file.h): one per program, sizes and
+// variant (runtime and format version, device memory, allocator
+// alignment), so other device kinds' templates are kept side by side (at
+// most kMaxTemplateVariants, storage/templates.h). A load reads this
+// variant's file, then the remote tier's, then an earlier build's file
+// named by the template key alone (used when valid for now); when none is
+// usable, `why` says what differs in the file found (an earlier build's or
+// another variant's) or that it is damaged, and the caller recaptures.
 //
 // Thread-safe; processes coordinate through the file system (an atomic
 // rewrite per save). A refused or unwritable directory makes loads miss and
@@ -35,7 +38,7 @@ class CachedTemplates final : public compiler::TemplateStore {
   std::optional<std::string> load(const SymBindings& binding, const compiler::TemplateSettings& settings,
                                   std::string& why) override;
   void save(const SymBindings& binding, const compiler::TemplateSettings& settings, const std::string& bytes) override;
-  void note(bool restored, bool recaptured) override;
+  void note(bool restored, bool recaptured, const std::string& cause) override;
 
  private:
   // Writes a template file under the store's writing hold, only while its

@@ -108,6 +108,20 @@ CaptureTemplate decode_template(std::string_view bytes) {
   return t;
 }
 
+std::string recapture_cause(std::string_view why) {
+  static const std::pair<std::string_view, std::string_view> kCauses[] = {
+      {"device memory:", "device_memory"},
+      {"runtime version:", "runtime_version"},
+      {"format version:", "format_version"},
+      {"allocator setting pool_align:", "pool_align"},
+      {"sizes:", "sizes"},
+      {"the stored template is damaged", "damaged"},
+      {"the stored capture template cannot be used", "mismatch"}};
+  for (const auto& [prefix, cause] : kCauses)
+    if (why.substr(0, prefix.size()) == prefix) return std::string(cause);
+  return "other";
+}
+
 std::string template_fingerprint(const CaptureTemplate& t) {
   const std::string e = encode_template(t);
   const XXH128_hash_t h = XXH3_128bits(e.data(), e.size());

@@ -79,11 +79,20 @@ class TemplateStore {
   // Stores a template made by a capture (a failure is logged, never thrown).
   virtual void save(const SymBindings& binding, const TemplateSettings& settings, const std::string& bytes) = 0;
   // What the runner did with a binding: restored its template, or
-  // recaptured because the stored one could not be used (statistics).
-  virtual void note(bool restored, bool recaptured) {
+  // recaptured because the stored one could not be used, for `cause`
+  // (recapture_cause; statistics).
+  virtual void note(bool restored, bool recaptured, const std::string& cause = "") {
     (void)restored;
     (void)recaptured;
+    (void)cause;
   }
 };
+
+// The reason of a recapture as a word (the statistics' key): what differs
+// ("device_memory", "runtime_version", "format_version", "pool_align",
+// "sizes"), "damaged" (the file fails its checks), "mismatch" (it is not
+// what a capture of the program here records) or "other"; from the text a
+// TemplateStore's load or the runner gives ("device memory: stored ...").
+std::string recapture_cause(std::string_view why);
 
 }  // namespace npucache::compiler

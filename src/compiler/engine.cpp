@@ -134,7 +134,7 @@ class CompiledFunction {
   }
   // prepare() of a captured method: the call's binding captured without
   // running (no values needed) so that its template is kept.
-  void prepare_capture(std::size_t entry, const SymBindings& b, int device) {
+  void prepare_capture(std::size_t entry, const SymBindings& b, int device, const FlatArgs& args) {
     if (!config_.captures()) return;
     compiler::ProgramRunner* runner = nullptr;
     {
@@ -151,8 +151,69 @@ class CompiledFunction {
     if (!budget_->take()) return;
     runner->capture_template(b, current_communicator());
     std::lock_guard lock(mu_);
+    note_captured_shape(args, device, entry);
     note_templates(statuses_[std::this_thread::get_id()]);
   }
+
+  // --- templates of every captured shape (reduce-overhead with a cache) ----
+  // A start with the final dynamic-shape profile runs every shape on the
+  // newest program, so a shape captured on an earlier one (a request thread
+  // that finished its calls before automatic dynamic compiled the general
+  // program) has its template made for the newest as well: when the newest
+  // is added, or when the shape is captured after it was (caller holds mu_).
+  struct CapturedShape {
+    std::vector<std::pair<std::string, TensorType>> tensors;
+    std::vector<GuardSpec> values;
+    std::vector<std::pair<std::string, int64_t>> symints;
+    int device = 0;
+  };
+  void note_captured_shape(const FlatArgs& args, int device, std::size_t entry) {
+    if (!config_.captures()) return;
+    CapturedShape shape;
+    shape.device = device;
+    std::string key = std::to_string(device);
+    for (const auto& [path, t] : args.tensors) {
+      shape.tensors.emplace_back(path, t.type());
+      key += "|" + path + ":" + type_str(shape.tensors.back().second);
+    }
+    shape.values = args.values;
+    for (const auto& v : args.values) key += "|" + v.path + "=" + v.value;
+    shape.symints = args.symints;
+    for (const auto& [path, v] : args.symints) key += "|" + path + "=" + std::to_string(v);
+    if (captured_shapes_.size() >= kMaxCapturedShapes || !captured_shape_keys_.insert(key).second) return;
+    captured_shapes_.push_back(std::move(shape));
+    for (std::size_t i = entries_.size(); i-- > entry + 1;)
+      if (cover_shape(i, captured_shapes_.back())) break;
+  }
+  // Makes entry i's template of `shape` (no call: a capture without values)
+  // when the shape binds to it; false when it does not.
+  bool cover_shape(std::size_t i, const CapturedShape& shape) {
+    Entry& e = entries_[i];
+    if (!e.templates) return false;
+    SymBindings b;
+    try {
+      b = e.graph->trace.signature.bind(shape.tensors, shape.values, shape.symints);
+    } catch (const TraceError&) {
+      return false;
+    }
+    auto& r = e.runners[shape.device];
+    if (!r) {
+      r = std::make_unique<compiler::ProgramRunner>(e.program, shape.device);
+      r->set_templates(e.templates);
+    }
+    if (r->has_capture(b) || !budget_->take()) return true;
+    try {
+      r->capture_template(b, current_communicator());
+    } catch (const Error& err) {
+      log::debug("{}: no template of a shape captured earlier for its newer program: {}", *label_, err.what());
+    }
+    return true;
+  }
+  void cover_captured_shapes(std::size_t entry) {
+    if (!config_.captures() || !entries_[entry].templates) return;
+    for (const auto& shape : captured_shapes_) (void)cover_shape(entry, shape);
+  }
+  static constexpr std::size_t kMaxCapturedShapes = 1024;
 
   compiler::ReplayOptions replay_options() {
     compiler::ReplayOptions ro;
@@ -306,6 +367,9 @@ class CompiledFunction {
   // run, and whether padding still holds for the method.
   std::set<std::string> padding_checked_;
   bool padding_ok_ = true;
+  // note_captured_shape: the shapes of calls that captured or restored.
+  std::vector<CapturedShape> captured_shapes_;
+  std::set<std::string> captured_shape_keys_;
 };
 
 namespace {
@@ -408,6 +472,7 @@ SymBindings CompiledFunction::select(const FlatArgs& args, const TraceFn& given_
     }
     found = entries_.size() - 1;
     profile_.note_compiled(args);
+    cover_captured_shapes(found);
   }
   entry = found;
   if (traced && keep) keep(found);
@@ -452,8 +517,10 @@ std::vector<Tensor> CompiledFunction::call(const FlatArgs& args, const TraceFn& 
     if (paddable && !paddable->empty())
       if (auto padded = replay_padded(*program, *paddable, *runner, inputs, *params, b, ro)) return std::move(*padded);
     bool replayed = false;
+    const std::size_t made = runner->captures() + runner->restores();
     auto outs = runner->replay(inputs, *params, b, current_communicator(), ro, &replayed);
     std::lock_guard lock(mu_);
+    if (runner->captures() + runner->restores() != made) note_captured_shape(args, device, entry);
     CallStatus& status = statuses_[std::this_thread::get_id()];
     status.replayed = replayed;
     note_templates(status);
@@ -603,7 +670,7 @@ std::vector<Tensor> call(CompiledFunction& f, const FlatArgs& args, const TraceF
 }
 void prepare(CompiledFunction& f, const FlatArgs& args, const TraceFn& trace, std::size_t& entry, const KeepFn& keep) {
   const SymBindings b = f.select(args, trace, entry, keep);
-  f.prepare_capture(entry, b, args.tensors.empty() ? current_device() : args.tensors.front().second.device());
+  f.prepare_capture(entry, b, args.tensors.empty() ? current_device() : args.tensors.front().second.device(), args);
 }
 const TraceOptions& trace_options(const CompiledFunction& f) { return f.trace_options(); }
 bool runs_eagerly(const CompiledFunction& f) { return f.runs_eagerly(); }

@@ -7,6 +7,8 @@
 #include "compiler/capture_template.h"
 #include "log/log.h"
 #include "nn/interop.h"
+#include "process/context.h"
+#include "process/once.h"
 #include "runtime/pool.h"
 
 namespace npucache::compiler {
@@ -472,15 +474,35 @@ TemplateSettings ProgramRunner::settings() const {
 
 void ProgramRunner::note_recapture(const std::string& why) {
   ++recaptures_;
-  if (templates_) templates_->note(false, true);
+  const std::string cause = recapture_cause(why);
+  if (templates_) templates_->note(false, true, cause);
+  // Said once per process and cause: another device's or runtime's
+  // template is expected (INFO); a damaged or foreign one is not (WARN).
+  if (process::Context::current().get<process::Once>().first("recapture|" + cause)) {
+    if (cause == "damaged" || cause == "mismatch" || cause == "other")
+      log::warn(
+          "recaptured a captured graph: {} (later recaptures for this reason are not logged; npucache stats "
+          "counts them)",
+          why);
+    else
+      log::info(
+          "recaptured a captured graph: {} (later recaptures for this reason are not logged; npucache stats "
+          "counts them)",
+          why);
+  }
   std::lock_guard lock(reason_mu_);
-  if (recapture_reason_ != why) log::info("recaptured: {}", why);
   recapture_reason_ = why;
 }
 
 std::string ProgramRunner::recapture_reason() const {
   std::lock_guard lock(reason_mu_);
   return recapture_reason_;
+}
+
+bool ProgramRunner::has_capture(const SymBindings& b) const {
+  const auto key = binding_key(b);
+  std::lock_guard lock(mu_);
+  return captured_.count(key) > 0;
 }
 
 void ProgramRunner::capture_template(const SymBindings& b, Communicator& comm) {

@@ -115,6 +115,8 @@ class ProgramRunner {
   // weights) so that its template is saved: a warmup prepares a
   // reduce-overhead start. A template already stored is restored instead.
   void capture_template(const SymBindings& b, Communicator& comm);
+  // Whether binding `b` is captured here (or restored) already.
+  bool has_capture(const SymBindings& b) const;
   // Captures recorded here, templates restored, stored templates that could
   // not be used (and the latest reason).
   std::size_t captures() const { return captures_.load(); }

@@ -27,8 +27,11 @@ constexpr char kBundleMagic[8] = {'N', 'P', 'U', 'C', 'B', 'N', 'D', 'L'};
 // 3: npucache's own bounded encoding; 4: capture templates; 5: the records
 // of record_codec.h (cache format 4.0.0), entries under model records; 6:
 // the tuning decisions and dynamic-shape profiles after the templates (5
-// is still read: its records are 6's without them).
-constexpr uint32_t kBundleVersion = 6;
+// is still read: its records are 6's without them); 7: a template's key may
+// name its variant ("<template key>.<variant>", template_file.h), which
+// builds that read 6 would reject (5 and 6 are still read: their keys are
+// template keys, which 7 reads too).
+constexpr uint32_t kBundleVersion = 7;
 constexpr uint32_t kOldestReadBundleVersion = 5;
 constexpr std::size_t kBundleHeader = 36;
 
@@ -150,7 +153,7 @@ void validate_bundle(const Bundle& b, const DecodeCheck& decodes) {
   auto bad = [](const std::string& why) { return CacheError("bundle rejected, nothing imported: " + why); };
   std::set<std::string> template_keys;
   for (const auto& [key, bytes] : b.templates) {
-    if (!names::valid_graph_key(key)) throw bad("template key '" + key + "' is malformed");
+    if (!names::valid_template_key(key)) throw bad("template key '" + key + "' is malformed");
     if (!template_keys.insert(key).second) throw bad("template " + key + " appears twice");
     TemplateRecord t;
     try {
@@ -158,8 +161,7 @@ void validate_bundle(const Bundle& b, const DecodeCheck& decodes) {
     } catch (const CacheError& e) {
       throw bad(e.what());
     }
-    if (template_key(t.validity.graph_key, t.validity.binding) != key)
-      throw bad("template " + key + " is not named by its content's key");
+    if (!names_template(key, t.validity)) throw bad("template " + key + " is not named by its content's key");
     if (std::none_of(b.objects.begin(), b.objects.end(),
                      [&](const ObjectRecord& o) { return o.graph_key == t.validity.graph_key; }))
       throw bad("template " + key + " is of object " + t.validity.graph_key + ", which the bundle does not hold");

@@ -122,7 +122,15 @@ std::string template_key_of(const std::string& file_name) {
   if (file_name.size() <= suffix.size() || file_name.compare(file_name.size() - suffix.size(), suffix.size(), suffix))
     return "";
   const std::string k = file_name.substr(0, file_name.size() - suffix.size());
-  return valid_graph_key(k) ? k : "";
+  return valid_template_key(k) ? k : "";
+}
+
+bool valid_template_key(const std::string& key) {
+  if (key.size() == 32) return valid_graph_key(key);
+  if (key.size() != 32 + 1 + 16 || key[32] != '.' || !valid_graph_key(key.substr(0, 32))) return false;
+  for (std::size_t i = 33; i < key.size(); ++i)
+    if (!((key[i] >= '0' && key[i] <= '9') || (key[i] >= 'a' && key[i] <= 'f'))) return false;
+  return true;
 }
 
 }  // namespace npucache::format::names

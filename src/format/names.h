@@ -106,9 +106,13 @@ std::string delta_file(const std::string& model_info, uint64_t first);
 std::pair<std::string, uint64_t> delta_of(const std::string& file_name);
 // The graph key an object file name stands for, or "".
 std::string object_key(const std::string& file_name);
-// "templates/<key>.h5" names: the file of a template key, and back ("").
+// "templates/<key>.h5" names: the file of a stored template key, and back
+// ("" when the name is none). A stored key is a template key (32 hex
+// digits, the name earlier builds of this format write and read) or a
+// variant's "<template key>.<16 hex digits>" (template_file.h).
 std::string template_file(const std::string& template_key);
 std::string template_key_of(const std::string& file_name);
+bool valid_template_key(const std::string& key);
 
 // Names as they may appear in a cache: model_info and func are [A-Za-z0-9_.-]
 // (not starting with '.'), a graph key is 32 lowercase hex digits, an entry

@@ -30,6 +30,7 @@ std::string_view blob_kind_name(BlobKind k) {
     case BlobKind::tuning: return "tuning";
     case BlobKind::profile: return "profile";
     case BlobKind::capture_template: return "template";
+    case BlobKind::template_variant: return "template_variant";
   }
   return "unknown";
 }

@@ -48,7 +48,10 @@ std::string blobs(std::string_view kind, const std::string& name_prefix = "");
 // profiles (a dim per record, named "<model_info>|<method>|<input>|<dim>"),
 // capture templates (a template file per record, named by its template
 // key: cache/template_file.h).
-enum class BlobKind { tuning, profile, capture_template };
+// template_variant: a capture template named by its variant key
+// ("<template key>.<variant>"), a kind of its own so that builds that know
+// only `template` records (one per template key) never meet its names.
+enum class BlobKind { tuning, profile, capture_template, template_variant };
 std::string_view blob_kind_name(BlobKind k);
 
 // graph: a graph reference of formats 6.0.0 and before (no longer written;

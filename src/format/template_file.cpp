@@ -14,6 +14,8 @@
 
 #include <xxhash.h>
 
+#include <cstdio>
+
 namespace npucache::format {
 using compiler::ByteReader;
 using compiler::ByteWriter;
@@ -23,6 +25,22 @@ std::string template_key(const std::string& graph_key, const std::string& bindin
   const XXH128_hash_t h = XXH3_128bits(s.data(), s.size());
   return Hash128{h.high64, h.low64}.hex();
 }
+
+std::string variant_key(const TemplateValidity& v) {
+  const std::string s = v.runtime_version + "|" + v.format_version + "|" + std::to_string(v.device_memory) + "|" +
+                        std::to_string(v.pool_align);
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(XXH3_64bits(s.data(), s.size())));
+  return template_key(v.graph_key, v.binding) + "." + hex;
+}
+
+bool names_template(const std::string& key, const TemplateValidity& v) {
+  return is_variant_key(key) ? key == variant_key(v) : key == template_key(v.graph_key, v.binding);
+}
+
+std::string template_key_part(const std::string& stored_key) { return stored_key.substr(0, 32); }
+
+bool is_variant_key(const std::string& stored_key) { return stored_key.size() > 32; }
 
 std::vector<std::string> template_listing(const compiler::CaptureTemplate& t) {
   std::vector<std::string> out;

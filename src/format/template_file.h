@@ -1,4 +1,4 @@
-// A capture template's file, templates/<template_key>.h5 (docs/FORMAT.md,
+// A capture template's file, templates/<template_key>.<variant>.h5 (docs/FORMAT.md,
 // "Capture templates"): one sealed record holding what the template is
 // valid for and the template itself (compiler/capture_template.h), and an
 // HDF5 view for people: root attributes (graph key, binding, footprint,
@@ -34,8 +34,21 @@ struct TemplateRecord {
 // A file larger than this is not read.
 inline constexpr std::size_t kMaxTemplateFileBytes = std::size_t{1} << 30;
 
-// The template key: 32 hex digits of (graph key, binding): the file name.
+// The template key: 32 hex digits of (graph key, binding). Earlier builds of
+// this cache format store one template per template key, under that name.
 std::string template_key(const std::string& graph_key, const std::string& binding);
+// The stored key of a template: "<template key>.<variant>", the variant 16
+// hex digits of everything else a template is valid for (runtime and format
+// version, device memory, pool alignment), so templates of one program and
+// sizes for other devices are kept side by side (docs/FORMAT.md, "Capture
+// templates"). The file name and the remote tier's record name.
+std::string variant_key(const TemplateValidity& v);
+// Whether `key` (a stored key of either form) names a template valid as
+// `v` says: its variant key, or its template key (an earlier build's file).
+bool names_template(const std::string& key, const TemplateValidity& v);
+// The template key part of a stored key of either form.
+std::string template_key_part(const std::string& stored_key);
+bool is_variant_key(const std::string& stored_key);
 std::string encode_template_file(const TemplateRecord& r);
 // Validates the envelope, the record, the template's decoding and its
 // fingerprint; throws CacheError naming `what` and what is wrong.

@@ -53,6 +53,10 @@ CacheStats from_doc(const nlohmann::json& j) {
   if (auto mc = j.find("misses_by_cause"); mc != j.end() && mc->is_object())
     for (auto& [k, v] : mc->items())
       if (v.is_number_unsigned()) s.misses_by_cause[k] = v.get<uint64_t>();
+  if (auto rc = j.find("recaptures_by_reason"); rc != j.end() && rc->is_object())
+    for (auto& [k, v] : rc->items())
+      if (v.is_number_unsigned() && k.size() <= 32 && s.recaptures_by_reason.size() < 64)
+        s.recaptures_by_reason[k] = v.get<uint64_t>();
   if (auto t = j.find("compile_time_saved_s"); t != j.end() && t->is_number() && t->get<double>() >= 0)
     s.compile_time_saved_s = t->get<double>();
   if (auto lu = j.find("last_used"); lu != j.end() && lu->is_object())
@@ -110,6 +114,7 @@ nlohmann::json to_doc(const CacheStats& s) {
   j["hits_rank"] = s.hits_rank;
   j["compiles"] = s.compiles;
   j["misses_by_cause"] = s.misses_by_cause;
+  j["recaptures_by_reason"] = s.recaptures_by_reason;
   j["compile_time_saved_s"] = s.compile_time_saved_s;
   j["last_used"] = s.last_used;
   if (!s.remote.empty()) {
@@ -169,6 +174,7 @@ void sum_counters(CacheStats& into, const CacheStats& d) {
   into.hits_rank += d.hits_rank;
   into.compiles += d.compiles;
   for (const auto& [k, v] : d.misses_by_cause) into.misses_by_cause[k] += v;
+  for (const auto& [k, v] : d.recaptures_by_reason) into.recaptures_by_reason[k] += v;
   into.compile_time_saved_s += d.compile_time_saved_s;
   add_remote(into.remote, d.remote);
 }
@@ -381,11 +387,13 @@ void record_served(const fs::path& dir, Served how, double compile_seconds) {
   });
 }
 
-void record_captures(const fs::path& dir, uint64_t captures, uint64_t restores, uint64_t recaptures) {
+void record_captures(const fs::path& dir, uint64_t captures, uint64_t restores, uint64_t recaptures,
+                     const std::string& cause) {
   pending().add(dir, [&](CacheStats& s) {
     s.captures += captures;
     s.restores += restores;
     s.recaptures += recaptures;
+    if (recaptures && !cause.empty()) s.recaptures_by_reason[cause] += recaptures;
   });
 }
 
@@ -393,6 +401,7 @@ void zero_stats(const fs::path& dir) {
   update(dir, [](CacheStats& s) {
     s.hits = s.misses = s.saves = 0;
     s.captures = s.restores = s.recaptures = 0;
+    s.recaptures_by_reason.clear();
     s.hits_remote = s.hits_other_layout = s.hits_rank = s.compiles = 0;
     s.misses_by_cause.clear();
     s.compile_time_saved_s = 0;

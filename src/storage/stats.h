@@ -82,9 +82,10 @@ struct CacheStats {
   // Reduce-overhead captures: recorded (and saved as templates), restored
   // from a template instead of captured, stored templates not usable.
   uint64_t captures = 0, restores = 0, recaptures = 0;
-  double compile_time_saved_s = 0;          // compile time of the programs served by hits of any source
-  std::map<std::string, double> last_used;  // entry path -> unix time
-  std::vector<MissRecord> recent_misses;    // newest last, at most kKeptMisses
+  std::map<std::string, uint64_t> recaptures_by_reason;  // compiler::recapture_cause -> count
+  double compile_time_saved_s = 0;                       // compile time of the programs served by hits of any source
+  std::map<std::string, double> last_used;               // entry path -> unix time
+  std::vector<MissRecord> recent_misses;                 // newest last, at most kKeptMisses
   RemoteCounters remote;
 };
 
@@ -100,7 +101,10 @@ void record_save(const std::filesystem::path& dir, const std::vector<std::string
 // A miss served without this rank's entry: `compile_seconds` is what the
 // program it got cost to compile (0 for `compiled`, or when unknown).
 void record_served(const std::filesystem::path& dir, Served how, double compile_seconds);
-void record_captures(const std::filesystem::path& dir, uint64_t captures, uint64_t restores, uint64_t recaptures);
+// `cause`: the recaptures' reason (compiler::recapture_cause), counted in
+// recaptures_by_reason too.
+void record_captures(const std::filesystem::path& dir, uint64_t captures, uint64_t restores, uint64_t recaptures,
+                     const std::string& cause = "");
 // The counters this process recorded since it started, summed over its
 // cache directories (no last-use times or miss records): the figures of a
 // serving process's metrics (metrics.h).

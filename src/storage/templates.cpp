@@ -3,6 +3,9 @@
 #include "format/cache_error.h"
 #include "format/envelope.h"
 #include "format/names.h"
+#include "log/log.h"
+
+#include <algorithm>
 
 namespace npucache::storage {
 namespace {
@@ -37,7 +40,7 @@ std::vector<StoredTemplate> stored_templates(const Store& s, bool with_bytes) {
       if (!bytes) continue;
       t.bytes = bytes->size();
       t.record = decode_template_file(*bytes, t.path);
-      if (template_key(t.record->validity.graph_key, t.record->validity.binding) != key)
+      if (!names_template(key, t.record->validity))
         throw CacheError(t.path + " is damaged: its name is not its content's key");
       if (with_bytes) t.raw = std::move(*bytes);
     } catch (const CacheRefused&) {
@@ -66,11 +69,36 @@ std::size_t sweep_templates(const Store& s, const std::set<std::string>& objects
   return removed;
 }
 
+std::vector<std::string> template_siblings(const Store& s, const std::string& key) {
+  std::vector<std::string> out;
+  const auto d = templates_dir(s, Create::no);
+  if (!d) return out;
+  const std::string base = template_key_part(key);
+  for (const auto& name : d->list()) {
+    const std::string k = names::template_key_of(name);
+    if (!k.empty() && k != key && template_key_part(k) == base) out.push_back(k);
+  }
+  return out;
+}
+
 void put_template(const Store& s, const std::string& key, const std::string& file_bytes, const StoreLock&) {
   const TemplateRecord r = decode_template_file(file_bytes, "template " + key);
-  if (template_key(r.validity.graph_key, r.validity.binding) != key)
+  if (!names::valid_template_key(key) || !names_template(key, r.validity))
     throw CacheError("template " + key + " is not named by its content's key");
-  templates_dir(s, Create::yes)->write(names::template_file(key), file_bytes);
+  const Dir d = *templates_dir(s, Create::yes);
+  d.write(names::template_file(key), file_bytes);
+  // The bound: the least recently written others go (a removal under the
+  // shared hold costs at most a capture: a template is never needed).
+  std::vector<std::pair<int64_t, std::string>> others;
+  for (const auto& k : template_siblings(s, key))
+    if (const auto info = d.stat(names::template_file(k))) others.emplace_back(info->mtime_ns, k);
+  if (others.size() < kMaxTemplateVariants) return;
+  std::sort(others.begin(), others.end());
+  for (std::size_t i = 0; i + kMaxTemplateVariants <= others.size(); ++i) {
+    d.remove(names::template_file(others[i].second));
+    log::info("capture template {} removed: {} variants of its program and sizes are kept (devices or runtimes)",
+              others[i].second, kMaxTemplateVariants);
+  }
 }
 
 }  // namespace npucache::storage

@@ -34,7 +34,15 @@ void remove_template(const Store& s, const std::string& key, const Sweeping& hel
 // is gone) and the damaged ones; returns how many were removed.
 std::size_t sweep_templates(const Store& s, const std::set<std::string>& objects, const Sweeping& held);
 // Writes a template file exactly as given (import, a capture), after
-// checking it.
+// checking it. Keeps at most kMaxTemplateVariants files of one template key
+// (program and sizes; the variants for other devices and runtimes, and an
+// earlier build's file): writing one more removes the least recently
+// written others (by modification time), so a fleet of many device kinds,
+// or a hostile one, cannot grow a program's templates without bound.
 void put_template(const Store& s, const std::string& key, const std::string& file_bytes, const StoreLock& held);
+inline constexpr std::size_t kMaxTemplateVariants = 4;
+// The stored keys of the other files of `key`'s template key (variants and
+// an earlier build's file), without reading them.
+std::vector<std::string> template_siblings(const Store& s, const std::string& key);
 
 }  // namespace npucache::storage

@@ -205,6 +205,7 @@ void cmd_stats(const std::string& d, bool zero, bool json, const std::string& fo
                 {"captures", s.counters.captures},
                 {"restores", s.counters.restores},
                 {"recaptures", s.counters.recaptures},
+                {"recaptures_by_reason", s.counters.recaptures_by_reason},
                 {"compile_time_saved_s", s.counters.compile_time_saved_s},
                 {"remote",
                  {{"hits", s.counters.remote.hits},
@@ -250,10 +251,13 @@ void cmd_stats(const std::string& d, bool zero, bool json, const std::string& fo
       100.0 * hit_rate, 100.0 * local_hit_rate, u(c.saves));
   std::printf("compile avoided  %.3f s (the recorded compile time of each entry, summed over its hits)\n",
               s.counters.compile_time_saved_s);
-  std::printf("captures         %llu recorded, %llu restored from templates, %llu recaptured\n",
-              static_cast<unsigned long long>(s.counters.captures),
-              static_cast<unsigned long long>(s.counters.restores),
-              static_cast<unsigned long long>(s.counters.recaptures));
+  std::string recaptures;
+  for (const auto& [why, n] : c.recaptures_by_reason)
+    recaptures += (recaptures.empty() ? " (" : ", ") + std::to_string(n) + " " + why;
+  std::printf(
+      "captures         %llu recorded, %llu restored from templates, %llu recaptured%s%s\n",
+      static_cast<unsigned long long>(s.counters.captures), static_cast<unsigned long long>(s.counters.restores),
+      static_cast<unsigned long long>(s.counters.recaptures), recaptures.c_str(), recaptures.empty() ? "" : ")");
   const auto& r = s.counters.remote;
   if (r.empty()) return;
   std::string errors;

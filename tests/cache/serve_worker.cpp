@@ -5,7 +5,7 @@
 //   serve_worker DIR [--batches 1,4,8] [--dynamic auto|true|false]
 //                [--mode M] [--backend B] [--breaks] [--fullgraph]
 //                [--method NAME] [--methods N] [--scale S] [--weights W]
-//                [--routed]
+//                [--routed] [--decode-threads STEPS [--one-by-one]]
 //
 // --mode and --backend are compile()'s (torch.compile's) surface, given to
 // cache_compile; --breaks runs a method with a host read in the middle (a
@@ -16,7 +16,14 @@
 // (NAME_0 ... NAME_{N-1}), each called with every batch in turn; --scale
 // multiplies the result by a plain member (another graph, the same model);
 // --weights multiplies the weights (another model's values, same shapes, the
-// same graph). Prints one line per call, "call <batch> <outcome> <replayed
+// same graph); --decode-threads STEPS runs a decode loop of STEPS steps per
+// batch, each batch in a request thread of its own, all at once (a KV cache
+// updated in place, the step's KV length a SymInt: automatic dynamic makes
+// the SymInt and then the batch dynamic, in an order the threads' timing
+// decides; --one-by-one starts each thread when the one before it ended, as
+// requests that arrive apart), printing "thread <batch> steps <n>" instead
+// of call lines.
+// Prints one line per call, "call <batch> <outcome> <replayed
 // 0|1> breaks <n>", then "compiles <n>" (compiles this process did),
 // "dynamic <dims>", "maxdiff <max |cached - eager|>" and "templates recorded
 // <n> restored <n> recaptured <n>" (captures made, restored from the cache's
@@ -31,8 +38,10 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <mutex>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 using namespace npucache;
@@ -75,6 +84,76 @@ struct Server : nn::Module {
   }
 };
 
+// An attention layer's decode step, batch B: x [B, 1, 8], pos [B, 1] (i64),
+// the KV caches [B, S, 2, 4] written at pos; attends over the first kv_len
+// keys.
+struct Decoder : nn::Module {
+  Tensor wq, wk, wv;
+  Decoder() {
+    wq = register_parameter("wq", Tensor::from_vector(ramp(64, 0.02f, -0.1f), {8, 8}));
+    wk = register_parameter("wk", Tensor::from_vector(ramp(64, 0.015f, -0.07f), {8, 8}));
+    wv = register_parameter("wv", Tensor::from_vector(ramp(64, 0.01f, -0.05f), {8, 8}));
+  }
+  std::string type_name() const override { return "Decoder"; }
+  Tensor decode(const Tensor& x, const Tensor& pos, const Tensor& kc, const Tensor& vc, SymInt kv_len) {
+    const SymExpr B = x.size(0);
+    auto heads = [&](const Tensor& t) { return t.reshape({B, 1, 2, 4}); };
+    Tensor k = ops::buffer_update(kc, pos, heads(ops::matmul(x, wk)));
+    Tensor v = ops::buffer_update(vc, pos, heads(ops::matmul(x, wv)));
+    Tensor q = heads(ops::matmul(x, wq)).permute({0, 2, 1, 3});
+    Tensor a = ops::fused_attention(q, k.permute({0, 2, 1, 3}), v.permute({0, 2, 1, 3}), kv_len);
+    return ops::tanh(a.permute({0, 2, 1, 3}).reshape({B, 1, 8})) + x;
+  }
+};
+
+// Decode loops of `steps` steps, one request thread per batch, all at
+// once, each checked against eager code on caches of its own.
+template <class Fn>
+int decode_threads(Decoder& m, Fn& fn, const std::vector<int64_t>& batches, int64_t steps, bool one_by_one,
+                   double& maxdiff, CallStatus& last) {
+  std::mutex mu;
+  std::string failure;
+  std::vector<std::thread> threads;
+  for (int64_t b : batches) {
+    threads.emplace_back([&, b] {
+      try {
+        auto zeros = [&] {
+          return Tensor::from_vector(std::vector<float>(static_cast<std::size_t>(b * steps * 8), 0.0f),
+                                     {b, steps, 2, 4});
+        };
+        Tensor kc = zeros(), vc = zeros(), kce = zeros(), vce = zeros();
+        Tensor x = Tensor::from_vector(ramp(b * 8, 0.1f, -0.4f), {b, 1, 8}), xe = x;
+        double worst = 0;
+        for (int64_t t = 0; t < steps; ++t) {
+          const Tensor pos = Tensor::from_vector_i64(std::vector<int64_t>(static_cast<std::size_t>(b), t), {b, 1});
+          x = fn(x, pos, kc, vc, t + 1).clone();
+          xe = m.decode(xe, pos, kce, vce, t + 1);
+          const auto got = x.to_vector(), want = xe.to_vector();
+          for (std::size_t k = 0; k < got.size(); ++k)
+            worst = std::max(worst, static_cast<double>(std::fabs(got[k] - want[k])));
+        }
+        const CallStatus& s = fn.status();  // this thread's: the counts as of its last call
+        std::lock_guard lock(mu);
+        maxdiff = std::max(maxdiff, worst);
+        last.recorded = std::max(last.recorded, s.recorded);
+        last.restored = std::max(last.restored, s.restored);
+        last.recaptured = std::max(last.recaptured, s.recaptured);
+        if (!s.recapture_reason.empty()) last.recapture_reason = s.recapture_reason;
+        std::printf("thread %lld steps %lld\n", static_cast<long long>(b), static_cast<long long>(steps));
+      } catch (const std::exception& e) {
+        std::lock_guard lock(mu);
+        failure = e.what();
+      }
+    });
+    if (one_by_one) threads.back().join();
+  }
+  for (auto& t : threads)
+    if (t.joinable()) t.join();
+  if (failure.empty()) return 0;
+  std::fprintf(stderr, "serve_worker: %s\n", failure.c_str());
+  return 1;
+}
+
 std::vector<int64_t> parse_list(const char* s) {
   std::vector<int64_t> out;
   std::stringstream in(s);
@@ -96,6 +175,8 @@ int main(int argc, char** argv) try {
   bool breaks = false, routed = false;
   std::string name;
   int methods = 1;
+  int64_t decode_steps = 0;
+  bool one_by_one = false;
   float scale = 1.0f, weights = 1.0f;
   o.compile.fullgraph = false;
   for (int i = 2; i < argc; ++i) {
@@ -120,6 +201,10 @@ int main(int argc, char** argv) try {
       breaks = true;
     } else if (a == "--routed") {
       routed = true;
+    } else if (a == "--decode-threads") {
+      decode_steps = std::stoll(next());
+    } else if (a == "--one-by-one") {
+      one_by_one = true;
     } else if (a == "--fullgraph") {
       o.compile.fullgraph = true;
     } else if (a == "--method") {
@@ -133,6 +218,20 @@ int main(int argc, char** argv) try {
     } else {
       throw std::runtime_error("unknown option " + a);
     }
+  }
+  if (decode_steps > 0) {
+    Decoder d;
+    CacheOptions od = o;
+    if (!name.empty()) od.compile.method_name = name;
+    auto fn = cache_compile(d, &Decoder::decode, od);
+    double maxdiff = 0;
+    CallStatus s;  // the counts of the thread that saw the most (they only grow)
+    if (decode_threads(d, fn, batches, decode_steps, one_by_one, maxdiff, s) != 0) return 1;
+    std::printf("compiles %zu\n", fn.compiles());
+    std::printf("maxdiff %.9g\n", maxdiff);
+    std::printf("templates recorded %zu restored %zu recaptured %zu\n", s.recorded, s.restored, s.recaptured);
+    if (!s.recapture_reason.empty()) std::printf("recapture %s\n", s.recapture_reason.c_str());
+    return 0;
   }
   Server m(weights);
   m.scale = scale;

@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include <sys/stat.h>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -274,6 +275,132 @@ TEST_F(Serving, AnInvalidatingDifferenceIsARecaptureWithItsReason) {
   Out again = sh("NPUCACHE_SIM_DEVICE_MEMORY=8G " + std::string(SERVE_WORKER) + " " + dir.string() +
                  " --mode reduce-overhead --dynamic true --batches 4");
   EXPECT_TRUE(has(again.text, "templates recorded 0 restored 1 recaptured 0")) << again.text;
+}
+
+// Two kinds of device (other memory sizes) alternating on one cache keep
+// their captured graphs side by side: every start after a kind's first
+// restores all of its captures. The first start of the second kind
+// recaptures with the reason, logged once, counted by reason in `stats`.
+TEST_F(Serving, TwoDeviceKindsKeepTheirTemplatesSideBySide) {
+  auto on = [&](const std::string& memory) {
+    return sh("NPUCACHE_SIM_DEVICE_MEMORY=" + memory + " " + std::string(SERVE_WORKER) + " " + dir.string() +
+              " --mode reduce-overhead --dynamic true --batches 4,8");
+  };
+  Out a = on("4G");
+  ASSERT_EQ(a.status, 0) << a.text;
+  EXPECT_TRUE(has(a.text, "templates recorded 2 restored 0 recaptured 0")) << a.text;
+  Out b = on("8G");
+  ASSERT_EQ(b.status, 0) << b.text;
+  EXPECT_TRUE(has(b.text, "templates recorded 2 restored 0 recaptured 2")) << b.text;
+  const std::string said = "recaptured a captured graph: device memory: stored '4294967296', now '8589934592'";
+  ASSERT_TRUE(has(b.text, said)) << b.text;
+  EXPECT_FALSE(has(b.text.substr(b.text.find(said) + said.size()), "recaptured a captured graph")) << b.text;
+  for (int round = 0; round < 2; ++round)
+    for (const std::string memory : {"4G", "8G"}) {
+      Out r = on(memory);
+      ASSERT_EQ(r.status, 0) << r.text;
+      EXPECT_TRUE(has(r.text, "templates recorded 0 restored 2 recaptured 0")) << memory << " round " << round << "\n"
+                                                                               << r.text;
+      EXPECT_LE(maxdiff(r.text), 1e-6) << r.text;
+    }
+  Out st = sh(std::string(NPUCACHE_CLI) + " stats " + dir.string());
+  EXPECT_TRUE(has(st.text, "captures         4 recorded, 8 restored from templates, 2 recaptured (2 device_memory)"))
+      << st.text;
+  Out js = sh(std::string(NPUCACHE_CLI) + " stats " + dir.string() + " --format json");
+  EXPECT_TRUE(std::regex_search(js.text, std::regex("\"recaptures_by_reason\": \\{\\s*\"device_memory\": 2")))
+      << js.text;
+  // A file planted under one kind's name with the other's content does not
+  // name its content: reported by verify, never replayed.
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(dir / npucache::format::names::kTemplatesDir)) files.push_back(e.path());
+  ASSERT_EQ(files.size(), 4u);
+  std::string planted;
+  fs::path victim;
+  for (const auto& f : files) {
+    std::ifstream in(f, std::ios::binary);
+    const std::string bytes{std::istreambuf_iterator<char>(in), {}};
+    const auto rec = npucache::format::decode_template_file(bytes, f.string());
+    if (rec.validity.device_memory == (uint64_t{8} << 30) && planted.empty()) planted = bytes;
+    if (rec.validity.device_memory == (uint64_t{4} << 30)) victim = f;
+  }
+  ASSERT_FALSE(planted.empty());
+  ASSERT_FALSE(victim.empty());
+  {
+    std::ofstream out(victim, std::ios::binary | std::ios::trunc);
+    out << planted;
+  }
+  Out v = sh(std::string(NPUCACHE_CLI) + " verify " + dir.string());
+  EXPECT_EQ(v.status, 1) << v.text;
+  EXPECT_TRUE(has(v.text, "its name is not its content's key")) << v.text;
+  Out r = on("4G");
+  ASSERT_EQ(r.status, 0) << r.text;
+  EXPECT_TRUE(has(r.text, "recaptured 1")) << r.text;
+  EXPECT_LE(maxdiff(r.text), 1e-6) << r.text;
+}
+
+// The variants kept per program and sizes are bounded: six kinds of device
+// in turn leave four files, the least recently written go, and the kinds
+// still kept start without capturing.
+TEST_F(Serving, TemplateVariantsAreBoundedPerProgram) {
+  auto on = [&](int gib) {
+    return sh("NPUCACHE_SIM_DEVICE_MEMORY=" + std::to_string(gib) + "G " + std::string(SERVE_WORKER) + " " +
+              dir.string() + " --mode reduce-overhead --dynamic true --batches 4");
+  };
+  for (int gib = 1; gib <= 6; ++gib) {
+    Out r = on(gib);
+    ASSERT_EQ(r.status, 0) << r.text;
+    EXPECT_TRUE(has(r.text, "templates recorded 1 restored 0")) << gib << "G\n" << r.text;
+  }
+  std::size_t files = 0;
+  for (const auto& e : fs::directory_iterator(dir / npucache::format::names::kTemplatesDir))
+    files += e.is_regular_file();
+  EXPECT_EQ(files, 4u);
+  for (int gib : {3, 4, 5, 6}) EXPECT_TRUE(has(on(gib).text, "templates recorded 0 restored 1")) << gib << "G";
+  EXPECT_TRUE(has(on(1).text, "templates recorded 1 restored 0")) << "1G was removed";
+  EXPECT_EQ(sh(std::string(NPUCACHE_CLI) + " verify " + dir.string()).status, 0);
+}
+
+// A template file of an earlier build of this format (named by its program
+// and sizes alone) is still restored where it is valid.
+TEST_F(Serving, AnEarlierBuildsTemplateFileIsRestored) {
+  const std::string args = "--mode reduce-overhead --dynamic true --batches 4";
+  ASSERT_EQ(serve(args).status, 0);
+  fs::path file;
+  for (const auto& e : fs::directory_iterator(dir / npucache::format::names::kTemplatesDir)) file = e.path();
+  ASSERT_FALSE(file.empty());
+  const std::string name = file.filename().string();
+  ASSERT_EQ(name.size(), 32u + 1 + 16 + 3) << name;  // <template key>.<variant>.h5
+  fs::rename(file, file.parent_path() / (name.substr(0, 32) + ".h5"));
+  Out r = serve(args);
+  ASSERT_EQ(r.status, 0) << r.text;
+  EXPECT_TRUE(has(r.text, "templates recorded 0 restored 1 recaptured 0")) << r.text;
+  EXPECT_EQ(sh(std::string(NPUCACHE_CLI) + " verify " + dir.string()).status, 0);
+}
+
+// Request threads of batch 1, 3 and 8 running reduce-overhead decode loops
+// under automatic dynamic: whichever program each thread's calls ran on in
+// the first start (the threads' timing decides: all at once, or one after
+// another, when the batch-1 thread ends on the program with only the KV
+// length dynamic), the second start restores every capture and captures
+// nothing, on every fresh cache (NPUCACHE_DECODE_CACHES of them, 3 by
+// default; scripts/long.sh runs 20).
+TEST_F(Serving, ThreadedDecodeSecondStartCapturesNothing) {
+  const char* n = std::getenv("NPUCACHE_DECODE_CACHES");
+  const int caches = n ? std::atoi(n) : 3;
+  const std::string args = " --mode reduce-overhead --dynamic auto --decode-threads 6 --batches 1,3,8";
+  for (int k = 0; k < caches; ++k) {
+    const fs::path d = dir / ("cache" + std::to_string(k));
+    Out first = sh(std::string(SERVE_WORKER) + " " + d.string() + args + (k % 2 == 0 ? " --one-by-one" : ""));
+    ASSERT_EQ(first.status, 0) << first.text;
+    EXPECT_LE(maxdiff(first.text), 1e-4) << first.text;
+    Out second = sh(std::string(SERVE_WORKER) + " " + d.string() + args);
+    ASSERT_EQ(second.status, 0) << second.text;
+    EXPECT_TRUE(has(second.text, "templates recorded 0 ")) << "cache " << k << "\nfirst:\n"
+                                                           << first.text << "second:\n"
+                                                           << second.text;
+    EXPECT_EQ(number(second.text, "compiles"), 0) << second.text;
+    EXPECT_LE(maxdiff(second.text), 1e-4) << second.text;
+  }
 }
 
 // A template damaged at any of several offsets, or crafted with valid
@@ -539,4 +666,41 @@ TEST_F(Serving, RandomSplitModelsAcrossProcessesEqualEager) {
   fs::remove_all(scratch);
   Out v = sh(std::string(NPUCACHE_CLI) + " verify " + dir.string());
   EXPECT_EQ(v.status, 0) << v.text;
+}
+
+// Six device kinds starting at once on one cache, twice (variants written
+// and the bound's removals racing): every result equals eager, verify finds
+// the cache clean, at most four variants are left, and a kind whose
+// variant is kept then starts without capturing.
+TEST_F(Serving, DeviceKindsStartingAtOnceLeaveAValidBoundedCache) {
+  const std::string args = " --mode reduce-overhead --dynamic true --batches 4";
+  ASSERT_EQ(serve(args).status, 0);  // the object, stored once
+  const fs::path scratch = dir.string() + "-logs";
+  fs::create_directories(scratch);
+  for (int round = 0; round < 2; ++round) {
+    std::vector<std::string> cmds;
+    for (int gib = 1; gib <= 6; ++gib)
+      cmds.push_back("NPUCACHE_SIM_DEVICE_MEMORY=" + std::to_string(gib) + "G " + std::string(SERVE_WORKER) + " " +
+                     dir.string() + args);
+    for (const Out& r : in_parallel(cmds, scratch)) {
+      EXPECT_EQ(r.status, 0) << r.text;
+      EXPECT_LE(maxdiff(r.text), 1e-6) << r.text;
+    }
+  }
+  fs::remove_all(scratch);
+  Out v = sh(std::string(NPUCACHE_CLI) + " verify " + dir.string());
+  EXPECT_EQ(v.status, 0) << v.text;
+  std::vector<int> kept;
+  for (const auto& e : fs::directory_iterator(dir / npucache::format::names::kTemplatesDir)) {
+    if (!e.is_regular_file()) continue;
+    std::ifstream in(e.path(), std::ios::binary);
+    const std::string bytes{std::istreambuf_iterator<char>(in), {}};
+    kept.push_back(static_cast<int>(
+        npucache::format::decode_template_file(bytes, e.path().string()).validity.device_memory >> 30));
+  }
+  EXPECT_LE(kept.size(), 4u);
+  ASSERT_FALSE(kept.empty());
+  Out again = sh("NPUCACHE_SIM_DEVICE_MEMORY=" + std::to_string(kept.front()) + "G " + std::string(SERVE_WORKER) + " " +
+                 dir.string() + args);
+  EXPECT_TRUE(has(again.text, "templates recorded 0 restored 1 recaptured 0")) << again.text;
 }
