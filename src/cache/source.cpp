@@ -104,6 +104,10 @@ void MethodSource::load_profile(const FlatArgs&, std::vector<DimMark>& dims) {
   for (auto& m : cache_->load_profile()) dims.push_back(std::move(m));
 }
 
+void MethodSource::save_profile(const std::vector<DimMark>& dims) {
+  if (!disabled_) cache_->save_profile(dims);
+}
+
 std::optional<compiler::FirstEntry> MethodSource::recompile_dynamic(const FlatArgs& args,
                                                                     const compiler::TraceStep& trace,
                                                                     const compiler::CompileStep& compile,

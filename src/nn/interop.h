@@ -88,6 +88,10 @@ struct Piece {
   // every later piece's run (a replay must not leave them in memory the
   // next piece's replay reuses).
   bool last = false;
+  // Its place in the call (0 for the first piece): the pieces of one place
+  // in successive calls are one computation at the call's sizes, which
+  // automatic dynamic compares.
+  std::size_t index = 0;
 };
 using RunPiece = std::function<std::vector<Tensor>(Piece& piece)>;
 struct GraphBreak {

@@ -66,6 +66,7 @@ void LazySession::flush(bool last) {
     for (std::size_t i = 0; i < outs.size(); ++i) piece.trace.output_paths.push_back("out" + std::to_string(i));
     piece.trace.name = s.options.method_name + " piece";
     piece.last = last;
+    piece.index = pieces_;
     const std::vector<Tensor> results = run_(piece);
     ++pieces_;
     if (results.size() != outs.size())
