@@ -308,6 +308,11 @@ class CompiledFunction {
   std::map<std::string, PieceEntry> pieces_;
   // Automatic dynamic of pieces, per place in a call (nn/piece_shapes.h).
   struct PiecePlace {
+    // The static piece that served this place last and its graph: a
+    // recording equal to it (every node, the parameters read, the outputs)
+    // has its key, so it runs without hashing.
+    std::optional<Graph> served_graph;
+    std::map<std::string, PieceEntry>::iterator served;
     std::optional<Graph> last;              // the last recording no piece served
     std::vector<nn::PieceSite> sites;       // the sites made dynamic, sorted
     std::vector<std::string> general_keys;  // its general pieces, newest first
@@ -513,6 +518,9 @@ std::string site_text(const std::vector<nn::PieceSite>& sites) {
 CompiledFunction::PieceIt CompiledFunction::add_piece(const std::string& key, const TraceResult& trace,
                                                       const FlatArgs& args, int device, bool symbolic,
                                                       std::size_t& compiled, std::size_t& loaded) {
+  // A recording is checked once, when its piece is made: a later one equal
+  // to it (by key or graph) is the same graph.
+  verify(trace.graph);
   PieceEntry e;
   const compiler::CompileStep compile_step = [&](TraceResult tr, const SymBindings& example,
                                                  const compiler::CompileHints* hints) {
@@ -612,7 +620,6 @@ CompiledFunction::PieceIt CompiledFunction::general_piece(const nn::Piece& piece
 }
 
 std::vector<Tensor> CompiledFunction::run_piece(nn::Piece& piece, std::size_t& compiled, std::size_t& loaded) {
-  const std::string key = piece_key(piece.trace);
   const int device = piece.inputs.empty() ? current_device() : piece.inputs.front().device();
   FlatArgs args;
   for (std::size_t i = 0; i < piece.inputs.size(); ++i)
@@ -622,10 +629,20 @@ std::vector<Tensor> CompiledFunction::run_piece(nn::Piece& piece, std::size_t& c
   SymBindings b;
   {
     std::lock_guard lock(mu_);
-    auto it = pieces_.find(key);
+    PiecePlace& place = places_[piece.index];
+    auto it = pieces_.end();
+    if (place.served_graph && *place.served_graph == piece.trace.graph) it = place.served;
     if (it == pieces_.end()) {
-      it = general_piece(piece, args, device, b, compiled, loaded);
-      if (it == pieces_.end()) it = add_piece(key, piece.trace, args, device, false, compiled, loaded);
+      const std::string key = piece_key(piece.trace);
+      it = pieces_.find(key);
+      if (it == pieces_.end()) {
+        it = general_piece(piece, args, device, b, compiled, loaded);
+        if (it == pieces_.end()) it = add_piece(key, piece.trace, args, device, false, compiled, loaded);
+      }
+      if (!it->second.general) {
+        place.served_graph = piece.trace.graph;
+        place.served = it;
+      }
     }
     auto& r = it->second.runners[device];
     if (!r) {

@@ -78,8 +78,9 @@ class Retrace {
 // parameters its parameters); a graph break -- a host read, a truth value,
 // an op `unlowerable` names -- runs the pending piece through `run` and
 // makes every live tensor of it eager, then recording goes on. finish() runs
-// what is left. The piece's graph has static shapes; `run` compiles it (or
-// finds it compiled, by its content) and returns its outputs in order.
+// what is left. The piece's graph has static shapes and is not verified
+// here; `run` compiles it (verifying it first) or finds it compiled, by its
+// content, and returns its outputs in order.
 struct Piece {
   TraceResult trace;           // inputs "in0", ...; outputs "out0", ...
   std::vector<Tensor> inputs;  // the eager tensors the inputs are
