@@ -125,13 +125,15 @@ std::optional<TraceResult> generalize(const TraceResult& piece, const std::vecto
   }
   out.set_outputs(piece.graph.outputs());
   TraceResult r;
-  std::set<std::string> carried;  // symbols an input dim carries
+  // Symbols an input dim is (a call's input binds them; one that is only
+  // part of a dim, s0 + 1, is bound as a SymInt input).
+  std::set<std::string> carried;
   std::vector<Shape> appearance;
   for (const auto& in : piece.signature.inputs) {
     const TensorType& t = input_types.at(in.path);
     r.signature.inputs.push_back({in.path, t});
     for (const auto& d : t.shape)
-      for (const auto& s : env.resolve(d).symbols()) carried.insert(s);
+      if (auto name = env.resolve(d).as_symbol()) carried.insert(*name);
     appearance.push_back(t.shape);
   }
   Shape free;

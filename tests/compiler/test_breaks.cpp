@@ -121,6 +121,14 @@ struct Coincide : nn::Module {
     if (ops::max(s, {0, 1}).item() > 1e30f) s = s * 0.0f;  // the break; never taken
     return ops::tanh(s);
   }
+  // `x` is n + 1 long and read after a slice n long: its dim is a symbol
+  // plus one, which no input dim binds alone.
+  Tensor shifted(const Tensor& y, const Tensor& x, SymInt n) {
+    const Tensor head = ops::sum(ops::slice(y, 1, 0, n), {1});  // recorded before x is read
+    Tensor s = head + ops::sum(x, {1});
+    if (ops::max(s, {0, 1}).item() > 1e30f) s = s * 0.0f;  // the break; never taken
+    return ops::tanh(s);
+  }
 };
 
 // `steps` decode steps from a prompt of 3 (kv_len 4, 5, ...) through
@@ -359,5 +367,11 @@ TEST(GraphBreakDynamicMatch, AConstantEqualToASizeIsNeverTakenForIt) {
     for (int64_t n : {4, 5, 6, 3, 4, 7, 4, 2})
       expect_close(f(x, n).to_vector(), m.forward(x, n).to_vector(),
                    std::string(dynamic ? "dynamic=true" : "automatic") + " n=" + std::to_string(n));
+    auto g = compile(m, &Coincide::shifted, o);
+    for (int64_t n : {3, 4, 5, 6, 2, 7}) {
+      const Tensor xn = Tensor::from_vector(ramp((n + 1) * 16, 0.02f, -0.1f), {1, n + 1, 16});
+      expect_close(g(x, xn, n).to_vector(), m.shifted(x, xn, n).to_vector(),
+                   std::string(dynamic ? "dynamic=true" : "automatic") + " shifted n=" + std::to_string(n));
+    }
   }
 }
