@@ -5,6 +5,7 @@
 #include "format/names.h"
 #include "log/log.h"
 #include "process/context.h"
+#include "process/dry_run.h"
 #include "process/env.h"
 #include "storage/stats.h"
 
@@ -105,7 +106,7 @@ void MethodSource::load_profile(const FlatArgs&, std::vector<DimMark>& dims) {
 }
 
 void MethodSource::save_profile(const std::vector<DimMark>& dims) {
-  if (!disabled_) cache_->save_profile(dims);
+  if (!disabled_ && !process::dry_run()) cache_->save_profile(dims);  // a dry run writes nothing
 }
 
 std::optional<compiler::FirstEntry> MethodSource::recompile_dynamic(const FlatArgs& args,
