@@ -5,6 +5,7 @@
 #include "format/names.h"
 #include "log/log.h"
 #include "process/context.h"
+#include "process/dry_run.h"
 #include "process/env.h"
 #include "storage/stats.h"
 
@@ -102,6 +103,10 @@ void MethodSource::recompiled(const TraceResult& trace, const std::string& why) 
 void MethodSource::load_profile(const FlatArgs&, std::vector<DimMark>& dims) {
   if (disabled_) return;
   for (auto& m : cache_->load_profile()) dims.push_back(std::move(m));
+}
+
+void MethodSource::save_profile(const std::vector<DimMark>& dims) {
+  if (!disabled_ && !process::dry_run()) cache_->save_profile(dims);  // a dry run writes nothing
 }
 
 std::optional<compiler::FirstEntry> MethodSource::recompile_dynamic(const FlatArgs& args,

@@ -41,6 +41,8 @@ class MethodSource : public compiler::EntrySource {
   std::optional<compiler::FirstEntry> recompile_dynamic(const FlatArgs& args, const compiler::TraceStep& trace,
                                                         const compiler::CompileStep& compile,
                                                         const std::vector<DimMark>& dims) final;
+  // Adds `dims` to the method's profile (nothing in a dry run).
+  void save_profile(const std::vector<DimMark>& dims) override;
   // A piece of the method split at graph breaks: an entry of its own,
   // loaded or compiled and saved as the method's entry is.
   std::shared_ptr<compiler::EntrySource> piece_source(const std::string& piece_method) override;

@@ -11,6 +11,7 @@
 #include "compiler/surface.h"
 #include "log/log.h"
 #include "nn/interop.h"
+#include "nn/piece_shapes.h"
 
 #include <npucache/ir/hash.h>
 
@@ -27,6 +28,10 @@
 
 namespace npucache {
 namespace detail {
+
+// The profile marks of pieces: input "piece#<place>:<site>", dim the
+// site's index (nn/piece_shapes.h).
+constexpr std::string_view kPieceMark = "piece#";
 
 class CompiledFunction {
  public:
@@ -262,9 +267,10 @@ class CompiledFunction {
   // The engine's one compile call. Hints (a stored graph-only artifact)
   // make it a lowering, not a compile: only full compiles are counted.
   std::shared_ptr<compiler::CompiledGraph> compile(TraceResult tr, const SymBindings& example, int device,
-                                                   const compiler::CompileHints* hints = nullptr) {
-    const bool dynamic =
-        surface_.dynamic == compiler::DynamicPolicy::all || profile_.has_learned() || !options_.mark_dynamic.empty();
+                                                   const compiler::CompileHints* hints = nullptr,
+                                                   bool symbolic = false) {
+    const bool dynamic = symbolic || surface_.dynamic == compiler::DynamicPolicy::all || profile_.has_learned() ||
+                         !options_.mark_dynamic.empty();
     auto g = std::make_shared<compiler::CompiledGraph>(compiler::compile_graph(
         std::move(tr), config_, options_.custom_decompositions, example, dynamic, device, hints));
     if (hints == nullptr) ++compiles_;
@@ -356,8 +362,34 @@ class CompiledFunction {
     std::map<int, std::unique_ptr<compiler::ProgramRunner>> runners;
     std::vector<Tensor> params;
     bool loaded = false;  // from the cache
+    // A general piece (automatic dynamic): the graph a recording must
+    // match (nn::match) to run it; null for a piece of static shapes.
+    std::shared_ptr<const TraceResult> general;
   };
   std::map<std::string, PieceEntry> pieces_;
+  // Automatic dynamic of pieces, per place in a call (nn/piece_shapes.h).
+  struct PiecePlace {
+    // The static piece that served this place last and its graph: a
+    // recording equal to it (every node, the parameters read, the outputs)
+    // has its key, so it runs without hashing.
+    std::optional<Graph> served_graph;
+    std::map<std::string, PieceEntry>::iterator served;
+    std::optional<Graph> last;              // the last recording no piece served
+    std::vector<nn::PieceSite> sites;       // the sites made dynamic, sorted
+    std::vector<std::string> general_keys;  // its general pieces, newest first
+  };
+  std::map<std::size_t, PiecePlace> places_;
+  bool piece_profile_loaded_ = false;
+  using PieceIt = std::map<std::string, PieceEntry>::iterator;
+  // The piece under `key` for the recording `trace` (caller holds mu_):
+  // the source's (stored or compiled and kept), else compiled here.
+  PieceIt add_piece(const std::string& key, const TraceResult& trace, const FlatArgs& args, int device, bool symbolic,
+                    std::size_t& compiled, std::size_t& loaded);
+  // Automatic dynamic (caller holds mu_): a general piece of the
+  // recording's place that matches it (`b`, `args.symints` set), made
+  // after its sites changed; end() when the piece runs static.
+  PieceIt general_piece(const nn::Piece& piece, FlatArgs& args, int device, SymBindings& b, std::size_t& compiled,
+                        std::size_t& loaded);
   // The options calls are flattened and traced with (the profile's marks
   // are added per trace).
   TraceOptions base_trace_;
@@ -409,6 +441,7 @@ SymBindings CompiledFunction::select(const FlatArgs& args, const TraceFn& given_
     if (automatic && source_) {
       std::vector<DimMark> stored;
       source_->load_profile(args, stored);
+      std::erase_if(stored, [](const DimMark& m) { return m.input.starts_with(kPieceMark); });
       profile_.merge(stored);
     }
     if (source_) {
@@ -529,48 +562,156 @@ std::vector<Tensor> CompiledFunction::call(const FlatArgs& args, const TraceFn& 
   return runner->run(inputs, *params, b, current_communicator());
 }
 
-std::vector<Tensor> CompiledFunction::run_piece(nn::Piece& piece, std::size_t& compiled, std::size_t& loaded) {
-  // The key: the piece's computation (graph), its input types and the
-  // parameters it reads (bound_names: same-shaped layers split at host
-  // reads have one structure and are other programs).
-  std::string key = canonical_hash(piece.trace.graph).hex();
-  for (const auto& in : piece.trace.signature.inputs) key += "|" + type_str(in.type);
+namespace {
+
+// A piece's key: its computation (graph), its input types, its SymInt
+// inputs and the parameters it reads (bound_names: same-shaped layers split
+// at host reads have one structure and are other programs).
+std::string piece_key(const TraceResult& t) {
+  std::string key = canonical_hash(t.graph).hex();
+  for (const auto& in : t.signature.inputs) key += "|" + type_str(in.type);
+  for (const auto& si : t.signature.sym_inputs) key += "|" + si.path + "=" + si.expr.str();
   key += "|reads";
-  for (const auto& name : bound_names(piece.trace.graph)) key += "|" + name;
+  for (const auto& name : bound_names(t.graph)) key += "|" + name;
+  return key;
+}
+
+std::string site_text(const std::vector<nn::PieceSite>& sites) {
+  std::string out;
+  for (const auto& s : sites) out += (out.empty() ? "" : ", ") + s.where + "[" + std::to_string(s.index) + "]";
+  return out;
+}
+
+}  // namespace
+
+CompiledFunction::PieceIt CompiledFunction::add_piece(const std::string& key, const TraceResult& trace,
+                                                      const FlatArgs& args, int device, bool symbolic,
+                                                      std::size_t& compiled, std::size_t& loaded) {
+  // A recording is checked once, when its piece is made: a later one equal
+  // to it (by key or graph) is the same graph.
+  verify(trace.graph);
+  PieceEntry e;
+  const compiler::CompileStep compile_step = [&](TraceResult tr, const SymBindings& example,
+                                                 const compiler::CompileHints* hints) {
+    return compile(std::move(tr), example, device, hints, symbolic);
+  };
+  std::shared_ptr<compiler::EntrySource> src;
+  if (source_) {
+    XXH128_hash_t h = XXH3_128bits(key.data(), key.size());
+    src = source_->piece_source(options_.method_name + ".piece-" + Hash128{h.high64, h.low64}.hex().substr(0, 16));
+  }
+  if (src) {
+    TraceResult named = trace;
+    named.name = *label_ + " piece";
+    compiler::FirstEntry first = src->first_call(
+        args, [&] { return named; }, compile_step);
+    e.graph = std::move(first.graph);
+    e.templates = std::move(first.templates);
+    e.loaded = first.status.outcome == Outcome::hit;
+  } else {
+    e.graph = compile(trace, trace.signature.bind(args), device, nullptr, symbolic);
+  }
+  e.program = std::shared_ptr<const compiler::DeviceProgram>(e.graph, &e.graph->program);
+  e.params = resolve_params(*e.program);
+  ++(e.loaded ? loaded : compiled);
+  return pieces_.emplace(key, std::move(e)).first;
+}
+
+CompiledFunction::PieceIt CompiledFunction::general_piece(const nn::Piece& piece, FlatArgs& args, int device,
+                                                          SymBindings& b, std::size_t& compiled, std::size_t& loaded) {
+  if (surface_.dynamic == compiler::DynamicPolicy::none) return pieces_.end();
+  if (!piece_profile_loaded_) {
+    // The places' sites earlier processes made dynamic (the method's
+    // profile); a profile that cannot be read is warned about by the source.
+    piece_profile_loaded_ = true;
+    std::vector<DimMark> stored;
+    if (source_ && surface_.dynamic == compiler::DynamicPolicy::automatic) source_->load_profile(args, stored);
+    for (const auto& m : stored) {
+      if (!m.input.starts_with(kPieceMark)) continue;
+      const std::string rest = m.input.substr(kPieceMark.size());
+      const auto colon = rest.find(':');
+      if (colon == std::string::npos || colon == 0 || colon > 6 || rest.find_first_not_of("0123456789") != colon)
+        continue;
+      PiecePlace& p = places_[std::stoul(rest.substr(0, colon))];
+      const nn::PieceSite site{rest.substr(colon + 1), m.dim};
+      if (std::find(p.sites.begin(), p.sites.end(), site) == p.sites.end())
+        p.sites.insert(std::upper_bound(p.sites.begin(), p.sites.end(), site), site);
+    }
+  }
+  PiecePlace& place = places_[piece.index];
+  for (const auto& k : place.general_keys) {
+    auto it = pieces_.find(k);
+    if (auto m = nn::match(*it->second.general, piece.trace.graph, &args.symints)) {
+      b = std::move(*m);
+      return it;
+    }
+  }
+  // No piece serves the recording: the sites that changed since the last
+  // such recording of this place turn dynamic (dynamic=true: all of them).
+  std::vector<nn::PieceSite> changed;
+  if (surface_.dynamic == compiler::DynamicPolicy::all)
+    changed = nn::all_sites(piece.trace.graph);
+  else if (place.last)
+    changed = nn::changed_sites(*place.last, piece.trace.graph).value_or(std::vector<nn::PieceSite>{});
+  place.last = piece.trace.graph;
+  std::vector<nn::PieceSite> added;
+  for (const auto& site : changed)
+    if (!std::binary_search(place.sites.begin(), place.sites.end(), site)) {
+      place.sites.insert(std::upper_bound(place.sites.begin(), place.sites.end(), site), site);
+      added.push_back(site);
+    }
+  if (!added.empty() && surface_.dynamic == compiler::DynamicPolicy::automatic) {
+    log::info("{}: piece {} changed {}; compiling it again with them dynamic (automatic dynamic)", *label_, piece.index,
+              site_text(added));
+    if (source_) {
+      std::vector<DimMark> marks;
+      for (const auto& site : added)
+        marks.push_back({std::string(kPieceMark) + std::to_string(piece.index) + ":" + site.where, site.index});
+      source_->save_profile(marks);
+    }
+  }
+  if (place.sites.empty()) return pieces_.end();
+  std::optional<TraceResult> general = nn::generalize(piece.trace, place.sites);
+  if (!general) return pieces_.end();
+  std::optional<SymBindings> m = nn::match(*general, piece.trace.graph, &args.symints);
+  if (!m) return pieces_.end();  // not expected: the recording is the general graph at its own sizes
+  const std::string key = piece_key(*general);
+  auto it = pieces_.find(key);
+  if (it == pieces_.end()) {
+    it = add_piece(key, *general, args, device, true, compiled, loaded);
+    it->second.general = std::make_shared<const TraceResult>(std::move(*general));
+  }
+  if (!it->second.general) return pieces_.end();
+  if (std::find(place.general_keys.begin(), place.general_keys.end(), key) == place.general_keys.end())
+    place.general_keys.insert(place.general_keys.begin(), key);
+  b = std::move(*m);
+  return it;
+}
+
+std::vector<Tensor> CompiledFunction::run_piece(nn::Piece& piece, std::size_t& compiled, std::size_t& loaded) {
   const int device = piece.inputs.empty() ? current_device() : piece.inputs.front().device();
   FlatArgs args;
   for (std::size_t i = 0; i < piece.inputs.size(); ++i)
     args.tensors.emplace_back(piece.trace.signature.inputs[i].path, piece.inputs[i]);
   compiler::ProgramRunner* runner = nullptr;
   const std::vector<Tensor>* params = nullptr;
+  SymBindings b;
   {
     std::lock_guard lock(mu_);
-    auto it = pieces_.find(key);
+    PiecePlace& place = places_[piece.index];
+    auto it = pieces_.end();
+    if (place.served_graph && *place.served_graph == piece.trace.graph) it = place.served;
     if (it == pieces_.end()) {
-      PieceEntry e;
-      const compiler::CompileStep compile_step = [&](TraceResult tr, const SymBindings& example,
-                                                     const compiler::CompileHints* hints) {
-        return compile(std::move(tr), example, device, hints);
-      };
-      std::shared_ptr<compiler::EntrySource> src;
-      if (source_) {
-        XXH128_hash_t h = XXH3_128bits(key.data(), key.size());
-        src = source_->piece_source(options_.method_name + ".piece-" + Hash128{h.high64, h.low64}.hex().substr(0, 16));
+      const std::string key = piece_key(piece.trace);
+      it = pieces_.find(key);
+      if (it == pieces_.end()) {
+        it = general_piece(piece, args, device, b, compiled, loaded);
+        if (it == pieces_.end()) it = add_piece(key, piece.trace, args, device, false, compiled, loaded);
       }
-      if (src) {
-        piece.trace.name = *label_ + " piece";
-        compiler::FirstEntry first = src->first_call(
-            args, [&] { return piece.trace; }, compile_step);
-        e.graph = std::move(first.graph);
-        e.templates = std::move(first.templates);
-        e.loaded = first.status.outcome == Outcome::hit;
-      } else {
-        e.graph = compile(piece.trace, piece.trace.signature.bind(args), device);
+      if (!it->second.general) {
+        place.served_graph = piece.trace.graph;
+        place.served = it;
       }
-      e.program = std::shared_ptr<const compiler::DeviceProgram>(e.graph, &e.graph->program);
-      e.params = resolve_params(*e.program);
-      ++(e.loaded ? loaded : compiled);
-      it = pieces_.emplace(key, std::move(e)).first;
     }
     auto& r = it->second.runners[device];
     if (!r) {
@@ -580,7 +721,6 @@ std::vector<Tensor> CompiledFunction::run_piece(nn::Piece& piece, std::size_t& c
     runner = r.get();
     params = &it->second.params;
   }
-  const SymBindings none;
   if (config_.captures()) {
     // Every piece replays into the thread's scratch pool with outputs of
     // their own: code after it (later pieces included) reads its outputs,
@@ -591,9 +731,9 @@ std::vector<Tensor> CompiledFunction::run_piece(nn::Piece& piece, std::size_t& c
     // writes the thread's pool, and its results are its own memory.
     compiler::ReplayOptions ro = replay_options();
     ro.scratch_pool = true;
-    return runner->replay(piece.inputs, *params, none, current_communicator(), ro);
+    return runner->replay(piece.inputs, *params, b, current_communicator(), ro);
   }
-  return runner->run(piece.inputs, *params, none, current_communicator());
+  return runner->run(piece.inputs, *params, b, current_communicator());
 }
 
 std::optional<std::vector<Tensor>> CompiledFunction::replay_padded(

@@ -69,6 +69,11 @@ class EntrySource {
     (void)dims;
     return std::nullopt;
   }
+  // Keeps dims made dynamic beside the method's profile (merged with what
+  // is there), as recompile_dynamic does; the pieces of a method split at
+  // graph breaks keep theirs so (input "piece#<i>:<site>"). A profile that
+  // cannot be written is warned about and kept in this process only.
+  virtual void save_profile(const std::vector<DimMark>& dims) { (void)dims; }
   // Graph breaks (fullgraph=false): the source of one piece of the method,
   // named `piece_method` ("decode.piece-<hash>"), whose first_call gives
   // the piece's compiled graph (stored or compiled). Null: pieces are not

@@ -78,8 +78,9 @@ class Retrace {
 // parameters its parameters); a graph break -- a host read, a truth value,
 // an op `unlowerable` names -- runs the pending piece through `run` and
 // makes every live tensor of it eager, then recording goes on. finish() runs
-// what is left. The piece's graph has static shapes; `run` compiles it (or
-// finds it compiled, by its content) and returns its outputs in order.
+// what is left. The piece's graph has static shapes and is not verified
+// here; `run` compiles it (verifying it first) or finds it compiled, by its
+// content, and returns its outputs in order.
 struct Piece {
   TraceResult trace;           // inputs "in0", ...; outputs "out0", ...
   std::vector<Tensor> inputs;  // the eager tensors the inputs are
@@ -88,6 +89,10 @@ struct Piece {
   // every later piece's run (a replay must not leave them in memory the
   // next piece's replay reuses).
   bool last = false;
+  // Its place in the call (0 for the first piece): the pieces of one place
+  // in successive calls are one computation at the call's sizes, which
+  // automatic dynamic compares.
+  std::size_t index = 0;
 };
 using RunPiece = std::function<std::vector<Tensor>(Piece& piece)>;
 struct GraphBreak {

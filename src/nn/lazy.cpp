@@ -56,8 +56,7 @@ void LazySession::flush(bool last) {
       if (op_info(s.graph.nodes()[i].op).side_effect) outs.push_back(static_cast<ValueId>(i));
   if (!outs.empty()) {
     Piece piece;
-    s.graph.set_outputs(outs);
-    verify(s.graph);
+    s.graph.set_outputs(outs);  // verified by `run` when it compiles the piece
     piece.trace.graph = std::move(s.graph);
     for (const auto& [v, t] : s.lazy_inputs) {
       piece.trace.signature.inputs.push_back({piece.trace.graph.node(v).target, t.type()});
@@ -66,6 +65,7 @@ void LazySession::flush(bool last) {
     for (std::size_t i = 0; i < outs.size(); ++i) piece.trace.output_paths.push_back("out" + std::to_string(i));
     piece.trace.name = s.options.method_name + " piece";
     piece.last = last;
+    piece.index = pieces_;
     const std::vector<Tensor> results = run_(piece);
     ++pieces_;
     if (results.size() != outs.size())

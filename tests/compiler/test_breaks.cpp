@@ -3,6 +3,7 @@
 // into compiled pieces with eager code between them, counted and explained
 // in the call status; results equal eager on every path the data takes;
 // fullgraph=true makes the same case an error giving the reason.
+#include <npucache/cache.h>
 #include <npucache/compile.h>
 #include <npucache/device.h>
 #include <npucache/error.h>
@@ -12,11 +13,14 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
+#include <optional>
 #include <thread>
 
 #include "support/error_message.h"
 #include "support/expect_close.h"
 #include "support/small_models.h"
+#include "support/temp_dir_test.h"
 
 using namespace npucache;
 using testing_support::expect_close;
@@ -74,6 +78,88 @@ struct Routed : nn::Module {
     return h;
   }
 };
+
+// A decode step with a host read between its two halves (an early-exit
+// check): the first half writes the step's key into a KV cache and attends
+// over the first kv_len keys (kv_len: an attribute of its piece); the
+// second attends over the history of hidden states, which grows by one row
+// a step (a dim of its piece's input).
+constexpr int64_t kDHeads = 2, kDHeadDim = 8, kDHidden = kDHeads * kDHeadDim, kDMax = 32;
+struct BrokenDecoder : nn::Module {
+  Tensor wq, wk, wv, wo;
+  BrokenDecoder() {
+    const auto n = kDHidden * kDHidden;
+    wq = register_parameter("wq", Tensor::from_vector(ramp(n, 0.01f, -0.05f), {kDHidden, kDHidden}));
+    wk = register_parameter("wk", Tensor::from_vector(ramp(n, 0.008f, -0.04f), {kDHidden, kDHidden}));
+    wv = register_parameter("wv", Tensor::from_vector(ramp(n, 0.006f, -0.03f), {kDHidden, kDHidden}));
+    wo = register_parameter("wo", Tensor::from_vector(ramp(n, 0.012f, -0.06f), {kDHidden, kDHidden}));
+  }
+  std::string type_name() const override { return "BrokenDecoder"; }
+  // x [1, 1, H], pos [1, 1], kc/vc [1, kDMax, heads, head_dim], hist [1, n, H].
+  std::vector<Tensor> step(const Tensor& x, const Tensor& pos, const Tensor& kc, const Tensor& vc, const Tensor& hist,
+                           SymInt kv_len) {
+    auto heads = [](const Tensor& t) { return t.reshape({1, 1, kDHeads, kDHeadDim}); };
+    Tensor k = ops::buffer_update(kc, pos, heads(ops::matmul(x, wk)));
+    Tensor v = ops::buffer_update(vc, pos, heads(ops::matmul(x, wv)));
+    Tensor q = heads(ops::matmul(x, wq)).permute({0, 2, 1, 3});
+    Tensor a = ops::fused_attention(q, k.permute({0, 2, 1, 3}), v.permute({0, 2, 1, 3}), kv_len);
+    Tensor h = x + ops::tanh(ops::matmul(a.permute({0, 2, 1, 3}).reshape({1, 1, kDHidden}), wo));
+    if (ops::max(h, {0, 1, 2}).item() > 1e30f) h = h * 0.0f;  // the break; never taken
+    Tensor all = ops::concat({hist, h}, 1);
+    Tensor scores = ops::softmax(ops::matmul(h, ops::transpose(all, 1, 2)) * 0.25f, 2);
+    return {ops::matmul(scores, all) + h, all};
+  }
+};
+
+// Two slices of one buffer before a break: one `n` long, one 4 long. At
+// n = 4 the two ends are one value; a piece made general there must not
+// take the constant for a size.
+struct Coincide : nn::Module {
+  std::string type_name() const override { return "Coincide"; }
+  Tensor forward(const Tensor& x, SymInt n) {
+    Tensor s = ops::sum(ops::slice(x, 1, 0, n), {1}) + ops::sum(ops::slice(x, 1, 0, 4), {1}) * 2.0f;
+    if (ops::max(s, {0, 1}).item() > 1e30f) s = s * 0.0f;  // the break; never taken
+    return ops::tanh(s);
+  }
+  // `x` is n + 1 long and read after a slice n long: its dim is a symbol
+  // plus one, which no input dim binds alone.
+  Tensor shifted(const Tensor& y, const Tensor& x, SymInt n) {
+    const Tensor head = ops::sum(ops::slice(y, 1, 0, n), {1});  // recorded before x is read
+    Tensor s = head + ops::sum(x, {1});
+    if (ops::max(s, {0, 1}).item() > 1e30f) s = s * 0.0f;  // the break; never taken
+    return ops::tanh(s);
+  }
+};
+
+// `steps` decode steps from a prompt of 3 (kv_len 4, 5, ...) through
+// `run` (the compiled method, or the module eagerly), from fresh caches:
+// each step's output.
+template <class Step>
+std::vector<std::vector<float>> decode(Step&& run, int steps) {
+  Tensor kc = Tensor::from_vector(std::vector<float>(kDMax * kDHidden, 0.0f), {1, kDMax, kDHeads, kDHeadDim});
+  Tensor vc = Tensor::from_vector(std::vector<float>(kDMax * kDHidden, 0.0f), {1, kDMax, kDHeads, kDHeadDim});
+  Tensor hist = Tensor::from_vector(ramp(3 * kDHidden, 0.02f, -0.1f), {1, 3, kDHidden});
+  Tensor x = Tensor::from_vector(ramp(kDHidden, 0.05f, -0.2f), {1, 1, kDHidden});
+  std::vector<std::vector<float>> outs;
+  for (int t = 0; t < steps; ++t) {
+    Tensor pos = Tensor::from_vector_i64({3 + t}, {1, 1});
+    const std::vector<Tensor> out = run(x, pos, kc, vc, hist, SymInt(4 + t));
+    outs.push_back(out[0].to_vector());
+    x = Tensor::from_vector(out[0].to_vector(), {1, 1, kDHidden});
+    hist = Tensor::from_vector(out[1].to_vector(), concrete_dims(out[1].shape()));
+  }
+  return outs;
+}
+
+std::vector<std::vector<float>> decode_eager(BrokenDecoder& m, int steps) {
+  return decode([&](auto&&... a) { return m.step(a...); }, steps);
+}
+
+void expect_same_steps(const std::vector<std::vector<float>>& got, const std::vector<std::vector<float>>& want,
+                       const std::string& what) {
+  ASSERT_LE(got.size(), want.size()) << what;
+  for (std::size_t t = 0; t < got.size(); ++t) expect_close(got[t], want[t], what + " step " + std::to_string(t));
+}
 
 Tensor input(float sign) { return Tensor::from_vector(ramp(4 * 16, 0.1f * sign, -0.3f * sign), {4, 16}); }
 
@@ -214,4 +300,78 @@ TEST(GraphBreaks, ConcurrentCallersOfASplitMethod) {
   for (auto& t : threads) t.join();
   EXPECT_EQ(bad.load(), 0);
   EXPECT_EQ(f.compiles(), 3u);
+}
+
+// A graph break inside a decode step: its pieces follow automatic dynamic
+// as whole methods do. The sizes that change (kv_len, the history's
+// length) turn symbolic after their first change, later steps reuse the
+// general pieces, and a restart on the cache compiles nothing.
+class GraphBreakDynamic : public testing_support::TempDirTest {};
+
+TEST_F(GraphBreakDynamic, PiecesOfADecodeStepFollowAutomaticDynamic) {
+  constexpr int kSteps = 10;
+  BrokenDecoder m;
+  const auto eager = decode_eager(m, kSteps);
+  for (const char* mode : {"default", "reduce-overhead"}) {
+    // Automatic dynamic: each piece static, then general after its change.
+    CompileOptions o;
+    o.mode = mode;
+    auto f = compile(m, &BrokenDecoder::step, o);
+    expect_same_steps(decode(f, kSteps), eager, mode);
+    EXPECT_EQ(f.status().graph_breaks.size(), 1u) << mode;
+    EXPECT_EQ(f.compiles(), 4u) << mode << ": 2 pieces, static then general (not one a step)";
+    // dynamic=true: general from the start.
+    o.dynamic = true;
+    auto g = compile(m, &BrokenDecoder::step, o);
+    expect_same_steps(decode(g, kSteps), eager, std::string(mode) + " dynamic=true");
+    EXPECT_EQ(g.compiles(), 2u) << mode << " dynamic=true";
+    // dynamic=false keeps static pieces: one a step.
+    o.dynamic = false;
+    auto h = compile(m, &BrokenDecoder::step, o);
+    expect_same_steps(decode(h, 4), eager, std::string(mode) + " dynamic=false");
+    EXPECT_EQ(h.compiles(), 8u) << mode << " dynamic=false";
+  }
+}
+
+TEST_F(GraphBreakDynamic, ARestartIsWarmWithTheGeneralPieces) {
+  constexpr int kSteps = 8;
+  BrokenDecoder m;
+  const auto eager = decode_eager(m, kSteps);
+  CacheOptions o;
+  o.cache_dir = dir.string();
+  o.compile.dynamic = std::nullopt;  // automatic dynamic, kept in the cache's profile
+  o.compile.fullgraph = false;
+  o.compile.mode = "reduce-overhead";
+  {
+    auto f = cache_compile(m, &BrokenDecoder::step, o);
+    expect_same_steps(decode(f, kSteps), eager, "first start");
+    EXPECT_EQ(f.compiles(), 4u);
+  }
+  // A restart (a new cache_compile on the directory): every piece, the
+  // general ones included, comes from the cache.
+  auto f = cache_compile(m, &BrokenDecoder::step, o);
+  expect_same_steps(decode(f, kSteps), eager, "restart");
+  EXPECT_EQ(f.compiles(), 0u);
+}
+
+// Hostile sizes: a constant that equals a changing size at some call. A
+// general piece runs only a recording it is exactly, so every call equals
+// eager whatever the values and the policy.
+TEST(GraphBreakDynamicMatch, AConstantEqualToASizeIsNeverTakenForIt) {
+  Coincide m;
+  const Tensor x = Tensor::from_vector(ramp(8 * 16, 0.03f, -0.15f), {1, 8, 16});
+  for (std::optional<bool> dynamic : {std::optional<bool>{}, std::optional<bool>{true}}) {
+    CompileOptions o;
+    o.dynamic = dynamic;
+    auto f = compile(m, &Coincide::forward, o);
+    for (int64_t n : {4, 5, 6, 3, 4, 7, 4, 2})
+      expect_close(f(x, n).to_vector(), m.forward(x, n).to_vector(),
+                   std::string(dynamic ? "dynamic=true" : "automatic") + " n=" + std::to_string(n));
+    auto g = compile(m, &Coincide::shifted, o);
+    for (int64_t n : {3, 4, 5, 6, 2, 7}) {
+      const Tensor xn = Tensor::from_vector(ramp((n + 1) * 16, 0.02f, -0.1f), {1, n + 1, 16});
+      expect_close(g(x, xn, n).to_vector(), m.shifted(x, xn, n).to_vector(),
+                   std::string(dynamic ? "dynamic=true" : "automatic") + " shifted n=" + std::to_string(n));
+    }
+  }
 }
