@@ -55,7 +55,12 @@ def rows(surface, templates, cache):
     eager = float(find(s3, r"^\s*eager\s+([0-9.]+) us/step", "row 1").group(1))
     replay = float(find(s3, r"^\s*one capture, kv_len patched\s+([0-9.]+) us/step", "row 1").group(1))
     r1 = eager / replay
-    out.append((r1, f"{r1:.1f}x ({eager:.1f} / {replay:.1f} us)"))
+    shown = f"{r1:.1f}x ({eager:.1f} / {replay:.1f} us)"
+    cpu = re.search(r"^\s*calling thread CPU: eager ([0-9.]+) us, replay ([0-9.]+) us", s3, re.M)
+    if cpu:  # printed by builds that measure it
+        ce, cr = float(cpu.group(1)), float(cpu.group(2))
+        shown += f"; calling thread's CPU {ce / cr:.1f}x ({ce:.1f} / {cr:.1f} us)"
+    out.append((r1, shown))
     s4 = section(surface, "4. graph breaks", None, "row 2")
     split = float(find(s4, r"^\s*split at the break\s+([0-9.]+) us/call", "row 2").group(1))
     whole = float(find(s4, r"^\s*whole graph replayed\s+([0-9.]+) us/call", "row 2").group(1))
