@@ -122,10 +122,11 @@ std::string recapture_cause(std::string_view why) {
   return "other";
 }
 
-std::string template_fingerprint(const CaptureTemplate& t) {
-  const std::string e = encode_template(t);
-  const XXH128_hash_t h = XXH3_128bits(e.data(), e.size());
+std::string encoding_fingerprint(std::string_view bytes) {
+  const XXH128_hash_t h = XXH3_128bits(bytes.data(), bytes.size());
   return Hash128{h.high64, h.low64}.hex();
 }
+
+std::string template_fingerprint(const CaptureTemplate& t) { return encoding_fingerprint(encode_template(t)); }
 
 }  // namespace npucache::compiler

@@ -56,6 +56,10 @@ std::string encode_template(const CaptureTemplate& t);
 CaptureTemplate decode_template(std::string_view bytes);
 // 32 hex digits of the encoding: equal templates, equal fingerprints.
 std::string template_fingerprint(const CaptureTemplate& t);
+// The fingerprint of an encoding as it is: equals template_fingerprint of
+// its decoding exactly when the encoding is canonical (encode_template's),
+// which a stored template's is; a reader compares it to skip re-encoding.
+std::string encoding_fingerprint(std::string_view bytes);
 // "s0=4,s1=16"
 std::string binding_text(const SymBindings& b);
 

@@ -21,6 +21,10 @@ struct ProgramRunner::Prepared {
   std::vector<bool> needs_event;                    // per step: a consumer on another stream
   std::vector<bool> used;                           // per buffer root: some step touches it
   std::vector<int64_t> key;                         // binding_key() of the binding it was made for
+  // Per patched step (patched_): the first patched step whose attributes
+  // (evaluated and as written) equal its own, so that a call evaluates the
+  // patched attributes once for all of them (a decoder's layers share one).
+  std::vector<std::size_t> patch_same;
 };
 
 // A captured graph of one binding: immutable once made, replayed by any
@@ -56,12 +60,18 @@ nn::EagerRef eager_impl(const Tensor& t, What&& what) {
   return nn::eager_ref(t);
 }
 
+// Whether dim `e` is the constant `want`; read from the terms in place (a
+// call checks every dim of every input and parameter).
+bool is_dim(const SymExpr& e, int64_t want) {
+  const auto& terms = e.terms();
+  if (terms.empty()) return want == 0;
+  return terms.size() == 1 && terms.begin()->first.empty() && terms.begin()->second == want;
+}
+
 bool same_type(const TensorType& t, DType dtype, const std::vector<int64_t>& dims) {
   if (t.dtype != dtype || t.shape.size() != dims.size()) return false;
-  for (std::size_t i = 0; i < dims.size(); ++i) {
-    auto c = t.shape[i].try_constant();
-    if (!c || *c != dims[i]) return false;
-  }
+  for (std::size_t i = 0; i < dims.size(); ++i)
+    if (!is_dim(t.shape[i], dims[i])) return false;
   return true;
 }
 
@@ -132,7 +142,10 @@ std::shared_ptr<const Attrs> ProgramRunner::patched_attrs(const Prepared& prep, 
 std::vector<runtime::TaskGraph::Patch> ProgramRunner::patches(const Prepared& prep, const SymBindings& b) const {
   std::vector<runtime::TaskGraph::Patch> out;
   out.reserve(patched_.size());
-  for (std::size_t i : patched_) out.push_back({i, patched_attrs(prep, i, b)});
+  for (std::size_t k = 0; k < patched_.size(); ++k) {
+    const std::size_t same = prep.patch_same[k];
+    out.push_back({patched_[k], same < k ? out[same].attrs : patched_attrs(prep, patched_[k], b)});
+  }
   return out;
 }
 
@@ -180,6 +193,16 @@ ProgramRunner::Prepared& ProgramRunner::prepare(const SymBindings& b) {
     for (int d : s.deps)
       if (p.steps[static_cast<std::size_t>(d)].stream != s.stream)
         prep->needs_event[static_cast<std::size_t>(d)] = true;
+  }
+  // Patched steps with equal attributes get one evaluation per call.
+  for (std::size_t k = 0; k < patched_.size(); ++k) {
+    std::size_t same = k;
+    for (std::size_t j = 0; j < k && same == k; ++j)
+      if (p.steps[patched_[j]].op == p.steps[patched_[k]].op &&
+          p.steps[patched_[j]].attrs == p.steps[patched_[k]].attrs &&
+          *prep->attrs[patched_[j]] == *prep->attrs[patched_[k]])
+        same = j;
+    prep->patch_same.push_back(same);
   }
   return *prepared_.emplace(std::move(key), std::move(prep)).first->second;
 }

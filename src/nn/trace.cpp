@@ -148,6 +148,27 @@ SymBindings InputSignature::bind(const FlatArgs& args) const {
   return bind_refs(refs, args.values, args.symints);
 }
 
+namespace {
+// SymExpr's accessors read in place: a call checks every dim of every
+// input against the signature.
+const std::string* single_symbol(const SymExpr& e) {
+  const auto& t = e.terms();
+  if (t.size() == 1 && t.begin()->first.size() == 1 && t.begin()->second == 1) return &t.begin()->first.front();
+  return nullptr;
+}
+std::optional<int64_t> constant_of(const SymExpr& e) {
+  const auto& t = e.terms();
+  if (t.empty()) return 0;
+  if (t.size() == 1 && t.begin()->first.empty()) return t.begin()->second;
+  return std::nullopt;
+}
+// A call's dims are constants (eager tensors).
+int64_t call_dim(const SymExpr& e) {
+  if (const auto c = constant_of(e)) return *c;
+  return e.constant();  // throws, naming the dim
+}
+}  // namespace
+
 SymBindings InputSignature::bind_refs(const std::vector<std::pair<const std::string*, const TensorType*>>& tensors,
                                       const std::vector<GuardSpec>& values,
                                       const std::vector<std::pair<std::string, int64_t>>& symints) const {
@@ -165,8 +186,8 @@ SymBindings InputSignature::bind_refs(const std::vector<std::pair<const std::str
       throw TraceError(where() + " is " + type_str(t) + ", the trace expects " + type_str(spec.type));
     for (std::size_t d = 0; d < t.shape.size(); ++d) {
       const SymExpr& want = spec.type.shape[d];
-      if (const std::string* s = want.symbol_name()) {
-        const int64_t actual = t.shape[d].constant();
+      if (const std::string* s = single_symbol(want)) {
+        const int64_t actual = call_dim(t.shape[d]);
         auto [it, inserted] = b.try_emplace(*s, actual);
         if (!inserted && it->second != actual)
           throw TraceError(where() + " dim " + std::to_string(d) + " is " + std::to_string(actual) +
@@ -197,9 +218,9 @@ SymBindings InputSignature::bind_refs(const std::vector<std::pair<const std::str
   for (std::size_t i = 0; i < inputs.size(); ++i)  // constants and compound dims
     for (std::size_t d = 0; d < tensors[i].second->shape.size(); ++d) {
       const SymExpr& want = inputs[i].type.shape[d];
-      if (want.symbol_name()) continue;
-      const int64_t actual = tensors[i].second->shape[d].constant();
-      const std::optional<int64_t> fixed = want.try_constant();
+      if (single_symbol(want)) continue;
+      const int64_t actual = call_dim(tensors[i].second->shape[d]);
+      const std::optional<int64_t> fixed = constant_of(want);
       if ((fixed ? *fixed : want.evaluate(b)) != actual)
         throw TraceError("input '" + inputs[i].path + "' dim " + std::to_string(d) + " is " + std::to_string(actual) +
                          ", the trace was specialised to " + want.str());

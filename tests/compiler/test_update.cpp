@@ -141,3 +141,44 @@ TEST(Update, StaticTraceGuardsTheSymInt) {
   EXPECT_NE(step.status().reason.find("SymInt 'arg4' was 1 when traced, now 2"), std::string::npos)
       << step.status().reason;
 }
+
+namespace {
+// Four attention steps over one KV cache: two alike (one patched copy of
+// their attributes serves both per call), one with another scale, one over
+// another SymInt: each must keep its own attributes at every replay.
+struct MixedAttention : DecodeLayer {
+  std::string type_name() const override { return "MixedAttention"; }
+  Tensor mixed(const Tensor& x, const Tensor& pos, const Tensor& kc, const Tensor& vc, SymInt kv_len, SymInt half) {
+    auto heads = [](const Tensor& t) { return t.reshape({1, 1, kHeads, kHeadDim}); };
+    Tensor k = ops::buffer_update(kc, pos, heads(ops::matmul(x, wk))).permute({0, 2, 1, 3});
+    Tensor v = ops::buffer_update(vc, pos, heads(ops::matmul(x, wv))).permute({0, 2, 1, 3});
+    Tensor q = heads(ops::matmul(x, wq)).permute({0, 2, 1, 3});
+    Tensor a = ops::fused_attention(q, k, v, kv_len);
+    Tensor b = ops::fused_attention(q, k, v, kv_len, true, Tensor(), 0.25);  // not 1/sqrt(dim)
+    Tensor c = ops::fused_attention(q, k, v, kv_len);
+    Tensor d = ops::fused_attention(q, k, v, half);
+    Tensor s = a + b * 2.0f + c * 3.0f + d * 4.0f;
+    return ops::tanh(ops::matmul(s.permute({0, 2, 1, 3}).reshape({1, 1, kHidden}), wo));
+  }
+};
+}  // namespace
+
+TEST(Update, AttentionStepsWithOtherAttributesKeepTheirOwnPatches) {
+  constexpr int64_t kSteps = 24;
+  MixedAttention m;
+  CompileOptions o;
+  o.mode = "reduce-overhead";
+  o.dynamic = true;
+  auto step = compile(m, &MixedAttention::mixed, o);
+  Loop compiled(kSteps), eager(kSteps);
+  const Tensor x = Tensor::from_vector(ramp(kHidden, 0.1f, -0.4f, kPeriod), {1, 1, kHidden});
+  for (int64_t t = 2; t < kSteps; ++t) {  // from kv_len 3, half 2: two symbols from the first call
+    Tensor pos = Tensor::from_vector_i64({t}, {1, 1});
+    const auto a = step(x, pos, compiled.kc, compiled.vc, t + 1, t / 2 + 1).to_vector();
+    const auto b = m.mixed(x, pos, eager.kc, eager.vc, t + 1, t / 2 + 1).to_vector();
+    ASSERT_EQ(a.size(), b.size());
+    for (std::size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 1e-4f) << "step " << t << " element " << i;
+    ASSERT_TRUE(step.status().replayed) << "step " << t;
+  }
+  EXPECT_EQ(step.status().captures, 1u);
+}
