@@ -144,7 +144,7 @@ class CompiledFunction {
                  " from the cache), " + breaks_text + (stopped_at.empty() ? "" : "; stopped at a host read");
     else
       s.reason = breaks_text + ", " + std::to_string(breaks.size() + 1) + " pieces at most";
-    if (prepared && config_.captures()) note_templates(s);
+    if (config_.captures()) note_templates(s);
   }
   std::string label() const { return *label_; }
   const nn::Module& module() const { return module_; }
@@ -153,13 +153,16 @@ class CompiledFunction {
   void note_templates(CallStatus& s) const {
     s.captures = budget_->made();
     s.recorded = s.restored = s.recaptured = 0;
+    auto add = [&s](const compiler::ProgramRunner& r) {
+      s.recorded += r.captures();
+      s.restored += r.restores();
+      s.recaptured += r.recaptures();
+      if (r.recaptures()) s.recapture_reason = "recaptured: " + r.recapture_reason();
+    };
     for (const auto& e : entries_)
-      for (const auto& [dev, r] : e.runners) {
-        s.recorded += r->captures();
-        s.restored += r->restores();
-        s.recaptured += r->recaptures();
-        if (r->recaptures()) s.recapture_reason = "recaptured: " + r->recapture_reason();
-      }
+      for (const auto& [dev, r] : e.runners) add(*r);
+    for (const auto& [key, e] : pieces_)  // a split method's pieces
+      for (const auto& [dev, r] : e.runners) add(*r);
   }
   // prepare() of a captured method: the call's binding captured without
   // running (no values needed) so that its template is kept.
@@ -675,8 +678,8 @@ struct SegmentedCall::Impl {
       if (breaks[i].op == r->op || i == 0)
         text = "graph break " + std::to_string(i + 1) + " in " + f.label() + " at op " + breaks[i].op + ": " +
                breaks[i].reason + "; ";
-    return text + "no value for " + r->access + "() of " + (r->op.empty() ? "a meta tensor" : r->op) + " (" +
-           type_str(r->type) + ") (a hint gives it): the pieces after it are not prepared";
+    return text + "no value for " + r->access + "() of " + r->of + " (" + type_str(r->type) +
+           ") (a hint gives it): the pieces after it are not prepared";
   }
 };
 

@@ -104,6 +104,9 @@ struct MetaRead {
   std::string access;  // "item", "to_vector", "to_vector_i64", "bool"
   std::string op;      // the op that computed the tensor in a piece ("sum (sum_2)"), "" for another tensor
   TensorType type;
+  // What the tensor is, in words: the op, "a meta tensor" or "a tensor a
+  // prepared piece updates in place".
+  std::string of;
 };
 // The values the read sees (one per element); nullopt: unknown. A read of
 // an eager tensor a prepared piece updates in place (its values are stale)

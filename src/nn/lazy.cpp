@@ -45,12 +45,10 @@ std::vector<double> LazySession::read_meta(const detail::TensorImpl& impl, const
   for (auto& o : meta_outputs_)
     if (o.impl.lock().get() == &impl) out = &o;
   if (out != nullptr && out->values) return *out->values;
-  MetaRead r{access, out != nullptr ? out->op : "", impl.type};
+  MetaRead r{access, out != nullptr ? out->op : "", impl.type, ""};
+  r.of = !r.op.empty() ? r.op : impl.meta ? "a meta tensor" : "a tensor a prepared piece updates in place";
   std::optional<std::vector<double>> v = read_ ? read_(r) : std::nullopt;
-  const std::string of = !r.op.empty() ? r.op
-                         : impl.meta   ? "a meta tensor"
-                                       : "a tensor a prepared piece updates in place";
-  const std::string what = std::string(access) + "() of " + of + " (" + type_str(impl.type) + ")";
+  const std::string what = std::string(access) + "() of " + r.of + " (" + type_str(impl.type) + ")";
   if (!v) {
     stopped_ = r;
     throw MetaTensorError("prepare(): " + what +

@@ -53,6 +53,13 @@ struct Branchy : nn::Module {
     if (ops::sum(h, {0, 1}).item() > 1e30f) h = h * 0.0f;  // a host read that never changes the path
     return {ops::tanh(h), x};
   }
+  // A cache updated in place by a piece, then read on the host.
+  Tensor update_then_read(const Tensor& kc, const Tensor& pos, const Tensor& v) {
+    Tensor upd = ops::buffer_update(kc, pos, v * 2.0f);
+    float total = 0;
+    for (float f : kc.to_vector()) total += f;
+    return upd * total;
+  }
   // Dropout between two compiled computations.
   Tensor noisy(const Tensor& x) {
     Tensor h = ops::relu(ops::matmul(x, w)) + 1.0f;
@@ -343,4 +350,30 @@ TEST(GraphBreaksPrepare, NothingIsReportedCompiledBeforeACall) {
   EXPECT_EQ(f.status().outcome, Outcome::none);
   EXPECT_EQ(outcome_name(Outcome::none), "none");
   EXPECT_EQ(outcome_name(Outcome::partial), "partial");
+}
+
+// A real tensor a prepared piece would update in place keeps its old
+// values (prepare() runs nothing): a host read of it stops the prepare, or
+// sees its hint -- never the stale values.
+TEST(GraphBreaksPrepare, AReadOfATensorAPreparedPieceUpdatesStops) {
+  Branchy m;
+  CompileOptions o;
+  o.dynamic = false;
+  auto f = compile(m, &Branchy::update_then_read, o);
+  Tensor kc = Tensor::from_vector(std::vector<float>(32, 0.0f), {1, 4, 8});
+  const Tensor pos = Tensor::from_vector_i64({1}, {1, 1});
+  const Tensor v = Tensor::from_vector(ramp(8, 0.1f, 0.3f), {1, 1, 8});
+  const CallStatus& s = f.prepare(kc, pos, v);
+  EXPECT_EQ(s.outcome, Outcome::partial) << s.reason;
+  EXPECT_EQ(s.pieces, 1u);
+  EXPECT_TRUE(has(s.stopped_at, "no value for to_vector() of a tensor a prepared piece updates in place"))
+      << s.stopped_at;
+  EXPECT_EQ(kc.to_vector(), std::vector<float>(32, 0.0f));  // nothing was written
+  PrepareHints hints;
+  hints.values = {std::vector<double>(32, 1.0)};
+  EXPECT_EQ(f.prepare(hints, kc, pos, v).outcome, Outcome::compiled);
+  EXPECT_EQ(kc.to_vector(), std::vector<float>(32, 0.0f));
+  Tensor ke = Tensor::from_vector(std::vector<float>(32, 0.0f), {1, 4, 8});
+  expect_close(f(kc, pos, v).to_vector(), m.update_then_read(ke, pos, v).to_vector(), "after prepare");
+  expect_close(kc.to_vector(), ke.to_vector(), "the cache after the call");
 }
