@@ -688,7 +688,8 @@ SegmentedCall::SegmentedCall(CompiledFunction& f, const nn::Module& module, cons
 SegmentedCall::~SegmentedCall() = default;
 void SegmentedCall::finish() {
   impl_->session.finish();
-  impl_->f.note_segmented_call(impl_->session.breaks(), impl_->counts, impl_->hints != nullptr, "");
+  impl_->f.note_segmented_call(impl_->session.breaks(), impl_->counts, impl_->hints != nullptr,
+                               impl_->stopped_at());  // a stop the method caught still stopped it
 }
 bool SegmentedCall::stopped() const { return impl_->session.stopped().has_value(); }
 void SegmentedCall::stop() {

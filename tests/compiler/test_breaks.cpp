@@ -60,6 +60,16 @@ struct Branchy : nn::Module {
     for (float f : kc.to_vector()) total += f;
     return upd * total;
   }
+  // Catches what a host read throws and goes on with a default.
+  Tensor guarded(const Tensor& x) {
+    Tensor h = ops::matmul(x, w);
+    float total = 1.0f;
+    try {
+      total = ops::sum(h, {0, 1}).item();
+    } catch (const MetaTensorError&) {
+    }
+    return total > 0 ? ops::relu(h) : ops::tanh(h);
+  }
   // Dropout between two compiled computations.
   Tensor noisy(const Tensor& x) {
     Tensor h = ops::relu(ops::matmul(x, w)) + 1.0f;
@@ -376,4 +386,15 @@ TEST(GraphBreaksPrepare, AReadOfATensorAPreparedPieceUpdatesStops) {
   Tensor ke = Tensor::from_vector(std::vector<float>(32, 0.0f), {1, 4, 8});
   expect_close(f(kc, pos, v).to_vector(), m.update_then_read(ke, pos, v).to_vector(), "after prepare");
   expect_close(kc.to_vector(), ke.to_vector(), "the cache after the call");
+}
+
+// A method that catches the stop and goes on with a value of its own is
+// still reported as stopped: what it prepared after the read followed a
+// value nobody knew.
+TEST(GraphBreaksPrepare, AStopTheMethodCatchesIsStillReported) {
+  Branchy meta(true);
+  auto f = compile(meta, &Branchy::guarded);
+  const CallStatus& s = f.prepare(Tensor::meta({4, 16}));
+  EXPECT_EQ(s.outcome, Outcome::partial) << s.reason;
+  EXPECT_TRUE(has(s.stopped_at, "no value for item() of sum")) << s.stopped_at;
 }
