@@ -180,7 +180,8 @@ struct CallStatus {
   std::size_t pieces = 0;
   // Outcome::partial: the break prepare() stopped at and why ("graph break
   // 1 in Model.decode at op sum (sum_2): item() reads ...; no value for
-  // item() of sum (sum_2) (f32[]): the pieces after it are not prepared");
+  // item() of sum (sum_2) (f32[]) (a hint gives it): the pieces after it
+  // are not prepared");
   // "" otherwise.
   std::string stopped_at;
   // Dims automatic dynamic made symbolic so far ("arg0 dim 0").
@@ -209,7 +210,7 @@ struct HostRead {
   // another tensor (a meta argument, or an eager tensor a prepared piece
   // updates in place, whose values are then stale).
   std::string op;
-  TensorType type;  // the tensor's type: a value has one element per element
+  TensorType type;  // the tensor's type (a value gives one number per element)
 };
 
 // The values host reads see during prepare(), so that a warmup goes past
