@@ -152,12 +152,17 @@ enum class Outcome {
   fetched,     // received from another rank (dist::cache_compile)
   recompiled,  // a later call matched no compiled entry and was compiled again
   eager,       // CompileOptions::disable: the method ran eagerly
+  none,        // nothing yet: no call or prepare() on this thread
+  // prepare() of a method split at graph breaks stopped at a host read
+  // whose value it cannot know: only the pieces before it were obtained
+  // (CallStatus::pieces, CallStatus::stopped_at).
+  partial,
 };
 NPUCACHE_API std::string_view outcome_name(Outcome o);
 
 // What happened on the latest call of a compiled or cached method.
 struct CallStatus {
-  Outcome outcome = Outcome::compiled;
+  Outcome outcome = Outcome::none;
   // The program is stored in the cache or was served from it (false for
   // compile(), a refused or unwritable cache, a failed save, a recompile).
   bool cached = false;
@@ -170,6 +175,15 @@ struct CallStatus {
   // Graph breaks of the call (fullgraph=false): one line each, "graph break
   // in Model.decode at op item: reason".
   std::vector<std::string> graph_breaks;
+  // A split method: the pieces the call ran (prepare(): obtained -- loaded
+  // or compiled, and stored -- without running them).
+  std::size_t pieces = 0;
+  // Outcome::partial: the break prepare() stopped at and why ("graph break
+  // 1 in Model.decode at op sum (sum_2): item() reads ...; no value for
+  // item() of sum (sum_2) (f32[]) (a hint gives it): the pieces after it
+  // are not prepared");
+  // "" otherwise.
+  std::string stopped_at;
   // Dims automatic dynamic made symbolic so far ("arg0 dim 0").
   std::vector<std::string> dynamic_dims;
   // reduce-overhead: captures made for the method so far, and whether this
@@ -183,6 +197,34 @@ struct CallStatus {
   // reason ("recaptured: device memory: stored '...', now '...'").
   std::size_t recorded = 0, restored = 0, recaptured = 0;
   std::string recapture_reason;
+};
+
+// prepare() of a method split at graph breaks (fullgraph=false) obtains
+// its pieces without running them, so a host read in the method's code of
+// a value no piece computed (or of a meta argument) cannot be answered from
+// the tensors. Such a read, as the hints see it:
+struct HostRead {
+  std::size_t index = 0;  // such reads of this prepare() so far: 0 for the first
+  std::string access;     // "item", "to_vector", "to_vector_i64" or "bool" (a truth value)
+  // The op that computed the tensor in a piece ("sum (sum_2)"); "" for
+  // another tensor (a meta argument, or an eager tensor a prepared piece
+  // updates in place, whose values are then stale).
+  std::string op;
+  TensorType type;  // the tensor's type (a value gives one number per element)
+};
+
+// The values host reads see during prepare(), so that a warmup goes past
+// them: the pieces after a read are the ones the hinted value leads to
+// (prepare() once per side of a branch covers both). Pieces are found by
+// their content, so a hint the real calls later do not see only costs them
+// a compile; it never changes a result.
+struct PrepareHints {
+  // The value of the i-th read (HostRead::index), one number per element
+  // (a truth value: nonzero is true); a value of another size is a
+  // ConfigError.
+  std::vector<std::vector<double>> values;
+  // Asked for a read `values` has no entry for; nullopt: unknown.
+  std::function<std::optional<std::vector<double>>(const HostRead&)> value;
 };
 
 namespace detail {
@@ -220,14 +262,21 @@ NPUCACHE_API bool is_segmented(const CompiledFunction& f);
 NPUCACHE_API void graph_break(CompiledFunction& f, const GraphBreakError& e);
 // One call of a split method on the calling thread: ops record into pieces
 // that run (compiled, cached, replayed) at each graph break; finish() runs
-// the last one and records the call's status.
+// the last one and records the call's status. Given `hints`, the call is a
+// prepare(): each piece is obtained (loaded, or compiled and stored, as a
+// call does) and not run, its outputs are meta tensors, and a host read of
+// one sees its hint; without one the method stops with a MetaTensorError
+// and stopped() is true (record the status with stop()). `hints` must
+// outlive the call.
 class NPUCACHE_API SegmentedCall {
  public:
-  SegmentedCall(CompiledFunction& f, const nn::Module& module);
+  SegmentedCall(CompiledFunction& f, const nn::Module& module, const PrepareHints* hints = nullptr);
   ~SegmentedCall();
   SegmentedCall(const SegmentedCall&) = delete;
   SegmentedCall& operator=(const SegmentedCall&) = delete;
   void finish();
+  bool stopped() const;
+  void stop();
 
  private:
   struct Impl;
@@ -370,18 +419,40 @@ class CompiledMethod {
   // not materialised is compiled and cached (npucache warmup). A later call
   // whose arguments match runs the prepared program (it then needs real
   // tensors: a meta one is a MetaTensorError naming it).
-  const CallStatus& prepare(P... args) {
+  //
+  // A method split at graph breaks (fullgraph=false) is run lazily without
+  // computing anything: each piece the code reaches is obtained as a call
+  // would obtain it (loaded, or compiled and stored) and not run. At a host
+  // read of a value no piece computed (`item()` deciding a branch) prepare()
+  // stops, unless `hints` give the value: the status is then
+  // Outcome::partial, with the pieces obtained (`pieces`) and the break it
+  // stopped at (`stopped_at`). Covering both sides of a branch takes one
+  // prepare() per side, each with its hint. Meta weights are never read.
+  const CallStatus& prepare(P... args) { return prepare(PrepareHints{}, args...); }
+  const CallStatus& prepare(const PrepareHints& hints, P... args) {
     if (!fn_) throw_empty();
     if (detail::runs_eagerly(*fn_)) {
       detail::note_eager_call(*fn_);
       return status();
     }
-    if (detail::is_segmented(*fn_)) return status();  // pieces are compiled as calls reach them
-    try {
-      select(detail::CallKind::prepare_only, args...);
-    } catch (const GraphBreakError& e) {
-      detail::graph_break(*fn_, e);  // throws under fullgraph=true
+    if (!detail::is_segmented(*fn_)) {
+      try {
+        select(detail::CallKind::prepare_only, args...);
+        return status();
+      } catch (const GraphBreakError& e) {
+        detail::graph_break(*fn_, e);  // throws under fullgraph=true
+      }
     }
+    detail::SegmentedCall call(*fn_, *module_, &hints);
+    std::optional<R> result;  // alive until finish(): the last piece's outputs are what it prepares
+    try {
+      result.emplace(call_method(args...));
+    } catch (const MetaTensorError&) {
+      if (!call.stopped()) throw;
+      call.stop();
+      return status();
+    }
+    call.finish();
     return status();
   }
 

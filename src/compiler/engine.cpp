@@ -105,37 +105,69 @@ class CompiledFunction {
                 *label_, e.op(), e.reason());
     segmented_ = true;
   }
+  // The pieces one call of a split method used: how many, and how their
+  // entries were obtained (by this call or an earlier one).
+  struct PieceCounts {
+    std::size_t pieces = 0;
+    std::size_t compiled = 0, loaded = 0;  // obtained by this call
+    bool any_compiled = false;             // a piece whose entry was compiled here, not loaded
+    bool any_loaded = false;               // a piece whose entry was loaded from the cache
+  };
   // Runs one piece of a split method: found by its content, else obtained
   // (the piece's cache source, or a compile) once.
-  std::vector<Tensor> run_piece(nn::Piece& piece, std::size_t& compiled, std::size_t& loaded);
-  void note_segmented_call(const std::vector<nn::GraphBreak>& breaks, std::size_t compiled, std::size_t loaded) {
+  std::vector<Tensor> run_piece(nn::Piece& piece, PieceCounts& counts);
+  // prepare(): obtains the piece as run_piece does (and, capturing with a
+  // cache, keeps its capture template) without running it; returns meta
+  // tensors of its outputs' types.
+  std::vector<Tensor> prepare_piece(nn::Piece& piece, PieceCounts& counts);
+  // Records the call's status: `prepared` for a prepare(), `stopped_at`
+  // non-empty when it stopped at a host read (Outcome::partial).
+  void note_segmented_call(const std::vector<nn::GraphBreak>& breaks, const PieceCounts& c, bool prepared,
+                           const std::string& stopped_at) {
     std::lock_guard lock(mu_);
     CallStatus& s = statuses_[std::this_thread::get_id()];
     s = CallStatus{};
-    s.outcome = compiled ? Outcome::compiled : loaded ? Outcome::hit : Outcome::compiled;
+    // How the programs it ran were obtained; nothing is "compiled" that was
+    // not: a call of no piece obtained nothing.
+    s.outcome = !stopped_at.empty() ? Outcome::partial
+                : c.any_compiled    ? Outcome::compiled
+                : c.any_loaded      ? Outcome::hit
+                                    : Outcome::none;
     s.cached = cached_ && source_ != nullptr;
     s.compiles = compiles_;
     s.captures = budget_->made();
-    s.replayed = config_.captures();
+    s.replayed = config_.captures() && !prepared;
     s.dynamic_dims = learned_dims();
+    s.pieces = c.pieces;
+    s.stopped_at = stopped_at;
     for (const auto& b : breaks)
       s.graph_breaks.push_back("graph break in " + *label_ + " at op " + b.op + ": " + b.reason);
-    s.reason = std::to_string(breaks.size()) + " graph break" + (breaks.size() == 1 ? "" : "s") + ", " +
-               std::to_string(breaks.size() + 1) + " pieces at most";
+    const std::string breaks_text = std::to_string(breaks.size()) + " graph break" + (breaks.size() == 1 ? "" : "s");
+    if (prepared)
+      s.reason = "prepared " + std::to_string(c.pieces) + " piece" + (c.pieces == 1 ? "" : "s") +
+                 " without running them (" + std::to_string(c.compiled) + " compiled, " + std::to_string(c.loaded) +
+                 " from the cache), " + breaks_text + (stopped_at.empty() ? "" : "; stopped at a host read");
+    else
+      s.reason = breaks_text + ", " + std::to_string(breaks.size() + 1) + " pieces at most";
+    if (config_.captures()) note_templates(s);
   }
+  std::string label() const { return *label_; }
   const nn::Module& module() const { return module_; }
 
   // The capture counts of every runner of the method (caller holds mu_).
   void note_templates(CallStatus& s) const {
     s.captures = budget_->made();
     s.recorded = s.restored = s.recaptured = 0;
+    auto add = [&s](const compiler::ProgramRunner& r) {
+      s.recorded += r.captures();
+      s.restored += r.restores();
+      s.recaptured += r.recaptures();
+      if (r.recaptures()) s.recapture_reason = "recaptured: " + r.recapture_reason();
+    };
     for (const auto& e : entries_)
-      for (const auto& [dev, r] : e.runners) {
-        s.recorded += r->captures();
-        s.restored += r->restores();
-        s.recaptured += r->recaptures();
-        if (r->recaptures()) s.recapture_reason = "recaptured: " + r->recapture_reason();
-      }
+      for (const auto& [dev, r] : e.runners) add(*r);
+    for (const auto& [key, e] : pieces_)  // a split method's pieces
+      for (const auto& [dev, r] : e.runners) add(*r);
   }
   // prepare() of a captured method: the call's binding captured without
   // running (no values needed) so that its template is kept.
@@ -355,6 +387,10 @@ class CompiledFunction {
   // Graph breaks: whether the method is split, and its pieces by content.
   bool cached_ = false;
   bool segmented_ = false;
+  struct PieceEntry;
+  // The entry of `piece` (found by its content, else obtained once) and its
+  // runner on `device`, counted in `counts`; the caller holds mu_.
+  std::pair<PieceEntry*, compiler::ProgramRunner*> piece_entry(nn::Piece& piece, PieceCounts& counts, SymBindings& b);
   struct PieceEntry {
     std::shared_ptr<compiler::CompiledGraph> graph;
     std::shared_ptr<compiler::TemplateStore> templates;
@@ -452,7 +488,9 @@ SymBindings CompiledFunction::select(const FlatArgs& args, const TraceFn& given_
     } else {
       TraceResult tr = trace();
       const SymBindings b = tr.signature.bind(args);
-      add(compile(std::move(tr), b, device), CallStatus{});
+      CallStatus compiled;
+      compiled.outcome = Outcome::compiled;
+      add(compile(std::move(tr), b, device), std::move(compiled));
     }
     profile_.note_compiled(args);
     reset.ok = true;
@@ -582,6 +620,10 @@ std::string site_text(const std::vector<nn::PieceSite>& sites) {
   return out;
 }
 
+int piece_device(const nn::Piece& piece) {
+  return piece.inputs.empty() ? current_device() : piece.inputs.front().device();
+}
+
 }  // namespace
 
 CompiledFunction::PieceIt CompiledFunction::add_piece(const std::string& key, const TraceResult& trace,
@@ -688,38 +730,68 @@ CompiledFunction::PieceIt CompiledFunction::general_piece(const nn::Piece& piece
   return it;
 }
 
-std::vector<Tensor> CompiledFunction::run_piece(nn::Piece& piece, std::size_t& compiled, std::size_t& loaded) {
-  const int device = piece.inputs.empty() ? current_device() : piece.inputs.front().device();
+std::pair<CompiledFunction::PieceEntry*, compiler::ProgramRunner*> CompiledFunction::piece_entry(nn::Piece& piece,
+                                                                                                 PieceCounts& counts,
+                                                                                                 SymBindings& b) {
+  const int device = piece_device(piece);
   FlatArgs args;
   for (std::size_t i = 0; i < piece.inputs.size(); ++i)
     args.tensors.emplace_back(piece.trace.signature.inputs[i].path, piece.inputs[i]);
+  PiecePlace& place = places_[piece.index];
+  auto it = pieces_.end();
+  if (place.served_graph && *place.served_graph == piece.trace.graph) it = place.served;
+  if (it == pieces_.end()) {
+    const std::string key = piece_key(piece.trace);
+    it = pieces_.find(key);
+    if (it == pieces_.end()) {
+      it = general_piece(piece, args, device, b, counts.compiled, counts.loaded);
+      if (it == pieces_.end()) it = add_piece(key, piece.trace, args, device, false, counts.compiled, counts.loaded);
+    }
+    if (!it->second.general) {
+      place.served_graph = piece.trace.graph;
+      place.served = it;
+    }
+  }
+  ++counts.pieces;
+  (it->second.loaded ? counts.any_loaded : counts.any_compiled) = true;
+  auto& r = it->second.runners[device];
+  if (!r) {
+    r = std::make_unique<compiler::ProgramRunner>(it->second.program, device);
+    r->set_templates(it->second.templates);
+  }
+  return {&it->second, r.get()};
+}
+
+std::vector<Tensor> CompiledFunction::prepare_piece(nn::Piece& piece, PieceCounts& counts) {
+  compiler::ProgramRunner* runner = nullptr;
+  bool keep_template = false;
+  SymBindings b;
+  {
+    std::lock_guard lock(mu_);
+    auto [e, r] = piece_entry(piece, counts, b);
+    runner = r;
+    keep_template = config_.captures() && e->templates != nullptr;
+  }
+  // A capture records addresses, never values: it needs no real tensor.
+  if (keep_template && budget_->take()) runner->capture_template(b, current_communicator());
+  std::vector<Tensor> outs;
+  const Graph& g = piece.trace.graph;
+  for (const ValueId v : g.outputs()) {
+    const TensorType& t = g.node(v).type;
+    outs.push_back(Tensor::meta(concrete_dims(t.shape), t.dtype));
+  }
+  return outs;
+}
+
+std::vector<Tensor> CompiledFunction::run_piece(nn::Piece& piece, PieceCounts& counts) {
   compiler::ProgramRunner* runner = nullptr;
   const std::vector<Tensor>* params = nullptr;
   SymBindings b;
   {
     std::lock_guard lock(mu_);
-    PiecePlace& place = places_[piece.index];
-    auto it = pieces_.end();
-    if (place.served_graph && *place.served_graph == piece.trace.graph) it = place.served;
-    if (it == pieces_.end()) {
-      const std::string key = piece_key(piece.trace);
-      it = pieces_.find(key);
-      if (it == pieces_.end()) {
-        it = general_piece(piece, args, device, b, compiled, loaded);
-        if (it == pieces_.end()) it = add_piece(key, piece.trace, args, device, false, compiled, loaded);
-      }
-      if (!it->second.general) {
-        place.served_graph = piece.trace.graph;
-        place.served = it;
-      }
-    }
-    auto& r = it->second.runners[device];
-    if (!r) {
-      r = std::make_unique<compiler::ProgramRunner>(it->second.program, device);
-      r->set_templates(it->second.templates);
-    }
-    runner = r.get();
-    params = &it->second.params;
+    auto [e, r] = piece_entry(piece, counts, b);
+    runner = r;
+    params = &e->params;
   }
   if (config_.captures()) {
     // Every piece replays into the thread's scratch pool with outputs of
@@ -788,20 +860,49 @@ std::optional<std::vector<Tensor>> CompiledFunction::replay_padded(
 
 struct SegmentedCall::Impl {
   CompiledFunction& f;
-  std::size_t compiled = 0, loaded = 0;
+  const PrepareHints* hints;  // a prepare(), or null
+  CompiledFunction::PieceCounts counts;
+  std::size_t reads = 0;  // host reads the hints were asked for
   nn::LazySession session;
-  Impl(CompiledFunction& fn, const nn::Module& module)
-      : f(fn), session(module, fn.trace_options(), fn.unlowerable(), [this](nn::Piece& p) {
-          return f.run_piece(p, compiled, loaded);
-        }) {}
+  Impl(CompiledFunction& fn, const nn::Module& module, const PrepareHints* h)
+      : f(fn), hints(h), session(module, fn.trace_options(), fn.unlowerable(), [this](nn::Piece& p) {
+          return hints ? f.prepare_piece(p, counts) : f.run_piece(p, counts);
+        }) {
+    if (hints) session.prepare_only([this](const nn::MetaRead& r) { return hinted(r); });
+  }
+  std::optional<std::vector<double>> hinted(const nn::MetaRead& r) {
+    const HostRead read{reads++, r.access, r.op, r.type};
+    if (read.index < hints->values.size()) return hints->values[read.index];
+    if (hints->value) return hints->value(read);
+    return std::nullopt;
+  }
+  // Why a prepare() stopped: the break of the read (the one at the op that
+  // computed the tensor read, else the latest) and the read.
+  std::string stopped_at() const {
+    const auto& r = session.stopped();
+    if (!r) return "";
+    const auto& breaks = session.breaks();
+    std::string text;
+    for (std::size_t i = breaks.size(); i-- > 0 && text.empty();)
+      if (breaks[i].op == r->op || i == 0)
+        text = "graph break " + std::to_string(i + 1) + " in " + f.label() + " at op " + breaks[i].op + ": " +
+               breaks[i].reason + "; ";
+    return text + "no value for " + r->access + "() of " + r->of + " (" + type_str(r->type) +
+           ") (a hint gives it): the pieces after it are not prepared";
+  }
 };
 
-SegmentedCall::SegmentedCall(CompiledFunction& f, const nn::Module& module)
-    : impl_(std::make_unique<Impl>(f, module)) {}
+SegmentedCall::SegmentedCall(CompiledFunction& f, const nn::Module& module, const PrepareHints* hints)
+    : impl_(std::make_unique<Impl>(f, module, hints)) {}
 SegmentedCall::~SegmentedCall() = default;
 void SegmentedCall::finish() {
   impl_->session.finish();
-  impl_->f.note_segmented_call(impl_->session.breaks(), impl_->compiled, impl_->loaded);
+  impl_->f.note_segmented_call(impl_->session.breaks(), impl_->counts, impl_->hints != nullptr,
+                               impl_->stopped_at());  // a stop the method caught still stopped it
+}
+bool SegmentedCall::stopped() const { return impl_->session.stopped().has_value(); }
+void SegmentedCall::stop() {
+  impl_->f.note_segmented_call(impl_->session.breaks(), impl_->counts, impl_->hints != nullptr, impl_->stopped_at());
 }
 
 std::vector<Tensor> call(CompiledFunction& f, const FlatArgs& args, const TraceFn& trace, std::size_t& entry,
@@ -852,6 +953,8 @@ std::string_view outcome_name(Outcome o) {
     case Outcome::fetched: return "fetched";
     case Outcome::recompiled: return "recompiled";
     case Outcome::eager: return "eager";
+    case Outcome::none: return "none";
+    case Outcome::partial: return "partial";
   }
   return "unknown";
 }

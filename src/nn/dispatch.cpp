@@ -12,8 +12,20 @@
 #include "nn/interop.h"
 #include "runtime/stream.h"
 
+#include <algorithm>
+
 namespace npucache {
 namespace {
+
+// An op on meta tensors in prepare(): its result's type, no storage.
+Tensor meta_result(Op op, const std::vector<Tensor>& inputs, const Attrs& attrs) {
+  std::vector<const TensorType*> types;
+  types.reserve(inputs.size());
+  for (const auto& t : inputs) types.push_back(&t.impl()->type);
+  DimUnifier strict;
+  const TensorType out = infer_type(op, types, attrs, strict);
+  return Tensor::meta(concrete_dims(out.shape), out.dtype);
+}
 
 Tensor run_eager(Op op, const std::vector<Tensor>& inputs, const Attrs& attrs) {
   for (std::size_t i = 0; i < inputs.size(); ++i) {
@@ -86,7 +98,10 @@ Tensor apply(Op op, const std::vector<Tensor>& inputs, const Attrs& attrs) {
     Tensor r = trace->record(op, inputs, attrs);
     if (r.defined()) return r;
     // An op the compile cannot lower, in a lazy trace: the pending piece
-    // ran (every live tensor of it is eager now); this op runs eagerly.
+    // ran (every live tensor of it is eager now); this op runs eagerly --
+    // in prepare() on a tensor of unknown value, which gives a meta result.
+    if (std::any_of(inputs.begin(), inputs.end(), [](const Tensor& t) { return detail::prepared_unknown(*t.impl()); }))
+      return meta_result(op, inputs, attrs);
     return run_eager(op, inputs, attrs);
   }
   if (traced)

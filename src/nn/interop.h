@@ -16,10 +16,12 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 namespace npucache::detail {
+struct TensorImpl;
 struct TraceState;
 class ActiveTrace;
 }  // namespace npucache::detail
@@ -100,6 +102,22 @@ struct GraphBreak {
   std::string op, reason;
 };
 
+// prepare() (LazySession::prepare_only): a host read of a meta tensor --
+// a piece's output that was obtained but not computed, a meta argument --
+// as the session's reader is asked for it.
+struct MetaRead {
+  std::string access;  // "item", "to_vector", "to_vector_i64", "bool"
+  std::string op;      // the op that computed the tensor in a piece ("sum (sum_2)"), "" for another tensor
+  TensorType type;
+  // What the tensor is, in words: the op, "a meta tensor" or "a tensor a
+  // prepared piece updates in place".
+  std::string of;
+};
+// The values the read sees (one per element); nullopt: unknown. A read of
+// an eager tensor a prepared piece updates in place (its values are stale)
+// is asked the same way.
+using ReadValue = std::function<std::optional<std::vector<double>>(const MetaRead& read)>;
+
 class LazySession {
  public:
   LazySession(const Module& module, const TraceOptions& options, std::function<std::string(Op)> unlowerable,
@@ -117,6 +135,18 @@ class LazySession {
   // Pieces run so far.
   std::size_t pieces() const { return pieces_; }
 
+  // Makes the session a prepare(): `run` obtains each piece without running
+  // it and returns meta tensors of its outputs' types, so no value is ever
+  // computed (meta weights are never read). Meta tensors may then be inputs
+  // of later pieces, and a host read of one sees what `read` gives -- the
+  // same values on every read of one piece output; a value of the wrong
+  // size is a ConfigError. When `read` gives nothing, the session records
+  // the read (stopped()) and throws MetaTensorError: the method stops there,
+  // the pieces before the read obtained, none after it.
+  void prepare_only(ReadValue read);
+  // The read a prepare() stopped at, or nullopt.
+  const std::optional<MetaRead>& stopped() const { return stopped_; }
+
  private:
   void flush(bool last);
   std::unique_ptr<detail::TraceState> state_;
@@ -124,6 +154,18 @@ class LazySession {
   std::vector<GraphBreak> breaks_;
   std::size_t pieces_ = 0;
   bool active_ = false;
+  // prepare(): the reader, the read it stopped at, and the piece outputs
+  // made meta, with the op that computed each and the values read of it.
+  ReadValue read_;
+  std::optional<MetaRead> stopped_;
+  struct MetaOutput {
+    std::weak_ptr<detail::TensorImpl> impl;
+    std::string op;
+    std::optional<std::vector<double>> values;
+  };
+  std::vector<MetaOutput> meta_outputs_;
+  std::vector<runtime::BlockPtr> stale_;  // storage prepared pieces update in place
+  std::vector<double> read_meta(const detail::TensorImpl& impl, const char* access);
 };
 
 }  // namespace npucache::nn

@@ -82,16 +82,6 @@ std::vector<int64_t> Tensor::dims() const {
   return concrete_dims(impl.type.shape);
 }
 
-Tensor::operator bool() const {
-  const auto& impl = checked();
-  if (impl.traced())
-    detail::graph_break(impl, GraphBreakError::Kind::data_dependent_branch,
-                        "the tensor's truth value decides a branch (data-dependent control flow)");
-  const std::vector<float> v = to_vector();
-  if (v.size() != 1) throw ShapeError("the truth value of a tensor needs one element, not " + type_str(impl.type));
-  return v[0] != 0.0f;
-}
-
 namespace {
 
 using detail::check_dims;
@@ -111,8 +101,12 @@ runtime::TensorArg arg_of(const detail::TensorImpl& impl) {
   return runtime::TensorArg{impl.block, impl.offset, impl.type.dtype, concrete_dims(impl.type.shape)};
 }
 
-void require_eager(const detail::TensorImpl& impl, const char* what,
-                   detail::HostAccess access = detail::HostAccess::read) {
+// Settles what a host access needs (a pending piece run first) and checks
+// that the tensor's values can be read. Returns the values a read of a meta
+// tensor sees in a prepare() session (detail::prepared_read), else nullopt:
+// the storage holds them.
+std::optional<std::vector<double>> require_eager(const detail::TensorImpl& impl, const char* what,
+                                                 detail::HostAccess access = detail::HostAccess::read) {
   if (impl.traced())  // runs the pending piece of a lazy trace, else GraphBreakError
     detail::graph_break(impl, GraphBreakError::Kind::host_read,
                         std::string(what) + "() reads the tensor's value on the host (data-dependent control flow)");
@@ -123,10 +117,24 @@ void require_eager(const detail::TensorImpl& impl, const char* what,
                      ": reading a tensor's values while tracing is data-dependent control flow; "
                      "a cached method must trace to one full graph without reading values");
   detail::check_live(impl, what);
+  if (access == detail::HostAccess::read)
+    if (auto v = detail::prepared_read(impl, what)) return v;
   if (impl.meta) throw MetaTensorError(nn::meta_tensor_message(std::string(what) + ": the tensor", impl.type));
+  return std::nullopt;
 }
 
 }  // namespace
+
+Tensor::operator bool() const {
+  const auto& impl = checked();
+  if (impl.traced())
+    detail::graph_break(impl, GraphBreakError::Kind::data_dependent_branch,
+                        "the tensor's truth value decides a branch (data-dependent control flow)");
+  const auto hinted = require_eager(impl, "bool");
+  const std::vector<float> v = hinted ? std::vector<float>(hinted->begin(), hinted->end()) : to_vector();
+  if (v.size() != 1) throw ShapeError("the truth value of a tensor needs one element, not " + type_str(impl.type));
+  return v[0] != 0.0f;
+}
 
 Tensor Tensor::meta(const std::vector<int64_t>& dims, DType dtype) {
   check_dims(dims);
@@ -171,7 +179,7 @@ void Tensor::copy_from(const std::vector<float>& data) {
 
 std::vector<float> Tensor::to_vector() const {
   const auto& impl = checked();
-  require_eager(impl, "to_vector");
+  if (auto v = require_eager(impl, "to_vector")) return std::vector<float>(v->begin(), v->end());
   Platform::get().device(impl.device).synchronize();
   runtime::TensorArg a = arg_of(impl);
   std::vector<float> out(static_cast<std::size_t>(a.numel()));
@@ -185,7 +193,11 @@ std::vector<float> Tensor::to_vector() const {
 
 std::vector<int64_t> Tensor::to_vector_i64() const {
   const auto& impl = checked();
-  require_eager(impl, "to_vector_i64");
+  if (auto v = require_eager(impl, "to_vector_i64")) {
+    std::vector<int64_t> out;
+    for (double x : *v) out.push_back(static_cast<int64_t>(x));
+    return out;
+  }
   Platform::get().device(impl.device).synchronize();
   runtime::TensorArg a = arg_of(impl);
   std::vector<int64_t> out(static_cast<std::size_t>(a.numel()));
@@ -195,8 +207,8 @@ std::vector<int64_t> Tensor::to_vector_i64() const {
 
 float Tensor::item() const {
   const auto& impl = checked();
-  require_eager(impl, "item");
-  auto v = to_vector();
+  const auto hinted = require_eager(impl, "item");
+  const std::vector<float> v = hinted ? std::vector<float>(hinted->begin(), hinted->end()) : to_vector();
   if (v.size() != 1) throw ShapeError("item() needs a one-element tensor, not " + type_str(impl.type));
   return v[0];
 }
@@ -212,6 +224,7 @@ Tensor Tensor::to(DType dtype) const { return ops::cast(*this, dtype); }
 Tensor Tensor::clone() const {
   const auto& impl = checked();
   if (impl.traced()) return ops::cast(*this, impl.type.dtype);
+  if (detail::prepared_unknown(impl)) return meta(concrete_dims(impl.type.shape), impl.type.dtype);
   require_eager(impl, "clone");
   runtime::TensorArg a = arg_of(impl);
   Tensor out(new_eager(a.dtype, a.dims));

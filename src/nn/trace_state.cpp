@@ -168,6 +168,16 @@ void settle_pending(const TensorImpl& impl, HostAccess access, const char* what)
                                        : "() overwrites a tensor that compiled code before it uses"));
 }
 
+bool prepared_unknown(const TensorImpl& impl) {
+  const TraceState* t = current_trace();
+  return t != nullptr && t->lazy && t->host_value && t->unknown && !impl.traced() && t->unknown(impl);
+}
+
+std::optional<std::vector<double>> prepared_read(const TensorImpl& impl, const char* access) {
+  if (!prepared_unknown(impl)) return std::nullopt;
+  return current_trace()->host_value(impl, access);
+}
+
 void graph_break(const TensorImpl& impl, GraphBreakError::Kind kind, const std::string& reason) {
   TraceState* t = current_trace();
   std::string op = "?";
@@ -191,7 +201,8 @@ ValueId TraceState::value_of(const Tensor& t, const std::string& what) {
   if (auto it = bound.find(impl); it != bound.end()) return it->second;
   auto it = module_tensors.find(impl);
   if (it == module_tensors.end() && lazy) {  // an eager tensor: an input of the pending piece
-    if (impl->meta) throw MetaTensorError(what + " is a meta tensor: a method with graph breaks runs its pieces");
+    if (impl->meta && !host_value)
+      throw MetaTensorError(what + " is a meta tensor: a method with graph breaks runs its pieces");
     ValueId v = graph.add_placeholder(PlaceholderKind::input, "in" + std::to_string(lazy_inputs.size()), impl->type);
     bound[impl] = v;
     lazy_inputs.emplace_back(v, t);

@@ -5,7 +5,7 @@
 //   serve_worker DIR [--batches 1,4,8] [--dynamic auto|true|false]
 //                [--mode M] [--backend B] [--breaks] [--fullgraph]
 //                [--method NAME] [--methods N] [--scale S] [--weights W]
-//                [--routed] [--decode-threads STEPS [--one-by-one]]
+//                [--routed] [--decode-threads STEPS [--one-by-one]] [--prepare]
 //
 // --mode and --backend are compile()'s (torch.compile's) surface, given to
 // cache_compile; --breaks runs a method with a host read in the middle (a
@@ -29,6 +29,13 @@
 // <n> restored <n> recaptured <n>" (captures made, restored from the cache's
 // templates, and stored templates that could not be used, with "recapture
 // <reason>"), summed over the methods.
+//
+// --prepare is a warmup without weights: the model's parameters are meta
+// tensors and nothing runs; for each batch the method is prepared three
+// times -- without hints, then with the host read's value hinted positive
+// and negative (both sides of a branch) -- each printing "prepare <batch>
+// <hint none|pos|neg> <outcome> pieces <n>" and, when it stopped,
+// "stopped <where>"; then "compiles <n>".
 #include <npucache/cache.h>
 #include <npucache/module.h>
 #include <npucache/ops.h>
@@ -53,13 +60,17 @@ struct Server : nn::Module {
   Tensor w, bias;
   std::vector<Tensor> layers;
   float scale = 1.0f;  // a plain member: another value, another graph of the same model
-  explicit Server(float weights = 1.0f) {
-    w = register_parameter("w", Tensor::from_vector(ramp(32 * 32, 0.01f * weights, -0.05f * weights), {32, 32}));
-    bias = register_parameter("bias", Tensor::from_vector(ramp(32, 0.02f * weights, -0.1f * weights), {32}));
+  // `meta`: parameters without values (a warmup without weights).
+  explicit Server(float weights = 1.0f, bool meta = false) {
+    auto param = [meta](std::vector<float> v, std::vector<int64_t> dims) {
+      return meta ? Tensor::meta(dims) : Tensor::from_vector(v, dims);
+    };
+    w = register_parameter("w", param(ramp(32 * 32, 0.01f * weights, -0.05f * weights), {32, 32}));
+    bias = register_parameter("bias", param(ramp(32, 0.02f * weights, -0.1f * weights), {32}));
     for (int i = 0; i < 3; ++i)
-      layers.push_back(register_parameter(
-          "layer" + std::to_string(i),
-          Tensor::from_vector(ramp(32 * 32, 0.01f * weights * (i + 1), -0.04f * weights * (i + 1)), {32, 32})));
+      layers.push_back(
+          register_parameter("layer" + std::to_string(i),
+                             param(ramp(32 * 32, 0.01f * weights * (i + 1), -0.04f * weights * (i + 1)), {32, 32})));
   }
   std::string type_name() const override { return "Server"; }
   Tensor forward(const Tensor& x) {
@@ -172,7 +183,7 @@ int main(int argc, char** argv) try {
   CacheOptions o;
   o.cache_dir = argv[1];
   std::vector<int64_t> batches = {1, 4, 8};
-  bool breaks = false, routed = false;
+  bool breaks = false, routed = false, prepare = false;
   std::string name;
   int methods = 1;
   int64_t decode_steps = 0;
@@ -205,6 +216,8 @@ int main(int argc, char** argv) try {
       decode_steps = std::stoll(next());
     } else if (a == "--one-by-one") {
       one_by_one = true;
+    } else if (a == "--prepare") {
+      prepare = true;
     } else if (a == "--fullgraph") {
       o.compile.fullgraph = true;
     } else if (a == "--method") {
@@ -233,7 +246,7 @@ int main(int argc, char** argv) try {
     if (!s.recapture_reason.empty()) std::printf("recapture %s\n", s.recapture_reason.c_str());
     return 0;
   }
-  Server m(weights);
+  Server m(weights, prepare);
   m.scale = scale;
   auto method = routed ? &Server::routed : breaks ? &Server::branchy : &Server::forward;
   std::vector<CompiledMethod<Server, Tensor, const Tensor&>> fns;
@@ -241,6 +254,26 @@ int main(int argc, char** argv) try {
     CacheOptions ok = o;
     if (!name.empty()) ok.compile.method_name = methods == 1 ? name : name + "_" + std::to_string(k);
     fns.push_back(cache_compile(m, method, ok));
+  }
+  if (prepare) {
+    std::size_t compiles = 0;
+    for (auto& fn : fns) {
+      for (int64_t b : batches)
+        for (const char* hint : {"none", "pos", "neg"}) {
+          PrepareHints hints;
+          if (std::string(hint) != "none")
+            hints.value = [hint](const HostRead&) -> std::optional<std::vector<double>> {
+              return std::vector<double>{std::string(hint) == "pos" ? 1.0 : -1.0};
+            };
+          const CallStatus& s = fn.prepare(hints, Tensor::meta({b, 32}));
+          std::printf("prepare %lld %s %s pieces %zu\n", static_cast<long long>(b), hint,
+                      std::string(outcome_name(s.outcome)).c_str(), s.pieces);
+          if (!s.stopped_at.empty()) std::printf("stopped %s\n", s.stopped_at.c_str());
+        }
+      compiles += fn.compiles();
+    }
+    std::printf("compiles %zu\n", compiles);
+    return 0;
   }
   double maxdiff = 0;
   for (auto& fn : fns)

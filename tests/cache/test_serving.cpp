@@ -165,6 +165,43 @@ TEST_F(Serving, PiecesBetweenGraphBreaksAreCached) {
   EXPECT_TRUE(has(strict.text, "graph break in Server.branchy at op sum")) << strict.text;
 }
 
+// A warmup without weights covers a method split at a graph break: prepare()
+// obtains and stores its pieces without running them; without a hint it
+// stops at the host read and says so, with the read's value hinted for each
+// side of the branch it stores both sides -- so a serving start with real
+// weights compiles nothing, in default and reduce-overhead mode (whose
+// pieces' capture templates the warmup keeps too).
+TEST_F(Serving, MetaWarmupOfASplitMethodStartsWarm) {
+  for (const char* mode : {"default", "reduce-overhead"}) {
+    SCOPED_TRACE(mode);
+    fs::remove_all(dir);
+    const std::string args = std::string("--breaks --batches 4,6 --mode ") + mode;
+    Out warmup = serve(args + " --prepare");
+    ASSERT_EQ(warmup.status, 0) << warmup.text;
+    EXPECT_TRUE(has(warmup.text, "prepare 4 none partial pieces 1")) << warmup.text;
+    EXPECT_TRUE(has(warmup.text, "stopped graph break 1 in Server.branchy at op sum")) << warmup.text;
+    EXPECT_TRUE(has(warmup.text, "prepare 4 pos compiled pieces 2")) << warmup.text;
+    EXPECT_TRUE(has(warmup.text, "prepare 4 neg compiled pieces 2")) << warmup.text;
+    EXPECT_TRUE(has(warmup.text, "prepare 6 neg compiled pieces 2")) << warmup.text;
+    // Per batch: the piece before the read and one on each side of it.
+    EXPECT_EQ(number(warmup.text, "compiles"), 6) << warmup.text;
+    // Serving (real weights, both sides of the branch taken: the inputs'
+    // sum changes sign with the batch's values) compiles nothing.
+    for (const char* weights : {"1", "-1"}) {
+      Out serving = serve(args + " --weights " + weights);
+      ASSERT_EQ(serving.status, 0) << serving.text;
+      EXPECT_EQ(number(serving.text, "compiles"), 0) << serving.text;
+      EXPECT_TRUE(has(serving.text, "call 4 hit")) << serving.text;
+      EXPECT_TRUE(has(serving.text, "call 6 hit")) << serving.text;
+      EXPECT_LE(maxdiff(serving.text), 1e-4) << serving.text;
+      if (std::string(mode) == "reduce-overhead") {  // the pieces' templates restored, none captured
+        EXPECT_EQ(number(serving.text, "templates recorded"), 0) << serving.text;
+        EXPECT_GE(number(serving.text, "restored"), 2) << serving.text;
+      }
+    }
+  }
+}
+
 // Pieces of one structure over other layers (a host read after each
 // same-shaped layer) are other programs: each runs its own parameters when
 // compiled, and is stored and loaded as an entry of its own.

@@ -11,6 +11,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <unordered_map>
 
 namespace npucache::detail {
@@ -76,6 +77,15 @@ struct TraceState {
   // eager tensors the pending piece reads, in placeholder order.
   std::vector<std::pair<std::weak_ptr<TensorImpl>, ValueId>> lazy_values;
   std::vector<std::pair<ValueId, Tensor>> lazy_inputs;
+  // Lazy, prepare() (LazySession::prepare_only): pieces are obtained, not
+  // run, so their outputs are meta tensors and the eager tensors they update
+  // in place keep stale values: `unknown` tells such a tensor (meta, or
+  // stale). A meta tensor may then be an input of the pending piece, an op
+  // run eagerly on an unknown one gives a meta result, and a host read of
+  // one returns what `host_value` gives (which throws when the value cannot
+  // be known). Unset: meta tensors are refused.
+  std::function<std::vector<double>(const TensorImpl& impl, const char* access)> host_value;
+  std::function<bool(const TensorImpl& impl)> unknown;
 
   // Lazy: whether the pending piece reads (or, with `writes_only`, updates
   // in place) the storage of the eager tensor `impl` -- an input of the
@@ -92,6 +102,16 @@ enum class HostAccess { read, write };
 // it), so the host sees and changes values in eager order. `what` names
 // the access ("to_vector").
 void settle_pending(const TensorImpl& impl, HostAccess access, const char* what);
+
+// While a prepare() session records on this thread (TraceState::host_value
+// set): the values the host read `access` of `impl` sees when its value is
+// unknown (meta, or stale: TraceState::unknown); nullopt otherwise (the
+// storage holds them, or there is no such session and a meta tensor is
+// refused by the caller).
+std::optional<std::vector<double>> prepared_read(const TensorImpl& impl, const char* access);
+// Whether a prepare() session records on this thread and `impl`'s value is
+// unknown to it.
+bool prepared_unknown(const TensorImpl& impl);
 
 // A graph break at a traced tensor `impl` of the thread's trace: in a lazy
 // trace the pending piece runs (`impl` is eager afterwards); otherwise
