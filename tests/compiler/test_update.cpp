@@ -257,3 +257,29 @@ TEST(BindPlan, BindsAndFailsExactlyAsTheSignature) {
   }
   EXPECT_EQ(failures, 16);  // every call but the two that fit
 }
+
+// A parameter whose values are replaced between replays (a weight update
+// in place) is read anew by the next replay: the replay binds the
+// parameter's storage every call, it never keeps the values it captured.
+TEST(Update, ReplaysReadParametersReplacedBetweenCalls) {
+  constexpr int64_t kSteps = 6;
+  DecodeLayer layer;
+  CompileOptions o;
+  o.mode = "reduce-overhead";
+  o.dynamic = true;
+  auto step = compile(layer, &DecodeLayer::step, o);
+  Loop compiled(kSteps), eager(kSteps);
+  const Tensor x = Tensor::from_vector(ramp(kHidden, 0.1f, -0.4f, kPeriod), {1, 1, kHidden});
+  for (int64_t t = 0; t < kSteps; ++t) {
+    if (t == 3) {  // replaced after the capture, between two replays
+      layer.wo.copy_from(ramp(kHidden * kHidden, -0.05f, 0.2f, 7));
+      layer.wq.copy_from(ramp(kHidden * kHidden, 0.04f, -0.3f, 5));
+    }
+    Tensor pos = Tensor::from_vector_i64({t}, {1, 1});
+    const auto a = step(x, pos, compiled.kc, compiled.vc, t + 1).to_vector();
+    const auto b = layer.step(x, pos, eager.kc, eager.vc, t + 1).to_vector();
+    for (std::size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 1e-4f) << "step " << t << " element " << i;
+    ASSERT_TRUE(step.status().replayed) << "step " << t;
+  }
+  EXPECT_EQ(step.status().captures, 1u);
+}
