@@ -10,6 +10,7 @@
 #include "compiler/shape_buckets.h"
 #include "compiler/surface.h"
 #include "log/log.h"
+#include "nn/bind_plan.h"
 #include "nn/interop.h"
 #include "nn/piece_shapes.h"
 
@@ -37,6 +38,9 @@ class CompiledFunction {
  public:
   struct Entry {
     std::shared_ptr<compiler::CompiledGraph> graph;
+    // Binds a call against graph->trace.signature (which never changes
+    // once the graph is added).
+    std::shared_ptr<const nn::BindPlan> bind_plan;
     std::shared_ptr<compiler::TemplateStore> templates;  // reduce-overhead with a cache
     std::shared_ptr<const compiler::DeviceProgram> program;
     std::map<int, std::unique_ptr<compiler::ProgramRunner>> runners;  // per device
@@ -317,6 +321,7 @@ class CompiledFunction {
            std::shared_ptr<compiler::TemplateStore> templates = nullptr) {
     Entry e;
     e.graph = std::move(g);
+    e.bind_plan = std::make_shared<const nn::BindPlan>(e.graph->trace.signature);
     e.templates = std::move(templates);
     e.program = std::shared_ptr<const compiler::DeviceProgram>(e.graph, &e.graph->program);
     e.params = resolve_params(*e.program);
@@ -501,7 +506,7 @@ SymBindings CompiledFunction::select(const FlatArgs& args, const TraceFn& given_
   for (std::size_t i = entries_.size(); i-- > 0 && found == entries_.size();) {
     // The newest entry first: after automatic dynamic it is the general one.
     try {
-      b = entries_[i].graph->trace.signature.bind(args);
+      b = entries_[i].bind_plan->bind(args);
       found = i;
     } catch (const TraceError& e) {
       if (why.empty() || i == 0) why = e.what();

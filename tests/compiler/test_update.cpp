@@ -12,6 +12,7 @@
 
 #include <cmath>
 
+#include "nn/bind_plan.h"
 #include "support/error_message.h"
 #include "support/small_models.h"
 
@@ -177,6 +178,106 @@ TEST(Update, AttentionStepsWithOtherAttributesKeepTheirOwnPatches) {
     const auto a = step(x, pos, compiled.kc, compiled.vc, t + 1, t / 2 + 1).to_vector();
     const auto b = m.mixed(x, pos, eager.kc, eager.vc, t + 1, t / 2 + 1).to_vector();
     ASSERT_EQ(a.size(), b.size());
+    for (std::size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 1e-4f) << "step " << t << " element " << i;
+    ASSERT_TRUE(step.status().replayed) << "step " << t;
+  }
+  EXPECT_EQ(step.status().captures, 1u);
+}
+
+// The replay path binds a call with a flat table made once per entry
+// (nn::BindPlan): it binds what the signature's own bind() binds and fails
+// with the same message on every kind of mismatch.
+TEST(BindPlan, BindsAndFailsExactlyAsTheSignature) {
+  const SymExpr s0 = SymExpr::symbol("s0"), s1 = SymExpr::symbol("s1"), s10 = SymExpr::symbol("s10");
+  InputSignature sig;
+  sig.inputs.push_back({"x", {DType::f32, {s0, 4, s1}}});
+  sig.inputs.push_back({"kv", {DType::f32, {s1, s10, s0 * 2}}});  // shared symbols, a compound dim
+  sig.inputs.push_back({"pos", {DType::i64, {1, s0}}});
+  sig.sym_inputs.push_back({"kv_len", SymExpr::symbol("s2")});
+  sig.sym_inputs.push_back({"fixed", SymExpr(7)});
+  sig.sym_inputs.push_back({"twice", s10 + s10});
+  sig.dim_bounds.push_back({SymExpr::symbol("s2"), s10});
+  sig.dim_bounds.push_back({SymExpr(2), s0});
+  sig.dim_bounds.push_back({s0 + 1, s1 * 2});
+  sig.guards.push_back({"arg0.is_prompt", "false"});
+  const nn::BindPlan plan(sig);
+  struct Call {
+    std::vector<std::pair<std::string, std::vector<int64_t>>> tensors;
+    std::vector<std::pair<std::string, int64_t>> symints;
+    std::string guard = "false";
+    DType pos_type = DType::i64;
+  };
+  const Call good{{{"x", {3, 4, 5}}, {"kv", {5, 9, 6}}, {"pos", {1, 3}}}, {{"kv_len", 8}, {"fixed", 7}, {"twice", 18}}};
+  std::vector<Call> calls(18, good);
+  calls[1].tensors[1].second[0] = 6;        // s1 differs between inputs
+  calls[2].tensors[0].second[1] = 5;        // a constant dim
+  calls[3].tensors[1].second[2] = 7;        // the compound dim
+  calls[4].symints[0].second = 10;          // the bound s2 <= s10 broken
+  calls[5].symints[1].second = 8;           // a SymInt specialised to 7
+  calls[6].symints[2].second = 17;          // a compound SymInt
+  calls[7].guard = "true";                  // a plain value
+  calls[8].tensors.pop_back();              // a tensor missing
+  calls[9].tensors[2].first = "position";   // another path
+  calls[10].pos_type = DType::f32;          // another dtype
+  calls[11].tensors[2].second = {3};        // another rank
+  calls[12].symints.pop_back();             // a SymInt missing
+  calls[13].tensors[2].second[1] = 4;       // s0 bound by x, differs in pos
+  calls[14].symints[0].first = "len";       // a SymInt's path
+  calls[15].tensors[0].second = {2, 4, 3};  // other sizes that bind
+  calls[15].tensors[1].second = {3, 9, 4};
+  calls[15].tensors[2].second = {1, 2};
+  calls[16].tensors[0].second = {1, 4, 5};  // the bound 2 <= s0 broken
+  calls[16].tensors[1].second = {5, 9, 2};
+  calls[16].tensors[2].second = {1, 1};
+  calls[17].tensors[0].second = {6, 4, 3};  // the bound s0 + 1 <= s1 * 2 broken
+  calls[17].tensors[1].second = {3, 9, 12};
+  calls[17].tensors[2].second = {1, 6};
+  int failures = 0;
+  for (std::size_t c = 0; c < calls.size(); ++c) {
+    FlatArgs args;
+    for (const auto& [path, dims] : calls[c].tensors)
+      args.tensors.emplace_back(path, Tensor::meta(dims, path == "pos" ? calls[c].pos_type : DType::f32));
+    args.symints = calls[c].symints;
+    args.values.push_back({"arg0.is_prompt", calls[c].guard});
+    std::string want, got;
+    SymBindings bw, bg;
+    try {
+      bw = sig.bind(args);
+    } catch (const TraceError& e) {
+      want = e.what();
+    }
+    try {
+      bg = plan.bind(args);
+    } catch (const TraceError& e) {
+      got = e.what();
+    }
+    EXPECT_EQ(got, want) << "call " << c;
+    EXPECT_EQ(bg, bw) << "call " << c;
+    failures += !want.empty();
+  }
+  EXPECT_EQ(failures, 16);  // every call but the two that fit
+}
+
+// A parameter whose values are replaced between replays (a weight update
+// in place) is read anew by the next replay: the replay binds the
+// parameter's storage every call, it never keeps the values it captured.
+TEST(Update, ReplaysReadParametersReplacedBetweenCalls) {
+  constexpr int64_t kSteps = 6;
+  DecodeLayer layer;
+  CompileOptions o;
+  o.mode = "reduce-overhead";
+  o.dynamic = true;
+  auto step = compile(layer, &DecodeLayer::step, o);
+  Loop compiled(kSteps), eager(kSteps);
+  const Tensor x = Tensor::from_vector(ramp(kHidden, 0.1f, -0.4f, kPeriod), {1, 1, kHidden});
+  for (int64_t t = 0; t < kSteps; ++t) {
+    if (t == 3) {  // replaced after the capture, between two replays
+      layer.wo.copy_from(ramp(kHidden * kHidden, -0.05f, 0.2f, 7));
+      layer.wq.copy_from(ramp(kHidden * kHidden, 0.04f, -0.3f, 5));
+    }
+    Tensor pos = Tensor::from_vector_i64({t}, {1, 1});
+    const auto a = step(x, pos, compiled.kc, compiled.vc, t + 1).to_vector();
+    const auto b = layer.step(x, pos, eager.kc, eager.vc, t + 1).to_vector();
     for (std::size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 1e-4f) << "step " << t << " element " << i;
     ASSERT_TRUE(step.status().replayed) << "step " << t;
   }
