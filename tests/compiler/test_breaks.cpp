@@ -397,162 +397,164 @@ TEST(GraphBreakDynamicMatch, AConstantEqualToASizeIsNeverTakenForIt) {
                    std::string(dynamic ? "dynamic=true" : "automatic") + " shifted n=" + std::to_string(n));
     }
   }
-  // prepare() of a split method obtains the pieces the code reaches without
-  // running any: at a host read of a value no piece computed it stops, and the
-  // status says so -- never `compiled` for what was not. A model's real
-  // weights are not read either: what a prepare reaches never depends on
-  // values it did not compute.
-  TEST(GraphBreaksPrepare, StopsAtAHostReadItCannotKnowAndSaysWhere) {
-    Branchy meta(true), real;
-    for (Branchy* m : {&meta, &real}) {
-      SCOPED_TRACE(m == &meta ? "meta weights" : "real weights");
-      auto f = compile(*m, &Branchy::host_read);
-      EXPECT_EQ(f.status().outcome, Outcome::none);  // nothing yet
-      const Tensor x = m == &meta ? Tensor::meta({4, 16}) : input(1.0f);
-      const CallStatus& s = f.prepare(x);
-      EXPECT_EQ(s.outcome, Outcome::partial) << s.reason;
-      EXPECT_EQ(s.pieces, 1u) << s.reason;
-      EXPECT_EQ(f.compiles(), 1u);
-      EXPECT_TRUE(has(s.stopped_at, "graph break 1 in Branchy.host_read at op sum")) << s.stopped_at;
-      EXPECT_TRUE(has(s.stopped_at, "no value for item() of sum")) << s.stopped_at;
-      EXPECT_TRUE(has(s.stopped_at, "the pieces after it are not prepared")) << s.stopped_at;
-      ASSERT_EQ(s.graph_breaks.size(), 1u);
-      EXPECT_TRUE(has(s.reason, "prepared 1 piece without running them (1 compiled, 0 from the cache)")) << s.reason;
-      // Again: the piece is found by its content, nothing compiles, and the
-      // outcome is still partial.
-      EXPECT_EQ(f.prepare(x).outcome, Outcome::partial);
-      EXPECT_EQ(f.compiles(), 1u);
-    }
-    // A truth value deciding a branch stops it the same way.
-    auto b = compile(meta, &Branchy::branch);
-    const CallStatus& s = b.prepare(Tensor::meta({4, 16}));
-    EXPECT_EQ(s.outcome, Outcome::partial);
-    EXPECT_TRUE(has(s.stopped_at, "no value for bool() of gt")) << s.stopped_at;
-  }
+}
 
-  // Hints give the values host reads see, so a warmup covers both sides of a
-  // branch; the calls after it (real weights, both sides) compile nothing.
-  TEST(GraphBreaksPrepare, HintsCoverBothSidesOfABranch) {
-    Branchy m;
-    auto f = compile(m, &Branchy::host_read);
-    std::vector<HostRead> seen;
-    for (double total : {1.0, -1.0}) {
-      PrepareHints hints;
-      hints.value = [&](const HostRead& r) -> std::optional<std::vector<double>> {
-        seen.push_back(r);
-        return std::vector<double>{total};
-      };
-      const CallStatus& s = f.prepare(hints, Tensor::meta({4, 16}));
-      EXPECT_EQ(s.outcome, Outcome::compiled) << s.reason;
-      EXPECT_EQ(s.pieces, 2u) << s.reason;
-      EXPECT_TRUE(s.stopped_at.empty()) << s.stopped_at;
-    }
-    ASSERT_EQ(seen.size(), 2u);
-    EXPECT_EQ(seen[0].index, 0u);
-    EXPECT_EQ(seen[0].access, "item");
-    EXPECT_TRUE(has(seen[0].op, "sum")) << seen[0].op;
-    EXPECT_EQ(type_str(seen[0].type), "f32[]");
-    EXPECT_EQ(f.compiles(), 3u);  // before the read, and each side after it
-    for (float sign : {1.0f, -1.0f}) {
-      Tensor x = input(sign);
-      expect_close(f(x).to_vector(), m.host_read(x).to_vector(), "sign " + std::to_string(sign));
-      EXPECT_EQ(f.status().outcome, Outcome::compiled);  // programs this process compiled (in prepare)
-      EXPECT_EQ(f.status().pieces, 2u);
-    }
-    EXPECT_EQ(f.compiles(), 3u);
-    // A list of values: the i-th read sees the i-th; a truth value as a number.
-    auto b = compile(m, &Branchy::branch);
-    PrepareHints zero;
-    zero.values = {{0.0}};
-    EXPECT_EQ(b.prepare(zero, Tensor::meta({4, 16})).outcome, Outcome::compiled);
-    EXPECT_EQ(b.compiles(), 2u);
-  }
-
-  // A hint the real calls do not see only costs them a compile: pieces are
-  // found by their content, so no call ever runs a piece of the other side.
-  // A value of the wrong size is an error saying what was expected.
-  TEST(GraphBreaksPrepare, AWrongHintCostsACompileNeverAWrongResult) {
-    Branchy m;
-    auto f = compile(m, &Branchy::host_read);
-    PrepareHints positive;
-    positive.values = {{1.0}};
-    f.prepare(positive, Tensor::meta({4, 16}));
-    ASSERT_EQ(f.compiles(), 2u);
-    Tensor x = input(-1.0f);
-    ASSERT_LT(ops::sum(ops::matmul(x, m.w) * 2.0f, {0, 1}).item(), 0.0f);  // the other side
-    expect_close(f(x).to_vector(), m.host_read(x).to_vector(), "the side the hint did not take");
-    EXPECT_EQ(f.compiles(), 3u);
-    PrepareHints two;
-    two.values = {{1.0, 2.0}};
-    std::string msg;
-    try {
-      f.prepare(two, Tensor::meta({4, 16}));
-    } catch (const ConfigError& e) {
-      msg = e.what();
-    }
-    EXPECT_TRUE(has(msg, "the value given for item() of sum")) << msg;
-    EXPECT_TRUE(has(msg, "has 2 element(s); the tensor has 1")) << msg;
-    // The method still prepares and runs.
-    EXPECT_EQ(f.prepare(positive, Tensor::meta({4, 16})).outcome, Outcome::compiled);
-    expect_close(f(x).to_vector(), m.host_read(x).to_vector(), "after a bad hint");
-  }
-
-  // Eager code between pieces runs on meta tensors in prepare(): an op the
-  // mode cannot lower (dropout, captured) gives a meta result, and the pieces
-  // on both sides of it are prepared, their capture templates included.
-  TEST(GraphBreaksPrepare, AnUnlowerableOpBetweenPiecesGivesAMetaResult) {
-    Branchy meta(true);
-    CompileOptions o;
-    o.mode = "reduce-overhead";
-    auto f = compile(meta, &Branchy::noisy, o);
-    const CallStatus& s = f.prepare(Tensor::meta({4, 16}));
-    EXPECT_EQ(s.outcome, Outcome::compiled) << s.reason << s.stopped_at;
-    EXPECT_EQ(s.pieces, 2u) << s.reason;
-    EXPECT_EQ(f.compiles(), 2u);
-  }
-
-  // Before any call or prepare a method's status says nothing happened.
-  TEST(GraphBreaksPrepare, NothingIsReportedCompiledBeforeACall) {
-    Branchy m;
-    auto f = compile(m, &Branchy::host_read);
-    EXPECT_EQ(f.status().outcome, Outcome::none);
-    EXPECT_EQ(outcome_name(Outcome::none), "none");
-    EXPECT_EQ(outcome_name(Outcome::partial), "partial");
-  }
-
-  // A real tensor a prepared piece would update in place keeps its old
-  // values (prepare() runs nothing): a host read of it stops the prepare, or
-  // sees its hint -- never the stale values.
-  TEST(GraphBreaksPrepare, AReadOfATensorAPreparedPieceUpdatesStops) {
-    Branchy m;
-    CompileOptions o;
-    o.dynamic = false;
-    auto f = compile(m, &Branchy::update_then_read, o);
-    Tensor kc = Tensor::from_vector(std::vector<float>(32, 0.0f), {1, 4, 8});
-    const Tensor pos = Tensor::from_vector_i64({1}, {1, 1});
-    const Tensor v = Tensor::from_vector(ramp(8, 0.1f, 0.3f), {1, 1, 8});
-    const CallStatus& s = f.prepare(kc, pos, v);
+// prepare() of a split method obtains the pieces the code reaches without
+// running any: at a host read of a value no piece computed it stops, and the
+// status says so -- never `compiled` for what was not. A model's real
+// weights are not read either: what a prepare reaches never depends on
+// values it did not compute.
+TEST(GraphBreaksPrepare, StopsAtAHostReadItCannotKnowAndSaysWhere) {
+  Branchy meta(true), real;
+  for (Branchy* m : {&meta, &real}) {
+    SCOPED_TRACE(m == &meta ? "meta weights" : "real weights");
+    auto f = compile(*m, &Branchy::host_read);
+    EXPECT_EQ(f.status().outcome, Outcome::none);  // nothing yet
+    const Tensor x = m == &meta ? Tensor::meta({4, 16}) : input(1.0f);
+    const CallStatus& s = f.prepare(x);
     EXPECT_EQ(s.outcome, Outcome::partial) << s.reason;
-    EXPECT_EQ(s.pieces, 1u);
-    EXPECT_TRUE(has(s.stopped_at, "no value for to_vector() of a tensor a prepared piece updates in place"))
-        << s.stopped_at;
-    EXPECT_EQ(kc.to_vector(), std::vector<float>(32, 0.0f));  // nothing was written
-    PrepareHints hints;
-    hints.values = {std::vector<double>(32, 1.0)};
-    EXPECT_EQ(f.prepare(hints, kc, pos, v).outcome, Outcome::compiled);
-    EXPECT_EQ(kc.to_vector(), std::vector<float>(32, 0.0f));
-    Tensor ke = Tensor::from_vector(std::vector<float>(32, 0.0f), {1, 4, 8});
-    expect_close(f(kc, pos, v).to_vector(), m.update_then_read(ke, pos, v).to_vector(), "after prepare");
-    expect_close(kc.to_vector(), ke.to_vector(), "the cache after the call");
-  }
-
-  // A method that catches the stop and goes on with a value of its own is
-  // still reported as stopped: what it prepared after the read followed a
-  // value nobody knew.
-  TEST(GraphBreaksPrepare, AStopTheMethodCatchesIsStillReported) {
-    Branchy meta(true);
-    auto f = compile(meta, &Branchy::guarded);
-    const CallStatus& s = f.prepare(Tensor::meta({4, 16}));
-    EXPECT_EQ(s.outcome, Outcome::partial) << s.reason;
+    EXPECT_EQ(s.pieces, 1u) << s.reason;
+    EXPECT_EQ(f.compiles(), 1u);
+    EXPECT_TRUE(has(s.stopped_at, "graph break 1 in Branchy.host_read at op sum")) << s.stopped_at;
     EXPECT_TRUE(has(s.stopped_at, "no value for item() of sum")) << s.stopped_at;
+    EXPECT_TRUE(has(s.stopped_at, "the pieces after it are not prepared")) << s.stopped_at;
+    ASSERT_EQ(s.graph_breaks.size(), 1u);
+    EXPECT_TRUE(has(s.reason, "prepared 1 piece without running them (1 compiled, 0 from the cache)")) << s.reason;
+    // Again: the piece is found by its content, nothing compiles, and the
+    // outcome is still partial.
+    EXPECT_EQ(f.prepare(x).outcome, Outcome::partial);
+    EXPECT_EQ(f.compiles(), 1u);
   }
+  // A truth value deciding a branch stops it the same way.
+  auto b = compile(meta, &Branchy::branch);
+  const CallStatus& s = b.prepare(Tensor::meta({4, 16}));
+  EXPECT_EQ(s.outcome, Outcome::partial);
+  EXPECT_TRUE(has(s.stopped_at, "no value for bool() of gt")) << s.stopped_at;
+}
+
+// Hints give the values host reads see, so a warmup covers both sides of a
+// branch; the calls after it (real weights, both sides) compile nothing.
+TEST(GraphBreaksPrepare, HintsCoverBothSidesOfABranch) {
+  Branchy m;
+  auto f = compile(m, &Branchy::host_read);
+  std::vector<HostRead> seen;
+  for (double total : {1.0, -1.0}) {
+    PrepareHints hints;
+    hints.value = [&](const HostRead& r) -> std::optional<std::vector<double>> {
+      seen.push_back(r);
+      return std::vector<double>{total};
+    };
+    const CallStatus& s = f.prepare(hints, Tensor::meta({4, 16}));
+    EXPECT_EQ(s.outcome, Outcome::compiled) << s.reason;
+    EXPECT_EQ(s.pieces, 2u) << s.reason;
+    EXPECT_TRUE(s.stopped_at.empty()) << s.stopped_at;
+  }
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[0].index, 0u);
+  EXPECT_EQ(seen[0].access, "item");
+  EXPECT_TRUE(has(seen[0].op, "sum")) << seen[0].op;
+  EXPECT_EQ(type_str(seen[0].type), "f32[]");
+  EXPECT_EQ(f.compiles(), 3u);  // before the read, and each side after it
+  for (float sign : {1.0f, -1.0f}) {
+    Tensor x = input(sign);
+    expect_close(f(x).to_vector(), m.host_read(x).to_vector(), "sign " + std::to_string(sign));
+    EXPECT_EQ(f.status().outcome, Outcome::compiled);  // programs this process compiled (in prepare)
+    EXPECT_EQ(f.status().pieces, 2u);
+  }
+  EXPECT_EQ(f.compiles(), 3u);
+  // A list of values: the i-th read sees the i-th; a truth value as a number.
+  auto b = compile(m, &Branchy::branch);
+  PrepareHints zero;
+  zero.values = {{0.0}};
+  EXPECT_EQ(b.prepare(zero, Tensor::meta({4, 16})).outcome, Outcome::compiled);
+  EXPECT_EQ(b.compiles(), 2u);
+}
+
+// A hint the real calls do not see only costs them a compile: pieces are
+// found by their content, so no call ever runs a piece of the other side.
+// A value of the wrong size is an error saying what was expected.
+TEST(GraphBreaksPrepare, AWrongHintCostsACompileNeverAWrongResult) {
+  Branchy m;
+  auto f = compile(m, &Branchy::host_read);
+  PrepareHints positive;
+  positive.values = {{1.0}};
+  f.prepare(positive, Tensor::meta({4, 16}));
+  ASSERT_EQ(f.compiles(), 2u);
+  Tensor x = input(-1.0f);
+  ASSERT_LT(ops::sum(ops::matmul(x, m.w) * 2.0f, {0, 1}).item(), 0.0f);  // the other side
+  expect_close(f(x).to_vector(), m.host_read(x).to_vector(), "the side the hint did not take");
+  EXPECT_EQ(f.compiles(), 3u);
+  PrepareHints two;
+  two.values = {{1.0, 2.0}};
+  std::string msg;
+  try {
+    f.prepare(two, Tensor::meta({4, 16}));
+  } catch (const ConfigError& e) {
+    msg = e.what();
+  }
+  EXPECT_TRUE(has(msg, "the value given for item() of sum")) << msg;
+  EXPECT_TRUE(has(msg, "has 2 element(s); the tensor has 1")) << msg;
+  // The method still prepares and runs.
+  EXPECT_EQ(f.prepare(positive, Tensor::meta({4, 16})).outcome, Outcome::compiled);
+  expect_close(f(x).to_vector(), m.host_read(x).to_vector(), "after a bad hint");
+}
+
+// Eager code between pieces runs on meta tensors in prepare(): an op the
+// mode cannot lower (dropout, captured) gives a meta result, and the pieces
+// on both sides of it are prepared, their capture templates included.
+TEST(GraphBreaksPrepare, AnUnlowerableOpBetweenPiecesGivesAMetaResult) {
+  Branchy meta(true);
+  CompileOptions o;
+  o.mode = "reduce-overhead";
+  auto f = compile(meta, &Branchy::noisy, o);
+  const CallStatus& s = f.prepare(Tensor::meta({4, 16}));
+  EXPECT_EQ(s.outcome, Outcome::compiled) << s.reason << s.stopped_at;
+  EXPECT_EQ(s.pieces, 2u) << s.reason;
+  EXPECT_EQ(f.compiles(), 2u);
+}
+
+// Before any call or prepare a method's status says nothing happened.
+TEST(GraphBreaksPrepare, NothingIsReportedCompiledBeforeACall) {
+  Branchy m;
+  auto f = compile(m, &Branchy::host_read);
+  EXPECT_EQ(f.status().outcome, Outcome::none);
+  EXPECT_EQ(outcome_name(Outcome::none), "none");
+  EXPECT_EQ(outcome_name(Outcome::partial), "partial");
+}
+
+// A real tensor a prepared piece would update in place keeps its old
+// values (prepare() runs nothing): a host read of it stops the prepare, or
+// sees its hint -- never the stale values.
+TEST(GraphBreaksPrepare, AReadOfATensorAPreparedPieceUpdatesStops) {
+  Branchy m;
+  CompileOptions o;
+  o.dynamic = false;
+  auto f = compile(m, &Branchy::update_then_read, o);
+  Tensor kc = Tensor::from_vector(std::vector<float>(32, 0.0f), {1, 4, 8});
+  const Tensor pos = Tensor::from_vector_i64({1}, {1, 1});
+  const Tensor v = Tensor::from_vector(ramp(8, 0.1f, 0.3f), {1, 1, 8});
+  const CallStatus& s = f.prepare(kc, pos, v);
+  EXPECT_EQ(s.outcome, Outcome::partial) << s.reason;
+  EXPECT_EQ(s.pieces, 1u);
+  EXPECT_TRUE(has(s.stopped_at, "no value for to_vector() of a tensor a prepared piece updates in place"))
+      << s.stopped_at;
+  EXPECT_EQ(kc.to_vector(), std::vector<float>(32, 0.0f));  // nothing was written
+  PrepareHints hints;
+  hints.values = {std::vector<double>(32, 1.0)};
+  EXPECT_EQ(f.prepare(hints, kc, pos, v).outcome, Outcome::compiled);
+  EXPECT_EQ(kc.to_vector(), std::vector<float>(32, 0.0f));
+  Tensor ke = Tensor::from_vector(std::vector<float>(32, 0.0f), {1, 4, 8});
+  expect_close(f(kc, pos, v).to_vector(), m.update_then_read(ke, pos, v).to_vector(), "after prepare");
+  expect_close(kc.to_vector(), ke.to_vector(), "the cache after the call");
+}
+
+// A method that catches the stop and goes on with a value of its own is
+// still reported as stopped: what it prepared after the read followed a
+// value nobody knew.
+TEST(GraphBreaksPrepare, AStopTheMethodCatchesIsStillReported) {
+  Branchy meta(true);
+  auto f = compile(meta, &Branchy::guarded);
+  const CallStatus& s = f.prepare(Tensor::meta({4, 16}));
+  EXPECT_EQ(s.outcome, Outcome::partial) << s.reason;
+  EXPECT_TRUE(has(s.stopped_at, "no value for item() of sum")) << s.stopped_at;
+}
