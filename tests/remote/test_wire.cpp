@@ -535,7 +535,7 @@ TEST(BundleSideTables, CarriedValidatedAndVersioned) {
   const format::Bundle v5 = format::read_bundle(framed(records.substr(0, records.size() - 8), 5));
   EXPECT_TRUE(v5.tuning.empty() && v5.profiles.empty() && v5.entries.empty());
   try {
-    (void)format::read_bundle(framed(records, 7));
+    (void)format::read_bundle(framed(records, 8));
     ADD_FAILURE() << "a later version was read";
   } catch (const CacheError& e) {
     EXPECT_TRUE(has(e.what(), "written by a later version")) << e.what();
