@@ -75,7 +75,10 @@ std::optional<std::string> CachedTemplates::load(const SymBindings& binding, con
     std::optional<Dir> t;
     if (store && store->directory().stat(names::kTemplatesDir))
       t = store->directory().sub(names::kTemplatesDir, Create::no);
-    // This variant's file (this device and runtime): valid when its name is.
+    // The local files first (no remote call when one serves): this
+    // variant's file (this device and runtime), valid when its name is;
+    // restoring it marks it used (its modification time: the bound on
+    // variants removes the least recently used).
     if (t)
       if (auto bytes = t->read(names::template_file(key), kMaxTemplateFileBytes)) {
         TemplateRecord r = decode_template_file(*bytes, (t->path() / names::template_file(key)).string());
@@ -83,34 +86,47 @@ std::optional<std::string> CachedTemplates::load(const SymBindings& binding, con
           why = differences(diffs);
           return std::nullopt;
         }
+        touch_template(*t, key);
         return std::move(r.bytes);
       }
-    if (auto r = from_remote(BlobKind::template_variant, key)) return r;
     // An earlier build's file of the program and sizes: used when valid for
-    // now; else it, or another variant (another device's), says why this
-    // one captures.
-    if (t) {
-      std::vector<std::string> others{legacy};
-      for (const auto& k : template_siblings(*store, key))
-        if (k != legacy) others.push_back(k);
-      for (const auto& other : others) {
-        auto bytes = t->read(names::template_file(other), kMaxTemplateFileBytes);
-        if (!bytes) continue;
-        TemplateRecord r;
+    // now, else it says why this one captures.
+    if (t)
+      if (auto bytes = t->read(names::template_file(legacy), kMaxTemplateFileBytes)) {
         try {
-          r = decode_template_file(*bytes, (t->path() / names::template_file(other)).string());
+          TemplateRecord r = decode_template_file(*bytes, (t->path() / names::template_file(legacy)).string());
+          const auto diffs = template_differences(r.validity, now);
+          if (diffs.empty()) return std::move(r.bytes);
+          why = differences(diffs);
+        } catch (const CacheRefused&) {
+          throw;
         } catch (const CacheError& e) {
-          if (other == legacy) why = std::string("the stored template is damaged (") + e.what() + ")";
-          continue;  // another device's damaged file is not this one's reason
+          why = std::string("the stored template is damaged (") + e.what() + ")";
         }
-        const auto diffs = template_differences(r.validity, now);
-        if (diffs.empty() && other == legacy) return std::move(r.bytes);
-        if (diffs.empty()) continue;  // valid for now under another's name: planted, never used
-        why = differences(diffs);
-        break;
       }
+    // One remote call: the variant's record.
+    if (auto r = from_remote(BlobKind::template_variant, key)) return r;
+    // Why it captures: another variant's file (another device's), the most
+    // recently used one only, from the names of this key alone.
+    if (t && why.empty()) {
+      std::vector<std::string> others = template_siblings(*store, key);
+      std::erase(others, legacy);
+      std::optional<std::pair<int64_t, std::string>> newest;
+      for (const auto& k : others)
+        if (const auto info = t->stat(names::template_file(k)))
+          if (!newest || info->mtime_ns > newest->first) newest = std::make_pair(info->mtime_ns, k);
+      if (newest)
+        if (auto bytes = t->read(names::template_file(newest->second), kMaxTemplateFileBytes)) try {
+            const TemplateRecord r =
+                decode_template_file(*bytes, (t->path() / names::template_file(newest->second)).string());
+            // Valid for now under another's name: planted, never used.
+            if (auto diffs = template_differences(r.validity, now); !diffs.empty()) why = differences(diffs);
+          } catch (const CacheRefused&) {
+            throw;
+          } catch (const CacheError&) {
+            // another device's damaged file is not this one's reason
+          }
     }
-    if (auto r = from_remote(BlobKind::capture_template, legacy)) return r;
   } catch (const CacheRefused& e) {
     log::debug("capture templates not read: {}", e.what());
   } catch (const CacheError& e) {
@@ -134,6 +150,10 @@ bool CachedTemplates::keep_locally(const std::string& key, const std::string& se
   return true;
 }
 
+void CachedTemplates::push(const std::string& key, const std::string& sealed) const {
+  if (remote_) remote_->push_blobs(BlobKind::template_variant, {{key, sealed}}, remote::Overwrite::yes, dir_);
+}
+
 void CachedTemplates::save(const SymBindings& binding, const compiler::TemplateSettings& settings,
                            const std::string& bytes) {
   refuse_in_dry_run("saving a capture template of " + graph_key_);
@@ -145,22 +165,26 @@ void CachedTemplates::save(const SymBindings& binding, const compiler::TemplateS
     r.bytes = bytes;
     const std::string key = variant_key(r.validity), file = names::template_file(key);
     const std::string sealed = encode_template_file(r);
-    // The remote tier's copy first: its object is there or was stored here
-    // (a template is used only with its object and equal to a capture).
-    if (remote_) remote_->push_blobs(BlobKind::template_variant, {{key, sealed}}, remote::Overwrite::yes, dir_);
+    // Kept locally, then pushed to the remote tier: only while its object
+    // is stored (a template is used only with its object), so no record
+    // of a template whose object is gone is left on the remote.
     if (!keep_locally(key, sealed)) {
       // The object a remote hit brought is committed off the path to ready,
       // on the commit queue: kept after it (unless a sweep removed it).
       commit_later([self = *this, key, sealed] {
         try {
-          if (!self.keep_locally(key, sealed))
+          if (!self.keep_locally(key, sealed)) {
             log::debug("capture template {} not saved: its object is not stored (gc, clear or verify --repair)", key);
+            return;
+          }
+          self.push(key, sealed);
         } catch (const Error& e) {
           log::debug("capture template {} not saved: {}", key, e.what());
         }
       });
       return;
     }
+    push(key, sealed);
     log::debug("capture template {}/{}/{} saved ({} bytes)", dir_, names::kTemplatesDir, file, bytes.size());
   } catch (const Error& e) {
     warn_uncached(

@@ -44,6 +44,8 @@ class CachedTemplates final : public compiler::TemplateStore {
   // Writes a template file under the store's writing hold, only while its
   // object is stored (false, nothing written, when it is not).
   bool keep_locally(const std::string& key, const std::string& sealed) const;
+  // The remote tier's copy of a template kept locally (none without one).
+  void push(const std::string& key, const std::string& sealed) const;
   std::string dir_, graph_key_, runtime_;
   std::shared_ptr<RemoteTier> remote_;
   Opener open_;

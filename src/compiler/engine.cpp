@@ -71,6 +71,8 @@ class CompiledFunction {
   // The entry matching `args` (obtained from the source on the first call,
   // else traced and compiled when none matches) and the call's bindings;
   // `keep` is called under the lock when the method was traced.
+  // Templates of shapes captured earlier, for newer programs, are made
+  // after the lock is released (cover()).
   SymBindings select(const FlatArgs& args, const TraceFn& given_trace, std::size_t& entry, const KeepFn& keep);
 
   // The options a call's arguments are flattened and traced with (the
@@ -191,8 +193,14 @@ class CompiledFunction {
     }
     if (!budget_->take()) return;
     runner->capture_template(b, current_communicator());
+    std::vector<CoverTask> covers;
+    {
+      std::lock_guard lock(mu_);
+      note_captured_shape(args, device, entry);
+      covers = take_covers(device);
+    }
+    cover(covers);
     std::lock_guard lock(mu_);
-    note_captured_shape(args, device, entry);
     note_templates(statuses_[std::this_thread::get_id()]);
   }
 
@@ -201,13 +209,29 @@ class CompiledFunction {
   // newest program, so a shape captured on an earlier one (a request thread
   // that finished its calls before automatic dynamic compiled the general
   // program) has its template made for the newest as well: when the newest
-  // is added, or when the shape is captured after it was (caller holds mu_).
+  // is added, or when the shape is captured after it was. Under the lock
+  // the work is only noted (pending per device); a thread of that device
+  // takes its device's part (take_covers) and captures it after the lock is
+  // released (cover): a capture stores the calling thread's communicator,
+  // so a device's templates are made by a thread of that device. These
+  // captures are not the user's (capture_limit, status().captures): they
+  // are bounded by the shapes remembered (kMaxCapturedShapes), each made at
+  // most once per newer program.
   struct CapturedShape {
     std::vector<std::pair<std::string, TensorType>> tensors;
     std::vector<GuardSpec> values;
     std::vector<std::pair<std::string, int64_t>> symints;
     int device = 0;
   };
+  // Shape `shape` on the newest entry in [from, to) that it binds to.
+  struct PendingCover {
+    std::size_t shape = 0, from = 0, to = 0;
+  };
+  struct CoverTask {
+    compiler::ProgramRunner* runner = nullptr;
+    SymBindings binding;
+  };
+  // Caller holds mu_.
   void note_captured_shape(const FlatArgs& args, int device, std::size_t entry) {
     if (!config_.captures()) return;
     CapturedShape shape;
@@ -223,36 +247,56 @@ class CompiledFunction {
     for (const auto& [path, v] : args.symints) key += "|" + path + "=" + std::to_string(v);
     if (captured_shapes_.size() >= kMaxCapturedShapes || !captured_shape_keys_.insert(key).second) return;
     captured_shapes_.push_back(std::move(shape));
-    for (std::size_t i = entries_.size(); i-- > entry + 1;)
-      if (cover_shape(i, captured_shapes_.back())) break;
+    if (entry + 1 < entries_.size())
+      pending_covers_[device].push_back({captured_shapes_.size() - 1, entry + 1, entries_.size()});
   }
-  // Makes entry i's template of `shape` (no call: a capture without values)
-  // when the shape binds to it; false when it does not.
-  bool cover_shape(std::size_t i, const CapturedShape& shape) {
-    Entry& e = entries_[i];
-    if (!e.templates) return false;
-    SymBindings b;
-    try {
-      b = e.graph->trace.signature.bind(shape.tensors, shape.values, shape.symints);
-    } catch (const TraceError&) {
-      return false;
-    }
-    auto& r = e.runners[shape.device];
-    if (!r) {
-      r = std::make_unique<compiler::ProgramRunner>(e.program, shape.device);
-      r->set_templates(e.templates);
-    }
-    if (r->has_capture(b) || !budget_->take()) return true;
-    try {
-      r->capture_template(b, current_communicator());
-    } catch (const Error& err) {
-      log::debug("{}: no template of a shape captured earlier for its newer program: {}", *label_, err.what());
-    }
-    return true;
-  }
+  // Notes every shape captured before for entry `entry`, just added (caller
+  // holds mu_).
   void cover_captured_shapes(std::size_t entry) {
     if (!config_.captures() || !entries_[entry].templates) return;
-    for (const auto& shape : captured_shapes_) (void)cover_shape(entry, shape);
+    for (std::size_t k = 0; k < captured_shapes_.size(); ++k)
+      pending_covers_[captured_shapes_[k].device].push_back({k, entry, entry + 1});
+  }
+  // The pending templates of `device`'s shapes, with their runners (caller
+  // holds mu_).
+  std::vector<CoverTask> take_covers(int device) {
+    std::vector<CoverTask> out;
+    const auto it = pending_covers_.find(device);
+    if (it == pending_covers_.end()) return out;
+    for (const PendingCover& p : it->second) {
+      const CapturedShape& shape = captured_shapes_[p.shape];
+      for (std::size_t i = p.to; i-- > p.from;) {
+        Entry& e = entries_[i];
+        if (!e.templates) continue;
+        SymBindings b;
+        try {
+          b = e.graph->trace.signature.bind(shape.tensors, shape.values, shape.symints);
+        } catch (const TraceError&) {
+          continue;
+        }
+        auto& r = e.runners[device];
+        if (!r) {
+          r = std::make_unique<compiler::ProgramRunner>(e.program, device);
+          r->set_templates(e.templates);
+        }
+        out.push_back({r.get(), std::move(b)});
+        break;
+      }
+    }
+    pending_covers_.erase(it);
+    return out;
+  }
+  // Makes the templates (no call: a capture without values); the caller
+  // does not hold mu_.
+  void cover(const std::vector<CoverTask>& tasks) {
+    for (const CoverTask& t : tasks) {
+      if (t.runner->has_capture(t.binding)) continue;
+      try {
+        t.runner->capture_template(t.binding, current_communicator());
+      } catch (const Error& err) {
+        log::debug("{}: no template of a shape captured earlier for its newer program: {}", *label_, err.what());
+      }
+    }
   }
   static constexpr std::size_t kMaxCapturedShapes = 1024;
 
@@ -300,6 +344,10 @@ class CompiledFunction {
   }
 
  private:
+  // select() under the lock; `covers` are the templates the caller makes
+  // once it is released.
+  SymBindings select_locked(const FlatArgs& args, const TraceFn& given_trace, std::size_t& entry, const KeepFn& keep,
+                            std::vector<CoverTask>& covers);
   // The engine's one compile call. Hints (a stored graph-only artifact)
   // make it a lowering, not a compile: only full compiles are counted.
   std::shared_ptr<compiler::CompiledGraph> compile(TraceResult tr, const SymBindings& example, int device,
@@ -443,6 +491,7 @@ class CompiledFunction {
   // note_captured_shape: the shapes of calls that captured or restored.
   std::vector<CapturedShape> captured_shapes_;
   std::set<std::string> captured_shape_keys_;
+  std::map<int, std::vector<PendingCover>> pending_covers_;  // by device
 };
 
 namespace {
@@ -455,6 +504,14 @@ int call_device(const FlatArgs& args) {
 
 SymBindings CompiledFunction::select(const FlatArgs& args, const TraceFn& given_trace, std::size_t& entry,
                                      const KeepFn& keep) {
+  std::vector<CoverTask> covers;
+  SymBindings b = select_locked(args, given_trace, entry, keep, covers);
+  cover(covers);
+  return b;
+}
+
+SymBindings CompiledFunction::select_locked(const FlatArgs& args, const TraceFn& given_trace, std::size_t& entry,
+                                            const KeepFn& keep, std::vector<CoverTask>& covers) {
   const int device = call_device(args);
   std::lock_guard lock(mu_);
   bool traced = false;
@@ -550,6 +607,7 @@ SymBindings CompiledFunction::select(const FlatArgs& args, const TraceFn& given_
     profile_.note_compiled(args);
     cover_captured_shapes(found);
   }
+  if (config_.captures()) covers = take_covers(device);
   entry = found;
   if (traced && keep) keep(found);
   CallStatus& status = statuses_[std::this_thread::get_id()];
@@ -595,8 +653,16 @@ std::vector<Tensor> CompiledFunction::call(const FlatArgs& args, const TraceFn& 
     bool replayed = false;
     const std::size_t made = runner->captures() + runner->restores();
     auto outs = runner->replay(inputs, *params, b, current_communicator(), ro, &replayed);
+    std::vector<CoverTask> covers;
+    {
+      std::lock_guard lock(mu_);
+      if (runner->captures() + runner->restores() != made) {
+        note_captured_shape(args, device, entry);
+        covers = take_covers(device);
+      }
+    }
+    cover(covers);
     std::lock_guard lock(mu_);
-    if (runner->captures() + runner->restores() != made) note_captured_shape(args, device, entry);
     CallStatus& status = statuses_[std::this_thread::get_id()];
     status.replayed = replayed;
     note_templates(status);

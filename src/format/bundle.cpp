@@ -30,8 +30,10 @@ constexpr char kBundleMagic[8] = {'N', 'P', 'U', 'C', 'B', 'N', 'D', 'L'};
 // is still read: its records are 6's without them); 7: a template's key may
 // name its variant ("<template key>.<variant>", template_file.h), which
 // builds that read 6 would reject (5 and 6 are still read: their keys are
-// template keys, which 7 reads too).
+// template keys, which 7 reads too). A bundle without variant keys is
+// written as 6, which builds reading 5 to 6 import.
 constexpr uint32_t kBundleVersion = 7;
+constexpr uint32_t kBundleVersionWithoutVariants = 6;
 constexpr uint32_t kOldestReadBundleVersion = 5;
 constexpr std::size_t kBundleHeader = 36;
 
@@ -77,7 +79,9 @@ std::string write_bundle(const Bundle& b) {
   const std::string payload = zstd::compress(raw);
   ByteWriter h;
   h.bytes(std::string_view(kBundleMagic, sizeof kBundleMagic));
-  h.u32(kBundleVersion);
+  const bool variants =
+      std::any_of(b.templates.begin(), b.templates.end(), [](const auto& t) { return is_variant_key(t.first); });
+  h.u32(variants ? kBundleVersion : kBundleVersionWithoutVariants);
   h.u64(payload.size());
   h.u64(raw.size());
   h.u64(XXH3_64bits(payload.data(), payload.size()));

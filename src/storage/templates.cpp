@@ -5,7 +5,14 @@
 #include "format/names.h"
 #include "log/log.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <mutex>
 
 namespace npucache::storage {
 namespace {
@@ -69,16 +76,68 @@ std::size_t sweep_templates(const Store& s, const std::set<std::string>& objects
   return removed;
 }
 
-std::vector<std::string> template_siblings(const Store& s, const std::string& key) {
-  std::vector<std::string> out;
-  const auto d = templates_dir(s, Create::no);
-  if (!d) return out;
-  const std::string base = template_key_part(key);
-  for (const auto& name : d->list()) {
+namespace {
+
+// The template keys of one templates/ folder by template key part, as one
+// scan saw them, and the folder's modification time then: a miss reads
+// this process's copy while the folder's time is unchanged (a name added
+// or removed since changes it), so a start with thousands of templates
+// lists the folder once per change, not once per miss.
+struct Listing {
+  std::mutex mu;
+  std::string path;
+  int64_t mtime_ns = -1;
+  std::map<std::string, std::vector<std::string>> by_part;
+};
+Listing& listing() {
+  static Listing l;
+  return l;
+}
+
+std::map<std::string, std::vector<std::string>> scan(const Dir& d) {
+  std::map<std::string, std::vector<std::string>> out;
+  for (const auto& name : d.list()) {
     const std::string k = names::template_key_of(name);
-    if (!k.empty() && k != key && template_key_part(k) == base) out.push_back(k);
+    if (!k.empty()) out[template_key_part(k)].push_back(k);
   }
   return out;
+}
+
+std::vector<std::string> siblings_in(const std::map<std::string, std::vector<std::string>>& by_part,
+                                     const std::string& key) {
+  std::vector<std::string> out;
+  const auto it = by_part.find(template_key_part(key));
+  if (it == by_part.end()) return out;
+  for (const auto& k : it->second)
+    if (k != key) out.push_back(k);
+  return out;
+}
+
+// `fresh`: scanned now whatever the copy (the bound on variants counts
+// what is there); else the copy while the folder is unchanged.
+std::vector<std::string> siblings(const Store& s, const std::string& key, bool fresh) {
+  const auto info = s.directory().stat(names::kTemplatesDir);
+  if (!info) return {};
+  const Dir d = s.directory().sub(names::kTemplatesDir, Create::no);
+  Listing& l = listing();
+  std::lock_guard lock(l.mu);
+  const std::string path = d.path().string();
+  if (fresh || l.path != path || l.mtime_ns != info->mtime_ns) {
+    l.by_part = scan(d);
+    l.path = path;
+    l.mtime_ns = info->mtime_ns;
+  }
+  return siblings_in(l.by_part, key);
+}
+
+}  // namespace
+
+std::vector<std::string> template_siblings(const Store& s, const std::string& key) { return siblings(s, key, false); }
+
+void touch_template(const Dir& templates, const std::string& key) {
+  const std::string name = names::template_file(key);
+  if (::utimensat(templates.fd(), name.c_str(), nullptr, AT_SYMLINK_NOFOLLOW) != 0)
+    log::debug("capture template {} not marked used: {}", key, std::strerror(errno));
 }
 
 void put_template(const Store& s, const std::string& key, const std::string& file_bytes, const StoreLock&) {
@@ -87,10 +146,10 @@ void put_template(const Store& s, const std::string& key, const std::string& fil
     throw CacheError("template " + key + " is not named by its content's key");
   const Dir d = *templates_dir(s, Create::yes);
   d.write(names::template_file(key), file_bytes);
-  // The bound: the least recently written others go (a removal under the
+  // The bound: the least recently used (restored or written) others go (a removal under the
   // shared hold costs at most a capture: a template is never needed).
   std::vector<std::pair<int64_t, std::string>> others;
-  for (const auto& k : template_siblings(s, key))
+  for (const auto& k : siblings(s, key, true))
     if (const auto info = d.stat(names::template_file(k))) others.emplace_back(info->mtime_ns, k);
   if (others.size() < kMaxTemplateVariants) return;
   std::sort(others.begin(), others.end());

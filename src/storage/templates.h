@@ -37,12 +37,18 @@ std::size_t sweep_templates(const Store& s, const std::set<std::string>& objects
 // checking it. Keeps at most kMaxTemplateVariants files of one template key
 // (program and sizes; the variants for other devices and runtimes, and an
 // earlier build's file): writing one more removes the least recently
-// written others (by modification time), so a fleet of many device kinds,
+// used others (by modification time, which a restore sets), so a fleet of many device kinds,
 // or a hostile one, cannot grow a program's templates without bound.
 void put_template(const Store& s, const std::string& key, const std::string& file_bytes, const StoreLock& held);
 inline constexpr std::size_t kMaxTemplateVariants = 4;
 // The stored keys of the other files of `key`'s template key (variants and
-// an earlier build's file), without reading them.
+// an earlier build's file), without reading them; from this process's copy of
+// the folder's names while the folder is unchanged.
 std::vector<std::string> template_siblings(const Store& s, const std::string& key);
+
+// Marks a template file used (its modification time, now) so that the bound
+// on variants removes the least recently used; never follows a link, and a
+// failure is harmless (the file may go first).
+void touch_template(const Dir& templates, const std::string& key);
 
 }  // namespace npucache::storage

@@ -206,6 +206,8 @@ int main(int argc, char** argv) try {
         o.compile.dynamic = v == "true";
     } else if (a == "--mode") {
       o.compile.mode = next();
+    } else if (a == "--capture-limit") {
+      o.compile.capture_limit = std::stoul(next());
     } else if (a == "--backend") {
       o.compile.backend = next();
     } else if (a == "--breaks") {
@@ -309,6 +311,7 @@ int main(int argc, char** argv) try {
     if (!s.recapture_reason.empty()) reason = s.recapture_reason;
   }
   std::printf("templates recorded %zu restored %zu recaptured %zu\n", recorded, restored, recaptured);
+  std::printf("captures %zu\n", fn.status().captures);
   if (!reason.empty()) std::printf("recapture %s\n", reason.c_str());
   return 0;
 } catch (const std::exception& e) {

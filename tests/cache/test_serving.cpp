@@ -399,6 +399,20 @@ TEST_F(Serving, TemplateVariantsAreBoundedPerProgram) {
   EXPECT_EQ(sh(std::string(NPUCACHE_CLI) + " verify " + dir.string()).status, 0);
 }
 
+// The bound removes the least recently used variant, not the least recently
+// written: a kind restored since its file was written keeps it.
+TEST_F(Serving, TemplateVariantsBoundKeepsTheRecentlyRestored) {
+  auto on = [&](int gib) {
+    return sh("NPUCACHE_SIM_DEVICE_MEMORY=" + std::to_string(gib) + "G " + std::string(SERVE_WORKER) + " " +
+              dir.string() + " --mode reduce-overhead --dynamic true --batches 4");
+  };
+  for (int gib = 1; gib <= 4; ++gib) ASSERT_TRUE(has(on(gib).text, "templates recorded 1 restored 0")) << gib << "G";
+  EXPECT_TRUE(has(on(1).text, "templates recorded 0 restored 1"));
+  EXPECT_TRUE(has(on(5).text, "templates recorded 1 restored 0"));  // removes 2G's, the least recently used
+  EXPECT_TRUE(has(on(1).text, "templates recorded 0 restored 1")) << "1G was removed";
+  EXPECT_TRUE(has(on(2).text, "templates recorded 1 restored 0")) << "2G was kept";
+}
+
 // A template file of an earlier build of this format (named by its program
 // and sizes alone) is still restored where it is valid.
 TEST_F(Serving, AnEarlierBuildsTemplateFileIsRestored) {
@@ -414,6 +428,19 @@ TEST_F(Serving, AnEarlierBuildsTemplateFileIsRestored) {
   ASSERT_EQ(r.status, 0) << r.text;
   EXPECT_TRUE(has(r.text, "templates recorded 0 restored 1 recaptured 0")) << r.text;
   EXPECT_EQ(sh(std::string(NPUCACHE_CLI) + " verify " + dir.string()).status, 0);
+}
+
+// The templates made for a newer program of shapes captured before are not
+// the user's captures: with capture_limit 3 and batches 1, 3, 8 under
+// automatic dynamic, batch 8 is captured and replayed (no "reached its
+// capture limit"), and status().captures counts the three calls' captures.
+TEST_F(Serving, TemplatesOfEarlierShapesDrawNoCaptureBudget) {
+  Out r = serve("--mode reduce-overhead --dynamic auto --batches 1,3,8 --capture-limit 3");
+  ASSERT_EQ(r.status, 0) << r.text;
+  EXPECT_TRUE(std::regex_search(r.text, std::regex("call 8 [a-z]+ 1 "))) << r.text;
+  EXPECT_FALSE(has(r.text, "capture limit")) << r.text;
+  EXPECT_EQ(number(r.text, "captures"), 3) << r.text;
+  EXPECT_LE(maxdiff(r.text), 1e-4) << r.text;
 }
 
 // Request threads of batch 1, 3 and 8 running reduce-overhead decode loops

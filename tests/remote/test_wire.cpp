@@ -39,6 +39,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -516,12 +517,25 @@ TEST(BundleSideTables, CarriedValidatedAndVersioned) {
     return out + payload;
   };
   const std::string v6 = format::write_bundle({});
+  // Version 6 without variant keys (builds reading 5 to 6 import it); 7
+  // only when a template's key names its variant.
+  const auto version_of = [](const std::string& bundle) {
+    uint32_t v = 0;
+    std::memcpy(&v, bundle.data() + 8, sizeof v);
+    return v;
+  };
+  EXPECT_EQ(version_of(v6), 6u);
+  format::Bundle legacy, variant;
+  legacy.templates = {{std::string(32, 'a'), "t"}};
+  variant.templates = {{std::string(32, 'a') + "." + std::string(16, 'b'), "t"}};
+  EXPECT_EQ(version_of(format::write_bundle(legacy)), 6u);
+  EXPECT_EQ(version_of(format::write_bundle(variant)), 7u);
   const std::string records = zstd::decompress(std::string_view(v6).substr(36), std::size_t{1} << 20);
   ASSERT_EQ(records.substr(records.size() - 8), std::string(8, '\0'));  // no decisions, no dims
   const format::Bundle v5 = format::read_bundle(framed(records.substr(0, records.size() - 8), 5));
   EXPECT_TRUE(v5.tuning.empty() && v5.profiles.empty() && v5.entries.empty());
   try {
-    (void)format::read_bundle(framed(records, 7));
+    (void)format::read_bundle(framed(records, 8));
     ADD_FAILURE() << "a later version was read";
   } catch (const CacheError& e) {
     EXPECT_TRUE(has(e.what(), "written by a later version")) << e.what();
