@@ -466,6 +466,7 @@ class CompiledFunction {
     std::optional<Graph> last;              // the last recording no piece served
     std::vector<nn::PieceSite> sites;       // the sites made dynamic, sorted
     std::vector<std::string> general_keys;  // its general pieces, newest first
+    bool static_only = false;               // a general form failed to compile: static pieces
   };
   std::map<std::size_t, PiecePlace> places_;
   bool piece_profile_loaded_ = false;
@@ -815,7 +816,19 @@ std::pair<CompiledFunction::PieceEntry*, compiler::ProgramRunner*> CompiledFunct
     const std::string key = piece_key(piece.trace);
     it = pieces_.find(key);
     if (it == pieces_.end()) {
-      it = general_piece(piece, args, device, b, counts.compiled, counts.loaded);
+      if (!place.static_only) {
+        try {
+          it = general_piece(piece, args, device, b, counts.compiled, counts.loaded);
+        } catch (const ShapeError& e) {
+          // The general form is beyond what symbolic shapes hold (an
+          // expression past their bounds): the place runs static pieces.
+          place.static_only = true;
+          b.clear();
+          it = pieces_.end();
+          log::info("{}: piece {} stays static: its general form cannot be compiled ({})", *label_, piece.index,
+                    e.what());
+        }
+      }
       if (it == pieces_.end()) it = add_piece(key, piece.trace, args, device, false, counts.compiled, counts.loaded);
     }
     if (!it->second.general) {

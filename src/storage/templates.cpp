@@ -89,9 +89,11 @@ struct Listing {
   int64_t mtime_ns = -1;
   std::map<std::string, std::vector<std::string>> by_part;
 };
+// Never destroyed: a commit drained at exit (the commit queue's thread)
+// may list templates after static destructors ran.
 Listing& listing() {
-  static Listing l;
-  return l;
+  static Listing* l = new Listing;
+  return *l;
 }
 
 std::map<std::string, std::vector<std::string>> scan(const Dir& d) {
