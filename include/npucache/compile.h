@@ -132,6 +132,12 @@ struct CompileOptions {
   // Dims that are symbolic (mark_dynamic) or static (mark_static) whatever
   // `dynamic` says, as torch._dynamo.mark_dynamic / mark_static.
   std::vector<DimMark> mark_dynamic, mark_static;
+  // Compile regions (npucache/region.h; the shipped decoders mark their
+  // layers): true traces and compiles each region once per signature and
+  // links it in at every call; false traces the regions' code inline at
+  // every call, as plain code (the programs compute the same; their graph
+  // keys differ).
+  bool regions = true;
   // reduce-overhead: where outputs live (not part of any cache key).
   ReplayOutputs replay_outputs = ReplayOutputs::pool;
   // Captures (one per shape) a method makes at most; later new shapes run

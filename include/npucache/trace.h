@@ -28,6 +28,7 @@
 #include <charconv>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -160,6 +161,10 @@ struct TraceOptions {
   // it can; unset: every op can): recording one is a graph break
   // (GraphBreakError). compile() sets it under fullgraph=false.
   std::function<std::string(Op)> unlowerable;
+  // Compile regions (nn/region.h): a call of nn::compile_region records a
+  // region_call node and traces the region's body once per signature.
+  // Off: the region's code is traced inline at every call, as plain code.
+  bool regions = true;
 };
 
 struct InputSpec {
@@ -216,6 +221,12 @@ struct TraceResult {
   InputSignature signature;
   std::vector<std::string> output_paths;
   std::string name;  // "Model.method(arg0, arg1)"
+  // The bodies of the compile regions `graph` calls, by the canonical hash
+  // (Hash128::hex) that their region_call nodes name. A body's inputs are
+  // the call's first num_args operands, its parameter and buffer
+  // placeholders (named relative to the region's module) the rest, in
+  // order; its symbols are the graph's.
+  std::map<std::string, Graph> regions;
 };
 
 namespace detail {

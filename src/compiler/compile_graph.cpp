@@ -1,5 +1,6 @@
 // The pass pipelines of the two modes.
 #include <npucache/error.h>
+#include <npucache/ir/hash.h>
 
 #include "compiler/compiled_graph.h"
 #include "compiler/memory_plan.h"
@@ -57,6 +58,30 @@ CompiledGraph compile_graph(TraceResult trace, const CompilerConfig& config, con
     throw ConfigError("node '" + n->name + "' (" + std::string(op_name(n->op)) +
                       ") cannot be lowered in reduce-overhead mode: a captured task graph would "
                       "repeat the same random numbers on every replay; use max-autotune");
+  for (const auto& [key, body] : trace.regions)
+    if (const Node* n = capture ? first_rng_node(body) : nullptr)
+      throw ConfigError("node '" + n->name + "' (" + std::string(op_name(n->op)) + ") of region " + key +
+                        " cannot be lowered in reduce-overhead mode: a captured task graph would repeat the same "
+                        "random numbers on every replay; use max-autotune");
+  // The graph passes, on the method's graph and on each region's body once
+  // (a region call is opaque to them: it is kept, never merged).
+  auto optimize = [&](const Graph& traced, const std::string& prefix) {
+    Graph x =
+        pm.run_graph_pass(prefix + "decompose", traced, [&](const Graph& y) { return decompose(y, decompositions); });
+    if (codegen && !capture) {
+      x = pm.run_graph_pass(prefix + "constant_fold", x, fold_constants);
+      x = pm.run_graph_pass(prefix + "cse", x, eliminate_common_subexpressions);
+      x = pm.run_graph_pass(prefix + "fold_transposes", x, fold_transposes);
+    }
+    x = pm.run_graph_pass(prefix + "dce", x, eliminate_dead_code);
+    if (codegen && config.fusion) {
+      FusionStats st;
+      x = pm.run_graph_pass(prefix + "fusion", x, [&](const Graph& y) { return fuse(y, &st); });
+      cg.timings.back().note +=
+          ", " + std::to_string(st.groups) + " fused kernels of " + std::to_string(st.fused_ops) + " ops";
+    }
+    return x;
+  };
   Graph g;
   if (hints && hints->optimized) {
     pm.run("graph passes", [&] {
@@ -64,18 +89,20 @@ CompiledGraph compile_graph(TraceResult trace, const CompilerConfig& config, con
       return "skipped: stored graph of " + std::to_string(g.size()) + " nodes";
     });
   } else {
-    g = pm.run_graph_pass("decompose", trace.graph, [&](const Graph& x) { return decompose(x, decompositions); });
-    if (codegen && !capture) {
-      g = pm.run_graph_pass("constant_fold", g, fold_constants);
-      g = pm.run_graph_pass("cse", g, eliminate_common_subexpressions);
-      g = pm.run_graph_pass("fold_transposes", g, fold_transposes);
-    }
-    g = pm.run_graph_pass("dce", g, eliminate_dead_code);
-    if (codegen && config.fusion) {
-      FusionStats st;
-      g = pm.run_graph_pass("fusion", g, [&](const Graph& x) { return fuse(x, &st); });
-      cg.timings.back().note +=
-          ", " + std::to_string(st.groups) + " fused kernels of " + std::to_string(st.fused_ops) + " ops";
+    g = optimize(trace.graph, "");
+    if (!trace.regions.empty()) {
+      std::map<std::string, Graph> bodies;
+      std::map<std::string, std::vector<std::string>> symbols;
+      for (const auto& [key, body] : trace.regions) {
+        bodies.emplace(key, optimize(body, "region " + key.substr(0, 8) + " "));
+        symbols.emplace(key, canonical_symbols(body));
+      }
+      pm.run("link_regions", [&] {
+        LinkStats st;
+        g = eliminate_dead_code(link_regions(g, bodies, &st, &symbols));
+        return std::to_string(st.calls) + " calls of " + std::to_string(bodies.size()) + " regions, " +
+               std::to_string(st.nodes) + " nodes stamped in";
+      });
     }
   }
   verify(g);

@@ -42,7 +42,10 @@ std::string write_debug_trace(const std::string& dir, const std::string& label, 
     for (const auto& gv : g.trace.signature.guards) sig += "guard " + gv.path + " == " + gv.value + "\n";
     for (const auto& sg : g.trace.signature.shape_guards) sig += "shape guard " + sg + "\n";
     write("signature.txt", sig);
-    write("traced_graph.txt", print_graph(g.trace.graph));
+    std::string traced = print_graph(g.trace.graph);
+    for (const auto& [key, body] : g.trace.regions)
+      traced += "\n## region " + key + " (its body)\n" + print_graph(body);
+    write("traced_graph.txt", traced);
     write("optimized_graph.txt", print_graph(g.optimized));
     write("program.txt", print_program(g.program));
     write("passes.txt", format_timings(g.timings));

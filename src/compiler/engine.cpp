@@ -1,4 +1,5 @@
 #include "compiler/engine.h"
+#include "compiler/passes.h"
 
 #include <npucache/device.h>
 #include <npucache/error.h>
@@ -64,6 +65,7 @@ class CompiledFunction {
     base_trace_.dynamic = surface_.dynamic == compiler::DynamicPolicy::all;
     base_trace_.method_name = options_.method_name;
     base_trace_.arg_names = options_.arg_names;
+    base_trace_.regions = options_.regions;
     if (!surface_.fullgraph) base_trace_.unlowerable = unlowerable();
   }
 
@@ -643,7 +645,11 @@ std::vector<Tensor> CompiledFunction::call(const FlatArgs& args, const TraceFn& 
     runner = r.get();
     params = &e.params;
     if (surface_.shape_handling && config_.captures()) {
-      if (!e.paddable) e.paddable = compiler::paddable_symbols(*e.program, e.graph->trace.graph);
+      if (!e.paddable) {
+        const TraceResult& t = e.graph->trace;  // rows are followed through region bodies linked in
+        e.paddable = compiler::paddable_symbols(
+            *e.program, t.regions.empty() ? t.graph : compiler::link_regions(t.graph, t.regions));
+      }
       paddable = &*e.paddable;  // set once, never changed: read outside the lock
     }
   }

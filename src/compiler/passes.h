@@ -46,6 +46,24 @@ struct FusionStats {
 };
 Graph fuse(const Graph& g, FusionStats* stats = nullptr);
 
+// Links compile regions: every region_call node of `g` is replaced by the
+// nodes of its (compiled) body from `bodies` (by the node's "region"), the
+// body's inputs and parameter placeholders bound to the call's operands in
+// order, its result to the call's value. The result has no region_call
+// and lowers like a graph traced without regions. Throws VerifyError when
+// a body is missing or does not fit its call (operand count or types,
+// result type, the operands it updates in place). A call's "bind" gives
+// its values of the body's symbols in the canonical order of the body as
+// traced (canonical_symbols); `symbols` holds that order per region when
+// `bodies` are optimized bodies (the passes may drop or reorder symbols),
+// null when they are the traced bodies.
+struct LinkStats {
+  int calls = 0;
+  int nodes = 0;  // body nodes stamped in
+};
+Graph link_regions(const Graph& g, const std::map<std::string, Graph>& bodies, LinkStats* stats = nullptr,
+                   const std::map<std::string, std::vector<std::string>>* symbols = nullptr);
+
 // Lowers a primitive graph (no composite ops) into a DeviceProgram: one
 // buffer per value, one step per kernel; reshape becomes a view;
 // buffer_update and send write through views of their first operand.

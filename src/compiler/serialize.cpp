@@ -7,6 +7,7 @@
 #include "compiler/serialize.h"
 
 #include <npucache/error.h>
+#include <npucache/ir/hash.h>
 
 #include "compiler/validate.h"
 #include "compiler/wire.h"
@@ -19,7 +20,8 @@ namespace {
 // 4: SymInt inputs in the signature; the config's autotune and
 //    eager_kernels.
 // 5: ops are stored by their pinned numbers (op.h), erf among them.
-constexpr uint32_t kEncodingVersion = 5;
+// 6: a trace carries the bodies of the compile regions it calls.
+constexpr uint32_t kEncodingVersion = 6;
 constexpr uint32_t kGraphMagic = 0x4350554e;  // "NUPC"
 
 // Smallest encodings, for the count checks (a count claiming more items
@@ -217,6 +219,11 @@ void put(ByteWriter& w, const TraceResult& t) {
   }
   w.strings(t.output_paths);
   w.str(t.name);
+  w.u32(static_cast<uint32_t>(t.regions.size()));
+  for (const auto& [key, body] : t.regions) {
+    w.str(key);
+    put(w, body);
+  }
 }
 
 TraceResult get_trace(ByteReader& r) {
@@ -253,7 +260,31 @@ TraceResult get_trace(ByteReader& r) {
   }
   t.output_paths = r.strings();
   t.name = r.str();
+  const std::size_t nr = r.count(4 + 4 + 4);
+  for (std::size_t i = 0; i < nr; ++i) {
+    std::string key = r.str();
+    if (!t.regions.empty() && key <= t.regions.rbegin()->first) r.fail("region bodies are not in key order");
+    t.regions.emplace(std::move(key), get_graph(r));
+  }
   return t;
+}
+
+// Every region call names a body the trace carries, and every body is the
+// one its name (its canonical hash) says: the graph key, a hash of the
+// trace's graph, covers the bodies through these names.
+void check_regions(const TraceResult& t) {
+  for (const auto& [key, body] : t.regions) {
+    verify(body);
+    for (const Node& n : body.nodes())
+      if (n.op == Op::region_call) throw VerifyError("region body " + key + " calls a region");
+    if (body.outputs().size() != 1)
+      throw VerifyError("region body " + key + " has " + std::to_string(body.outputs().size()) + " results");
+    if (canonical_hash(body).hex() != key) throw VerifyError("region body " + key + " is not the body its name hashes");
+  }
+  for (const Node& n : t.graph.nodes())
+    if (n.op == Op::region_call && !t.regions.count(n.attrs.get<std::string>("region")))
+      throw VerifyError("node '" + n.name + "' calls region " + n.attrs.get<std::string>("region") +
+                        ", whose body the trace does not carry");
 }
 
 void put(ByteWriter& w, const CompilerConfig& c) {
@@ -472,6 +503,7 @@ CompiledGraph deserialize_compiled(std::string_view bytes, bool* with_program) {
   bool program = false;
   CompiledGraph g = get_record(r, &program);
   verify(g.trace.graph);
+  check_regions(g.trace);
   if (program)
     validate_program(g.program);
   else

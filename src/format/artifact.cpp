@@ -53,7 +53,9 @@ ObjectRecord make_object(const compiler::CompiledGraph& g, const GraphId& id, bo
   ObjectRecord o;
   o.graph_key = id.key;
   o.raw = raw ? *raw : compiler::serialize_compiled(g, with_program);
-  o.graph_text = lines(print_graph(g.trace.graph));
+  std::string text = print_graph(g.trace.graph);
+  for (const auto& [key, body] : g.trace.regions) text += "# region " + key + "\n" + print_graph(body);
+  o.graph_text = lines(text);
   ObjectMeta& m = o.meta;
   // The content hash of the save, computed here once and carried: the
   // object file, the store, the entries, bundles and the remote tier take

@@ -113,6 +113,7 @@ std::string readable_entry(const EntryRecord& e, const ObjectRecord& o) {
   const auto dynamic = e.meta.components.find(component::kDynamic);
   s += shape_guards_text(g->trace.signature, dynamic != e.meta.components.end() && dynamic->second == "true");
   s += "\n## traced graph\n" + print_graph(g->trace.graph);
+  for (const auto& [key, body] : g->trace.regions) s += "\n## region " + key + " (its body)\n" + print_graph(body);
   if (!g->optimized.nodes().empty()) s += "\n## optimized graph\n" + print_graph(g->optimized);
   s += "\n## compile passes\n" + compiler::format_timings(g->timings);
   if (with_program) {

@@ -54,6 +54,13 @@ class CanonicalEncoder {
     for (ValueId out : g_.outputs()) h_.i64(index_[static_cast<std::size_t>(out)]);
   }
 
+  // The symbols met, in the order they were numbered.
+  std::vector<std::string> symbols() const {
+    std::vector<std::string> out(symbols_.size());
+    for (const auto& [name, i] : symbols_) out[i] = name;
+    return out;
+  }
+
  private:
   std::string symbol_name(const std::string& s) {
     auto [it, inserted] = symbols_.try_emplace(s, symbols_.size());
@@ -138,6 +145,13 @@ class CanonicalEncoder {
 };
 
 }  // namespace
+
+std::vector<std::string> canonical_symbols(const Graph& g) {
+  Hasher h;
+  CanonicalEncoder e(g, h);
+  e.run();
+  return e.symbols();
+}
 
 std::vector<ValueId> canonical_order(const Graph& g) {
   const auto& nodes = g.nodes();

@@ -32,6 +32,28 @@ TensorType buffer_update_type(const InferCtx& c) {
   return c.operand(0);
 }
 
+// A region call's type is its body's result type, carried in attributes
+// (the body is linked in by the compiler, which checks that they agree).
+TensorType region_call_type(const InferCtx& c) {
+  const auto& region = c.attrs.get<std::string>("region");
+  if (region.empty() || region.size() > 64) c.fail("region name must have 1 to 64 characters");
+  for (char ch : region)
+    if (!((ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'z')))
+      c.fail("region name must be lowercase letters and digits");
+  const int64_t args = c.attrs.get_int("num_args");
+  if (args < 0 || args > static_cast<int64_t>(c.in.size()))
+    c.fail("num_args " + std::to_string(args) + " is outside 0.." + std::to_string(c.in.size()));
+  int64_t last = -1;
+  for (int64_t m : c.attrs.get<std::vector<int64_t>>("mutates")) {
+    if (m <= last || m >= static_cast<int64_t>(c.in.size()))
+      c.fail("mutates must list operand indices in increasing order, below " + std::to_string(c.in.size()));
+    last = m;
+  }
+  c.attrs.get<std::string>("collectives");
+  c.attrs.get<std::vector<SymExpr>>("bind");
+  return {c.attrs.get<DType>("out_dtype"), c.attrs.get<std::vector<SymExpr>>("out_shape")};
+}
+
 }  // namespace
 
 TensorType infer_special(const InferCtx& c) {
@@ -67,6 +89,7 @@ TensorType infer_special(const InferCtx& c) {
     case Op::bernoulli:
     case Op::dropout: c.require_floating(0); return c.operand(0);
     case Op::fused: return infer_fused(c);
+    case Op::region_call: return region_call_type(c);
     default: c.fail("not a special op");
   }
 }

@@ -100,6 +100,7 @@ constexpr Row kRows[] = {
     {Op::fused, "fused", OpClass::special, 0, kMany, 0},
     {Op::fused_attention, "fused_attention", OpClass::linalg, 3, 4, 0, "kv_len"},
     {Op::erf, "erf", OpClass::unary, 1, 1, kElementwise | kFloatingOnly},
+    {Op::region_call, "region_call", OpClass::special, 0, kMany, kSideEffect},
 };
 static_assert(std::size(kRows) == static_cast<std::size_t>(Op::kCount), "every Op needs a row in kRows");
 

@@ -2,6 +2,7 @@
 #include <npucache/device.h>
 #include <npucache/error.h>
 #include <npucache/models/decoder.h>
+#include <npucache/region.h>
 
 #include "models/weights.h"
 
@@ -203,7 +204,10 @@ Tensor Decoder::run(const Tensor& tokens, const Tensor& positions, const std::ve
                       "; use make_kv_cache");
   Tensor h = first_stage() ? embed_->forward(tokens)
                            : ops::recv({tokens.size(0), tokens.size(1), config_.hidden}, DType::f32, "prev");
-  for (std::size_t i = 0; i < layers_.size(); ++i) h = layers_[i]->forward(h, positions, kv[2 * i], kv[2 * i + 1]);
+  // Each layer is a compile region: traced and compiled once per shape,
+  // linked in at every layer with that layer's weights.
+  for (std::size_t i = 0; i < layers_.size(); ++i)
+    h = nn::compile_region(*layers_[i], &DecoderLayer::forward, h, positions, kv[2 * i], kv[2 * i + 1]);
   if (!last_stage()) return ops::send(h, "next");
   return head(norm_->forward(h));
 }

@@ -1,4 +1,5 @@
 #include <npucache/error.h>
+#include <npucache/ir/hash.h>
 #include <npucache/trace.h>
 #include <algorithm>
 
@@ -120,6 +121,26 @@ TraceResult TraceSession::finish(const std::vector<std::pair<std::string, Tensor
         state_->signature.dim_bounds.end())
       state_->signature.dim_bounds.push_back(std::move(final));
   }
+  // Region bodies: the same symbols, then named by their hash (which does
+  // not see symbol names: same-shaped bodies whose sizes are other symbols
+  // are one body). A call binds the body's symbols, in canonical order, to
+  // the symbols of the body it traced.
+  std::map<std::string, std::pair<std::string, std::vector<SymExpr>>> region_ids;
+  for (const auto& body : state_->region_list) {
+    body->graph.substitute_symbols(subst);
+    verify(body->graph);
+    std::string hex = canonical_hash(body->graph).hex();
+    std::vector<SymExpr> bind;
+    for (const auto& sym : canonical_symbols(body->graph)) bind.push_back(SymExpr::symbol(sym));
+    region_ids[body->id] = {hex, std::move(bind)};
+    r.regions.emplace(std::move(hex), std::move(body->graph));
+  }
+  for (Node& n : state_->graph.mutable_nodes())
+    if (n.op == Op::region_call) {
+      const auto& [hex, bind] = region_ids.at(n.attrs.get<std::string>("region"));
+      n.attrs.set("region", hex);
+      n.attrs.set("bind", bind);
+    }
   verify(state_->graph);
   r.graph = std::move(state_->graph);
   r.signature = std::move(state_->signature);

@@ -118,7 +118,7 @@ std::map<std::string, SymExpr> ShapeEnv::final_substitutions(const std::vector<S
 }
 
 TraceState::TraceState(const nn::Module* module, const TraceOptions& opts)
-    : id(g_next_trace_id++), options(opts), unlowerable(opts.unlowerable) {
+    : id(g_next_trace_id++), module(module), options(opts), unlowerable(opts.unlowerable) {
   if (module == nullptr) return;
   for (const auto& [name, t] : module->named_parameters())
     if (t.defined()) module_tensors[t.impl().get()] = {name, PlaceholderKind::parameter};
@@ -194,6 +194,10 @@ void graph_break(const TensorImpl& impl, GraphBreakError::Kind kind, const std::
 ValueId TraceState::value_of(const Tensor& t, const std::string& what) {
   const TensorImpl* impl = t.impl().get();
   if (impl->traced()) {
+    if (impl->trace_id != id && !region.empty())
+      throw TraceError(what + " in the body of compile region " + region +
+                       " is a tensor of the code around the region; a region reads only its arguments and its "
+                       "module's parameters and buffers: pass it as an argument");
     if (impl->trace_id != id)
       throw TraceError(what + " is a traced tensor of another trace; tensors cannot cross traces");
     return impl->value;
@@ -208,6 +212,12 @@ ValueId TraceState::value_of(const Tensor& t, const std::string& what) {
     lazy_inputs.emplace_back(v, t);
     return v;
   }
+  if (it == module_tensors.end() && !region.empty())
+    throw TraceError(what + " in the body of compile region " + region + " is an eager tensor (" +
+                     type_str(impl->type) +
+                     ") that is neither an argument of the region nor a parameter or buffer of its module; pass it "
+                     "as an argument, register it on the region's module, or build it with ops::full/ops::arange "
+                     "inside the region");
   if (it == module_tensors.end())
     throw TraceError(what + " is an eager tensor (" + type_str(impl->type) +
                      ") that is neither an input of the traced method nor a parameter or buffer "

@@ -29,6 +29,11 @@ struct NPUCACHE_API Hash128 {
 
 NPUCACHE_API Hash128 canonical_hash(const Graph& g);
 
+// The symbols of `g` in the order the canonical hash numbers them: graphs
+// with equal hashes name corresponding symbols at the same positions (a
+// compile region's call binds its body's symbols in this order).
+NPUCACHE_API std::vector<std::string> canonical_symbols(const Graph& g);
+
 // The canonical order the hash numbers values in: placeholders in order,
 // then nodes depth-first (operands first) from the outputs, then from the
 // side-effecting nodes. Nodes that reach neither are left out.

@@ -109,6 +109,15 @@ enum class Op : uint16_t {
   fused_attention = 61,
   // elementwise unary (appended: numbers are pinned)
   erf = 62,
+  // a call of a compile region (nn/region.h): operands are the region's
+  // tensor arguments, then the parameters and buffers its body reads;
+  // attributes name the body by its canonical hash ("region"), give the
+  // argument count ("num_args"), the result type ("out_dtype",
+  // "out_shape"), the operands the body updates in place ("mutates") and
+  // its collectives ("collectives"), and the call's values of the body's
+  // symbols in canonical order ("bind"). It has no kernel: the compiler links
+  // the compiled body in its place before lowering
+  region_call = 63,
   kCount
 };
 

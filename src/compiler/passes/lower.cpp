@@ -53,6 +53,9 @@ DeviceProgram lower(const Graph& g, bool memory_planning) {
       p.buffers.push_back(b);
       continue;
     }
+    if (n.op == Op::region_call)
+      throw VerifyError("node '" + n.name + "' calls region " + n.attrs.get<std::string>("region") +
+                        ": link the regions before lowering");
     if (op_info(n.op).composite)
       throw VerifyError("node '" + n.name + "' (" + std::string(op_name(n.op)) +
                         ") is composite: decompose the graph before lowering");

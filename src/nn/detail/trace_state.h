@@ -46,6 +46,17 @@ class ShapeEnv final : public DimUnifier {
   std::vector<DimBound> bounds_;
 };
 
+// A compile region's body traced in a trace (nn/region.h, region.cpp).
+struct RegionBody {
+  std::string id;    // "p<k>" while the trace runs; finish() names it by its hash
+  std::string name;  // "DecoderLayer.forward"
+  Graph graph;
+  std::vector<std::string> params;  // its parameter and buffer placeholders' targets, in order
+  std::size_t num_args = 0;
+  std::vector<int64_t> mutates;  // call operands it updates in place
+  std::string collectives;       // "all_reduce:tp all_reduce:tp"
+};
+
 struct TraceState {
   TraceState(const nn::Module* module, const TraceOptions& options);
 
@@ -57,6 +68,7 @@ struct TraceState {
   Tensor wrap(ValueId v);
 
   uint64_t id;
+  const nn::Module* module;  // null: a re-trace of a graph (the compiler's decompositions)
   TraceOptions options;
   Graph graph;
   ShapeEnv shapes;
@@ -67,6 +79,13 @@ struct TraceState {
   // Why `op` cannot be lowered by the compile this trace is for ("" when it
   // can); unset: every op can. Recording such an op is a graph break.
   std::function<std::string(Op)> unlowerable;
+
+  // Compile regions: the bodies traced so far by the signature of their
+  // calls, in creation order; `region` names the region whose body this
+  // state traces (empty for a method's trace).
+  std::map<std::string, std::shared_ptr<RegionBody>> region_bodies;
+  std::vector<std::shared_ptr<RegionBody>> region_list;
+  std::string region;
 
   // Lazy recording (graph breaks, nn/lazy.h): ops on eager tensors record
   // too, each eager tensor becoming an input of the pending piece, and a

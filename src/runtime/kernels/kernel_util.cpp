@@ -180,8 +180,8 @@ void run_kernel(const KernelLaunch& l) {
     case Op::fused: return fused_kernel(l);
     case Op::fused_attention: return attention_kernel(l);
     default:
-      if (op_info(l.op).composite || l.op == Op::placeholder || l.op == Op::kCount)
-        kernel_fail(l, "has no kernel (composite ops must be decomposed)");
+      if (op_info(l.op).composite || l.op == Op::placeholder || l.op == Op::region_call || l.op == Op::kCount)
+        kernel_fail(l, "has no kernel (composite ops must be decomposed, region calls linked)");
       return elementwise_kernel(l);
   }
 }

@@ -1,0 +1,278 @@
+// Compile regions (npucache/region.h): a repeated module's body is traced
+// once per signature and recorded as region_call nodes; the compiler
+// compiles each body once and links it in at every call with that call's
+// own parameters; results equal eager in every mode and with regions off;
+// a body that reads what it was not given, or a link that does not fit,
+// is an error that says so.
+#include <npucache/compile.h>
+#include <npucache/error.h>
+#include <npucache/ir/hash.h>
+#include <npucache/models/decoder.h>
+#include <npucache/module.h>
+#include <npucache/ops.h>
+#include <npucache/region.h>
+#include <npucache/trace.h>
+
+#include <gtest/gtest.h>
+
+#include "compiler/compiled_graph.h"
+#include "compiler/passes.h"
+#include "support/error_message.h"
+#include "support/expect_close.h"
+#include "support/small_models.h"
+
+using namespace npucache;
+using testing_support::expect_close;
+using testing_support::ramp;
+
+namespace {
+
+template <class E>
+void expect_error(const std::function<void()>& f, const std::string& text) {
+  const std::string m = npucache::testing::error_message<E>(f);
+  EXPECT_NE(m.find(text), std::string::npos) << "message: '" << m << "', expected to contain '" << text << "'";
+}
+
+// A block: a matmul with its own weight, a write of its result's first
+// rows into a cache it is given, and a residual.
+struct Block : nn::Module {
+  Tensor w, b;
+  int* runs;
+  Block(int64_t width, float seed, int* counter) : runs(counter) {
+    w = register_parameter("w", Tensor::from_vector(ramp(width * width, 0.01f * seed, -0.05f), {width, width}));
+    b = register_buffer("b", Tensor::from_vector(ramp(width, 0.02f, seed * 0.01f), {width}));
+  }
+  std::string type_name() const override { return "Block"; }
+  Tensor forward(const Tensor& x, const Tensor& positions, const Tensor& cache) const {
+    ++*runs;
+    Tensor h = ops::tanh(ops::matmul(x, w) + b);
+    ops::buffer_update(cache, positions, h);
+    return x + h * 0.5f;
+  }
+};
+
+// `depth` blocks of `width`, then `wide` blocks of twice the width (the
+// input is widened by concatenation between them).
+struct Stack : nn::Module {
+  std::vector<std::shared_ptr<Block>> blocks, wide_blocks;
+  int runs = 0;
+  Stack(int depth, int wide, int64_t width) {
+    for (int i = 0; i < depth; ++i) blocks.push_back(std::make_shared<Block>(width, 1.0f + static_cast<float>(i), &runs));
+    for (int i = 0; i < wide; ++i)
+      wide_blocks.push_back(std::make_shared<Block>(2 * width, 3.0f - static_cast<float>(i), &runs));
+    struct Named : nn::Module {
+      Named(const std::vector<std::shared_ptr<Block>>& a, const std::vector<std::shared_ptr<Block>>& b) {
+        for (std::size_t i = 0; i < a.size(); ++i) register_module(std::to_string(i), a[i]);
+        for (std::size_t i = 0; i < b.size(); ++i) register_module(std::to_string(a.size() + i), b[i]);
+      }
+    };
+    register_module("blocks", std::make_shared<Named>(blocks, wide_blocks));
+  }
+  std::string type_name() const override { return "Stack"; }
+  // caches: one [B, S, width] per narrow block, [B, S, 2 width] per wide one.
+  Tensor forward(const Tensor& x, const Tensor& positions, const std::vector<Tensor>& caches) {
+    Tensor h = x;
+    std::size_t c = 0;
+    for (const auto& blk : blocks) h = nn::compile_region(*blk, &Block::forward, h, positions, caches[c++]);
+    if (!wide_blocks.empty()) h = ops::concat({h, h}, -1);
+    for (const auto& blk : wide_blocks) h = nn::compile_region(*blk, &Block::forward, h, positions, caches[c++]);
+    return h;
+  }
+};
+
+struct Inputs {
+  Tensor x, positions;
+  std::vector<Tensor> caches;
+};
+
+Inputs inputs(const Stack& m, int64_t batch, int64_t seq, int64_t width) {
+  Inputs in;
+  in.x = Tensor::from_vector(ramp(batch * seq * width, 0.03f, -0.2f), {batch, seq, width});
+  std::vector<int64_t> pos;
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t s = 0; s < seq; ++s) pos.push_back(s);
+  in.positions = Tensor::from_vector_i64(pos, {batch, seq});
+  for (std::size_t i = 0; i < m.blocks.size(); ++i)
+    in.caches.push_back(Tensor::from_vector(std::vector<float>(static_cast<std::size_t>(batch * 8 * width), 0.0f),
+                                            {batch, 8, width}));
+  for (std::size_t i = 0; i < m.wide_blocks.size(); ++i)
+    in.caches.push_back(Tensor::from_vector(std::vector<float>(static_cast<std::size_t>(batch * 8 * 2 * width), 0.0f),
+                                            {batch, 8, 2 * width}));
+  return in;
+}
+
+std::vector<const Node*> calls(const Graph& g) {
+  std::vector<const Node*> out;
+  for (const Node& n : g.nodes())
+    if (n.op == Op::region_call) out.push_back(&n);
+  return out;
+}
+
+TEST(Regions, RepeatedBlocksTraceOneBodyPerShape) {
+  Stack m(4, 2, 8);
+  Inputs in = inputs(m, 2, 3, 8);
+  m.runs = 0;
+  TraceOptions o;
+  o.dynamic = false;
+  TraceResult tr = trace_method(m, &Stack::forward, o, in.x, in.positions, in.caches);
+  EXPECT_EQ(m.runs, 2) << "one body per block shape";
+  ASSERT_EQ(tr.regions.size(), 2u);
+  const auto c = calls(tr.graph);
+  ASSERT_EQ(c.size(), 6u);
+  EXPECT_EQ(c[0]->attrs.get<std::string>("region"), c[3]->attrs.get<std::string>("region"));
+  EXPECT_NE(c[0]->attrs.get<std::string>("region"), c[4]->attrs.get<std::string>("region"));
+  for (const auto& [key, body] : tr.regions) EXPECT_EQ(canonical_hash(body).hex(), key);
+  // Each call reads its own block's weight and buffer: 3 arguments, then them.
+  ASSERT_EQ(c[2]->inputs.size(), 5u);
+  EXPECT_EQ(c[2]->attrs.get_int("num_args"), 3);
+  EXPECT_EQ(tr.graph.node(c[2]->inputs[3]).target, "blocks.2.w");
+  EXPECT_EQ(tr.graph.node(c[2]->inputs[4]).target, "blocks.2.b");
+  EXPECT_EQ(c[2]->attrs.get<std::vector<int64_t>>("mutates"), std::vector<int64_t>{2}) << "the cache argument";
+  // Parameters are bound as a flat trace binds them.
+  const auto names = bound_names(tr.graph);
+  EXPECT_EQ(names.size(), 12u);
+  EXPECT_EQ(names.front(), "blocks.0.w");
+  EXPECT_EQ(names.back(), "blocks.5.b");
+
+  o.regions = false;
+  m.runs = 0;
+  TraceResult flat = trace_method(m, &Stack::forward, o, in.x, in.positions, in.caches);
+  EXPECT_EQ(m.runs, 6);
+  EXPECT_TRUE(flat.regions.empty());
+  EXPECT_TRUE(calls(flat.graph).empty());
+  EXPECT_EQ(bound_names(flat.graph), names);
+}
+
+TEST(Regions, ResultsEqualEagerInEveryModeAndWithRegionsOff) {
+  for (const char* mode : {"default", "max-autotune", "reduce-overhead"})
+    for (bool regions : {true, false})
+      for (std::optional<bool> dynamic : {std::optional<bool>(), std::optional<bool>(true)}) {
+        SCOPED_TRACE(std::string(mode) + (regions ? " regions" : " inline") + (dynamic ? " dynamic" : ""));
+        Stack m(3, 1, 8);
+        Inputs eager_in = inputs(m, 2, 3, 8), compiled_in = inputs(m, 2, 3, 8);
+        CompileOptions co;
+        co.mode = mode;
+        co.regions = regions;
+        co.dynamic = dynamic;
+        co.fullgraph = true;
+        auto f = compile(m, &Stack::forward, co);
+        for (int step = 0; step < 2; ++step) {
+          Tensor want = m.forward(eager_in.x, eager_in.positions, eager_in.caches);
+          Tensor got = f(compiled_in.x, compiled_in.positions, compiled_in.caches);
+          expect_close(got.to_vector(), want.to_vector(), "result", 1e-5f);
+          for (std::size_t i = 0; i < eager_in.caches.size(); ++i)
+            expect_close(compiled_in.caches[i].to_vector(), eager_in.caches[i].to_vector(), "cache", 1e-5f);
+        }
+      }
+}
+
+TEST(Regions, TheCompilerCompilesEachBodyOnceAndLinksEveryCall) {
+  Stack m(4, 0, 8);
+  Inputs in = inputs(m, 2, 3, 8);
+  TraceOptions o;
+  o.dynamic = true;
+  TraceResult tr = trace_method(m, &Stack::forward, o, in.x, in.positions, in.caches);
+  const SymBindings example = tr.signature.bind(flatten_args(o, in.x, in.positions, in.caches));
+  compiler::CompiledGraph cg =
+      compiler::compile_graph(tr, CompilerConfig{}, {}, example, true, 0);
+  int region_passes = 0;
+  std::string link;
+  for (const auto& t : cg.timings) {
+    if (t.name.rfind("region ", 0) == 0 && t.name.find("decompose") != std::string::npos) ++region_passes;
+    if (t.name == "link_regions") link = t.note;
+  }
+  EXPECT_EQ(region_passes, 1) << compiler::format_timings(cg.timings);
+  EXPECT_NE(link.find("4 calls of 1 regions"), std::string::npos) << link;
+  for (const Node& n : cg.optimized.nodes()) EXPECT_NE(n.op, Op::region_call);
+  EXPECT_EQ(cg.program.parameters.size(), 8u);
+  EXPECT_EQ(cg.program.parameters[6].name, "blocks.3.w");
+}
+
+TEST(Regions, ALinkThatDoesNotFitIsRefused) {
+  Stack m(2, 0, 8);
+  Inputs in = inputs(m, 2, 3, 8);
+  TraceOptions o;
+  o.dynamic = false;
+  const TraceResult tr = trace_method(m, &Stack::forward, o, in.x, in.positions, in.caches);
+  ASSERT_EQ(tr.regions.size(), 1u);
+  EXPECT_NO_THROW(compiler::link_regions(tr.graph, tr.regions));
+  expect_error<VerifyError>([&] { (void)compiler::link_regions(tr.graph, {}); }, "the region's body is missing");
+  // A body of other types under the call's name.
+  Stack other(2, 0, 4);
+  Inputs oin = inputs(other, 2, 3, 4);
+  const TraceResult tr2 = trace_method(other, &Stack::forward, o, oin.x, oin.positions, oin.caches);
+  std::map<std::string, Graph> swapped{{tr.regions.begin()->first, tr2.regions.begin()->second}};
+  expect_error<VerifyError>([&] { (void)compiler::link_regions(tr.graph, swapped); }, "operand 0 is f32[2, 3, 8]");
+  // A call that lists no in-place update of a body that makes one.
+  Graph g = tr.graph;
+  for (Node& n : g.mutable_nodes())
+    if (n.op == Op::region_call) n.attrs.set("mutates", std::vector<int64_t>{});
+  expect_error<VerifyError>([&] { (void)compiler::link_regions(g, tr.regions); }, "updates other operands in place");
+  // Lowering a graph with a call left in it.
+  expect_error<VerifyError>([&] { (void)compiler::lower(tr.graph, true); }, "link the regions before lowering");
+}
+
+struct Leaky : nn::Module {
+  Tensor w, stray;
+  Leaky() {
+    w = register_parameter("w", Tensor::from_vector(ramp(16, 0.1f, 0.0f), {4, 4}));
+    stray = Tensor::from_vector(ramp(4, 0.1f, 0.0f), {4});
+  }
+  Tensor forward(const Tensor& x) const { return ops::matmul(x, w) + stray; }
+};
+struct Reaching : nn::Module {
+  Tensor outside;
+  Reaching() : inner(std::make_shared<Inner>(this)) { register_module("inner", inner); }
+  struct Inner : nn::Module {
+    Reaching* parent;
+    Tensor w;
+    explicit Inner(Reaching* p) : parent(p) { w = register_parameter("w", Tensor::from_vector(ramp(16, 0.1f, 0.0f), {4, 4})); }
+    Tensor forward(const Tensor& x) const { return ops::matmul(x, w) + parent->outside; }
+  };
+  std::shared_ptr<Inner> inner;
+  Tensor forward(const Tensor& x) {
+    outside = ops::relu(x);
+    return nn::compile_region(*inner, &Inner::forward, x);
+  }
+};
+struct LeakyHost : nn::Module {
+  std::shared_ptr<Leaky> leaky = std::make_shared<Leaky>();
+  LeakyHost() { register_module("leaky", leaky); }
+  Tensor forward(const Tensor& x) { return nn::compile_region(*leaky, &Leaky::forward, x); }
+};
+
+TEST(Regions, ABodyReadsOnlyItsArgumentsAndItsModule) {
+  const Tensor x = Tensor::from_vector(ramp(8, 0.1f, 0.0f), {2, 4});
+  Reaching r;
+  expect_error<TraceError>([&] { (void)trace_method(r, &Reaching::forward, TraceOptions{}, x); }, "pass it as an argument");
+  LeakyHost h;
+  expect_error<TraceError>([&] { (void)trace_method(h, &LeakyHost::forward, TraceOptions{}, x); },
+                           "neither an argument of the region nor a parameter or buffer of its module");
+  // Eager calls run the method as it is.
+  expect_close(r.forward(x).to_vector(), (ops::matmul(x, r.inner->w) + ops::relu(x)).to_vector(), "eager", 1e-6f);
+}
+
+TEST(Regions, PipelineStagesOfOneShapeShareAGraphKeyAndBindTheirOwnLayers) {
+  models::DecoderConfig c;
+  c.layers = 8;
+  auto stage = [&](int pp_rank) {
+    models::StageRanks r;
+    r.pp = 4;
+    r.pp_rank = pp_rank;
+    return std::make_unique<models::Decoder>(c, r, models::Weights::meta);
+  };
+  auto s1 = stage(1), s2 = stage(2);
+  const Tensor tokens = Tensor::meta({1, 4}, DType::i64), positions = Tensor::meta({1, 4}, DType::i64);
+  TraceOptions o;
+  o.dynamic = false;
+  const TraceResult t1 = trace_method(*s1, &models::Decoder::prompt, o, tokens, positions, s1->make_kv_cache(1));
+  const TraceResult t2 = trace_method(*s2, &models::Decoder::prompt, o, tokens, positions, s2->make_kv_cache(1));
+  ASSERT_EQ(calls(t1.graph).size(), 2u);
+  ASSERT_EQ(t1.regions.size(), 1u);
+  EXPECT_EQ(t1.regions, t2.regions);
+  EXPECT_EQ(canonical_hash(t1.graph), canonical_hash(t2.graph));
+  EXPECT_NE(bound_names(t1.graph), bound_names(t2.graph));
+  EXPECT_EQ(bound_names(t2.graph).front().rfind("layers.4.", 0), 0u);
+}
+
+}  // namespace
