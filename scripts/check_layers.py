@@ -42,7 +42,7 @@ def public_owner(path):
     if "/" in path:
         return {"ir": "ir", "runtime": "runtime", "nn": "nn", "compiler": "compiler", "models": "models"}.get(top)
     return {
-        "device.h": "runtime", "tensor.h": "nn", "module.h": "nn", "ops.h": "nn", "trace.h": "nn",
+        "device.h": "runtime", "tensor.h": "nn", "module.h": "nn", "ops.h": "nn", "trace.h": "nn", "region.h": "nn",
         "compile.h": "compiler", "cache.h": "cache", "mpi.h": "mpi", "coordinator.h": "coord",
         "npucache.h": "coord",
     }.get(path, "base" if path in BASE_PUBLIC else None)

@@ -15,5 +15,6 @@
 #include <npucache/ops.h>
 #include <npucache/process.h>
 #include <npucache/tensor.h>
+#include <npucache/region.h>
 #include <npucache/trace.h>
 #include <npucache/version.h>
