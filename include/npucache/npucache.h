@@ -14,7 +14,7 @@
 #include <npucache/mpi.h>
 #include <npucache/ops.h>
 #include <npucache/process.h>
-#include <npucache/tensor.h>
 #include <npucache/region.h>
+#include <npucache/tensor.h>
 #include <npucache/trace.h>
 #include <npucache/version.h>
