@@ -34,6 +34,7 @@
 #include <npucache/export.h>
 
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <string>
 #include <tuple>
@@ -47,32 +48,15 @@
 namespace npucache {
 namespace detail {
 
-// One compile_region call while a trace records (src/nn/region.cpp).
-class NPUCACHE_API RegionCall {
- public:
-  // Whether a compile_region call on this thread records a region.
-  static bool active();
-  // `method` identifies the member function (its bytes).
-  RegionCall(const nn::Module& module, const unsigned char* method, std::size_t method_size);
-  ~RegionCall();
-  RegionCall(const RegionCall&) = delete;
-  RegionCall& operator=(const RegionCall&) = delete;
-
-  // Receives the flattened arguments (pass 1).
-  FlattenVisitor& arguments();
-  // When a body of this call's signature was traced: records the call and
-  // returns true with its result in `out`.
-  bool recorded(Tensor& out);
-  // Starts tracing the body: the returned visitor replaces the arguments'
-  // tensors by the body's inputs (pass 2, the same flatten order).
-  FlattenVisitor& begin_body(const std::string& method_name);
-  // Ends the body at its result and records the call.
-  Tensor end_body(const Tensor& result);
-
- private:
-  struct Impl;
-  std::unique_ptr<Impl> impl_;
-};
+// One compile_region call while a trace may record (src/nn/region.cpp):
+// `visit(v)` flattens copies of the call's arguments into `v` (twice at
+// most, in the same order; the second time `v` replaces their tensors by
+// the body's inputs), `run()` calls the method on those copies, and
+// `method_name()` names it. When the thread's trace does not record
+// regions this is run().
+NPUCACHE_API Tensor run_region(const nn::Module& module, const unsigned char* method, std::size_t method_size,
+                               const std::function<void(FlattenVisitor&)>& visit, const std::function<Tensor()>& run,
+                               const std::function<std::string()>& method_name);
 
 template <class R, class... P, class M, class Method, class... A>
 R call_region(M& module, Method method, A&&... args) {
@@ -80,20 +64,18 @@ R call_region(M& module, Method method, A&&... args) {
                 "compile_region accepts only methods of an nn::Module");
   static_assert(std::is_same_v<R, Tensor>, "compile_region: the region's method must return a Tensor");
   static_assert(sizeof...(P) == sizeof...(A), "wrong number of arguments for the region's method");
-  if (!RegionCall::active()) return (module.*method)(std::forward<A>(args)...);
+  if (!trace_active()) return (module.*method)(std::forward<A>(args)...);
   unsigned char bytes[sizeof method];
   std::memcpy(bytes, &method, sizeof method);
-  RegionCall call(module, bytes, sizeof bytes);
   std::tuple<std::decay_t<P>...> copies(std::forward<A>(args)...);
-  std::size_t i = 0;
-  std::apply([&](auto&... a) { (flatten("arg" + std::to_string(i++), a, call.arguments()), ...); }, copies);
-  Tensor out;
-  if (call.recorded(out)) return out;
-  FlattenVisitor& inputs = call.begin_body(method_name(module, method).name);
-  i = 0;
-  std::apply([&](auto&... a) { (flatten("arg" + std::to_string(i++), a, inputs), ...); }, copies);
-  Tensor result = std::apply([&](auto&... a) -> R { return (module.*method)(a...); }, copies);
-  return call.end_body(result);
+  return run_region(
+      module, bytes, sizeof bytes,
+      [&](FlattenVisitor& v) {
+        std::size_t i = 0;
+        std::apply([&](auto&... a) { (flatten("arg" + std::to_string(i++), a, v), ...); }, copies);
+      },
+      [&]() -> Tensor { return std::apply([&](auto&... a) -> R { return (module.*method)(a...); }, copies); },
+      [&] { return method_name(module, method).name; });
 }
 
 }  // namespace detail

@@ -1,14 +1,21 @@
 // Compile regions while a trace records (npucache/region.h).
 //
-// A call is looked up by its signature in the trace's bodies. A new
-// signature traces the body in a TraceState of its own: the region's
-// module binds its parameters by their names relative to it, the
-// arguments become input placeholders of the call's (resolved) types, and
-// the symbol environment is the method's (copied in and back), so sizes
-// the body equates or specialises guard the method as a flat trace would.
-// Either way the method's graph gets one region_call node whose operands
-// are the argument values, then the values of this call's module tensors
-// named as the body's parameter placeholders.
+// A call is looked up by its signature in the trace's bodies. Symbols in
+// the signature are numbered by first appearance ("c0", "c1", ...), so
+// layers whose KV caches have sizes of their own (dynamic shapes) share a
+// signature. A new signature traces the body in a TraceState of its own:
+// the region's module binds its parameters by their names relative to it,
+// the arguments become input placeholders of the call's (resolved) types,
+// and the symbol environment is the method's (copied in and back), so
+// sizes the body equates, specialises or bounds guard the method as a flat
+// trace would. The body keeps those decisions over the numbers; a later
+// call replays them on its own symbols in a copy of the environment, and
+// when one does not hold for its sizes, traces the body anew. Either way
+// the method's graph gets one region_call node whose operands are the
+// argument values, then this call's module tensors named as the body's
+// parameter placeholders; its "bind" holds the call's symbols in the
+// signature's order until finish() (trace.cpp) turns it into the values of
+// the body's symbols.
 #include <npucache/error.h>
 #include <npucache/region.h>
 
@@ -20,23 +27,53 @@
 
 namespace npucache::detail {
 
-struct RegionCall::Impl : FlattenVisitor {
+namespace {
+
+struct RegionCallState : FlattenVisitor {
   TraceState* outer = nullptr;
   const nn::Module* module = nullptr;
   std::string key;
   std::string name;
   std::vector<ValueId> args;
   std::vector<TensorType> arg_types;
+  // The call's symbols in order of first appearance, and their numbers;
+  // `exact` when a size is a compound expression (the signature then
+  // names the symbols themselves).
+  std::vector<SymExpr> symbols;
+  std::map<std::string, SymExpr> numbered;  // symbol -> "c<i>"
+  bool exact = false;
   std::unique_ptr<TraceState> body;
   std::size_t next_input = 0;
   bool collecting = true;
+
+  // `e` over the numbers (numbering new symbols).
+  std::string number(const SymExpr& e) {
+    if (e.try_constant()) return e.str();
+    if (const std::string* s = e.symbol_name()) {
+      auto it = numbered.find(*s);
+      if (it == numbered.end()) {
+        it = numbered.emplace(*s, SymExpr::symbol("c" + std::to_string(numbered.size()))).first;
+        symbols.push_back(e);
+      }
+      return it->second.str();
+    }
+    exact = true;
+    for (const auto& s : e.symbols())
+      if (!numbered.count(s)) {
+        numbered.emplace(s, SymExpr::symbol("c" + std::to_string(numbered.size())));
+        symbols.push_back(SymExpr::symbol(s));
+      }
+    return e.str();
+  }
 
   void tensor(const std::string& path, Tensor& t) override {
     if (collecting) {
       const ValueId v = outer->value_of(t, "argument '" + path + "' of a compile region");
       TensorType type = outer->graph.node(v).type;
       type.shape = outer->shapes.resolve(type.shape);
-      key += "|t" + path + ":" + type_str(type);
+      key += "|t" + path + ":" + std::string(dtype_name(type.dtype)) + "[";
+      for (const auto& d : type.shape) key += number(d) + ",";
+      key += "]";
       args.push_back(v);
       arg_types.push_back(std::move(type));
       return;
@@ -48,7 +85,7 @@ struct RegionCall::Impl : FlattenVisitor {
     if (collecting) key += "|v" + path + "=" + repr;
   }
   void symint(const std::string& path, SymInt& s) override {
-    if (collecting) key += "|s" + path + "=" + outer->shapes.resolve(s.expr()).str();
+    if (collecting) key += "|s" + path + "=" + number(outer->shapes.resolve(s.expr()));
   }
 
   // The module's tensors by name; `out` receives the structure for the key.
@@ -61,6 +98,26 @@ struct RegionCall::Impl : FlattenVisitor {
     return by_name;
   }
 
+  // `e` over the numbers with this call's symbols.
+  SymExpr mine(const SymExpr& e) const {
+    std::map<std::string, SymExpr> to;
+    for (std::size_t i = 0; i < symbols.size(); ++i) to.emplace("c" + std::to_string(i), symbols[i]);
+    return e.substitute(to);
+  }
+
+  // Replays the body's size decisions on this call's symbols; false (and
+  // the method's environment unchanged) when one does not hold.
+  bool replay(const RegionBody& b) const {
+    if (!b.replayable || b.arg_symbols.size() != symbols.size()) return false;
+    ShapeEnv env = outer->shapes;
+    for (const auto& [lhs, rhs] : b.decisions)
+      if (!env.unify(mine(lhs), mine(rhs))) return false;
+    for (const auto& bound : b.bounds)
+      if (!env.require_le(mine(bound.lhs), mine(bound.rhs))) return false;
+    outer->shapes = std::move(env);
+    return true;
+  }
+
   Tensor record(const RegionBody& b) {
     std::vector<ValueId> in = args;
     const auto tensors = module_tensors(nullptr);
@@ -71,64 +128,47 @@ struct RegionCall::Impl : FlattenVisitor {
         throw TraceError("compile region " + b.name + ": the module has no tensor '" + p + "'");
       in.push_back(outer->value_of(it->second, "parameter '" + p + "' of compile region " + b.name));
     }
-    TensorType out = b.graph.node(b.graph.outputs().front()).type;
-    out.shape = outer->shapes.resolve(out.shape);
-    Attrs a{{"region", b.id},
-            {"num_args", static_cast<int64_t>(b.num_args)},
-            {"out_dtype", out.dtype},
-            {"out_shape", std::vector<SymExpr>(out.shape.begin(), out.shape.end())},
-            {"mutates", b.mutates},
-            {"collectives", b.collectives},
-            {"bind", std::vector<SymExpr>{}}};  // finish() binds the body's symbols
+    std::vector<SymExpr> out_shape;
+    const bool own = symbols == b.arg_symbols;
+    for (const auto& d : (own ? b.out : b.out_numbered).shape)
+      out_shape.push_back(outer->shapes.resolve(own ? d : mine(d)));
+    Attrs a{{"region", b.id},           {"num_args", static_cast<int64_t>(b.num_args)},
+            {"out_dtype", b.out.dtype}, {"out_shape", std::move(out_shape)},
+            {"mutates", b.mutates},     {"collectives", b.collectives},
+            {"bind", symbols}};  // finish() binds the body's symbols
     const ValueId v = outer->graph.add_node(Op::region_call, std::move(in), std::move(a), &outer->shapes);
     return outer->wrap(v);
   }
-};
 
-bool RegionCall::active() {
-  const TraceState* t = current_trace();
-  return t != nullptr && t->module != nullptr && t->options.regions && !t->lazy && t->region.empty();
-}
-
-RegionCall::RegionCall(const nn::Module& module, const unsigned char* method, std::size_t method_size)
-    : impl_(std::make_unique<Impl>()) {
-  impl_->outer = current_trace();
-  impl_->module = &module;
-  char hex[3];
-  impl_->key = module.type_name() + "|";
-  for (std::size_t i = 0; i < method_size; ++i) {
-    std::snprintf(hex, sizeof hex, "%02x", method[i]);
-    impl_->key += hex;
+  ~RegionCallState() override {
+    if (body && current_trace() == body.get()) set_current_trace(outer);
   }
-}
 
-RegionCall::~RegionCall() {
-  if (impl_->body && current_trace() == impl_->body.get()) set_current_trace(impl_->outer);
-}
+  // When a body of this call's signature was traced (and its size
+  // decisions hold for this call): records the call into `out`.
+  bool recorded(Tensor& out) {
+    module_tensors(&key);
+    if (exact)
+      for (const auto& s : symbols) key += "|" + s.str();
+    auto it = outer->region_bodies.find(key);
+    if (it == outer->region_bodies.end()) return false;
+    if (it->second->arg_symbols != symbols && !replay(*it->second)) return false;
+    out = record(*it->second);
+    return true;
+  }
 
-FlattenVisitor& RegionCall::arguments() { return *impl_; }
+  void begin_body(const std::string& method_name) {
+    name = short_type_name(module->type_name()) + "." + (method_name.empty() ? "forward" : method_name);
+    body = std::make_unique<TraceState>(module, outer->options);
+    body->shapes = outer->shapes;
+    body->region = name;
+    body->unlowerable = outer->unlowerable;
+    collecting = false;
+    set_current_trace(body.get());
+  }
 
-bool RegionCall::recorded(Tensor& out) {
-  impl_->module_tensors(&impl_->key);
-  auto it = impl_->outer->region_bodies.find(impl_->key);
-  if (it == impl_->outer->region_bodies.end()) return false;
-  out = impl_->record(*it->second);
-  return true;
-}
-
-FlattenVisitor& RegionCall::begin_body(const std::string& method_name) {
-  Impl& m = *impl_;
-  m.name = short_type_name(m.module->type_name()) + "." + (method_name.empty() ? "forward" : method_name);
-  m.body = std::make_unique<TraceState>(m.module, m.outer->options);
-  m.body->shapes = m.outer->shapes;
-  m.body->region = m.name;
-  m.body->unlowerable = m.outer->unlowerable;
-  m.collecting = false;
-  set_current_trace(m.body.get());
-  return m;
-}
-
-namespace {
+  Tensor end_body(const Tensor& result);
+};
 
 // The placeholder a value updated in place roots at (through views and
 // earlier updates), or -1.
@@ -141,10 +181,8 @@ ValueId root_placeholder(const Graph& g, ValueId v) {
   }
 }
 
-}  // namespace
-
-Tensor RegionCall::end_body(const Tensor& result) {
-  Impl& m = *impl_;
+Tensor RegionCallState::end_body(const Tensor& result) {
+  RegionCallState& m = *this;
   if (!result.defined()) throw TraceError("compile region " + m.name + " returned an undefined tensor");
   const ValueId out = m.body->value_of(result, "the result of compile region " + m.name);
   Graph& g = m.body->graph;
@@ -181,13 +219,63 @@ Tensor RegionCall::end_body(const Tensor& result) {
   }
   std::sort(b->mutates.begin(), b->mutates.end());
   b->mutates.erase(std::unique(b->mutates.begin(), b->mutates.end()), b->mutates.end());
+  // What the body decided about sizes, over the signature's numbers.
+  b->arg_symbols = m.symbols;
+  b->replayable = !m.exact;
+  auto numbered = [&](const SymExpr& e, SymExpr& out) {
+    for (const auto& sym : e.symbols())
+      if (!m.numbered.count(sym)) return false;
+    out = e.substitute(m.numbered);
+    return true;
+  };
+  const ShapeEnv& before = m.outer->shapes;
+  const ShapeEnv& after = m.body->shapes;
+  for (const auto& [sym, e] : after.substitutions()) {
+    if (before.substitutions().count(sym)) continue;
+    std::pair<SymExpr, SymExpr> d;
+    b->replayable = b->replayable && numbered(SymExpr::symbol(sym), d.first) && numbered(e, d.second);
+    b->decisions.push_back(std::move(d));
+  }
+  for (std::size_t i = before.bounds().size(); i < after.bounds().size(); ++i) {
+    DimBound d;
+    b->replayable = b->replayable && numbered(after.bounds()[i].lhs, d.lhs) && numbered(after.bounds()[i].rhs, d.rhs);
+    b->bounds.push_back(std::move(d));
+  }
+  b->out = g.node(out).type;
+  b->out.shape = after.resolve(b->out.shape);
+  b->out_numbered = b->out;
+  for (auto& d : b->out_numbered.shape) b->replayable = b->replayable && numbered(SymExpr(d), d);
   // Sizes are decided in the method's symbol environment.
   m.outer->shapes = m.body->shapes;
   set_current_trace(m.outer);
   b->graph = std::move(g);
-  m.outer->region_bodies[m.key] = b;
+  if (!m.outer->region_bodies.count(m.key)) m.outer->region_bodies[m.key] = b;
   m.outer->region_list.push_back(b);
   return m.record(*b);
+}
+
+}  // namespace
+
+Tensor run_region(const nn::Module& module, const unsigned char* method, std::size_t method_size,
+                  const std::function<void(FlattenVisitor&)>& visit, const std::function<Tensor()>& run,
+                  const std::function<std::string()>& method_name) {
+  TraceState* t = current_trace();
+  if (t == nullptr || t->module == nullptr || !t->options.regions || t->lazy || !t->region.empty()) return run();
+  RegionCallState call;
+  call.outer = t;
+  call.module = &module;
+  call.key = module.type_name() + "|";
+  char hex[3];
+  for (std::size_t i = 0; i < method_size; ++i) {
+    std::snprintf(hex, sizeof hex, "%02x", method[i]);
+    call.key += hex;
+  }
+  visit(call);
+  Tensor out;
+  if (call.recorded(out)) return out;
+  call.begin_body(method_name());
+  visit(call);
+  return call.end_body(run());
 }
 
 }  // namespace npucache::detail

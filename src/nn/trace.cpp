@@ -123,23 +123,37 @@ TraceResult TraceSession::finish(const std::vector<std::pair<std::string, Tensor
   }
   // Region bodies: the same symbols, then named by their hash (which does
   // not see symbol names: same-shaped bodies whose sizes are other symbols
-  // are one body). A call binds the body's symbols, in canonical order, to
-  // the symbols of the body it traced.
-  std::map<std::string, std::pair<std::string, std::vector<SymExpr>>> region_ids;
+  // are one body). A call's "bind" holds its symbols in the order of its
+  // signature; it becomes its values of the body's symbols in canonical
+  // order: the symbol the body's tracing call had at a position is this
+  // call's at that position.
+  struct Named {
+    std::string hex;
+    std::vector<std::string> symbols;  // canonical order
+    std::vector<SymExpr> traced_with;  // the tracing call's symbols, final
+  };
+  std::map<std::string, Named> named;
   for (const auto& body : state_->region_list) {
     body->graph.substitute_symbols(subst);
     verify(body->graph);
-    std::string hex = canonical_hash(body->graph).hex();
-    std::vector<SymExpr> bind;
-    for (const auto& sym : canonical_symbols(body->graph)) bind.push_back(SymExpr::symbol(sym));
-    region_ids[body->id] = {hex, std::move(bind)};
-    r.regions.emplace(std::move(hex), std::move(body->graph));
+    Named n{canonical_hash(body->graph).hex(), canonical_symbols(body->graph), {}};
+    for (const auto& e : body->arg_symbols) n.traced_with.push_back(e.substitute(subst));
+    r.regions.emplace(n.hex, std::move(body->graph));
+    named.emplace(body->id, std::move(n));
   }
-  for (Node& n : state_->graph.mutable_nodes())
-    if (n.op == Op::region_call) {
-      const auto& [hex, bind] = region_ids.at(n.attrs.get<std::string>("region"));
-      n.attrs.set("region", hex);
-      n.attrs.set("bind", bind);
+  for (Node& node : state_->graph.mutable_nodes())
+    if (node.op == Op::region_call) {
+      const Named& n = named.at(node.attrs.get<std::string>("region"));
+      const auto& mine = node.attrs.get<std::vector<SymExpr>>("bind");
+      std::vector<SymExpr> bind;
+      for (const auto& sym : n.symbols) {
+        const SymExpr s = SymExpr::symbol(sym);
+        const auto at = std::find(n.traced_with.begin(), n.traced_with.end(), s);
+        const auto i = static_cast<std::size_t>(at - n.traced_with.begin());
+        bind.push_back(at != n.traced_with.end() && i < mine.size() ? mine[i] : s);
+      }
+      node.attrs.set("region", n.hex);
+      node.attrs.set("bind", std::move(bind));
     }
   verify(state_->graph);
   r.graph = std::move(state_->graph);

@@ -57,7 +57,8 @@ struct Stack : nn::Module {
   std::vector<std::shared_ptr<Block>> blocks, wide_blocks;
   int runs = 0;
   Stack(int depth, int wide, int64_t width) {
-    for (int i = 0; i < depth; ++i) blocks.push_back(std::make_shared<Block>(width, 1.0f + static_cast<float>(i), &runs));
+    for (int i = 0; i < depth; ++i)
+      blocks.push_back(std::make_shared<Block>(width, 1.0f + static_cast<float>(i), &runs));
     for (int i = 0; i < wide; ++i)
       wide_blocks.push_back(std::make_shared<Block>(2 * width, 3.0f - static_cast<float>(i), &runs));
     struct Named : nn::Module {
@@ -93,13 +94,15 @@ Inputs inputs(const Stack& m, int64_t batch, int64_t seq, int64_t width) {
     for (int64_t s = 0; s < seq; ++s) pos.push_back(s);
   in.positions = Tensor::from_vector_i64(pos, {batch, seq});
   for (std::size_t i = 0; i < m.blocks.size(); ++i)
-    in.caches.push_back(Tensor::from_vector(std::vector<float>(static_cast<std::size_t>(batch * 8 * width), 0.0f),
-                                            {batch, 8, width}));
+    in.caches.push_back(
+        Tensor::from_vector(std::vector<float>(static_cast<std::size_t>(batch * 8 * width), 0.0f), {batch, 8, width}));
   for (std::size_t i = 0; i < m.wide_blocks.size(); ++i)
     in.caches.push_back(Tensor::from_vector(std::vector<float>(static_cast<std::size_t>(batch * 8 * 2 * width), 0.0f),
                                             {batch, 8, 2 * width}));
   return in;
 }
+
+std::size_t flat_inputs(const Inputs& in) { return 2 + in.caches.size(); }
 
 std::vector<const Node*> calls(const Graph& g) {
   std::vector<const Node*> out;
@@ -134,6 +137,23 @@ TEST(Regions, RepeatedBlocksTraceOneBodyPerShape) {
   EXPECT_EQ(names.front(), "blocks.0.w");
   EXPECT_EQ(names.back(), "blocks.5.b");
 
+  // Dynamic: every cache has a size of its own (a symbol per cache); the
+  // body's decisions are replayed on each call's symbols, not traced again.
+  // The first narrow call's x has a symbolic width its body specialises to
+  // the weight's; later calls see it constant, another signature: one more
+  // body trace (the same body by its hash).
+  o.dynamic = true;
+  m.runs = 0;
+  TraceResult dyn = trace_method(m, &Stack::forward, o, in.x, in.positions, in.caches);
+  EXPECT_EQ(m.runs, 3);
+  EXPECT_EQ(dyn.regions.size(), 2u);
+  const auto dc = calls(dyn.graph);
+  ASSERT_EQ(dc.size(), 6u);
+  EXPECT_NE(dc[0]->attrs.get<std::vector<SymExpr>>("bind"), dc[1]->attrs.get<std::vector<SymExpr>>("bind"))
+      << "each call binds its own cache's length";
+  EXPECT_EQ(dyn.signature.inputs.size(), flat_inputs(in));
+
+  o.dynamic = false;
   o.regions = false;
   m.runs = 0;
   TraceResult flat = trace_method(m, &Stack::forward, o, in.x, in.positions, in.caches);
@@ -173,8 +193,7 @@ TEST(Regions, TheCompilerCompilesEachBodyOnceAndLinksEveryCall) {
   o.dynamic = true;
   TraceResult tr = trace_method(m, &Stack::forward, o, in.x, in.positions, in.caches);
   const SymBindings example = tr.signature.bind(flatten_args(o, in.x, in.positions, in.caches));
-  compiler::CompiledGraph cg =
-      compiler::compile_graph(tr, CompilerConfig{}, {}, example, true, 0);
+  compiler::CompiledGraph cg = compiler::compile_graph(tr, CompilerConfig{}, {}, example, true, 0);
   int region_passes = 0;
   std::string link;
   for (const auto& t : cg.timings) {
@@ -226,7 +245,9 @@ struct Reaching : nn::Module {
   struct Inner : nn::Module {
     Reaching* parent;
     Tensor w;
-    explicit Inner(Reaching* p) : parent(p) { w = register_parameter("w", Tensor::from_vector(ramp(16, 0.1f, 0.0f), {4, 4})); }
+    explicit Inner(Reaching* p) : parent(p) {
+      w = register_parameter("w", Tensor::from_vector(ramp(16, 0.1f, 0.0f), {4, 4}));
+    }
     Tensor forward(const Tensor& x) const { return ops::matmul(x, w) + parent->outside; }
   };
   std::shared_ptr<Inner> inner;
@@ -244,7 +265,8 @@ struct LeakyHost : nn::Module {
 TEST(Regions, ABodyReadsOnlyItsArgumentsAndItsModule) {
   const Tensor x = Tensor::from_vector(ramp(8, 0.1f, 0.0f), {2, 4});
   Reaching r;
-  expect_error<TraceError>([&] { (void)trace_method(r, &Reaching::forward, TraceOptions{}, x); }, "pass it as an argument");
+  expect_error<TraceError>([&] { (void)trace_method(r, &Reaching::forward, TraceOptions{}, x); },
+                           "pass it as an argument");
   LeakyHost h;
   expect_error<TraceError>([&] { (void)trace_method(h, &LeakyHost::forward, TraceOptions{}, x); },
                            "neither an argument of the region nor a parameter or buffer of its module");

@@ -78,8 +78,8 @@ Graph link_regions(const Graph& g, const std::map<std::string, Graph>& bodies, L
     const auto& bind = call.attrs.get<std::vector<SymExpr>>("bind");
     const std::vector<std::string>& order = c->second.symbols;
     if (bind.size() != order.size())
-      misfit(call, "it binds " + std::to_string(bind.size()) + " symbols, its body has " +
-                       std::to_string(order.size()));
+      misfit(call,
+             "it binds " + std::to_string(bind.size()) + " symbols, its body has " + std::to_string(order.size()));
     std::map<std::string, SymExpr> sizes;
     bool renames = false;
     for (std::size_t k = 0; k < order.size(); ++k) {
@@ -110,8 +110,8 @@ Graph link_regions(const Graph& g, const std::map<std::string, Graph>& bodies, L
       ++operand;
     }
     if (operand != call.inputs.size())
-      misfit(call, "it has " + std::to_string(call.inputs.size()) + " operands, its body reads " +
-                       std::to_string(operand));
+      misfit(call,
+             "it has " + std::to_string(call.inputs.size()) + " operands, its body reads " + std::to_string(operand));
     for (std::size_t b = 0; b < stamped.size(); ++b) {
       const Node& n = stamped.nodes()[b];
       if (n.op == Op::placeholder) continue;
@@ -122,11 +122,12 @@ Graph link_regions(const Graph& g, const std::map<std::string, Graph>& bodies, L
       map[b] = rw.out().add_typed_node(n.op, std::move(in), n.attrs, n.type);
       if (stats) ++stats->nodes;
     }
-    if (stamped.outputs().size() != 1) misfit(call, "its body has " + std::to_string(stamped.outputs().size()) + " results");
+    if (stamped.outputs().size() != 1)
+      misfit(call, "its body has " + std::to_string(stamped.outputs().size()) + " results");
     const ValueId result = map[static_cast<std::size_t>(stamped.outputs().front())];
     if (!(rw.out().node(result).type == call.type))
-      misfit(call, "its body's result is " + type_str(rw.out().node(result).type) + ", the call's " +
-                       type_str(call.type));
+      misfit(call,
+             "its body's result is " + type_str(rw.out().node(result).type) + ", the call's " + type_str(call.type));
     rw.set(id, result);
     if (stats) ++stats->calls;
   }

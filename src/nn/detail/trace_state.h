@@ -36,6 +36,8 @@ class ShapeEnv final : public DimUnifier {
   // `appearance` (the input shapes).
   std::map<std::string, SymExpr> final_substitutions(const std::vector<Shape>& appearance) const;
   const std::vector<std::string>& guards() const { return guards_; }
+  // The symbols equated or specialised so far, each to its expression.
+  const std::map<std::string, SymExpr>& substitutions() const { return subst_; }
 
  private:
   std::optional<int64_t> hint(const SymExpr& e) const;
@@ -55,6 +57,18 @@ struct RegionBody {
   std::size_t num_args = 0;
   std::vector<int64_t> mutates;  // call operands it updates in place
   std::string collectives;       // "all_reduce:tp all_reduce:tp"
+  // The symbols of the call that traced it, in the order its signature
+  // numbers them; a later call of the same signature binds its own.
+  std::vector<SymExpr> arg_symbols;
+  // What the body decided about sizes, over those numbers ("c0", "c1",
+  // ...): symbols equated or specialised, and bounds. A later call replays
+  // them on its own symbols (when `replayable`: every decision is over the
+  // arguments' symbols) instead of tracing the body again.
+  bool replayable = false;
+  std::vector<std::pair<SymExpr, SymExpr>> decisions;
+  std::vector<DimBound> bounds;
+  TensorType out;           // its result's type
+  TensorType out_numbered;  // the same over the numbers (when replayable)
 };
 
 struct TraceState {
