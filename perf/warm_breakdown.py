@@ -187,6 +187,7 @@ def table(out):
                "entry.\n", "| phase | median across ranks (s) |", "|---|---|"]
         for k, label in PHASES:
             md.append(f"| {label} | {s['phases'][k]:.4f} |")
+        md.append(f"| sum of the phases | {sum(s['phases'].values()):.4f} |")
         md.append(f"| warm time to ready (job wall) | {s['ready']:.4f} |")
         md.append(f"| cold time to ready (job wall) | {s['cold']:.3f} ({ratio(s['cold'], s['ready'])} the warm) |")
         md.append(f"| cache bytes | {s['bytes']:.0f} |")
