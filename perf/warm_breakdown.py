@@ -32,7 +32,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The phases of MethodReport::warm, in the order of a warm start, with the
 # table's names.
 PHASES = [("trace_s", "trace"), ("key_s", "key hash"), ("read_s", "read (file, checks, decompression)"),
-          ("decode_s", "decode (deserialize, validate, own key)"), ("bind_s", "bind (tuning, call, parameters)"),
+          ("decode_s", "decode (deserialize, validate)"), ("own_key_s", "own key (stored trace hashed again)"),
+          ("bind_s", "bind (tuning, call, parameters)"),
           ("first_run_s", "first run")]
 DEPTHS = (8, 32)
 

@@ -188,8 +188,9 @@ MethodCache::Lookup MethodCache::lookup(const FlatArgs& args, const TraceResult*
       object = store.object(r.entry->graph_key, false);
       lap(r.read_s);
       decoded = decode(object, r.entry->parameters);
-      check_own_key(*decoded.graph, r.entry->graph_key, id_.key);  // the mix-up rule (own_key.h)
       lap(r.decode_s);
+      check_own_key(*decoded.graph, r.entry->graph_key, id_.key);  // the mix-up rule (own_key.h)
+      lap(r.own_key_s);
     } catch (const CacheRefused&) {
       throw;
     } catch (const CacheError& e) {

@@ -211,6 +211,7 @@ MethodCache::Lookup MethodSource::lookup(const FlatArgs& args, const TraceResult
     report_.graph_key = r.entry->graph_key;
     report_.warm.read_s = r.read_s;
     report_.warm.decode_s = r.decode_s;
+    report_.warm.own_key_s = r.own_key_s;
     report_.warm.bind_s = r.bind_s;
   } else {
     report_.reason = r.reason_text();

@@ -57,11 +57,12 @@ std::size_t peak_rss_bytes() {
 
 // The phases of a warm start (WarmPhases), by name: the keys of a method's
 // `warm_phases` in the JSON.
-constexpr std::array<std::pair<const char*, double WarmPhases::*>, 7> kWarmPhases = {{
+constexpr std::array<std::pair<const char*, double WarmPhases::*>, 8> kWarmPhases = {{
     {"trace_s", &WarmPhases::trace_s},
     {"key_s", &WarmPhases::key_s},
     {"read_s", &WarmPhases::read_s},
     {"decode_s", &WarmPhases::decode_s},
+    {"own_key_s", &WarmPhases::own_key_s},
     {"bind_s", &WarmPhases::bind_s},
     {"first_run_s", &WarmPhases::first_run_s},
     {"ready_s", &WarmPhases::ready_s},

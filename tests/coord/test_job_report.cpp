@@ -351,7 +351,7 @@ TEST(JobReport, RankReportsRoundTripThroughTheExchange) {
   ranks[1].methods[1].report.reason = "stale (runtime_version: stored '1.0.0', now '1.1.0')";
   ranks[1].methods[1].report.artifact_checksum = "0123abcd";
   ranks[1].methods[1].report.saved = true;
-  ranks[1].methods[0].report.warm = {0.25, 0.125, 0.0625, 0.5, 0.75, 1.5, 2.0};
+  ranks[1].methods[0].report.warm = {0.25, 0.125, 0.0625, 0.5, 0.375, 0.75, 1.5, 2.0};
   const std::string wire = json(ranks[1]).dump();
   const RankReport back = json::parse(wire).get<RankReport>();
   EXPECT_EQ(back.rank, 1);
@@ -376,6 +376,7 @@ TEST(JobReport, RankReportsRoundTripThroughTheExchange) {
   EXPECT_DOUBLE_EQ(w.key_s, 0.125);
   EXPECT_DOUBLE_EQ(w.read_s, 0.0625);
   EXPECT_DOUBLE_EQ(w.decode_s, 0.5);
+  EXPECT_DOUBLE_EQ(w.own_key_s, 0.375);
   EXPECT_DOUBLE_EQ(w.bind_s, 0.75);
   EXPECT_DOUBLE_EQ(w.first_run_s, 1.5);
   EXPECT_DOUBLE_EQ(w.ready_s, 2.0);

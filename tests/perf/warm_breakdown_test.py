@@ -18,7 +18,7 @@ root = sys.argv[1]
 script = os.path.join(root, "perf", "warm_breakdown.py")
 kept = os.path.join(root, "tests", "perf", "outputs", "warm_breakdown")
 failures = []
-PHASES = ["trace_s", "key_s", "read_s", "decode_s", "bind_s", "first_run_s"]
+PHASES = ["trace_s", "key_s", "read_s", "decode_s", "own_key_s", "bind_s", "first_run_s"]
 
 
 def check(cond, what):
@@ -38,7 +38,7 @@ def phase_sum(report, phase):  # the one rank's methods summed
 r = table(kept)
 check(r.returncode == 0, f"table from the kept reports (exit {r.returncode}: {r.stderr})")
 rows = [l for l in r.stdout.splitlines() if l.startswith("| ") and not l.startswith("| phase")]
-check(len(rows) == 10, f"ten rows (six phases, their sum, warm, cold, bytes), got {len(rows)}:\n{r.stdout}")
+check(len(rows) == 11, f"eleven rows (seven phases, their sum, warm, cold, bytes), got {len(rows)}:\n{r.stdout}")
 runs = json.load(open(os.path.join(kept, "runs.json")))["runs"]
 by_job = {x["job"]: x for x in runs}
 w8, w32 = (json.load(open(os.path.join(kept, by_job[d]["warm"]))) for d in ("8", "32"))
@@ -46,11 +46,11 @@ for i, phase in enumerate(PHASES):
     a, b = phase_sum(w8, phase), phase_sum(w32, phase)
     want = f"| {a:.4f} | {b:.4f} | {b / a:.2f}x |" if a > 0 else f"| {a:.4f} | {b:.4f} | - |"
     check(len(rows) > i and rows[i].endswith(want), f"row {phase} from the parsed reports: {rows[i] if len(rows) > i else ''} (want {want})")
-check(len(rows) > 7 and f"| {w8['wall_s']:.4f} | {w32['wall_s']:.4f} |" in rows[7], f"warm wall row: {rows[7:8]}")
-check(len(rows) > 9 and f"| {by_job['8']['cache_bytes']:.0f} | {by_job['32']['cache_bytes']:.0f} |" in rows[9],
-      f"cache bytes row: {rows[9:10]}")
-check(all(phase_sum(w, "read_s") > 0 and phase_sum(w, "decode_s") > 0 for w in (w8, w32)),
-      "the kept warm starts recorded their read and decode")
+check(len(rows) > 8 and f"| {w8['wall_s']:.4f} | {w32['wall_s']:.4f} |" in rows[8], f"warm wall row: {rows[8:9]}")
+check(len(rows) > 10 and f"| {by_job['8']['cache_bytes']:.0f} | {by_job['32']['cache_bytes']:.0f} |" in rows[10],
+      f"cache bytes row: {rows[10:11]}")
+check(all(phase_sum(w, p) > 0 for w in (w8, w32) for p in ("read_s", "decode_s", "own_key_s")),
+      "the kept warm starts recorded their read, decode and own key")
 
 
 def broken(edit, expect, what):
