@@ -10,8 +10,9 @@ warm jobs, each phase's seconds (the rank's prompt and decode summed;
 MethodReport::warm in the job report's `warm_phases`), at 8 and at 32
 layers and the ratio 32/8, with the warm time to ready (the job's wall:
 start of cache work to ready) and the cache's bytes. Medians over trials.
-With --70b it also runs the Llama-3-70B tp=8 pp=4 job of perf/real_shapes.py
-(32 ranks, cold then warm) and gives each phase's median across its ranks.
+With --70b it also runs, once, the Llama-3-70B tp=8 pp=4 job of
+perf/real_shapes.py (32 ranks, cold then warm: minutes) and gives each
+phase's median across its ranks. The table is the last thing printed.
 
     perf/warm_breakdown.py OUT [--trials N] [--70b] [--npucache BIN] [--markdown F]
     perf/warm_breakdown.py --table OUT [--markdown F]
