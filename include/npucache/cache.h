@@ -141,6 +141,24 @@ struct CacheOptions {
   RemoteOptions remote;
 };
 
+// Where a warm start's time went: the phases of a first call served from
+// this rank's own entry, seconds on a steady clock (docs/ARCHITECTURE.md,
+// "Where a warm start's time goes"). A phase that did not run is 0 (a
+// fast-path hit traces nothing; a function only prepared runs nothing);
+// of a call not served from its own entry, read_s, decode_s and own_key_s
+// are 0 and bind_s is the engine's part alone. The phases lie within
+// ready_s + first_run_s.
+struct WarmPhases {
+  double trace_s = 0;      // tracing the method (the verifying hit check)
+  double key_s = 0;        // the graph key (cache key) of that trace
+  double read_s = 0;       // the entry and its object read: file reads, envelope checks, decompression
+  double decode_s = 0;     // the program deserialized and validated
+  double own_key_s = 0;    // the graph key of the stored program's own trace recomputed (the mix-up rule)
+  double bind_s = 0;       // made runnable: tuning merged, bound to the call, parameters resolved, bind plan
+  double first_run_s = 0;  // the first call's execution (0 when the function was only prepared)
+  double ready_s = 0;      // the first call from its start to runnable (before its first run)
+};
+
 // What the first call of a cached method did on this rank.
 struct MethodReport {
   std::string method;
@@ -181,6 +199,8 @@ struct MethodReport {
   // Empty for a first call's record.
   std::string later;
   double later_wait_s = 0;
+  // The first call's phases (a later call's record has none).
+  WarmPhases warm;
 };
 
 namespace detail {

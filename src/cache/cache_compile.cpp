@@ -78,7 +78,8 @@ std::shared_ptr<detail::CompiledFunction> detail::make_cached_function(const nn:
     throw ConfigError("cache_compile of " + options.compile.method_name +
                       ": this process is a dry run (dist::CoordinatorOptions::dry_run), which compiles and writes "
                       "nothing; build functions that do in another process");
-  auto source = std::make_shared<cache::LocalSource>(cache::method_cache(module, options, config, false), nullptr);
+  auto source = std::make_shared<cache::LocalSource>(cache::method_cache(module, options, config, false),
+                                                     cache::MethodSource::ReportSink{});
   return make_function(module, options.compile, std::move(source));
 }
 

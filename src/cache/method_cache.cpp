@@ -140,11 +140,19 @@ MethodCache::Lookup MethodCache::lookup(const FlatArgs& args, const TraceResult*
     r.differences = std::move(diffs);
     return r;
   };
+  process::Env& env = process::Context::current().env();
+  double t = env.monotonic_s();
+  const auto lap = [&](double& phase) {
+    const double now = env.monotonic_s();
+    phase += now - t;
+    t = now;
+  };
   try {
     const std::optional<Store> opened = store(Create::no);
     if (!opened) return miss(MissReason::absent, {});
     const Store& store = *opened;
     r.entry = store.entry(path_);
+    lap(r.read_s);
     if (!r.entry) {
       Nearest n = nearest(store);
       if (n.stale) log::warn("cache entry {} is stale ({}); replacing it", n.path, join(n.diffs));
@@ -176,9 +184,13 @@ MethodCache::Lookup MethodCache::lookup(const FlatArgs& args, const TraceResult*
     ObjectRecord object;
     Decoded decoded;
     try {
+      t = env.monotonic_s();
       object = store.object(r.entry->graph_key, false);
+      lap(r.read_s);
       decoded = decode(object, r.entry->parameters);
+      lap(r.decode_s);
       check_own_key(*decoded.graph, r.entry->graph_key, id_.key);  // the mix-up rule (own_key.h)
+      lap(r.own_key_s);
     } catch (const CacheRefused&) {
       throw;
     } catch (const CacheError& e) {
@@ -209,7 +221,9 @@ MethodCache::Lookup MethodCache::lookup(const FlatArgs& args, const TraceResult*
     }
     std::shared_ptr<compiler::CompiledGraph> g;
     try {
+      t = env.monotonic_s();
       g = cache::prepare(std::move(decoded), site(args, compile));
+      lap(r.bind_s);
     } catch (const TraceError& e) {
       log::warn("cache entry {} was traced for other inputs ({}); compiling afresh", where(), e.what());
       return miss(MissReason::signature, {e.what()});

@@ -86,8 +86,19 @@ compiler::FirstEntry MethodSource::first_call(const FlatArgs& args, const compil
     storage::record_served(cache_->dir(), served_kind(report_), report_.compiled ? 0.0 : served_compile_s_);
   if (!disabled_ && cache_->captures() && names::valid_graph_key(report_.graph_key))
     first.templates = cache_->templates(report_.graph_key);
-  if (sink_) sink_(report_);
+  if (sink_.add) first_ticket_ = sink_.add(report_);
   return first;
+}
+
+void MethodSource::first_call_end(const FirstCallEnd& end) noexcept {
+  report_.warm.bind_s += end.bind_s;
+  report_.warm.ready_s = end.ready_s;
+  report_.warm.first_run_s = end.ran ? end.run_s : 0.0;
+  try {
+    if (first_ticket_ && sink_.amend) sink_.amend(*first_ticket_, report_);
+  } catch (const std::exception& e) {  // a report not amended is a report, never a failed call
+    log::debug("the first call's report of {} was not amended: {}", report_.method, e.what());
+  }
 }
 
 void MethodSource::recompiled(const TraceResult& trace, const std::string& why) {
@@ -155,7 +166,7 @@ std::optional<compiler::FirstEntry> MethodSource::recompile_dynamic(const FlatAr
   }
   e.status.cached = !disabled_ && report_.saved;
   report_.total_s = now() - t0;
-  if (sink_) sink_(report_);
+  if (sink_.add) sink_.add(report_);
   return e;
 }
 
@@ -169,13 +180,14 @@ std::shared_ptr<compiler::CompiledGraph> MethodSource::obtain_later(TraceResult 
 
 std::shared_ptr<compiler::EntrySource> MethodSource::piece_source(const std::string& piece_method) {
   if (disabled_) return nullptr;
-  return std::make_shared<LocalSource>(cache_->for_method(piece_method), nullptr);
+  return std::make_shared<LocalSource>(cache_->for_method(piece_method), ReportSink{});
 }
 
 TraceResult MethodSource::trace_checked(const compiler::TraceStep& trace) {
   const double t = now();
   TraceResult tr = trace();
   report_.trace_s = now() - t;
+  report_.warm.trace_s = report_.trace_s;
   if (const Node* n = first_rng_node(tr.graph))
     throw ConfigError("cache_compile cannot cache " + tr.name + ": node '" + n->name + "' (" +
                       std::string(op_name(n->op)) +
@@ -184,12 +196,23 @@ TraceResult MethodSource::trace_checked(const compiler::TraceStep& trace) {
   return tr;
 }
 
+GraphId MethodSource::graph_id_timed(const TraceResult& traced) {
+  const double t = now();
+  GraphId id = cache_->graph_id(traced);
+  report_.warm.key_s = now() - t;
+  return id;
+}
+
 MethodCache::Lookup MethodSource::lookup(const FlatArgs& args, const TraceResult* trace, const GraphId* id,
                                          const compiler::CompileStep& compile) {
   MethodCache::Lookup r = cache_->lookup(args, trace, id, compile);
   if (r.hit()) {
     report_.hit = true;
     report_.graph_key = r.entry->graph_key;
+    report_.warm.read_s = r.read_s;
+    report_.warm.decode_s = r.decode_s;
+    report_.warm.own_key_s = r.own_key_s;
+    report_.warm.bind_s = r.bind_s;
   } else {
     report_.reason = r.reason_text();
     report_.cause = r.cause();
@@ -293,7 +316,7 @@ std::shared_ptr<compiler::CompiledGraph> LocalSource::obtain(const FlatArgs& arg
   GraphId id;
   if (!cache().fast_path()) {  // the default: decide from this trace
     tr = trace_checked(trace);
-    id = cache().graph_id(*tr);
+    id = graph_id_timed(*tr);
   }
   MethodCache::Lookup hit = lookup(args, tr ? &*tr : nullptr, tr ? &id : nullptr, compile);
   if (hit.hit()) return hit.graph;
@@ -301,7 +324,7 @@ std::shared_ptr<compiler::CompiledGraph> LocalSource::obtain(const FlatArgs& arg
     if (auto fetched = cache().remote_entry(args, compile)) return served_by_remote(std::move(*fetched));
   if (!tr) {
     tr = trace_checked(trace);
-    id = cache().graph_id(*tr);
+    id = graph_id_timed(*tr);
   }
   // The store may hold the artifact already (another rank, world size or
   // model stored it, or this entry's index was lost): a read, no compile.

@@ -12,8 +12,10 @@
 #include "cache/uses.h"
 #include "compiler/entry_source.h"
 
+#include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 
 namespace npucache::cache {
 
@@ -26,13 +28,23 @@ std::string_view served_from(const MethodReport& r);
 
 class MethodSource : public compiler::EntrySource {
  public:
-  using ReportSink = std::function<void(const MethodReport&)>;
+  // Where reports go: `add` keeps a new record (a first call's, a later
+  // call's) and returns its ticket; `amend` replaces the record of a
+  // ticket (the first call's, once first_call_end timed its bind and first
+  // run). Either may be empty.
+  struct ReportSink {
+    std::function<std::uint64_t(const MethodReport&)> add;
+    std::function<void(std::uint64_t, const MethodReport&)> amend;
+  };
 
   compiler::FirstEntry first_call(const FlatArgs& args, const compiler::TraceStep& trace,
                                   const compiler::CompileStep& compile) final;
   // Warns "Skip cache as <name> recompiled" with the reason, and removes
   // this rank's entry.
   void recompiled(const TraceResult& trace, const std::string& why) final;
+  // Completes the first call's WarmPhases (the engine's bind, the first
+  // run, ready_s) and amends its report.
+  void first_call_end(const FirstCallEnd& end) noexcept final;
   // The method's profile from the cache directory (profiles.h5).
   void load_profile(const FlatArgs& args, std::vector<DimMark>& dims) override;
   // Keeps the profile, then obtains the dynamic graph as a miss does (the
@@ -61,6 +73,8 @@ class MethodSource : public compiler::EntrySource {
   // Traces (timed) and refuses a graph with RNG ops: ConfigError naming the
   // node; nothing is written.
   TraceResult trace_checked(const compiler::TraceStep& trace);
+  // The graph id of a trace (timed: WarmPhases::key_s).
+  GraphId graph_id_timed(const TraceResult& traced);
   // The lookup of this rank's entry: with `trace` (the default hit check)
   // or without (the fast path). Records the miss reason in the report.
   MethodCache::Lookup lookup(const FlatArgs& args, const TraceResult* trace, const GraphId* id,
@@ -97,6 +111,7 @@ class MethodSource : public compiler::EntrySource {
   std::shared_ptr<MethodCache> cache_;
   ReportSink sink_;
   MethodReport report_;
+  std::optional<std::uint64_t> first_ticket_;  // the first call's record in sink_
 };
 
 // cache_compile's source: a hit loads; a miss traces, reads the stored

@@ -23,8 +23,10 @@
 #include <chrono>
 #include <cmath>
 #include <deque>
+#include <exception>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -344,6 +346,19 @@ class CompiledFunction {
     std::lock_guard lock(mu_);
     return first_call_seconds_;
   }
+  // The first call's end, for its source (EntrySource::first_call_end):
+  // taken once, by the thread that made the first call.
+  struct FirstEnd {
+    std::shared_ptr<compiler::EntrySource> source;
+    compiler::EntrySource::FirstCallEnd end;
+  };
+  std::optional<FirstEnd> take_first_end() {
+    std::lock_guard lock(mu_);
+    if (!first_end_ || first_end_thread_ != std::this_thread::get_id()) return std::nullopt;
+    std::optional<FirstEnd> e = std::move(first_end_);
+    first_end_.reset();
+    return e;
+  }
 
  private:
   // select() under the lock; `covers` are the templates the caller makes
@@ -432,6 +447,8 @@ class CompiledFunction {
   std::shared_ptr<compiler::EntrySource> source_;
   bool first_call_done_ = false;
   double first_call_seconds_ = 0;
+  std::optional<FirstEnd> first_end_;  // until the first call's thread takes it
+  std::thread::id first_end_thread_;
   std::size_t compiles_ = 0;
   mutable std::map<std::thread::id, CallStatus> statuses_;  // per calling thread
   std::shared_ptr<const std::string> label_;                // "Model.decode"
@@ -548,8 +565,15 @@ SymBindings CompiledFunction::select_locked(const FlatArgs& args, const TraceFn&
     if (source_) {
       const auto t0 = std::chrono::steady_clock::now();
       compiler::FirstEntry first = source_->first_call(args, trace, compile_step);
-      first_call_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      const auto t1 = std::chrono::steady_clock::now();
+      first_call_seconds_ = std::chrono::duration<double>(t1 - t0).count();
       add(std::move(first.graph), std::move(first.status), std::move(first.templates));
+      const auto t2 = std::chrono::steady_clock::now();
+      compiler::EntrySource::FirstCallEnd end;
+      end.bind_s = std::chrono::duration<double>(t2 - t1).count();
+      end.ready_s = std::chrono::duration<double>(t2 - t0).count();
+      first_end_ = FirstEnd{source_, end};
+      first_end_thread_ = std::this_thread::get_id();
     } else {
       TraceResult tr = trace();
       const SymBindings b = tr.signature.bind(args);
@@ -622,9 +646,34 @@ SymBindings CompiledFunction::select_locked(const FlatArgs& args, const TraceFn&
   return b;
 }
 
+namespace {
+
+// Times the first run of a first call served by a source, and tells the
+// source when the run ends (ran: it returned; else it threw).
+class FirstRun {
+ public:
+  explicit FirstRun(std::optional<CompiledFunction::FirstEnd> end) : end_(std::move(end)) {}
+  FirstRun(const FirstRun&) = delete;
+  FirstRun& operator=(const FirstRun&) = delete;
+  ~FirstRun() {
+    if (!end_) return;
+    end_->end.run_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+    end_->end.ran = std::uncaught_exceptions() == exceptions_;
+    end_->source->first_call_end(end_->end);
+  }
+
+ private:
+  std::optional<CompiledFunction::FirstEnd> end_;
+  std::chrono::steady_clock::time_point t0_ = std::chrono::steady_clock::now();
+  int exceptions_ = std::uncaught_exceptions();
+};
+
+}  // namespace
+
 std::vector<Tensor> CompiledFunction::call(const FlatArgs& args, const TraceFn& trace, std::size_t& entry,
                                            const KeepFn& keep) {
   const SymBindings b = select(args, trace, entry, keep);
+  const FirstRun first_run(take_first_end());
   std::vector<Tensor> inputs;
   inputs.reserve(args.tensors.size());
   for (const auto& [path, t] : args.tensors) inputs.push_back(t);
@@ -1002,6 +1051,7 @@ std::vector<Tensor> call(CompiledFunction& f, const FlatArgs& args, const TraceF
 void prepare(CompiledFunction& f, const FlatArgs& args, const TraceFn& trace, std::size_t& entry, const KeepFn& keep) {
   const SymBindings b = f.select(args, trace, entry, keep);
   f.prepare_capture(entry, b, args.tensors.empty() ? current_device() : args.tensors.front().second.device(), args);
+  if (auto first = f.take_first_end()) first->source->first_call_end(first->end);  // ready; nothing ran
 }
 const TraceOptions& trace_options(const CompiledFunction& f) { return f.trace_options(); }
 bool runs_eagerly(const CompiledFunction& f) { return f.runs_eagerly(); }

@@ -42,6 +42,17 @@ class EntrySource {
   // stored, received from another rank or compiled here through `compile`.
   // Throws to fail the call.
   virtual FirstEntry first_call(const FlatArgs& args, const TraceStep& trace, const CompileStep& compile) = 0;
+  // The end of a first call that first_call() served: the engine made the
+  // graph runnable (its bind plan and parameters resolved: `bind_s`) and,
+  // unless the call only prepared it, ran it (`run_s`, `ran`). `ready_s` is
+  // the first call from the start of first_call() to runnable. Called once,
+  // by the thread that made the first call, after it ran (or failed to run:
+  // then `ran` is false); never throws.
+  struct FirstCallEnd {
+    double bind_s = 0, ready_s = 0, run_s = 0;
+    bool ran = false;
+  };
+  virtual void first_call_end(const FirstCallEnd& end) noexcept { (void)end; }
   // A later call matched no entry (`why`: the stored entry's signature
   // mismatch) and was traced and compiled again; the engine drops the
   // source afterwards and runs uncached.

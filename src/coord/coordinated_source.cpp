@@ -245,7 +245,7 @@ bool CoordinatedSource::arrive(Call& c) {
     c.net.local_work(Phase::arrival, cache().method());
     if (!cache().fast_path()) {
       c.tr = trace_checked(c.trace);
-      c.id = cache().graph_id(*c.tr);
+      c.id = graph_id_timed(*c.tr);
     }
     c.hit = lookup(c.args, c.tr ? &*c.tr : nullptr, c.tr ? &c.id : nullptr, c.compile);
     if (c.hit.reason == cache::MissReason::refused)
@@ -299,7 +299,7 @@ void CoordinatedSource::plan(Call& c) {
     } else {
       if (!c.tr) {
         c.tr = trace_checked(c.trace);
-        c.id = cache().graph_id(*c.tr);
+        c.id = graph_id_timed(*c.tr);
       }
       info.cost = static_cast<double>(c.tr->graph.size());
       info.needs = true;

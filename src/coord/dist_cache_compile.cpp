@@ -48,10 +48,11 @@ std::shared_ptr<detail::CompiledFunction> dist::detail::make_coordinated_functio
   // Coordinated, rank 0 summarises each method's entries (CoordinatedSource).
   auto cache = cache::method_cache(module, options, config, true, !coord.independent);
   std::shared_ptr<compiler::EntrySource> source;
+  const cache::MethodSource::ReportSink reports{coord::add_report, coord::amend_report};
   if (coord.independent)
-    source = std::make_shared<cache::LocalSource>(std::move(cache), coord::add_report, /*compile_every_miss=*/true);
+    source = std::make_shared<cache::LocalSource>(std::move(cache), reports, /*compile_every_miss=*/true);
   else
-    source = std::make_shared<coord::CoordinatedSource>(std::move(cache), coord, coord::add_report);
+    source = std::make_shared<coord::CoordinatedSource>(std::move(cache), coord, reports);
   return npucache::detail::make_function(module, options.compile, std::move(source));
 }
 

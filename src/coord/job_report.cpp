@@ -55,6 +55,32 @@ std::size_t peak_rss_bytes() {
   return 0;
 }
 
+// The phases of a warm start (WarmPhases), by name: the keys of a method's
+// `warm_phases` in the JSON.
+constexpr std::array<std::pair<const char*, double WarmPhases::*>, 8> kWarmPhases = {{
+    {"trace_s", &WarmPhases::trace_s},
+    {"key_s", &WarmPhases::key_s},
+    {"read_s", &WarmPhases::read_s},
+    {"decode_s", &WarmPhases::decode_s},
+    {"own_key_s", &WarmPhases::own_key_s},
+    {"bind_s", &WarmPhases::bind_s},
+    {"first_run_s", &WarmPhases::first_run_s},
+    {"ready_s", &WarmPhases::ready_s},
+}};
+
+json warm_json(const WarmPhases& w) {
+  json j = json::object();
+  for (const auto& [name, member] : kWarmPhases) j[name] = w.*member;
+  return j;
+}
+
+// A report written before the phases has none: zeros.
+WarmPhases warm_from_json(const json& j) {
+  WarmPhases w;
+  for (const auto& [name, member] : kWarmPhases) w.*member = value_or<double>(j, name, 0.0);
+  return w;
+}
+
 json captures_json(const Captures& c) {
   return {{"recorded", c.recorded}, {"restored", c.restored}, {"recaptured", c.recaptured}};
 }
@@ -284,7 +310,8 @@ void to_json(json& j, const RankMethod& rm) {
        {"cause", r.cause},
        {"pass_times_s", pass_times},
        {"kernels_tuned", r.kernels_tuned},
-       {"kernels_reused", r.kernels_reused}};
+       {"kernels_reused", r.kernels_reused},
+       {"warm_phases", warm_json(r.warm)}};
   if (!rm.steps) return;
   const dist::StepReport& s = *rm.steps;
   j["steps"] = steps_json(step_times(s));
@@ -326,6 +353,7 @@ void from_json(const json& j, RankMethod& rm) {
   for (const auto& [pass, s] : j.at("pass_times_s").items()) r.pass_times_s.emplace_back(pass, s.get<double>());
   j.at("kernels_tuned").get_to(r.kernels_tuned);
   j.at("kernels_reused").get_to(r.kernels_reused);
+  if (const auto it = j.find("warm_phases"); it != j.end() && it->is_object()) r.warm = warm_from_json(*it);
   rm.steps.reset();
   if (!j.contains("steps")) return;
   dist::StepReport s;

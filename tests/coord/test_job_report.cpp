@@ -351,6 +351,7 @@ TEST(JobReport, RankReportsRoundTripThroughTheExchange) {
   ranks[1].methods[1].report.reason = "stale (runtime_version: stored '1.0.0', now '1.1.0')";
   ranks[1].methods[1].report.artifact_checksum = "0123abcd";
   ranks[1].methods[1].report.saved = true;
+  ranks[1].methods[0].report.warm = {0.25, 0.125, 0.0625, 0.5, 0.375, 0.75, 1.5, 2.0};
   const std::string wire = json(ranks[1]).dump();
   const RankReport back = json::parse(wire).get<RankReport>();
   EXPECT_EQ(back.rank, 1);
@@ -369,6 +370,16 @@ TEST(JobReport, RankReportsRoundTripThroughTheExchange) {
   EXPECT_EQ(back.methods[1].report.artifact_checksum, "0123abcd");
   EXPECT_TRUE(back.methods[1].report.saved);
   EXPECT_EQ(back.methods[0].report.pass_times_s.size(), 3u);
+  const WarmPhases& w = back.methods[0].report.warm;  // where the warm start's time went
+  EXPECT_EQ(json::parse(wire)["methods"][0]["warm_phases"]["decode_s"], 0.5);
+  EXPECT_DOUBLE_EQ(w.trace_s, 0.25);
+  EXPECT_DOUBLE_EQ(w.key_s, 0.125);
+  EXPECT_DOUBLE_EQ(w.read_s, 0.0625);
+  EXPECT_DOUBLE_EQ(w.decode_s, 0.5);
+  EXPECT_DOUBLE_EQ(w.own_key_s, 0.375);
+  EXPECT_DOUBLE_EQ(w.bind_s, 0.75);
+  EXPECT_DOUBLE_EQ(w.first_run_s, 1.5);
+  EXPECT_DOUBLE_EQ(w.ready_s, 2.0);
   EXPECT_EQ(json(back), json(ranks[1]));
 }
 

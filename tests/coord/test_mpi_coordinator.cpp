@@ -554,6 +554,16 @@ TEST_F(Coordinator, ReportsEveryStepAndOneWriterPerMethodForOneSharedDirectory) 
   ASSERT_EQ(warm_steps.size(), 2u);
   EXPECT_TRUE(warm_steps[0].all_hit);  // one all-reduce, nothing else
   EXPECT_EQ(warm_steps[0].keys_s, 0);
+  // Where each rank's warm start went: every phase ran, within the first call.
+  ASSERT_EQ(warm.size(), 2u);
+  for (const MethodReport& r : warm) {
+    const WarmPhases& w = r.warm;
+    EXPECT_TRUE(r.hit) << r.method;
+    for (double phase : {w.trace_s, w.key_s, w.read_s, w.decode_s, w.own_key_s, w.bind_s, w.first_run_s})
+      EXPECT_GT(phase, 0) << r.method;
+    EXPECT_LE(w.trace_s + w.key_s + w.read_s + w.decode_s + w.own_key_s + w.bind_s, w.ready_s) << r.method;
+    EXPECT_LE(r.total_s, w.ready_s) << r.method;
+  }
 }
 
 TEST_F(Coordinator, FlatExchangeRunsTheSameArtifacts) {
