@@ -32,8 +32,11 @@ namespace npucache::format::names {
 // entries and reported stale). 4.0.0: the records of record_codec.h.
 // 5.0.0: an index is a base and deltas (deltas/), with a sequence record.
 // 6.0.0: a graph-break piece's entry is named by the parameters it reads
-// too (bound_names in <npucache/ir/hash.h>).
-inline constexpr const char* kFormatVersion = "7.0.0";
+// too (bound_names in <npucache/ir/hash.h>). 7.0.0: an op is stored by its
+// pinned number; the remote tier is plain keys and values. 8.0.0: a graph
+// may hold region_call nodes (op 63), and the compiled-graph record's trace
+// carries the bodies of the regions it calls.
+inline constexpr const char* kFormatVersion = "8.0.0";
 // The `format` attribute of every file npucache writes.
 inline constexpr const char* kFormatName = "npucache";
 

@@ -31,7 +31,7 @@
 namespace npucache::format {
 
 namespace remote_key {
-std::string prefix();  // "npucache:7.0.0:"
+std::string prefix();  // "npucache:8.0.0:"
 std::string object(const std::string& graph_key);
 std::string entry(const std::string& path);
 // The prefix of every entry key, and of a model's.

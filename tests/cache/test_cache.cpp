@@ -351,10 +351,44 @@ void expect_stale_and_rebuilt(const fs::path& dir, const std::string& version, c
 
 }  // namespace
 
-// The cache of the previous format (6.0.0, checked in by
-// tests/fixtures/format-6.0.0/README.md's commands), on the default hit
+// The cache of the previous format (7.0.0, checked in by
+// tests/fixtures/format-7.0.0/README.md's commands), on the default hit
 // check and on the code_version fast path, for an entry written by either.
 TEST_F(CacheTest, PreviousFormatIsReportedStaleAndRebuilt) {
+  expect_stale_and_rebuilt(
+      dir, "7.0.0",
+      {"prompt --code-version v1", "prompt --code-version v1 --fast", "decode --code-version v1 --fast",
+       "decode --code-version v1", "prompt --reduce-overhead --code-version v1",
+       "prompt --world 2 --rank 1 --code-version v1", "prompt --static --code-version v1"});
+}
+
+// A bundle of the previous format (tests/fixtures/format-7.0.0/single.npuc,
+// a bundle version this build reads) imports entries of format 7.0.0:
+// lookups report them stale and rebuild them, on the default hit check and
+// on the code_version fast path, never serve them; the rebuilt ones serve.
+TEST_F(CacheTest, PreviousFormatBundleImportsStaleEntries) {
+  const fs::path bundle = fs::path(FIXTURES) / "format-7.0.0" / "single.npuc";
+  int n = 0;
+  for (const std::string args :
+       {"prompt --code-version v1", "prompt --code-version v1 --fast", "decode --code-version v1 --fast"}) {
+    const fs::path d = dir / std::to_string(n++);  // a fresh import for each case
+    Out imp = sh(std::string(NPUCACHE_CLI) + " import " + bundle.string() + " " + d.string());
+    ASSERT_EQ(imp.status, 0) << imp.text;
+    ASSERT_TRUE(has(imp.text, "5 entries")) << imp.text;
+    Out o = sh(worker(d.string(), args));
+    ASSERT_EQ(o.status, 0) << args << ": " << o.text;
+    EXPECT_TRUE(has(o.text, "compiled 1\nstatus compiled\nreason stale (entry ")) << args << ": " << o.text;
+    EXPECT_TRUE(
+        has(o.text, "format_version: stored '7.0.0', now '" + std::string(storage::names::kFormatVersion) + "'"))
+        << args << ": " << o.text;
+    EXPECT_TRUE(has(o.text, "result 4 8 12")) << args << ": " << o.text;
+    Out again = sh(worker(d.string(), args));
+    EXPECT_TRUE(has(again.text, "compiled 0\nstatus hit\nreason \n")) << args << ": " << again.text;
+  }
+}
+
+// Format 6.0.0 (tests/fixtures/format-6.0.0), likewise.
+TEST_F(CacheTest, Format6IsReportedStaleAndRebuilt) {
   expect_stale_and_rebuilt(
       dir, "6.0.0",
       {"prompt --code-version v1", "prompt --code-version v1 --fast", "decode --code-version v1 --fast",

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# ctest mpi_format_fixture (format 3.0.0) and mpi_format_fixture_2 (2.0.0):
-# the 2-rank cache written by that format (tests/fixtures/format-VERSION/
-# mpi-tp1-pp2) under a job of today's format: every rank's entries are
-# reported stale with the version and rebuilt, nothing is loaded from it,
-# the files of that format are left as they were, the tokens equal the
-# single-process eager ones; the next job is served entirely from the
-# rebuilt cache.
+# ctest mpi_format_fixture (the previous format) and mpi_format_fixture_N
+# (format N.0.0): the 2-rank cache written by that format
+# (tests/fixtures/format-VERSION/mpi-tp1-pp2) under a job of today's
+# format: every rank's entries are reported stale with the version and
+# rebuilt, nothing is loaded from it, the files of that format are left as
+# they were, the tokens equal the single-process eager ones; the next job is
+# served entirely from the rebuilt cache.
 #   format_fixture.sh NPUCACHE_BINARY LAUNCH_DIR FIXTURES_DIR VERSION
 set -euo pipefail
 [ $# -eq 4 ] || { echo "usage: $0 NPUCACHE_BINARY LAUNCH_DIR FIXTURES_DIR VERSION" >&2; exit 2; }
