@@ -1,0 +1,99 @@
+#!/usr/bin/env python3
+"""The goals of compile regions, with this run's figures.
+
+Reads this run's bench_regions output (regions on vs off, side by side) and
+the warm-start breakdown's markdown (perf/warm_breakdown.py: 8 vs 32 layers,
+and the 70B job), and writes the goals table. A figure the inputs do not
+hold is an error; a goal nothing measures yet says so, never a number.
+
+    perf/regions_goals.py BENCH_REGIONS_TXT BREAKDOWN_MD [--markdown OUT]
+"""
+import argparse
+import re
+import sys
+
+
+def fail(msg):
+    sys.exit(f"regions_goals: {msg}")
+
+
+def bench_rows(text):
+    """{(section, label): (on, off, ratio)} from bench_regions' tables."""
+    rows, section = {}, None
+    for line in text.splitlines():
+        m = re.match(r"^(\S.*?)\s{2,}regions on\s+off\s+on/off$", line)
+        if m:
+            section = m.group(1).strip()
+            continue
+        m = re.match(r"^(\S.*?)\s{2,}([\d.]+)\s+([\d.]+)\s+([\d.]+)$", line)
+        if m and section:
+            rows[(section, m.group(1).strip())] = tuple(float(m.group(i)) for i in (2, 3, 4))
+    return rows
+
+
+def need(rows, section, label):
+    if (section, label) not in rows:
+        fail(f"bench_regions has no line '{label}' under '{section}'")
+    return rows[(section, label)]
+
+
+def breakdown_ratio(md, label):
+    m = re.search(r"^\| " + re.escape(label) + r" \| [^|]+ \| [^|]+ \| ([\d.]+)x \|$", md, re.M)
+    if not m:
+        fail(f"the breakdown has no 8 vs 32 layer row '{label}'")
+    return float(m.group(1))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("bench")
+    ap.add_argument("breakdown")
+    ap.add_argument("--markdown")
+    a = ap.parse_args()
+    rows = bench_rows(open(a.bench).read())
+    md = open(a.breakdown).read()
+
+    table = []
+
+    def row(measure, now, goal, value, limit, below=True):
+        if value is None:
+            table.append((measure, now, goal, "not measured yet", "-"))
+            return
+        met = value <= limit if below else value >= limit
+        table.append((measure, now, goal, value_text(value), "met" if met else "MISSED"))
+
+    def value_text(v):
+        return f"{v:.2f}x"
+
+    row("warm time to ready, 32-layer vs 8-layer model of the same layer shapes", "about 3x", "<= 1.3x",
+        breakdown_ratio(md, "warm time to ready (job wall)"), 1.3)
+    row("cache bytes, the same pair", "2.7x", "<= 1.2x", breakdown_ratio(md, "cache bytes"), 1.2)
+    m = re.search(r"^\| cold time to ready \(job wall\) \| [\d.]+ \(([\d.]+)x the warm\) \|$", md, re.M)
+    row("Llama-3-70B tp=8 pp=4, 32 ranks, warm vs cold time to ready", "31x", ">= 50x",
+        float(m.group(1)) if m else None, 50.0, below=False)
+    table.append(("warm start at pp=2 and pp=8 after a pp=4 warmup: region compiles; time to ready vs a same-layout "
+                  "warm start", "every stage program compiles", "0; <= 1.5x",
+                  "not measured yet: regions are not stored as objects of their own", "-"))
+    table.append(("a 16-layer model after a 32-layer one of the same layer shapes: region compiles",
+                  "every program compiles", "0", "not measured yet: regions are not stored as objects of their own",
+                  "-"))
+    compile32 = need(rows, "compile CPU (ms)", "32 layers")
+    trace32 = need(rows, "trace (ms)", "32 layers, dynamic")
+    program = need(rows, "decode step host time (us)", "max-autotune")
+    replay = need(rows, "decode step host time (us)", "reduce-overhead")
+    worst = max(compile32[2], program[2], replay[2])
+    table.append(("cold compile CPU, decode-step host time (replay and program), regions on vs off", "-",
+                  "<= 1.1x (no slower)",
+                  f"compile CPU {compile32[2]:.2f}x (32 layers; trace {trace32[2]:.2f}x), program {program[2]:.2f}x, "
+                  f"replay {replay[2]:.2f}x", "met" if worst <= 1.1 else "MISSED"))
+
+    out = ["| measure | before regions | goal | this run | met |", "|---|---|---|---|---|"]
+    out += [f"| {m} | {n} | {g} | {v} | {ok} |" for m, n, g, v, ok in table]
+    text = "\n".join(out) + "\n"
+    print(text)
+    if a.markdown:
+        open(a.markdown, "w").write(text)
+
+
+if __name__ == "__main__":
+    main()
