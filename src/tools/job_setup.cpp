@@ -84,6 +84,8 @@ void add_job_options(CLI::App* cmd, JobArgs& a) {
   cmd->add_option("--dynamic", a.dynamic, "dynamic shapes: true, false or auto (automatic dynamic)")
       ->check(CLI::IsMember({"true", "false", "auto"}));
   cmd->add_flag("--ge-cache", a.ge_cache, "store the compiled program (always on when coordinated)");
+  cmd->add_flag("--no-regions", a.no_regions,
+                "trace every decoder layer inline instead of as a compile region traced and compiled once");
   cmd->add_flag("--independent", a.independent, "every rank compiles on its own (baseline)");
   cmd->add_option("--report-json", a.report_json, "write the job report (rank 0)");
   cmd->add_option("--timeout", a.timeout,
@@ -216,6 +218,7 @@ std::vector<std::pair<std::string, std::string>> job_fields(const JobArgs& a, co
                                                      {"--autotune-candidates", std::to_string(a.autotune_candidates)}};
   // Flags: present when given, so a difference reads "rank 3 has --ge-cache, ranks 0-2 have no --ge-cache".
   if (a.ge_cache) f.emplace_back("--ge-cache", "");
+  if (a.no_regions) f.emplace_back("--no-regions", "");
   if (a.independent) f.emplace_back("--independent", "");
   if (a.flat_exchange) f.emplace_back("--flat-exchange", "");
   if (a.dry_run) f.emplace_back("--dry-run", "");
@@ -250,6 +253,7 @@ CompileOptions job_compile_options(const JobArgs& a) {
   else
     o.dynamic = a.dynamic != "false";
   o.fullgraph = true;
+  o.regions = !a.no_regions;
   return o;
 }
 }  // namespace

@@ -33,6 +33,7 @@ struct JobArgs {
   std::string mode;              // "" : the backend's default
   std::string dynamic = "true";  // true, false or auto (automatic dynamic)
   bool ge_cache = false;
+  bool no_regions = false;  // trace the decoder's layers inline (CompileOptions::regions)
   bool independent = false;
   bool flat_exchange = false;
   std::string report_json;
