@@ -194,6 +194,12 @@ void validate_bundle(const Bundle& b, const DecodeCheck& decodes) {
       throw bad("entry " + e.path + " names rank " + std::to_string(r.global_rank) + " (tp " +
                 std::to_string(r.tp_rank) + ", pp " + std::to_string(r.pp_rank) + ") of a " +
                 std::to_string(r.world_size) + "-rank job");
+    if (const auto v = e.meta.components.find(component::kFormatVersion);
+        v != e.meta.components.end() && v->second != names::kFormatVersion)
+      throw bad("entry " + e.path + " was written by cache format " + v->second + " (this build reads and writes " +
+                names::kFormatVersion +
+                "): its program is stale for this build; export the cache again with this build, or let the job "
+                "compile it");
     const Components mc = model_components(e.meta.components);
     if (auto [m, fresh] = model.emplace(e.meta.model_info, mc); !fresh && m->second != mc)
       throw bad("entries of model " + e.meta.model_info + " disagree on its model components");
