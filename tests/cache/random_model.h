@@ -16,12 +16,22 @@
 // writes are looked up by the next: the hunt's point. Its constructor flag
 // `pick_b` chooses which of two layers of the same shape a step reads.
 //
+// Compile regions (generator 3, add_blocks / add_regions): a program with
+// `blocks` registers kBlocks submodules (RandBlock) whatever it reads:
+// blocks 0 .. kBlocksA-1 of shape A run the program `body[0]`, the others,
+// of shape B (another class, one buffer more), `body[1]`, each block with
+// weights of its own. A `region` step calls block i through
+// nn::compile_region with two values of the program, the method's other
+// tensors (the KV cache a body may update in place) and its float and
+// integer arguments as plain values.
+//
 // Everything is deterministic from the Rng's seed; describe() prints a
 // program so a failure can be read and replayed.
 #pragma once
 
 #include <npucache/npucache.h>
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -86,6 +96,9 @@ enum class Kind : int {
   layer_reads,   // tanh(sel_a(a)), a host read, tanh(sel_b(.)), a host read:
                  // pieces of one structure reading other layers
   truth_branch,  // a tensor's truth value (sum(a) > f) picks a * 2 - 1 or tanh(a)
+  // Compile regions (generator 3, add_regions; never drawn by
+  // random_program or mutate):
+  region,  // compile_region(block i, a, b, ...): its shape's body over (a, b)
   kCount
 };
 // The kinds random_program and mutate draw from.
@@ -99,12 +112,21 @@ struct Step {
   double f = 0;             // a float constant, eps or theta
 };
 
+constexpr int kBlocksA = 3;  // blocks of shape A (the rest are of shape B)
+constexpr int kBlocks = 5;
+
 struct Program {
   int width = 8;  // D
   std::vector<Step> steps;
   int aux = 0;          // the second result of forward_pair
   bool pick_b = false;  // which layer select_linear reads
   int class_name = 0;   // 0 or 1: RandNet's type_name
+  // Compile regions: whether RandNet registers its blocks, and the bodies
+  // of shapes A and B (values 0 and 1 are the region's two tensors; the
+  // body's result is its last value).
+  bool blocks = false;
+  std::array<std::vector<Step>, 2> body;
+  std::array<bool, 2> body_pick_b{false, false};
 };
 
 Program random_program(Rng& rng, int width);
@@ -115,7 +137,18 @@ void mutate(Program& p, Rng& rng);
 // same-shaped layers, a branch on a tensor's truth value) reading earlier
 // values; the method then runs as pieces (fullgraph=false).
 void add_breaks(Program& p, Rng& rng);
+// Graph breaks in the method's steps or in a region's body.
 bool has_breaks(const Program& p);
+// Registers blocks and draws both bodies (0 to 3 steps each).
+void add_blocks(Program& p, Rng& rng);
+// Appends one to three region steps (sometimes the same block twice).
+void add_regions(Program& p, Rng& rng);
+// A small change of the regions: a body's step, op or layer flag, a step
+// more or less in a body, another block for a call.
+void mutate_regions(Program& p, Rng& rng);
+// Appends a graph break to a body (a region then cannot be one graph).
+void add_body_break(Program& p, Rng& rng);
+bool has_regions(const Program& p);
 std::string describe(const Program& p);
 
 // The method's arguments: x, y [B, S, D] f32; ids [B, S] i64 (some out of
@@ -129,7 +162,40 @@ struct Args {
 
 constexpr int kMaxSeq = 6;  // the KV cache's length: calls have S <= kMaxSeq
 
-class RandNet : public nn::Module {
+// The parameters every step may read, and the steps themselves (RandNet
+// and RandBlock). The parameters are registered in one order, whatever a
+// program reads.
+class Layers : public nn::Module {
+ public:
+  explicit Layers(int width);
+
+ protected:
+  // Random values for every parameter registered so far.
+  void init(std::uint64_t seed);
+  Tensor step(const Step& st, bool pick_b, const std::vector<Tensor>& v, const Tensor& ids, const Tensor& idx,
+              const Tensor& kv, double s, std::int64_t k) const;
+  std::int64_t width_;
+  std::shared_ptr<nn::Linear> sel_a_, sel_b_, up_, down_;
+  Tensor mat_, norm_w_, norm_b_, emb_;
+};
+
+// A repeated block: its shape's body over (a, b); shape B adds a buffer
+// `scale` to its result.
+class RandBlock : public Layers {
+ public:
+  RandBlock(const Program& p, int shape, std::uint64_t weight_seed);
+  std::string type_name() const override;
+  Tensor forward(const Tensor& a, const Tensor& b, const Tensor& ids, const Tensor& idx, const Tensor& kv, double s,
+                 std::int64_t k) const;
+
+ private:
+  int shape_;
+  std::vector<Step> steps_;
+  bool pick_b_;
+  Tensor scale_;
+};
+
+class RandNet : public Layers {
  public:
   RandNet(Program p, std::uint64_t weight_seed);
   std::string type_name() const override;
@@ -142,11 +208,8 @@ class RandNet : public nn::Module {
  private:
   std::vector<Tensor> run(const Tensor& x, const Tensor& y, const Tensor& ids, const Tensor& idx, const Tensor& kv,
                           double s, std::int64_t k) const;
-  Tensor step(const Step& st, const std::vector<Tensor>& v, const Tensor& ids, const Tensor& idx, const Tensor& kv,
-              double s, std::int64_t k) const;
   Program p_;
-  std::shared_ptr<nn::Linear> sel_a_, sel_b_, up_, down_;
-  Tensor mat_, norm_w_, norm_b_, emb_;
+  std::vector<std::shared_ptr<RandBlock>> blocks_;
 };
 
 constexpr int kVocab = 11;  // rows of the embedding; ids reach -1 and kVocab
