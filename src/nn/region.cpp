@@ -69,6 +69,12 @@ struct RegionCall::Impl : FlattenVisitor {
       if (it == tensors.end()) it = tensors.find("#" + p);
       if (it == tensors.end())  // the key holds the module's names: unreachable
         throw TraceError("compile region " + b.name + ": the module has no tensor '" + p + "'");
+      if (!it->second.defined()) throw TraceError("compile region " + b.name + ": its tensor '" + p + "' is undefined");
+      const TensorImpl* impl = it->second.impl().get();
+      if (!outer->module_tensors.count(impl) && !outer->bound.count(impl))
+        throw TraceError("compile region " + b.name + ": its module is not a registered submodule of the traced " +
+                         "module (its tensor '" + p + "' has no name there); register it with register_module, " +
+                         "or call its method as plain code");
       in.push_back(outer->value_of(it->second, "parameter '" + p + "' of compile region " + b.name));
     }
     TensorType out = b.graph.node(b.graph.outputs().front()).type;

@@ -17,6 +17,7 @@
 
 #include "compiler/compiled_graph.h"
 #include "compiler/passes.h"
+#include "compiler/serialize.h"
 #include "support/error_message.h"
 #include "support/expect_close.h"
 #include "support/small_models.h"
@@ -57,7 +58,8 @@ struct Stack : nn::Module {
   std::vector<std::shared_ptr<Block>> blocks, wide_blocks;
   int runs = 0;
   Stack(int depth, int wide, int64_t width) {
-    for (int i = 0; i < depth; ++i) blocks.push_back(std::make_shared<Block>(width, 1.0f + static_cast<float>(i), &runs));
+    for (int i = 0; i < depth; ++i)
+      blocks.push_back(std::make_shared<Block>(width, 1.0f + static_cast<float>(i), &runs));
     for (int i = 0; i < wide; ++i)
       wide_blocks.push_back(std::make_shared<Block>(2 * width, 3.0f - static_cast<float>(i), &runs));
     struct Named : nn::Module {
@@ -93,8 +95,8 @@ Inputs inputs(const Stack& m, int64_t batch, int64_t seq, int64_t width) {
     for (int64_t s = 0; s < seq; ++s) pos.push_back(s);
   in.positions = Tensor::from_vector_i64(pos, {batch, seq});
   for (std::size_t i = 0; i < m.blocks.size(); ++i)
-    in.caches.push_back(Tensor::from_vector(std::vector<float>(static_cast<std::size_t>(batch * 8 * width), 0.0f),
-                                            {batch, 8, width}));
+    in.caches.push_back(
+        Tensor::from_vector(std::vector<float>(static_cast<std::size_t>(batch * 8 * width), 0.0f), {batch, 8, width}));
   for (std::size_t i = 0; i < m.wide_blocks.size(); ++i)
     in.caches.push_back(Tensor::from_vector(std::vector<float>(static_cast<std::size_t>(batch * 8 * 2 * width), 0.0f),
                                             {batch, 8, 2 * width}));
@@ -173,8 +175,7 @@ TEST(Regions, TheCompilerCompilesEachBodyOnceAndLinksEveryCall) {
   o.dynamic = true;
   TraceResult tr = trace_method(m, &Stack::forward, o, in.x, in.positions, in.caches);
   const SymBindings example = tr.signature.bind(flatten_args(o, in.x, in.positions, in.caches));
-  compiler::CompiledGraph cg =
-      compiler::compile_graph(tr, CompilerConfig{}, {}, example, true, 0);
+  compiler::CompiledGraph cg = compiler::compile_graph(tr, CompilerConfig{}, {}, example, true, 0);
   int region_passes = 0;
   std::string link;
   for (const auto& t : cg.timings) {
@@ -226,7 +227,9 @@ struct Reaching : nn::Module {
   struct Inner : nn::Module {
     Reaching* parent;
     Tensor w;
-    explicit Inner(Reaching* p) : parent(p) { w = register_parameter("w", Tensor::from_vector(ramp(16, 0.1f, 0.0f), {4, 4})); }
+    explicit Inner(Reaching* p) : parent(p) {
+      w = register_parameter("w", Tensor::from_vector(ramp(16, 0.1f, 0.0f), {4, 4}));
+    }
     Tensor forward(const Tensor& x) const { return ops::matmul(x, w) + parent->outside; }
   };
   std::shared_ptr<Inner> inner;
@@ -244,7 +247,8 @@ struct LeakyHost : nn::Module {
 TEST(Regions, ABodyReadsOnlyItsArgumentsAndItsModule) {
   const Tensor x = Tensor::from_vector(ramp(8, 0.1f, 0.0f), {2, 4});
   Reaching r;
-  expect_error<TraceError>([&] { (void)trace_method(r, &Reaching::forward, TraceOptions{}, x); }, "pass it as an argument");
+  expect_error<TraceError>([&] { (void)trace_method(r, &Reaching::forward, TraceOptions{}, x); },
+                           "pass it as an argument");
   LeakyHost h;
   expect_error<TraceError>([&] { (void)trace_method(h, &LeakyHost::forward, TraceOptions{}, x); },
                            "neither an argument of the region nor a parameter or buffer of its module");
@@ -276,3 +280,244 @@ TEST(Regions, PipelineStagesOfOneShapeShareAGraphKeyAndBindTheirOwnLayers) {
 }
 
 }  // namespace
+
+// --- Attacks ------------------------------------------------------------------
+
+namespace attacks {
+
+// The one node of `g` of `op`.
+Node& only(Graph& g, Op op) {
+  Node* found = nullptr;
+  for (Node& n : g.mutable_nodes())
+    if (n.op == op) {
+      EXPECT_EQ(found, nullptr) << "more than one " << op_name(op);
+      found = &n;
+    }
+  if (!found) throw std::runtime_error(std::string("no ") + std::string(op_name(op)));
+  return *found;
+}
+
+compiler::CompiledGraph compiled(const TraceResult& tr, const SymBindings& example) {
+  return compiler::compile_graph(tr, CompilerConfig{}, {}, example, true, 0);
+}
+
+}  // namespace attacks
+
+TEST(RegionAttacks, AStoredBodySwappedForAnotherIsRefusedAsDamaged) {
+  Stack m(2, 1, 8);
+  Inputs in = inputs(m, 2, 3, 8);
+  TraceOptions o;
+  o.dynamic = false;
+  const TraceResult tr = trace_method(m, &Stack::forward, o, in.x, in.positions, in.caches);
+  ASSERT_EQ(tr.regions.size(), 2u);
+  const compiler::CompiledGraph cg =
+      attacks::compiled(tr, tr.signature.bind(flatten_args(o, in.x, in.positions, in.caches)));
+  const std::string honest = compiler::serialize_compiled(cg, true);
+  EXPECT_NO_THROW((void)compiler::deserialize_compiled(honest));
+  // One op of a body changed for another (the same bytes' worth): the body
+  // still verifies, links and runs, but is not the one its name hashes.
+  compiler::CompiledGraph edited = cg;
+  attacks::only(edited.trace.regions.begin()->second, Op::tanh).op = Op::sigmoid;
+  const std::string swapped_op = compiler::serialize_compiled(edited, true);
+  EXPECT_EQ(swapped_op.size(), honest.size());
+  expect_error<VerifyError>([&] { (void)compiler::deserialize_compiled(swapped_op); },
+                            "is not the body its name hashes");
+  // The two bodies under each other's names.
+  compiler::CompiledGraph exchanged = cg;
+  auto first = exchanged.trace.regions.begin(), second = std::next(first);
+  std::swap(first->second, second->second);
+  expect_error<VerifyError>(
+      [&] { (void)compiler::deserialize_compiled(compiler::serialize_compiled(exchanged, true)); },
+      "is not the body its name hashes");
+  // A body dropped: the call names a body the object does not carry.
+  compiler::CompiledGraph dropped = cg;
+  dropped.trace.regions.erase(dropped.trace.regions.begin());
+  expect_error<VerifyError>([&] { (void)compiler::deserialize_compiled(compiler::serialize_compiled(dropped, true)); },
+                            "whose body the trace does not carry");
+}
+
+TEST(RegionAttacks, AnEditedBindOrMutatesChangesTheKeyAndIsRefusedByTheLink) {
+  Stack m(2, 0, 8);
+  Inputs in = inputs(m, 2, 3, 8);
+  TraceOptions o;
+  o.dynamic = true;
+  const TraceResult tr = trace_method(m, &Stack::forward, o, in.x, in.positions, in.caches);
+  ASSERT_EQ(tr.regions.size(), 1u);
+  const Hash128 key = canonical_hash(tr.graph);
+  const auto bind = calls(tr.graph).front()->attrs.get<std::vector<SymExpr>>("bind");
+  ASSERT_GE(bind.size(), 2u) << "batch and sequence are the body's symbols";
+  EXPECT_NO_THROW((void)compiler::link_regions(tr.graph, tr.regions));
+  // Edits of the first call; each changes the graph key (the reader derives
+  // the key from the object's own trace: check_own_key) and the link.
+  auto edit = [&](const std::function<void(Node&)>& f) {
+    Graph g = tr.graph;
+    for (Node& n : g.mutable_nodes())
+      if (n.op == Op::region_call) {
+        f(n);
+        break;
+      }
+    return g;
+  };
+  std::vector<SymExpr> reversed(bind.rbegin(), bind.rend());
+  const Graph swapped = edit([&](Node& n) { n.attrs.set("bind", reversed); });
+  EXPECT_NE(canonical_hash(swapped), key);
+  expect_error<VerifyError>([&] { (void)compiler::link_regions(swapped, tr.regions); }, "its body's placeholder");
+  std::vector<SymExpr> constants(bind.size(), SymExpr(3));
+  const Graph fixed = edit([&](Node& n) { n.attrs.set("bind", constants); });
+  EXPECT_NE(canonical_hash(fixed), key);
+  expect_error<VerifyError>([&] { (void)compiler::link_regions(fixed, tr.regions); }, "its body's placeholder");
+  const Graph shorter = edit([&](Node& n) { n.attrs.set("bind", std::vector<SymExpr>(bind.begin(), bind.end() - 1)); });
+  expect_error<VerifyError>([&] { (void)compiler::link_regions(shorter, tr.regions); }, "symbols, its body has");
+  // The call claims to update the input x instead of its cache.
+  const Graph other_target = edit([&](Node& n) { n.attrs.set("mutates", std::vector<int64_t>{0}); });
+  EXPECT_NE(canonical_hash(other_target), key);
+  expect_error<VerifyError>([&] { (void)compiler::link_regions(other_target, tr.regions); },
+                            "updates other operands in place");
+  const Graph more = edit([&](Node& n) { n.attrs.set("mutates", std::vector<int64_t>{0, 2}); });
+  expect_error<VerifyError>([&] { (void)compiler::link_regions(more, tr.regions); }, "updates other operands in place");
+}
+
+// A stack whose second block is kept as a plain member, not registered.
+struct Stranger : nn::Module {
+  int runs = 0;
+  std::shared_ptr<Block> own = std::make_shared<Block>(8, 1.0f, &runs),
+                         stranger = std::make_shared<Block>(8, 2.0f, &runs);
+  Stranger() { register_module("own", own); }
+  Tensor forward(const Tensor& x, const Tensor& positions, const std::vector<Tensor>& caches) {
+    Tensor h = nn::compile_region(*own, &Block::forward, x, positions, caches[0]);
+    return nn::compile_region(*stranger, &Block::forward, h, positions, caches[1]);
+  }
+};
+
+TEST(RegionAttacks, AModuleThatIsNotASubmoduleIsRefused) {
+  Stranger m;
+  Stack shape(2, 0, 8);
+  Inputs in = inputs(shape, 2, 3, 8);
+  expect_error<TraceError>(
+      [&] { (void)trace_method(m, &Stranger::forward, TraceOptions{}, in.x, in.positions, in.caches); },
+      "its module is not a registered submodule of the traced module");
+  // Regions off: the stranger's weights are eager tensors the trace has no
+  // name for either.
+  TraceOptions flat;
+  flat.regions = false;
+  expect_error<TraceError>([&] { (void)trace_method(m, &Stranger::forward, flat, in.x, in.positions, in.caches); },
+                           "neither an input of the traced method nor a parameter or buffer");
+}
+
+// A region whose method reads its parent's parameter or the parent's
+// method's input (kept in a member) instead of taking them as arguments.
+struct Nosy : nn::Module {
+  Tensor bias, kept;
+  bool read_input = false;
+  struct Inner : nn::Module {
+    Nosy* parent;
+    Tensor w;
+    explicit Inner(Nosy* p) : parent(p) {
+      w = register_parameter("w", Tensor::from_vector(ramp(16, 0.1f, 0.0f), {4, 4}));
+    }
+    Tensor forward(const Tensor& x) const {
+      return ops::matmul(x, w) + (parent->read_input ? parent->kept : parent->bias);
+    }
+  };
+  std::shared_ptr<Inner> inner = std::make_shared<Inner>(this);
+  Nosy() {
+    bias = register_parameter("bias", Tensor::from_vector(ramp(4, 0.1f, 0.0f), {4}));
+    register_module("inner", inner);
+  }
+  Tensor forward(const Tensor& x) {
+    kept = x;
+    return nn::compile_region(*inner, &Inner::forward, x);
+  }
+};
+
+TEST(RegionAttacks, ABodyReadingTensorsOfTheCodeAroundItIsRefused) {
+  const Tensor x = Tensor::from_vector(ramp(16, 0.1f, 0.0f), {4, 4});
+  Nosy m;
+  expect_error<TraceError>([&] { (void)trace_method(m, &Nosy::forward, TraceOptions{}, x); },
+                           "neither an argument of the region nor a parameter or buffer of its module");
+  m.read_input = true;
+  expect_error<TraceError>([&] { (void)trace_method(m, &Nosy::forward, TraceOptions{}, x); }, "pass it as an argument");
+  // With regions off both are the method's own tensors.
+  CompileOptions co;
+  co.regions = false;
+  co.fullgraph = true;
+  auto f = compile(m, &Nosy::forward, co);
+  expect_close(f(x).to_vector(), m.forward(x).to_vector(), "regions off", 1e-6f);
+}
+
+// A block whose method throws after recording some ops, once.
+struct Throwing : nn::Module {
+  std::shared_ptr<Block> block;
+  int runs = 0;
+  bool fail = true;
+  Throwing() : block(std::make_shared<Block>(8, 1.0f, &runs)) { register_module("block", block); }
+  struct Boom : std::runtime_error {
+    Boom() : std::runtime_error("boom") {}
+  };
+  Tensor forward(const Tensor& x, const Tensor& positions, const std::vector<Tensor>& caches) {
+    Tensor h = nn::compile_region(*block, &Block::forward, x, positions, caches[0]);
+    return nn::compile_region(*this, &Throwing::body, h);
+  }
+  Tensor body(const Tensor& h) const {
+    Tensor t = ops::tanh(h) * 2.0f;
+    if (fail) throw Boom();
+    return t;
+  }
+};
+
+TEST(RegionAttacks, ABodyThatThrowsLeavesTheThreadReadyForTheNextTrace) {
+  Throwing m;
+  Stack shape(1, 0, 8);
+  Inputs in = inputs(shape, 2, 3, 8), eager_in = inputs(shape, 2, 3, 8);
+  EXPECT_THROW((void)trace_method(m, &Throwing::forward, TraceOptions{}, in.x, in.positions, in.caches),
+               Throwing::Boom);
+  // No trace is left recording: ops run eagerly, a new trace starts clean.
+  EXPECT_FALSE(detail::RegionCall::active());
+  EXPECT_FALSE(ops::tanh(in.x).is_traced());
+  CompileOptions co;
+  co.fullgraph = true;
+  auto f = compile(m, &Throwing::forward, co);
+  EXPECT_THROW((void)f(in.x, in.positions, in.caches), Throwing::Boom);
+  EXPECT_FALSE(detail::RegionCall::active());
+  m.fail = false;
+  const TraceResult tr = trace_method(m, &Throwing::forward, TraceOptions{}, in.x, in.positions, in.caches);
+  EXPECT_EQ(tr.regions.size(), 2u);
+  expect_close(f(in.x, in.positions, in.caches).to_vector(),
+               m.forward(eager_in.x, eager_in.positions, eager_in.caches).to_vector(), "after the throw", 1e-5f);
+}
+
+// Layers of one class that differ by a plain member (which rows they
+// mix): the member passed as a plain value specialises the body.
+struct Windowed : nn::Module {
+  struct Layer : nn::Module {
+    int64_t window;
+    Tensor w;
+    Layer(int64_t win, float seed) : window(win) {
+      w = register_parameter("w", Tensor::from_vector(ramp(16, 0.05f * seed, -0.1f), {4, 4}));
+    }
+    Tensor forward(const Tensor& x, int64_t win) const {
+      return ops::tanh(ops::matmul(x, w)) + ops::sum(x.slice(1, 0, win), {1}, true);
+    }
+  };
+  std::vector<std::shared_ptr<Layer>> layers;
+  Windowed() {
+    for (int i = 0; i < 4; ++i)
+      layers.push_back(register_module("l" + std::to_string(i), std::make_shared<Layer>(1 + i % 2, 1.0f + i)));
+  }
+  Tensor forward(const Tensor& x) {
+    Tensor h = x;
+    for (const auto& l : layers) h = nn::compile_region(*l, &Layer::forward, h, l->window);
+    return h;
+  }
+};
+
+TEST(RegionAttacks, AMemberThatChangesTheBodyPassedAsAPlainValueGivesABodyPerValue) {
+  Windowed m;
+  const Tensor x = Tensor::from_vector(ramp(2 * 3 * 4, 0.07f, -0.4f), {2, 3, 4});
+  const TraceResult tr = trace_method(m, &Windowed::forward, TraceOptions{}, x);
+  EXPECT_EQ(tr.regions.size(), 2u) << "windows 1 and 2";
+  CompileOptions co;
+  co.fullgraph = true;
+  auto f = compile(m, &Windowed::forward, co);
+  expect_close(f(x).to_vector(), m.forward(x).to_vector(), "windows", 1e-5f);
+}
