@@ -142,7 +142,8 @@ std::vector<Model> plan(std::uint64_t epoch_seed, int n) {
   for (int i = 0; i < n; ++i) {
     Rng r(mix(epoch_seed, static_cast<std::uint64_t>(i)));
     Model m;
-    if (models.empty() || r.chance(0.3)) {
+    const bool fresh = models.empty() || r.chance(0.3);
+    if (fresh) {
       m.program = random_program(r, r.chance(0.8) ? 8 : 4);
       m.options = random_options(r);
       m.batch = 1 + r.below(2);
@@ -174,12 +175,14 @@ std::vector<Model> plan(std::uint64_t epoch_seed, int n) {
     }
     if (g_generator >= 3) {
       Rng z(mix(mix(epoch_seed, static_cast<std::uint64_t>(i)), 0x726567696f6e73));
+      // A derived model mostly keeps its regions (so that hits happen).
+      const double change = fresh ? 1.0 : 0.5;
       if (!m.program.blocks) add_blocks(m.program, z);
-      if (!has_regions(m.program) ? z.chance(0.7) : z.chance(0.2)) add_regions(m.program, z);
-      if (has_regions(m.program) && z.chance(0.4)) mutate_regions(m.program, z);
-      if (z.chance(0.1)) add_body_break(m.program, z);
-      if (z.chance(0.15)) m.options.regions_off = !m.options.regions_off;
-      if (z.chance(0.2)) m.options.default_mode = !m.options.default_mode;
+      if (!has_regions(m.program) ? z.chance(0.7 * change) : z.chance(0.2 * change)) add_regions(m.program, z);
+      if (has_regions(m.program) && z.chance(0.4 * change)) mutate_regions(m.program, z);
+      if (z.chance(0.1 * change)) add_body_break(m.program, z);
+      if (z.chance(0.15 * change)) m.options.regions_off = !m.options.regions_off;
+      if (z.chance(0.2 * change)) m.options.default_mode = !m.options.default_mode;
     }
     m.options.breaks = m.options.breaks || has_breaks(m.program);
     models.push_back(m);

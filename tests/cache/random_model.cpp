@@ -169,6 +169,7 @@ int block(Rng& r, int shape) {
 
 void add_blocks(Program& p, Rng& r) {
   p.blocks = true;
+  p.branch_offset = 1.0 / 64;
   for (int shape = 0; shape < 2; ++shape) {
     p.body[static_cast<std::size_t>(shape)].clear();
     // Sometimes no step: the region returns its argument.
@@ -188,6 +189,7 @@ void add_regions(Program& p, Rng& r) {
     s.kind = Kind::region;
     fill_step(s, r, 2 + static_cast<int>(p.steps.size()), p.width);
     s.i = last >= 0 && r.chance(0.25) ? last : block(r, shape);  // the same module twice
+    s.op = r.chance(0.25) ? 1 : 0;                               // over rows 1 .. S-1
     last = s.i;
     p.steps.push_back(s);
   }
@@ -291,7 +293,9 @@ void describe_steps(std::ostringstream& o, const std::vector<Step>& steps) {
       case Kind::cast_rt: o << "[" << (s.op ? "bf16" : "f16") << "]"; break;
       case Kind::sdpa: o << "[heads " << s.i << (s.op ? " causal" : "") << "]"; break;
       case Kind::rope: o << "[heads " << s.i << " theta " << num(s.f) << "]"; break;
-      case Kind::region: o << "[block " << s.i << (s.i < kBlocksA ? " A" : " B") << "]"; break;
+      case Kind::region:
+        o << "[block " << s.i << (s.i < kBlocksA ? " A" : " B") << (s.op ? " rows 1.." : "") << "]";
+        break;
       default:
         if (s.i) o << "[i " << s.i << "]";
         if (s.f != 0) o << "[f " << num(s.f) << "]";
@@ -316,7 +320,7 @@ std::string describe(const Program& p) {
   return o.str();
 }
 
-Layers::Layers(int width) : width_(width) {
+Layers::Layers(int width, double branch_offset) : width_(width), branch_offset_(branch_offset) {
   const int64_t d = width;
   sel_a_ = register_module("sel_a", std::make_shared<nn::Linear>(d, d));
   sel_b_ = register_module("sel_b", std::make_shared<nn::Linear>(d, d));
@@ -342,7 +346,7 @@ void Layers::init(std::uint64_t seed) {
 }
 
 RandBlock::RandBlock(const Program& p, int shape, std::uint64_t weight_seed)
-    : Layers(p.width),
+    : Layers(p.width, p.branch_offset),
       shape_(shape),
       steps_(p.body[static_cast<std::size_t>(shape)]),
       pick_b_(p.body_pick_b[static_cast<std::size_t>(shape)]) {
@@ -367,7 +371,7 @@ Tensor RandBlock::forward(const Tensor& a, const Tensor& b, const Tensor& ids, c
   return shape_ ? v.back() * scale_ : v.back();
 }
 
-RandNet::RandNet(Program p, std::uint64_t weight_seed) : Layers(p.width), p_(std::move(p)) {
+RandNet::RandNet(Program p, std::uint64_t weight_seed) : Layers(p.width, p.branch_offset), p_(std::move(p)) {
   init(weight_seed);
   // Registered after the method's own parameters have their values, so a
   // program of generators 1 and 2 has the weights it had before blocks.
@@ -401,8 +405,17 @@ std::vector<Tensor> RandNet::run(const Tensor& x, const Tensor& y, const Tensor&
     }
     if (static_cast<std::size_t>(st.i) >= blocks_.size()) throw Error("a region step of a program without blocks");
     const RandBlock& blk = *blocks_[static_cast<std::size_t>(st.i)];
-    v.push_back(nn::compile_region(blk, &RandBlock::forward, v[static_cast<std::size_t>(st.a)],
-                                   v[static_cast<std::size_t>(st.b)], ids, idx, kv, s, k));
+    const Tensor& a = v[static_cast<std::size_t>(st.a)];
+    const Tensor& b = v[static_cast<std::size_t>(st.b)];
+    if (st.op == 0) {
+      v.push_back(nn::compile_region(blk, &RandBlock::forward, a, b, ids, idx, kv, s, k));
+      continue;
+    }
+    // Over the sequence without its first row (a symbolic size S - 1: the
+    // block's body for another signature), the row put back in front.
+    auto tail = [](const Tensor& t) { return t.slice(1, 1, t.size(1)); };
+    Tensor r = nn::compile_region(blk, &RandBlock::forward, tail(a), tail(b), tail(ids), tail(idx), kv, s, k);
+    v.push_back(ops::concat({a.slice(1, 0, 1), r}, 1));
   }
   return v;
 }
@@ -524,7 +537,7 @@ Tensor Layers::step(const Step& st, bool pick_b, const std::vector<Tensor>& v, c
       return h;
     }
     case Kind::truth_branch:
-      if (ops::gt(ops::sum(a, {0, 1, 2}), ops::scalar(st.f))) return a * 2.0 - 1.0;
+      if (ops::gt(ops::sum(a, {0, 1, 2}), ops::scalar(st.f + branch_offset_))) return a * 2.0 - 1.0;
       return ops::tanh(a);
     case Kind::region:  // RandNet::run calls the block
     case Kind::kCount: break;

@@ -95,10 +95,11 @@ enum class Kind : int {
   // or mutate, so the seeds of generator 1 draw what they drew):
   layer_reads,   // tanh(sel_a(a)), a host read, tanh(sel_b(.)), a host read:
                  // pieces of one structure reading other layers
-  truth_branch,  // a tensor's truth value (sum(a) > f) picks a * 2 - 1 or tanh(a)
+  truth_branch,  // a tensor's truth value (sum(a) > f + Program::branch_offset) picks a * 2 - 1 or tanh(a)
   // Compile regions (generator 3, add_regions; never drawn by
   // random_program or mutate):
-  region,  // compile_region(block i, a, b, ...): its shape's body over (a, b)
+  region,  // compile_region(block i, a, b, ...): its shape's body over (a, b);
+           // op 1: over rows 1 .. S-1 of a, b, ids and idx, row 0 of a put back
   kCount
 };
 // The kinds random_program and mutate draw from.
@@ -127,6 +128,11 @@ struct Program {
   bool blocks = false;
   std::array<std::vector<Step>, 2> body;
   std::array<bool, 2> body_pick_b{false, false};
+  // Added to truth_branch's threshold (add_blocks: 1/64). A sum that is 0
+  // whatever the values (a - mean(a[:, :k]) with k = S) sits on threshold
+  // 0, where rounding picks the branch: eager and compiled code may differ
+  // there without a defect.
+  double branch_offset = 0;
 };
 
 Program random_program(Rng& rng, int width);
@@ -167,7 +173,7 @@ constexpr int kMaxSeq = 6;  // the KV cache's length: calls have S <= kMaxSeq
 // program reads.
 class Layers : public nn::Module {
  public:
-  explicit Layers(int width);
+  Layers(int width, double branch_offset);
 
  protected:
   // Random values for every parameter registered so far.
@@ -175,6 +181,7 @@ class Layers : public nn::Module {
   Tensor step(const Step& st, bool pick_b, const std::vector<Tensor>& v, const Tensor& ids, const Tensor& idx,
               const Tensor& kv, double s, std::int64_t k) const;
   std::int64_t width_;
+  double branch_offset_;
   std::shared_ptr<nn::Linear> sel_a_, sel_b_, up_, down_;
   Tensor mat_, norm_w_, norm_b_, emb_;
 };
