@@ -16,7 +16,9 @@
 #include "nn/detail/trace_state.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
+#include <typeinfo>
 
 namespace npucache::detail {
 
@@ -101,7 +103,10 @@ RegionCall::RegionCall(const nn::Module& module, const unsigned char* method, st
   impl_->outer = current_trace();
   impl_->module = &module;
   char hex[3];
-  impl_->key = module.type_name() + "|";
+  // The module's C++ class too: a pointer to a virtual method names a slot,
+  // the same for every class that overrides it, and type_name() may be one
+  // name for several classes. (The key lives only while this trace does.)
+  impl_->key = module.type_name() + "|" + std::to_string(reinterpret_cast<std::uintptr_t>(&typeid(module))) + "|";
   for (std::size_t i = 0; i < method_size; ++i) {
     std::snprintf(hex, sizeof hex, "%02x", method[i]);
     impl_->key += hex;

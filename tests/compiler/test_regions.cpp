@@ -15,6 +15,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <thread>
+
 #include "compiler/compiled_graph.h"
 #include "compiler/passes.h"
 #include "compiler/serialize.h"
@@ -520,4 +523,86 @@ TEST(RegionAttacks, AMemberThatChangesTheBodyPassedAsAPlainValueGivesABodyPerVal
   co.fullgraph = true;
   auto f = compile(m, &Windowed::forward, co);
   expect_close(f(x).to_vector(), m.forward(x).to_vector(), "windows", 1e-5f);
+}
+
+// Layers of two classes under one virtual method and one type_name(): a
+// model mixing them (the method pointer names a virtual slot, the same for
+// both classes).
+struct MixedBase : nn::Module {
+  Tensor w;
+  explicit MixedBase(float seed) {
+    w = register_parameter("w", Tensor::from_vector(ramp(16, 0.05f * seed, -0.1f), {4, 4}));
+  }
+  std::string type_name() const override { return "Layer"; }
+  virtual Tensor forward(const Tensor& x) const = 0;
+};
+struct TanhLayer : MixedBase {
+  using MixedBase::MixedBase;
+  Tensor forward(const Tensor& x) const override { return ops::tanh(ops::matmul(x, w)); }
+};
+struct SigmoidLayer : MixedBase {
+  using MixedBase::MixedBase;
+  Tensor forward(const Tensor& x) const override { return ops::sigmoid(ops::matmul(x, w)) - x; }
+};
+struct Mixed : nn::Module {
+  std::vector<std::shared_ptr<MixedBase>> layers;
+  Mixed() {
+    for (int i = 0; i < 4; ++i) {
+      std::shared_ptr<MixedBase> l;
+      if (i % 2)
+        l = std::make_shared<SigmoidLayer>(1.0f + i);
+      else
+        l = std::make_shared<TanhLayer>(1.0f + i);
+      layers.push_back(register_module("l" + std::to_string(i), l));
+    }
+  }
+  Tensor forward(const Tensor& x) {
+    Tensor h = x;
+    for (const auto& l : layers) h = nn::compile_region(*l, &MixedBase::forward, h);
+    return h;
+  }
+};
+
+TEST(RegionAttacks, ClassesSharingAVirtualMethodAndATypeNameGetABodyEach) {
+  Mixed m;
+  const Tensor x = Tensor::from_vector(ramp(2 * 3 * 4, 0.07f, -0.4f), {2, 3, 4});
+  const TraceResult tr = trace_method(m, &Mixed::forward, TraceOptions{}, x);
+  EXPECT_EQ(tr.regions.size(), 2u) << "one body per class";
+  CompileOptions co;
+  co.fullgraph = true;
+  auto f = compile(m, &Mixed::forward, co);
+  expect_close(f(x).to_vector(), m.forward(x).to_vector(), "mixed classes", 1e-5f);
+}
+
+TEST(RegionAttacks, ThreadsTracingRegionsAtOnceKeepTheirOwnBodies) {
+  // Each thread its own model (other widths and depths: other bodies), a
+  // compile and calls at once with the others.
+  std::vector<std::string> failures(4);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([t, &failures] {
+      try {
+        const int64_t width = 4 + 4 * (t % 2);
+        Stack m(1 + t, t % 2, width);
+        CompileOptions co;
+        co.fullgraph = true;
+        co.dynamic = t >= 2;
+        auto f = compile(m, &Stack::forward, co);
+        for (int round = 0; round < 5; ++round) {
+          Inputs eager_in = inputs(m, 1 + round % 2, 2 + round % 3, width);
+          Inputs compiled_in = inputs(m, 1 + round % 2, 2 + round % 3, width);
+          const auto want = m.forward(eager_in.x, eager_in.positions, eager_in.caches).to_vector();
+          const auto got = f(compiled_in.x, compiled_in.positions, compiled_in.caches).to_vector();
+          for (std::size_t i = 0; i < want.size(); ++i)
+            if (std::fabs(want[i] - got[i]) > 1e-5f)
+              throw std::runtime_error("round " + std::to_string(round) + " differs");
+          for (int r = 0; r < 3; ++r)
+            (void)trace_method(m, &Stack::forward, TraceOptions{}, eager_in.x, eager_in.positions, eager_in.caches);
+        }
+      } catch (const std::exception& e) {
+        failures[static_cast<std::size_t>(t)] = e.what();
+      }
+    });
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < 4; ++t) EXPECT_EQ(failures[static_cast<std::size_t>(t)], "") << "thread " << t;
 }
