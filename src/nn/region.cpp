@@ -10,6 +10,7 @@
 // are the argument values, then the values of this call's module tensors
 // named as the body's parameter placeholders.
 #include <npucache/error.h>
+#include <npucache/ir/hash.h>
 #include <npucache/region.h>
 
 #include "nn/detail/tensor_impl.h"
@@ -18,6 +19,8 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
+#include <string>
 #include <typeinfo>
 
 namespace npucache::detail {
@@ -30,6 +33,9 @@ struct RegionCall::Impl : FlattenVisitor {
   std::vector<ValueId> args;
   std::vector<TensorType> arg_types;
   std::unique_ptr<TraceState> body;
+  // NPUCACHE_CHECK_REGIONS: the body of this call's signature, traced
+  // before; this call's body is traced too and must be the same.
+  std::shared_ptr<RegionBody> check;
   std::size_t next_input = 0;
   bool collecting = true;
 
@@ -93,6 +99,16 @@ struct RegionCall::Impl : FlattenVisitor {
   }
 };
 
+namespace {
+
+// NPUCACHE_CHECK_REGIONS set (and not "0"): every call traces its body.
+bool check_every_call() {
+  const char* e = std::getenv("NPUCACHE_CHECK_REGIONS");
+  return e != nullptr && *e != '\0' && std::string(e) != "0";
+}
+
+}  // namespace
+
 bool RegionCall::active() {
   const TraceState* t = current_trace();
   return t != nullptr && t->module != nullptr && t->options.regions && !t->lazy && t->region.empty();
@@ -123,6 +139,10 @@ bool RegionCall::recorded(Tensor& out) {
   impl_->module_tensors(&impl_->key);
   auto it = impl_->outer->region_bodies.find(impl_->key);
   if (it == impl_->outer->region_bodies.end()) return false;
+  if (check_every_call()) {
+    impl_->check = it->second;
+    return false;
+  }
   out = impl_->record(*it->second);
   return true;
 }
@@ -160,6 +180,18 @@ Tensor RegionCall::end_body(const Tensor& result) {
   const ValueId out = m.body->value_of(result, "the result of compile region " + m.name);
   Graph& g = m.body->graph;
   g.set_outputs({out});
+  if (m.check) {
+    // The key resolves the arguments' types as this body's placeholders,
+    // so an honest body hashes as the first one.
+    m.outer->shapes = m.body->shapes;
+    set_current_trace(m.outer);
+    if (canonical_hash(g) != canonical_hash(m.check->graph))
+      throw TraceError("compile region " + m.name + ": a module of class " + m.module->type_name() +
+                       " computes another body than the first module of its signature (NPUCACHE_CHECK_REGIONS): " +
+                       "a plain member changes what the method computes; pass it to the method as a plain value " +
+                       "or name it in type_name()");
+    return m.record(*m.check);
+  }
   auto b = std::make_shared<RegionBody>();
   b->id = "p" + std::to_string(m.outer->region_list.size());
   b->name = m.name;

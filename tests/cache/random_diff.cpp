@@ -74,12 +74,16 @@ struct Options {
   // Generator 3: the inductor backend's default mode (instead of TorchAir's
   // max-autotune or reduce-overhead), and regions off (traced inline).
   bool default_mode = false, regions_off = false;
+  // Generator 3: NPUCACHE_CHECK_REGIONS (every call traces its body, which
+  // must be its signature's): no honest model may fail it.
+  bool check_regions = false;
   int method_name = 0;  // "f" or "g"
   std::string text() const {
     std::string t = default_mode ? "default" : reduce_overhead ? "reduce-overhead" : "max-autotune";
     t += auto_dynamic ? " automatic-dynamic" : dynamic ? " dynamic" : " static";
     if (breaks) t += " fullgraph=false";
     if (regions_off) t += " regions=false";
+    if (check_regions) t += " NPUCACHE_CHECK_REGIONS=1";
     if (ge_cache) t += " ge_cache";
     t += pair ? " forward_pair" : " forward";
     t += method_name ? " as g" : " as f";
@@ -183,6 +187,7 @@ std::vector<Model> plan(std::uint64_t epoch_seed, int n) {
       if (z.chance(0.1 * change)) add_body_break(m.program, z);
       if (z.chance(0.15 * change)) m.options.regions_off = !m.options.regions_off;
       if (z.chance(0.2 * change)) m.options.default_mode = !m.options.default_mode;
+      m.options.check_regions = z.chance(0.25);
     }
     m.options.breaks = m.options.breaks || has_breaks(m.program);
     models.push_back(m);
@@ -421,6 +426,10 @@ int worker(std::uint64_t epoch_seed, int first, int count, const std::string& di
     const Model& m = models[static_cast<std::size_t>(i)];
     Rng r(mix(m.weight_seed, 0x63616c6c));
     std::string outcomes;
+    if (m.options.check_regions)
+      ::setenv("NPUCACHE_CHECK_REGIONS", "1", 1);
+    else
+      ::unsetenv("NPUCACHE_CHECK_REGIONS");
     try {
       RandNet net(m.program, m.weight_seed);
       outcomes = m.options.pair ? run_calls(net, &RandNet::forward_pair, m, dir, r)

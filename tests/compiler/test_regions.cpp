@@ -501,6 +501,7 @@ struct Windowed : nn::Module {
     Tensor forward(const Tensor& x, int64_t win) const {
       return ops::tanh(ops::matmul(x, w)) + ops::sum(x.slice(1, 0, win), {1}, true);
     }
+    Tensor forward_member(const Tensor& x) const { return forward(x, window); }
   };
   std::vector<std::shared_ptr<Layer>> layers;
   Windowed() {
@@ -605,4 +606,47 @@ TEST(RegionAttacks, ThreadsTracingRegionsAtOnceKeepTheirOwnBodies) {
     });
   for (auto& th : threads) th.join();
   for (int t = 0; t < 4; ++t) EXPECT_EQ(failures[static_cast<std::size_t>(t)], "") << "thread " << t;
+}
+
+// The same layers reading their window from the member: the signature does
+// not see it; NPUCACHE_CHECK_REGIONS traces every call and says so.
+struct HiddenWindow : nn::Module {
+  std::vector<std::shared_ptr<Windowed::Layer>> layers;
+  HiddenWindow() {
+    for (int i = 0; i < 4; ++i)
+      layers.push_back(
+          register_module("l" + std::to_string(i), std::make_shared<Windowed::Layer>(1 + i % 2, 1.0f + i)));
+  }
+  Tensor forward(const Tensor& x) {
+    Tensor h = x;
+    for (const auto& l : layers) h = nn::compile_region(*l, &Windowed::Layer::forward_member, h);
+    return h;
+  }
+};
+
+TEST(RegionAttacks, CheckingEveryCallFindsAMemberTheSignatureDoesNotSee) {
+  const Tensor x = Tensor::from_vector(ramp(2 * 3 * 4, 0.07f, -0.4f), {2, 3, 4});
+  struct CheckRegions {
+    CheckRegions() { ::setenv("NPUCACHE_CHECK_REGIONS", "1", 1); }
+    ~CheckRegions() { ::unsetenv("NPUCACHE_CHECK_REGIONS"); }
+  } on;
+  HiddenWindow hidden;
+  expect_error<TraceError>([&] { (void)trace_method(hidden, &HiddenWindow::forward, TraceOptions{}, x); },
+                           "computes another body than the first module of its signature");
+  // Honest models check clean, static and dynamic, and compute as eager.
+  Windowed m;
+  EXPECT_EQ(trace_method(m, &Windowed::forward, TraceOptions{}, x).regions.size(), 2u);
+  for (bool dynamic : {false, true}) {
+    Stack s(3, 2, 8);
+    Inputs in = inputs(s, 2, 3, 8), eager_in = inputs(s, 2, 3, 8);
+    TraceOptions o;
+    o.dynamic = dynamic;
+    EXPECT_EQ(trace_method(s, &Stack::forward, o, in.x, in.positions, in.caches).regions.size(), 2u);
+    CompileOptions co;
+    co.fullgraph = true;
+    co.dynamic = dynamic;
+    auto f = compile(s, &Stack::forward, co);
+    expect_close(f(in.x, in.positions, in.caches).to_vector(),
+                 s.forward(eager_in.x, eager_in.positions, eager_in.caches).to_vector(), "checked", 1e-5f);
+  }
 }
