@@ -294,7 +294,8 @@ void describe_steps(std::ostringstream& o, const std::vector<Step>& steps) {
       case Kind::sdpa: o << "[heads " << s.i << (s.op ? " causal" : "") << "]"; break;
       case Kind::rope: o << "[heads " << s.i << " theta " << num(s.f) << "]"; break;
       case Kind::region:
-        o << "[block " << s.i << (s.i < kBlocksA ? " A" : " B") << (s.op ? " rows 1.." : "") << "]";
+        o << "[block " << s.i << (s.i < kBlocksA ? " A" : " B") << (s.i == kAltBlock ? " alt" : "")
+          << (s.op ? " rows 1.." : "") << "]";
         break;
       default:
         if (s.i) o << "[i " << s.i << "]";
@@ -371,15 +372,23 @@ Tensor RandBlock::forward(const Tensor& a, const Tensor& b, const Tensor& ids, c
   return shape_ ? v.back() * scale_ : v.back();
 }
 
+Tensor RandBlockAlt::forward(const Tensor& a, const Tensor& b, const Tensor& ids, const Tensor& idx, const Tensor& kv,
+                             double s, std::int64_t k) const {
+  return ops::tanh(RandBlock::forward(a, b, ids, idx, kv, s, k));
+}
+
 RandNet::RandNet(Program p, std::uint64_t weight_seed) : Layers(p.width, p.branch_offset), p_(std::move(p)) {
   init(weight_seed);
   // Registered after the method's own parameters have their values, so a
   // program of generators 1 and 2 has the weights it had before blocks.
   if (p_.blocks)
-    for (int i = 0; i < kBlocks; ++i)
+    for (int i = 0; i < kBlocks; ++i) {
+      const std::uint64_t seed = mix(weight_seed, 0x626c6f636b + i);
+      const int shape = i < kBlocksA ? 0 : 1;
       blocks_.push_back(
-          register_module("block" + std::to_string(i),
-                          std::make_shared<RandBlock>(p_, i < kBlocksA ? 0 : 1, mix(weight_seed, 0x626c6f636b + i))));
+          register_module("block" + std::to_string(i), i == kAltBlock ? std::make_shared<RandBlockAlt>(p_, shape, seed)
+                                                                      : std::make_shared<RandBlock>(p_, shape, seed)));
+    }
 }
 
 std::string RandNet::type_name() const { return p_.class_name ? "randtest::NetB" : "randtest::Net"; }

@@ -187,19 +187,31 @@ class Layers : public nn::Module {
 };
 
 // A repeated block: its shape's body over (a, b); shape B adds a buffer
-// `scale` to its result.
+// `scale` to its result. `forward` is virtual: block kAltBlock is a
+// RandBlockAlt, another class of the same type_name() and parameters whose
+// forward ends in tanh (a pointer to a virtual method names its slot, the
+// same for both classes: their regions must not share a body).
 class RandBlock : public Layers {
  public:
   RandBlock(const Program& p, int shape, std::uint64_t weight_seed);
   std::string type_name() const override;
-  Tensor forward(const Tensor& a, const Tensor& b, const Tensor& ids, const Tensor& idx, const Tensor& kv, double s,
-                 std::int64_t k) const;
+  virtual Tensor forward(const Tensor& a, const Tensor& b, const Tensor& ids, const Tensor& idx, const Tensor& kv,
+                         double s, std::int64_t k) const;
 
  private:
   int shape_;
   std::vector<Step> steps_;
   bool pick_b_;
   Tensor scale_;
+};
+
+constexpr int kAltBlock = 1;  // of shape A
+
+class RandBlockAlt : public RandBlock {
+ public:
+  using RandBlock::RandBlock;
+  Tensor forward(const Tensor& a, const Tensor& b, const Tensor& ids, const Tensor& idx, const Tensor& kv, double s,
+                 std::int64_t k) const override;
 };
 
 class RandNet : public Layers {
