@@ -26,6 +26,13 @@
 //   cache) and run collectives (the tensor-parallel all_reduce); the call
 //   node lists both ("mutates", "collectives").
 // - return one Tensor (a compile-time error otherwise).
+// The signature does not see the module's other members (later calls do
+// not run the method): modules of one class whose plain members change
+// what the method computes (a flag, a window size) must pass them to the
+// method as plain values or name them in type_name(); otherwise every
+// module of the class is served the first one's body. With the
+// environment variable NPUCACHE_CHECK_REGIONS=1 every call traces its body
+// as well, and one that differs from its signature's body is a TraceError.
 // Plain values (bool, integers) the method takes specialise the body, as
 // guards do a trace; a region called inside another region's body, or in
 // a method split at graph breaks (fullgraph=false), runs inline.

@@ -17,17 +17,28 @@
 // signature's order until finish() (trace.cpp) turns it into the values of
 // the body's symbols.
 #include <npucache/error.h>
+#include <npucache/ir/hash.h>
 #include <npucache/region.h>
 
 #include "nn/detail/tensor_impl.h"
 #include "nn/detail/trace_state.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <typeinfo>
 
 namespace npucache::detail {
 
 namespace {
+
+// NPUCACHE_CHECK_REGIONS set (and not "0"): every call traces its body.
+bool check_every_call() {
+  const char* e = std::getenv("NPUCACHE_CHECK_REGIONS");
+  return e != nullptr && *e != '\0' && std::string(e) != "0";
+}
 
 struct RegionCallState : FlattenVisitor {
   TraceState* outer = nullptr;
@@ -43,6 +54,9 @@ struct RegionCallState : FlattenVisitor {
   std::map<std::string, SymExpr> numbered;  // symbol -> "c<i>"
   bool exact = false;
   std::unique_ptr<TraceState> body;
+  // NPUCACHE_CHECK_REGIONS: the body of this call's signature, traced
+  // before; this call's body is traced too and must be the same.
+  std::shared_ptr<RegionBody> check;
   std::size_t next_input = 0;
   bool collecting = true;
 
@@ -126,6 +140,12 @@ struct RegionCallState : FlattenVisitor {
       if (it == tensors.end()) it = tensors.find("#" + p);
       if (it == tensors.end())  // the key holds the module's names: unreachable
         throw TraceError("compile region " + b.name + ": the module has no tensor '" + p + "'");
+      if (!it->second.defined()) throw TraceError("compile region " + b.name + ": its tensor '" + p + "' is undefined");
+      const TensorImpl* impl = it->second.impl().get();
+      if (!outer->module_tensors.count(impl) && !outer->bound.count(impl))
+        throw TraceError("compile region " + b.name + ": its module is not a registered submodule of the traced " +
+                         "module (its tensor '" + p + "' has no name there); register it with register_module, " +
+                         "or call its method as plain code");
       in.push_back(outer->value_of(it->second, "parameter '" + p + "' of compile region " + b.name));
     }
     std::vector<SymExpr> out_shape;
@@ -152,6 +172,10 @@ struct RegionCallState : FlattenVisitor {
       for (const auto& s : symbols) key += "|" + s.str();
     auto it = outer->region_bodies.find(key);
     if (it == outer->region_bodies.end()) return false;
+    if (check_every_call()) {
+      check = it->second;
+      return false;
+    }
     if (it->second->arg_symbols != symbols && !replay(*it->second)) return false;
     out = record(*it->second);
     return true;
@@ -187,6 +211,18 @@ Tensor RegionCallState::end_body(const Tensor& result) {
   const ValueId out = m.body->value_of(result, "the result of compile region " + m.name);
   Graph& g = m.body->graph;
   g.set_outputs({out});
+  if (m.check) {
+    // The body traced again (NPUCACHE_CHECK_REGIONS): equal up to symbol
+    // names, or a member the signature does not see changed it.
+    m.outer->shapes = m.body->shapes;
+    set_current_trace(m.outer);
+    if (canonical_hash(g) != canonical_hash(m.check->graph))
+      throw TraceError("compile region " + m.name + ": a module of class " + m.module->type_name() +
+                       " computes another body than the first module of its signature (NPUCACHE_CHECK_REGIONS): " +
+                       "a plain member changes what the method computes; pass it to the method as a plain value " +
+                       "or name it in type_name()");
+    return m.record(*m.check);
+  }
   auto b = std::make_shared<RegionBody>();
   b->id = "p" + std::to_string(m.outer->region_list.size());
   b->name = m.name;
@@ -264,7 +300,10 @@ Tensor run_region(const nn::Module& module, const unsigned char* method, std::si
   RegionCallState call;
   call.outer = t;
   call.module = &module;
-  call.key = module.type_name() + "|";
+  // The module's C++ class too: a pointer to a virtual method names a slot,
+  // the same for every class that overrides it, and type_name() may be one
+  // name for several classes. (The key lives only while this trace does.)
+  call.key = module.type_name() + "|" + std::to_string(reinterpret_cast<std::uintptr_t>(&typeid(module))) + "|";
   char hex[3];
   for (std::size_t i = 0; i < method_size; ++i) {
     std::snprintf(hex, sizeof hex, "%02x", method[i]);

@@ -18,18 +18,23 @@
 //     time on its directory, so writes race with lookups. NPUCACHE_DIFF_SEED overrides --seed;
 //     NPUCACHE_DIFF_SECONDS=T runs epochs until T seconds have passed (the
 //     release run: NPUCACHE_DIFF_SECONDS=1800 build/tests/random_diff).
-//   random_diff --epoch-seed X --models N [--pairs 1]
+//   random_diff --epoch-seed X --models N [--pairs 1] [--list 1]
 //     replays one epoch's first N models from an empty cache (two
-//     processes at a time with --pairs 1): the command a failure prints.
+//     processes at a time with --pairs 1): the command a failure prints;
+//     --list 1 prints the models (program and options) instead.
 //   random_diff --replay X:N[:G],X:N[:G],...
 //     replays several epochs (the regressions ctest keeps), each with
 //     generator G (default --generator's).
 //   random_diff --worker --epoch-seed X --first I --count N --dir D
 //     one process of an epoch (run by the others).
-//   --generator 1|2 (every form): which models are drawn; 2, the default,
-//     adds graph breaks (host reads between same-shaped layers, branches on
-//     truth values) with fullgraph=false, and automatic dynamic; 1 draws
-//     the models before them (the regressions found with it replay with it).
+//   --generator 1|2|3 (every form): which models are drawn; 2 adds graph
+//     breaks (host reads between same-shaped layers, branches on truth
+//     values) with fullgraph=false, and automatic dynamic; 3, the default,
+//     adds compile regions (repeated blocks of two shapes with weights of
+//     their own, called through nn::compile_region, sometimes the same
+//     block twice, sometimes with graph breaks in the method or a body),
+//     the default mode and regions off; 1 and 2 draw the models before
+//     them (the regressions found with them replay with them).
 //
 // Exit status 0 when every result matched, 1 on a wrong result or failure
 // (printed with the model, its options, the call and the command that
@@ -66,11 +71,19 @@ struct Options {
   // Generator 2: fullgraph=false (the method may run as pieces between
   // graph breaks), and automatic dynamic (dynamic unset).
   bool breaks = false, auto_dynamic = false;
+  // Generator 3: the inductor backend's default mode (instead of TorchAir's
+  // max-autotune or reduce-overhead), and regions off (traced inline).
+  bool default_mode = false, regions_off = false;
+  // Generator 3: NPUCACHE_CHECK_REGIONS (every call traces its body, which
+  // must be its signature's): no honest model may fail it.
+  bool check_regions = false;
   int method_name = 0;  // "f" or "g"
   std::string text() const {
-    std::string t = reduce_overhead ? "reduce-overhead" : "max-autotune";
+    std::string t = default_mode ? "default" : reduce_overhead ? "reduce-overhead" : "max-autotune";
     t += auto_dynamic ? " automatic-dynamic" : dynamic ? " dynamic" : " static";
     if (breaks) t += " fullgraph=false";
+    if (regions_off) t += " regions=false";
+    if (check_regions) t += " NPUCACHE_CHECK_REGIONS=1";
     if (ge_cache) t += " ge_cache";
     t += pair ? " forward_pair" : " forward";
     t += method_name ? " as g" : " as f";
@@ -118,11 +131,13 @@ Options random_options(Rng& r) {
   return o;
 }
 
-// Which models the hunt draws: 1, the models before graph breaks; 2 (the
-// default), also graph breaks (host reads between same-shaped layers,
-// branches on truth values), fullgraph=false and automatic dynamic, drawn
-// from a stream of their own so every model of generator 1 is still drawn.
-int g_generator = 2;
+// Which models the hunt draws: 1, the models before graph breaks; 2, also
+// graph breaks (host reads between same-shaped layers, branches on truth
+// values), fullgraph=false and automatic dynamic; 3 (the default), also
+// compile regions, the default mode and regions off. Each generator draws
+// from a stream of its own, so every model of the ones before is still
+// drawn (with blocks registered, which generator 3 models all have).
+int g_generator = 3;
 
 // The models of an epoch, each derived from the seed and the models before
 // it: most copy an earlier model and change a little, so entries collide.
@@ -131,7 +146,8 @@ std::vector<Model> plan(std::uint64_t epoch_seed, int n) {
   for (int i = 0; i < n; ++i) {
     Rng r(mix(epoch_seed, static_cast<std::uint64_t>(i)));
     Model m;
-    if (models.empty() || r.chance(0.3)) {
+    const bool fresh = models.empty() || r.chance(0.3);
+    if (fresh) {
       m.program = random_program(r, r.chance(0.8) ? 8 : 4);
       m.options = random_options(r);
       m.batch = 1 + r.below(2);
@@ -156,11 +172,24 @@ std::vector<Model> plan(std::uint64_t epoch_seed, int n) {
     m.weight_seed = r.next();
     if (g_generator >= 2) {
       Rng x(mix(mix(epoch_seed, static_cast<std::uint64_t>(i)), 0x627265616b73));
-      if (x.chance(0.35)) add_breaks(m.program, x);
+      // Generator 3 breaks fewer methods: a break runs the regions inline.
+      if (x.chance(0.35) && (g_generator < 3 || x.chance(0.4))) add_breaks(m.program, x);
       if (x.chance(0.2)) m.options.breaks = !m.options.breaks;
       if (x.chance(0.2)) m.options.auto_dynamic = !m.options.auto_dynamic;
-      m.options.breaks = m.options.breaks || has_breaks(m.program);
     }
+    if (g_generator >= 3) {
+      Rng z(mix(mix(epoch_seed, static_cast<std::uint64_t>(i)), 0x726567696f6e73));
+      // A derived model mostly keeps its regions (so that hits happen).
+      const double change = fresh ? 1.0 : 0.5;
+      if (!m.program.blocks) add_blocks(m.program, z);
+      if (!has_regions(m.program) ? z.chance(0.7 * change) : z.chance(0.2 * change)) add_regions(m.program, z);
+      if (has_regions(m.program) && z.chance(0.4 * change)) mutate_regions(m.program, z);
+      if (z.chance(0.1 * change)) add_body_break(m.program, z);
+      if (z.chance(0.15 * change)) m.options.regions_off = !m.options.regions_off;
+      if (z.chance(0.2 * change)) m.options.default_mode = !m.options.default_mode;
+      m.options.check_regions = z.chance(0.25);
+    }
+    m.options.breaks = m.options.breaks || has_breaks(m.program);
     models.push_back(m);
   }
   return models;
@@ -259,6 +288,11 @@ CacheOptions cache_options(const Options& o, const std::string& dir) {
   cc.ge_config.enable_single_stream = o.single_stream;
   if (o.copy_inputs) cc.input_handling = InputHandling::copy;
   c.compile.config = cc;
+  if (o.default_mode) {
+    c.compile.config.reset();
+    c.compile.mode = "default";
+  }
+  c.compile.regions = !o.regions_off;
   c.compile.dynamic = o.auto_dynamic ? std::nullopt : std::optional<bool>(o.dynamic);
   c.compile.fullgraph = !o.breaks;
   c.compile.method_name = o.method_name ? "g" : "f";
@@ -392,6 +426,10 @@ int worker(std::uint64_t epoch_seed, int first, int count, const std::string& di
     const Model& m = models[static_cast<std::size_t>(i)];
     Rng r(mix(m.weight_seed, 0x63616c6c));
     std::string outcomes;
+    if (m.options.check_regions)
+      ::setenv("NPUCACHE_CHECK_REGIONS", "1", 1);
+    else
+      ::unsetenv("NPUCACHE_CHECK_REGIONS");
     try {
       RandNet net(m.program, m.weight_seed);
       outcomes = m.options.pair ? run_calls(net, &RandNet::forward_pair, m, dir, r)
@@ -491,7 +529,7 @@ bool epoch(std::uint64_t epoch_seed, int n, int per, bool pairs, double deadline
 int usage() {
   std::fprintf(stderr,
                "usage: random_diff [--seed N] [--epochs E] [--models N] [--seconds S] [--per-process N]\n"
-               "       random_diff --epoch-seed X --models N [--pairs 1]\n"
+               "       random_diff --epoch-seed X --models N [--pairs 1] [--list 1]\n"
                "       random_diff --replay X:N[:G],X:N[:G],...\n");
   return 2;
 }
@@ -515,8 +553,8 @@ int main(int argc, char** argv) {
     if (const char* e = std::getenv(env); e && *e) return std::strtod(e, nullptr);
     return opt.count(key) ? std::strtod(opt[key].c_str(), nullptr) : fallback;
   };
-  g_generator = static_cast<int>(num("generator", "", 2));
-  if (g_generator < 1 || g_generator > 2) return usage();
+  g_generator = static_cast<int>(num("generator", "", 3));
+  if (g_generator < 1 || g_generator > 3) return usage();
   try {
     if (is_worker)
       return worker(std::stoull(opt.at("epoch-seed"), nullptr, 0), std::stoi(opt.at("first")),
@@ -551,6 +589,13 @@ int main(int argc, char** argv) {
         return 1;
     }
     std::printf("PASS: %d models replayed\n", ran);
+    return 0;
+  }
+  if (opt.count("epoch-seed") && num("list", "", 0) != 0) {  // the models, not run
+    const auto plans = plan(std::stoull(opt["epoch-seed"], nullptr, 0), models);
+    for (std::size_t i = 0; i < plans.size(); ++i)
+      std::printf("model %zu: %s\n  options: %s\n", i, describe(plans[i].program).c_str(),
+                  plans[i].options.text().c_str());
     return 0;
   }
   if (opt.count("epoch-seed")) {

@@ -34,7 +34,7 @@ const char* const kKinds[] = {
     "reduce",        "argmax",       "softmax",        "rmsnorm",         "layernorm",     "shuffle",
     "transpose_sm",  "permute_rt",   "slice_rotate",   "slice_seq_const", "slice_seq_arg", "seq_rotate",
     "concat_linear", "gather",       "embedding",      "where",           "cast_rt",       "expand_reduce",
-    "kv_write",      "layer_reads",  "truth_branch"};
+    "kv_write",      "layer_reads",  "truth_branch",   "region"};
 static_assert(std::size(kKinds) == static_cast<std::size_t>(Kind::kCount));
 
 template <class T, std::size_t N>
@@ -138,8 +138,96 @@ void add_breaks(Program& p, Rng& r) {
 }
 
 bool has_breaks(const Program& p) {
-  return std::any_of(p.steps.begin(), p.steps.end(),
-                     [](const Step& s) { return s.kind == Kind::layer_reads || s.kind == Kind::truth_branch; });
+  auto breaks = [](const std::vector<Step>& steps) {
+    return std::any_of(steps.begin(), steps.end(),
+                       [](const Step& s) { return s.kind == Kind::layer_reads || s.kind == Kind::truth_branch; });
+  };
+  return breaks(p.steps) || (has_regions(p) && (breaks(p.body[0]) || breaks(p.body[1])));
+}
+
+bool has_regions(const Program& p) {
+  return std::any_of(p.steps.begin(), p.steps.end(), [](const Step& s) { return s.kind == Kind::region; });
+}
+
+namespace {
+
+void add_body_step(Program& p, int shape, Rng& r) {
+  std::vector<Step>& body = p.body[static_cast<std::size_t>(shape)];
+  Step s;
+  s.kind = static_cast<Kind>(r.below(kDrawnKinds));
+  fill_step(s, r, 2 + static_cast<int>(body.size()), p.width);
+  body.push_back(s);
+}
+
+// A block of `shape`, or of either.
+int block(Rng& r, int shape) {
+  if (shape < 0) shape = r.chance(0.6) ? 0 : 1;
+  return shape == 0 ? r.below(kBlocksA) : kBlocksA + r.below(kBlocks - kBlocksA);
+}
+
+}  // namespace
+
+void add_blocks(Program& p, Rng& r) {
+  p.blocks = true;
+  p.branch_offset = 1.0 / 64;
+  for (int shape = 0; shape < 2; ++shape) {
+    p.body[static_cast<std::size_t>(shape)].clear();
+    // Sometimes no step: the region returns its argument.
+    const int n = r.chance(0.1) ? 0 : 1 + r.below(3);
+    for (int j = 0; j < n; ++j) add_body_step(p, shape, r);
+    p.body_pick_b[static_cast<std::size_t>(shape)] = r.chance(0.5);
+  }
+}
+
+void add_regions(Program& p, Rng& r) {
+  const int k = 1 + r.below(3);
+  // Mostly one shape (its blocks with their own weights), sometimes both.
+  const int shape = r.chance(0.7) ? r.below(2) : -1;
+  int last = -1;
+  for (int j = 0; j < k; ++j) {
+    Step s;
+    s.kind = Kind::region;
+    fill_step(s, r, 2 + static_cast<int>(p.steps.size()), p.width);
+    s.i = last >= 0 && r.chance(0.25) ? last : block(r, shape);  // the same module twice
+    s.op = r.chance(0.25) ? 1 : 0;                               // over rows 1 .. S-1
+    last = s.i;
+    p.steps.push_back(s);
+  }
+}
+
+void mutate_regions(Program& p, Rng& r) {
+  const int shape = r.below(2);
+  std::vector<Step>& body = p.body[static_cast<std::size_t>(shape)];
+  switch (r.below(5)) {
+    case 0: p.body_pick_b[static_cast<std::size_t>(shape)] = !p.body_pick_b[static_cast<std::size_t>(shape)]; break;
+    case 1:
+      if (!body.empty()) {  // another op, constant or attribute
+        Step& s = body[static_cast<std::size_t>(r.below(static_cast<int>(body.size())))];
+        const Step old = s;
+        fill_step(s, r, 2 + static_cast<int>(&s - body.data()), p.width);
+        s.a = old.a;
+        s.c = old.c;
+        if (s.kind != Kind::argmax && s.kind != Kind::where && s.kind != Kind::cast_rt) s.b = old.b;
+        break;
+      }
+      [[fallthrough]];
+    case 2: add_body_step(p, shape, r); break;
+    case 3:
+      if (!body.empty()) body.pop_back();
+      break;
+    default:
+      for (Step& s : p.steps)
+        if (s.kind == Kind::region && r.chance(0.5)) s.i = block(r, -1);
+      break;
+  }
+}
+
+void add_body_break(Program& p, Rng& r) {
+  std::vector<Step>& body = p.body[static_cast<std::size_t>(r.below(2))];
+  Step s;
+  s.kind = r.chance(0.5) ? Kind::layer_reads : Kind::truth_branch;
+  fill_step(s, r, 2 + static_cast<int>(body.size()), p.width);
+  body.push_back(s);
 }
 
 void mutate(Program& p, Rng& r) {
@@ -182,11 +270,11 @@ void mutate(Program& p, Rng& r) {
   }
 }
 
-std::string describe(const Program& p) {
-  std::ostringstream o;
-  o << "D=" << p.width << " pick_b=" << p.pick_b << " class=" << p.class_name << " aux=v" << p.aux << ":";
-  for (std::size_t j = 0; j < p.steps.size(); ++j) {
-    const Step& s = p.steps[j];
+namespace {
+
+void describe_steps(std::ostringstream& o, const std::vector<Step>& steps) {
+  for (std::size_t j = 0; j < steps.size(); ++j) {
+    const Step& s = steps[j];
     o << " v" << j + 2 << "=" << kKinds[static_cast<int>(s.kind)];
     switch (s.kind) {
       case Kind::unary: o << "[" << kUnary[s.op] << "]"; break;
@@ -205,6 +293,10 @@ std::string describe(const Program& p) {
       case Kind::cast_rt: o << "[" << (s.op ? "bf16" : "f16") << "]"; break;
       case Kind::sdpa: o << "[heads " << s.i << (s.op ? " causal" : "") << "]"; break;
       case Kind::rope: o << "[heads " << s.i << " theta " << num(s.f) << "]"; break;
+      case Kind::region:
+        o << "[block " << s.i << (s.i < kBlocksA ? " A" : " B") << (s.i == kAltBlock ? " alt" : "")
+          << (s.op ? " rows 1.." : "") << "]";
+        break;
       default:
         if (s.i) o << "[i " << s.i << "]";
         if (s.f != 0) o << "[f " << num(s.f) << "]";
@@ -212,11 +304,25 @@ std::string describe(const Program& p) {
     }
     o << "(v" << s.a << ",v" << s.b << ",v" << s.c << ")";
   }
+}
+
+}  // namespace
+
+std::string describe(const Program& p) {
+  std::ostringstream o;
+  o << "D=" << p.width << " pick_b=" << p.pick_b << " class=" << p.class_name << " aux=v" << p.aux << ":";
+  describe_steps(o, p.steps);
+  if (p.blocks)
+    for (std::size_t b = 0; b < 2; ++b) {
+      o << " | body "
+        << "AB"[b] << " pick_b=" << p.body_pick_b[b] << ":";
+      describe_steps(o, p.body[b]);
+    }
   return o.str();
 }
 
-RandNet::RandNet(Program p, std::uint64_t weight_seed) : p_(std::move(p)) {
-  const int64_t d = p_.width;
+Layers::Layers(int width, double branch_offset) : width_(width), branch_offset_(branch_offset) {
+  const int64_t d = width;
   sel_a_ = register_module("sel_a", std::make_shared<nn::Linear>(d, d));
   sel_b_ = register_module("sel_b", std::make_shared<nn::Linear>(d, d));
   up_ = register_module("up", std::make_shared<nn::Linear>(d, 2 * d));
@@ -225,7 +331,10 @@ RandNet::RandNet(Program p, std::uint64_t weight_seed) : p_(std::move(p)) {
   norm_w_ = register_parameter("norm_w", nn::new_parameter({d}));
   norm_b_ = register_parameter("norm_b", nn::new_parameter({d}));
   emb_ = register_parameter("emb", nn::new_parameter({kVocab, d}));
-  Rng r(weight_seed);
+}
+
+void Layers::init(std::uint64_t seed) {
+  Rng r(seed);
   for (auto& [name, t] : named_parameters()) {
     std::vector<float> v(1);
     std::size_t n = 1;
@@ -235,6 +344,51 @@ RandNet::RandNet(Program p, std::uint64_t weight_seed) : p_(std::move(p)) {
     for (auto& e : v) e = static_cast<float>(r.uniform(-scale, scale) + (name == "norm_w" ? 1.0 : 0.0));
     t.copy_from(v);
   }
+}
+
+RandBlock::RandBlock(const Program& p, int shape, std::uint64_t weight_seed)
+    : Layers(p.width, p.branch_offset),
+      shape_(shape),
+      steps_(p.body[static_cast<std::size_t>(shape)]),
+      pick_b_(p.body_pick_b[static_cast<std::size_t>(shape)]) {
+  init(weight_seed);
+  if (shape_ == 1) {
+    Rng r(mix(weight_seed, 0x7363616c65));
+    std::vector<float> v(static_cast<std::size_t>(width_));
+    for (auto& e : v) e = static_cast<float>(r.uniform(0.5, 1.5));
+    scale_ = register_buffer("scale", Tensor::from_vector(v, {width_}));
+  }
+}
+
+// The shapes are classes of their own (a region's signature names the
+// module's class, never its other members: blocks of one class run one
+// body).
+std::string RandBlock::type_name() const { return shape_ ? "randtest::BlockB" : "randtest::BlockA"; }
+
+Tensor RandBlock::forward(const Tensor& a, const Tensor& b, const Tensor& ids, const Tensor& idx, const Tensor& kv,
+                          double s, std::int64_t k) const {
+  std::vector<Tensor> v{a, b};
+  for (const Step& st : steps_) v.push_back(step(st, pick_b_, v, ids, idx, kv, s, k));
+  return shape_ ? v.back() * scale_ : v.back();
+}
+
+Tensor RandBlockAlt::forward(const Tensor& a, const Tensor& b, const Tensor& ids, const Tensor& idx, const Tensor& kv,
+                             double s, std::int64_t k) const {
+  return ops::tanh(RandBlock::forward(a, b, ids, idx, kv, s, k));
+}
+
+RandNet::RandNet(Program p, std::uint64_t weight_seed) : Layers(p.width, p.branch_offset), p_(std::move(p)) {
+  init(weight_seed);
+  // Registered after the method's own parameters have their values, so a
+  // program of generators 1 and 2 has the weights it had before blocks.
+  if (p_.blocks)
+    for (int i = 0; i < kBlocks; ++i) {
+      const std::uint64_t seed = mix(weight_seed, 0x626c6f636b + i);
+      const int shape = i < kBlocksA ? 0 : 1;
+      blocks_.push_back(
+          register_module("block" + std::to_string(i), i == kAltBlock ? std::make_shared<RandBlockAlt>(p_, shape, seed)
+                                                                      : std::make_shared<RandBlock>(p_, shape, seed)));
+    }
 }
 
 std::string RandNet::type_name() const { return p_.class_name ? "randtest::NetB" : "randtest::Net"; }
@@ -253,16 +407,34 @@ std::vector<Tensor> RandNet::forward_pair(const Tensor& x, const Tensor& y, cons
 std::vector<Tensor> RandNet::run(const Tensor& x, const Tensor& y, const Tensor& ids, const Tensor& idx,
                                  const Tensor& kv, double s, std::int64_t k) const {
   std::vector<Tensor> v{x, y};
-  for (const Step& st : p_.steps) v.push_back(step(st, v, ids, idx, kv, s, k));
+  for (const Step& st : p_.steps) {
+    if (st.kind != Kind::region) {
+      v.push_back(step(st, p_.pick_b, v, ids, idx, kv, s, k));
+      continue;
+    }
+    if (static_cast<std::size_t>(st.i) >= blocks_.size()) throw Error("a region step of a program without blocks");
+    const RandBlock& blk = *blocks_[static_cast<std::size_t>(st.i)];
+    const Tensor& a = v[static_cast<std::size_t>(st.a)];
+    const Tensor& b = v[static_cast<std::size_t>(st.b)];
+    if (st.op == 0) {
+      v.push_back(nn::compile_region(blk, &RandBlock::forward, a, b, ids, idx, kv, s, k));
+      continue;
+    }
+    // Over the sequence without its first row (a symbolic size S - 1: the
+    // block's body for another signature), the row put back in front.
+    auto tail = [](const Tensor& t) { return t.slice(1, 1, t.size(1)); };
+    Tensor r = nn::compile_region(blk, &RandBlock::forward, tail(a), tail(b), tail(ids), tail(idx), kv, s, k);
+    v.push_back(ops::concat({a.slice(1, 0, 1), r}, 1));
+  }
   return v;
 }
 
-Tensor RandNet::step(const Step& st, const std::vector<Tensor>& v, const Tensor& ids, const Tensor& idx,
-                     const Tensor& kv, double s, std::int64_t k) const {
+Tensor Layers::step(const Step& st, bool pick_b, const std::vector<Tensor>& v, const Tensor& ids, const Tensor& idx,
+                    const Tensor& kv, double s, std::int64_t k) const {
   const Tensor& a = v[static_cast<std::size_t>(st.a)];
   const Tensor& b = v[static_cast<std::size_t>(st.b)];
   const Tensor& c = v[static_cast<std::size_t>(st.c)];
-  const int64_t d = p_.width;
+  const int64_t d = width_;
   auto act = [](int op, const Tensor& t) { return op == 0 ? ops::gelu(t) : op == 1 ? ops::silu(t) : ops::relu(t); };
   auto abs1 = [](const Tensor& t) { return ops::unary(Op::abs, t) + 1.0; };
   // [B, S, H, D/H] from [B, S, D].
@@ -312,7 +484,7 @@ Tensor RandNet::step(const Step& st, const std::vector<Tensor>& v, const Tensor&
       Tensor f = ops::full(a.shape(), st.f);
       return a + (std::fabs(st.f) < kTiny ? f * kTinyScale : f);
     }
-    case Kind::select_linear: return (p_.pick_b ? sel_b_ : sel_a_)->forward(a);
+    case Kind::select_linear: return (pick_b ? sel_b_ : sel_a_)->forward(a);
     case Kind::up_down: return down_->forward(act(st.op, up_->forward(a)));
     case Kind::matmul_param: return ops::matmul(a, mat_);
     case Kind::flatten_linear:
@@ -374,8 +546,9 @@ Tensor RandNet::step(const Step& st, const std::vector<Tensor>& v, const Tensor&
       return h;
     }
     case Kind::truth_branch:
-      if (ops::gt(ops::sum(a, {0, 1, 2}), ops::scalar(st.f))) return a * 2.0 - 1.0;
+      if (ops::gt(ops::sum(a, {0, 1, 2}), ops::scalar(st.f + branch_offset_))) return a * 2.0 - 1.0;
       return ops::tanh(a);
+    case Kind::region:  // RandNet::run calls the block
     case Kind::kCount: break;
   }
   throw Error("unknown step kind");

@@ -15,8 +15,12 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <thread>
+
 #include "compiler/compiled_graph.h"
 #include "compiler/passes.h"
+#include "compiler/serialize.h"
 #include "support/error_message.h"
 #include "support/expect_close.h"
 #include "support/small_models.h"
@@ -298,3 +302,370 @@ TEST(Regions, PipelineStagesOfOneShapeShareAGraphKeyAndBindTheirOwnLayers) {
 }
 
 }  // namespace
+
+// --- Attacks ------------------------------------------------------------------
+
+namespace attacks {
+
+// The one node of `g` of `op`.
+Node& only(Graph& g, Op op) {
+  Node* found = nullptr;
+  for (Node& n : g.mutable_nodes())
+    if (n.op == op) {
+      EXPECT_EQ(found, nullptr) << "more than one " << op_name(op);
+      found = &n;
+    }
+  if (!found) throw std::runtime_error(std::string("no ") + std::string(op_name(op)));
+  return *found;
+}
+
+compiler::CompiledGraph compiled(const TraceResult& tr, const SymBindings& example) {
+  return compiler::compile_graph(tr, CompilerConfig{}, {}, example, true, 0);
+}
+
+}  // namespace attacks
+
+TEST(RegionAttacks, AStoredBodySwappedForAnotherIsRefusedAsDamaged) {
+  Stack m(2, 1, 8);
+  Inputs in = inputs(m, 2, 3, 8);
+  TraceOptions o;
+  o.dynamic = false;
+  const TraceResult tr = trace_method(m, &Stack::forward, o, in.x, in.positions, in.caches);
+  ASSERT_EQ(tr.regions.size(), 2u);
+  const compiler::CompiledGraph cg =
+      attacks::compiled(tr, tr.signature.bind(flatten_args(o, in.x, in.positions, in.caches)));
+  const std::string honest = compiler::serialize_compiled(cg, true);
+  EXPECT_NO_THROW((void)compiler::deserialize_compiled(honest));
+  // One op of a body changed for another (the same bytes' worth): the body
+  // still verifies, links and runs, but is not the one its name hashes.
+  compiler::CompiledGraph edited = cg;
+  attacks::only(edited.trace.regions.begin()->second, Op::tanh).op = Op::sigmoid;
+  const std::string swapped_op = compiler::serialize_compiled(edited, true);
+  EXPECT_EQ(swapped_op.size(), honest.size());
+  expect_error<VerifyError>([&] { (void)compiler::deserialize_compiled(swapped_op); },
+                            "is not the body its name hashes");
+  // The two bodies under each other's names.
+  compiler::CompiledGraph exchanged = cg;
+  auto first = exchanged.trace.regions.begin(), second = std::next(first);
+  std::swap(first->second, second->second);
+  expect_error<VerifyError>(
+      [&] { (void)compiler::deserialize_compiled(compiler::serialize_compiled(exchanged, true)); },
+      "is not the body its name hashes");
+  // A body dropped: the call names a body the object does not carry.
+  compiler::CompiledGraph dropped = cg;
+  dropped.trace.regions.erase(dropped.trace.regions.begin());
+  expect_error<VerifyError>([&] { (void)compiler::deserialize_compiled(compiler::serialize_compiled(dropped, true)); },
+                            "whose body the trace does not carry");
+}
+
+TEST(RegionAttacks, AnEditedBindOrMutatesChangesTheKeyAndIsRefusedByTheLink) {
+  Stack m(2, 0, 8);
+  Inputs in = inputs(m, 2, 3, 8);
+  TraceOptions o;
+  o.dynamic = true;
+  const TraceResult tr = trace_method(m, &Stack::forward, o, in.x, in.positions, in.caches);
+  ASSERT_EQ(tr.regions.size(), 1u);
+  const Hash128 key = canonical_hash(tr.graph);
+  const auto bind = calls(tr.graph).front()->attrs.get<std::vector<SymExpr>>("bind");
+  ASSERT_GE(bind.size(), 2u) << "batch and sequence are the body's symbols";
+  EXPECT_NO_THROW((void)compiler::link_regions(tr.graph, tr.regions));
+  // Edits of the first call; each changes the graph key (the reader derives
+  // the key from the object's own trace: check_own_key) and the link.
+  auto edit = [&](const std::function<void(Node&)>& f) {
+    Graph g = tr.graph;
+    for (Node& n : g.mutable_nodes())
+      if (n.op == Op::region_call) {
+        f(n);
+        break;
+      }
+    return g;
+  };
+  std::vector<SymExpr> reversed(bind.rbegin(), bind.rend());
+  const Graph swapped = edit([&](Node& n) { n.attrs.set("bind", reversed); });
+  EXPECT_NE(canonical_hash(swapped), key);
+  expect_error<VerifyError>([&] { (void)compiler::link_regions(swapped, tr.regions); }, "its body's placeholder");
+  std::vector<SymExpr> constants(bind.size(), SymExpr(3));
+  const Graph fixed = edit([&](Node& n) { n.attrs.set("bind", constants); });
+  EXPECT_NE(canonical_hash(fixed), key);
+  expect_error<VerifyError>([&] { (void)compiler::link_regions(fixed, tr.regions); }, "its body's placeholder");
+  const Graph shorter = edit([&](Node& n) { n.attrs.set("bind", std::vector<SymExpr>(bind.begin(), bind.end() - 1)); });
+  expect_error<VerifyError>([&] { (void)compiler::link_regions(shorter, tr.regions); }, "symbols, its body has");
+  // The call claims to update the input x instead of its cache.
+  const Graph other_target = edit([&](Node& n) { n.attrs.set("mutates", std::vector<int64_t>{0}); });
+  EXPECT_NE(canonical_hash(other_target), key);
+  expect_error<VerifyError>([&] { (void)compiler::link_regions(other_target, tr.regions); },
+                            "updates other operands in place");
+  const Graph more = edit([&](Node& n) { n.attrs.set("mutates", std::vector<int64_t>{0, 2}); });
+  expect_error<VerifyError>([&] { (void)compiler::link_regions(more, tr.regions); }, "updates other operands in place");
+}
+
+// A stack whose second block is kept as a plain member, not registered.
+struct Stranger : nn::Module {
+  int runs = 0;
+  std::shared_ptr<Block> own = std::make_shared<Block>(8, 1.0f, &runs),
+                         stranger = std::make_shared<Block>(8, 2.0f, &runs);
+  Stranger() { register_module("own", own); }
+  Tensor forward(const Tensor& x, const Tensor& positions, const std::vector<Tensor>& caches) {
+    Tensor h = nn::compile_region(*own, &Block::forward, x, positions, caches[0]);
+    return nn::compile_region(*stranger, &Block::forward, h, positions, caches[1]);
+  }
+};
+
+TEST(RegionAttacks, AModuleThatIsNotASubmoduleIsRefused) {
+  Stranger m;
+  Stack shape(2, 0, 8);
+  Inputs in = inputs(shape, 2, 3, 8);
+  expect_error<TraceError>(
+      [&] { (void)trace_method(m, &Stranger::forward, TraceOptions{}, in.x, in.positions, in.caches); },
+      "its module is not a registered submodule of the traced module");
+  // Regions off: the stranger's weights are eager tensors the trace has no
+  // name for either.
+  TraceOptions flat;
+  flat.regions = false;
+  expect_error<TraceError>([&] { (void)trace_method(m, &Stranger::forward, flat, in.x, in.positions, in.caches); },
+                           "neither an input of the traced method nor a parameter or buffer");
+}
+
+// A region whose method reads its parent's parameter or the parent's
+// method's input (kept in a member) instead of taking them as arguments.
+struct Nosy : nn::Module {
+  Tensor bias, kept;
+  bool read_input = false;
+  struct Inner : nn::Module {
+    Nosy* parent;
+    Tensor w;
+    explicit Inner(Nosy* p) : parent(p) {
+      w = register_parameter("w", Tensor::from_vector(ramp(16, 0.1f, 0.0f), {4, 4}));
+    }
+    Tensor forward(const Tensor& x) const {
+      return ops::matmul(x, w) + (parent->read_input ? parent->kept : parent->bias);
+    }
+  };
+  std::shared_ptr<Inner> inner = std::make_shared<Inner>(this);
+  Nosy() {
+    bias = register_parameter("bias", Tensor::from_vector(ramp(4, 0.1f, 0.0f), {4}));
+    register_module("inner", inner);
+  }
+  Tensor forward(const Tensor& x) {
+    kept = x;
+    return nn::compile_region(*inner, &Inner::forward, x);
+  }
+};
+
+TEST(RegionAttacks, ABodyReadingTensorsOfTheCodeAroundItIsRefused) {
+  const Tensor x = Tensor::from_vector(ramp(16, 0.1f, 0.0f), {4, 4});
+  Nosy m;
+  expect_error<TraceError>([&] { (void)trace_method(m, &Nosy::forward, TraceOptions{}, x); },
+                           "neither an argument of the region nor a parameter or buffer of its module");
+  m.read_input = true;
+  expect_error<TraceError>([&] { (void)trace_method(m, &Nosy::forward, TraceOptions{}, x); }, "pass it as an argument");
+  // With regions off both are the method's own tensors.
+  CompileOptions co;
+  co.regions = false;
+  co.fullgraph = true;
+  auto f = compile(m, &Nosy::forward, co);
+  expect_close(f(x).to_vector(), m.forward(x).to_vector(), "regions off", 1e-6f);
+}
+
+// A block whose method throws after recording some ops, once.
+struct Throwing : nn::Module {
+  std::shared_ptr<Block> block;
+  int runs = 0;
+  bool fail = true;
+  Throwing() : block(std::make_shared<Block>(8, 1.0f, &runs)) { register_module("block", block); }
+  struct Boom : std::runtime_error {
+    Boom() : std::runtime_error("boom") {}
+  };
+  Tensor forward(const Tensor& x, const Tensor& positions, const std::vector<Tensor>& caches) {
+    Tensor h = nn::compile_region(*block, &Block::forward, x, positions, caches[0]);
+    return nn::compile_region(*this, &Throwing::body, h);
+  }
+  Tensor body(const Tensor& h) const {
+    Tensor t = ops::tanh(h) * 2.0f;
+    if (fail) throw Boom();
+    return t;
+  }
+};
+
+TEST(RegionAttacks, ABodyThatThrowsLeavesTheThreadReadyForTheNextTrace) {
+  Throwing m;
+  Stack shape(1, 0, 8);
+  Inputs in = inputs(shape, 2, 3, 8), eager_in = inputs(shape, 2, 3, 8);
+  EXPECT_THROW((void)trace_method(m, &Throwing::forward, TraceOptions{}, in.x, in.positions, in.caches),
+               Throwing::Boom);
+  // No trace is left recording: ops run eagerly, a new trace starts clean.
+  EXPECT_FALSE(detail::RegionCall::active());
+  EXPECT_FALSE(ops::tanh(in.x).is_traced());
+  CompileOptions co;
+  co.fullgraph = true;
+  auto f = compile(m, &Throwing::forward, co);
+  EXPECT_THROW((void)f(in.x, in.positions, in.caches), Throwing::Boom);
+  EXPECT_FALSE(detail::RegionCall::active());
+  m.fail = false;
+  const TraceResult tr = trace_method(m, &Throwing::forward, TraceOptions{}, in.x, in.positions, in.caches);
+  EXPECT_EQ(tr.regions.size(), 2u);
+  expect_close(f(in.x, in.positions, in.caches).to_vector(),
+               m.forward(eager_in.x, eager_in.positions, eager_in.caches).to_vector(), "after the throw", 1e-5f);
+}
+
+// Layers of one class that differ by a plain member (which rows they
+// mix): the member passed as a plain value specialises the body.
+struct Windowed : nn::Module {
+  struct Layer : nn::Module {
+    int64_t window;
+    Tensor w;
+    Layer(int64_t win, float seed) : window(win) {
+      w = register_parameter("w", Tensor::from_vector(ramp(16, 0.05f * seed, -0.1f), {4, 4}));
+    }
+    Tensor forward(const Tensor& x, int64_t win) const {
+      return ops::tanh(ops::matmul(x, w)) + ops::sum(x.slice(1, 0, win), {1}, true);
+    }
+    Tensor forward_member(const Tensor& x) const { return forward(x, window); }
+  };
+  std::vector<std::shared_ptr<Layer>> layers;
+  Windowed() {
+    for (int i = 0; i < 4; ++i)
+      layers.push_back(register_module("l" + std::to_string(i), std::make_shared<Layer>(1 + i % 2, 1.0f + i)));
+  }
+  Tensor forward(const Tensor& x) {
+    Tensor h = x;
+    for (const auto& l : layers) h = nn::compile_region(*l, &Layer::forward, h, l->window);
+    return h;
+  }
+};
+
+TEST(RegionAttacks, AMemberThatChangesTheBodyPassedAsAPlainValueGivesABodyPerValue) {
+  Windowed m;
+  const Tensor x = Tensor::from_vector(ramp(2 * 3 * 4, 0.07f, -0.4f), {2, 3, 4});
+  const TraceResult tr = trace_method(m, &Windowed::forward, TraceOptions{}, x);
+  EXPECT_EQ(tr.regions.size(), 2u) << "windows 1 and 2";
+  CompileOptions co;
+  co.fullgraph = true;
+  auto f = compile(m, &Windowed::forward, co);
+  expect_close(f(x).to_vector(), m.forward(x).to_vector(), "windows", 1e-5f);
+}
+
+// Layers of two classes under one virtual method and one type_name(): a
+// model mixing them (the method pointer names a virtual slot, the same for
+// both classes).
+struct MixedBase : nn::Module {
+  Tensor w;
+  explicit MixedBase(float seed) {
+    w = register_parameter("w", Tensor::from_vector(ramp(16, 0.05f * seed, -0.1f), {4, 4}));
+  }
+  std::string type_name() const override { return "Layer"; }
+  virtual Tensor forward(const Tensor& x) const = 0;
+};
+struct TanhLayer : MixedBase {
+  using MixedBase::MixedBase;
+  Tensor forward(const Tensor& x) const override { return ops::tanh(ops::matmul(x, w)); }
+};
+struct SigmoidLayer : MixedBase {
+  using MixedBase::MixedBase;
+  Tensor forward(const Tensor& x) const override { return ops::sigmoid(ops::matmul(x, w)) - x; }
+};
+struct Mixed : nn::Module {
+  std::vector<std::shared_ptr<MixedBase>> layers;
+  Mixed() {
+    for (int i = 0; i < 4; ++i) {
+      std::shared_ptr<MixedBase> l;
+      if (i % 2)
+        l = std::make_shared<SigmoidLayer>(1.0f + i);
+      else
+        l = std::make_shared<TanhLayer>(1.0f + i);
+      layers.push_back(register_module("l" + std::to_string(i), l));
+    }
+  }
+  Tensor forward(const Tensor& x) {
+    Tensor h = x;
+    for (const auto& l : layers) h = nn::compile_region(*l, &MixedBase::forward, h);
+    return h;
+  }
+};
+
+TEST(RegionAttacks, ClassesSharingAVirtualMethodAndATypeNameGetABodyEach) {
+  Mixed m;
+  const Tensor x = Tensor::from_vector(ramp(2 * 3 * 4, 0.07f, -0.4f), {2, 3, 4});
+  const TraceResult tr = trace_method(m, &Mixed::forward, TraceOptions{}, x);
+  EXPECT_EQ(tr.regions.size(), 2u) << "one body per class";
+  CompileOptions co;
+  co.fullgraph = true;
+  auto f = compile(m, &Mixed::forward, co);
+  expect_close(f(x).to_vector(), m.forward(x).to_vector(), "mixed classes", 1e-5f);
+}
+
+TEST(RegionAttacks, ThreadsTracingRegionsAtOnceKeepTheirOwnBodies) {
+  // Each thread its own model (other widths and depths: other bodies), a
+  // compile and calls at once with the others.
+  std::vector<std::string> failures(4);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([t, &failures] {
+      try {
+        const int64_t width = 4 + 4 * (t % 2);
+        Stack m(1 + t, t % 2, width);
+        CompileOptions co;
+        co.fullgraph = true;
+        co.dynamic = t >= 2;
+        auto f = compile(m, &Stack::forward, co);
+        for (int round = 0; round < 5; ++round) {
+          Inputs eager_in = inputs(m, 1 + round % 2, 2 + round % 3, width);
+          Inputs compiled_in = inputs(m, 1 + round % 2, 2 + round % 3, width);
+          const auto want = m.forward(eager_in.x, eager_in.positions, eager_in.caches).to_vector();
+          const auto got = f(compiled_in.x, compiled_in.positions, compiled_in.caches).to_vector();
+          for (std::size_t i = 0; i < want.size(); ++i)
+            if (std::fabs(want[i] - got[i]) > 1e-5f)
+              throw std::runtime_error("round " + std::to_string(round) + " differs");
+          for (int r = 0; r < 3; ++r)
+            (void)trace_method(m, &Stack::forward, TraceOptions{}, eager_in.x, eager_in.positions, eager_in.caches);
+        }
+      } catch (const std::exception& e) {
+        failures[static_cast<std::size_t>(t)] = e.what();
+      }
+    });
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < 4; ++t) EXPECT_EQ(failures[static_cast<std::size_t>(t)], "") << "thread " << t;
+}
+
+// The same layers reading their window from the member: the signature does
+// not see it; NPUCACHE_CHECK_REGIONS traces every call and says so.
+struct HiddenWindow : nn::Module {
+  std::vector<std::shared_ptr<Windowed::Layer>> layers;
+  HiddenWindow() {
+    for (int i = 0; i < 4; ++i)
+      layers.push_back(
+          register_module("l" + std::to_string(i), std::make_shared<Windowed::Layer>(1 + i % 2, 1.0f + i)));
+  }
+  Tensor forward(const Tensor& x) {
+    Tensor h = x;
+    for (const auto& l : layers) h = nn::compile_region(*l, &Windowed::Layer::forward_member, h);
+    return h;
+  }
+};
+
+TEST(RegionAttacks, CheckingEveryCallFindsAMemberTheSignatureDoesNotSee) {
+  const Tensor x = Tensor::from_vector(ramp(2 * 3 * 4, 0.07f, -0.4f), {2, 3, 4});
+  struct CheckRegions {
+    CheckRegions() { ::setenv("NPUCACHE_CHECK_REGIONS", "1", 1); }
+    ~CheckRegions() { ::unsetenv("NPUCACHE_CHECK_REGIONS"); }
+  } on;
+  HiddenWindow hidden;
+  expect_error<TraceError>([&] { (void)trace_method(hidden, &HiddenWindow::forward, TraceOptions{}, x); },
+                           "computes another body than the first module of its signature");
+  // Honest models check clean, static and dynamic, and compute as eager.
+  Windowed m;
+  EXPECT_EQ(trace_method(m, &Windowed::forward, TraceOptions{}, x).regions.size(), 2u);
+  for (bool dynamic : {false, true}) {
+    Stack s(3, 2, 8);
+    Inputs in = inputs(s, 2, 3, 8), eager_in = inputs(s, 2, 3, 8);
+    TraceOptions o;
+    o.dynamic = dynamic;
+    EXPECT_EQ(trace_method(s, &Stack::forward, o, in.x, in.positions, in.caches).regions.size(), 2u);
+    CompileOptions co;
+    co.fullgraph = true;
+    co.dynamic = dynamic;
+    auto f = compile(s, &Stack::forward, co);
+    expect_close(f(in.x, in.positions, in.caches).to_vector(),
+                 s.forward(eager_in.x, eager_in.positions, eager_in.caches).to_vector(), "checked", 1e-5f);
+  }
+}

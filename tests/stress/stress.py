@@ -5,8 +5,8 @@ cache directory, and SIGKILL stops some of them at random moments; an oracle
 then checks what must hold.
 
 Writers (each checks its own results against eager code):
-  - the differential hunt's random models (random_diff --worker, generator 2:
-    graph-break pieces, capture templates, automatic dynamic, two hit
+  - the differential hunt's random models (random_diff --worker, generator 3:
+    compile regions, graph-break pieces, capture templates, automatic dynamic, two hit
     checks' worth of options), every result compared with eager;
   - serve_worker: a server's calls in every mode (pieces, same-shaped layers
     read between breaks, reduce-overhead templates, automatic dynamic),
@@ -139,7 +139,7 @@ def main():
             first = next_model[0]
             next_model[0] += 3
             return spawn("hunt", [a.random_diff, "--worker", "--epoch-seed", hex(epoch), "--first", str(first),
-                                  "--count", "3", "--dir", cache, "--generator", "2"])
+                                  "--count", "3", "--dir", cache, "--generator", "3"])
         if r < 0.75:
             opts = rng.choice([["--breaks"], ["--routed"], ["--mode", "reduce-overhead"],
                                ["--mode", "reduce-overhead", "--breaks"], ["--dynamic", "true"], [],
