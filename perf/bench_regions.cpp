@@ -20,9 +20,9 @@
 #include "compiler/compiled_graph.h"
 #include "harness.h"
 
-#include <ctime>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <memory>
 #include <string>
 
@@ -73,18 +73,17 @@ int main(int argc, char** argv) {
   std::printf("\n%-34s %12s %12s %8s\n", "trace (ms)", "regions on", "off", "on/off");
   for (bool dynamic : {false, true})
     for (Stage* s : {&s8, &s32}) {
-      const auto t = perf::interleaved(
-          {[&] {
-             const double t0 = perf::now_s();
-             (void)trace(*s, true, dynamic);
-             return perf::now_s() - t0;
-           },
-           [&] {
-             const double t0 = perf::now_s();
-             (void)trace(*s, false, dynamic);
-             return perf::now_s() - t0;
-           }},
-          trials);
+      const auto t = perf::interleaved({[&] {
+                                          const double t0 = perf::now_s();
+                                          (void)trace(*s, true, dynamic);
+                                          return perf::now_s() - t0;
+                                        },
+                                        [&] {
+                                          const double t0 = perf::now_s();
+                                          (void)trace(*s, false, dynamic);
+                                          return perf::now_s() - t0;
+                                        }},
+                                       trials);
       char what[64];
       std::snprintf(what, sizeof what, "%zu layers, %s", s->kv.size() / 2, dynamic ? "dynamic" : "static");
       std::printf("%-34s %12.2f %12.2f %8.2f\n", what, t[0] * 1e3, t[1] * 1e3, t[0] / t[1]);
@@ -97,19 +96,18 @@ int main(int argc, char** argv) {
     const TraceResult on = trace(*s, true, true), off = trace(*s, false, true);
     const SymBindings example = on.signature.bind(flatten_args(TraceOptions{}, s->tokens, s->positions, s->kv));
     std::size_t steps[2] = {0, 0};
-    const auto t = perf::interleaved({[&] {
-                                        const double t0 = cpu_s();
-                                        steps[0] = compiler::compile_graph(on, config, {}, example, true, 0)
-                                                       .program.steps.size();
-                                        return cpu_s() - t0;
-                                      },
-                                      [&] {
-                                        const double t0 = cpu_s();
-                                        steps[1] = compiler::compile_graph(off, config, {}, example, true, 0)
-                                                       .program.steps.size();
-                                        return cpu_s() - t0;
-                                      }},
-                                     trials);
+    const auto t =
+        perf::interleaved({[&] {
+                             const double t0 = cpu_s();
+                             steps[0] = compiler::compile_graph(on, config, {}, example, true, 0).program.steps.size();
+                             return cpu_s() - t0;
+                           },
+                           [&] {
+                             const double t0 = cpu_s();
+                             steps[1] = compiler::compile_graph(off, config, {}, example, true, 0).program.steps.size();
+                             return cpu_s() - t0;
+                           }},
+                          trials);
     char what[64];
     std::snprintf(what, sizeof what, "%zu layers", s->kv.size() / 2);
     std::printf("%-34s %12.2f %12.2f %8.2f\n", what, t[0] * 1e3, t[1] * 1e3, t[0] / t[1]);

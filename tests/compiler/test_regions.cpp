@@ -494,13 +494,13 @@ TEST(RegionAttacks, ABodyThatThrowsLeavesTheThreadReadyForTheNextTrace) {
   EXPECT_THROW((void)trace_method(m, &Throwing::forward, TraceOptions{}, in.x, in.positions, in.caches),
                Throwing::Boom);
   // No trace is left recording: ops run eagerly, a new trace starts clean.
-  EXPECT_FALSE(detail::RegionCall::active());
+  EXPECT_FALSE(detail::trace_active());
   EXPECT_FALSE(ops::tanh(in.x).is_traced());
   CompileOptions co;
   co.fullgraph = true;
   auto f = compile(m, &Throwing::forward, co);
   EXPECT_THROW((void)f(in.x, in.positions, in.caches), Throwing::Boom);
-  EXPECT_FALSE(detail::RegionCall::active());
+  EXPECT_FALSE(detail::trace_active());
   m.fail = false;
   const TraceResult tr = trace_method(m, &Throwing::forward, TraceOptions{}, in.x, in.positions, in.caches);
   EXPECT_EQ(tr.regions.size(), 2u);
