@@ -534,15 +534,22 @@ struct Windowed : nn::Module {
   }
 };
 
-TEST(RegionAttacks, AMemberThatChangesTheBodyPassedAsAPlainValueGivesABodyPerValue) {
-  Windowed m;
+// `m`'s forward traces `bodies` region bodies, and compiled it computes
+// what it computes eagerly.
+template <class M>
+void expect_bodies_and_eager_results(M& m, std::size_t bodies, const std::string& what) {
   const Tensor x = Tensor::from_vector(ramp(2 * 3 * 4, 0.07f, -0.4f), {2, 3, 4});
-  const TraceResult tr = trace_method(m, &Windowed::forward, TraceOptions{}, x);
-  EXPECT_EQ(tr.regions.size(), 2u) << "windows 1 and 2";
+  const TraceResult tr = trace_method(m, &M::forward, TraceOptions{}, x);
+  EXPECT_EQ(tr.regions.size(), bodies) << what;
   CompileOptions co;
   co.fullgraph = true;
-  auto f = compile(m, &Windowed::forward, co);
-  expect_close(f(x).to_vector(), m.forward(x).to_vector(), "windows", 1e-5f);
+  auto f = compile(m, &M::forward, co);
+  expect_close(f(x).to_vector(), m.forward(x).to_vector(), what, 1e-5f);
+}
+
+TEST(RegionAttacks, AMemberThatChangesTheBodyPassedAsAPlainValueGivesABodyPerValue) {
+  Windowed m;
+  expect_bodies_and_eager_results(m, 2, "windows 1 and 2");
 }
 
 // Layers of two classes under one virtual method and one type_name(): a
@@ -585,13 +592,7 @@ struct Mixed : nn::Module {
 
 TEST(RegionAttacks, ClassesSharingAVirtualMethodAndATypeNameGetABodyEach) {
   Mixed m;
-  const Tensor x = Tensor::from_vector(ramp(2 * 3 * 4, 0.07f, -0.4f), {2, 3, 4});
-  const TraceResult tr = trace_method(m, &Mixed::forward, TraceOptions{}, x);
-  EXPECT_EQ(tr.regions.size(), 2u) << "one body per class";
-  CompileOptions co;
-  co.fullgraph = true;
-  auto f = compile(m, &Mixed::forward, co);
-  expect_close(f(x).to_vector(), m.forward(x).to_vector(), "mixed classes", 1e-5f);
+  expect_bodies_and_eager_results(m, 2, "one body per class");
 }
 
 TEST(RegionAttacks, ThreadsTracingRegionsAtOnceKeepTheirOwnBodies) {
