@@ -169,13 +169,21 @@ import json, sys
 r, t = json.loads(sys.argv[1]), float(sys.argv[2])
 assert not r["limit_hit"], "the job hung"
 assert r["rc"] != 0, "the job exited 0"
-late = {k: v for k, v in r["errors"].items() if v > t + 5}
-assert set(r["errors"]) == {"0", "1", "2"}, f"ranks reporting: {sorted(r['errors'])}, expected 0, 1, 2"
+late = {k: v for k, v in r["errors"].items() if k != "3" and v > t + 5}
+# Rank 3 may report too: mpirun continues a stopped rank as it ends the
+# job, and its own bound may then pass before the abort reaches it. It can
+# only do so after ranks 0-2 have reported (it was stopped until then).
+assert {"0", "1", "2"} <= set(r["errors"]), f"ranks reporting: {sorted(r['errors'])}, expected 0, 1, 2"
+assert set(r["errors"]) <= {"0", "1", "2", "3"}, f"ranks reporting: {sorted(r['errors'])}"
+if "3" in r["errors"]:
+    first = min(r["errors"][k] for k in ("0", "1", "2"))
+    assert r["errors"]["3"] >= first, f"the stopped rank 3 reported before ranks 0-2: {r['errors']}"
 assert not late, f"reported later than timeout + 5 s: {late}"
 assert r["exit_after"] <= t + 5 + 2, f"mpirun exited {r['exit_after']:.1f} s after the stop"
-print(f"ok: ranks 0-2 reported within {max(r['errors'].values()):.1f} s of the stop, mpirun exited after {r['exit_after']:.1f} s")
+print(f"ok: ranks 0-2 reported within {max(r['errors'][k] for k in ('0', '1', '2')):.1f} s of the stop, mpirun exited after {r['exit_after']:.1f} s")
 PY
   [ "$(count "rank 3 did not answer")" -eq 3 ] || fail "the stopped rank 3 is not named by ranks 0-2: $out"
+  [ "$(count "did not answer")" -eq 3 ] || fail "a rank other than 0-2 named a rank that did not answer: $out"
 }
 
 # stop_wrapper NAME PROGRAM RANK: a launch wrapper that runs PROGRAM, except
