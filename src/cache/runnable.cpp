@@ -28,9 +28,10 @@ Decoded decode(const ObjectRecord& o) {
 std::shared_ptr<compiler::CompiledGraph> prepare(Decoded d, const CallSite& call) {
   std::shared_ptr<compiler::CompiledGraph> g = std::move(d.graph);
   compiler::merge_decisions(g->autotune, call.runtime);
+  for (const auto& [key, region] : g->regions) compiler::merge_decisions(region.autotune, call.runtime);
   const SymBindings b = g->trace.signature.bind(call.args);
   if (!d.with_program) {
-    const compiler::CompileHints hints{&g->optimized, &g->autotune};
+    const compiler::CompileHints hints{&g->optimized, &g->autotune, &g->regions};
     g = call.compile(std::move(g->trace), b, &hints);
   }
   check_binds(*g, call.module);

@@ -3,6 +3,7 @@
 #include <npucache/ir/hash.h>
 
 #include "compiler/compiled_graph.h"
+#include "compiler/link_program.h"
 #include "compiler/memory_plan.h"
 #include "compiler/passes.h"
 #include "log/progress.h"
@@ -38,6 +39,20 @@ class PassManager {
   }
   std::vector<PassTiming>& out_;
 };
+
+// The sizes a region is tuned at: its first call's, in the body's own
+// symbols (`order`, canonical_symbols of the body as traced).
+SymBindings region_example(const Graph& g, const std::string& key, const std::vector<std::string>& order,
+                           const SymBindings& example) {
+  SymBindings sizes;
+  for (const Node& n : g.nodes()) {
+    if (n.op != Op::region_call || n.attrs.get<std::string>("region") != key) continue;
+    const auto& bind = n.attrs.get<std::vector<SymExpr>>("bind");
+    for (std::size_t k = 0; k < order.size() && k < bind.size(); ++k) sizes[order[k]] = bind[k].evaluate(example);
+    break;
+  }
+  return sizes;
+}
 
 }  // namespace
 
@@ -82,59 +97,97 @@ CompiledGraph compile_graph(TraceResult trace, const CompilerConfig& config, con
     }
     return x;
   };
+  // The graph passes, or the stored graphs of an earlier compile.
   Graph g;
+  std::map<std::string, Graph> bodies;
   if (hints && hints->optimized) {
     pm.run("graph passes", [&] {
       g = *hints->optimized;
+      for (const auto& [key, body] : trace.regions) {
+        if (!hints->regions || !hints->regions->count(key))
+          throw VerifyError("the stored graph of region " + key + " is missing");
+        bodies.emplace(key, hints->regions->at(key).optimized);
+      }
       return "skipped: stored graph of " + std::to_string(g.size()) + " nodes";
     });
   } else {
     g = optimize(trace.graph, "");
-    if (!trace.regions.empty()) {
-      std::map<std::string, Graph> bodies;
-      std::map<std::string, std::vector<std::string>> symbols;
-      for (const auto& [key, body] : trace.regions) {
-        bodies.emplace(key, optimize(body, "region " + key.substr(0, 8) + " "));
-        symbols.emplace(key, canonical_symbols(body));
-      }
-      pm.run("link_regions", [&] {
-        LinkStats st;
-        g = eliminate_dead_code(link_regions(g, bodies, &st, &symbols));
-        return std::to_string(st.calls) + " calls of " + std::to_string(bodies.size()) + " regions, " +
-               std::to_string(st.nodes) + " nodes stamped in";
-      });
-    }
+    for (const auto& [key, body] : trace.regions)
+      bodies.emplace(key, optimize(body, "region " + key.substr(0, 8) + " "));
   }
   verify(g);
+  // Lowering, streams and tuning: each region's body once, then the
+  // method's own steps with each call a step, then the two linked.
+  auto tune_program = [&](DeviceProgram& p, const std::vector<AutotuneDecision>* stored, const SymBindings& sizes) {
+    if (!tune) return std::vector<AutotuneDecision>{};
+    if (stored) {
+      apply_autotune(p, *stored);
+      return *stored;
+    }
+    std::vector<AutotuneDecision> decisions = autotune(p, sizes, config, device);
+    for (const auto& d : decisions) ++(d.from_table ? cg.kernels_reused : cg.kernels_tuned);
+    return decisions;
+  };
+  auto schedule = [&](DeviceProgram& p) {
+    assign_streams(p, capture || config.ge_config.enable_single_stream, config.max_streams);
+  };
+  std::map<std::string, std::vector<std::string>> symbols;
+  for (auto& [key, body] : bodies) {
+    verify(body);
+    pm.run("region " + key.substr(0, 8) + " lower", [&] {
+      const std::vector<std::string> order = canonical_symbols(trace.regions.at(key));
+      CompiledRegion r;
+      r.program = lower(body, config.memory_planning);
+      schedule(r.program);
+      const std::vector<AutotuneDecision>* stored =
+          hints && hints->autotune && hints->regions ? &hints->regions->at(key).autotune : nullptr;
+      r.autotune = tune_program(r.program, stored, region_example(g, key, order, example));
+      const std::string note = std::to_string(r.program.steps.size()) + " steps, " + std::to_string(r.autotune.size()) +
+                               (stored ? " stored decisions applied" : " tuned");
+      r.optimized = std::move(body);
+      cg.regions.emplace(key, std::move(r));
+      symbols.emplace(key, order);
+      return note;
+    });
+  }
+  DeviceProgram calling;
   pm.run("lower", [&] {
-    cg.program = lower(g, config.memory_planning);
-    return std::to_string(cg.program.steps.size()) + " steps";
+    calling = lower(g, config.memory_planning);
+    return std::to_string(calling.steps.size()) + " steps";
   });
   pm.run("stream_assign", [&] {
-    assign_streams(cg.program, capture || config.ge_config.enable_single_stream, config.max_streams);
-    return std::to_string(cg.program.num_streams) + " streams";
+    schedule(calling);
+    return std::to_string(calling.num_streams) + " streams";
   });
-  if (tune && hints && hints->autotune)
+  if (tune)
     pm.run("autotune", [&] {
-      cg.autotune = *hints->autotune;
-      apply_autotune(cg.program, cg.autotune);
-      return std::to_string(cg.autotune.size()) + " stored decisions applied";
-    });
-  else if (tune)
-    pm.run("autotune", [&] {
-      cg.autotune = autotune(cg.program, example, config, device);
+      const bool stored = hints && hints->autotune;
+      const int tuned = cg.kernels_tuned, reused = cg.kernels_reused;
+      cg.autotune = tune_program(calling, stored ? hints->autotune : nullptr, example);
+      if (stored) return std::to_string(cg.autotune.size()) + " stored decisions applied";
       std::size_t sliced = 0, untimed = 0;
       for (const auto& d : cg.autotune) {
-        ++(d.from_table ? cg.kernels_reused : cg.kernels_tuned);
         if (d.timed_on.empty() || d.from_table) continue;
         ++(d.candidates > 0 ? sliced : untimed);
       }
-      std::string note = std::to_string(cg.kernels_tuned) + " kernels tuned";
+      std::string note = std::to_string(cg.kernels_tuned - tuned) + " kernels tuned";
       if (sliced) note += ", " + std::to_string(sliced) + " on a slice within the scratch bound";
       if (untimed) note += ", " + std::to_string(untimed) + " above it not timed";
-      if (cg.kernels_reused) note += ", " + std::to_string(cg.kernels_reused) + " reused from the tuning table";
+      if (cg.kernels_reused > reused)
+        note += ", " + std::to_string(cg.kernels_reused - reused) + " reused from the tuning table";
       return note;
     });
+  if (cg.regions.empty()) {
+    cg.program = std::move(calling);
+  } else {
+    pm.run("link_program", [&] {
+      ProgramLinkStats st;
+      cg.program = link_program(calling, cg.regions, symbols, config.memory_planning, &st);
+      cg.calling = std::move(calling);
+      return std::to_string(st.calls) + " calls of " + std::to_string(cg.regions.size()) + " regions, " +
+             std::to_string(st.steps) + " steps stamped in";
+    });
+  }
   pm.run("memory_plan", [&] {
     HappensBefore hb(cg.program);
     std::vector<std::size_t> bytes;

@@ -9,6 +9,7 @@
 #include "compiler/autotune.h"
 #include "compiler/program.h"
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -20,14 +21,32 @@ struct PassTiming {
   std::string note;  // "45 -> 31 nodes", "3 groups, 12 ops"
 };
 
+// A compile region's body compiled alone, once per process and per object:
+// its graph after the graph passes, its program (inputs are the call's
+// arguments, parameters the calling layer's, in the order of the body's
+// placeholders) and its autotune decisions (step indices of `program`).
+// Its sizes are named by the body's own symbols; each call binds them.
+struct CompiledRegion {
+  Graph optimized;
+  DeviceProgram program;  // empty when an archived object left it out
+  std::vector<AutotuneDecision> autotune;
+};
+
 struct CompiledGraph {
   TraceResult trace;  // the graph as traced, its signature, outputs, name
   CompilerConfig config;
   bool dynamic = true;
-  Graph optimized;  // after the graph passes (archived when the program is not)
+  // After the graph passes, each region call kept as a call (archived when
+  // the program is not).
+  Graph optimized;
+  // What runs: `calling` with every region call replaced by its region's
+  // steps (link_program.h). Without regions the two are one program and
+  // `calling` is empty.
   DeviceProgram program;
+  DeviceProgram calling;                          // the method's own steps and its calls
+  std::map<std::string, CompiledRegion> regions;  // by body hash (trace.regions' keys)
   std::vector<PassTiming> timings;
-  std::vector<AutotuneDecision> autotune;
+  std::vector<AutotuneDecision> autotune;  // of `calling` (of `program` without regions)
   // Kernel signatures this compile timed, and those it took from the
   // process's tuning table (both 0 when stored decisions were applied).
   int kernels_tuned = 0;
@@ -43,6 +62,7 @@ struct CompiledGraph {
 struct CompileHints {
   const Graph* optimized = nullptr;
   const std::vector<AutotuneDecision>* autotune = nullptr;
+  const std::map<std::string, CompiledRegion>* regions = nullptr;  // their optimized bodies and decisions
 };
 
 // Runs the pass pipeline of `config.mode` on a trace. `example` binds the

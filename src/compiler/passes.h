@@ -66,7 +66,9 @@ Graph link_regions(const Graph& g, const std::map<std::string, Graph>& bodies, L
 
 // Lowers a primitive graph (no composite ops) into a DeviceProgram: one
 // buffer per value, one step per kernel; reshape becomes a view;
-// buffer_update and send write through views of their first operand.
+// buffer_update and send write through views of their first operand. A
+// region_call becomes a call step, ordered as a step writing the operands
+// its body updates (link_program.h replaces it by its region's steps).
 // `memory_planning` false gives every intermediate its own allocation.
 DeviceProgram lower(const Graph& g, bool memory_planning);
 

@@ -9,6 +9,7 @@
 #include <npucache/error.h>
 #include <npucache/ir/hash.h>
 
+#include "compiler/link_program.h"
 #include "compiler/validate.h"
 #include "compiler/wire.h"
 
@@ -21,7 +22,9 @@ namespace {
 //    eager_kernels.
 // 5: ops are stored by their pinned numbers (op.h), erf among them.
 // 6: a trace carries the bodies of the compile regions it calls.
-constexpr uint32_t kEncodingVersion = 6;
+// 7: a record stores the method's program with its region calls and each
+//    region's program once (linked when loaded), not the linked program.
+constexpr uint32_t kEncodingVersion = 7;
 constexpr uint32_t kGraphMagic = 0x4350554e;  // "NUPC"
 
 // Smallest encodings, for the count checks (a count claiming more items
@@ -272,7 +275,9 @@ TraceResult get_trace(ByteReader& r) {
 // Every region call names a body the trace carries, and every body is the
 // one its name (its canonical hash) says: the graph key, a hash of the
 // trace's graph, covers the bodies through these names.
-void check_regions(const TraceResult& t) {
+// Gives each body's symbols in canonical order (what a call binds).
+std::map<std::string, std::vector<std::string>> check_regions(const TraceResult& t) {
+  std::map<std::string, std::vector<std::string>> symbols;
   for (const auto& [key, body] : t.regions) {
     verify(body);
     for (const Node& n : body.nodes())
@@ -280,11 +285,13 @@ void check_regions(const TraceResult& t) {
     if (body.outputs().size() != 1)
       throw VerifyError("region body " + key + " has " + std::to_string(body.outputs().size()) + " results");
     if (canonical_hash(body).hex() != key) throw VerifyError("region body " + key + " is not the body its name hashes");
+    symbols.emplace(key, canonical_symbols(body));
   }
   for (const Node& n : t.graph.nodes())
     if (n.op == Op::region_call && !t.regions.count(n.attrs.get<std::string>("region")))
       throw VerifyError("node '" + n.name + "' calls region " + n.attrs.get<std::string>("region") +
                         ", whose body the trace does not carry");
+  return symbols;
 }
 
 void put(ByteWriter& w, const CompilerConfig& c) {
@@ -396,6 +403,38 @@ DeviceProgram get_program(ByteReader& r) {
   return p;
 }
 
+void put(ByteWriter& w, const std::vector<AutotuneDecision>& decisions) {
+  w.u32(static_cast<uint32_t>(decisions.size()));
+  for (const auto& d : decisions) {
+    w.str(d.key);
+    w.str(d.chosen);
+    w.f64(d.best_us);
+    w.f64(d.default_us);
+    w.i64(d.candidates);
+    w.u32(static_cast<uint32_t>(d.steps.size()));
+    for (int s : d.steps) w.i64(s);
+    w.str(d.timed_on);
+  }
+}
+
+std::vector<AutotuneDecision> get_decisions(ByteReader& r) {
+  std::vector<AutotuneDecision> out;
+  const std::size_t na = r.count(4 + 4 + 8 + 8 + 8 + 4 + 4);
+  for (std::size_t i = 0; i < na; ++i) {
+    AutotuneDecision d;
+    d.key = r.str();
+    d.chosen = r.str();
+    d.best_us = r.f64();
+    d.default_us = r.f64();
+    d.candidates = index_in(r, 0, 1 << 20, "candidate count");
+    d.steps.resize(r.count(8));
+    for (auto& s : d.steps) s = index_in(r, 0, int64_t{1} << 30, "tuned step");
+    d.timed_on = r.str();
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
 void put_record(ByteWriter& w, const CompiledGraph& g, bool with_program) {
   w.u32(kGraphMagic);
   w.u32(kEncodingVersion);
@@ -406,9 +445,10 @@ void put_record(ByteWriter& w, const CompiledGraph& g, bool with_program) {
   // With the program, the optimized graph is not stored (running needs only
   // the program); without it, the optimized graph is, so a loader lowers it
   // with the stored autotune decisions instead of running the graph passes
-  // and autotuning again.
+  // and autotuning again. With regions, the method's program keeps its
+  // calls and each region's program is stored once, after the record.
   if (with_program)
-    put(w, g.program);
+    put(w, g.regions.empty() ? g.program : g.calling);
   else
     put(w, g.optimized);
   w.u32(static_cast<uint32_t>(g.timings.size()));
@@ -417,20 +457,19 @@ void put_record(ByteWriter& w, const CompiledGraph& g, bool with_program) {
     w.f64(t.seconds);
     w.str(t.note);
   }
-  w.u32(static_cast<uint32_t>(g.autotune.size()));
-  for (const auto& d : g.autotune) {
-    w.str(d.key);
-    w.str(d.chosen);
-    w.f64(d.best_us);
-    w.f64(d.default_us);
-    w.i64(d.candidates);
-    w.u32(static_cast<uint32_t>(d.steps.size()));
-    for (int s : d.steps) w.i64(s);
-    w.str(d.timed_on);
-  }
+  put(w, g.autotune);
   w.u64(g.planned_arena_bytes);
   w.u64(g.unplanned_bytes);
   w.f64(g.compile_seconds);
+  w.u32(static_cast<uint32_t>(g.regions.size()));
+  for (const auto& [key, r] : g.regions) {
+    w.str(key);
+    if (with_program)
+      put(w, r.program);
+    else
+      put(w, r.optimized);
+    put(w, r.autotune);
+  }
 }
 
 CompiledGraph get_record(ByteReader& r, bool* with_program_out) {
@@ -455,22 +494,22 @@ CompiledGraph get_record(ByteReader& r, bool* with_program_out) {
     t.note = r.str();
     g.timings.push_back(std::move(t));
   }
-  const std::size_t na = r.count(4 + 4 + 8 + 8 + 8 + 4 + 4);
-  for (std::size_t i = 0; i < na; ++i) {
-    AutotuneDecision d;
-    d.key = r.str();
-    d.chosen = r.str();
-    d.best_us = r.f64();
-    d.default_us = r.f64();
-    d.candidates = index_in(r, 0, 1 << 20, "candidate count");
-    d.steps.resize(r.count(8));
-    for (auto& s : d.steps) s = index_in(r, 0, int64_t{1} << 30, "tuned step");
-    d.timed_on = r.str();
-    g.autotune.push_back(std::move(d));
-  }
+  g.autotune = get_decisions(r);
   g.planned_arena_bytes = r.u64();
   g.unplanned_bytes = r.u64();
   g.compile_seconds = r.f64();
+  const std::size_t nr = r.count(4 + 4);
+  for (std::size_t i = 0; i < nr; ++i) {
+    std::string key = r.str();
+    if (!g.regions.empty() && key <= g.regions.rbegin()->first) r.fail("region programs are not in key order");
+    CompiledRegion region;
+    if (with_program)
+      region.program = get_program(r);
+    else
+      region.optimized = get_graph(r);
+    region.autotune = get_decisions(r);
+    g.regions.emplace(std::move(key), std::move(region));
+  }
   if (!r.done()) r.fail("it has trailing bytes");
   if (with_program_out) *with_program_out = with_program;
   return g;
@@ -503,11 +542,23 @@ CompiledGraph deserialize_compiled(std::string_view bytes, bool* with_program) {
   bool program = false;
   CompiledGraph g = get_record(r, &program);
   verify(g.trace.graph);
-  check_regions(g.trace);
-  if (program)
+  const std::map<std::string, std::vector<std::string>> symbols = check_regions(g.trace);
+  bool same = g.regions.size() == g.trace.regions.size();
+  for (const auto& [key, region] : g.regions) same = same && g.trace.regions.count(key);
+  if (!same) throw VerifyError("the compiled regions are not the regions the trace calls");
+  if (program && g.regions.empty()) {
     validate_program(g.program);
-  else
+  } else if (program) {
+    // Each part is checked, then the linked program as a whole.
+    g.calling = std::move(g.program);
+    validate_program(g.calling, /*calls=*/true);
+    for (const auto& [key, region] : g.regions) validate_program(region.program);
+    g.program = link_program(g.calling, g.regions, symbols, g.config.memory_planning);
+    validate_program(g.program);
+  } else {
     verify(g.optimized);
+    for (const auto& [key, region] : g.regions) verify(region.optimized);
+  }
   if (with_program) *with_program = program;
   return g;
 }

@@ -12,7 +12,7 @@ namespace {
 
 }  // namespace
 
-void validate_program(const DeviceProgram& p) {
+void validate_program(const DeviceProgram& p, bool calls) {
   const auto nb = static_cast<int64_t>(p.buffers.size());
   if (p.num_streams < 1 || p.num_streams > 64) bad("stream count " + std::to_string(p.num_streams));
   if (p.num_inputs < 0 || p.num_output_buffers < 0) bad("negative input or output count");
@@ -56,7 +56,7 @@ void validate_program(const DeviceProgram& p) {
     const ProgramStep& s = p.steps[si];
     const std::string which = "step " + std::to_string(si) + " (" + std::string(op_name(s.op)) + ")";
     const OpInfo& info = op_info(s.op);
-    if (s.op == Op::placeholder || info.composite || s.op == Op::region_call) bad(which + " is no kernel");
+    if (s.op == Op::placeholder || info.composite || (s.op == Op::region_call && !calls)) bad(which + " is no kernel");
     if (s.stream < 0 || s.stream >= p.num_streams) bad(which + " runs on stream " + std::to_string(s.stream));
     for (int d : s.deps)
       if (d < 0 || static_cast<std::size_t>(d) >= si) bad(which + " depends on step " + std::to_string(d));

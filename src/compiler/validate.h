@@ -11,6 +11,8 @@
 
 namespace npucache::compiler {
 
-void validate_program(const DeviceProgram& p);
+// `calls`: region call steps are allowed (a method's program before
+// linking, link_program.h); their types are checked as any step's.
+void validate_program(const DeviceProgram& p, bool calls = false);
 
 }  // namespace npucache::compiler

@@ -132,6 +132,7 @@ std::shared_ptr<compiler::CompiledGraph> load_object(const ObjectRecord& o, cons
     throw CacheError("object " + o.graph_key + "'s program binds " + std::to_string(g->program.parameters.size()) +
                      " parameters, its graph " + std::to_string(parameters.size()));
   for (std::size_t j = 0; j < g->program.parameters.size(); ++j) g->program.parameters[j].name = parameters[j];
+  if (!g->calling.parameters.empty()) g->calling.parameters = g->program.parameters;  // linked in the same order
   std::size_t m = 0;
   for (Node& n : g->optimized.mutable_nodes())
     if (n.op == Op::placeholder && n.kind != PlaceholderKind::input) {

@@ -351,37 +351,41 @@ void expect_stale_and_rebuilt(const fs::path& dir, const std::string& version, c
 
 }  // namespace
 
-// The cache of the previous format (7.0.0, checked in by
-// tests/fixtures/format-7.0.0/README.md's commands), on the default hit
-// check and on the code_version fast path, for an entry written by either.
+// The caches of the previous formats (8.0.0 and 7.0.0, checked in by
+// tests/fixtures/format-*/README.md's commands), on the default hit check
+// and on the code_version fast path, for an entry written by either.
 TEST_F(CacheTest, PreviousFormatIsReportedStaleAndRebuilt) {
-  expect_stale_and_rebuilt(
-      dir, "7.0.0",
-      {"prompt --code-version v1", "prompt --code-version v1 --fast", "decode --code-version v1 --fast",
-       "decode --code-version v1", "prompt --reduce-overhead --code-version v1",
-       "prompt --world 2 --rank 1 --code-version v1", "prompt --static --code-version v1"});
+  for (const std::string version : {"8.0.0", "7.0.0"})
+    expect_stale_and_rebuilt(
+        dir / version, version,
+        {"prompt --code-version v1", "prompt --code-version v1 --fast", "decode --code-version v1 --fast",
+         "decode --code-version v1", "prompt --reduce-overhead --code-version v1",
+         "prompt --world 2 --rank 1 --code-version v1", "prompt --static --code-version v1"});
 }
 
-// A bundle of the previous format (tests/fixtures/format-7.0.0/single.npuc,
-// a bundle version this build reads) is refused whole, naming the format:
-// its programs are of another encoding, never imported, misread or
-// served; the cache stays empty and the method compiles, then serves.
+// A bundle of the previous formats (tests/fixtures/format-8.0.0/ and
+// format-7.0.0/ single.npuc, a bundle version this build reads) is refused
+// whole, naming the format: its programs are of another encoding, never
+// imported, misread or served; the cache stays empty and the method
+// compiles, then serves.
 TEST_F(CacheTest, PreviousFormatBundleIsRefusedNamingItsFormat) {
-  const fs::path bundle = fs::path(FIXTURES) / "format-7.0.0" / "single.npuc";
-  const fs::path d = dir / "imported";
-  Out imp = sh(std::string(NPUCACHE_CLI) + " import " + bundle.string() + " " + d.string());
-  ASSERT_NE(imp.status, 0) << imp.text;
-  EXPECT_TRUE(has(imp.text, "nothing imported")) << imp.text;
-  EXPECT_TRUE(has(imp.text, "written by cache format 7.0.0 (this build reads and writes " +
-                                std::string(storage::names::kFormatVersion) + ")"))
-      << imp.text;
-  for (const std::string args : {"prompt --code-version v1"}) {
-    Out o = sh(worker(d.string(), args));
-    ASSERT_EQ(o.status, 0) << args << ": " << o.text;
-    EXPECT_TRUE(has(o.text, "compiled 1\nstatus compiled\n")) << args << ": " << o.text;
-    EXPECT_TRUE(has(o.text, "result 4 8 12")) << args << ": " << o.text;
-    Out again = sh(worker(d.string(), args));
-    EXPECT_TRUE(has(again.text, "compiled 0\nstatus hit\nreason \n")) << args << ": " << again.text;
+  for (const std::string version : {"8.0.0", "7.0.0"}) {
+    const fs::path bundle = fs::path(FIXTURES) / ("format-" + version) / "single.npuc";
+    const fs::path d = dir / ("imported-" + version);
+    Out imp = sh(std::string(NPUCACHE_CLI) + " import " + bundle.string() + " " + d.string());
+    ASSERT_NE(imp.status, 0) << imp.text;
+    EXPECT_TRUE(has(imp.text, "nothing imported")) << imp.text;
+    EXPECT_TRUE(has(imp.text, "written by cache format " + version + " (this build reads and writes " +
+                                  std::string(storage::names::kFormatVersion) + ")"))
+        << imp.text;
+    for (const std::string args : {"prompt --code-version v1"}) {
+      Out o = sh(worker(d.string(), args));
+      ASSERT_EQ(o.status, 0) << args << ": " << o.text;
+      EXPECT_TRUE(has(o.text, "compiled 1\nstatus compiled\n")) << args << ": " << o.text;
+      EXPECT_TRUE(has(o.text, "result 4 8 12")) << args << ": " << o.text;
+      Out again = sh(worker(d.string(), args));
+      EXPECT_TRUE(has(again.text, "compiled 0\nstatus hit\nreason \n")) << args << ": " << again.text;
+    }
   }
 }
 

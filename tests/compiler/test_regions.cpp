@@ -20,6 +20,7 @@
 
 #include "compiler/compiled_graph.h"
 #include "compiler/passes.h"
+#include "compiler/region_stack.h"
 #include "compiler/serialize.h"
 #include "support/error_message.h"
 #include "support/expect_close.h"
@@ -28,6 +29,7 @@
 using namespace npucache;
 using testing_support::expect_close;
 using testing_support::ramp;
+using namespace npucache::region_stack;
 
 namespace {
 
@@ -35,84 +37,6 @@ template <class E>
 void expect_error(const std::function<void()>& f, const std::string& text) {
   const std::string m = npucache::testing::error_message<E>(f);
   EXPECT_NE(m.find(text), std::string::npos) << "message: '" << m << "', expected to contain '" << text << "'";
-}
-
-// A block: a matmul with its own weight, a write of its result's first
-// rows into a cache it is given, and a residual.
-struct Block : nn::Module {
-  Tensor w, b;
-  int* runs;
-  Block(int64_t width, float seed, int* counter) : runs(counter) {
-    w = register_parameter("w", Tensor::from_vector(ramp(width * width, 0.01f * seed, -0.05f), {width, width}));
-    b = register_buffer("b", Tensor::from_vector(ramp(width, 0.02f, seed * 0.01f), {width}));
-  }
-  std::string type_name() const override { return "Block"; }
-  Tensor forward(const Tensor& x, const Tensor& positions, const Tensor& cache) const {
-    ++*runs;
-    Tensor h = ops::tanh(ops::matmul(x, w) + b);
-    ops::buffer_update(cache, positions, h);
-    return x + h * 0.5f;
-  }
-};
-
-// `depth` blocks of `width`, then `wide` blocks of twice the width (the
-// input is widened by concatenation between them).
-struct Stack : nn::Module {
-  std::vector<std::shared_ptr<Block>> blocks, wide_blocks;
-  int runs = 0;
-  Stack(int depth, int wide, int64_t width) {
-    for (int i = 0; i < depth; ++i)
-      blocks.push_back(std::make_shared<Block>(width, 1.0f + static_cast<float>(i), &runs));
-    for (int i = 0; i < wide; ++i)
-      wide_blocks.push_back(std::make_shared<Block>(2 * width, 3.0f - static_cast<float>(i), &runs));
-    struct Named : nn::Module {
-      Named(const std::vector<std::shared_ptr<Block>>& a, const std::vector<std::shared_ptr<Block>>& b) {
-        for (std::size_t i = 0; i < a.size(); ++i) register_module(std::to_string(i), a[i]);
-        for (std::size_t i = 0; i < b.size(); ++i) register_module(std::to_string(a.size() + i), b[i]);
-      }
-    };
-    register_module("blocks", std::make_shared<Named>(blocks, wide_blocks));
-  }
-  std::string type_name() const override { return "Stack"; }
-  // caches: one [B, S, width] per narrow block, [B, S, 2 width] per wide one.
-  Tensor forward(const Tensor& x, const Tensor& positions, const std::vector<Tensor>& caches) {
-    Tensor h = x;
-    std::size_t c = 0;
-    for (const auto& blk : blocks) h = nn::compile_region(*blk, &Block::forward, h, positions, caches[c++]);
-    if (!wide_blocks.empty()) h = ops::concat({h, h}, -1);
-    for (const auto& blk : wide_blocks) h = nn::compile_region(*blk, &Block::forward, h, positions, caches[c++]);
-    return h;
-  }
-};
-
-struct Inputs {
-  Tensor x, positions;
-  std::vector<Tensor> caches;
-};
-
-Inputs inputs(const Stack& m, int64_t batch, int64_t seq, int64_t width) {
-  Inputs in;
-  in.x = Tensor::from_vector(ramp(batch * seq * width, 0.03f, -0.2f), {batch, seq, width});
-  std::vector<int64_t> pos;
-  for (int64_t b = 0; b < batch; ++b)
-    for (int64_t s = 0; s < seq; ++s) pos.push_back(s);
-  in.positions = Tensor::from_vector_i64(pos, {batch, seq});
-  for (std::size_t i = 0; i < m.blocks.size(); ++i)
-    in.caches.push_back(
-        Tensor::from_vector(std::vector<float>(static_cast<std::size_t>(batch * 8 * width), 0.0f), {batch, 8, width}));
-  for (std::size_t i = 0; i < m.wide_blocks.size(); ++i)
-    in.caches.push_back(Tensor::from_vector(std::vector<float>(static_cast<std::size_t>(batch * 8 * 2 * width), 0.0f),
-                                            {batch, 8, 2 * width}));
-  return in;
-}
-
-std::size_t flat_inputs(const Inputs& in) { return 2 + in.caches.size(); }
-
-std::vector<const Node*> calls(const Graph& g) {
-  std::vector<const Node*> out;
-  for (const Node& n : g.nodes())
-    if (n.op == Op::region_call) out.push_back(&n);
-  return out;
 }
 
 TEST(Regions, RepeatedBlocksTraceOneBodyPerShape) {
@@ -198,15 +122,25 @@ TEST(Regions, TheCompilerCompilesEachBodyOnceAndLinksEveryCall) {
   TraceResult tr = trace_method(m, &Stack::forward, o, in.x, in.positions, in.caches);
   const SymBindings example = tr.signature.bind(flatten_args(o, in.x, in.positions, in.caches));
   compiler::CompiledGraph cg = compiler::compile_graph(tr, CompilerConfig{}, {}, example, true, 0);
-  int region_passes = 0;
+  int region_passes = 0, region_lowerings = 0;
   std::string link;
   for (const auto& t : cg.timings) {
     if (t.name.rfind("region ", 0) == 0 && t.name.find("decompose") != std::string::npos) ++region_passes;
-    if (t.name == "link_regions") link = t.note;
+    if (t.name.rfind("region ", 0) == 0 && t.name.find("lower") != std::string::npos) ++region_lowerings;
+    if (t.name == "link_program") link = t.note;
   }
   EXPECT_EQ(region_passes, 1) << compiler::format_timings(cg.timings);
+  EXPECT_EQ(region_lowerings, 1) << compiler::format_timings(cg.timings);
   EXPECT_NE(link.find("4 calls of 1 regions"), std::string::npos) << link;
-  for (const Node& n : cg.optimized.nodes()) EXPECT_NE(n.op, Op::region_call);
+  // The method's graph and program keep the calls; what runs has none.
+  EXPECT_EQ(calls(cg.optimized).size(), 4u);
+  ASSERT_EQ(cg.regions.size(), 1u);
+  const compiler::DeviceProgram& body = cg.regions.begin()->second.program;
+  std::size_t call_steps = 0;
+  for (const auto& st : cg.calling.steps) call_steps += st.op == Op::region_call;
+  EXPECT_EQ(call_steps, 4u);
+  for (const auto& st : cg.program.steps) EXPECT_NE(st.op, Op::region_call);
+  EXPECT_EQ(cg.program.steps.size(), cg.calling.steps.size() - 4 + 4 * body.steps.size());
   EXPECT_EQ(cg.program.parameters.size(), 8u);
   EXPECT_EQ(cg.program.parameters[6].name, "blocks.3.w");
 }
@@ -231,8 +165,6 @@ TEST(Regions, ALinkThatDoesNotFitIsRefused) {
   for (Node& n : g.mutable_nodes())
     if (n.op == Op::region_call) n.attrs.set("mutates", std::vector<int64_t>{});
   expect_error<VerifyError>([&] { (void)compiler::link_regions(g, tr.regions); }, "updates other operands in place");
-  // Lowering a graph with a call left in it.
-  expect_error<VerifyError>([&] { (void)compiler::lower(tr.graph, true); }, "link the regions before lowering");
 }
 
 struct Leaky : nn::Module {

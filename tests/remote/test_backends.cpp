@@ -368,61 +368,71 @@ TEST_P(Backends, PreviousLayoutIsReadAsMisses) {
   EXPECT_FALSE(t.object(kKeyA, "").has_value());
 }
 
-// The values a remote of the previous format holds (format 7.0.0:
-// tests/fixtures/format-7.0.0/remote, the entry and object of the seed
+// The values a remote of the previous formats holds (formats 8.0.0 and
+// 7.0.0: tests/fixtures/format-*/remote, the entry and object of the seed
 // model's prompt) are never served: under their own keys they are not
 // read (another namespace), and planted under this version's keys they
-// name another entry path and graph key and are refused; on the default
-// hit check and on the code_version fast path, every job compiles and
-// gets the eager result.
+// name another entry path and graph key, or hold another encoding, and
+// are refused; on the default hit check and on the code_version fast
+// path, every job compiles and gets the eager result.
 TEST_P(Backends, PreviousFormatValuesAreNeverServed) {
-  const fs::path fixture = fs::path(FIXTURES) / "format-7.0.0" / "remote";
-  const auto read = [](const fs::path& p) {
-    std::ifstream in(p, std::ios::binary);
-    return std::string{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  struct Old {
+    std::string version, entry, graph_key;
   };
-  const std::string graph_key = "ed332845d5901b5b9df5648bdf3151f2";
-  const std::string old_entry = read(fixture / "entry.bin");
-  const std::string old_object = read(fixture / ("object-" + graph_key + ".bin"));
-  ASSERT_FALSE(old_entry.empty() || old_object.empty());
-  const std::string old = "npucache:7.0.0:";
-  ASSERT_NE(storage::remote_key::prefix(), old);
-  auto b = backend();
-  ASSERT_TRUE(b->put(old + "entry:Model_dynamic_4d10f22dad0ac79a/prompt", old_entry, remote::Overwrite::yes).value());
-  ASSERT_TRUE(b->put(old + "obj:" + graph_key, old_object, remote::Overwrite::yes).value());
-  const auto current_keys = [&] {
-    auto keys = b->list(storage::remote_key::prefix());
-    EXPECT_TRUE(keys.is_hit());
-    return keys.is_hit() ? keys.value() : std::vector<std::string>{};
-  };
-  const std::vector<std::string> cases = {"prompt --code-version v1", "prompt --code-version v1 --fast"};
-  int n = 0;
-  for (const std::string& args : cases) {
-    if (const auto written = current_keys(); !written.empty()) {  // what an earlier case wrote back
+  for (const Old& v : {Old{"8.0.0", "Model_dynamic_61eb849d3703a6bf/prompt", "37f9c327871d07a92d775f1792c1352e"},
+                       Old{"7.0.0", "Model_dynamic_4d10f22dad0ac79a/prompt", "ed332845d5901b5b9df5648bdf3151f2"}}) {
+    SCOPED_TRACE("format " + v.version);
+    const fs::path fixture = fs::path(FIXTURES) / ("format-" + v.version) / "remote";
+    const auto read = [](const fs::path& p) {
+      std::ifstream in(p, std::ios::binary);
+      return std::string{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+    };
+    const std::string old_entry = read(fixture / "entry.bin");
+    const std::string old_object = read(fixture / ("object-" + v.graph_key + ".bin"));
+    ASSERT_FALSE(old_entry.empty() || old_object.empty());
+    const std::string old = "npucache:" + v.version + ":";
+    ASSERT_NE(storage::remote_key::prefix(), old);
+    auto b = backend();
+    ASSERT_TRUE(b->put(old + "entry:" + v.entry, old_entry, remote::Overwrite::yes).value());
+    ASSERT_TRUE(b->put(old + "obj:" + v.graph_key, old_object, remote::Overwrite::yes).value());
+    const auto current_keys = [&] {
+      auto keys = b->list(storage::remote_key::prefix());
+      EXPECT_TRUE(keys.is_hit());
+      return keys.is_hit() ? keys.value() : std::vector<std::string>{};
+    };
+    const std::vector<std::string> cases = {"prompt --code-version v1", "prompt --code-version v1 --fast"};
+    int n = 0;
+    for (const std::string& args : cases) {
+      if (const auto written = current_keys(); !written.empty()) {  // what an earlier case wrote back
+        ASSERT_FALSE(b->remove(written).is_failure());
+      }
+      Out o = worker(cache_dir(v.version + "-" + std::to_string(n++)), args);
+      ASSERT_EQ(o.status, 0) << args << ": " << o.text;
+      EXPECT_TRUE(has(o.text, "compiled 1\nstatus compiled"))
+          << args << ": a value of format " << v.version << " was served\n"
+          << o.text;
+      EXPECT_TRUE(has(o.text, "result 4 8 12")) << args << ": " << o.text;
+    }
+    // The jobs wrote this version's values back: plant the old ones over them.
+    for (const std::string& args : cases) {
+      int planted = 0;
+      for (const auto& k : current_keys()) {
+        if (has(k, ":obj:")) planted += b->put(k, old_object, remote::Overwrite::yes).value();
+        if (has(k, ":entry:")) planted += b->put(k, old_entry, remote::Overwrite::yes).value();
+      }
+      ASSERT_GE(planted, 2) << args;
+      Out o = worker(cache_dir(v.version + "-" + std::to_string(n++)), args);
+      ASSERT_EQ(o.status, 0) << args << ": " << o.text;
+      EXPECT_TRUE(has(o.text, "compiled 1\nstatus compiled"))
+          << args << ": a value of format " << v.version << " under this version's key was served\n"
+          << o.text;
+      EXPECT_TRUE(has(o.text, "result 4 8 12")) << args << ": " << o.text;
+    }
+    EXPECT_EQ(b->get(old + "obj:" + v.graph_key).value(), old_object);  // the old keys are left as they were
+    if (const auto written = current_keys(); !written.empty()) {
       ASSERT_FALSE(b->remove(written).is_failure());
     }
-    Out o = worker(cache_dir(std::to_string(n++)), args);
-    ASSERT_EQ(o.status, 0) << args << ": " << o.text;
-    EXPECT_TRUE(has(o.text, "compiled 1\nstatus compiled")) << args << ": a value of format 7.0.0 was served\n"
-                                                            << o.text;
-    EXPECT_TRUE(has(o.text, "result 4 8 12")) << args << ": " << o.text;
   }
-  // The jobs wrote this version's values back: plant the old ones over them.
-  for (const std::string& args : cases) {
-    int planted = 0;
-    for (const auto& k : current_keys()) {
-      if (has(k, ":obj:")) planted += b->put(k, old_object, remote::Overwrite::yes).value();
-      if (has(k, ":entry:")) planted += b->put(k, old_entry, remote::Overwrite::yes).value();
-    }
-    ASSERT_GE(planted, 2) << args;
-    Out o = worker(cache_dir(std::to_string(n++)), args);
-    ASSERT_EQ(o.status, 0) << args << ": " << o.text;
-    EXPECT_TRUE(has(o.text, "compiled 1\nstatus compiled"))
-        << args << ": a value of format 7.0.0 under this version's key was served\n"
-        << o.text;
-    EXPECT_TRUE(has(o.text, "result 4 8 12")) << args << ": " << o.text;
-  }
-  EXPECT_EQ(b->get(old + "obj:" + graph_key).value(), old_object);  // the old keys are left as they were
 }
 
 // A cache warmed through the remote serves another host's empty cache

@@ -53,9 +53,6 @@ DeviceProgram lower(const Graph& g, bool memory_planning) {
       p.buffers.push_back(b);
       continue;
     }
-    if (n.op == Op::region_call)
-      throw VerifyError("node '" + n.name + "' calls region " + n.attrs.get<std::string>("region") +
-                        ": link the regions before lowering");
     if (op_info(n.op).composite)
       throw VerifyError("node '" + n.name + "' (" + std::string(op_name(n.op)) +
                         ") is composite: decompose the graph before lowering");
@@ -82,11 +79,15 @@ DeviceProgram lower(const Graph& g, bool memory_planning) {
       const int r = p.root(in);
       dep(last_writer[static_cast<std::size_t>(r)]);
     }
-    const bool writes_in_place = n.op == Op::buffer_update;
-    if (writes_in_place) {  // write-after-read: every earlier reader first
-      const int r = p.root(n.inputs[0]);
+    // The roots this step writes in place: a buffer_update's first operand;
+    // a region call's operands its body updates (link_program.h).
+    std::vector<int> in_place;
+    if (n.op == Op::buffer_update) in_place.push_back(p.root(n.inputs[0]));
+    if (n.op == Op::region_call)
+      for (int64_t m : n.attrs.get<std::vector<int64_t>>("mutates"))
+        in_place.push_back(p.root(n.inputs.at(static_cast<std::size_t>(m))));
+    for (int r : in_place)  // write-after-read: every earlier reader first
       for (int rd : readers[static_cast<std::size_t>(r)]) dep(rd);
-    }
     if (op_info(n.op).side_effect || n.op == Op::group_rank) {
       dep(last_ordered);
       last_ordered = si;
@@ -94,6 +95,7 @@ DeviceProgram lower(const Graph& g, bool memory_planning) {
     std::sort(s.deps.begin(), s.deps.end());
     for (ValueId in : n.inputs) readers[static_cast<std::size_t>(p.root(in))].push_back(si);
     last_writer[static_cast<std::size_t>(p.root(static_cast<int>(i)))] = si;
+    for (int r : in_place) last_writer[static_cast<std::size_t>(r)] = si;
     producer[i] = si;
     p.steps.push_back(std::move(s));
   }

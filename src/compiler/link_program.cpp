@@ -1,0 +1,217 @@
+#include "compiler/link_program.h"
+
+#include <npucache/error.h>
+
+#include <algorithm>
+
+namespace npucache::compiler {
+namespace {
+
+[[noreturn]] void misfit(std::size_t step, const std::string& region, const std::string& what) {
+  throw VerifyError("step " + std::to_string(step) + " (region_call of " + region + "): " + what);
+}
+
+// Every SymExpr of `t` (or of a step's attributes) with the call's sizes.
+void substitute(TensorType& t, const std::map<std::string, SymExpr>& sizes) {
+  for (auto& d : t.shape) d = d.substitute(sizes);
+}
+
+Attrs substitute(const Attrs& a, const std::map<std::string, SymExpr>& sizes) {
+  Attrs out;
+  for (const auto& [k, v] : a.items()) {
+    if (const auto* dims = std::get_if<std::vector<SymExpr>>(&v)) {
+      std::vector<SymExpr> e;
+      e.reserve(dims->size());
+      for (const auto& d : *dims) e.push_back(d.substitute(sizes));
+      out.set(k, std::move(e));
+    } else {
+      out.set(k, v);
+    }
+  }
+  return out;
+}
+
+// One call being stamped: its region, its sizes and where each of the
+// region's buffers went.
+struct Stamp {
+  const CompiledRegion* region = nullptr;
+  std::map<std::string, SymExpr> sizes;  // empty when the call's sizes are the body's
+  std::vector<int> buffer;
+};
+
+}  // namespace
+
+DeviceProgram link_program(const DeviceProgram& calling, const std::map<std::string, CompiledRegion>& regions,
+                           const std::map<std::string, std::vector<std::string>>& symbols, bool memory_planning,
+                           ProgramLinkStats* stats) {
+  const std::size_t nb = calling.buffers.size();
+  std::vector<int> call_writing(nb, -1);  // the call step whose result each buffer is
+  bool any = false;
+  for (std::size_t si = 0; si < calling.steps.size(); ++si) {
+    const ProgramStep& s = calling.steps[si];
+    if (s.op != Op::region_call) continue;
+    any = true;
+    if (s.result < 0 || static_cast<std::size_t>(s.result) >= nb || call_writing[s.result] >= 0)
+      misfit(si, s.attrs.get<std::string>("region"), "its result buffer is out of range or another call's");
+    call_writing[static_cast<std::size_t>(s.result)] = static_cast<int>(si);
+  }
+  if (!any) return calling;
+
+  DeviceProgram out;
+  out.parameters = calling.parameters;
+  out.num_inputs = calling.num_inputs;
+  out.num_streams = calling.num_streams;
+  const BufferKind local = memory_planning ? BufferKind::arena : BufferKind::temp;
+  auto add = [&](BufferDesc d) {
+    out.buffers.push_back(std::move(d));
+    return static_cast<int>(out.buffers.size() - 1);
+  };
+
+  // Buffers, in the method's order; a call's region buffers just before
+  // its result (views only ever name earlier buffers).
+  std::vector<int> mapped(nb, -1);
+  std::vector<Stamp> stamps(calling.steps.size());
+  for (std::size_t b = 0; b < nb; ++b) {
+    BufferDesc d = calling.buffers[b];
+    const int c = call_writing[b];
+    if (c < 0) {
+      if (d.kind == BufferKind::view) d.index = mapped.at(static_cast<std::size_t>(d.index));
+      mapped[b] = add(d);
+      continue;
+    }
+    const ProgramStep& call = calling.steps[static_cast<std::size_t>(c)];
+    const auto ci = static_cast<std::size_t>(c);
+    const std::string& key = call.attrs.get<std::string>("region");
+    const auto r = regions.find(key);
+    const auto order = symbols.find(key);
+    if (r == regions.end() || order == symbols.end()) misfit(ci, key, "the region's program is missing");
+    Stamp& st = stamps[ci];
+    st.region = &r->second;
+    const DeviceProgram& rp = r->second.program;
+    const auto& bind = call.attrs.get<std::vector<SymExpr>>("bind");
+    if (bind.size() != order->second.size())
+      misfit(ci, key,
+             "it binds " + std::to_string(bind.size()) + " symbols, its body has " +
+                 std::to_string(order->second.size()));
+    bool renames = false;
+    for (std::size_t k = 0; k < bind.size(); ++k) renames = renames || !(bind[k] == SymExpr::symbol(order->second[k]));
+    if (renames)
+      for (std::size_t k = 0; k < bind.size(); ++k) st.sizes.emplace(order->second[k], bind[k]);
+    const auto args = static_cast<std::size_t>(call.attrs.get_int("num_args"));
+    if (static_cast<std::size_t>(rp.num_inputs) != args ||
+        rp.parameters.size() + args != call.operands.size() || rp.outputs.size() != 1)
+      misfit(ci, key,
+             "it passes " + std::to_string(args) + " arguments and " + std::to_string(call.operands.size() - args) +
+                 " parameters; its region's program takes " + std::to_string(rp.num_inputs) + " and " +
+                 std::to_string(rp.parameters.size()) + " and gives " + std::to_string(rp.outputs.size()) +
+                 " results");
+    if (d.kind != BufferKind::arena && d.kind != BufferKind::temp && d.kind != BufferKind::output)
+      misfit(ci, key, "its result buffer is not a buffer of its own");
+    const int result = rp.outputs.front();
+    st.buffer.assign(rp.buffers.size(), -1);
+    for (std::size_t rb = 0; rb < rp.buffers.size(); ++rb) {
+      BufferDesc x = rp.buffers[rb];
+      if (!st.sizes.empty()) substitute(x.type, st.sizes);
+      if (x.kind == BufferKind::input || x.kind == BufferKind::parameter) {
+        const std::size_t operand =
+            x.kind == BufferKind::input ? static_cast<std::size_t>(x.index) : args + static_cast<std::size_t>(x.index);
+        const int at = mapped.at(static_cast<std::size_t>(call.operands.at(operand)));
+        if (at < 0) misfit(ci, key, "operand " + std::to_string(operand) + " is not computed before the call");
+        if (!(out.buffers[static_cast<std::size_t>(at)].type == x.type))
+          misfit(ci, key,
+                 "operand " + std::to_string(operand) + " is " + type_str(out.buffers[static_cast<std::size_t>(at)].type) +
+                     ", its region's program takes " + type_str(x.type));
+        st.buffer[rb] = at;
+      } else if (x.kind == BufferKind::view) {
+        x.index = st.buffer.at(static_cast<std::size_t>(x.index));
+        st.buffer[rb] = add(x);
+      } else if (static_cast<int>(rb) == result) {
+        if (!(x.type == d.type))
+          misfit(ci, key, "its result is " + type_str(d.type) + ", its region's program gives " + type_str(x.type));
+        st.buffer[rb] = mapped[b] = add(d);  // the region computes straight into the call's result
+      } else {
+        x.kind = local;
+        x.index = -1;
+        st.buffer[rb] = add(x);
+      }
+    }
+    if (mapped[b] < 0) {  // the region's result is a view, or one of its operands: the call's result views it
+      const BufferDesc& x = rp.buffers[static_cast<std::size_t>(result)];
+      TensorType t = x.type;
+      if (!st.sizes.empty()) substitute(t, st.sizes);
+      if (!(t == d.type))
+        misfit(ci, key, "its result is " + type_str(d.type) + ", its region's program gives " + type_str(t));
+      mapped[b] = add({BufferKind::view, st.buffer[static_cast<std::size_t>(result)], d.type});
+    }
+  }
+
+  // Steps. `ends[s]`: the linked steps that stand for the method's step s
+  // (a call: its region's last steps, or what it followed when it has none).
+  std::vector<std::vector<int>> ends(calling.steps.size());
+  for (std::size_t si = 0; si < calling.steps.size(); ++si) {
+    const ProgramStep& s = calling.steps[si];
+    std::vector<int> deps;
+    for (int d : s.deps)
+      for (int e : ends.at(static_cast<std::size_t>(d))) deps.push_back(e);
+    std::sort(deps.begin(), deps.end());
+    deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
+    if (s.op != Op::region_call) {
+      ProgramStep x = s;
+      for (int& o : x.operands) o = mapped.at(static_cast<std::size_t>(o));
+      x.result = mapped.at(static_cast<std::size_t>(x.result));
+      x.deps = std::move(deps);
+      ends[si] = {static_cast<int>(out.steps.size())};
+      out.steps.push_back(std::move(x));
+      continue;
+    }
+    const Stamp& st = stamps[si];
+    const DeviceProgram& rp = st.region->program;
+    const int base = static_cast<int>(out.steps.size());
+    std::vector<char> followed(rp.steps.size(), 0);
+    for (const ProgramStep& rs : rp.steps) {
+      ProgramStep x;
+      x.op = rs.op;
+      x.attrs = st.sizes.empty() ? rs.attrs : substitute(rs.attrs, st.sizes);
+      for (int o : rs.operands) x.operands.push_back(st.buffer.at(static_cast<std::size_t>(o)));
+      x.result = st.buffer.at(static_cast<std::size_t>(rs.result));
+      x.stream = rs.stream;
+      if (rs.deps.empty()) {
+        x.deps = deps;
+      } else {
+        for (int d : rs.deps) {
+          x.deps.push_back(base + d);
+          followed.at(static_cast<std::size_t>(d)) = 1;
+        }
+      }
+      out.steps.push_back(std::move(x));
+    }
+    out.num_streams = std::max(out.num_streams, rp.num_streams);
+    if (rp.steps.empty()) {
+      ends[si] = deps;
+    } else {
+      for (std::size_t k = 0; k < rp.steps.size(); ++k)
+        if (!followed[k]) ends[si].push_back(base + static_cast<int>(k));
+    }
+    if (stats) {
+      ++stats->calls;
+      stats->steps += static_cast<int>(rp.steps.size());
+    }
+  }
+
+  // Outputs get per-run storage unless they are (views of) inputs or
+  // parameters, numbered in the order of the outputs (as lowering does).
+  for (auto& d : out.buffers)
+    if (d.kind == BufferKind::output) d.kind = local, d.index = -1;
+  for (int o : calling.outputs) {
+    const int m = mapped.at(static_cast<std::size_t>(o));
+    BufferDesc& rb = out.buffers[static_cast<std::size_t>(out.root(m))];
+    if (rb.kind == BufferKind::arena || rb.kind == BufferKind::temp) {
+      rb.kind = BufferKind::output;
+      rb.index = out.num_output_buffers++;
+    }
+    out.outputs.push_back(m);
+  }
+  return out;
+}
+
+}  // namespace npucache::compiler

@@ -1,0 +1,46 @@
+// Linking a method's program with its compile regions' programs: each
+// region is lowered, scheduled and tuned once, and every call of it is
+// stamped out of its steps when the method's program is made to run
+// (after a compile, and when a stored object is loaded, which stores each
+// region once).
+//
+// A call step of `calling` (Op::region_call) is replaced by its region's
+// steps: the region's inputs become the call's arguments, its parameters
+// the call's remaining operands (the calling layer's own), its result the
+// call's result buffer, its other buffers new buffers of the method; its
+// sizes are the call's (`bind`, in the body's canonical symbol order).
+// Order is kept: a region step that follows no other region step follows
+// what the call followed, and a step that followed the call follows every
+// step of it. Streams are the region's own (both were scheduled with one
+// config; communication stays on stream 0). Outputs get per-run storage as
+// lowering gives it. Without calls, the result is `calling` itself.
+//
+// Inputs come from outside the process (a cache file, another rank): both
+// are validated (validate.h) before linking, the call's fit is checked
+// while linking (operand count and types, bind size, result type) and a
+// misfit is a VerifyError naming the call; the linked program is validated
+// again by its loader.
+#pragma once
+
+#include "compiler/compiled_graph.h"
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace npucache::compiler {
+
+struct ProgramLinkStats {
+  int calls = 0;
+  int steps = 0;  // region steps stamped in
+};
+
+// `symbols` gives each region's body symbols in canonical order (what a
+// call's `bind` binds: canonical_symbols of the body as traced).
+// `memory_planning` is the config's (a region's own buffers become arena
+// or temp buffers of the method as lowering would make them).
+DeviceProgram link_program(const DeviceProgram& calling, const std::map<std::string, CompiledRegion>& regions,
+                           const std::map<std::string, std::vector<std::string>>& symbols, bool memory_planning,
+                           ProgramLinkStats* stats = nullptr);
+
+}  // namespace npucache::compiler
