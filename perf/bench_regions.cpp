@@ -18,6 +18,7 @@
 #include <npucache/trace.h>
 
 #include "compiler/compiled_graph.h"
+#include "compiler/serialize.h"
 #include "harness.h"
 
 #include <cstdio>
@@ -114,6 +115,34 @@ int main(int argc, char** argv) {
     std::snprintf(what, sizeof what, "%zu layers: program steps", s->kv.size() / 2);
     std::printf("%-34s %12zu %12zu %8.2f\n", what, steps[0], steps[1],
                 static_cast<double>(steps[0]) / static_cast<double>(steps[1]));
+  }
+
+  // Loading a stored object: its bytes, and decoding them (deserialize,
+  // validate; with regions, each region's program once, then the link).
+  std::printf("\n%-34s %12s %12s %8s\n", "load a stored object", "regions on", "off", "on/off");
+  for (Stage* s : {&s8, &s32}) {
+    const TraceResult on = trace(*s, true, true), off = trace(*s, false, true);
+    const SymBindings example = on.signature.bind(flatten_args(TraceOptions{}, s->tokens, s->positions, s->kv));
+    const std::string bytes[2] = {
+        compiler::serialize_compiled(compiler::compile_graph(on, config, {}, example, true, 0), true),
+        compiler::serialize_compiled(compiler::compile_graph(off, config, {}, example, true, 0), true)};
+    const auto t = perf::interleaved({[&] {
+                                        const double t0 = perf::now_s();
+                                        (void)compiler::deserialize_compiled(bytes[0]);
+                                        return perf::now_s() - t0;
+                                      },
+                                      [&] {
+                                        const double t0 = perf::now_s();
+                                        (void)compiler::deserialize_compiled(bytes[1]);
+                                        return perf::now_s() - t0;
+                                      }},
+                                     trials);
+    char what[64];
+    std::snprintf(what, sizeof what, "%zu layers: decode (ms)", s->kv.size() / 2);
+    std::printf("%-34s %12.2f %12.2f %8.2f\n", what, t[0] * 1e3, t[1] * 1e3, t[0] / t[1]);
+    std::snprintf(what, sizeof what, "%zu layers: bytes", s->kv.size() / 2);
+    std::printf("%-34s %12zu %12zu %8.2f\n", what, bytes[0].size(), bytes[1].size(),
+                static_cast<double>(bytes[0].size()) / static_cast<double>(bytes[1].size()));
   }
 
   // Host time per decode step of the real-weight tiny model.

@@ -134,21 +134,27 @@ CompiledGraph compile_graph(TraceResult trace, const CompilerConfig& config, con
   std::map<std::string, std::vector<std::string>> symbols;
   for (auto& [key, body] : bodies) {
     verify(body);
-    pm.run("region " + key.substr(0, 8) + " lower", [&] {
-      const std::vector<std::string> order = canonical_symbols(trace.regions.at(key));
-      CompiledRegion r;
+    const std::string name = "region " + key.substr(0, 8) + " ";
+    const std::vector<std::string> order = canonical_symbols(trace.regions.at(key));
+    CompiledRegion r;
+    pm.run(name + "lower", [&] {
       r.program = lower(body, config.memory_planning);
       schedule(r.program);
-      const std::vector<AutotuneDecision>* stored =
-          hints && hints->autotune && hints->regions ? &hints->regions->at(key).autotune : nullptr;
-      r.autotune = tune_program(r.program, stored, region_example(g, key, order, example));
-      const std::string note = std::to_string(r.program.steps.size()) + " steps, " + std::to_string(r.autotune.size()) +
-                               (stored ? " stored decisions applied" : " tuned");
-      r.optimized = std::move(body);
-      cg.regions.emplace(key, std::move(r));
-      symbols.emplace(key, order);
-      return note;
+      return std::to_string(r.program.steps.size()) + " steps, " + std::to_string(r.program.num_streams) + " streams";
     });
+    if (tune)
+      pm.run(name + "autotune", [&] {
+        const std::vector<AutotuneDecision>* stored =
+            hints && hints->autotune && hints->regions ? &hints->regions->at(key).autotune : nullptr;
+        const int tuned = cg.kernels_tuned, reused = cg.kernels_reused;
+        r.autotune = tune_program(r.program, stored, region_example(g, key, order, example));
+        if (stored) return std::to_string(r.autotune.size()) + " stored decisions applied";
+        return std::to_string(cg.kernels_tuned - tuned) + " kernels tuned, " +
+               std::to_string(cg.kernels_reused - reused) + " reused from the tuning table";
+      });
+    r.optimized = std::move(body);
+    cg.regions.emplace(key, std::move(r));
+    symbols.emplace(key, order);
   }
   DeviceProgram calling;
   pm.run("lower", [&] {

@@ -90,21 +90,20 @@ DeviceProgram link_program(const DeviceProgram& calling, const std::map<std::str
     const DeviceProgram& rp = r->second.program;
     const auto& bind = call.attrs.get<std::vector<SymExpr>>("bind");
     if (bind.size() != order->second.size())
-      misfit(ci, key,
-             "it binds " + std::to_string(bind.size()) + " symbols, its body has " +
-                 std::to_string(order->second.size()));
+      misfit(
+          ci, key,
+          "it binds " + std::to_string(bind.size()) + " symbols, its body has " + std::to_string(order->second.size()));
     bool renames = false;
     for (std::size_t k = 0; k < bind.size(); ++k) renames = renames || !(bind[k] == SymExpr::symbol(order->second[k]));
     if (renames)
       for (std::size_t k = 0; k < bind.size(); ++k) st.sizes.emplace(order->second[k], bind[k]);
     const auto args = static_cast<std::size_t>(call.attrs.get_int("num_args"));
-    if (static_cast<std::size_t>(rp.num_inputs) != args ||
-        rp.parameters.size() + args != call.operands.size() || rp.outputs.size() != 1)
+    if (static_cast<std::size_t>(rp.num_inputs) != args || rp.parameters.size() + args != call.operands.size() ||
+        rp.outputs.size() != 1)
       misfit(ci, key,
              "it passes " + std::to_string(args) + " arguments and " + std::to_string(call.operands.size() - args) +
                  " parameters; its region's program takes " + std::to_string(rp.num_inputs) + " and " +
-                 std::to_string(rp.parameters.size()) + " and gives " + std::to_string(rp.outputs.size()) +
-                 " results");
+                 std::to_string(rp.parameters.size()) + " and gives " + std::to_string(rp.outputs.size()) + " results");
     if (d.kind != BufferKind::arena && d.kind != BufferKind::temp && d.kind != BufferKind::output)
       misfit(ci, key, "its result buffer is not a buffer of its own");
     const int result = rp.outputs.front();
@@ -119,8 +118,9 @@ DeviceProgram link_program(const DeviceProgram& calling, const std::map<std::str
         if (at < 0) misfit(ci, key, "operand " + std::to_string(operand) + " is not computed before the call");
         if (!(out.buffers[static_cast<std::size_t>(at)].type == x.type))
           misfit(ci, key,
-                 "operand " + std::to_string(operand) + " is " + type_str(out.buffers[static_cast<std::size_t>(at)].type) +
-                     ", its region's program takes " + type_str(x.type));
+                 "operand " + std::to_string(operand) + " is " +
+                     type_str(out.buffers[static_cast<std::size_t>(at)].type) + ", its region's program takes " +
+                     type_str(x.type));
         st.buffer[rb] = at;
       } else if (x.kind == BufferKind::view) {
         x.index = st.buffer.at(static_cast<std::size_t>(x.index));

@@ -40,6 +40,10 @@ std::string error_stack() {
 
 constexpr std::size_t kChunk = std::size_t{4} << 20;  // 4 MiB: one chunk for most artifacts
 constexpr std::size_t kImageIncrement = std::size_t{1} << 20;
+// Strings of more bytes than this (padded) are stored compressed.
+constexpr std::size_t kCompressStringsAbove = 4096;
+// The most a string dataset is read into (padded): far above any text here.
+constexpr std::size_t kMaxStringBytes = std::size_t{256} << 20;
 
 Handle core_fapl() {
   Handle fapl(check(H5Pcreate(H5P_FILE_ACCESS), "H5Pcreate"), H5Pclose);
@@ -330,16 +334,7 @@ std::size_t storage_size(hid_t loc, const std::string& name) {
 }
 
 void write_strings(hid_t loc, const std::string& name, const std::vector<std::string>& lines) {
-  std::vector<const char*> ptrs;
-  ptrs.reserve(lines.size());
-  for (const auto& l : lines) ptrs.push_back(l.c_str());
-  const hsize_t n = lines.size();
-  Handle type = vlen_string_type();
-  Handle space(check(H5Screate_simple(1, &n, nullptr), "H5Screate_simple"), H5Sclose);
-  Handle ds(check(H5Dcreate2(loc, name.c_str(), type.id(), space.id(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
-                  "creating dataset " + name),
-            H5Dclose);
-  if (n > 0) check(H5Dwrite(ds.id(), type.id(), H5S_ALL, H5S_ALL, H5P_DEFAULT, ptrs.data()), "writing " + name);
+  write_fixed_strings(loc, name, lines);
 }
 
 void write_fixed_strings(hid_t loc, const std::string& name, const std::vector<std::string>& lines) {
@@ -354,7 +349,14 @@ void write_fixed_strings(hid_t loc, const std::string& name, const std::vector<s
   check(H5Tset_strpad(type.id(), H5T_STR_NULLPAD), "H5Tset_strpad");
   check(H5Tset_cset(type.id(), H5T_CSET_UTF8), "H5Tset_cset");
   Handle space(check(H5Screate_simple(1, &n, nullptr), "H5Screate_simple"), H5Sclose);
-  Handle ds(check(H5Dcreate2(loc, name.c_str(), type.id(), space.id(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+  Handle dcpl(check(H5Pcreate(H5P_DATASET_CREATE), "H5Pcreate"), H5Pclose);
+  if (packed.size() > kCompressStringsAbove) {  // lines padded to the longest: they compress well
+    const hsize_t chunk = std::clamp<hsize_t>(kChunk / width, 1, n);
+    check(H5Pset_chunk(dcpl.id(), 1, &chunk), "H5Pset_chunk");
+    const unsigned level = 3;
+    check(H5Pset_filter(dcpl.id(), kZstdFilterId, H5Z_FLAG_MANDATORY, 1, &level), "adding the zstd filter");
+  }
+  Handle ds(check(H5Dcreate2(loc, name.c_str(), type.id(), space.id(), H5P_DEFAULT, dcpl.id(), H5P_DEFAULT),
                   "creating dataset " + name),
             H5Dclose);
   if (n > 0) check(H5Dwrite(ds.id(), type.id(), H5S_ALL, H5S_ALL, H5P_DEFAULT, packed.data()), "writing " + name);
@@ -371,7 +373,8 @@ std::vector<std::string> read_strings(hid_t loc, const std::string& name) {
   if (H5Tget_class(stored.id()) != H5T_STRING) throw CacheError("dataset " + name + " does not hold strings");
   if (H5Tis_variable_str(stored.id()) <= 0) {
     const std::size_t width = H5Tget_size(stored.id());
-    if (width == 0 || width > (std::size_t{1} << 20) || n > (hsize_t{1} << 24))
+    if (width == 0 || width > (std::size_t{1} << 20) || n > (hsize_t{1} << 24) ||
+        width * static_cast<std::size_t>(n) > kMaxStringBytes)
       throw CacheError("dataset " + name + " has an implausible size");
     Handle mem(check(H5Tcopy(stored.id()), "H5Tcopy"), H5Tclose);
     std::string packed(width * static_cast<std::size_t>(n), '\0');

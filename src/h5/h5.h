@@ -117,12 +117,14 @@ std::string read_bytes(Id loc, const std::string& name, std::size_t cap);
 std::optional<std::string> find_single_chunk(std::string_view image, std::size_t size,
                                              const std::function<bool(const std::string&)>& accept);
 std::size_t storage_size(Id loc, const std::string& name);
-// A 1-D dataset of variable-length strings (lines of text; one dataset per
-// file: each write of variable-length strings takes a global-heap
-// collection of at least 4 KiB).
+// A 1-D dataset of strings (lines of text), fixed-length: the longest
+// line's length, NULLPAD, and zstd-compressed (chunked) when the padded
+// lines exceed 4 KiB. Not variable-length strings: those live in global-heap
+// collections that grow by reallocation, and in a file image every
+// outgrown collection stays behind as dead space (twice the text's size).
 void write_strings(Id loc, const std::string& name, const std::vector<std::string>& lines);
-// The same as fixed-length strings (the longest one's length, NULLPAD):
-// for the many small lists of an index (an entry's parameter names).
+// The same (the name the index's small lists, an entry's parameter names,
+// have always used).
 void write_fixed_strings(Id loc, const std::string& name, const std::vector<std::string>& lines);
 // Either kind.
 std::vector<std::string> read_strings(Id loc, const std::string& name);

@@ -78,7 +78,8 @@ TEST(RegionPrograms, ALoadedObjectRunsTheProgramItsCompileRan) {
       EXPECT_EQ(compiler::serialize_program(loaded.calling), compiler::serialize_program(c.graph.calling));
       // Stored without programs (archived): lowered again from the stored
       // graphs with the stored decisions, the same program.
-      const compiler::CompiledGraph archived = compiler::deserialize_compiled(compiler::serialize_compiled(c.graph, false));
+      const compiler::CompiledGraph archived =
+          compiler::deserialize_compiled(compiler::serialize_compiled(c.graph, false));
       const compiler::CompileHints hints{&archived.optimized, &archived.autotune, &archived.regions};
       CompilerConfig config = c.graph.config;
       const compiler::CompiledGraph again = compiler::compile_graph(
@@ -118,11 +119,12 @@ TEST(RegionPrograms, AProgramLinkThatDoesNotFitIsRefused) {
   region_programs::expect_error<Error>([&] { compiler::validate_program(g.calling); }, "is no kernel");
   EXPECT_NO_THROW(compiler::validate_program(g.calling, true));
   region_programs::expect_error<VerifyError>([&] { (void)compiler::link_program(g.calling, {}, symbols, true); },
-                            "the region's program is missing");
+                                             "the region's program is missing");
   // The two regions' programs under each other's names.
   auto swapped = g.regions;
   std::swap(swapped.begin()->second, std::next(swapped.begin())->second);
-  region_programs::expect_error<VerifyError>([&] { (void)compiler::link_program(g.calling, swapped, symbols, true); }, "operand 0 is");
+  region_programs::expect_error<VerifyError>([&] { (void)compiler::link_program(g.calling, swapped, symbols, true); },
+                                             "operand 0 is");
   // A call binding one symbol too few.
   compiler::DeviceProgram short_bind = g.calling;
   auto& call = region_programs::first_call(short_bind);
@@ -130,18 +132,18 @@ TEST(RegionPrograms, AProgramLinkThatDoesNotFitIsRefused) {
   ASSERT_FALSE(bind.empty());
   bind.pop_back();
   call.attrs.set("bind", bind);
-  region_programs::expect_error<VerifyError>([&] { (void)compiler::link_program(short_bind, g.regions, symbols, true); },
-                            "symbols, its body has");
+  region_programs::expect_error<VerifyError>(
+      [&] { (void)compiler::link_program(short_bind, g.regions, symbols, true); }, "symbols, its body has");
   // A call passing one parameter too few.
   compiler::DeviceProgram fewer = g.calling;
   region_programs::first_call(fewer).operands.pop_back();
   region_programs::expect_error<VerifyError>([&] { (void)compiler::link_program(fewer, g.regions, symbols, true); },
-                            "its region's program takes");
+                                             "its region's program takes");
   // A call whose result has another type than its region's.
   compiler::DeviceProgram retyped = g.calling;
   retyped.buffers[static_cast<std::size_t>(region_programs::first_call(retyped).result)].type.dtype = DType::f16;
   region_programs::expect_error<VerifyError>([&] { (void)compiler::link_program(retyped, g.regions, symbols, true); },
-                            "its result is f16");
+                                             "its result is f16");
 }
 
 // A record's compiled regions must be exactly its trace's bodies: a region
@@ -151,19 +153,21 @@ TEST(RegionPrograms, ARecordWhoseRegionsAreNotItsTracesIsRefused) {
   const region_programs::Compiled c = region_programs::compile_stack(m, inputs(m, 2, 3, 8), false);
   compiler::CompiledGraph dropped = c.graph;
   dropped.regions.erase(dropped.regions.begin());
-  region_programs::expect_error<VerifyError>([&] { (void)compiler::deserialize_compiled(compiler::serialize_compiled(dropped, true)); },
-                            "the compiled regions are not the regions the trace calls");
+  region_programs::expect_error<VerifyError>(
+      [&] { (void)compiler::deserialize_compiled(compiler::serialize_compiled(dropped, true)); },
+      "the compiled regions are not the regions the trace calls");
   compiler::CompiledGraph renamed = c.graph;
   auto node = renamed.regions.extract(renamed.regions.begin());
   node.key() = std::string(32, '0');
   renamed.regions.insert(std::move(node));
-  region_programs::expect_error<VerifyError>([&] { (void)compiler::deserialize_compiled(compiler::serialize_compiled(renamed, true)); },
-                            "the compiled regions are not the regions the trace calls");
+  region_programs::expect_error<VerifyError>(
+      [&] { (void)compiler::deserialize_compiled(compiler::serialize_compiled(renamed, true)); },
+      "the compiled regions are not the regions the trace calls");
   // A region program with a call step of its own.
   compiler::CompiledGraph nested = c.graph;
   nested.regions.begin()->second.program.steps.push_back(region_programs::first_call(nested.calling));
-  region_programs::expect_error<Error>([&] { (void)compiler::deserialize_compiled(compiler::serialize_compiled(nested, true)); },
-                      "is no kernel");
+  region_programs::expect_error<Error>(
+      [&] { (void)compiler::deserialize_compiled(compiler::serialize_compiled(nested, true)); }, "is no kernel");
 }
 
 namespace region_programs {

@@ -6,8 +6,10 @@
 # - `h5dump -H -A` of all its files is at most 3,652 lines (half of the
 #   7,304 of format 1, which kept every number as a string and most facts
 #   twice);
+# - no object file holds dead space (h5stat's unaccounted space beyond
+#   the string attributes' heap);
 # - numbers are HDF5 integers and floats, booleans an enum, the graph text
-#   variable-length strings without padding (h5py reads the types);
+#   UTF-8 strings that read without padding (h5py reads the types);
 # - no fact is stored twice for one entry: the entry's attributes, its
 #   index's root attributes and its object's attributes share no name but
 #   graph_key (the link) and date (when each was written).
@@ -31,6 +33,14 @@ done
 echo "h5dump -H -A: $lines lines in $files files"
 [ "$files" -ge 8 ] || { echo "FAIL: expected at least 8 files (4 indexes, 4+ objects), found $files" >&2; exit 1; }
 [ "$lines" -le 3652 ] || { echo "FAIL: h5dump -H -A gives $lines lines, more than 3,652" >&2; exit 1; }
+# No object file holds dead space: what h5stat leaves unaccounted is the
+# one 4 KiB global-heap collection of the string attributes, and at most a
+# tenth of the file more (the variable-length graph text of earlier formats
+# left about twice the text's size: 10,000 bytes of a 21 KB object here).
+for f in "$work"/cache/objects/*.h5; do
+  read -r dead total < <(h5stat -S "$f" | awk '/Unaccounted space/ {d=$3} /Total space/ {t=$3} END {print d, t}')
+  [ "$dead" -le $((4224 + total / 10)) ] || { echo "FAIL: $f: $dead of its $total bytes are dead space" >&2; exit 1; }
+done
 # The graph text is printed without NUL padding.
 obj="$(ls "$work"/cache/objects/*.h5 | head -1)"
 if h5dump -d /graph "$obj" | grep -q '\\000'; then
@@ -90,8 +100,13 @@ for index in glob.glob(os.path.join(cache, "*.h5")) + glob.glob(os.path.join(cac
                     if twice:
                         problems.append(f"{name}: stored twice: {sorted(twice)}")
                     graph = o["graph"]
-                    if graph.dtype.kind != "O" or h5py.check_string_dtype(graph.dtype) is None:
-                        problems.append(f"{key}: graph text is {graph.dtype}, not variable-length strings")
+                    info = h5py.check_string_dtype(graph.dtype)
+                    if info is None or info.encoding != "utf-8":
+                        problems.append(f"{key}: graph text is {graph.dtype}, not UTF-8 strings")
+                    else:
+                        text = [l.decode("utf-8") if isinstance(l, bytes) else l for l in graph[()]]
+                        if not text or not text[0].startswith("graph(") or any("\0" in l for l in text):
+                            problems.append(f"{key}: graph text reads as {text[:2]}")
         f.visititems(visit)
 if len(entries) != 16:
     problems.append(f"expected 16 entries (8 ranks x 2 methods), found {len(entries)}")
