@@ -21,6 +21,7 @@
 // finding-<target>-<n>.bin, replayable as a FILE.
 #include <npucache/cache.h>
 #include <npucache/error.h>
+#include <npucache/models/decoder.h>
 #include <npucache/models/models.h>
 #include <npucache/runtime/communicator.h>
 
@@ -476,6 +477,17 @@ Seeds make_seeds(const fs::path& dir) {
       prompt(Tensor::from_vector_i64({1, 2, 3, 4}, {1, 4}), Tensor::from_vector_i64({0, 1, 2, 3}, {1, 4}), kv);
       decode(Tensor::from_vector_i64({5}, {1, 1}), Tensor::from_vector_i64({4}, {1, 1}), kv).to_vector();
     }
+  }
+  {
+    // The shipped decoder, whose layers are compile regions: objects holding
+    // the method's program with its calls and each region's program once.
+    models::Decoder m(models::DecoderConfig{}, models::StageRanks{}, models::Weights::deterministic);
+    CacheOptions o;
+    o.cache_dir = (dir / "llama").string();
+    o.compile.config = c;
+    auto prompt = cache_compile(m, &models::Decoder::prompt, o);
+    auto kv = m.make_kv_cache(1);
+    prompt(Tensor::from_vector_i64({1, 2, 3, 4}, {1, 4}), Tensor::from_vector_i64({0, 1, 2, 3}, {1, 4}), kv);
   }
   {
     // The seed model's prompt in reduce-overhead under automatic dynamic
