@@ -163,7 +163,7 @@ struct HeadsThenBreak : nn::Module {
   std::string type_name() const override { return "HeadsThenBreak"; }
   Tensor forward(const Tensor& x) {
     const Shape s = x.shape();
-    Tensor q = x.reshape({s[0], s[1], SymExpr(heads), SymExpr(-1)}).permute({0, 2, 1, 3});
+    Tensor q = ops::tanh(x).reshape({s[0], s[1], SymExpr(heads), SymExpr(8 / heads)}).permute({0, 2, 1, 3});
     Tensor a = ops::attention(q, q, q, false).permute({0, 2, 1, 3}).reshape(s);
     if (ops::max(a, {0, 1, 2}).item() > 1e30f) a = a * 0.0f;  // the break; never taken
     return ops::tanh(a) + x;
