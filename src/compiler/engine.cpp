@@ -872,16 +872,27 @@ std::pair<CompiledFunction::PieceEntry*, compiler::ProgramRunner*> CompiledFunct
     it = pieces_.find(key);
     if (it == pieces_.end()) {
       if (!place.static_only) {
-        try {
-          it = general_piece(piece, args, device, b, counts.compiled, counts.loaded);
-        } catch (const ShapeError& e) {
-          // The general form is beyond what symbolic shapes hold (an
-          // expression past their bounds): the place runs static pieces.
+        // The general form is beyond what symbolic shapes hold (an
+        // expression past their bounds, a size a decomposition or pass
+        // needs as a constant): the place runs static pieces from now on,
+        // this call included. A static piece that fails too fails the call
+        // with its own error, as eager code would.
+        auto stay_static = [&](const Error& e) {
           place.static_only = true;
           b.clear();
+          args.symints.clear();
           it = pieces_.end();
           log::info("{}: piece {} stays static: its general form cannot be compiled ({})", *label_, piece.index,
                     e.what());
+        };
+        try {
+          it = general_piece(piece, args, device, b, counts.compiled, counts.loaded);
+        } catch (const ShapeError& e) {
+          stay_static(e);
+        } catch (const VerifyError& e) {
+          stay_static(e);
+        } catch (const ConfigError& e) {
+          stay_static(e);
         }
       }
       if (it == pieces_.end()) it = add_piece(key, piece.trace, args, device, false, counts.compiled, counts.loaded);

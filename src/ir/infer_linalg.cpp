@@ -93,8 +93,12 @@ TensorType attention_type(const InferCtx& c) {
   c.require_dim_equal(q[0], k[0], "batch of q and k differs");
   c.require_dim_equal(q[3], k[3], "head dim of q and k differs");
   for (std::size_t i = 0; i < 4; ++i) c.require_dim_equal(k[i], v[i], "k and v shapes differ");
+  // The default decomposition (nn/decompositions.cpp) repeats k/v over the
+  // heads and, at the default scale (0: 1/sqrt(head dim)), reads the head
+  // dim: constants it needs, so a dynamic trace specialises them.
   int64_t hq = c.require_constant(q[1], "query heads");
   int64_t hkv = c.require_constant(k[1], "key/value heads");
+  if (c.attrs.get_double_or("scale", 0.0) == 0.0) c.require_constant(q[3], "head dim (the default scale reads it)");
   if (hkv == 0 || hq % hkv != 0) c.fail("query heads must be a multiple of key/value heads");
   if (c.in.size() == 4) {
     c.require_integral(3);

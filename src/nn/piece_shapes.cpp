@@ -71,7 +71,7 @@ std::vector<PieceSite> all_sites(const Graph& g) {
     for (const auto& [key, v] : n.attrs.items())
       if (const auto* dims = dims_attr(v))
         for (std::size_t j = 0; j < dims->size(); ++j)
-          if ((*dims)[j].is_constant()) sites.push_back({attr_site(i, key), static_cast<int64_t>(j)});
+          if ((*dims)[j].try_constant().value_or(0) >= 2) sites.push_back({attr_site(i, key), static_cast<int64_t>(j)});
   }
   return sites;
 }
@@ -112,7 +112,8 @@ std::optional<TraceResult> generalize(const TraceResult& piece, const std::vecto
           std::vector<SymExpr> general = *dims;
           bool changed = false;
           for (std::size_t j = 0; j < general.size(); ++j)
-            if (auto c = general[j].try_constant(); c && at.count({attr_site(i, key), static_cast<int64_t>(j)})) {
+            if (auto c = general[j].try_constant();
+                c && *c >= 2 && at.count({attr_site(i, key), static_cast<int64_t>(j)})) {
               general[j] = symbol_for(*c);
               changed = true;
             }

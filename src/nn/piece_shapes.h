@@ -30,15 +30,16 @@ struct PieceSite {
 // operand, parameter, attribute or rank).
 std::optional<std::vector<PieceSite>> changed_sites(const Graph& before, const Graph& now);
 
-// Every site of `g` (dynamic=true): input dims of size >= 2 and every
-// integer of a shape-valued attribute.
+// Every site of `g` (dynamic=true): input dims and integers of
+// shape-valued attributes of value >= 2.
 std::vector<PieceSite> all_sites(const Graph& g);
 
 // `piece` with the sites `sites` symbolic, its types inferred again.
 // Symbols are given by value, so that one recording and one list of sites
 // always give one graph: a site takes the symbol of an earlier site of the
 // same value, else of the value one below (s + 1) or one above (s - 1),
-// else a new one. Input dims of size below 2 stay constant. A symbol that no
+// else a new one. Sizes below 2 stay constant (a reshape's -1, a slice's
+// 0, a head count of 1). A symbol that no
 // input dim carries is a SymInt input "sym<k>" of the signature (its value
 // comes from match()). nullopt when the graph does not trace with them
 // symbolic (a shape check fails) or nothing stays symbolic.

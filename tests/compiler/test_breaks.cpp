@@ -154,6 +154,33 @@ struct Coincide : nn::Module {
   }
 };
 
+// Attention over one head of width 8, then a break: the attention's head
+// count and head width are sizes its decomposition needs as constants. A
+// general piece (dynamic=true makes every size a site) must keep them so,
+// whatever value they share with a batch or a sequence length.
+struct HeadsThenBreak : nn::Module {
+  int64_t heads = 1;
+  std::string type_name() const override { return "HeadsThenBreak"; }
+  Tensor forward(const Tensor& x) {
+    const Shape s = x.shape();
+    Tensor q = ops::tanh(x).reshape({s[0], s[1], SymExpr(heads), SymExpr(8 / heads)}).permute({0, 2, 1, 3});
+    Tensor a = ops::attention(q, q, q, false).permute({0, 2, 1, 3}).reshape(s);
+    if (ops::max(a, {0, 1, 2}).item() > 1e30f) a = a * 0.0f;  // the break; never taken
+    return ops::tanh(a) + x;
+  }
+};
+
+// SiLU then a break, for a custom decomposition that reads a size as a
+// constant: a general piece of it cannot compile.
+struct SiluThenBreak : nn::Module {
+  std::string type_name() const override { return "SiluThenBreak"; }
+  Tensor forward(const Tensor& x) {
+    Tensor h = ops::silu(x) * 2.0f;
+    if (ops::max(h, {0, 1}).item() > 1e30f) h = h * 0.0f;  // the break; never taken
+    return ops::tanh(h) + x;
+  }
+};
+
 // `steps` decode steps from a prompt of 3 (kv_len 4, 5, ...) through
 // `run` (the compiled method, or the module eagerly), from fresh caches:
 // each step's output.
@@ -396,6 +423,62 @@ TEST(GraphBreakDynamicMatch, AConstantEqualToASizeIsNeverTakenForIt) {
       expect_close(g(x, xn, n).to_vector(), m.shifted(x, xn, n).to_vector(),
                    std::string(dynamic ? "dynamic=true" : "automatic") + " shifted n=" + std::to_string(n));
     }
+  }
+}
+
+// dynamic=true makes every size of a piece a site, the attention's head
+// width (8, the input's width) and head count among them: a general piece
+// keeps both constant (the default scale reads the head width), and a call
+// at other sizes (B=1, S=1 after B=2, S=3) runs as eager does, in every
+// mode.
+TEST(GraphBreakDynamicMatch, AnAttentionsHeadsStayConstantInAGeneralPiece) {
+  for (int64_t heads : {1, 2}) {
+    HeadsThenBreak m;
+    m.heads = heads;
+    for (const char* mode : {"default", "max-autotune", "reduce-overhead"}) {
+      CompileOptions o;
+      o.mode = mode;
+      o.dynamic = true;
+      auto f = compile(m, &HeadsThenBreak::forward, o);
+      for (auto [b, s] : {std::pair<int64_t, int64_t>{2, 3}, {1, 1}, {2, 5}, {1, 4}, {3, 2}}) {
+        const Tensor x = Tensor::from_vector(ramp(b * s * 8, 0.04f, -0.2f), {b, s, 8});
+        const std::string what = std::string(mode) + " heads=" + std::to_string(heads) + " B=" + std::to_string(b) +
+                                 " S=" + std::to_string(s);
+        std::vector<float> got;
+        ASSERT_NO_THROW(got = f(x).to_vector()) << what;
+        expect_close(got, m.forward(x).to_vector(), what);
+      }
+      EXPECT_EQ(f.status().graph_breaks.size(), 1u) << mode;
+    }
+  }
+}
+
+// A general piece that cannot compile for a reason of its general form (a
+// decomposition needs a size as a constant) never fails a call eager code
+// runs: the place falls back to static pieces, that call included.
+TEST(GraphBreakDynamicMatch, AGeneralPieceThatCannotCompileFallsBackToStatic) {
+  SiluThenBreak m;
+  for (const char* mode : {"default", "max-autotune", "reduce-overhead"}) {
+    CompileOptions o;
+    o.mode = mode;
+    o.dynamic = true;
+    o.custom_decompositions[Op::silu] = {"test.width_as_constant", [](const std::vector<Tensor>& in, const Attrs&) {
+                                           const int64_t width =
+                                               in[0].size(static_cast<int64_t>(in[0].rank()) - 1).constant();
+                                           return in[0] * ops::sigmoid(in[0]) * (width > 0 ? 1.0f : 0.0f);
+                                         }};
+    auto f = compile(m, &SiluThenBreak::forward, o);
+    for (auto [b, w] : {std::pair<int64_t, int64_t>{2, 8}, {3, 8}, {2, 6}, {2, 8}}) {
+      const Tensor x = Tensor::from_vector(ramp(b * w, 0.05f, -0.3f), {b, w});
+      const std::string what = std::string(mode) + " " + std::to_string(b) + "x" + std::to_string(w);
+      std::vector<float> got;
+      ASSERT_NO_THROW(got = f(x).to_vector()) << what;
+      expect_close(got, m.forward(x).to_vector(), what);
+    }
+    EXPECT_EQ(f.status().graph_breaks.size(), 1u) << mode;
+    // Static pieces: the first piece once a size (2x8 again is found), the
+    // second (a tanh, general) once.
+    EXPECT_EQ(f.compiles(), 4u) << mode;
   }
 }
 
