@@ -9,8 +9,9 @@
 // and the symbol environment is the method's (copied in and back), so
 // sizes the body equates, specialises or bounds guard the method as a flat
 // trace would. The body keeps those decisions over the numbers; a later
-// call replays them on its own symbols in a copy of the environment, and
-// when one does not hold for its sizes, traces the body anew. Either way
+// call replays them on its own symbols in the environment, and when one
+// does not hold for its sizes (an undo log takes them back), traces the
+// body anew. Either way
 // the method's graph gets one region_call node whose operands are the
 // argument values, then this call's module tensors named as the body's
 // parameter placeholders; its "bind" holds the call's symbols in the
