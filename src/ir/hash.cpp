@@ -153,6 +153,13 @@ std::vector<std::string> canonical_symbols(const Graph& g) {
   return e.symbols();
 }
 
+CanonicalNaming canonical_naming(const Graph& g) {
+  Hasher h;
+  CanonicalEncoder e(g, h);
+  e.run();
+  return {h.digest(), e.symbols()};
+}
+
 std::vector<ValueId> canonical_order(const Graph& g) {
   const auto& nodes = g.nodes();
   std::vector<ValueId> order;

@@ -9,8 +9,9 @@
 // and the symbol environment is the method's (copied in and back), so
 // sizes the body equates, specialises or bounds guard the method as a flat
 // trace would. The body keeps those decisions over the numbers; a later
-// call replays them on its own symbols in a copy of the environment, and
-// when one does not hold for its sizes, traces the body anew. Either way
+// call replays them on its own symbols in the environment, and when one
+// does not hold for its sizes (an undo log takes them back), traces the
+// body anew. Either way
 // the method's graph gets one region_call node whose operands are the
 // argument values, then this call's module tensors named as the body's
 // parameter placeholders; its "bind" holds the call's symbols in the
@@ -102,9 +103,14 @@ struct RegionCallState : FlattenVisitor {
     if (collecting) key += "|s" + path + "=" + number(outer->shapes.resolve(s.expr()));
   }
 
-  // The module's tensors by name; `out` receives the structure for the key.
-  std::map<std::string, Tensor> module_tensors(std::string* out) const {
-    std::map<std::string, Tensor> by_name;
+  // The module's tensors by name, read once per call (recorded() then
+  // record()); `out` receives the structure for the key.
+  std::map<std::string, Tensor> by_name;
+  bool have_tensors = false;
+  const std::map<std::string, Tensor>& module_tensors(std::string* out) {
+    if (have_tensors && !out) return by_name;
+    by_name.clear();
+    have_tensors = true;
     for (const auto& [n, t] : module->named_parameters()) by_name.emplace(n, t);
     for (const auto& [n, t] : module->named_buffers()) by_name.emplace("#" + n, t);
     if (out)
@@ -112,29 +118,39 @@ struct RegionCallState : FlattenVisitor {
     return by_name;
   }
 
-  // `e` over the numbers with this call's symbols.
-  SymExpr mine(const SymExpr& e) const {
-    std::map<std::string, SymExpr> to;
-    for (std::size_t i = 0; i < symbols.size(); ++i) to.emplace("c" + std::to_string(i), symbols[i]);
-    return e.substitute(to);
+  // `e` over the numbers with this call's symbols (the map built once).
+  std::map<std::string, SymExpr> to_mine;
+  SymExpr mine(const SymExpr& e) {
+    if (to_mine.size() != symbols.size())
+      for (std::size_t i = to_mine.size(); i < symbols.size(); ++i)
+        to_mine.emplace("c" + std::to_string(i), symbols[i]);
+    return e.substitute(to_mine);
   }
 
   // Replays the body's size decisions on this call's symbols; false (and
-  // the method's environment unchanged) when one does not hold.
-  bool replay(const RegionBody& b) const {
+  // the method's environment unchanged: the decisions are undone) when
+  // one does not hold.
+  bool replay(const RegionBody& b) {
     if (!b.replayable || b.arg_symbols.size() != symbols.size()) return false;
-    ShapeEnv env = outer->shapes;
-    for (const auto& [lhs, rhs] : b.decisions)
-      if (!env.unify(mine(lhs), mine(rhs))) return false;
-    for (const auto& bound : b.bounds)
-      if (!env.require_le(mine(bound.lhs), mine(bound.rhs))) return false;
-    outer->shapes = std::move(env);
-    return true;
+    ShapeEnv& env = outer->shapes;
+    env.begin_undo();
+    bool holds = true;
+    try {
+      for (const auto& [lhs, rhs] : b.decisions)
+        if (holds && !env.unify(mine(lhs), mine(rhs))) holds = false;
+      for (const auto& bound : b.bounds)
+        if (holds && !env.require_le(mine(bound.lhs), mine(bound.rhs))) holds = false;
+    } catch (...) {
+      env.end_undo(true);
+      throw;
+    }
+    env.end_undo(!holds);
+    return holds;
   }
 
   Tensor record(const RegionBody& b) {
     std::vector<ValueId> in = args;
-    const auto tensors = module_tensors(nullptr);
+    const auto& tensors = module_tensors(nullptr);
     for (const std::string& p : b.params) {
       auto it = tensors.find(p);
       if (it == tensors.end()) it = tensors.find("#" + p);

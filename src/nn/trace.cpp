@@ -136,7 +136,8 @@ TraceResult TraceSession::finish(const std::vector<std::pair<std::string, Tensor
   for (const auto& body : state_->region_list) {
     body->graph.substitute_symbols(subst);
     verify(body->graph);
-    Named n{canonical_hash(body->graph).hex(), canonical_symbols(body->graph), {}};
+    CanonicalNaming c = canonical_naming(body->graph);  // one encoder pass for both
+    Named n{c.hash.hex(), std::move(c.symbols), {}};
     for (const auto& e : body->arg_symbols) n.traced_with.push_back(e.substitute(subst));
     r.regions.emplace(n.hex, std::move(body->graph));
     named.emplace(body->id, std::move(n));

@@ -55,13 +55,13 @@ bool ShapeEnv::unify(const SymExpr& a, const SymExpr& b) {
   auto sa = ra.as_symbol(), sb = rb.as_symbol();
   if (sa && sb) {  // keep the older symbol
     if (order_.at(*sa) < order_.at(*sb))
-      subst_[*sb] = ra;
+      set_subst(*sb, ra);
     else
-      subst_[*sa] = rb;
+      set_subst(*sa, rb);
   } else if (sa) {
-    subst_[*sa] = rb;
+    set_subst(*sa, rb);
   } else if (sb) {
-    subst_[*sb] = ra;
+    set_subst(*sb, ra);
   } else {  // compound expressions with equal values: specialise their symbols
     specialize(ra);
     specialize(rb);
@@ -77,7 +77,7 @@ std::optional<int64_t> ShapeEnv::specialize(const SymExpr& e) {
   auto v = hint(r);
   if (!v) return std::nullopt;
   for (const auto& s : r.symbols()) {
-    subst_[s] = SymExpr(hints_.at(s));
+    set_subst(s, SymExpr(hints_.at(s)));
     guards_.push_back(s + " == " + std::to_string(hints_.at(s)));
   }
   return v;
@@ -99,6 +99,37 @@ bool ShapeEnv::require_le(const SymExpr& a, const SymExpr& b) {
     guards_.push_back(ra.str() + " <= " + rb.str());
   }
   return true;
+}
+
+void ShapeEnv::set_subst(const std::string& sym, SymExpr e) {
+  auto it = subst_.find(sym);
+  if (logging_) undo_.emplace_back(sym, it == subst_.end() ? std::nullopt : std::optional<SymExpr>(it->second));
+  if (it == subst_.end())
+    subst_.emplace(sym, std::move(e));
+  else
+    it->second = std::move(e);
+}
+
+void ShapeEnv::begin_undo() {
+  logging_ = true;
+  undo_.clear();
+  undo_guards_ = guards_.size();
+  undo_bounds_ = bounds_.size();
+}
+
+void ShapeEnv::end_undo(bool rollback) {
+  logging_ = false;
+  if (rollback) {
+    for (auto it = undo_.rbegin(); it != undo_.rend(); ++it) {
+      if (it->second)
+        subst_[it->first] = *it->second;
+      else
+        subst_.erase(it->first);
+    }
+    guards_.resize(undo_guards_);
+    bounds_.resize(undo_bounds_);
+  }
+  undo_.clear();
 }
 
 std::map<std::string, SymExpr> ShapeEnv::final_substitutions(const std::vector<Shape>& appearance) const {

@@ -22,6 +22,7 @@
 #include "compiler/passes.h"
 #include "compiler/region_stack.h"
 #include "compiler/serialize.h"
+#include "nn/detail/trace_state.h"
 #include "support/error_message.h"
 #include "support/expect_close.h"
 #include "support/small_models.h"
@@ -601,4 +602,49 @@ TEST(RegionAttacks, CheckingEveryCallFindsAMemberTheSignatureDoesNotSee) {
     expect_close(f(in.x, in.positions, in.caches).to_vector(),
                  s.forward(eager_in.x, eager_in.positions, eager_in.caches).to_vector(), "checked", 1e-5f);
   }
+}
+
+// A later call replays its body's size decisions in the method's own
+// environment and undoes them when one does not hold: the environment is
+// then as before, guards and bounds included; kept, they stay.
+TEST(Regions, ReplayedSizeDecisionsAreUndoneWhenOneDoesNotHold) {
+  detail::ShapeEnv env;
+  const SymExpr a = env.fresh(4), b = env.fresh(4), c = env.fresh(8);
+  ASSERT_TRUE(env.unify(a, b));
+  const auto subst = env.substitutions();
+  const auto guards = env.guards();
+  const auto bounds = env.bounds();
+  env.begin_undo();
+  EXPECT_TRUE(env.require_le(a, c));
+  EXPECT_TRUE(env.unify(c, a + b));  // c becomes 2 s0
+  EXPECT_FALSE(env.unify(a, c));
+  env.end_undo(true);
+  EXPECT_EQ(env.substitutions(), subst);
+  EXPECT_EQ(env.guards(), guards);
+  EXPECT_EQ(env.bounds(), bounds);
+  EXPECT_EQ(env.resolve(c), c);
+  env.begin_undo();
+  EXPECT_TRUE(env.unify(c, a + b));
+  env.end_undo(false);
+  EXPECT_NE(env.substitutions(), subst);
+  EXPECT_GT(env.guards().size(), guards.size());
+}
+
+// Hash and symbol order of a region's body come from one encoder pass:
+// the same as the two functions give apart.
+TEST(Regions, OnePassNamesABodyAsHashAndSymbolsDo) {
+  Stack m(3, 1, 4);
+  Inputs in = inputs(m, 1, 2, 4);
+  TraceOptions o;
+  o.regions = true;
+  o.dynamic = true;
+  const TraceResult r = trace_method(m, &Stack::forward, o, in.x, in.positions, in.caches);
+  ASSERT_FALSE(r.regions.empty());
+  for (const auto& [hex, body] : r.regions) {
+    const CanonicalNaming n = canonical_naming(body);
+    EXPECT_EQ(n.hash.hex(), hex);
+    EXPECT_EQ(n.hash, canonical_hash(body));
+    EXPECT_EQ(n.symbols, canonical_symbols(body));
+  }
+  EXPECT_EQ(canonical_naming(r.graph).symbols, canonical_symbols(r.graph));
 }

@@ -34,6 +34,13 @@ NPUCACHE_API Hash128 canonical_hash(const Graph& g);
 // compile region's call binds its body's symbols in this order).
 NPUCACHE_API std::vector<std::string> canonical_symbols(const Graph& g);
 
+// Both in one pass over `g`: equal to {canonical_hash(g), canonical_symbols(g)}.
+struct CanonicalNaming {
+  Hash128 hash;
+  std::vector<std::string> symbols;
+};
+NPUCACHE_API CanonicalNaming canonical_naming(const Graph& g);
+
 // The canonical order the hash numbers values in: placeholders in order,
 // then nodes depth-first (operands first) from the outputs, then from the
 // side-effecting nodes. Nodes that reach neither are left out.

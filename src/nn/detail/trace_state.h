@@ -39,13 +39,24 @@ class ShapeEnv final : public DimUnifier {
   // The symbols equated or specialised so far, each to its expression.
   const std::map<std::string, SymExpr>& substitutions() const { return subst_; }
 
+  // Undoing decisions without copying the environment: between
+  // begin_undo() and end_undo(), unify, specialize and require_le log what
+  // they change; end_undo(true) puts it all back, end_undo(false) keeps it.
+  // (Symbols are not created meanwhile.) Not nested.
+  void begin_undo();
+  void end_undo(bool rollback);
+
  private:
+  void set_subst(const std::string& sym, SymExpr e);
   std::optional<int64_t> hint(const SymExpr& e) const;
   std::map<std::string, int64_t> hints_;
   std::map<std::string, std::size_t> order_;  // creation order of symbols
   std::map<std::string, SymExpr> subst_;
   std::vector<std::string> guards_;
   std::vector<DimBound> bounds_;
+  bool logging_ = false;
+  std::vector<std::pair<std::string, std::optional<SymExpr>>> undo_;  // symbol, its earlier substitution
+  std::size_t undo_guards_ = 0, undo_bounds_ = 0;
 };
 
 // A compile region's body traced in a trace (nn/region.h, region.cpp).
