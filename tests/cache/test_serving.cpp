@@ -545,6 +545,10 @@ TEST_F(Serving, SweepStoppedAtAnyRemovalLeavesNoTemplateOfAMissingObject) {
   const Out made = serve("--mode reduce-overhead --breaks --batches 2,4");
   ASSERT_EQ(made.status, 0) << made.text;
   ASSERT_TRUE(fs::exists(dir / names::kTemplatesDir)) << made.text;
+  std::size_t made_files = 0;
+  for (const char* sub : {names::kObjectsDir, names::kTemplatesDir})
+    for ([[maybe_unused]] const auto& e : fs::directory_iterator(dir / sub)) ++made_files;
+  ASSERT_GE(made_files, 3u) << made.text;  // an object and two templates at least
   const fs::path pristine = dir.string() + ".pristine";
   fs::copy(dir, pristine, fs::copy_options::recursive);
   // Each template's object is there (a template alone can never be used).
@@ -562,6 +566,7 @@ TEST_F(Serving, SweepStoppedAtAnyRemovalLeavesNoTemplateOfAMissingObject) {
   };
   for (const std::string sweep : {"gc", "clear"}) {
     bool finished = false;
+    std::size_t stops = 0;  // the removals the sweep was stopped at
     for (std::size_t nth = 1; !finished && nth < 400; ++nth) {
       fs::remove_all(dir);
       fs::copy(pristine, dir, fs::copy_options::recursive);
@@ -580,6 +585,7 @@ TEST_F(Serving, SweepStoppedAtAnyRemovalLeavesNoTemplateOfAMissingObject) {
         } catch (const npucache::Error&) {
         }
         finished = env->faulted().empty();
+        stops += finished ? 0 : 1;
       }
       const auto left = orphaned_templates();
       EXPECT_TRUE(left.empty()) << sweep << " stopped at removal " << nth << " left " << left.size()
@@ -593,6 +599,8 @@ TEST_F(Serving, SweepStoppedAtAnyRemovalLeavesNoTemplateOfAMissingObject) {
       if (!left.empty()) break;
     }
     EXPECT_TRUE(finished) << sweep << " never ran to its end";
+    // Each object and each template file was a removal it was stopped at.
+    EXPECT_GE(stops, made_files) << sweep;
   }
   fs::remove_all(pristine);
 }
