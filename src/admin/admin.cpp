@@ -485,7 +485,10 @@ ClearResult clear(const std::string& dir, double wait_s, bool dry_run) {
       out.left.push_back((d.path() / n).string());
     }
   }
-  for (const char* sub : {names::kObjectsDir, names::kTemplatesDir, names::kDeltasDir, names::kLocksDir}) {
+  // What names an object (templates, index deltas) before the objects: a
+  // clear stopped midway (killed, an I/O error) never leaves a template or
+  // an entry naming a missing object.
+  for (const char* sub : {names::kTemplatesDir, names::kDeltasDir, names::kObjectsDir, names::kLocksDir}) {
     auto info = d.stat(sub);
     if (!info) continue;
     const Dir s = d.sub(sub, Create::no);

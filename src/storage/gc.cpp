@@ -252,8 +252,8 @@ namespace {
 
 // Removes the entries `removals` names (model_info -> entry paths) from
 // their indexes, then every object no remaining entry uses (objects
-// orphaned before are counted in orphaned_*), then templates of removed
-// objects. Runs under the sweeping lock (no writer between an object and
+// orphaned before are counted in orphaned_*), removing the templates of
+// those objects first. Runs under the sweeping lock (no writer between an object and
 // its index).
 void evict_and_sweep(const Store& s, const std::map<std::string, std::vector<std::string>>& removals,
                      const std::map<std::string, std::size_t>& orphans_before, GcResult& out, const Sweeping& held) {
@@ -276,14 +276,28 @@ void evict_and_sweep(const Store& s, const std::map<std::string, std::vector<std
     out.problems.push_back("no object was collected: an index could not be read (" + problems.front() + ")");
     return;
   }
+  // The objects to remove, then their templates before them: a sweep
+  // stopped between the two (killed, an I/O error) leaves objects no entry
+  // uses, which the next gc collects, never a template naming a missing
+  // object (which verify reports as damage).
   const bool have_objects = s.directory().stat(names::kObjectsDir).has_value();
+  std::vector<std::string> doomed;
+  std::set<std::string> kept;
   for (const auto& key : s.object_keys()) {
-    if (used.count(key)) continue;
+    if (used.count(key)) {
+      kept.insert(key);
+      continue;
+    }
     const Dir objects = s.directory().sub(names::kObjectsDir, Create::no);
     if (!have_objects || !is_our_envelope(objects, names::object_file(key), EnvelopeKind::object)) {
       out.left.push_back(s.object_path(key).string());
+      kept.insert(key);
       continue;
     }
+    doomed.push_back(key);
+  }
+  out.removed_templates = sweep_templates(s, kept, held);
+  for (const auto& key : doomed) {
     s.remove_object(key, held);
     out.removed.push_back(s.object_path(key).string());
     ++out.removed_objects;
@@ -293,8 +307,6 @@ void evict_and_sweep(const Store& s, const std::map<std::string, std::vector<std
     }
   }
   s.remove_stale_temps();
-  const auto keys = s.object_keys();
-  out.removed_templates = sweep_templates(s, std::set<std::string>(keys.begin(), keys.end()), held);
   std::size_t total = 0;
   for (const auto& e : all_entries(s))
     if (used.erase(e.graph_key)) total += file_size(s, e.graph_key);

@@ -4,10 +4,14 @@
 // through cache_compile.
 #include <npucache/error.h>
 
+#include "admin/admin.h"
 #include "compiler/capture_template.h"
 #include "format/names.h"
 #include "format/profile_file.h"
 #include "format/template_file.h"
+#include "process/context.h"
+#include "storage/gc.h"
+#include "support/fault_env.h"
 #include "support/process.h"
 #include "support/temp_dir_test.h"
 
@@ -526,6 +530,79 @@ TEST_F(Serving, DamagedAndCraftedTemplatesAreNeverReplayed) {
   Out v = sh(std::string(NPUCACHE_CLI) + " verify " + dir.string() + " --repair");
   EXPECT_TRUE(has(v.text, "the template can never be used")) << v.text;
   EXPECT_TRUE(fs::is_empty(dir / npucache::format::names::kTemplatesDir)) << v.text;
+}
+
+// A gc or clear stopped at any file removal (killed, or an I/O error: the
+// nth removal fails and the sweep stops there) leaves no capture template
+// naming a missing object: templates go before their objects, so what a
+// stopped sweep leaves is at most objects no entry uses, which the next gc
+// collects, and verify of a busy, healthy cache stays clean.
+TEST_F(Serving, SweepStoppedAtAnyRemovalLeavesNoTemplateOfAMissingObject) {
+  using npucache::testing_support::Fault;
+  using npucache::testing_support::FaultEnv;
+  using npucache::testing_support::FileOp;
+  namespace names = npucache::format::names;
+  const Out made = serve("--mode reduce-overhead --breaks --batches 2,4");
+  ASSERT_EQ(made.status, 0) << made.text;
+  ASSERT_TRUE(fs::exists(dir / names::kTemplatesDir)) << made.text;
+  std::size_t made_files = 0;
+  for (const char* sub : {names::kObjectsDir, names::kTemplatesDir})
+    for ([[maybe_unused]] const auto& e : fs::directory_iterator(dir / sub)) ++made_files;
+  ASSERT_GE(made_files, 3u) << made.text;  // an object and two templates at least
+  const fs::path pristine = dir.string() + ".pristine";
+  fs::copy(dir, pristine, fs::copy_options::recursive);
+  // Each template's object is there (a template alone can never be used).
+  auto orphaned_templates = [&] {
+    std::vector<std::string> out;
+    if (!fs::exists(dir / names::kTemplatesDir)) return out;
+    for (const auto& e : fs::directory_iterator(dir / names::kTemplatesDir)) {
+      std::ifstream in(e.path(), std::ios::binary);
+      const std::string bytes{std::istreambuf_iterator<char>(in), {}};
+      const auto r = npucache::format::decode_template_file(bytes, e.path().string());
+      if (!fs::exists(dir / names::kObjectsDir / names::object_file(r.validity.graph_key)))
+        out.push_back(e.path().filename().string());
+    }
+    return out;
+  };
+  for (const std::string sweep : {"gc", "clear"}) {
+    bool finished = false;
+    std::size_t stops = 0;  // the removals the sweep was stopped at
+    for (std::size_t nth = 1; !finished && nth < 400; ++nth) {
+      fs::remove_all(dir);
+      fs::copy(pristine, dir, fs::copy_options::recursive);
+      {
+        auto env = std::make_shared<FaultEnv>();
+        npucache::process::Context::Scope scope(env);
+        env->arm(Fault::fail(FileOp::unlink, nth, EIO));
+        try {
+          if (sweep == "gc") {
+            npucache::storage::GcOptions o;
+            o.models = {"Server"};
+            (void)npucache::storage::gc(dir.string(), o);
+          } else {
+            (void)npucache::cache::admin::clear(dir.string());
+          }
+        } catch (const npucache::Error&) {
+        }
+        finished = env->faulted().empty();
+        stops += finished ? 0 : 1;
+      }
+      const auto left = orphaned_templates();
+      EXPECT_TRUE(left.empty()) << sweep << " stopped at removal " << nth << " left " << left.size()
+                                << " template(s) of a missing object, such as " << left.front();
+      if (sweep == "gc") {  // what the sweep left is a healthy cache
+        const auto v = npucache::cache::admin::verify(dir.string(), false);
+        EXPECT_TRUE(v.bad.empty()) << "gc stopped at removal " << nth << ": " << v.bad.front().first << ": "
+                                   << v.bad.front().second;
+        if (!v.bad.empty()) break;
+      }
+      if (!left.empty()) break;
+    }
+    EXPECT_TRUE(finished) << sweep << " never ran to its end";
+    // Each object and each template file was a removal it was stopped at.
+    EXPECT_GE(stops, made_files) << sweep;
+  }
+  fs::remove_all(pristine);
 }
 
 // Processes killed (SIGKILL) while they capture and save templates leave a
