@@ -198,19 +198,10 @@ DeviceProgram link_program(const DeviceProgram& calling, const std::map<std::str
     }
   }
 
-  // Outputs get per-run storage unless they are (views of) inputs or
-  // parameters, numbered in the order of the outputs (as lowering does).
+  // Outputs numbered again in the order of the outputs, as lowering does.
   for (auto& d : out.buffers)
     if (d.kind == BufferKind::output) d.kind = local, d.index = -1;
-  for (int o : calling.outputs) {
-    const int m = mapped.at(static_cast<std::size_t>(o));
-    BufferDesc& rb = out.buffers[static_cast<std::size_t>(out.root(m))];
-    if (rb.kind == BufferKind::arena || rb.kind == BufferKind::temp) {
-      rb.kind = BufferKind::output;
-      rb.index = out.num_output_buffers++;
-    }
-    out.outputs.push_back(m);
-  }
+  for (int o : calling.outputs) out.add_output(mapped.at(static_cast<std::size_t>(o)));
   return out;
 }
 

@@ -53,6 +53,10 @@ struct DeviceProgram {
 
   // The buffer whose storage `b` uses (follows views).
   int root(int b) const;
+  // Appends `b` to the outputs; its root gets per-run storage (the next
+  // output buffer) unless it is an input or a parameter, which the caller
+  // already owns, or already an output.
+  void add_output(int b);
 };
 
 // `a` with every SymExpr attribute evaluated under `b` (kernels read

@@ -16,6 +16,15 @@ int DeviceProgram::root(int b) const {
   throw Error("DeviceProgram: cyclic views");
 }
 
+void DeviceProgram::add_output(int b) {
+  BufferDesc& rb = buffers.at(static_cast<std::size_t>(root(b)));
+  if (rb.kind == BufferKind::arena || rb.kind == BufferKind::temp) {
+    rb.kind = BufferKind::output;
+    rb.index = num_output_buffers++;
+  }
+  outputs.push_back(b);
+}
+
 Attrs evaluate_attrs(const Attrs& a, const SymBindings& b) {
   Attrs out;
   for (const auto& [k, v] : a.items()) {
@@ -99,17 +108,7 @@ DeviceProgram lower(const Graph& g, bool memory_planning) {
     producer[i] = si;
     p.steps.push_back(std::move(s));
   }
-  // Outputs get their own per-run storage unless they are (views of) inputs
-  // or parameters, which the caller already owns.
-  for (ValueId o : g.outputs()) {
-    const int r = p.root(o);
-    BufferDesc& rb = p.buffers[static_cast<std::size_t>(r)];
-    if (rb.kind == BufferKind::arena || rb.kind == BufferKind::temp) {
-      rb.kind = BufferKind::output;
-      rb.index = p.num_output_buffers++;
-    }
-    p.outputs.push_back(o);
-  }
+  for (ValueId o : g.outputs()) p.add_output(o);
   return p;
 }
 
