@@ -5,8 +5,11 @@ Reads this run's bench_regions output (regions on vs off, side by side) and
 the warm-start breakdown's markdown (perf/warm_breakdown.py: 8 vs 32 layers,
 and the 70B job), and writes the goals table. A figure the inputs do not
 hold is an error; a goal nothing measures yet says so, never a number.
+With --reuse, the reuse rows come from perf/region_reuse.py's markdown
+(regions compiled by a job at another depth or layout, and its time to
+ready against a same-layout warm start).
 
-    perf/regions_goals.py BENCH_REGIONS_TXT BREAKDOWN_MD [--markdown OUT]
+    perf/regions_goals.py BENCH_REGIONS_TXT BREAKDOWN_MD [--reuse REUSE_MD] [--markdown OUT]
 """
 import argparse
 import re
@@ -44,10 +47,18 @@ def breakdown_ratio(md, label):
     return float(m.group(1))
 
 
+def reuse_value(md, label):
+    m = re.search(r"^\| " + re.escape(label) + r" \| ([^|]+) \| ([^|]*) \|$", md, re.M)
+    if not m:
+        fail(f"the reuse table has no row '{label}'")
+    return m.group(1).strip(), m.group(2).strip()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("bench")
     ap.add_argument("breakdown")
+    ap.add_argument("--reuse")
     ap.add_argument("--markdown")
     a = ap.parse_args()
     rows = bench_rows(open(a.bench).read())
@@ -71,12 +82,25 @@ def main():
     m = re.search(r"^\| cold time to ready \(job wall\) \| [\d.]+ \(([\d.]+)x the warm\) \|$", md, re.M)
     row("Llama-3-70B tp=8 pp=4, 32 ranks, warm vs cold time to ready", "31x", ">= 50x",
         float(m.group(1)) if m else None, 50.0, below=False)
-    table.append(("warm start at pp=2 and pp=8 after a pp=4 warmup: region compiles; time to ready vs a same-layout "
-                  "warm start", "every stage program compiles", "0; <= 1.5x",
-                  "not measured yet: regions are not stored as objects of their own", "-"))
-    table.append(("a 16-layer model after a 32-layer one of the same layer shapes: region compiles",
-                  "every program compiles", "0", "not measured yet: regions are not stored as objects of their own",
-                  "-"))
+    layout_goal = ("warm start at pp=2 and pp=8 after a pp=4 warmup: region compiles; time to ready vs a same-layout "
+                   "warm start", "every stage program compiles", "0; <= 1.5x")
+    depth_goal = ("a 16-layer model after a 32-layer one of the same layer shapes: region compiles",
+                  "every program compiles", "0")
+    if not a.reuse:
+        table.append(layout_goal + ("not measured yet (perf/region_reuse.py)", "-"))
+        table.append(depth_goal + ("not measured yet (perf/region_reuse.py)", "-"))
+    else:
+        md_reuse = open(a.reuse).read()
+        texts, met = [], True
+        for pp in (2, 8):
+            compiled, _ = reuse_value(md_reuse, f"pp={pp} after a pp=4 warmup: regions compiled")
+            ratio, detail = reuse_value(md_reuse, f"pp={pp} after a pp=4 warmup: time to ready vs a same-layout "
+                                                  "warm start")
+            texts.append(f"pp={pp}: {compiled} region compiles, {ratio} ({detail})")
+            met = met and int(compiled) == 0 and float(ratio.rstrip("x")) <= 1.5
+        table.append(layout_goal + ("; ".join(texts), "met" if met else "MISSED"))
+        compiled, detail = reuse_value(md_reuse, "a 16-layer model after a 32-layer one: regions compiled")
+        table.append(depth_goal + (f"{compiled} ({detail})", "met" if int(compiled) == 0 else "MISSED"))
     compile32 = need(rows, "compile CPU (ms)", "32 layers")
     trace32 = need(rows, "trace (ms)", "32 layers, dynamic")
     program = need(rows, "decode step host time (us)", "max-autotune")

@@ -190,6 +190,14 @@ struct MethodReport {
   // or job, or another model of the same shapes).
   int kernels_tuned = 0;
   int kernels_reused = 0;
+  // When this rank compiled a method that calls compile regions: the
+  // regions it compiled, and those it took compiled from the store
+  // (compiled before by any method, model, layout or process, or now by
+  // another rank of the job sharing the store: `regions_waited` of them
+  // after waiting for it). docs/GUIDE.md, "Compile regions".
+  int regions_compiled = 0;
+  int regions_reused = 0;
+  int regions_waited = 0;
   // A record of a later call (dist::reports()): automatic dynamic needed a
   // new graph after the first call. How this rank obtained it: "stored"
   // (in its store before the call), "compiled" (it claimed the graph and

@@ -1,5 +1,6 @@
 #include "admin/admin.h"
 
+#include "storage/regions.h"
 #include "storage/templates.h"
 
 #include <npucache/cache.h>
@@ -202,7 +203,7 @@ VerifyResult verify(const std::string& dir, bool repair, double wait_s) {
   // missing object (an object is published before anything names it).
   std::map<std::string, ModelCheck> models;
   std::vector<std::string> damaged_objects;
-  std::vector<std::string> bad_templates;
+  std::vector<std::string> bad_templates, bad_regions;
   {
     const Writing reading = s.writing(wait_s);
     const auto templates = stored_templates(s);
@@ -222,6 +223,12 @@ VerifyResult verify(const std::string& dir, bool repair, double wait_s) {
         out.bad.emplace_back(s.object_path(key).string(), o.damage);
         damaged_objects.push_back(key);
       }
+    }
+    for (const auto& r : stored_regions(s, true)) {
+      ++out.regions;
+      if (r.damage.empty()) continue;
+      out.bad.emplace_back(r.path, r.damage);
+      if (r.ours) bad_regions.push_back(r.key);
     }
   }
   if (auto m = s.check_markers(); !m.empty()) out.bad.emplace_back(s.dir().string(), m);
@@ -274,6 +281,12 @@ VerifyResult verify(const std::string& dir, bool repair, double wait_s) {
     remove_template(s, t.key, held);
     out.repaired.push_back("removed capture template " + t.path + " (the next start captures again)");
   }
+  const std::set<std::string> recheck_regions(bad_regions.begin(), bad_regions.end());
+  for (const auto& r : stored_regions(s, true)) {
+    if (!recheck_regions.count(r.key) || r.damage.empty() || !r.ours) continue;
+    remove_region(s, r.key, held);
+    out.repaired.push_back("removed damaged compiled region " + r.path + " (the next compile calling it compiles it)");
+  }
   for (const auto& key : damaged_objects) {
     if (objects.get(key).damage.empty()) continue;  // replaced by a writer since
     s.remove_object(key, held);
@@ -305,6 +318,10 @@ Stats stats(const std::string& dir) {
     ++st.templates;
     st.template_bytes += t.bytes;
   }
+  for (const auto& r : stored_regions(s, false)) {
+    ++st.regions;
+    st.region_bytes += r.bytes;
+  }
   st.max_size = max_size_or_warn(dir);  // a bad setting does not hide the rest
   st.counters = read_stats(s.dir());
   return st;
@@ -314,6 +331,43 @@ void zero_stats(const std::string& dir) {
   open_store(dir);
   cache::zero_stats(dir);
 }
+
+namespace {
+
+// The regions the entry's program calls and whether regions/ holds each,
+// for the entry's settings (Explanation::regions).
+std::vector<std::string> entry_regions(const Store& s, const EntryRecord& e) {
+  std::vector<std::string> out;
+  try {
+    const cache::Decoded d = cache::decode(s.object(e.graph_key, false));
+    if (d.graph->trace.regions.empty()) return out;
+    const auto component = [&](const char* k) {
+      const auto it = e.meta.components.find(k);
+      return it == e.meta.components.end() ? std::string() : it->second;
+    };
+    format::RegionValidity v;
+    v.config = d.graph->config.hash().hex();
+    v.runtime_version = component(component::kRuntimeVersion);
+    v.decompositions = component(component::kDecompositions);
+    const std::string dynamic = component(component::kDynamic);
+    v.dynamic = dynamic == "true" ? "dynamic" : dynamic == "false" ? "static" : "auto";
+    v.format_version = component(component::kFormatVersion);
+    std::set<std::string> stored;
+    for (const auto& r : stored_regions(s, false)) stored.insert(r.key);
+    for (const auto& [region, body] : d.graph->trace.regions) {
+      v.region = region;
+      const std::string key = format::region_key(v);
+      out.push_back(region + ": " +
+                    (stored.count(key) ? "in regions/ as " + key + " (a compile of another depth or layout takes it)"
+                                       : "not in regions/ (the next compile calling it compiles it)"));
+    }
+  } catch (const Error& ex) {
+    out.push_back("(its object cannot be read: " + std::string(ex.what()) + ")");
+  }
+  return out;
+}
+
+}  // namespace
 
 Explanation explain(const std::string& dir, const std::string& entry) {
   const Store s = open_store(dir);
@@ -350,6 +404,7 @@ Explanation explain(const std::string& dir, const std::string& entry) {
   }
   if (!target && !out.pieces.empty()) return out;  // a method split at graph breaks: only its pieces
   if (!target) throw CacheError("no entry '" + entry + "' in " + dir + "; `npucache ls` lists them");
+  out.regions = entry_regions(s, *target);
   std::size_t best = SIZE_MAX;
   for (const auto& e : all) {
     if (e.path == target->path) continue;
@@ -475,7 +530,8 @@ ClearResult clear(const std::string& dir, double wait_s, bool dry_run) {
       ours = is_our_envelope(d, n, EnvelopeKind::profile);
     else if (n == names::kFormat1File)
       ours = is_our_format1(d);
-    if (n == names::kObjectsDir || n == names::kLocksDir || n == names::kTemplatesDir || n == names::kDeltasDir)
+    if (n == names::kObjectsDir || n == names::kLocksDir || n == names::kTemplatesDir || n == names::kDeltasDir ||
+        n == names::kRegionsDir)
       continue;
     if (ours) {
       out.had_cache = out.had_cache || !temp;
@@ -488,7 +544,8 @@ ClearResult clear(const std::string& dir, double wait_s, bool dry_run) {
   // What names an object (templates, index deltas) before the objects: a
   // clear stopped midway (killed, an I/O error) never leaves a template or
   // an entry naming a missing object.
-  for (const char* sub : {names::kTemplatesDir, names::kDeltasDir, names::kObjectsDir, names::kLocksDir}) {
+  for (const char* sub :
+       {names::kTemplatesDir, names::kDeltasDir, names::kObjectsDir, names::kRegionsDir, names::kLocksDir}) {
     auto info = d.stat(sub);
     if (!info) continue;
     const Dir s = d.sub(sub, Create::no);
@@ -506,6 +563,9 @@ ClearResult clear(const std::string& dir, double wait_s, bool dry_run) {
                     names::temp_owner_any(n) > 0
           : where == names::kTemplatesDir
               ? (!names::template_key_of(n).empty() && is_our_envelope(s, n, EnvelopeKind::capture_template)) ||
+                    names::temp_owner_any(n) > 0
+          : where == names::kRegionsDir
+              ? (!names::region_key_of(n).empty() && is_our_envelope(s, n, EnvelopeKind::compiled_region)) ||
                     names::temp_owner_any(n) > 0
               : (!names::object_key(n).empty() && is_our_envelope(s, n, EnvelopeKind::object)) ||
                     names::temp_owner_any(n) > 0;

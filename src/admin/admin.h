@@ -42,14 +42,15 @@ struct Listing {
 Listing ls(const std::string& dir, const std::vector<std::string>& models = {});
 
 struct VerifyResult {
-  std::size_t entries = 0, objects = 0, indexes = 0, templates = 0;
+  std::size_t entries = 0, objects = 0, indexes = 0, templates = 0, regions = 0;
   std::vector<std::pair<std::string, std::string>> bad;  // what (a file or an entry), what is wrong
   std::vector<std::string> repaired;                     // with repair: what was done
 };
 // Checks every index, object, entry and capture template: envelopes,
 // checksums, every entry's object present, intact, with the entry's
 // checksum and decodable with its parameters; every template decodable,
-// named by its content, with its fingerprint, and its object present. With
+// named by its content, with its fingerprint, and its object present;
+// every compiled region decodable and named by its content. With
 // `repair`: damaged objects and the entries that use them are removed (the
 // next run rebuilds them), damaged indexes are rewritten with their
 // readable entries, damaged or orphaned templates removed (the next start
@@ -69,6 +70,7 @@ struct Stats {
   std::size_t stored_bytes = 0, raw_bytes = 0;
   std::size_t orphans = 0, orphan_bytes = 0;      // objects no entry uses (orphans)
   std::size_t templates = 0, template_bytes = 0;  // capture templates
+  std::size_t regions = 0, region_bytes = 0;      // compiled regions (regions/)
   std::optional<std::size_t> max_size;            // the configured limit
   CacheStats counters;
 };
@@ -85,6 +87,11 @@ struct Explanation {
   // made dynamic for it ("arg0 dim 0", from profiles.h5).
   std::vector<std::string> pieces;
   std::vector<std::string> dynamic_dims;
+  // With an entry: the compile regions its program calls, each with whether
+  // regions/ holds it compiled for the entry's settings ("<region>: in
+  // regions/ (a compile of another depth or layout takes it)" or "...: not
+  // in regions/ (the next compile calling it compiles it)").
+  std::vector<std::string> regions;
   // Without: the misses of the last job that missed (MissRecord::job), and
   // how many other jobs' misses stats.json keeps.
   std::vector<MissRecord> misses;

@@ -368,6 +368,16 @@ std::optional<Store> MethodCache::store(Create create) const {
   return s;
 }
 
+format::RegionValidity MethodCache::region_validity() const {
+  format::RegionValidity v;
+  v.config = id_.key.config.hash().hex();
+  v.runtime_version = id_.key.runtime_version;
+  v.decompositions = id_.key.decompositions;
+  v.dynamic = !id_.key.dynamic ? "auto" : *id_.key.dynamic ? "dynamic" : "static";
+  v.format_version = names::kFormatVersion;
+  return v;
+}
+
 ObjectSource::Check MethodCache::integrity() const {
   return [in = id_.key](const ObjectRecord& o) { check_own_key(*decode(o).graph, o.graph_key, in); };
 }
@@ -544,6 +554,20 @@ CallSite MethodCache::site(const FlatArgs& args, const compiler::CompileStep& co
 void MethodCache::load_tuning() const {
   const std::optional<Store> s = read_store();
   side_.load_tuning(s ? &*s : nullptr);
+}
+
+Store MethodCache::region_store() const {
+  if (auto s = store(Create::no)) return *s;
+  return *store(Create::yes);
+}
+
+void MethodCache::save_tuning() const {
+  try {
+    const Store s = *store(Create::yes);
+    side_.save_tuning(s);
+  } catch (const Error& e) {  // kept in this process; the next save tries again
+    log::debug("tuning decisions not saved to {}: {}", id_.dir, e.what());
+  }
 }
 
 std::vector<DimMark> MethodCache::load_profile() const {

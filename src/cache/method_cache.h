@@ -24,6 +24,7 @@
 #include "compiler/entry_source.h"
 #include "format/keys.h"
 #include "format/records.h"
+#include "format/region_file.h"
 #include "remote/config.h"
 #include "storage/object_source.h"
 #include "storage/side_files.h"
@@ -72,6 +73,16 @@ class MethodCache {
   const LookupKey& key() const { return key_; }
   const std::string& entry_path() const { return path_; }
   const std::string& method() const { return id_.key.method; }
+  const CompilerConfig& config() const { return id_.key.config; }
+  // The store compiled regions are read from and stored in
+  // (region_library.h): the call path's store for reads (no new open) when
+  // the directory exists, else the directory created, as the save would.
+  // Throws CacheError (CacheRefused) as store() does.
+  Store region_store() const;
+  // What a compiled region of this method's compiles is valid for but the
+  // region itself (format/region_file.h): config hash, runtime version,
+  // decompositions, dynamic, format version.
+  format::RegionValidity region_validity() const;
   // Whether objects hold the compiled program (ge_cache in max-autotune).
   bool objects_with_program() const { return id_.key.ge_cache; }
   // Whether the method is captured and replayed (its captures are kept as
@@ -224,6 +235,10 @@ class MethodCache {
   // The directory's tuning decisions merged into the process's table, once
   // per directory and process (side_files()).
   void load_tuning() const;
+  // The process's tuning decisions merged into the directory's table now
+  // (a coordinator's compiling rank, which is often not its store's
+  // writer; save() does it for the writer). Never throws.
+  void save_tuning() const;
   // The dims automatic dynamic made dynamic for this method in earlier
   // processes, and recording new ones (side_files(), for this method).
   std::vector<DimMark> load_profile() const;

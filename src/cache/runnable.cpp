@@ -31,7 +31,10 @@ std::shared_ptr<compiler::CompiledGraph> prepare(Decoded d, const CallSite& call
   for (const auto& [key, region] : g->regions) compiler::merge_decisions(region.autotune, call.runtime);
   const SymBindings b = g->trace.signature.bind(call.args);
   if (!d.with_program) {
-    const compiler::CompileHints hints{&g->optimized, &g->autotune, &g->regions};
+    compiler::CompileHints hints;
+    hints.optimized = &g->optimized;
+    hints.autotune = &g->autotune;
+    hints.regions = &g->regions;
     g = call.compile(std::move(g->trace), b, &hints);
   }
   check_binds(*g, call.module);

@@ -1,4 +1,5 @@
 #include "cache/source.h"
+#include "cache/region_library.h"
 
 #include "format/artifact.h"
 #include "format/cache_error.h"
@@ -226,7 +227,41 @@ std::shared_ptr<compiler::CompiledGraph> MethodSource::compile_timed(TraceResult
   if (!disabled_) cache_->load_tuning();  // decisions earlier jobs made, before timing any kernel
   const double t = now(), c = thread_cpu();
   const SymBindings b = tr.signature.bind(args);
-  auto g = compile(std::move(tr), b, nullptr);
+  // The regions compiled before, or by another process now: taken as they are.
+  std::optional<RegionLibrary> regions;
+  if (!disabled_ && !tr.regions.empty()) {
+    try {
+      regions.emplace(cache_->region_store(), cache_->config(), cache_->region_validity(), region_wait_s());
+    } catch (const Error& e) {  // no store to take regions from: the save reports the cache's problem
+      log::debug("no compiled regions for {}: {}", cache_->method(), e.what());
+    }
+    if (regions) regions->prepare(tr);
+  }
+  report_.regions_compiled = report_.regions_reused = report_.regions_waited = 0;
+  std::shared_ptr<compiler::CompiledGraph> g;
+  if (regions && regions->reused() > 0) {
+    // A region file that decodes but does not fit its calls fails the link:
+    // this compile then compiles every region, stored in place of those files.
+    std::optional<TraceResult> again = tr;
+    try {
+      g = compile(std::move(tr), b, &regions->hints());
+    } catch (const VerifyError& e) {
+      log::warn("{}: the compiled regions taken from {} do not fit this compile ({}); compiling them again",
+                cache_->method(), cache_->dir(), e.what());
+      regions->distrust();
+      g = compile(std::move(*again), b, &regions->hints());
+    }
+  } else {
+    g = compile(std::move(tr), b, regions ? &regions->hints() : nullptr);
+  }
+  if (regions) {
+    regions->finish();
+    report_.regions_reused = static_cast<int>(g->regions_reused.size());
+    report_.regions_compiled = static_cast<int>(g->regions.size()) - report_.regions_reused;
+    report_.regions_waited = regions->waited();
+    storage::record_regions(cache_->dir(), static_cast<uint64_t>(report_.regions_reused),
+                            static_cast<uint64_t>(report_.regions_compiled));
+  }
   report_.compile_s = now() - t;
   report_.compile_cpu_s = thread_cpu() - c;
   report_.compiled = true;

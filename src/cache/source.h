@@ -87,7 +87,9 @@ class MethodSource : public compiler::EntrySource {
   virtual std::shared_ptr<compiler::CompiledGraph> obtain_later(TraceResult trace, const GraphId& id,
                                                                 const FlatArgs& args,
                                                                 const compiler::CompileStep& compile);
-  // Compiles (elapsed and CPU time recorded) for the call `args`.
+  // Compiles (elapsed and CPU time recorded) for the call `args`, taking
+  // the compiled regions the store holds and storing those it compiles
+  // (region_library.h; report's regions_*).
   std::shared_ptr<compiler::CompiledGraph> compile_timed(TraceResult trace, const FlatArgs& args,
                                                          const compiler::CompileStep& compile);
   // Saves `g` under `id` as this rank's entry (timed) and returns the
@@ -98,6 +100,10 @@ class MethodSource : public compiler::EntrySource {
                                                    const FlatArgs& args, const compiler::CompileStep& compile);
   // Saves only this rank's entry for an object the store already holds.
   void persist_entry(const compiler::CompiledGraph& g, const ObjectRecord& object);
+
+  // How long a compile waits for a region another process is compiling.
+  virtual double region_wait_s() const { return kRegionWaitSeconds; }
+  static constexpr double kRegionWaitSeconds = 60;
 
   MethodCache& cache() { return *cache_; }
   MethodReport& report() { return report_; }

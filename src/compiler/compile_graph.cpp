@@ -6,11 +6,13 @@
 #include "compiler/link_program.h"
 #include "compiler/memory_plan.h"
 #include "compiler/passes.h"
+#include "log/log.h"
 #include "log/progress.h"
 
 #include <chrono>
 #include <cstdio>
 #include <functional>
+#include <set>
 
 namespace npucache::compiler {
 namespace {
@@ -97,6 +99,25 @@ CompiledGraph compile_graph(TraceResult trace, const CompilerConfig& config, con
     }
     return x;
   };
+  // A region compiled before is taken as it is (never with a stored graph,
+  // whose regions come with it).
+  // Taken only when this compile's decompositions decompose the body as
+  // the one it came from did (a custom decomposition is keyed by its name).
+  const auto* compiled = hints && !hints->optimized ? hints->compiled_regions : nullptr;
+  std::set<std::string> usable;
+  if (compiled)
+    for (const auto& [key, body] : trace.regions) {
+      const auto it = compiled->find(key);
+      if (it == compiled->end()) continue;
+      if (canonical_hash(decompose(body, decompositions)).hex() == it->second.decomposed)
+        usable.insert(key);
+      else
+        log::warn(
+            "compiled region {} was decomposed otherwise (custom decompositions of the same name differ); "
+            "compiling it here",
+            key);
+    }
+  const auto is_reused = [&](const std::string& key) { return usable.count(key) > 0; };
   // The graph passes, or the stored graphs of an earlier compile.
   Graph g;
   std::map<std::string, Graph> bodies;
@@ -113,7 +134,7 @@ CompiledGraph compile_graph(TraceResult trace, const CompilerConfig& config, con
   } else {
     g = optimize(trace.graph, "");
     for (const auto& [key, body] : trace.regions)
-      bodies.emplace(key, optimize(body, "region " + key.substr(0, 8) + " "));
+      if (!is_reused(key)) bodies.emplace(key, optimize(body, "region " + key.substr(0, 8) + " "));
   }
   verify(g);
   // Lowering, streams and tuning: each region's body once, then the
@@ -132,6 +153,16 @@ CompiledGraph compile_graph(TraceResult trace, const CompilerConfig& config, con
     assign_streams(p, capture || config.ge_config.enable_single_stream, config.max_streams);
   };
   std::map<std::string, std::vector<std::string>> symbols;
+  for (const auto& [key, body] : trace.regions) {
+    if (!is_reused(key)) continue;
+    pm.run("region " + key.substr(0, 8) + " reused", [&] {
+      const CompiledRegion& r = compiled->at(key);
+      cg.regions.emplace(key, r);
+      return std::to_string(r.program.steps.size()) + " steps compiled before";
+    });
+    symbols.emplace(key, canonical_symbols(body));
+    cg.regions_reused.push_back(key);
+  }
   for (auto& [key, body] : bodies) {
     verify(body);
     const std::string name = "region " + key.substr(0, 8) + " ";
@@ -153,6 +184,10 @@ CompiledGraph compile_graph(TraceResult trace, const CompilerConfig& config, con
                std::to_string(cg.kernels_reused - reused) + " reused from the tuning table";
       });
     r.optimized = std::move(body);
+    if (hints && hints->region_compiled) {
+      r.decomposed = canonical_hash(decompose(trace.regions.at(key), decompositions)).hex();
+      hints->region_compiled(key, r);
+    }
     cg.regions.emplace(key, std::move(r));
     symbols.emplace(key, order);
   }

@@ -9,6 +9,7 @@
 #include "compiler/autotune.h"
 #include "compiler/program.h"
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -30,6 +31,11 @@ struct CompiledRegion {
   Graph optimized;
   DeviceProgram program;  // empty when an archived object left it out
   std::vector<AutotuneDecision> autotune;
+  // The canonical hash of the body after decomposition (the first graph
+  // pass): a region compiled elsewhere is taken only when this compile's
+  // decompositions give the same (custom decompositions are keyed by name
+  // alone). Kept in region files, not in objects.
+  std::string decomposed;
 };
 
 struct CompiledGraph {
@@ -51,6 +57,9 @@ struct CompiledGraph {
   // process's tuning table (both 0 when stored decisions were applied).
   int kernels_tuned = 0;
   int kernels_reused = 0;
+  // The regions this compile took from CompileHints::compiled_regions (not
+  // stored: what one compile did).
+  std::vector<std::string> regions_reused;
   std::size_t planned_arena_bytes = 0;  // for the example call
   std::size_t unplanned_bytes = 0;      // sum of the arena buffers
   double compile_seconds = 0;
@@ -63,6 +72,14 @@ struct CompileHints {
   const Graph* optimized = nullptr;
   const std::vector<AutotuneDecision>* autotune = nullptr;
   const std::map<std::string, CompiledRegion>* regions = nullptr;  // their optimized bodies and decisions
+  // Regions compiled before, by body hash (a region file of the store: the
+  // cache's region library, cache/region_library.h): taken as they are,
+  // their graph passes, lowering and tuning skipped. Not with `optimized`.
+  const std::map<std::string, CompiledRegion>* compiled_regions = nullptr;
+  // Called for each region this compile compiles, as soon as it is
+  // compiled (before the method's own steps are lowered), so that others
+  // waiting for it need not wait for the whole method. Must not throw.
+  std::function<void(const std::string& key, const CompiledRegion& region)> region_compiled;
 };
 
 // Runs the pass pipeline of `config.mode` on a trace. `example` binds the

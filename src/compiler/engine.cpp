@@ -365,8 +365,9 @@ class CompiledFunction {
   // once it is released.
   SymBindings select_locked(const FlatArgs& args, const TraceFn& given_trace, std::size_t& entry, const KeepFn& keep,
                             std::vector<CoverTask>& covers);
-  // The engine's one compile call. Hints (a stored graph-only artifact)
-  // make it a lowering, not a compile: only full compiles are counted.
+  // The engine's one compile call. Hints of a stored graph-only artifact
+  // (`optimized`) make it a lowering, not a compile: only full compiles
+  // (regions compiled before taken or not) are counted.
   std::shared_ptr<compiler::CompiledGraph> compile(TraceResult tr, const SymBindings& example, int device,
                                                    const compiler::CompileHints* hints = nullptr,
                                                    bool symbolic = false) {
@@ -374,7 +375,7 @@ class CompiledFunction {
                          !options_.mark_dynamic.empty();
     auto g = std::make_shared<compiler::CompiledGraph>(compiler::compile_graph(
         std::move(tr), config_, options_.custom_decompositions, example, dynamic, device, hints));
-    if (hints == nullptr) ++compiles_;
+    if (hints == nullptr || hints->optimized == nullptr) ++compiles_;
     if (surface_.trace_enabled) {
       const std::string folder = compiler::write_debug_trace(surface_.debug_dir, *label_, ++traced_compiles_, *g);
       log::info("trace.enabled: {} compile {} written to {}", *label_, traced_compiles_, folder);

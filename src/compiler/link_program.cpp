@@ -1,6 +1,7 @@
 #include "compiler/link_program.h"
 
 #include <npucache/error.h>
+#include <npucache/ir/hash.h>
 
 #include <algorithm>
 
@@ -203,6 +204,21 @@ DeviceProgram link_program(const DeviceProgram& calling, const std::map<std::str
     if (d.kind == BufferKind::output) d.kind = local, d.index = -1;
   for (int o : calling.outputs) out.add_output(mapped.at(static_cast<std::size_t>(o)));
   return out;
+}
+
+CompiledRegion renamed_region(CompiledRegion r, const std::vector<std::string>& from, const Graph& body) {
+  const std::vector<std::string> to = canonical_symbols(body);
+  if (to.size() != from.size())
+    throw VerifyError("a compiled region of " + std::to_string(from.size()) + " symbols for a body of " +
+                      std::to_string(to.size()));
+  std::map<std::string, SymExpr> names;
+  for (std::size_t k = 0; k < to.size(); ++k)
+    if (from[k] != to[k]) names.emplace(from[k], SymExpr::symbol(to[k]));
+  if (names.empty()) return r;
+  for (auto& b : r.program.buffers) substitute(b.type, names);
+  for (auto& st : r.program.steps) st.attrs = substitute(st.attrs, names);
+  r.optimized.substitute_symbols(names);
+  return r;
 }
 
 }  // namespace npucache::compiler

@@ -43,4 +43,12 @@ DeviceProgram link_program(const DeviceProgram& calling, const std::map<std::str
                            const std::map<std::string, std::vector<std::string>>& symbols, bool memory_planning,
                            ProgramLinkStats* stats = nullptr);
 
+// A region compiled from a body traced with other symbol names (another
+// method's trace of the same body: equal canonical hashes, each symbol the
+// same in canonical order) named as `body` names them: `from` is the
+// canonical_symbols of the body it was compiled from. Its program's buffer
+// types and attributes and its optimized body are renamed together.
+// Throws VerifyError when the two bodies have different symbol counts.
+CompiledRegion renamed_region(CompiledRegion r, const std::vector<std::string>& from, const Graph& body);
+
 }  // namespace npucache::compiler

@@ -25,7 +25,8 @@ namespace {
 // 7: a record stores the method's program with its region calls and each
 //    region's program once (linked when loaded), not the linked program.
 constexpr uint32_t kEncodingVersion = 7;
-constexpr uint32_t kGraphMagic = 0x4350554e;  // "NUPC"
+constexpr uint32_t kGraphMagic = 0x4350554e;   // "NUPC"
+constexpr uint32_t kRegionMagic = 0x5250554e;  // "NUPR"
 
 // Smallest encodings, for the count checks (a count claiming more items
 // than the remaining bytes could hold is refused before allocating).
@@ -561,6 +562,53 @@ CompiledGraph deserialize_compiled(std::string_view bytes, bool* with_program) {
   }
   if (with_program) *with_program = program;
   return g;
+}
+
+std::string serialize_region(const RegionArtifact& a) {
+  ByteWriter w;
+  w.u32(kRegionMagic);
+  w.u32(kEncodingVersion);
+  w.str(a.key);
+  put(w, a.body);
+  put(w, a.config);
+  put(w, a.compiled.optimized);
+  put(w, a.compiled.program);
+  put(w, a.compiled.autotune);
+  w.str(a.compiled.decomposed);
+  return w.take();
+}
+
+RegionArtifact deserialize_region(std::string_view bytes) {
+  ByteReader r(bytes, "the compiled region");
+  if (r.u32() != kRegionMagic) r.fail("it is not a compiled region");
+  const uint32_t version = r.u32();
+  if (version != kEncodingVersion)
+    r.fail("encoding version " + std::to_string(version) + " is not this build's " + std::to_string(kEncodingVersion));
+  RegionArtifact a;
+  a.key = r.str();
+  a.body = get_graph(r);
+  a.config = get_config(r);
+  a.compiled.optimized = get_graph(r);
+  a.compiled.program = get_program(r);
+  a.compiled.autotune = get_decisions(r);
+  a.compiled.decomposed = r.str();
+  if (!r.done()) r.fail("it has trailing bytes");
+  if (a.compiled.decomposed.size() != 32 ||
+      a.compiled.decomposed.find_first_not_of("0123456789abcdef") != std::string::npos)
+    r.fail("its decomposed body's hash is not 32 hex digits");
+  // The body is the one its key names (check_regions' rules for a body).
+  TraceResult t;
+  t.regions.emplace(a.key, a.body);
+  verify(a.body);
+  check_regions(t);
+  verify(a.compiled.optimized);
+  validate_program(a.compiled.program);
+  for (const auto& d : a.compiled.autotune)
+    for (const int s : d.steps)
+      if (s < 0 || static_cast<std::size_t>(s) >= a.compiled.program.steps.size())
+        throw VerifyError("a tuning decision of region " + a.key + " names step " + std::to_string(s) +
+                          " of a program of " + std::to_string(a.compiled.program.steps.size()) + " steps");
+  return a;
 }
 
 }  // namespace npucache::compiler

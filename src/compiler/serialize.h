@@ -23,4 +23,21 @@ std::string serialize_compiled(const CompiledGraph& g, bool with_program);
 // Throws Error when the bytes are not a valid archive.
 CompiledGraph deserialize_compiled(std::string_view bytes, bool* with_program = nullptr);
 
+// A compile region compiled on its own, as a region file keeps it
+// (format/region_file.h): the body as traced (its canonical hash is
+// `key`), the config it was compiled with, and the compiled region with
+// its program.
+struct RegionArtifact {
+  std::string key;  // canonical_hash(body)
+  Graph body;       // as traced
+  CompilerConfig config;
+  CompiledRegion compiled;
+};
+std::string serialize_region(const RegionArtifact& a);
+// Throws Error unless the bytes are a region of this encoding whose body
+// hashes to its key, calls no region and has one result, whose optimized
+// body verifies, whose program validates, whose decisions name its steps
+// and whose decomposed body's hash is one.
+RegionArtifact deserialize_region(std::string_view bytes);
+
 }  // namespace npucache::compiler

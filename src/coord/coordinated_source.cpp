@@ -431,6 +431,10 @@ cache::ObjectRecord CoordinatedSource::owned_object(Call& c) {
               cache().method(), cache().dir());
   }
   auto mine = compile_timed(std::move(*c.tr), c.args, c.compile);
+  // What it tuned, for every later compile of the kernels (another layout's
+  // stage programs): this rank may not be its store's writer, whose commit
+  // saves the tuning table.
+  if (!disabled_ && mine->kernels_tuned > 0) cache().save_tuning();
   cache::ObjectRecord o = cache().make_object(*mine, c.id, compiler::serialize_compiled(*mine, true), true);
   // The rank that compiled writes the program back, before any entry
   // naming it is written (persist, below).

@@ -73,6 +73,9 @@ class CoordinatedSource final : public cache::MethodSource {
   // debug lines: MethodIdentity::summarised) and its progress line.
   void summarise(const Call& c);
   mpi::Step step(const std::string& what);
+  // A region another rank (or process) is compiling is waited for as a
+  // new shape's graph is (shape_wait_s).
+  double region_wait_s() const override { return options_.shape_wait_s; }
 
   dist::CoordinatorOptions options_;
   std::string uncached_why_;  // the warning of the last agreed survivable failure (settle)

@@ -220,6 +220,9 @@ JobReport assemble_job_report(const JobInfo& job, std::vector<RankReport> ranks)
       j.writers += m.writer;
       j.kernels_tuned += m.kernels_tuned;
       j.kernels_reused += m.kernels_reused;
+      j.regions_compiled += m.regions_compiled;
+      j.regions_reused += m.regions_reused;
+      j.regions_waited += m.regions_waited;
       j.compile_cpu_s += m.compile_cpu_s;
       j.exchange_s = std::max(j.exchange_s, m.exchange_s);
       j.persist_s = std::max(j.persist_s, m.persist_s);
@@ -311,6 +314,9 @@ void to_json(json& j, const RankMethod& rm) {
        {"pass_times_s", pass_times},
        {"kernels_tuned", r.kernels_tuned},
        {"kernels_reused", r.kernels_reused},
+       {"regions_compiled", r.regions_compiled},
+       {"regions_reused", r.regions_reused},
+       {"regions_waited", r.regions_waited},
        {"warm_phases", warm_json(r.warm)}};
   if (!rm.steps) return;
   const dist::StepReport& s = *rm.steps;
@@ -353,6 +359,9 @@ void from_json(const json& j, RankMethod& rm) {
   for (const auto& [pass, s] : j.at("pass_times_s").items()) r.pass_times_s.emplace_back(pass, s.get<double>());
   j.at("kernels_tuned").get_to(r.kernels_tuned);
   j.at("kernels_reused").get_to(r.kernels_reused);
+  r.regions_compiled = value_or<int>(j, "regions_compiled", 0);
+  r.regions_reused = value_or<int>(j, "regions_reused", 0);
+  r.regions_waited = value_or<int>(j, "regions_waited", 0);
   if (const auto it = j.find("warm_phases"); it != j.end() && it->is_object()) r.warm = warm_from_json(*it);
   rm.steps.reset();
   if (!j.contains("steps")) return;
@@ -439,6 +448,9 @@ void to_json(json& j, const JobReport& r) {
        {"writers", r.writers},
        {"kernels_tuned", r.kernels_tuned},
        {"kernels_reused", r.kernels_reused},
+       {"regions_compiled", r.regions_compiled},
+       {"regions_reused", r.regions_reused},
+       {"regions_waited", r.regions_waited},
        {"captures_recorded", r.captures.recorded},
        {"captures_restored", r.captures.restored},
        {"captures_recaptured", r.captures.recaptured},
@@ -502,6 +514,9 @@ void from_json(const json& j, JobReport& r) {
   j.at("writers").get_to(r.writers);
   j.at("kernels_tuned").get_to(r.kernels_tuned);
   j.at("kernels_reused").get_to(r.kernels_reused);
+  r.regions_compiled = value_or<int>(j, "regions_compiled", 0);
+  r.regions_reused = value_or<int>(j, "regions_reused", 0);
+  r.regions_waited = value_or<int>(j, "regions_waited", 0);
   j.at("captures_recorded").get_to(r.captures.recorded);
   j.at("captures_restored").get_to(r.captures.restored);
   j.at("captures_recaptured").get_to(r.captures.recaptured);

@@ -149,6 +149,9 @@ struct JobReport {
   int warm = 0;
   std::size_t remote_bytes_read = 0;
   int kernels_tuned = 0, kernels_reused = 0;
+  // Compile regions of the methods compiled (MethodReport::regions_*),
+  // summed over ranks: compiled by a rank, taken compiled from the store.
+  int regions_compiled = 0, regions_reused = 0, regions_waited = 0;
   Captures captures;                    // summed over ranks
   LaterCalls later;                     // summed over ranks (the longest wait of any)
   storage::CacheStats counters;         // every rank's process counters, summed

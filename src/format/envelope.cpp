@@ -23,6 +23,7 @@ const char* magic(EnvelopeKind k) {
     case EnvelopeKind::tuning: return "NPUCTUN1";
     case EnvelopeKind::profile: return "NPUCPRF1";
     case EnvelopeKind::capture_template: return "NPUCTPL1";
+    case EnvelopeKind::compiled_region: return "NPUCRGN1";
   }
   return "NPUC????";
 }
@@ -38,6 +39,7 @@ const char* kind_name(EnvelopeKind k) {
     case EnvelopeKind::tuning: return "tuning";
     case EnvelopeKind::profile: return "profile";
     case EnvelopeKind::capture_template: return "template";
+    case EnvelopeKind::compiled_region: return "region";
   }
   return "unknown";
 }

@@ -27,7 +27,7 @@
 
 namespace npucache::format {
 
-enum class EnvelopeKind { index, object, tuning, profile, capture_template };
+enum class EnvelopeKind { index, object, tuning, profile, capture_template, compiled_region };
 
 // The bytes of a file: the header and records in a userblock of
 // `userblock` bytes, then `hdf5_image` (made with h5::create_image(userblock)).
@@ -35,7 +35,7 @@ std::string seal(EnvelopeKind kind, const std::vector<std::string>& records, std
                  std::size_t userblock);
 // The userblock size `records` need (a power of two >= 512).
 std::size_t userblock_for(const std::vector<std::string>& records);
-// "index", "object", "tuning", "profile", "template": the `kind` attribute of the file's HDF5 view.
+// "index", "object", "tuning", "profile", "template", "region": the `kind` attribute of the file's HDF5 view.
 const char* kind_name(EnvelopeKind kind);
 
 struct Opened {

@@ -133,4 +133,13 @@ bool valid_template_key(const std::string& key) {
   return true;
 }
 
+std::string region_file(const std::string& region_key) { return region_key + kIndexSuffix; }
+
+std::string region_key_of(const std::string& file_name) {
+  const std::string suffix = kIndexSuffix;
+  if (file_name.size() != 32 + suffix.size() || file_name.compare(32, suffix.size(), suffix)) return "";
+  const std::string k = file_name.substr(0, 32);
+  return valid_graph_key(k) ? k : "";
+}
+
 }  // namespace npucache::format::names

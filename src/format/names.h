@@ -13,6 +13,7 @@
 //                                replaced or removed (sequence n on), same HDF5 view
 //     objects/<graph_key>.h5     one compiled artifact, written once, never changed
 //     templates/<key>.h5         a capture template of an artifact under one binding of its sizes
+//     regions/<key>.h5           a compile region's program, shared by every method that calls it
 //     tuning.h5                  the tuning table: autotune decisions by kernel signature and runtime
 //     profiles.h5                dynamic-shape profiles: dims automatic dynamic made dynamic, per method
 //     locks/                     flock()ed files serialising writers of one index
@@ -81,6 +82,9 @@ inline constexpr const char* kProfileDataset = "dynamic_dims";
 // program (graph key) and the sizes it was captured for; the HDF5 view's
 // dataset of the task listing.
 inline constexpr const char* kTemplatesDir = "templates";
+// Compiled regions: regions/<region key>.h5 (region_file.h), a region's
+// program shared by every method, model, layout and process that calls it.
+inline constexpr const char* kRegionsDir = "regions";
 inline constexpr const char* kTemplateTasksDataset = "tasks";
 // Its HDF5 view: one group per runtime, one string per decision.
 inline constexpr const char* kTuningDataset = "decisions";
@@ -116,6 +120,10 @@ std::string object_key(const std::string& file_name);
 std::string template_file(const std::string& template_key);
 std::string template_key_of(const std::string& file_name);
 bool valid_template_key(const std::string& key);
+// "regions/<key>.h5" names: the file of a region key (32 hex digits), and
+// back ("" when the name is none).
+std::string region_file(const std::string& region_key);
+std::string region_key_of(const std::string& file_name);
 
 // Names as they may appear in a cache: model_info and func are [A-Za-z0-9_.-]
 // (not starting with '.'), a graph key is 32 lowercase hex digits, an entry

@@ -1,7 +1,7 @@
 // The HDF5 view of a file: the part after its envelope (envelope.h) that
 // h5dump, h5ls and h5py read. Every view's root carries the same
 // attributes: format "npucache", format_version (names.h) and the file's
-// kind ("index", "object", "tuning", "profile", "template").
+// kind ("index", "object", "tuning", "profile", "template", "region").
 #pragma once
 
 #include "format/envelope.h"

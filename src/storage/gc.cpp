@@ -1,5 +1,6 @@
 #include "storage/gc.h"
 
+#include "storage/regions.h"
 #include "storage/templates.h"
 
 #include <npucache/error.h>
@@ -471,6 +472,13 @@ GcResult gc(const std::string& dir, const GcOptions& options, const std::vector<
     evict_and_sweep(s, removals, orphans_before, out, *held);
   else
     preview_sweep(s, entries, removed, orphans_before, out);
+  // 4. Compiled regions: no entry names one (a method's object holds its
+  // regions' programs itself), so they go by their last use alone, and the
+  // damaged ones.
+  for (const auto& key : sweep_regions(s, options.older_than_s, now_s(), held ? &*held : nullptr)) {
+    out.removed.push_back((s.dir() / names::kRegionsDir / names::region_file(key)).string());
+    ++out.removed_regions;
+  }
   return out;
 }
 

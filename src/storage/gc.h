@@ -47,6 +47,9 @@ struct GcResult {
   // by an evicted index, a crash or a removed index file) and their bytes.
   std::size_t orphaned_objects = 0, orphaned_bytes = 0;
   std::size_t removed_templates = 0;  // of removed objects, or damaged
+  // Compiled regions (regions/) damaged, or unused for longer than
+  // older_than_s (storage/regions.h: its age is its last use).
+  std::size_t removed_regions = 0;
   std::size_t remaining_bytes = 0, limit = 0;
   std::vector<std::string> left;      // files named like npucache's that are not (untouched)
   std::vector<std::string> problems;  // indexes that could not be read (their entries are not counted)
@@ -68,7 +71,9 @@ struct GcOptions {
   // How long to wait for the store lock (writers' commits, another sweep)
   // before giving up with CacheBusy, nothing changed.
   double wait_s = kAdminWaitSeconds;
-  std::optional<double> older_than_s;  // evict entries last used (saved or served) longer ago
+  // Evict entries last used (saved or served) longer ago, and compiled
+  // regions unused (stored or taken by a compile) longer ago.
+  std::optional<double> older_than_s;
   // Evict every entry of these models, each named by its class (as
   // model_info begins, "npucache.models.Decoder", or as the model_class
   // component, "npucache::models::Decoder": every pipeline stage's index)

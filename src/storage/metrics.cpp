@@ -127,6 +127,10 @@ std::string prometheus_text(const CacheStats& c, const std::optional<CacheBytes>
   e.family("npucache_compile_seconds_avoided_total", "counter",
            "The recorded compile time of the programs served by hits of any source.");
   e.sample(c.compile_time_saved_s);
+  e.family("npucache_regions_total", "counter",
+           "Compile regions of the methods compiled: reused (taken compiled from the store) or compiled.");
+  e.sample("result", "reused", d(c.region_hits));
+  e.sample("result", "compiled", d(c.region_compiles));
   e.family("npucache_saves_total", "counter", "Entries written to the cache.");
   e.sample(d(c.saves));
   e.family("npucache_captures_total", "counter",

@@ -83,9 +83,12 @@ struct CacheStats {
   // from a template instead of captured, stored templates not usable.
   uint64_t captures = 0, restores = 0, recaptures = 0;
   std::map<std::string, uint64_t> recaptures_by_reason;  // compiler::recapture_cause -> count
-  double compile_time_saved_s = 0;                       // compile time of the programs served by hits of any source
-  std::map<std::string, double> last_used;               // entry path -> unix time
-  std::vector<MissRecord> recent_misses;                 // newest last, at most kKeptMisses
+  // Compile regions of the methods compiled: taken compiled from the
+  // store's regions/ (region_hits) or compiled (region_compiles).
+  uint64_t region_hits = 0, region_compiles = 0;
+  double compile_time_saved_s = 0;          // compile time of the programs served by hits of any source
+  std::map<std::string, double> last_used;  // entry path -> unix time
+  std::vector<MissRecord> recent_misses;    // newest last, at most kKeptMisses
   RemoteCounters remote;
 };
 
@@ -105,6 +108,9 @@ void record_served(const std::filesystem::path& dir, Served how, double compile_
 // recaptures_by_reason too.
 void record_captures(const std::filesystem::path& dir, uint64_t captures, uint64_t restores, uint64_t recaptures,
                      const std::string& cause = "");
+// A compile of a method with compile regions: `hits` taken from the
+// store's compiled regions, `compiles` compiled.
+void record_regions(const std::filesystem::path& dir, uint64_t hits, uint64_t compiles);
 // The counters this process recorded since it started, summed over its
 // cache directories (no last-use times or miss records): the figures of a
 // serving process's metrics (metrics.h).

@@ -139,6 +139,7 @@ void cmd_verify(const std::string& d, bool repair, bool dry_run, bool json, doub
                 {"objects", v.objects},
                 {"indexes", v.indexes},
                 {"templates", v.templates},
+                {"regions", v.regions},
                 {"bad", bad},
                 {"repaired", v.repaired},
                 {"dry_run", dry_run},
@@ -152,8 +153,10 @@ void cmd_verify(const std::string& d, bool repair, bool dry_run, bool json, doub
     return;
   }
   for (const auto& r : v.repaired) std::printf("repaired: %s\n", r.c_str());
-  std::printf("%zu entries, %zu objects, %zu indexes, %zu capture templates checked, %zu problem(s)%s\n", v.entries,
-              v.objects, v.indexes, v.templates, v.bad.size(), repair && !v.bad.empty() ? ", repaired" : "");
+  std::printf(
+      "%zu entries, %zu objects, %zu indexes, %zu capture templates, %zu compiled regions checked, %zu problem(s)%s\n",
+      v.entries, v.objects, v.indexes, v.templates, v.regions, v.bad.size(),
+      repair && !v.bad.empty() ? ", repaired" : "");
 }
 
 void cmd_stats(const std::string& d, bool zero, bool json, const std::string& format) {
@@ -190,6 +193,10 @@ void cmd_stats(const std::string& d, bool zero, bool json, const std::string& fo
                 {"orphan_bytes", s.orphan_bytes},
                 {"templates", s.templates},
                 {"template_bytes", s.template_bytes},
+                {"regions", s.regions},
+                {"region_bytes", s.region_bytes},
+                {"region_hits", c.region_hits},
+                {"region_compiles", c.region_compiles},
                 {"max_size_bytes", s.max_size ? nlohmann::json(*s.max_size) : nlohmann::json(nullptr)},
                 {"hits", s.counters.hits},
                 {"misses", s.counters.misses},
@@ -230,6 +237,8 @@ void cmd_stats(const std::string& d, bool zero, bool json, const std::string& fo
               format_size(s.orphan_bytes).c_str());
   std::printf("templates        %zu (%s): captured graphs, restored by a reduce-overhead start\n", s.templates,
               format_size(s.template_bytes).c_str());
+  std::printf("regions          %zu (%s): compiled regions, taken by every compile that calls them\n", s.regions,
+              format_size(s.region_bytes).c_str());
   std::printf(
       "limit            %s\n",
       s.max_size
@@ -246,6 +255,8 @@ void cmd_stats(const std::string& d, bool zero, bool json, const std::string& fo
   std::printf("misses           %llu%s%s: lookups without a usable entry of their own\n", u(c.misses), causes.c_str(),
               causes.empty() ? "" : ")");
   std::printf("compiled         %llu: misses that compiled\n", u(c.compiles));
+  std::printf("region hits      %llu: regions taken compiled from regions/ by compiles; %llu compiled\n",
+              u(c.region_hits), u(c.region_compiles));
   std::printf(
       "hit rate         %.1f %% (served without compiling; %.1f %% from their own entry)\nsaves            %llu\n",
       100.0 * hit_rate, 100.0 * local_hit_rate, u(c.saves));
@@ -330,6 +341,7 @@ void cmd_explain(const std::string& d, const std::string& entry, bool json) {
       j["differences"] = x.differences;
       j["pieces"] = x.pieces;
       j["dynamic_dims"] = x.dynamic_dims;
+      j["regions"] = x.regions;
     } else {
       nlohmann::json misses = nlohmann::json::array();
       for (const auto& m : x.misses)
@@ -358,6 +370,10 @@ void cmd_explain(const std::string& d, const std::string& entry, bool json) {
     if (!x.dynamic_dims.empty()) {
       std::printf("dynamic dims (automatic dynamic, kept in profiles.h5):\n");
       for (const auto& dim : x.dynamic_dims) std::printf("  %s\n", dim.c_str());
+    }
+    if (!x.regions.empty()) {
+      std::printf("compile regions (compiled once, in regions/, for every depth, layout and process):\n");
+      for (const auto& r : x.regions) std::printf("  %s\n", r.c_str());
     }
   } else {
     if (!x.misses.empty())

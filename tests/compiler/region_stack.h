@@ -1,7 +1,8 @@
 // Models for the compile-region tests: a Block (a matmul with its own
 // weight and buffer, an in-place write into a cache it is given, a
 // residual) and a Stack of blocks of one or two widths, each called
-// through nn::compile_region, with their inputs.
+// through nn::compile_region, with their inputs, and the check that a
+// compiled one runs as eager.
 #pragma once
 
 #include <npucache/ir/graph.h>
@@ -13,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "support/expect_close.h"
 #include "support/small_models.h"
 
 namespace npucache::region_stack {
@@ -89,6 +91,20 @@ inline Inputs inputs(const Stack& m, int64_t batch, int64_t seq, int64_t width) 
 }
 
 inline std::size_t flat_inputs(const Inputs& in) { return 2 + in.caches.size(); }
+
+// Runs `f` (Stack::forward compiled or cached) and `m` eagerly, each on
+// inputs of its own, `steps` times: results and caches equal.
+template <class F>
+void expect_as_eager(F& f, Stack& m, int steps = 2) {
+  Inputs eager_in = inputs(m, 2, 3, 8), compiled_in = inputs(m, 2, 3, 8);
+  for (int step = 0; step < steps; ++step) {
+    Tensor want = m.forward(eager_in.x, eager_in.positions, eager_in.caches);
+    Tensor got = f(compiled_in.x, compiled_in.positions, compiled_in.caches);
+    testing_support::expect_close(got.to_vector(), want.to_vector(), "result", 1e-5f);
+    for (std::size_t i = 0; i < eager_in.caches.size(); ++i)
+      testing_support::expect_close(compiled_in.caches[i].to_vector(), eager_in.caches[i].to_vector(), "cache", 1e-5f);
+  }
+}
 
 inline std::vector<const Node*> calls(const Graph& g) {
   std::vector<const Node*> out;

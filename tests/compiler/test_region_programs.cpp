@@ -80,7 +80,10 @@ TEST(RegionPrograms, ALoadedObjectRunsTheProgramItsCompileRan) {
       // graphs with the stored decisions, the same program.
       const compiler::CompiledGraph archived =
           compiler::deserialize_compiled(compiler::serialize_compiled(c.graph, false));
-      const compiler::CompileHints hints{&archived.optimized, &archived.autotune, &archived.regions};
+      compiler::CompileHints hints;
+      hints.optimized = &archived.optimized;
+      hints.autotune = &archived.autotune;
+      hints.regions = &archived.regions;
       CompilerConfig config = c.graph.config;
       const compiler::CompiledGraph again = compiler::compile_graph(
           c.trace, config, {}, c.trace.signature.bind(flatten_args(TraceOptions{}, in.x, in.positions, in.caches)),

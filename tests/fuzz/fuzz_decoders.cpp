@@ -38,6 +38,7 @@
 #include "format/names.h"
 #include "format/object_file.h"
 #include "format/profile_file.h"
+#include "format/region_file.h"
 #include "format/remote_value.h"
 #include "format/template_file.h"
 #include "format/tuning_file.h"
@@ -99,12 +100,15 @@ enum Target : uint8_t {
   kObjectRecords,    // an object file's record, sealed in a valid envelope (checksums fixed)
   kRespReplies,      // bytes from a remote's port, fed to the reply reader in pieces (first byte: the piece size)
   kSignatureRecord,  // a remote's signature record, decoded and verified for a key
+  kRegionFile,       // a compiled region's file (regions/<key>.h5)
+  kRegionRecord,     // a compiled region's encoding (compiler::deserialize_region)
   kTargets
 };
-const char* const kTargetNames[] = {
-    "index-file",    "object-file",     "bundle-file",  "index-records",  "bundle-records", "compiled",
-    "zstd-frame",    "json-files",      "tuning-file",  "tuning-records", "remote-value",   "remote-sealed",
-    "template-file", "template-replay", "profile-file", "object-records", "resp-replies",   "signature-record"};
+const char* const kTargetNames[] = {"index-file",     "object-file",      "bundle-file",  "index-records",
+                                    "bundle-records", "compiled",         "zstd-frame",   "json-files",
+                                    "tuning-file",    "tuning-records",   "remote-value", "remote-sealed",
+                                    "template-file",  "template-replay",  "profile-file", "object-records",
+                                    "resp-replies",   "signature-record", "region-file",  "region-record"};
 
 // The program kTemplateReplay restores fuzzed templates against: the seed
 // model's prompt in reduce-overhead, its call and its uncaptured result.
@@ -374,6 +378,8 @@ void run_target(Target t, std::string_view in) {
       break;
     }
     case kTemplateFile: cache::decode_template_file(in, "fuzzed template"); break;
+    case kRegionFile: format::decode_region_file(in, "fuzzed region"); break;
+    case kRegionRecord: (void)compiler::deserialize_region(in); break;
     case kTemplateReplay: {
       // A template the runner accepts must compute what a capture computes;
       // one it refuses is captured again. Anything else is a finding.
@@ -548,6 +554,13 @@ Seeds make_seeds(const fs::path& dir) {
         const std::string bytes = slurp(f.path());
         s.add(kTemplateFile, bytes);
         s.add(kTemplateReplay, cache::decode_template_file(bytes, f.path().string()).bytes);
+      }
+    if (fs::exists(d / format::names::kRegionsDir))
+      for (const auto& f : fs::directory_iterator(d / format::names::kRegionsDir)) {
+        const std::string bytes = slurp(f.path());
+        s.add(kRegionFile, bytes);
+        const auto region = format::decode_region_file(bytes, f.path().string());
+        s.add(kRegionRecord, compiler::serialize_region(region.artifact));
       }
     // The remote tier's values of the same cache (cache/remote_value.h).
     const auto remote = [&](uint8_t kind, const std::string& value) {

@@ -6,13 +6,16 @@
 # rebuilt, nothing is loaded from it, the files of that format are left as
 # they were, the tokens equal the single-process eager ones; the next job is
 # served entirely from the rebuilt cache.
-#   format_fixture.sh NPUCACHE_BINARY LAUNCH_DIR FIXTURES_DIR VERSION
+# The tuning table, of no format, may gain decisions and keeps every old
+# one (read with Debian's h5py through the zstd plugin in PLUGIN_DIR).
+#   format_fixture.sh NPUCACHE_BINARY LAUNCH_DIR FIXTURES_DIR VERSION PLUGIN_DIR
 set -euo pipefail
-[ $# -eq 4 ] || { echo "usage: $0 NPUCACHE_BINARY LAUNCH_DIR FIXTURES_DIR VERSION" >&2; exit 2; }
+[ $# -eq 5 ] || { echo "usage: $0 NPUCACHE_BINARY LAUNCH_DIR FIXTURES_DIR VERSION PLUGIN_DIR" >&2; exit 2; }
 bin="$1"
 launch="$2"
 fixtures="$3"
 version="$4"
+export HDF5_PLUGIN_PATH="$5"
 work="$(mktemp -d /tmp/npucache-fixture-XXXXXX)"
 trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
@@ -31,8 +34,27 @@ grep -q "is of another version; format_version: stored '$version', now '" "$work
 [ "$(field "$work/old.json" tokens_match_single_process)" = True ] || fail "tokens differ from the eager ones"
 for f in "$fixtures/format-$version/mpi-tp1-pp2"/*.h5 "$fixtures/format-$version/mpi-tp1-pp2"/objects/*.h5; do
   rel="${f#"$fixtures/format-$version/mpi-tp1-pp2/"}"
+  [ "$rel" = tuning.h5 ] && continue  # of no format: checked below
   cmp -s "$f" "$work/cache/$rel" || fail "$rel of format $version was rewritten or removed"
 done
+# The tuning table is of no format version (decisions by kernel signature
+# and runtime): the job may add its decisions, and keeps every old one.
+if [ -f "$fixtures/format-$version/mpi-tp1-pp2/tuning.h5" ]; then
+  /usr/bin/python3 - "$fixtures/format-$version/mpi-tp1-pp2/tuning.h5" "$work/cache/tuning.h5" <<'PY' ||
+import h5py, sys
+def lines(path):
+    out = set()
+    with h5py.File(path, "r") as f:
+        f.visititems(lambda n, o: out.update((n, bytes(x).rstrip(b"\0")) for x in o[()].ravel())
+                     if isinstance(o, h5py.Dataset) else None)
+    return out
+old, new = lines(sys.argv[1]), lines(sys.argv[2])
+missing = old - new
+print(f"tuning.h5: {len(old)} decisions of format's file, {len(new)} now, {len(missing)} lost")
+sys.exit(1 if missing or not old else 0)
+PY
+    fail "tuning.h5 of format $version lost decisions"
+fi
 job new
 [ "$(field "$work/new.json" compiled)" = 0 ] || fail "the rebuilt cache did not serve the next job"
 [ "$(field "$work/new.json" tokens_match_single_process)" = True ] || fail "tokens differ from the eager ones"

@@ -27,6 +27,20 @@ assert f"compile CPU {float(ratio):.2f}x" in r.stdout, r.stdout
 assert "| 7.95x | MISSED |" in r.stdout, r.stdout  # the breakdown's warm 32/8
 assert "14.42x" in r.stdout, r.stdout
 assert "not measured yet" in r.stdout, r.stdout
+reuse = os.path.join(outputs, "reuse.md")
+r = subprocess.run([sys.executable, script, bench, breakdown, "--reuse", reuse], stdout=subprocess.PIPE,
+                   stderr=subprocess.STDOUT, text=True)
+assert r.returncode == 0, r.stdout
+assert "not measured yet" not in r.stdout, r.stdout
+for line in open(reuse).read().splitlines():  # each reuse figure is the parsed one
+    if "regions compiled" in line and line.startswith("| pp=2"):
+        assert f"pp=2: {line.split('|')[2].strip()} region compiles" in r.stdout, r.stdout
+with tempfile.TemporaryDirectory() as d:
+    cut = os.path.join(d, "reuse.md")
+    open(cut, "w").write("\n".join(l for l in open(reuse).read().splitlines() if not l.startswith("| pp=8")) + "\n")
+    r = subprocess.run([sys.executable, script, bench, breakdown, "--reuse", cut], stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, text=True)
+    assert r.returncode != 0 and "pp=8" in r.stdout, r.stdout
 with tempfile.TemporaryDirectory() as d:
     cut = os.path.join(d, "bench.txt")
     open(cut, "w").write("\n".join(l for l in text.splitlines() if not l.startswith("reduce-overhead")) + "\n")

@@ -1,0 +1,321 @@
+// Compiled regions in the store (storage/regions.h, cache/region_library.h):
+// a region compiled once is taken by every later compile that calls it --
+// a model of another depth, another method -- and never by a compile it
+// does not fit: another region's file under its name, a damaged file,
+// other compile settings. The rendezvous of processes compiling the same
+// region at once, and gc, verify and clear beside them.
+#include <gtest/gtest.h>
+
+#include <npucache/cache.h>
+#include <npucache/compile.h>
+#include <npucache/ir/hash.h>
+#include <npucache/ops.h>
+
+#include "admin/admin.h"
+#include "cache/region_library.h"
+#include "compiler/link_program.h"
+#include "compiler/program.h"
+#include "compiler/region_stack.h"
+#include "format/names.h"
+#include "storage/claims.h"
+#include "storage/gc.h"
+#include "storage/regions.h"
+#include "storage/stats.h"
+#include "storage/store.h"
+#include "support/temp_dir_test.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+namespace npucache {
+namespace {
+
+namespace fs = std::filesystem;
+using region_stack::Inputs;
+using region_stack::inputs;
+using region_stack::Stack;
+
+class RegionStore : public testing_support::TempDirTest {
+ protected:
+  // What this process's compiles did with regions since the last call.
+  std::pair<uint64_t, uint64_t> region_counts() {
+    const storage::CacheStats c = storage::process_counters();
+    const std::pair<uint64_t, uint64_t> now{c.region_hits - hits_, c.region_compiles - compiles_};
+    hits_ = c.region_hits;
+    compiles_ = c.region_compiles;
+    return now;
+  }
+  void SetUp() override {
+    TempDirTest::SetUp();
+    region_counts();
+  }
+
+  CacheOptions options(const std::string& mode = "default") const {
+    CacheOptions o;
+    o.cache_dir = dir.string();
+    o.compile.mode = mode;
+    o.compile.fullgraph = true;
+    return o;
+  }
+  // A model of `depth` narrow and `wide` wide blocks, cached and run twice
+  // against eager: its results and caches equal.
+  void run_checked(int depth, int wide, const CacheOptions& o, float seed = 0.0f) {
+    Stack m(depth, wide, 8);
+    if (seed != 0.0f)
+      for (auto& [name, t] : m.named_parameters()) {
+        std::vector<float> v = t.to_vector();
+        v[0] += seed;
+        t.copy_from(v);
+      }
+    auto f = cache_compile(m, &Stack::forward, o);
+    region_stack::expect_as_eager(f, m);
+  }
+  std::vector<storage::StoredRegion> regions() const {
+    return storage::stored_regions(storage::Store::open(dir, storage::Create::no), true);
+  }
+
+ private:
+  uint64_t hits_ = 0, compiles_ = 0;
+};
+
+TEST_F(RegionStore, AModelOfAnotherDepthCompilesNoRegion) {
+  for (const char* mode : {"default", "max-autotune", "reduce-overhead"}) {
+    SCOPED_TRACE(mode);
+    fs::remove_all(dir);
+    run_checked(4, 1, options(mode));
+    EXPECT_EQ(region_counts(), std::make_pair(uint64_t{0}, uint64_t{2})) << "the narrow and the wide block compile";
+    ASSERT_EQ(regions().size(), 2u);
+    for (const auto& r : regions()) EXPECT_EQ(r.damage, "") << r.path;
+    // Other depths, other weights: other models, the same two regions.
+    run_checked(2, 1, options(mode), 0.25f);
+    EXPECT_EQ(region_counts(), std::make_pair(uint64_t{2}, uint64_t{0}));
+    run_checked(6, 0, options(mode), -0.5f);
+    EXPECT_EQ(region_counts(), std::make_pair(uint64_t{1}, uint64_t{0}));
+    EXPECT_EQ(regions().size(), 2u);
+  }
+}
+
+// explain --entry names the regions an entry's program calls and whether
+// regions/ holds each for its settings.
+TEST_F(RegionStore, ExplainNamesAnEntrysRegionsAndWhetherTheStoreHoldsThem) {
+  Stack m(3, 1, 8);
+  Inputs in = inputs(m, 2, 3, 8);
+  auto f = cache_compile(m, &Stack::forward, options());
+  (void)f(in.x, in.positions, in.caches);
+  const std::string entry = fs::relative(fs::path(f.status().entry), dir).string();
+  auto x = cache::admin::explain(dir.string(), entry);
+  ASSERT_EQ(x.regions.size(), 2u) << entry;
+  for (const auto& r : x.regions) EXPECT_NE(r.find(": in regions/ as "), std::string::npos) << r;
+  const auto rs = regions();
+  fs::remove(rs[0].path);
+  x = cache::admin::explain(dir.string(), entry);
+  int missing = 0;
+  for (const auto& r : x.regions) missing += r.find("not in regions/") != std::string::npos;
+  EXPECT_EQ(missing, 1);
+}
+
+TEST_F(RegionStore, OtherCompileSettingsShareNoRegion) {
+  run_checked(3, 1, options("default"));
+  EXPECT_EQ(region_counts(), std::make_pair(uint64_t{0}, uint64_t{2}));
+  run_checked(2, 1, options("max-autotune"));
+  EXPECT_EQ(region_counts(), std::make_pair(uint64_t{0}, uint64_t{2})) << "another mode";
+  CacheOptions stat = options("default");
+  stat.compile.dynamic = false;
+  run_checked(2, 1, stat);
+  EXPECT_EQ(region_counts(), std::make_pair(uint64_t{0}, uint64_t{2})) << "static";
+  EXPECT_EQ(regions().size(), 6u);
+}
+
+// Custom decompositions are keyed by their name: two of one name that
+// decompose the body otherwise never share its compiled region (each is
+// tanh, so both equal eager).
+TEST_F(RegionStore, ARegionDecomposedOtherwiseUnderTheSameNameIsNotTaken) {
+  CacheOptions a = options(), b = options();
+  a.compile.custom_decompositions[Op::tanh] = {"test.tanh", [](const std::vector<Tensor>& in, const Attrs&) {
+                                                 return ops::sigmoid(in[0] * 2.0f) * 2.0f - 1.0f;
+                                               }};
+  b.compile.custom_decompositions[Op::tanh] = {"test.tanh", [](const std::vector<Tensor>& in, const Attrs&) {
+                                                 const Tensor e = ops::exp(in[0] * 2.0f);
+                                                 return (e - 1.0f) / (e + 1.0f);
+                                               }};
+  run_checked(3, 0, a);
+  EXPECT_EQ(region_counts(), std::make_pair(uint64_t{0}, uint64_t{1}));
+  run_checked(2, 0, b, 0.5f);
+  EXPECT_EQ(region_counts(), std::make_pair(uint64_t{0}, uint64_t{1})) << "decomposed otherwise: compiled";
+  run_checked(4, 0, a, 0.25f);
+  EXPECT_EQ(region_counts().first, 1u) << "the same decomposition: taken";
+}
+
+// A region file that decodes and names its key but whose program does not
+// fit its calls (an input of another size): the link refuses it, the
+// compile compiles every region again and stores it in the file's place.
+TEST_F(RegionStore, ARegionProgramThatDoesNotFitItsCallsIsCompiledAgainAndReplaced) {
+  run_checked(3, 0, options());
+  region_counts();
+  const auto rs = regions();
+  ASSERT_EQ(rs.size(), 1u);
+  const storage::Store s = storage::Store::open(dir, storage::Create::no);
+  format::RegionRecord r = *storage::read_region(s, rs[0].key);
+  // Its program's sizes named by symbols its body does not have: valid
+  // alone, not the body's.
+  const std::vector<std::string> names = canonical_symbols(r.artifact.body);
+  ASSERT_FALSE(names.empty());
+  std::map<std::string, SymExpr> other;
+  for (const auto& n : names) other.emplace(n, SymExpr::symbol("zz_" + n));
+  Graph renamed = r.artifact.body;
+  renamed.substitute_symbols(other);
+  r.artifact.compiled = compiler::renamed_region(r.artifact.compiled, names, renamed);
+  {
+    const auto held = s.writing();
+    storage::put_region(s, rs[0].key, format::encode_region_file(r.validity, r.artifact), held, true);
+  }
+  ASSERT_EQ(regions()[0].damage, "") << "it decodes and names its key";
+  run_checked(2, 0, options(), 0.5f);
+  EXPECT_EQ(region_counts(), std::make_pair(uint64_t{0}, uint64_t{1}));
+  run_checked(4, 0, options(), 0.25f);
+  EXPECT_EQ(region_counts(), std::make_pair(uint64_t{1}, uint64_t{0})) << "the replaced file fits";
+}
+
+// A planted file: the narrow block's region under the wide block's name.
+// It is another region's program (it would run with the wrong shapes), so
+// it is reported, compiled again and replaced, never served.
+TEST_F(RegionStore, ARegionFileOfAnotherRegionIsNeverServed) {
+  run_checked(3, 1, options());
+  region_counts();
+  auto rs = regions();
+  ASSERT_EQ(rs.size(), 2u);
+  fs::copy_file(rs[0].path, rs[1].path, fs::copy_options::overwrite_existing);
+  EXPECT_NE(regions()[1].damage.find("not its content's key"), std::string::npos) << regions()[1].damage;
+  run_checked(2, 1, options(), 0.5f);
+  EXPECT_EQ(region_counts(), std::make_pair(uint64_t{1}, uint64_t{1}));
+  for (const auto& r : regions()) EXPECT_EQ(r.damage, "") << r.path;
+}
+
+TEST_F(RegionStore, ADamagedRegionFileIsReportedAndRebuilt) {
+  run_checked(3, 0, options());
+  region_counts();
+  auto rs = regions();
+  ASSERT_EQ(rs.size(), 1u);
+  {
+    std::fstream f(rs[0].path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(rs[0].bytes / 3));
+    f.put('\x5a');
+  }
+  const auto v = cache::admin::verify(dir.string(), false);
+  ASSERT_EQ(v.bad.size(), 1u);
+  EXPECT_EQ(v.bad[0].first, rs[0].path);
+  EXPECT_EQ(v.regions, 1u);
+  run_checked(4, 0, options(), 0.5f);
+  EXPECT_EQ(region_counts(), std::make_pair(uint64_t{0}, uint64_t{1}));
+  EXPECT_TRUE(cache::admin::verify(dir.string(), false).bad.empty());
+  // verify --repair removes a damaged one.
+  {
+    std::fstream f(rs[0].path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(rs[0].bytes / 2));
+    f.put('\x5a');
+  }
+  const auto repaired = cache::admin::verify(dir.string(), true);
+  ASSERT_EQ(repaired.repaired.size(), 1u);
+  EXPECT_NE(repaired.repaired[0].find("compiled region"), std::string::npos);
+  EXPECT_TRUE(regions().empty());
+  EXPECT_TRUE(cache::admin::verify(dir.string(), false).bad.empty());
+}
+
+// The rendezvous: a region another process claimed is waited for and
+// taken once stored; a claimer that never stores costs at most the wait.
+TEST_F(RegionStore, AClaimedRegionIsWaitedForThenTaken) {
+  // The regions as another process would store them, in a second store.
+  const fs::path other = dir.parent_path() / "other";
+  {
+    CacheOptions o = options();
+    o.cache_dir = other.string();
+    run_checked(3, 0, o);
+  }
+  region_counts();
+  const auto stored = storage::stored_regions(storage::Store::open(other, storage::Create::no), true);
+  ASSERT_EQ(stored.size(), 1u);
+  // The claim, held by "another process", on this store's key.
+  run_checked(0, 1, options());  // creates the store (a wide block's region only)
+  region_counts();
+  Stack m(3, 0, 8);
+  Inputs in = inputs(m, 2, 3, 8);
+  TraceOptions to;
+  to.dynamic = true;
+  const TraceResult tr = trace_method(m, &Stack::forward, to, in.x, in.positions, in.caches);
+  ASSERT_EQ(tr.regions.size(), 1u);
+  const std::string region = tr.regions.begin()->first;
+  format::RegionValidity v = stored[0].validity.value();
+  v.region.clear();
+  const CompilerConfig config =
+      storage::read_region(storage::Store::open(other, storage::Create::no), stored[0].key)->artifact.config;
+  cache::RegionLibrary waiting(dir.string(), config, v, 5.0, 0.02);
+  const std::string key = waiting.key_of(region);
+  EXPECT_EQ(key, stored[0].key);
+  auto claim = storage::Claim::try_take(dir.string(), key);
+  ASSERT_TRUE(claim.has_value());
+  const auto t0 = std::chrono::steady_clock::now();
+  std::thread claimer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    fs::copy_file(stored[0].path, dir / format::names::kRegionsDir / format::names::region_file(key));
+    claim.reset();
+  });
+  waiting.prepare(tr);
+  claimer.join();
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(waiting.reused(), 1);
+  EXPECT_EQ(waiting.waited(), 1);
+  EXPECT_EQ(waiting.timed_out(), 0);
+  EXPECT_GE(waited, 0.25);
+  EXPECT_LT(waited, 4.0);
+  // A stuck claimer: this process compiles it after the wait.
+  fs::remove(dir / format::names::kRegionsDir / format::names::region_file(key));
+  auto stuck = storage::Claim::try_take(dir.string(), key);
+  ASSERT_TRUE(stuck.has_value());
+  cache::RegionLibrary impatient(dir.string(), config, v, 0.4, 0.02);
+  const auto t1 = std::chrono::steady_clock::now();
+  impatient.prepare(tr);
+  const double gave_up = std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
+  EXPECT_EQ(impatient.reused(), 0);
+  EXPECT_EQ(impatient.timed_out(), 1);
+  EXPECT_GE(gave_up, 0.35);
+  EXPECT_LT(gave_up, 3.0);
+}
+
+TEST_F(RegionStore, GcRemovesRegionsOnlyUnusedLongerThanItsAgeAndClearRemovesAll) {
+  run_checked(3, 1, options());
+  auto rs = regions();
+  ASSERT_EQ(rs.size(), 2u);
+  // Plain gc and a size limit leave them (no entry names a region).
+  storage::GcOptions plain;
+  EXPECT_EQ(storage::gc(dir.string(), plain).removed_regions, 0u);
+  EXPECT_EQ(regions().size(), 2u);
+  // One unused for two hours, one just used.
+  const timespec old[2] = {{::time(nullptr) - 7200, 0}, {::time(nullptr) - 7200, 0}};
+  ASSERT_EQ(::utimensat(AT_FDCWD, rs[0].path.c_str(), old, 0), 0);
+  storage::GcOptions aged;
+  aged.older_than_s = 3600;
+  aged.dry_run = true;
+  const auto preview = storage::gc(dir.string(), aged);
+  EXPECT_EQ(preview.removed_regions, 1u);
+  EXPECT_EQ(regions().size(), 2u) << "a dry run removes nothing";
+  aged.dry_run = false;
+  const auto done = storage::gc(dir.string(), aged);
+  EXPECT_EQ(done.removed_regions, 1u);
+  ASSERT_EQ(regions().size(), 1u);
+  EXPECT_EQ(regions()[0].key, rs[1].key);
+  // A reuse marks it used: aged again, then taken by a compile, it stays.
+  ASSERT_EQ(::utimensat(AT_FDCWD, rs[1].path.c_str(), old, 0), 0);
+  run_checked(2, 1, options(), 0.5f);
+  EXPECT_EQ(storage::gc(dir.string(), aged).removed_regions, 0u);
+  EXPECT_EQ(regions().size(), 2u);
+  cache::admin::clear(dir.string());
+  EXPECT_FALSE(fs::exists(dir / format::names::kRegionsDir));
+}
+
+}  // namespace
+}  // namespace npucache

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# ctest mpi_regions_layouts: compiled regions shared across a job and
+# across layouts (cache/region_library.h), with the 4-layer tiny config:
+#   - a cold tp=2 x pp=4 warmup on 8 ranks compiles each unique region once
+#     for the whole job (the job report's regions_compiled equals the
+#     region files stored), whatever the number of stage programs calling it;
+#   - inference at tp=2 x pp=2 (4 ranks) and tp=2 x pp=1 (2 ranks) on the
+#     same cache compiles its new stage programs but no region (every region
+#     taken compiled from the store: regions_reused) and tunes no kernel
+#     (each compiling rank of the pp=4 job saved its decisions), and gives
+#     the single-process eager tokens.
+#   regions_layouts.sh NPUCACHE_BINARY LAUNCH_DIR CONFIG
+set -euo pipefail
+[ $# -eq 3 ] || { echo "usage: $0 NPUCACHE_BINARY LAUNCH_DIR CONFIG" >&2; exit 2; }
+bin="$1"
+launch="$2"
+config="$3"
+work="$(mktemp -d /tmp/npucache-regions-XXXXXX)"
+trap 'rm -rf "$work"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+field() { python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1" "$2"; }
+cache="$work/cache"
+run() {  # run NAME SCRIPT TP PP [ARGS...]: a bounded job
+  local name="$1" script="$2" tp="$3" pp="$4"
+  shift 4
+  timeout --kill-after=10 300 "$launch/$script" --tp "$tp" --pp "$pp" --model "$config" --npucache "$bin" \
+    --cache-dir "$cache" --report-json "$work/$name.json" "$@" > "$work/$name.log" 2>&1 ||
+    { cat "$work/$name.log"; fail "job $name failed"; }
+}
+run cold warmup.sh 2 4
+compiled=$(field "$work/cold.json" regions_compiled)
+files=$(find "$cache/regions" -name '*.h5' | wc -l)
+[ "$compiled" -ge 1 ] || fail "the cold job compiled no region"
+[ "$compiled" = "$files" ] ||
+  fail "the cold job compiled $compiled regions for $files unique regions stored (one compile per unique region per job)"
+[ "$(field "$work/cold.json" compiled)" -gt 1 ] || fail "the cold job compiled fewer than 2 stage programs"
+echo "tp=2 pp=4: $(field "$work/cold.json" compiled) programs compiled, $compiled regions compiled," \
+  "$(field "$work/cold.json" regions_reused) taken from the store, $files stored"
+for pp in 2 1; do
+  run "pp$pp" infer.sh 2 "$pp" --tokens 3
+  r="$work/pp$pp.json"
+  [ "$(field "$r" compiled)" -ge 1 ] || fail "pp=$pp: no stage program compiled (the layout should be new)"
+  [ "$(field "$r" regions_compiled)" = 0 ] || fail "pp=$pp: $(field "$r" regions_compiled) regions compiled, want 0"
+  [ "$(field "$r" regions_reused)" -ge 1 ] || fail "pp=$pp: no region taken from the store"
+  # Every kernel was tuned by the pp=4 job, whichever rank compiled it (each
+  # compiling rank saves its decisions, writer of its store or not).
+  [ "$(field "$r" kernels_tuned)" = 0 ] || fail "pp=$pp: $(field "$r" kernels_tuned) kernels tuned again"
+  [ "$(field "$r" tokens_match_single_process)" = True ] || fail "pp=$pp: tokens differ from eager"
+  echo "tp=2 pp=$pp: $(field "$r" compiled) programs compiled, 0 regions compiled, $(field "$r" regions_reused) taken"
+done
+[ "$(find "$cache/regions" -name '*.h5' | wc -l)" = "$files" ] || fail "other layouts stored new regions"
+"$bin" verify "$cache" > "$work/verify.log" 2>&1 || { cat "$work/verify.log"; fail "verify"; }
+for f in "$cache/regions/"*.h5; do  # h5dump reads the view: its region_key is the file's name
+  key=$(basename "$f" .h5)
+  h5dump -a region_key "$f" | grep -q "\"$key\"" || fail "h5dump -a region_key $f does not show $key"
+done
