@@ -17,9 +17,10 @@
 
 namespace npucache::cache {
 
-RegionLibrary::RegionLibrary(std::string dir, CompilerConfig config, format::RegionValidity validity, double wait_s,
-                             double poll_s)
-    : dir_(std::move(dir)),
+RegionLibrary::RegionLibrary(storage::Store store, CompilerConfig config, format::RegionValidity validity,
+                             double wait_s, double poll_s)
+    : dir_(store.dir().string()),
+      store_(std::move(store)),
       config_(std::move(config)),
       validity_(std::move(validity)),
       wait_s_(wait_s),
@@ -27,12 +28,6 @@ RegionLibrary::RegionLibrary(std::string dir, CompilerConfig config, format::Reg
   validity_.config = config_.hash().hex();
   hints_.compiled_regions = &stored_;
   hints_.region_compiled = [this](const std::string& region, const compiler::CompiledRegion& r) { keep(region, r); };
-}
-
-RegionLibrary::RegionLibrary(storage::Store store, CompilerConfig config, format::RegionValidity validity,
-                             double wait_s, double poll_s)
-    : RegionLibrary(store.dir().string(), std::move(config), std::move(validity), wait_s, poll_s) {
-  store_.emplace(std::move(store));
 }
 
 RegionLibrary::~RegionLibrary() { finish(); }
@@ -44,9 +39,8 @@ std::string RegionLibrary::key_of(const std::string& region) const {
 }
 
 std::optional<compiler::CompiledRegion> RegionLibrary::read(const std::string& region) {
-  if (!store_) return std::nullopt;
   try {
-    auto r = storage::read_region(*store_, key_of(region));
+    auto r = storage::read_region(store_, key_of(region));
     if (!r) return std::nullopt;
     // Compiled from another trace of the same body: named as this one is.
     return compiler::renamed_region(std::move(r->artifact.compiled), canonical_symbols(r->artifact.body),
@@ -69,14 +63,6 @@ std::optional<compiler::CompiledRegion> RegionLibrary::read(const std::string& r
 void RegionLibrary::prepare(const TraceResult& trace) {
   process::Env& env = process::Context::current().env();
   bodies_ = trace.regions;
-  // The compile saves into this directory: made now, so that the regions
-  // can be claimed and stored before the method is.
-  if (!store_) try {
-      store_.emplace(storage::Store::open(dir_, storage::Create::yes));
-    } catch (const std::exception& e) {
-      log::debug("no compiled regions in {} ({}); compiling every region", dir_, e.what());
-      return;
-    }
   // In key order: a region is settled (taken, claimed, or given up on)
   // before the next is looked at. One deadline bounds the waits of all.
   const double deadline = env.monotonic_s() + wait_s_;
@@ -145,15 +131,15 @@ void RegionLibrary::keep(const std::string& region, const compiler::CompiledRegi
     }
   }
   const auto body = bodies_.find(region);
-  if (body == bodies_.end() || !store_) return;
+  if (body == bodies_.end()) return;
   try {
     compiler::RegionArtifact a{region, body->second, config_, r};
     format::RegionValidity v = validity_;
     v.region = region;
     const std::string bytes = format::encode_region_file(v, a);
     // A short wait for a sweep: a region file only spares compiles.
-    const auto held = store_->writing(kStoreWaitSeconds);
-    storage::put_region(*store_, format::region_key(v), bytes, held, replace_ || reported_.count(region) > 0);
+    const auto held = store_.writing(kStoreWaitSeconds);
+    storage::put_region(store_, format::region_key(v), bytes, held, replace_ || reported_.count(region) > 0);
   } catch (const std::exception& e) {  // the next compile of this region compiles it again
     log::debug("compiled region {} not stored in {}: {}", region, dir_, e.what());
   }

@@ -17,8 +17,8 @@
 // named by another region's key is reported and compiled again (stored in
 // its place), never served.
 //
-// Errors: none escape. A store that cannot be read or written makes this
-// a no-op (the compile compiles every region), logged at debug level; a
+// Errors: none escape. A store that cannot be read or written makes the
+// regions it concerns compiled here, logged at debug level; a
 // region file that decodes but does not fit its calls fails the link, and
 // the caller compiles again after distrust() (MethodSource::compile_timed).
 #pragma once
@@ -42,13 +42,11 @@ namespace npucache::cache {
 
 class RegionLibrary {
  public:
-  // `validity`: everything but the region of what a region is valid for
-  // (this method's config, whose hash it holds, runtime version,
-  // decompositions, dynamic, format version).
-  RegionLibrary(std::string dir, CompilerConfig config, format::RegionValidity validity, double wait_s,
-                double poll_s = 0.05);
-  // The same over a store already open (MethodCache::region_store(): the
-  // call path opens its directory no more often than without regions).
+  // Over `store`, open (MethodCache::region_store(): the call path opens
+  // its directory no more often than without regions). `validity`:
+  // everything but the region of what a region is valid for (this method's
+  // config, whose hash it holds, runtime version, decompositions, dynamic,
+  // format version).
   RegionLibrary(storage::Store store, CompilerConfig config, format::RegionValidity validity, double wait_s,
                 double poll_s = 0.05);
   ~RegionLibrary();
@@ -86,10 +84,10 @@ class RegionLibrary {
   void keep(const std::string& region, const compiler::CompiledRegion& r);
 
   std::string dir_;
+  storage::Store store_;
   CompilerConfig config_;
   format::RegionValidity validity_;
   double wait_s_, poll_s_;
-  std::optional<storage::Store> store_;  // opened by prepare(); none when unusable
   std::map<std::string, Graph> bodies_;  // of the trace, by region
   std::map<std::string, compiler::CompiledRegion> stored_;
   std::set<std::string> reported_;  // regions whose file was found damaged

@@ -82,9 +82,12 @@ CompiledGraph compile_graph(TraceResult trace, const CompilerConfig& config, con
                         "random numbers on every replay; use max-autotune");
   // The graph passes, on the method's graph and on each region's body once
   // (a region call is opaque to them: it is kept, never merged).
-  auto optimize = [&](const Graph& traced, const std::string& prefix) {
+  // `decomposed`, when given, receives the canonical hash of the body after
+  // decomposition (what a region file records: CompiledRegion::decomposed).
+  auto optimize = [&](const Graph& traced, const std::string& prefix, std::string* decomposed = nullptr) {
     Graph x =
         pm.run_graph_pass(prefix + "decompose", traced, [&](const Graph& y) { return decompose(y, decompositions); });
+    if (decomposed) *decomposed = canonical_hash(x).hex();
     if (codegen && !capture) {
       x = pm.run_graph_pass(prefix + "constant_fold", x, fold_constants);
       x = pm.run_graph_pass(prefix + "cse", x, eliminate_common_subexpressions);
@@ -100,9 +103,9 @@ CompiledGraph compile_graph(TraceResult trace, const CompilerConfig& config, con
     return x;
   };
   // A region compiled before is taken as it is (never with a stored graph,
-  // whose regions come with it).
-  // Taken only when this compile's decompositions decompose the body as
-  // the one it came from did (a custom decomposition is keyed by its name).
+  // whose regions come with it), and only when this compile's
+  // decompositions decompose the body as the one it came from did (a
+  // custom decomposition is keyed by its name).
   const auto* compiled = hints && !hints->optimized ? hints->compiled_regions : nullptr;
   std::set<std::string> usable;
   if (compiled)
@@ -121,6 +124,7 @@ CompiledGraph compile_graph(TraceResult trace, const CompilerConfig& config, con
   // The graph passes, or the stored graphs of an earlier compile.
   Graph g;
   std::map<std::string, Graph> bodies;
+  std::map<std::string, std::string> decomposed;  // of the bodies compiled here, for region_compiled
   if (hints && hints->optimized) {
     pm.run("graph passes", [&] {
       g = *hints->optimized;
@@ -134,7 +138,9 @@ CompiledGraph compile_graph(TraceResult trace, const CompilerConfig& config, con
   } else {
     g = optimize(trace.graph, "");
     for (const auto& [key, body] : trace.regions)
-      if (!is_reused(key)) bodies.emplace(key, optimize(body, "region " + key.substr(0, 8) + " "));
+      if (!is_reused(key))
+        bodies.emplace(key, optimize(body, "region " + key.substr(0, 8) + " ",
+                                     hints && hints->region_compiled ? &decomposed[key] : nullptr));
   }
   verify(g);
   // Lowering, streams and tuning: each region's body once, then the
@@ -184,8 +190,8 @@ CompiledGraph compile_graph(TraceResult trace, const CompilerConfig& config, con
                std::to_string(cg.kernels_reused - reused) + " reused from the tuning table";
       });
     r.optimized = std::move(body);
-    if (hints && hints->region_compiled) {
-      r.decomposed = canonical_hash(decompose(trace.regions.at(key), decompositions)).hex();
+    if (hints && hints->region_compiled && decomposed.count(key)) {  // not from stored graphs
+      r.decomposed = decomposed.at(key);
       hints->region_compiled(key, r);
     }
     cg.regions.emplace(key, std::move(r));

@@ -30,6 +30,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <thread>
 
 namespace npucache {
@@ -226,6 +227,49 @@ TEST_F(RegionStore, ADamagedRegionFileIsReportedAndRebuilt) {
   EXPECT_TRUE(cache::admin::verify(dir.string(), false).bad.empty());
 }
 
+// Damage at many offsets of a region file (header, record, zstd frame,
+// HDF5 part, end): every compile after it gives eager's results, and the
+// file is reported and rebuilt (verify is clean after), never served.
+TEST_F(RegionStore, DamageAtManyOffsetsOfARegionFileIsRebuilt) {
+  run_checked(3, 0, options());
+  const auto rs = regions();
+  ASSERT_EQ(rs.size(), 1u);
+  std::string pristine;
+  {
+    std::ifstream in(rs[0].path, std::ios::binary);
+    pristine.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  const std::size_t n = pristine.size();
+  ASSERT_GT(n, 1024u);
+  int depth = 4;
+  for (const std::size_t off : {std::size_t{0}, std::size_t{8}, std::size_t{60}, std::size_t{200}, std::size_t{511},
+                                n / 4, n / 3, n / 2, 2 * n / 3, n - 9, n - 1}) {
+    SCOPED_TRACE("offset " + std::to_string(off));
+    std::string bad = pristine;
+    bad[off] = static_cast<char>(bad[off] ^ 0x5a);
+    std::ofstream(rs[0].path, std::ios::binary | std::ios::trunc) << bad;
+    EXPECT_FALSE(cache::admin::verify(dir.string(), false).bad.empty()) << "the damage is reported";
+    region_counts();
+    run_checked(depth, 0, options(), 0.125f * static_cast<float>(depth));
+    EXPECT_EQ(region_counts(), std::make_pair(uint64_t{0}, uint64_t{1})) << "compiled, not served";
+    EXPECT_TRUE(cache::admin::verify(dir.string(), false).bad.empty()) << "rebuilt";
+    ++depth;  // another model each time: a compile, not a hit
+  }
+}
+
+// Request threads compiling models of one region at once: each region is
+// compiled once (the others wait for it or find it) and every result is
+// eager's.
+TEST_F(RegionStore, ThreadsCompilingOneRegionAtOnceCompileItOnce) {
+  fs::create_directories(dir);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] { run_checked(2 + t, 1, options(), 0.1f * static_cast<float>(t + 1)); });
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(region_counts(), std::make_pair(uint64_t{6}, uint64_t{2}));
+  EXPECT_EQ(regions().size(), 2u);
+}
+
 // The rendezvous: a region another process claimed is waited for and
 // taken once stored; a claimer that never stores costs at most the wait.
 TEST_F(RegionStore, AClaimedRegionIsWaitedForThenTaken) {
@@ -253,7 +297,8 @@ TEST_F(RegionStore, AClaimedRegionIsWaitedForThenTaken) {
   v.region.clear();
   const CompilerConfig config =
       storage::read_region(storage::Store::open(other, storage::Create::no), stored[0].key)->artifact.config;
-  cache::RegionLibrary waiting(dir.string(), config, v, 5.0, 0.02);
+  const storage::Store store = storage::Store::open(dir, storage::Create::no);
+  cache::RegionLibrary waiting(store, config, v, 5.0, 0.02);
   const std::string key = waiting.key_of(region);
   EXPECT_EQ(key, stored[0].key);
   auto claim = storage::Claim::try_take(dir.string(), key);
@@ -276,7 +321,7 @@ TEST_F(RegionStore, AClaimedRegionIsWaitedForThenTaken) {
   fs::remove(dir / format::names::kRegionsDir / format::names::region_file(key));
   auto stuck = storage::Claim::try_take(dir.string(), key);
   ASSERT_TRUE(stuck.has_value());
-  cache::RegionLibrary impatient(dir.string(), config, v, 0.4, 0.02);
+  cache::RegionLibrary impatient(store, config, v, 0.4, 0.02);
   const auto t1 = std::chrono::steady_clock::now();
   impatient.prepare(tr);
   const double gave_up = std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
