@@ -12,31 +12,48 @@ namespace {
   throw VerifyError("step " + std::to_string(step) + " (region_call of " + region + "): " + what);
 }
 
+// Does `e` name a symbol that `sizes` replaces? Most sizes of a region
+// (the hidden width, a head count) are constants or name none.
+bool mentions(const SymExpr& e, const std::map<std::string, SymExpr>& sizes) {
+  for (const auto& [monomial, c] : e.terms())
+    for (const auto& s : monomial)
+      if (sizes.count(s)) return true;
+  return false;
+}
+
 // Every SymExpr of `t` (or of a step's attributes) with the call's sizes.
 void substitute(TensorType& t, const std::map<std::string, SymExpr>& sizes) {
-  for (auto& d : t.shape) d = d.substitute(sizes);
+  for (auto& d : t.shape)
+    if (mentions(d, sizes)) d = d.substitute(sizes);
 }
 
 Attrs substitute(const Attrs& a, const std::map<std::string, SymExpr>& sizes) {
-  Attrs out;
+  Attrs out = a;
   for (const auto& [k, v] : a.items()) {
-    if (const auto* dims = std::get_if<std::vector<SymExpr>>(&v)) {
-      std::vector<SymExpr> e;
-      e.reserve(dims->size());
-      for (const auto& d : *dims) e.push_back(d.substitute(sizes));
-      out.set(k, std::move(e));
-    } else {
-      out.set(k, v);
-    }
+    const auto* dims = std::get_if<std::vector<SymExpr>>(&v);
+    if (dims == nullptr ||
+        std::none_of(dims->begin(), dims->end(), [&](const SymExpr& d) { return mentions(d, sizes); }))
+      continue;
+    std::vector<SymExpr> e;
+    e.reserve(dims->size());
+    for (const auto& d : *dims) e.push_back(mentions(d, sizes) ? d.substitute(sizes) : d);
+    out.set(k, std::move(e));
   }
   return out;
 }
 
-// One call being stamped: its region, its sizes and where each of the
-// region's buffers went.
+// A region's buffer types and step attributes with one call's sizes. Calls
+// binding the same sizes (every layer of a model, mostly) share one.
+struct Sized {
+  std::vector<TensorType> types;
+  std::vector<Attrs> attrs;
+};
+
+// One call being stamped: its region, its sizes (null when they are the
+// body's own) and where each of the region's buffers went.
 struct Stamp {
   const CompiledRegion* region = nullptr;
-  std::map<std::string, SymExpr> sizes;  // empty when the call's sizes are the body's
+  const Sized* sized = nullptr;
   std::vector<int> buffer;
 };
 
@@ -72,6 +89,7 @@ DeviceProgram link_program(const DeviceProgram& calling, const std::map<std::str
   // its result (views only ever name earlier buffers).
   std::vector<int> mapped(nb, -1);
   std::vector<Stamp> stamps(calling.steps.size());
+  std::map<std::pair<const CompiledRegion*, std::vector<SymExpr>>, Sized> sized;
   for (std::size_t b = 0; b < nb; ++b) {
     BufferDesc d = calling.buffers[b];
     const int c = call_writing[b];
@@ -88,7 +106,6 @@ DeviceProgram link_program(const DeviceProgram& calling, const std::map<std::str
     if (r == regions.end() || order == symbols.end()) misfit(ci, key, "the region's program is missing");
     Stamp& st = stamps[ci];
     st.region = &r->second;
-    const DeviceProgram& rp = r->second.program;
     const auto& bind = call.attrs.get<std::vector<SymExpr>>("bind");
     if (bind.size() != order->second.size())
       misfit(
@@ -96,8 +113,24 @@ DeviceProgram link_program(const DeviceProgram& calling, const std::map<std::str
           "it binds " + std::to_string(bind.size()) + " symbols, its body has " + std::to_string(order->second.size()));
     bool renames = false;
     for (std::size_t k = 0; k < bind.size(); ++k) renames = renames || !(bind[k] == SymExpr::symbol(order->second[k]));
-    if (renames)
-      for (std::size_t k = 0; k < bind.size(); ++k) st.sizes.emplace(order->second[k], bind[k]);
+    const DeviceProgram& rp = r->second.program;
+    if (renames) {
+      auto [it, fresh] = sized.try_emplace({st.region, bind});
+      if (fresh) {
+        std::map<std::string, SymExpr> sizes;
+        for (std::size_t k = 0; k < bind.size(); ++k)
+          if (!(bind[k] == SymExpr::symbol(order->second[k]))) sizes.emplace(order->second[k], bind[k]);
+        it->second.types.reserve(rp.buffers.size());
+        for (const auto& x : rp.buffers) {
+          TensorType t = x.type;
+          substitute(t, sizes);
+          it->second.types.push_back(std::move(t));
+        }
+        it->second.attrs.reserve(rp.steps.size());
+        for (const auto& rs : rp.steps) it->second.attrs.push_back(substitute(rs.attrs, sizes));
+      }
+      st.sized = &it->second;
+    }
     const auto args = static_cast<std::size_t>(call.attrs.get_int("num_args"));
     if (static_cast<std::size_t>(rp.num_inputs) != args || rp.parameters.size() + args != call.operands.size() ||
         rp.outputs.size() != 1)
@@ -111,7 +144,7 @@ DeviceProgram link_program(const DeviceProgram& calling, const std::map<std::str
     st.buffer.assign(rp.buffers.size(), -1);
     for (std::size_t rb = 0; rb < rp.buffers.size(); ++rb) {
       BufferDesc x = rp.buffers[rb];
-      if (!st.sizes.empty()) substitute(x.type, st.sizes);
+      if (st.sized) x.type = st.sized->types[rb];
       if (x.kind == BufferKind::input || x.kind == BufferKind::parameter) {
         const std::size_t operand =
             x.kind == BufferKind::input ? static_cast<std::size_t>(x.index) : args + static_cast<std::size_t>(x.index);
@@ -137,9 +170,8 @@ DeviceProgram link_program(const DeviceProgram& calling, const std::map<std::str
       }
     }
     if (mapped[b] < 0) {  // the region's result is a view, or one of its operands: the call's result views it
-      const BufferDesc& x = rp.buffers[static_cast<std::size_t>(result)];
-      TensorType t = x.type;
-      if (!st.sizes.empty()) substitute(t, st.sizes);
+      const auto ri = static_cast<std::size_t>(result);
+      const TensorType& t = st.sized ? st.sized->types[ri] : rp.buffers[ri].type;
       if (!(t == d.type))
         misfit(ci, key, "its result is " + type_str(d.type) + ", its region's program gives " + type_str(t));
       mapped[b] = add({BufferKind::view, st.buffer[static_cast<std::size_t>(result)], d.type});
@@ -169,10 +201,11 @@ DeviceProgram link_program(const DeviceProgram& calling, const std::map<std::str
     const DeviceProgram& rp = st.region->program;
     const int base = static_cast<int>(out.steps.size());
     std::vector<char> followed(rp.steps.size(), 0);
-    for (const ProgramStep& rs : rp.steps) {
+    for (std::size_t k = 0; k < rp.steps.size(); ++k) {
+      const ProgramStep& rs = rp.steps[k];
       ProgramStep x;
       x.op = rs.op;
-      x.attrs = st.sizes.empty() ? rs.attrs : substitute(rs.attrs, st.sizes);
+      x.attrs = st.sized ? st.sized->attrs[k] : rs.attrs;
       for (int o : rs.operands) x.operands.push_back(st.buffer.at(static_cast<std::size_t>(o)));
       x.result = st.buffer.at(static_cast<std::size_t>(rs.result));
       x.stream = rs.stream;
