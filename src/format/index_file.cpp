@@ -34,10 +34,21 @@ std::string hdf5_view(const IndexFile& ix, std::size_t userblock) {
   // A delta lives in deltas/, one level below the objects' directory.
   const std::string objects = std::string(ix.seq.delta ? "../" : "") + names::kObjectsDir + "/";
   for (const auto& [k, v] : ix.model) {
-    if (k == component::kDynamic || k == component::kGeCache)
+    if (k == component::kDynamic || k == component::kGeCache) {
       h5::write_bool_attr(root, k, v == "true");
-    else
+    } else if (k == component::kParameterList) {
+      // A line per parameter, compressed past 4 KiB: the list grows with
+      // the model's depth.
+      std::vector<std::string> lines;
+      for (std::size_t at = 0; at < v.size();) {
+        const std::size_t end = std::min(v.find(';', at), v.size());
+        if (end > at) lines.push_back(v.substr(at, end - at));
+        at = end + 1;
+      }
+      h5::write_strings(root, k, lines);
+    } else {
       h5::write_attr(root, k, v);
+    }
   }
   for (const auto& e : ix.entries) {
     h5::Handle g = h5::create_group(root, "/" + e.path);

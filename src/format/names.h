@@ -37,7 +37,7 @@ namespace npucache::format::names {
 // pinned number; the remote tier is plain keys and values. 8.0.0: a graph
 // may hold region_call nodes (op 63), and the compiled-graph record's trace
 // carries the bodies of the regions it calls.
-inline constexpr const char* kFormatVersion = "9.0.0";
+inline constexpr const char* kFormatVersion = "10.0.0";
 // The `format` attribute of every file npucache writes.
 inline constexpr const char* kFormatName = "npucache";
 

@@ -2,6 +2,7 @@
 
 #include "format/keys.h"
 #include "format/names.h"
+#include "zstd/zstd_codec.h"
 
 #include <cmath>
 
@@ -30,24 +31,71 @@ const char* record_kind_name(uint8_t k) {
   return "unknown";
 }
 
-void head(ByteWriter& w, uint8_t kind) {
+void head(ByteWriter& w, uint8_t kind, uint8_t encoding = kRecordEncoding) {
   w.u8(kind);
-  w.u8(kRecordEncoding);
+  w.u8(encoding);
 }
 
-// The kind letter and encoding version: of `kind` and this version, or the
-// record is refused naming what it is.
-void expect(ByteReader& r, uint8_t kind) {
+// The kind letter and encoding version: of `kind` and an encoding in
+// [oldest, newest], or the record is refused naming what it is. Returns the
+// encoding.
+uint8_t expect(ByteReader& r, uint8_t kind, uint8_t oldest, uint8_t newest) {
   const uint8_t k = r.u8();
   if (k != kind) {
     const char* what = record_kind_name(k);
     r.fail(std::string("a record of kind ") + (std::string(what) == "unknown" ? std::to_string(k) : what) +
            " stands where a " + record_kind_name(kind) + " record belongs");
   }
-  if (const uint8_t v = r.u8(); v != kRecordEncoding)
-    r.fail(std::string("a ") + record_kind_name(kind) + " record of encoding " + std::to_string(v) +
-           " (this build reads " + std::to_string(kRecordEncoding) + ")");
+  const uint8_t v = r.u8();
+  const std::string name = record_kind_name(kind);
+  if (v < oldest || v > newest)
+    r.fail(std::string(name[0] == 'e' || name[0] == 'o' ? "an " : "a ") + name + " record of encoding " +
+           std::to_string(v) + " (this build reads " + std::to_string(oldest) +
+           (oldest == newest ? "" : " to " + std::to_string(newest)) + ")");
+  return v;
 }
+
+// A field of names (an entry's parameter names, a model's components) as
+// records of format 10.0.0 hold it: u64 its encoded size, then str a zstd
+// frame of it. Names of one model repeat their prefixes
+// ("layers.17.self_attn."), so the frame is a tenth of the field or less.
+void write_frame(ByteWriter& w, const std::string& raw) {
+  w.u64(raw.size());
+  w.str(zstd::compress(raw));
+}
+
+// The field's bytes; its size is checked against kMaxCompressedField before
+// anything is allocated.
+std::string read_frame(ByteReader& r, const std::string& what) {
+  const uint64_t size = r.u64();
+  if (size > kMaxCompressedField)
+    r.fail(what + " claim " + std::to_string(size) + " bytes (at most " + std::to_string(kMaxCompressedField) + ")");
+  const std::string frame = r.str();
+  std::string raw;
+  try {
+    raw = zstd::decompress(frame, static_cast<std::size_t>(size));
+  } catch (const Error& e) {
+    r.fail(what + " do not decompress: " + e.what());
+  }
+  if (raw.size() != size) r.fail(what + " are not the size the record says");
+  return raw;
+}
+
+void write_parameter_names(ByteWriter& w, const std::vector<std::string>& names) {
+  ByteWriter raw;
+  raw.strings(names);
+  write_frame(w, raw.take());
+}
+
+std::vector<std::string> read_parameter_names(ByteReader& r) {
+  const std::string raw = read_frame(r, "its parameter names");
+  ByteReader names(raw, "its parameter names");
+  std::vector<std::string> out = names.strings();
+  if (!names.done()) names.fail("they have trailing bytes");
+  return out;
+}
+
+void expect(ByteReader& r, uint8_t kind) { expect(r, kind, kRecordEncoding, kRecordEncoding); }
 
 bool flag(ByteReader& r, const char* what) {
   const uint8_t v = r.u8();
@@ -114,28 +162,40 @@ bool is_checksum(std::string_view s) {
 }
 
 void write_model(ByteWriter& w, const ModelRecord& m) {
-  head(w, kModel);
+  head(w, kModel, kModelEncoding);
   w.str(m.model_info);
-  w.u32(static_cast<uint32_t>(m.components.size()));
+  ByteWriter c;
+  c.u32(static_cast<uint32_t>(m.components.size()));
   for (const auto& [k, v] : m.components) {
-    w.str(k);
-    w.str(v);
+    c.str(k);
+    c.str(v);
   }
+  write_frame(w, c.take());
 }
 
 ModelRecord read_model(ByteReader& r) {
-  expect(r, kModel);
+  const uint8_t encoding = expect(r, kModel, kRecordEncoding, kModelEncoding);
   ModelRecord m;
   m.model_info = r.str();
   if (!names::valid_name(m.model_info)) r.fail("model_info '" + m.model_info.substr(0, 300) + "' is malformed");
-  const std::size_t n = r.count(2 * sizeof(uint32_t));
-  std::string last;
-  for (std::size_t i = 0; i < n; ++i) {
-    std::string k = r.str();
-    if (is_entry_component(k)) r.fail("the model record holds the entry component " + k);
-    if (i > 0 && k <= last) r.fail("the model record's components are not in name order, each once");
-    last = k;
-    m.components[std::move(k)] = r.str();
+  const auto components = [&](ByteReader& c) {
+    const std::size_t n = c.count(2 * sizeof(uint32_t));
+    std::string last;
+    for (std::size_t i = 0; i < n; ++i) {
+      std::string k = c.str();
+      if (is_entry_component(k)) c.fail("the model record holds the entry component " + k);
+      if (i > 0 && k <= last) c.fail("the model record's components are not in name order, each once");
+      last = k;
+      m.components[std::move(k)] = c.str();
+    }
+  };
+  if (encoding == kRecordEncoding) {
+    components(r);
+  } else {
+    const std::string raw = read_frame(r, "its model components");
+    ByteReader c(raw, "its model components");
+    components(c);
+    if (!c.done()) c.fail("they have trailing bytes");
   }
   return m;
 }
@@ -189,7 +249,7 @@ Producer read_producer(ByteReader& r) {
 }
 
 void write_entry(ByteWriter& w, const EntryRecord& e) {
-  head(w, kEntry);
+  head(w, kEntry, kEntryEncoding);
   w.str(e.path);
   for (const auto& n : entry_component_names()) {
     auto it = e.meta.components.find(n);
@@ -201,7 +261,7 @@ void write_entry(ByteWriter& w, const EntryRecord& e) {
   w.str(e.meta.fx);
   w.str(e.meta.lookup_key);
   write_producer(w, e.meta.rank);
-  w.strings(e.parameters);
+  write_parameter_names(w, e.parameters);
   w.str(e.graph_key);
   w.str(e.object_checksum);
   w.f64(e.compile_time_s);
@@ -209,7 +269,7 @@ void write_entry(ByteWriter& w, const EntryRecord& e) {
 }
 
 EntryRecord read_entry(ByteReader& r, const ModelRecord& model) {
-  expect(r, kEntry);
+  const uint8_t encoding = expect(r, kEntry, kRecordEncoding, kEntryEncoding);
   EntryRecord e;
   e.path = r.str();
   for (const auto& n : entry_component_names()) e.meta.components[n] = r.str();
@@ -220,7 +280,7 @@ EntryRecord read_entry(ByteReader& r, const ModelRecord& model) {
   e.meta.fx = r.str();
   e.meta.lookup_key = r.str();
   e.meta.rank = read_producer(r);
-  e.parameters = r.strings();
+  e.parameters = encoding == kRecordEncoding ? r.strings() : read_parameter_names(r);
   e.graph_key = graph_key_field(r);
   e.object_checksum = checksum_field(r, "the object checksum");
   e.compile_time_s = seconds(r, "compile_time_s");

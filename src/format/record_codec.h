@@ -36,6 +36,17 @@ struct ModelRecord {
 
 // The record encoding version: the byte after every record's kind letter.
 inline constexpr uint8_t kRecordEncoding = 1;
+// Model and entry records are of encoding 2 (format 10.0.0): a model's
+// components and an entry's parameter names are each one zstd frame (they
+// grow with the model's depth and repeat their prefixes). Encoding 1 is
+// read too, so that an index of an earlier format is reported stale by its
+// format version.
+inline constexpr uint8_t kModelEncoding = 2;
+inline constexpr uint8_t kEntryEncoding = 2;
+// The most bytes such a field may take once decompressed, checked before
+// allocating (a 70B model's stage names thousands of parameters, hundreds
+// of kilobytes).
+inline constexpr uint64_t kMaxCompressedField = uint64_t{64} << 20;
 
 // 16 GiB: far above any artifact (a 70B stage's program is megabytes), low
 // enough that a damaged size cannot exhaust memory.

@@ -163,8 +163,8 @@ TEST_F(RecordCodec, OneEncodingInEveryFileBundleAndValue) {
   const std::string model_bytes = encoded([&](auto& w) { cache::write_model(w, model); });
   const std::string entry_bytes = encoded([&](auto& w) { cache::write_entry(w, e); });
   const std::string object_bytes = encoded([&](auto& w) { cache::write_object_meta(w, o.graph_key, o.meta); });
-  EXPECT_EQ(entry_bytes.substr(0, 2), std::string("E\x01", 2));
-  EXPECT_EQ(model_bytes.substr(0, 2), std::string("M\x01", 2));
+  EXPECT_EQ(entry_bytes.substr(0, 2), std::string("E\x02", 2));
+  EXPECT_EQ(model_bytes.substr(0, 2), std::string("M\x02", 2));
   EXPECT_EQ(object_bytes.substr(0, 2), std::string("O\x01", 2));
 
   // The index file: the model record, the sequence record, then the entry
@@ -211,6 +211,90 @@ TEST_F(RecordCodec, OneEncodingInEveryFileBundleAndValue) {
   EXPECT_EQ(object_value.substr(48, object_bytes.size() + o.raw.size()), object_bytes + o.raw);
   expect_same(cache::decode_remote_object(object_value, cache::content_hash(object_value), o.graph_key, 1 << 20), o);
   EXPECT_EQ(cache::remote_key::prefix(), std::string("npucache:") + cache::names::kFormatVersion + ":");
+}
+
+// A model's components and an entry's parameter names are zstd frames
+// (encoding 2, format 10.0.0): a deep model's names take a fraction of
+// their text, and read back the same. A frame claiming more than the cap
+// is refused before anything is allocated; a damaged frame, a size that is
+// not the frame's, trailing bytes inside it and an encoding this build does
+// not know are refused naming what is wrong; an encoding-1 record (format
+// 9.0.0 and before) still reads, so its entry is reported stale.
+TEST_F(RecordCodec, CompressedNamesAreBoundedAndCheckedAndEncodingOneStillReads) {
+  const cache::ObjectRecord o = sample_object();
+  cache::EntryRecord e = sample_entry(o);
+  std::size_t text = 0;
+  e.parameters.clear();
+  for (int layer = 0; layer < 80; ++layer)
+    for (const char* p : {"attn_norm.weight", "q_proj.weight", "k_proj.weight", "v_proj.weight", "o_proj.weight",
+                          "mlp_norm.weight", "gate_proj.weight", "up_proj.weight", "down_proj.weight"}) {
+      e.parameters.push_back("model.layers." + std::to_string(layer) + "." + p);
+      text += e.parameters.back().size();
+    }
+  const std::string entry_bytes = encoded([&](auto& w) { cache::write_entry(w, e); });
+  EXPECT_LT(entry_bytes.size() * 5, text) << entry_bytes.size() << " bytes for " << text << " bytes of names";
+  const cache::ModelRecord model = cache::model_of(e);
+  const auto read_entry = [&](const std::string& bytes) {
+    compiler::ByteReader r(bytes, "the entry record");
+    cache::EntryRecord got = cache::read_entry(r, model);
+    EXPECT_TRUE(r.done());
+    return got;
+  };
+  expect_same(read_entry(entry_bytes), e);
+
+  // The entry's fields before the names, then the names as encoding 1 wrote them.
+  const std::string head = encoded([&](auto& w) {
+    cache::EntryRecord none = e;
+    none.parameters.clear();
+    cache::write_entry(w, none);
+  });
+  const std::string empty_names = encoded([](auto& w) { w.u64(4), w.str(zstd::compress(std::string(4, '\0'))); });
+  const std::size_t at = head.find(empty_names);
+  ASSERT_NE(at, std::string::npos);
+  const std::string before = head.substr(0, at), after = head.substr(at + empty_names.size());
+  const auto with_names = [&](const std::string& field) { return before + field + after; };
+  ASSERT_EQ(with_names(empty_names), head);
+  std::string v1 = with_names(encoded([&](auto& w) { w.strings(e.parameters); }));
+  v1[1] = 1;
+  expect_same(read_entry(v1), e);
+
+  const std::string raw = encoded([&](auto& w) { w.strings(e.parameters); });
+  const std::string frame = zstd::compress(raw);
+  const auto refused = [&](const std::string& bytes) {
+    return npucache::testing::error_message<Error>([&] { read_entry(bytes); });
+  };
+  const std::string huge = refused(with_names(encoded([&](auto& w) { w.u64(uint64_t{1} << 40), w.str(frame); })));
+  EXPECT_TRUE(has(huge, "its parameter names claim 1099511627776 bytes (at most 67108864)")) << huge;
+  std::string damaged = frame;
+  damaged[damaged.size() / 2] = static_cast<char>(damaged[damaged.size() / 2] ^ 0x5a);
+  const std::string bad = refused(with_names(encoded([&](auto& w) { w.u64(raw.size()), w.str(damaged); })));
+  EXPECT_TRUE(has(bad, "its parameter names")) << bad;
+  const std::string small = refused(with_names(encoded([&](auto& w) { w.u64(raw.size() - 1), w.str(frame); })));
+  EXPECT_TRUE(has(small, "its parameter names")) << small;
+  const std::string extra = raw + "x";
+  const std::string trailing =
+      refused(with_names(encoded([&](auto& w) { w.u64(extra.size()), w.str(zstd::compress(extra)); })));
+  EXPECT_TRUE(has(trailing, "trailing bytes")) << trailing;
+  std::string v3 = entry_bytes;
+  v3[1] = 3;
+  const std::string later = refused(v3);
+  EXPECT_TRUE(has(later, "an entry record of encoding 3 (this build reads 1 to 2)")) << later;
+
+  // The model record: its components in one frame, bounded the same way.
+  const std::string model_bytes = encoded([&](auto& w) { cache::write_model(w, model); });
+  {
+    compiler::ByteReader r(model_bytes, "the model record");
+    EXPECT_EQ(cache::read_model(r).components, model.components);
+  }
+  const std::string info = encoded([&](auto& w) { w.str(model.model_info); });
+  const std::string bomb = std::string("M\x02", 2) + info + encoded([&](auto& w) {
+                             w.u64(uint64_t{1} << 33), w.str(zstd::compress(std::string(1 << 16, '\0')));
+                           });
+  const std::string m = npucache::testing::error_message<Error>([&] {
+    compiler::ByteReader r(bomb, "the model record");
+    cache::read_model(r);
+  });
+  EXPECT_TRUE(has(m, "its model components claim 8589934592 bytes")) << m;
 }
 
 // No writer hashes the artifact: a record made with a wrong content hash is
