@@ -39,7 +39,6 @@
 #include <set>
 #include <thread>
 
-
 namespace npucache {
 namespace detail {
 
@@ -524,7 +523,6 @@ class CompiledFunction {
   std::set<std::string> captured_shape_keys_;
   std::map<int, std::vector<PendingCover>> pending_covers_;  // by device
 };
-
 
 }  // namespace detail
 }  // namespace npucache

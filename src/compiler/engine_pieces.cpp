@@ -318,6 +318,5 @@ std::optional<std::vector<Tensor>> CompiledFunction::replay_padded(
   return outs;
 }
 
-
 }  // namespace detail
 }  // namespace npucache

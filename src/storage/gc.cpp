@@ -235,16 +235,18 @@ void enforce(const std::string& dir, std::size_t limit, const std::vector<std::s
     log::debug("size limit of {} not enforced after this save: {}", dir, e.what());
     return;
   }
-  if (g.evicted_entries > 0)
-    log::info("cache {} over its limit {}: evicted {} layout(s) ({} entries), {} object(s)", dir, format_size(limit),
-              g.evicted_layouts, g.evicted_entries, g.removed_objects);
+  if (g.evicted_entries > 0 || g.removed_regions > 0)
+    log::info("cache {} over its limit {}: evicted {} layout(s) ({} entries), {} object(s), {} compiled region(s)", dir,
+              format_size(limit), g.evicted_layouts, g.evicted_entries, g.removed_objects, g.removed_regions);
   // What was just written is never evicted: a layout larger than the limit
   // stays, and the cache with it over its limit. Said once per process.
-  if (g.remaining_bytes > limit && process::Context::current().get<process::Once>().first("over limit|" + dir))
+  if (g.remaining_bytes + g.region_bytes > limit &&
+      process::Context::current().get<process::Once>().first("over limit|" + dir))
     log::warn(
-        "cache {} holds {} of objects, over its limit {}: what this job saved is kept (never evicted by its own "
+        "cache {} holds {} of objects and compiled regions, over its limit {}: what this job saved is kept (never "
+        "evicted by its own "
         "save); raise the limit (npucache config max-size SIZE) or remove other entries (npucache gc)",
-        dir, format_size(g.remaining_bytes), format_size(limit));
+        dir, format_size(g.remaining_bytes + g.region_bytes), format_size(limit));
 }
 
 }  // namespace
@@ -432,8 +434,18 @@ GcResult gc(const std::string& dir, const GcOptions& options, const std::vector<
     for (const auto& e : entries)
       if (const auto t = entry_time(st, e); t && *t < cutoff) evict(e);
   }
-  // 3. By size: whole layouts (model_info, world size), least recently used
-  // first, until the objects the remaining entries use fit.
+  // 3. By size: the objects the remaining entries use and the compiled
+  // regions together. Regions go first, least recently used first: losing
+  // one costs one compile of a layer, never an entry. Then whole layouts
+  // (model_info, world size), least recently used first.
+  std::vector<StoredRegion> regions;
+  for (auto& r : stored_regions(s, false))
+    if (r.ours) regions.push_back(std::move(r));
+  std::stable_sort(regions.begin(), regions.end(),
+                   [](const StoredRegion& a, const StoredRegion& b) { return a.mtime_ns < b.mtime_ns; });
+  std::size_t region_bytes = 0;
+  for (const auto& r : regions) region_bytes += r.bytes;
+  std::set<std::string> sized_out;  // regions removed to fit
   if (options.max_size) {
     struct Layout {
       std::string model_info;
@@ -455,6 +467,11 @@ GcResult gc(const std::string& dir, const GcOptions& options, const std::vector<
       l.entries.push_back(&e);
       if (refs[e.graph_key]++ == 0) total += file_size(s, e.graph_key);
     }
+    for (const auto& r : regions) {
+      if (total + region_bytes <= *options.max_size) break;
+      sized_out.insert(r.key);
+      region_bytes -= r.bytes;
+    }
     std::vector<Layout*> order;
     for (auto& [k, l] : layouts) order.push_back(&l);
     std::stable_sort(order.begin(), order.end(), [](const Layout* a, const Layout* b) { return a->used < b->used; });
@@ -473,12 +490,25 @@ GcResult gc(const std::string& dir, const GcOptions& options, const std::vector<
   else
     preview_sweep(s, entries, removed, orphans_before, out);
   // 4. Compiled regions: no entry names one (a method's object holds its
-  // regions' programs itself), so they go by their last use alone, and the
-  // damaged ones.
+  // regions' programs itself), so they go by their last use alone, the
+  // damaged ones, and those the size limit removed.
+  const auto region_path = [&](const std::string& key) {
+    return (s.dir() / names::kRegionsDir / names::region_file(key)).string();
+  };
+  std::set<std::string> gone;
   for (const auto& key : sweep_regions(s, options.older_than_s, now_s(), held ? &*held : nullptr)) {
-    out.removed.push_back((s.dir() / names::kRegionsDir / names::region_file(key)).string());
-    ++out.removed_regions;
+    out.removed.push_back(region_path(key));
+    gone.insert(key);
   }
+  for (const auto& key : sized_out) {
+    if (gone.count(key)) continue;
+    if (held) remove_region(s, key, *held);
+    out.removed.push_back(region_path(key));
+    gone.insert(key);
+  }
+  out.removed_regions = gone.size();
+  for (const auto& r : regions)
+    if (!gone.count(r.key)) out.region_bytes += r.bytes;
   return out;
 }
 

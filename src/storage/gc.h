@@ -50,15 +50,19 @@ struct GcResult {
   // Compiled regions (regions/) damaged, or unused for longer than
   // older_than_s (storage/regions.h: its age is its last use).
   std::size_t removed_regions = 0;
+  // What remains: the objects the remaining entries use, and the compiled
+  // regions (a size limit bounds the two together).
   std::size_t remaining_bytes = 0, limit = 0;
+  std::size_t region_bytes = 0;
   std::vector<std::string> left;      // files named like npucache's that are not (untouched)
   std::vector<std::string> problems;  // indexes that could not be read (their entries are not counted)
   // What was (with dry_run: would be) removed: entry paths and object files.
   std::vector<std::string> evicted, removed;
 };
-// Evicts whole layouts (every entry of one model_info and world size),
-// least recently used first, until the objects the remaining entries use
-// fit `limit`; then removes objects no entry uses. A layout holding an
+// Removes compiled regions, then whole layouts (every entry of one
+// model_info and world size), each least recently used first, until the
+// objects the remaining entries use and the regions fit `limit`; then
+// removes objects no entry uses. A layout holding an
 // entry in `keep` (just written) is never evicted, even when it alone is
 // over the limit. Files named like npucache's that are not are left (and
 // listed); unreadable indexes are skipped (and listed).

@@ -8,8 +8,9 @@
 // losing a region file costs one compile of the region, never an entry.
 // Hence its life: written under the writing lock (the first valid file of a
 // key is kept; a damaged one is replaced), marked used (its modification
-// time) on every reuse, removed by gc only when damaged or unused for
-// longer than gc's --older-than, and by clear.
+// time) on every reuse, removed by gc when damaged, unused for longer than
+// gc's --older-than, or the least recently used while a size limit is
+// exceeded (storage/gc.h: before any layout), and by clear.
 //
 // Errors: CacheError for a damaged file (read_region: the caller replaces
 // it by compiling) or an unusable directory; CacheRefused for a link or a

@@ -431,6 +431,9 @@ void print_gc(const cache::GcResult& g, bool limited, bool dry_run) {
       verb, g.evicted_entries, g.entries, g.evicted_layouts, dry_run ? "would remove" : "removed", g.removed_objects,
       dry_run ? "" : (" and " + std::to_string(g.removed_templates) + " capture template(s)").c_str(),
       format_size(g.remaining_bytes).c_str(), limited ? (" (limit " + format_size(g.limit) + ")").c_str() : "");
+  if (g.removed_regions > 0 || g.region_bytes > 0)
+    std::printf("gc: %s %zu compiled region(s); %s of compiled regions remain\n", dry_run ? "would remove" : "removed",
+                g.removed_regions, format_size(g.region_bytes).c_str());
   std::printf("gc: %zu orphaned object(s) (%s) %s: objects no entry used\n", g.orphaned_objects,
               format_size(g.orphaned_bytes).c_str(), dry_run ? "would be collected" : "collected");
   for (const auto& p : g.problems) std::printf("skipped %s\n", p.c_str());

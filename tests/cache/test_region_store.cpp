@@ -335,7 +335,7 @@ TEST_F(RegionStore, GcRemovesRegionsOnlyUnusedLongerThanItsAgeAndClearRemovesAll
   run_checked(3, 1, options());
   auto rs = regions();
   ASSERT_EQ(rs.size(), 2u);
-  // Plain gc and a size limit leave them (no entry names a region).
+  // A plain gc leaves them (no entry names a region).
   storage::GcOptions plain;
   EXPECT_EQ(storage::gc(dir.string(), plain).removed_regions, 0u);
   EXPECT_EQ(regions().size(), 2u);
@@ -360,6 +360,61 @@ TEST_F(RegionStore, GcRemovesRegionsOnlyUnusedLongerThanItsAgeAndClearRemovesAll
   EXPECT_EQ(regions().size(), 2u);
   cache::admin::clear(dir.string());
   EXPECT_FALSE(fs::exists(dir / format::names::kRegionsDir));
+}
+
+// A size limit bounds the objects and the compiled regions together.
+// Regions go first, least recently used first (losing one costs one compile
+// of a layer, never an entry); no entry is evicted while removing regions
+// suffices; a dry run removes nothing; the next compile stores the regions
+// again, its results equal to eager. A save's own limit does the same.
+TEST_F(RegionStore, ASizeLimitRemovesLeastRecentlyUsedRegionsBeforeAnyEntry) {
+  run_checked(3, 1, options());
+  const auto rs = regions();
+  ASSERT_EQ(rs.size(), 2u);
+  const timespec two_hours[2] = {{::time(nullptr) - 7200, 0}, {::time(nullptr) - 7200, 0}};
+  const timespec one_hour[2] = {{::time(nullptr) - 3600, 0}, {::time(nullptr) - 3600, 0}};
+  ASSERT_EQ(::utimensat(AT_FDCWD, rs[0].path.c_str(), two_hours, 0), 0);
+  ASSERT_EQ(::utimensat(AT_FDCWD, rs[1].path.c_str(), one_hour, 0), 0);
+  storage::GcOptions roomy;
+  roomy.max_size = std::size_t{1} << 40;
+  const auto all = storage::gc(dir.string(), roomy);
+  EXPECT_EQ(all.removed_regions, 0u);
+  EXPECT_EQ(all.region_bytes, rs[0].bytes + rs[1].bytes);
+  const std::size_t objects = all.remaining_bytes;
+  ASSERT_GT(objects, 0u);
+  const std::size_t entries = all.entries;
+
+  storage::GcOptions limit;
+  limit.max_size = objects + rs[1].bytes;  // the objects and the newer region fit
+  limit.dry_run = true;
+  EXPECT_EQ(storage::gc(dir.string(), limit).removed_regions, 1u);
+  EXPECT_EQ(regions().size(), 2u) << "a dry run removes nothing";
+  limit.dry_run = false;
+  const auto one = storage::gc(dir.string(), limit);
+  EXPECT_EQ(one.removed_regions, 1u);
+  EXPECT_EQ(one.evicted_entries, 0u);
+  EXPECT_EQ(one.region_bytes, rs[1].bytes);
+  ASSERT_EQ(regions().size(), 1u);
+  EXPECT_EQ(regions()[0].key, rs[1].key) << "the least recently used region goes first";
+
+  limit.max_size = objects;  // only the objects fit: the last region goes, no entry
+  const auto none = storage::gc(dir.string(), limit);
+  EXPECT_EQ(none.removed_regions, 1u);
+  EXPECT_EQ(none.evicted_entries, 0u);
+  EXPECT_EQ(none.entries, entries);
+  EXPECT_TRUE(regions().empty());
+
+  // The next compile (another depth) compiles both regions again and stores them.
+  run_checked(2, 1, options(), 0.25f);
+  region_counts();
+  EXPECT_EQ(regions().size(), 2u);
+  // A save under a limit the regions overflow removes regions, not the entry it saved.
+  storage::set_max_size(dir.string(), objects + 1);
+  run_checked(5, 1, options(), 0.5f);
+  EXPECT_EQ(region_counts(), std::make_pair(uint64_t{2}, uint64_t{0}));
+  EXPECT_LT(regions().size(), 2u);
+  storage::set_max_size(dir.string(), std::nullopt);
+  run_checked(5, 1, options(), 0.5f);  // served from its entry, equal to eager
 }
 
 }  // namespace
