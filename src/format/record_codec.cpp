@@ -71,6 +71,9 @@ std::string read_frame(ByteReader& r, const std::string& what) {
   if (size > kMaxCompressedField)
     r.fail(what + " claim " + std::to_string(size) + " bytes (at most " + std::to_string(kMaxCompressedField) + ")");
   const std::string frame = r.str();
+  if (size > kMaxCompressionRatio * frame.size() + 1024)
+    r.fail(what + " claim " + std::to_string(size) + " bytes from a frame of " + std::to_string(frame.size()) +
+           " (at most " + std::to_string(kMaxCompressionRatio) + " per byte)");
   std::string raw;
   try {
     raw = zstd::decompress(frame, static_cast<std::size_t>(size));
@@ -192,11 +195,17 @@ ModelRecord read_model(ByteReader& r) {
   if (encoding == kRecordEncoding) {
     components(r);
   } else {
+    // Every entry of the model gets the model's components: a list above
+    // what a writer records is refused, not copied into each.
     const std::string raw = read_frame(r, "its model components");
     ByteReader c(raw, "its model components");
     components(c);
     if (!c.done()) c.fail("they have trailing bytes");
   }
+  if (const auto it = m.components.find(component::kParameterList);
+      it != m.components.end() && it->second.size() > kMaxParameterList)
+    r.fail("its parameter list is " + std::to_string(it->second.size()) + " bytes (a writer records at most " +
+           std::to_string(kMaxParameterList) + ")");
   return m;
 }
 
@@ -273,6 +282,10 @@ EntryRecord read_entry(ByteReader& r, const ModelRecord& model) {
   EntryRecord e;
   e.path = r.str();
   for (const auto& n : entry_component_names()) e.meta.components[n] = r.str();
+  // Encoding 1 is read only for what earlier formats wrote (reported stale).
+  if (encoding == kRecordEncoding && e.meta.components[component::kFormatVersion] == names::kFormatVersion)
+    r.fail(std::string("an entry record of encoding 1 claims format ") + names::kFormatVersion +
+           ", which writes encoding " + std::to_string(kEntryEncoding));
   bind(e, model, r);
   e.meta.name = r.str();
   e.meta.date = r.str();

@@ -43,10 +43,13 @@ inline constexpr uint8_t kRecordEncoding = 1;
 // format version.
 inline constexpr uint8_t kModelEncoding = 2;
 inline constexpr uint8_t kEntryEncoding = 2;
-// The most bytes such a field may take once decompressed, checked before
-// allocating (a 70B model's stage names thousands of parameters, hundreds
-// of kilobytes).
-inline constexpr uint64_t kMaxCompressedField = uint64_t{64} << 20;
+// The most bytes such a field may take once decompressed, and the most it
+// may take per byte of its frame, both checked before allocating: decoded,
+// a list costs about 8 bytes of memory per byte, so a record may never
+// cost more than 16 MiB x 8, nor 256 x 8 times its own bytes. Names
+// compress about 10-30x; a frame of zeros, thousands of times.
+inline constexpr uint64_t kMaxCompressedField = uint64_t{16} << 20;
+inline constexpr uint64_t kMaxCompressionRatio = 256;
 
 // 16 GiB: far above any artifact (a 70B stage's program is megabytes), low
 // enough that a damaged size cannot exhaust memory.

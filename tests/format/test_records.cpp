@@ -241,6 +241,9 @@ TEST_F(RecordCodec, CompressedNamesAreBoundedAndCheckedAndEncodingOneStillReads)
     return got;
   };
   expect_same(read_entry(entry_bytes), e);
+  const auto refused = [&](const std::string& bytes) {
+    return npucache::testing::error_message<Error>([&] { read_entry(bytes); });
+  };
 
   // The entry's fields before the names, then the names as encoding 1 wrote them.
   const std::string head = encoded([&](auto& w) {
@@ -256,15 +259,31 @@ TEST_F(RecordCodec, CompressedNamesAreBoundedAndCheckedAndEncodingOneStillReads)
   ASSERT_EQ(with_names(empty_names), head);
   std::string v1 = with_names(encoded([&](auto& w) { w.strings(e.parameters); }));
   v1[1] = 1;
-  expect_same(read_entry(v1), e);
+  // Encoding 1 claiming this format is refused (this format writes 2)...
+  const std::string claims = refused(v1);
+  EXPECT_TRUE(has(claims, std::string("an entry record of encoding 1 claims format ") + cache::names::kFormatVersion +
+                              ", which writes encoding 2"))
+      << claims;
+  // ...and read when it says an earlier one, so that it is reported stale.
+  const std::string version = e.meta.components.at(cache::component::kFormatVersion);
+  const std::size_t vat = v1.find(version);
+  ASSERT_NE(vat, std::string::npos);
+  const std::string old = "9.0.0";
+  std::string earlier = v1.substr(0, vat - 4) + encoded([&](auto& w) { w.str(old); }) + v1.substr(vat + version.size());
+  cache::EntryRecord e9 = e;
+  e9.meta.components[cache::component::kFormatVersion] = old;
+  expect_same(read_entry(earlier), e9);
 
   const std::string raw = encoded([&](auto& w) { w.strings(e.parameters); });
   const std::string frame = zstd::compress(raw);
-  const auto refused = [&](const std::string& bytes) {
-    return npucache::testing::error_message<Error>([&] { read_entry(bytes); });
-  };
   const std::string huge = refused(with_names(encoded([&](auto& w) { w.u64(uint64_t{1} << 40), w.str(frame); })));
-  EXPECT_TRUE(has(huge, "its parameter names claim 1099511627776 bytes (at most 67108864)")) << huge;
+  EXPECT_TRUE(has(huge, "its parameter names claim 1099511627776 bytes (at most 16777216)")) << huge;
+  // A frame of zeros claiming 4 MiB from 200-odd bytes: refused by the ratio, before decompressing.
+  const std::string zeros = zstd::compress(std::string(std::size_t{4} << 20, '\0'));
+  const std::string ratio = refused(with_names(encoded([&](auto& w) { w.u64(std::size_t{4} << 20), w.str(zeros); })));
+  EXPECT_TRUE(has(ratio, "its parameter names claim 4194304 bytes from a frame of " + std::to_string(zeros.size()) +
+                             " (at most 256 per byte)"))
+      << ratio;
   std::string damaged = frame;
   damaged[damaged.size() / 2] = static_cast<char>(damaged[damaged.size() / 2] ^ 0x5a);
   const std::string bad = refused(with_names(encoded([&](auto& w) { w.u64(raw.size()), w.str(damaged); })));
@@ -295,6 +314,18 @@ TEST_F(RecordCodec, CompressedNamesAreBoundedAndCheckedAndEncodingOneStillReads)
     cache::read_model(r);
   });
   EXPECT_TRUE(has(m, "its model components claim 8589934592 bytes")) << m;
+  // A parameter list longer than any writer records: refused, not copied into every entry.
+  cache::ModelRecord long_list = model;
+  std::string letters(cache::kMaxParameterList + 1, 'p');
+  uint32_t x = 12345;  // letters that do not compress far: the ratio is not what refuses it
+  for (char& c : letters) c = static_cast<char>('a' + ((x = x * 1103515245u + 12345u) >> 16) % 26);
+  long_list.components[cache::component::kParameterList] = letters;
+  const std::string long_bytes = encoded([&](auto& w) { cache::write_model(w, long_list); });
+  const std::string l = npucache::testing::error_message<Error>([&] {
+    compiler::ByteReader r(long_bytes, "the model record");
+    cache::read_model(r);
+  });
+  EXPECT_TRUE(has(l, "its parameter list is 65537 bytes (a writer records at most 65536)")) << l;
 }
 
 // No writer hashes the artifact: a record made with a wrong content hash is
