@@ -42,18 +42,12 @@ Attrs substitute(const Attrs& a, const std::map<std::string, SymExpr>& sizes) {
   return out;
 }
 
-// A region's buffer types and step attributes with one call's sizes. Calls
-// binding the same sizes (every layer of a model, mostly) share one.
-struct Sized {
-  std::vector<TensorType> types;
-  std::vector<Attrs> attrs;
-};
-
-// One call being stamped: its region, its sizes (null when they are the
-// body's own) and where each of the region's buffers went.
+// One call being stamped: its region, the body's symbols it binds to other
+// sizes (a layer's own KV-cache sizes; empty when all are the body's own)
+// and where each of the region's buffers went.
 struct Stamp {
   const CompiledRegion* region = nullptr;
-  const Sized* sized = nullptr;
+  std::map<std::string, SymExpr> sizes;
   std::vector<int> buffer;
 };
 
@@ -89,7 +83,6 @@ DeviceProgram link_program(const DeviceProgram& calling, const std::map<std::str
   // its result (views only ever name earlier buffers).
   std::vector<int> mapped(nb, -1);
   std::vector<Stamp> stamps(calling.steps.size());
-  std::map<std::pair<const CompiledRegion*, std::vector<SymExpr>>, Sized> sized;
   for (std::size_t b = 0; b < nb; ++b) {
     BufferDesc d = calling.buffers[b];
     const int c = call_writing[b];
@@ -111,26 +104,9 @@ DeviceProgram link_program(const DeviceProgram& calling, const std::map<std::str
       misfit(
           ci, key,
           "it binds " + std::to_string(bind.size()) + " symbols, its body has " + std::to_string(order->second.size()));
-    bool renames = false;
-    for (std::size_t k = 0; k < bind.size(); ++k) renames = renames || !(bind[k] == SymExpr::symbol(order->second[k]));
+    for (std::size_t k = 0; k < bind.size(); ++k)
+      if (!(bind[k] == SymExpr::symbol(order->second[k]))) st.sizes.emplace(order->second[k], bind[k]);
     const DeviceProgram& rp = r->second.program;
-    if (renames) {
-      auto [it, fresh] = sized.try_emplace({st.region, bind});
-      if (fresh) {
-        std::map<std::string, SymExpr> sizes;
-        for (std::size_t k = 0; k < bind.size(); ++k)
-          if (!(bind[k] == SymExpr::symbol(order->second[k]))) sizes.emplace(order->second[k], bind[k]);
-        it->second.types.reserve(rp.buffers.size());
-        for (const auto& x : rp.buffers) {
-          TensorType t = x.type;
-          substitute(t, sizes);
-          it->second.types.push_back(std::move(t));
-        }
-        it->second.attrs.reserve(rp.steps.size());
-        for (const auto& rs : rp.steps) it->second.attrs.push_back(substitute(rs.attrs, sizes));
-      }
-      st.sized = &it->second;
-    }
     const auto args = static_cast<std::size_t>(call.attrs.get_int("num_args"));
     if (static_cast<std::size_t>(rp.num_inputs) != args || rp.parameters.size() + args != call.operands.size() ||
         rp.outputs.size() != 1)
@@ -144,7 +120,7 @@ DeviceProgram link_program(const DeviceProgram& calling, const std::map<std::str
     st.buffer.assign(rp.buffers.size(), -1);
     for (std::size_t rb = 0; rb < rp.buffers.size(); ++rb) {
       BufferDesc x = rp.buffers[rb];
-      if (st.sized) x.type = st.sized->types[rb];
+      if (!st.sizes.empty()) substitute(x.type, st.sizes);
       if (x.kind == BufferKind::input || x.kind == BufferKind::parameter) {
         const std::size_t operand =
             x.kind == BufferKind::input ? static_cast<std::size_t>(x.index) : args + static_cast<std::size_t>(x.index);
@@ -170,8 +146,8 @@ DeviceProgram link_program(const DeviceProgram& calling, const std::map<std::str
       }
     }
     if (mapped[b] < 0) {  // the region's result is a view, or one of its operands: the call's result views it
-      const auto ri = static_cast<std::size_t>(result);
-      const TensorType& t = st.sized ? st.sized->types[ri] : rp.buffers[ri].type;
+      TensorType t = rp.buffers[static_cast<std::size_t>(result)].type;
+      if (!st.sizes.empty()) substitute(t, st.sizes);
       if (!(t == d.type))
         misfit(ci, key, "its result is " + type_str(d.type) + ", its region's program gives " + type_str(t));
       mapped[b] = add({BufferKind::view, st.buffer[static_cast<std::size_t>(result)], d.type});
@@ -201,11 +177,10 @@ DeviceProgram link_program(const DeviceProgram& calling, const std::map<std::str
     const DeviceProgram& rp = st.region->program;
     const int base = static_cast<int>(out.steps.size());
     std::vector<char> followed(rp.steps.size(), 0);
-    for (std::size_t k = 0; k < rp.steps.size(); ++k) {
-      const ProgramStep& rs = rp.steps[k];
+    for (const ProgramStep& rs : rp.steps) {
       ProgramStep x;
       x.op = rs.op;
-      x.attrs = st.sized ? st.sized->attrs[k] : rs.attrs;
+      x.attrs = st.sizes.empty() ? rs.attrs : substitute(rs.attrs, st.sizes);
       for (int o : rs.operands) x.operands.push_back(st.buffer.at(static_cast<std::size_t>(o)));
       x.result = st.buffer.at(static_cast<std::size_t>(rs.result));
       x.stream = rs.stream;

@@ -244,8 +244,8 @@ void enforce(const std::string& dir, std::size_t limit, const std::vector<std::s
       process::Context::current().get<process::Once>().first("over limit|" + dir))
     log::warn(
         "cache {} holds {} of objects and compiled regions, over its limit {}: what this job saved is kept (never "
-        "evicted by its own "
-        "save); raise the limit (npucache config max-size SIZE) or remove other entries (npucache gc)",
+        "evicted by its own save); raise the limit (npucache config max-size SIZE) or remove other entries (npucache "
+        "gc)",
         dir, format_size(g.remaining_bytes + g.region_bytes), format_size(limit));
 }
 
