@@ -27,6 +27,7 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -268,6 +269,39 @@ TEST_F(RegionStore, ThreadsCompilingOneRegionAtOnceCompileItOnce) {
   for (auto& th : threads) th.join();
   EXPECT_EQ(region_counts(), std::make_pair(uint64_t{6}, uint64_t{2}));
   EXPECT_EQ(regions().size(), 2u);
+}
+
+// `gc --max-size` far below the cache, run again and again beside request
+// threads compiling models that take and store regions: regions vanish
+// under compiles that were about to take them, and each such compile
+// compiles the region instead; every result is eager's, no call fails,
+// the regions left are intact, and the cache serves on afterwards.
+TEST_F(RegionStore, ASizeLimitGcBesideCompilesTakingRegionsLosesNoResult) {
+  run_checked(2, 1, options());
+  std::atomic<bool> done{false};
+  std::atomic<int> sweeps{0}, removed{0};
+  std::thread admin([&] {
+    storage::GcOptions tiny;
+    tiny.max_size = 1;
+    tiny.wait_s = 5;
+    while (!done) {
+      removed += static_cast<int>(storage::gc(dir.string(), tiny).removed_regions);
+      ++sweeps;
+    }
+  });
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 3; ++t)
+    threads.emplace_back([&, t] {
+      for (int depth = 3; depth < 6; ++depth)
+        run_checked(depth + 3 * t, 1, options(), 0.05f * static_cast<float>(depth + 7 * t));
+    });
+  for (auto& th : threads) th.join();
+  done = true;
+  admin.join();
+  EXPECT_GT(sweeps.load(), 0);
+  EXPECT_GT(removed.load(), 0) << "the sweeps removed no region: nothing raced";
+  for (const auto& r : regions()) EXPECT_EQ(r.damage, "") << r.path;
+  run_checked(11, 1, options(), 0.05f * 19.0f);  // a model a thread compiled, again: equal to eager
 }
 
 // The rendezvous: a region another process claimed is waited for and
