@@ -6,6 +6,7 @@
 #include <npucache/cache.h>
 #include <npucache/error.h>
 
+#include "cache/region_copies.h"
 #include "cache/runnable.h"
 #include "format/artifact.h"
 #include "format/bundle.h"
@@ -32,6 +33,8 @@
 #include <cstring>
 #include <ctime>
 #include <map>
+#include <memory>
+#include <optional>
 #include <set>
 
 namespace npucache::cache::admin {
@@ -42,11 +45,6 @@ namespace {
 constexpr std::size_t kMaxConfigBytes = std::size_t{64} << 10;
 // Bundles larger than this are refused before they are read.
 constexpr std::size_t kMaxBundleFile = std::size_t{4} << 30;
-
-// The method cache's decode (cache/runnable.h), as a bundle's check.
-void decodes(const ObjectRecord& o, const std::vector<std::string>* parameters) {
-  (void)(parameters ? decode(o, *parameters) : decode(o));
-}
 
 Store open_store(const std::string& dir) {
   if (!Dir::exists(dir)) throw CacheError("no cache in " + dir + " (no such directory)");
@@ -470,12 +468,33 @@ Transfer import_bytes(std::string_view bytes, const std::string& dir) {
 Transfer import_records(Bundle b, const std::string& dir) {
   log::Progress::note("validating " + std::to_string(b.objects.size()) + " objects and " +
                       std::to_string(b.entries.size()) + " entries");
-  validate_bundle(b, decodes);
+  // What each object's regions are valid for, from the entries using it
+  // (one answer per object, else its regions are not copied).
+  std::map<std::string, std::optional<format::RegionValidity>> validity;
+  for (const auto& e : b.entries) {
+    const auto v = region_validity_of(e.meta.components);
+    const auto [it, fresh] = validity.emplace(e.graph_key, v);
+    if (!fresh && it->second != v) it->second.reset();
+  }
+  // The objects' regions, as the validation decodes them: copied into
+  // regions/ after the commit (cache/region_copies.h), so that a job of
+  // another layout or depth on the imported cache compiles none.
+  std::map<std::string, std::pair<std::shared_ptr<const compiler::CompiledGraph>, format::RegionValidity>> regions;
+  validate_bundle(b, [&](const ObjectRecord& o, const std::vector<std::string>* parameters) {
+    Decoded d = parameters ? decode(o, *parameters) : decode(o);
+    const auto v = validity.find(o.graph_key);
+    if (!d.graph->regions.empty() && v != validity.end() && v->second)
+      regions.try_emplace(o.graph_key, d.graph, *v->second);
+  });
   const Store s = Store::open(dir, Create::yes);
   log::Progress::note("writing " + std::to_string(b.objects.size()) + " objects and the indexes of " +
                       std::to_string(b.entries.size()) + " entries");
   const std::size_t entries = b.entries.size(), objects = b.objects.size();
   (void)s.commit({std::move(b.objects), std::move(b.entries), {}}, [](const ObjectRecord& o) { (void)decode(o); });
+  // Regions, as templates, only of objects still stored.
+  std::size_t copied = 0;
+  for (const auto& [key, r] : regions)
+    if (s.object_stat(key)) copied += static_cast<std::size_t>(copy_regions(s, *r.first, r.second));
   // Templates only of objects still stored (a sweep may have run since the
   // commit): one of a removed object could never be used.
   const Writing held = s.writing();
@@ -488,7 +507,7 @@ Transfer import_records(Bundle b, const std::string& dir) {
   }
   const std::size_t tuning = add_tuning(s, b.tuning);
   const std::size_t dims = add_profiles(s, b.profiles);
-  return {entries, objects, 0, templates, tuning, dims};
+  return {entries, objects, 0, templates, tuning, dims, copied};
 }
 
 Transfer import_bundle(const std::string& file, const std::string& dir) {

@@ -107,6 +107,9 @@ struct Transfer {
   // Tuning decisions and dynamic-shape dims carried (import, pull: those new
   // to the directory).
   std::size_t tuning = 0, profile_dims = 0;
+  // Import and pull: the compiled regions the objects hold that were new
+  // to regions/ (cache/region_copies.h).
+  std::size_t regions = 0;
 };
 // The Mega-Cache bundle of a whole cache, written to `file` (0600).
 // Under the store lock shared (`wait_s`): writers go on, no sweep runs.

@@ -207,6 +207,7 @@ RemotePull remote_pull(const remote::Config& c, const std::string& model, const 
   out.objects = tr.objects;
   out.tuning = tr.tuning;
   out.profile_dims = tr.profile_dims;
+  out.regions = tr.regions;
   return out;
 }
 

@@ -29,6 +29,7 @@ struct RemotePull {
   std::vector<std::string> models;
   std::size_t entries = 0, objects = 0, bytes = 0;
   std::size_t tuning = 0, profile_dims = 0;  // tuning decisions and dynamic-shape dims new to the directory
+  std::size_t regions = 0;                   // compiled regions new to regions/ (the objects hold them)
   std::vector<std::string> problems;         // entries left out (object missing or damaged)
 };
 // Fills the cache in `dir` with the remote's entries of the models whose

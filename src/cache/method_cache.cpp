@@ -3,6 +3,7 @@
 #include "cache/explain.h"
 #include "cache/layout.h"
 #include "cache/own_key.h"
+#include "cache/region_copies.h"
 #include "cache/registry.h"
 #include "cache/runnable.h"
 #include "cache/template_store.h"
@@ -378,6 +379,18 @@ format::RegionValidity MethodCache::region_validity() const {
   return v;
 }
 
+bool MethodCache::remote_signed() const { return remote_ && remote_->authenticated(); }
+
+int MethodCache::copy_regions(const compiler::CompiledGraph& g) const {
+  if (g.regions.empty()) return 0;
+  try {
+    return cache::copy_regions(region_store(), g, region_validity());
+  } catch (const std::exception& e) {  // no store: nothing to spare later compiles
+    log::debug("compiled regions of {} not copied to {}: {}", method(), id_.dir, e.what());
+    return 0;
+  }
+}
+
 ObjectSource::Check MethodCache::integrity() const {
   return [in = id_.key](const ObjectRecord& o) { check_own_key(*decode(o).graph, o.graph_key, in); };
 }
@@ -479,9 +492,19 @@ std::optional<MethodCache::Stored> MethodCache::remote_entry(const FlatArgs& arg
 
 void MethodCache::commit_later(const compiler::CompiledGraph& g, const ObjectRecord& object) const {
   EntryRecord e = make_entry(g, object);
-  cache::commit_later([self = *this, object, e] {
+  // A signed remote's object is trusted as a compile of this store is: its
+  // regions are copied into regions/ (an unsigned one's program is a claim).
+  std::shared_ptr<compiler::CompiledGraph> regions;
+  if (!g.regions.empty() && remote_ && remote_->authenticated()) {
+    regions = std::make_shared<compiler::CompiledGraph>();
+    regions->config = g.config;
+    regions->regions = g.regions;
+    regions->trace.regions = g.trace.regions;
+  }
+  cache::commit_later([self = *this, object, e, regions] {
     try {
       self.save({{object}, {e}, {}});
+      if (regions) self.copy_regions(*regions);
     } catch (const CacheRefused& x) {
       warn_uncached(self.dir(), "refused", std::string(x.what()) + "; running uncached");
     } catch (const CacheError& x) {

@@ -83,6 +83,11 @@ class MethodCache {
   // region itself (format/region_file.h): config hash, runtime version,
   // decompositions, dynamic, format version.
   format::RegionValidity region_validity() const;
+  // Copies into this method's store the compiled regions `g` holds that
+  // its regions/ lacks (region_copies.h): for an object that came from
+  // elsewhere and is trusted as this store's own compiles are (another
+  // store of the job, a signed remote). Returns how many; never throws.
+  int copy_regions(const compiler::CompiledGraph& g) const;
   // Whether objects hold the compiled program (ge_cache in max-autotune).
   bool objects_with_program() const { return id_.key.ge_cache; }
   // Whether the method is captured and replayed (its captures are kept as
@@ -184,6 +189,9 @@ class MethodCache {
   // --- The remote tier (remote_tier.h) -------------------------------------
   // Null when no remote is configured.
   const std::shared_ptr<RemoteTier>& remote() const { return remote_; }
+  // Whether the remote tier is signed (its values are a key holder's, not
+  // claims): false without a remote.
+  bool remote_signed() const;
   // The fast path's (HitCheck::code_version, no trace) remote lookup: this
   // rank's entry in the remote's index, of this code_version, parameter
   // signature, runtime and format version, its object checked, decoded,
@@ -193,7 +201,8 @@ class MethodCache {
   // and the caller traces.
   std::optional<Stored> remote_entry(const FlatArgs& args, const compiler::CompileStep& compile) const;
   // Commits `object` and this rank's entry for `g` to the local store in
-  // the background (commit_queue.h): the next start is local.
+  // the background (commit_queue.h): the next start is local. From a
+  // signed remote, the regions `g` holds are copied too (copy_regions).
   void commit_later(const compiler::CompiledGraph& g, const ObjectRecord& object) const;
   // Writes what this process compiled back to the remote (objects first,
   // then entries) and the process's tuning decisions; nothing when there is

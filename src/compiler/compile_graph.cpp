@@ -27,6 +27,7 @@ class PassManager {
     out_.push_back({name, since(t0), std::to_string(g.size()) + " -> " + std::to_string(r.size()) + " nodes"});
     return r;
   }
+  std::string& last_note() { return out_.back().note; }
   template <class F>
   void run(const std::string& name, F&& f) {
     log::Progress::note("pass " + name);
@@ -56,7 +57,50 @@ SymBindings region_example(const Graph& g, const std::string& key, const std::ve
   return sizes;
 }
 
+// The graph passes of `config` on `traced`, timed in `pm` under `prefix`.
+// `decomposed`, when given, receives the canonical hash of the graph after
+// decomposition (what a region file records: CompiledRegion::decomposed).
+Graph graph_passes(PassManager& pm, const Graph& traced, const std::string& prefix, const CompilerConfig& config,
+                   const DecompositionTable& decompositions, std::string* decomposed) {
+  const bool codegen = config.generates_code(), capture = config.captures();
+  Graph x =
+      pm.run_graph_pass(prefix + "decompose", traced, [&](const Graph& y) { return decompose(y, decompositions); });
+  if (decomposed) *decomposed = canonical_hash(x).hex();
+  if (codegen && !capture) {
+    x = pm.run_graph_pass(prefix + "constant_fold", x, fold_constants);
+    x = pm.run_graph_pass(prefix + "cse", x, eliminate_common_subexpressions);
+    x = pm.run_graph_pass(prefix + "fold_transposes", x, fold_transposes);
+  }
+  x = pm.run_graph_pass(prefix + "dce", x, eliminate_dead_code);
+  if (codegen && config.fusion) {
+    FusionStats st;
+    x = pm.run_graph_pass(prefix + "fusion", x, [&](const Graph& y) { return fuse(y, &st); });
+    pm.last_note() += ", " + std::to_string(st.groups) + " fused kernels of " + std::to_string(st.fused_ops) + " ops";
+  }
+  return x;
+}
+
 }  // namespace
+
+Graph region_graph_passes(const Graph& body, const CompilerConfig& config, const DecompositionTable& decompositions,
+                          std::string* decomposed) {
+  std::vector<PassTiming> timings;
+  PassManager pm(timings);
+  return graph_passes(pm, body, "", config, decompositions, decomposed);
+}
+
+CompiledRegion lower_region(Graph optimized, std::vector<AutotuneDecision> autotune, const CompilerConfig& config) {
+  verify(optimized);
+  CompiledRegion r;
+  r.program = lower(optimized, config.memory_planning);
+  assign_streams(r.program, config.captures() || config.ge_config.enable_single_stream, config.max_streams);
+  if (config.tunes()) {
+    apply_autotune(r.program, autotune);
+    r.autotune = std::move(autotune);
+  }
+  r.optimized = std::move(optimized);
+  return r;
+}
 
 CompiledGraph compile_graph(TraceResult trace, const CompilerConfig& config, const DecompositionTable& decompositions,
                             const SymBindings& example, bool dynamic, int device, const CompileHints* hints) {
@@ -70,7 +114,7 @@ CompiledGraph compile_graph(TraceResult trace, const CompilerConfig& config, con
   // What the config asks for (docs/GUIDE.md, "The compile surface"):
   // code generation runs the graph passes and fuses; tuning times tilings;
   // a captured program runs on one stream and may not draw random numbers.
-  const bool codegen = config.generates_code(), tune = config.tunes(), capture = config.captures();
+  const bool tune = config.tunes(), capture = config.captures();
   if (const Node* n = capture ? first_rng_node(trace.graph) : nullptr)
     throw ConfigError("node '" + n->name + "' (" + std::string(op_name(n->op)) +
                       ") cannot be lowered in reduce-overhead mode: a captured task graph would "
@@ -85,22 +129,7 @@ CompiledGraph compile_graph(TraceResult trace, const CompilerConfig& config, con
   // `decomposed`, when given, receives the canonical hash of the body after
   // decomposition (what a region file records: CompiledRegion::decomposed).
   auto optimize = [&](const Graph& traced, const std::string& prefix, std::string* decomposed = nullptr) {
-    Graph x =
-        pm.run_graph_pass(prefix + "decompose", traced, [&](const Graph& y) { return decompose(y, decompositions); });
-    if (decomposed) *decomposed = canonical_hash(x).hex();
-    if (codegen && !capture) {
-      x = pm.run_graph_pass(prefix + "constant_fold", x, fold_constants);
-      x = pm.run_graph_pass(prefix + "cse", x, eliminate_common_subexpressions);
-      x = pm.run_graph_pass(prefix + "fold_transposes", x, fold_transposes);
-    }
-    x = pm.run_graph_pass(prefix + "dce", x, eliminate_dead_code);
-    if (codegen && config.fusion) {
-      FusionStats st;
-      x = pm.run_graph_pass(prefix + "fusion", x, [&](const Graph& y) { return fuse(y, &st); });
-      cg.timings.back().note +=
-          ", " + std::to_string(st.groups) + " fused kernels of " + std::to_string(st.fused_ops) + " ops";
-    }
-    return x;
+    return graph_passes(pm, traced, prefix, config, decompositions, decomposed);
   };
   // A region compiled before is taken as it is (never with a stored graph,
   // whose regions come with it), and only when this compile's

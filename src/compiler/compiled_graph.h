@@ -91,6 +91,19 @@ struct CompileHints {
 CompiledGraph compile_graph(TraceResult trace, const CompilerConfig& config, const DecompositionTable& decompositions,
                             const SymBindings& example, bool dynamic, int device, const CompileHints* hints = nullptr);
 
+// The graph passes compile_graph runs on a region's body as traced, under
+// `config` and `decompositions`: a CompiledRegion's `optimized` (and in
+// *decomposed its `decomposed`), for a region whose program came without
+// them (an object holding its program keeps neither: cache/region_copies.h).
+Graph region_graph_passes(const Graph& body, const CompilerConfig& config, const DecompositionTable& decompositions,
+                          std::string* decomposed);
+
+// A region's program from its optimized body and stored decisions, as
+// compile_graph makes it from a stored graph: lowered, scheduled, the
+// decisions applied (kept only when `config` tunes). Throws VerifyError
+// for an ill-typed body.
+CompiledRegion lower_region(Graph optimized, std::vector<AutotuneDecision> autotune, const CompilerConfig& config);
+
 // "decompose 1.2 ms (120 -> 340 nodes)\n..."
 std::string format_timings(const std::vector<PassTiming>& timings);
 

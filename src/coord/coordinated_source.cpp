@@ -561,6 +561,13 @@ void CoordinatedSource::persist(Call& c) {
       report().saved = !answer.empty() && answer[0] == '1';
       if (answer.size() > 1 && !failure.failed()) failure = run_kept(c, answer.substr(1));
     }
+    // The rank that brought its group's program into this store also
+    // brings its regions (cache/region_copies.h): a later job of another
+    // layout on this store then compiles none. A program the remote tier
+    // served is trusted so only when the remote is signed.
+    const bool trusted = !c.from_remote || cache().remote_signed();
+    if (c.plan.ships_object[me] && c.g && trusted && !failure.failed())
+      report().regions_copied = cache().copy_regions(*c.g);
   }
   settle(agree(c.net, failure, cache().method(), step("persist")), c);
   c.laps.lap(&steps_.persist_s);

@@ -223,6 +223,7 @@ JobReport assemble_job_report(const JobInfo& job, std::vector<RankReport> ranks)
       j.regions_compiled += m.regions_compiled;
       j.regions_reused += m.regions_reused;
       j.regions_waited += m.regions_waited;
+      j.regions_copied += m.regions_copied;
       j.compile_cpu_s += m.compile_cpu_s;
       j.exchange_s = std::max(j.exchange_s, m.exchange_s);
       j.persist_s = std::max(j.persist_s, m.persist_s);
@@ -317,6 +318,7 @@ void to_json(json& j, const RankMethod& rm) {
        {"regions_compiled", r.regions_compiled},
        {"regions_reused", r.regions_reused},
        {"regions_waited", r.regions_waited},
+       {"regions_copied", r.regions_copied},
        {"warm_phases", warm_json(r.warm)}};
   if (!rm.steps) return;
   const dist::StepReport& s = *rm.steps;
@@ -362,6 +364,7 @@ void from_json(const json& j, RankMethod& rm) {
   r.regions_compiled = value_or<int>(j, "regions_compiled", 0);
   r.regions_reused = value_or<int>(j, "regions_reused", 0);
   r.regions_waited = value_or<int>(j, "regions_waited", 0);
+  r.regions_copied = value_or<int>(j, "regions_copied", 0);
   if (const auto it = j.find("warm_phases"); it != j.end() && it->is_object()) r.warm = warm_from_json(*it);
   rm.steps.reset();
   if (!j.contains("steps")) return;
@@ -451,6 +454,7 @@ void to_json(json& j, const JobReport& r) {
        {"regions_compiled", r.regions_compiled},
        {"regions_reused", r.regions_reused},
        {"regions_waited", r.regions_waited},
+       {"regions_copied", r.regions_copied},
        {"captures_recorded", r.captures.recorded},
        {"captures_restored", r.captures.restored},
        {"captures_recaptured", r.captures.recaptured},
@@ -517,6 +521,7 @@ void from_json(const json& j, JobReport& r) {
   r.regions_compiled = value_or<int>(j, "regions_compiled", 0);
   r.regions_reused = value_or<int>(j, "regions_reused", 0);
   r.regions_waited = value_or<int>(j, "regions_waited", 0);
+  r.regions_copied = value_or<int>(j, "regions_copied", 0);
   j.at("captures_recorded").get_to(r.captures.recorded);
   j.at("captures_restored").get_to(r.captures.restored);
   j.at("captures_recaptured").get_to(r.captures.recaptured);

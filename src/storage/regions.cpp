@@ -46,21 +46,27 @@ std::optional<format::RegionRecord> read_region(const Store& s, const std::strin
   return r;
 }
 
-void put_region(const Store& s, const std::string& key, const std::string& file_bytes, const StoreLock&, bool replace) {
+bool has_region(const Store& s, const std::string& key) {
+  if (!names::valid_graph_key(key)) throw ConfigError("a region key is 32 hex digits, got '" + key + "'");
+  const auto d = regions_dir(s, Create::no);
+  return d && d->stat(names::region_file(key)).has_value();
+}
+
+bool put_region(const Store& s, const std::string& key, const std::string& file_bytes, const StoreLock&, bool replace) {
   if (!names::valid_graph_key(key)) throw ConfigError("a region key is 32 hex digits, got '" + key + "'");
   const Dir d = *regions_dir(s, Create::yes);
   const std::string name = names::region_file(key);
   checked(file_bytes, key, "the region to store as " + name);
-  if (d.publish(name, file_bytes)) return;
+  if (d.publish(name, file_bytes)) return true;
   if (replace) {
     d.write(name, file_bytes);
-    return;
+    return true;
   }
   // One is there: kept when valid (the first writer's), else replaced.
   try {
     if (const auto bytes = d.read(name, format::kMaxRegionFileBytes)) {
       checked(*bytes, key, (d.path() / name).string());
-      return;
+      return false;
     }
   } catch (const CacheRefused&) {
     throw;
@@ -68,6 +74,7 @@ void put_region(const Store& s, const std::string& key, const std::string& file_
     log::warn("{}; replacing it", e.what());
   }
   d.write(name, file_bytes);
+  return true;
 }
 
 std::vector<StoredRegion> stored_regions(const Store& s, bool decode) {

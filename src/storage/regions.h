@@ -30,11 +30,15 @@ namespace npucache::storage {
 // The region of `key`, checked (envelope, record, decoding, and that its
 // validity hashes to `key`); nullopt when the store has none. Marks it used.
 std::optional<format::RegionRecord> read_region(const Store& s, const std::string& key);
+// Whether regions/ has a file of `key` (a stat: nothing read, not marked
+// used): what a copy of the regions an object holds checks first.
+bool has_region(const Store& s, const std::string& key);
 // Stores a region file (format::encode_region_file) under its key unless a
 // valid one is there; a damaged one is replaced. The bytes are checked
 // first: a file not named by its content's key is a CacheError.
 // With `replace`, a valid one is replaced too (it did not fit its calls).
-void put_region(const Store& s, const std::string& key, const std::string& file_bytes, const StoreLock& held,
+// Returns whether this call wrote the file (false: a valid one was kept).
+bool put_region(const Store& s, const std::string& key, const std::string& file_bytes, const StoreLock& held,
                 bool replace = false);
 
 struct StoredRegion {

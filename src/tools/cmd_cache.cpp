@@ -407,9 +407,9 @@ void cmd_import(const std::string& file, const std::string& d) {
     return cache::admin::import_bundle(file, dir);
   }();
   std::printf(
-      "imported %zu entries, %zu objects, %zu capture templates, %zu new tuning decisions, %zu new dynamic-shape dims "
-      "into %s\n",
-      t.entries, t.objects, t.templates, t.tuning, t.profile_dims, dir.c_str());
+      "imported %zu entries, %zu objects, %zu capture templates, %zu new tuning decisions, %zu new dynamic-shape dims, "
+      "%zu new compiled regions into %s\n",
+      t.entries, t.objects, t.templates, t.tuning, t.profile_dims, t.regions, dir.c_str());
 }
 
 struct GcArgs {

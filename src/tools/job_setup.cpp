@@ -484,10 +484,11 @@ std::string job_report_text(const coord::JobReport& r, const std::string& title)
        " ms summed over ranks)\n";
   s += "  tuning            " + std::to_string(r.kernels_tuned) + " kernels tuned, " +
        std::to_string(r.kernels_reused) + " reused from the tuning table\n";
-  if (r.regions_compiled + r.regions_reused > 0)
+  if (r.regions_compiled + r.regions_reused + r.regions_copied > 0)
     s += "  regions           " + std::to_string(r.regions_compiled) + " compiled, " +
          std::to_string(r.regions_reused) + " taken compiled from the store (" + std::to_string(r.regions_waited) +
-         " after waiting for the rank compiling it)\n";
+         " after waiting for the rank compiling it), " + std::to_string(r.regions_copied) +
+         " copied into other stores from the programs they received\n";
   const coord::Captures& c = r.captures;
   if (c.recorded + c.restored + c.recaptured > 0)
     s += "  captures          " + std::to_string(c.recorded) + " recorded, " + std::to_string(c.restored) +

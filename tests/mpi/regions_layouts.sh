@@ -8,7 +8,13 @@
 #     same cache compiles its new stage programs but no region (every region
 #     taken compiled from the store: regions_reused) and tunes no kernel
 #     (each compiling rank of the pp=4 job saved its decisions), and gives
-#     the single-process eager tokens.
+#     the single-process eager tokens;
+#   - a job whose ranks use two stores (ranks 0-1 one directory, ranks 2-3
+#     another, as node-local stores on two hosts): the ranks of the store
+#     that compiled nothing receive the stage programs and copy their
+#     regions into their store (regions_copied), each region file the same
+#     key as the compiling store's; a pp=1 inference on that store alone
+#     then compiles no region and gives the eager tokens.
 #   regions_layouts.sh NPUCACHE_BINARY LAUNCH_DIR CONFIG
 set -euo pipefail
 [ $# -eq 3 ] || { echo "usage: $0 NPUCACHE_BINARY LAUNCH_DIR CONFIG" >&2; exit 2; }
@@ -54,3 +60,26 @@ for f in "$cache/regions/"*.h5; do  # h5dump reads the view: its region_key is t
   key=$(basename "$f" .h5)
   h5dump -a region_key "$f" | grep -q "\"$key\"" || fail "h5dump -a region_key $f does not show $key"
 done
+
+# Two stores in one job (MPMD: each pair of ranks its own --cache-dir).
+a="$work/store-a" b="$work/store-b"
+timeout --kill-after=10 300 mpirun --oversubscribe \
+  -np 2 "$bin" warmup --tp 1 --pp 2 --model "$config" --cache-dir "$a" --report-json "$work/two.json" : \
+  -np 2 "$bin" warmup --tp 1 --pp 2 --model "$config" --cache-dir "$b" --report-json "$work/two.json" \
+  > "$work/two.log" 2>&1 || { cat "$work/two.log"; fail "the job of two stores failed"; }
+keys() { find "$1/regions" -name '*.h5' -printf '%f\n' 2>/dev/null | sort | tr '\n' ' '; }
+compiled=$(field "$work/two.json" regions_compiled)
+copied=$(field "$work/two.json" regions_copied)
+[ -n "$(keys "$a")" ] || fail "store a holds no region"
+# Whichever store's ranks compiled, the other store holds the same regions.
+[ "$(keys "$a")" = "$(keys "$b")" ] || fail "the stores hold other regions: a: $(keys "$a"); b: $(keys "$b")"
+[ "$copied" -ge 1 ] || fail "no region copied into the store whose ranks received the programs"
+echo "two stores: $compiled regions compiled, $copied copied into the other store; both hold $(keys "$b")"
+cache="$b"
+run b-pp1 infer.sh 1 1 --tokens 3
+r="$work/b-pp1.json"
+[ "$(field "$r" regions_compiled)" = 0 ] || fail "pp=1 on the other store: $(field "$r" regions_compiled) regions compiled"
+[ "$(field "$r" regions_reused)" -ge 1 ] || fail "pp=1 on the other store: no region taken"
+[ "$(field "$r" tokens_match_single_process)" = True ] || fail "pp=1 on the other store: tokens differ from eager"
+"$bin" verify "$b" > "$work/verify-b.log" 2>&1 || { cat "$work/verify-b.log"; fail "verify of the other store"; }
+echo "tp=1 pp=1 on the other store: 0 regions compiled, $(field "$r" regions_reused) taken, tokens as eager"

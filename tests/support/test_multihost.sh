@@ -12,7 +12,8 @@
 # 2. 2 hosts, one directory shared by both: one writer per file.
 # 3. 4 hosts, node-local caches: a job on 2 hosts, then the same model on 4
 #    hosts compiles nothing (the new hosts get the artifacts from the old
-#    ones' stores), one writer per host's store; a warm rerun hits everywhere.
+#    ones' stores, and copy the regions they hold into their own), one
+#    writer per host's store; a warm rerun hits everywhere.
 # 4. 4 hosts, one shared directory: one writer per file, each object once.
 # Exits 77 (skipped) when not root or when namespaces cannot be made here.
 # Every step is bounded; all of them by $NPUCACHE_MULTIHOST_TEST_BUDGET
@@ -71,6 +72,10 @@ if not eval(sys.argv[2], {"r": r, "methods": methods}):
     sys.exit(1)
 PY
 }
+
+# regions HOST DIR: the region files in DIR of the cache path as HOST sees
+# it, sorted, on one line.
+regions() { cl exec "${prefix}$1" sh -c "ls '$cache/$2/regions' 2>/dev/null | grep '\\.h5\$' | sort | tr '\\n' ' ' || true"; }
 
 # objects HOST DIR: object files in DIR of the cache path as HOST sees it.
 objects() { cl exec "${prefix}$1" sh -c "ls '$cache/$2/objects' 2>/dev/null | grep -c '\\.h5\$' || true"; }
@@ -177,6 +182,16 @@ for h in 2 3; do
   [ "$(objects "$h" e)" -eq 2 ] || fail "new host $h's store should hold 2 objects, holds $(objects "$h" e)"
 done
 echo "ok: 0 compiles on 4 hosts; the new hosts' stores got their objects"
+# The new hosts' stores got the regions those objects hold, as the old
+# hosts' compiles stored them: a later layout there compiles none.
+check "$work/e2.json" 'r["regions_compiled"] == 0 and r["regions_copied"] >= 2' \
+  "the new hosts copy the regions of the programs they received"
+want="$(regions 0 e)"
+[ -n "$want" ] || fail "host 0's store holds no compiled region"
+for h in 1 2 3; do
+  [ "$(regions "$h" e)" = "$want" ] || fail "host $h's regions/ holds '$(regions "$h" e)', host 0's '$want'"
+done
+echo "ok: every host's store holds the regions $want"
 warmup 180 --tp 2 --pp 2 --dp 2 --cache-dir "$cache/e" --report-json "$work/e3.json"
 [ "$rc" -eq 0 ] || fail "warm warmup on 4 hosts exited $rc: $out"
 check "$work/e3.json" 'r["loaded"] == 16 and all(p["hit"] for p in r["per_rank"])' "the warm rerun hits on every host"

@@ -1,0 +1,79 @@
+#include "cache/region_copies.h"
+
+#include <npucache/ir/hash.h>
+
+#include "cache/region_library.h"
+#include "compiler/passes.h"
+#include "compiler/serialize.h"
+#include "format/keys.h"
+#include "format/names.h"
+#include "log/log.h"
+#include "storage/regions.h"
+
+namespace npucache::cache {
+
+int copy_regions(const storage::Store& s, const compiler::CompiledGraph& g, format::RegionValidity validity) {
+  if (g.regions.empty()) return 0;
+  if (validity.decompositions != "default") {
+    log::debug("compiled regions not copied to {}: custom decompositions ({})", s.dir().string(),
+               validity.decompositions);
+    return 0;
+  }
+  validity.config = g.config.hash().hex();
+  int stored = 0;
+  for (const auto& [region, compiled] : g.regions) {
+    try {
+      const auto body = g.trace.regions.find(region);
+      if (body == g.trace.regions.end()) continue;
+      format::RegionValidity v = validity;
+      v.region = region;
+      const std::string key = format::region_key(v);
+      if (storage::has_region(s, key)) continue;
+      compiler::RegionArtifact a{region, body->second, g.config, compiled};
+      // An object without its program (an archived one) keeps the optimized
+      // body and the decisions: lowered as its loader lowers them.
+      if (a.compiled.program.steps.empty())
+        a.compiled = compiler::lower_region(compiled.optimized, compiled.autotune, g.config);
+      // An object holding its program keeps neither the optimized body nor
+      // its hash after decomposition: both made again, as the compile made
+      // them (graph passes are a function of the body, config and table).
+      if (a.compiled.optimized.size() == 0)
+        a.compiled.optimized = compiler::region_graph_passes(body->second, g.config, {}, &a.compiled.decomposed);
+      else
+        a.compiled.decomposed = canonical_hash(compiler::decompose(body->second)).hex();
+      const std::string bytes = format::encode_region_file(v, a);
+      const auto held = s.writing(RegionLibrary::kStoreWaitSeconds);
+      if (storage::put_region(s, key, bytes, held)) ++stored;
+    } catch (const std::exception& e) {
+      log::debug("compiled region {} not copied to {}: {}", region, s.dir().string(), e.what());
+    }
+  }
+  return stored;
+}
+
+std::optional<format::RegionValidity> region_validity_of(const format::Components& c) {
+  namespace k = format::component;
+  const auto get = [&](const char* name) -> std::optional<std::string> {
+    const auto it = c.find(name);
+    if (it == c.end()) return std::nullopt;
+    return it->second;
+  };
+  const auto runtime = get(k::kRuntimeVersion), decompositions = get(k::kDecompositions), dynamic = get(k::kDynamic),
+             format = get(k::kFormatVersion);
+  if (!runtime || !decompositions || !dynamic || !format || *format != names::kFormatVersion) return std::nullopt;
+  format::RegionValidity v;
+  v.runtime_version = *runtime;
+  v.decompositions = *decompositions;
+  if (*dynamic == "auto")
+    v.dynamic = "auto";
+  else if (*dynamic == "true")
+    v.dynamic = "dynamic";
+  else if (*dynamic == "false")
+    v.dynamic = "static";
+  else
+    return std::nullopt;
+  v.format_version = *format;
+  return v;
+}
+
+}  // namespace npucache::cache

@@ -1,0 +1,229 @@
+// Regions copied into a store from the objects that come into it from
+// elsewhere (cache/region_copies.h): an imported cache holds the regions
+// its objects hold, exactly as the compiles that made them stored them, so
+// a model of another depth on it compiles none; what is not this build's
+// to copy (custom decompositions, another format) is never copied, and a
+// planted file under a region's name is never served.
+#include <gtest/gtest.h>
+
+#include <npucache/cache.h>
+#include <npucache/compile.h>
+#include <npucache/ir/hash.h>
+#include <npucache/ops.h>
+
+#include "admin/admin.h"
+#include "cache/region_copies.h"
+#include "cache/runnable.h"
+#include "compiler/link_program.h"
+#include "compiler/region_stack.h"
+#include "compiler/serialize.h"
+#include "format/keys.h"
+#include "format/names.h"
+#include "storage/regions.h"
+#include "storage/stats.h"
+#include "remote/signing.h"
+#include "storage/commit_queue.h"
+#include "storage/store.h"
+#include "support/redis_server.h"
+#include "support/temp_dir_test.h"
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+namespace npucache {
+namespace {
+
+namespace fs = std::filesystem;
+using region_stack::Stack;
+
+class RegionCopies : public testing_support::TempDirTest {
+ protected:
+  // Region hits and compiles of this process since the last call.
+  std::pair<uint64_t, uint64_t> region_counts() {
+    const storage::CacheStats c = storage::process_counters();
+    const std::pair<uint64_t, uint64_t> now{c.region_hits - hits_, c.region_compiles - compiles_};
+    hits_ = c.region_hits;
+    compiles_ = c.region_compiles;
+    return now;
+  }
+  void SetUp() override {
+    TempDirTest::SetUp();
+    region_counts();
+  }
+  static CacheOptions options(const fs::path& cache, const std::string& mode, bool ge_cache = false) {
+    CacheOptions o;
+    o.cache_dir = cache.string();
+    o.compile.mode = mode;
+    o.compile.fullgraph = true;
+    o.ge_cache = ge_cache;
+    return o;
+  }
+  // A model of `depth` narrow and `wide` wide blocks cached in `o`'s
+  // directory, run against eager.
+  static void run_checked(int depth, int wide, const CacheOptions& o, float seed) {
+    Stack m(depth, wide, 8);
+    for (auto& [name, t] : m.named_parameters()) {
+      std::vector<float> v = t.to_vector();
+      v[0] += seed;
+      t.copy_from(v);
+    }
+    auto f = cache_compile(m, &Stack::forward, o);
+    region_stack::expect_as_eager(f, m);
+  }
+  // The regions of `cache` by key, checked intact.
+  static std::map<std::string, format::RegionRecord> region_files(const fs::path& cache) {
+    std::map<std::string, format::RegionRecord> out;
+    const storage::Store s = storage::Store::open(cache, storage::Create::no);
+    for (const auto& r : storage::stored_regions(s, true)) {
+      EXPECT_EQ(r.damage, "") << r.path;
+      if (auto rec = storage::read_region(s, r.key)) out.emplace(r.key, std::move(*rec));
+    }
+    return out;
+  }
+  // Whether `copied` holds the regions `compiled` holds, each the same
+  // region as stored but for the names of its symbols (each file names
+  // them as the trace it came from did; a read renames them).
+  static void expect_same_regions(const std::map<std::string, format::RegionRecord>& copied,
+                                  const std::map<std::string, format::RegionRecord>& compiled) {
+    ASSERT_EQ(copied.size(), compiled.size());
+    for (const auto& [key, c] : compiled) {
+      SCOPED_TRACE(key);
+      ASSERT_TRUE(copied.count(key));
+      const format::RegionRecord& b = copied.at(key);
+      EXPECT_EQ(b.validity, c.validity);
+      compiler::RegionArtifact renamed{c.artifact.key, b.artifact.body, c.artifact.config,
+                                       compiler::renamed_region(c.artifact.compiled,
+                                                                canonical_symbols(c.artifact.body), b.artifact.body)};
+      EXPECT_EQ(compiler::serialize_region(b.artifact), compiler::serialize_region(renamed));
+    }
+  }
+
+ private:
+  uint64_t hits_ = 0, compiles_ = 0;
+};
+
+// Archived objects (default), objects holding their program (max-autotune
+// with ge_cache) and captured ones (reduce-overhead): the import writes
+// each region the compiles stored, byte for byte, and a model of another
+// depth on the imported cache takes them all and compiles none.
+TEST_F(RegionCopies, AnImportedCacheBringsTheRegionsItsObjectsHold) {
+  for (const auto& [mode, ge_cache] : std::vector<std::pair<std::string, bool>>{
+           {"default", false}, {"max-autotune", true}, {"max-autotune", false}, {"reduce-overhead", false}}) {
+    SCOPED_TRACE(mode + (ge_cache ? " with ge_cache" : ""));
+    const fs::path a = dir / (mode + std::to_string(ge_cache) + "-a"), b = dir / (mode + std::to_string(ge_cache) + "-b");
+    run_checked(4, 1, options(a, mode, ge_cache), 0.0f);
+    EXPECT_EQ(region_counts(), std::make_pair(uint64_t{0}, uint64_t{2}));
+    const auto compiled = region_files(a);
+    ASSERT_EQ(compiled.size(), 2u);
+    const std::string bundle = (dir / "a.npuc").string();
+    (void)cache::admin::export_bundle(a.string(), bundle);
+    const cache::admin::Transfer t = cache::admin::import_bundle(bundle, b.string());
+    EXPECT_EQ(t.regions, 2u);
+    expect_same_regions(region_files(b), compiled);
+    // Imported again: every region is there, nothing written.
+    EXPECT_EQ(cache::admin::import_bundle(bundle, b.string()).regions, 0u);
+    run_checked(2, 1, options(b, mode, ge_cache), 0.25f);
+    EXPECT_EQ(region_counts(), std::make_pair(uint64_t{2}, uint64_t{0})) << "another depth compiles no region";
+  }
+}
+
+// A file planted under a region's name before the import is left (the
+// copy only stats), and the compile that reads it finds it is not the
+// region its name says: reported, compiled again, results equal eager.
+TEST_F(RegionCopies, APlantedFileUnderARegionsNameIsNeverServed) {
+  const fs::path a = dir / "a", b = dir / "b";
+  run_checked(3, 1, options(a, "default"), 0.0f);
+  (void)region_counts();
+  const auto compiled = region_files(a);
+  ASSERT_EQ(compiled.size(), 2u);
+  const std::string planted = compiled.begin()->first;
+  fs::create_directories(b / format::names::kRegionsDir);
+  // Another region's valid file, renamed to the first's key.
+  fs::copy_file(a / format::names::kRegionsDir / format::names::region_file(std::next(compiled.begin())->first),
+                b / format::names::kRegionsDir / format::names::region_file(planted));
+  const std::string bundle = (dir / "a.npuc").string();
+  (void)cache::admin::export_bundle(a.string(), bundle);
+  EXPECT_EQ(cache::admin::import_bundle(bundle, b.string()).regions, 1u);
+  run_checked(2, 1, options(b, "default"), 0.5f);
+  EXPECT_EQ(region_counts(), std::make_pair(uint64_t{1}, uint64_t{1})) << "the planted one is compiled again";
+  expect_same_regions(region_files(b), compiled);
+}
+
+// What is not this build's to copy: regions of custom decompositions (a
+// region file records its body's hash after decomposition, and a table is
+// known here by name alone), entries of another format, unknown settings.
+TEST_F(RegionCopies, OnlyRegionsThisBuildWouldStoreAreCopied) {
+  const fs::path a = dir / "a";
+  Stack m(3, 1, 8);
+  auto f = cache_compile(m, &Stack::forward, options(a, "max-autotune", true));
+  region_stack::expect_as_eager(f, m);
+  const storage::Store s = storage::Store::open(a, storage::Create::no);
+  const auto bundle = cache::admin::read_cache(a.string());
+  ASSERT_EQ(bundle.entries.size(), 1u);
+  const format::Components& c = bundle.entries[0].meta.components;
+  const auto v = cache::region_validity_of(c);
+  ASSERT_TRUE(v.has_value());
+  EXPECT_EQ(v->format_version, format::names::kFormatVersion);
+  const cache::Decoded d = cache::decode(bundle.objects.at(0), bundle.entries[0].parameters);
+  ASSERT_EQ(d.graph->regions.size(), 2u);
+  for (const auto& r : storage::stored_regions(s, false)) fs::remove(r.path);
+  format::RegionValidity custom = *v;
+  custom.decompositions = "tanh:test.tanh";
+  EXPECT_EQ(cache::copy_regions(s, *d.graph, custom), 0);
+  EXPECT_TRUE(storage::stored_regions(s, false).empty());
+  for (const auto& [name, value] : std::vector<std::pair<std::string, std::string>>{
+           {format::component::kFormatVersion, "9.0.0"},
+           {format::component::kDynamic, "sometimes"},
+           {format::component::kRuntimeVersion, ""}}) {
+    format::Components other = c;
+    if (value.empty())
+      other.erase(name);
+    else
+      other[name] = value;
+    EXPECT_FALSE(cache::region_validity_of(other).has_value()) << name << "=" << value;
+  }
+  EXPECT_EQ(cache::copy_regions(s, *d.graph, *v), 2);
+  EXPECT_EQ(cache::copy_regions(s, *d.graph, *v), 0) << "each region once";
+}
+
+// The remote tier: a program served by a signed remote (its values a
+// trusted key's) is trusted as a compile of the store is, so its regions
+// are copied with it into the serving host's store; an unsigned remote's
+// program is a claim anyone who can write the remote makes, so its regions
+// are never copied (the host's own compiles store their own).
+TEST_F(RegionCopies, ASignedRemoteBringsItsRegionsAnUnsignedOneDoesNot) {
+  testing_support::RedisServer server;
+  const remote::signing::PublicKey pub = remote::signing::write_key_files((base / "keys").string());
+  const std::string trusted = (base / "trusted.pub").string();
+  std::ofstream(trusted) << pub.text() << "  ci\n";
+  const auto with_remote = [&](const fs::path& cache, const std::string& signing_key, const std::string& keys) {
+    CacheOptions o = options(cache, "max-autotune", true);
+    o.remote.url = server.url();
+    o.remote.signing_key_file = signing_key;
+    o.remote.trusted_keys_file = keys;
+    return o;
+  };
+  const fs::path ci = dir / "ci", signed_host = dir / "signed", plain_host = dir / "plain";
+  run_checked(4, 1, with_remote(ci, (base / "keys" / "signing.key").string(), ""), 0.0f);
+  storage::wait_for_commits();
+  const auto compiled = region_files(ci);
+  ASSERT_EQ(compiled.size(), 2u);
+  (void)region_counts();
+  // The same model on a host trusting the key: served by the remote, no
+  // compile; the background commit brings the regions.
+  run_checked(4, 1, with_remote(signed_host, "", trusted), 0.0f);
+  storage::wait_for_commits();
+  EXPECT_EQ(region_counts(), std::make_pair(uint64_t{0}, uint64_t{0})) << "served by the remote";
+  expect_same_regions(region_files(signed_host), compiled);
+  run_checked(2, 1, options(signed_host, "max-autotune", true), 0.25f);
+  EXPECT_EQ(region_counts(), std::make_pair(uint64_t{2}, uint64_t{0})) << "another depth on the host compiles none";
+  // Read without trusted keys: served, committed, no region copied.
+  run_checked(4, 1, with_remote(plain_host, "", ""), 0.0f);
+  storage::wait_for_commits();
+  EXPECT_EQ(region_counts(), std::make_pair(uint64_t{0}, uint64_t{0})) << "served by the remote";
+  EXPECT_TRUE(region_files(plain_host).empty()) << "an unsigned remote's regions are not copied";
+}
+
+}  // namespace
+}  // namespace npucache
