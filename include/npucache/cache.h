@@ -198,10 +198,11 @@ struct MethodReport {
   int regions_compiled = 0;
   int regions_reused = 0;
   int regions_waited = 0;
-  // When this rank brought a program compiled elsewhere into its store
-  // (received from a rank of another store, or read from a signed remote
-  // tier): the region files it wrote there from the program's regions,
-  // so that a later job on that store compiles none of them.
+  // Region files this rank wrote into its store that were compiled
+  // elsewhere: received from the rank of another store that compiled them
+  // for both (the region waves), or taken from a program it brought into
+  // its store (received from a rank of another store, or read from a
+  // signed remote tier). A later job on that store compiles none of them.
   int regions_copied = 0;
   // A record of a later call (dist::reports()): automatic dynamic needed a
   // new graph after the first call. How this rank obtained it: "stored"

@@ -6,6 +6,7 @@
 #include <npucache/cache.h>
 #include <npucache/error.h>
 
+#include "cache/own_key.h"
 #include "cache/region_copies.h"
 #include "cache/runnable.h"
 #include "format/artifact.h"
@@ -465,26 +466,40 @@ Transfer import_bytes(std::string_view bytes, const std::string& dir) {
   return t;
 }
 
-Transfer import_records(Bundle b, const std::string& dir) {
+Transfer import_records(Bundle b, const std::string& dir, bool with_regions) {
   log::Progress::note("validating " + std::to_string(b.objects.size()) + " objects and " +
                       std::to_string(b.entries.size()) + " entries");
-  // What each object's regions are valid for, from the entries using it
-  // (one answer per object, else its regions are not copied).
-  std::map<std::string, std::optional<format::RegionValidity>> validity;
-  for (const auto& e : b.entries) {
-    const auto v = region_validity_of(e.meta.components);
-    const auto [it, fresh] = validity.emplace(e.graph_key, v);
-    if (!fresh && it->second != v) it->second.reset();
-  }
-  // The objects' regions, as the validation decodes them: copied into
-  // regions/ after the commit (cache/region_copies.h), so that a job of
-  // another layout or depth on the imported cache compiles none.
-  std::map<std::string, std::pair<std::shared_ptr<const compiler::CompiledGraph>, format::RegionValidity>> regions;
+  std::map<std::string, std::vector<const EntryRecord*>> users;  // graph key -> the entries using it
+  for (const auto& e : b.entries) users[e.graph_key].push_back(&e);
+  // The objects' regions, as the validation decodes them, with what they
+  // are valid for: copied into regions/ after the commit
+  // (cache/region_copies.h), so that a job of another layout or depth on
+  // the imported cache compiles none. An entry's settings are a claim of
+  // the bundle's writer: taken only when the object's own trace gives its
+  // key with them (the mix-up rule, cache/own_key.h), and only when every
+  // entry using the object says the same.
+  std::map<std::string, std::pair<compiler::CompiledGraph, format::RegionValidity>> regions;
   validate_bundle(b, [&](const ObjectRecord& o, const std::vector<std::string>* parameters) {
     Decoded d = parameters ? decode(o, *parameters) : decode(o);
-    const auto v = validity.find(o.graph_key);
-    if (!d.graph->regions.empty() && v != validity.end() && v->second)
-      regions.try_emplace(o.graph_key, d.graph, *v->second);
+    const auto u = users.find(o.graph_key);
+    if (!with_regions || d.graph->regions.empty() || u == users.end() || regions.count(o.graph_key)) return;
+    std::optional<format::RegionValidity> v;
+    for (const EntryRecord* e : u->second) {
+      auto mine = region_validity_of(e->meta.components);
+      try {
+        check_own_key(*d.graph, o.graph_key, key_inputs_of(*e, *d.graph));
+      } catch (const CacheError& x) {
+        log::debug("the regions of object {} are not copied: {}", o.graph_key, x.what());
+        return;
+      }
+      if (!mine || (v && *v != *mine)) return;
+      v = std::move(mine);
+    }
+    compiler::CompiledGraph kept;  // the regions alone
+    kept.config = d.graph->config;
+    kept.regions = std::move(d.graph->regions);
+    kept.trace.regions = std::move(d.graph->trace.regions);
+    regions.emplace(o.graph_key, std::make_pair(std::move(kept), std::move(*v)));
   });
   const Store s = Store::open(dir, Create::yes);
   log::Progress::note("writing " + std::to_string(b.objects.size()) + " objects and the indexes of " +
@@ -494,7 +509,7 @@ Transfer import_records(Bundle b, const std::string& dir) {
   // Regions, as templates, only of objects still stored.
   std::size_t copied = 0;
   for (const auto& [key, r] : regions)
-    if (s.object_stat(key)) copied += static_cast<std::size_t>(copy_regions(s, *r.first, r.second));
+    if (s.object_stat(key)) copied += static_cast<std::size_t>(copy_regions(s, r.first, r.second));
   // Templates only of objects still stored (a sweep may have run since the
   // commit): one of a removed object could never be used.
   const Writing held = s.writing();

@@ -121,7 +121,11 @@ Transfer import_bundle(const std::string& file, const std::string& dir);
 Transfer import_bytes(std::string_view bytes, const std::string& dir);
 // The same for records (the remote tier's pull): validated entirely, then
 // committed (objects published, indexes updated under their locks).
-Transfer import_records(Bundle b, const std::string& dir);
+// `with_regions`: the objects are trusted as this store's own compiles
+// (an import, a signed remote's pull), so the regions they hold are copied
+// into regions/ (cache/region_copies.h); an unsigned remote's pull passes
+// false (its programs are claims).
+Transfer import_records(Bundle b, const std::string& dir, bool with_regions = true);
 // Every entry of a cache and the objects they use (export, remote push);
 // CacheError when an index is damaged (verify --repair first).
 Bundle read_cache(const std::string& dir, double wait_s = kAdminWaitSeconds);

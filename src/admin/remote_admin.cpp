@@ -202,7 +202,8 @@ RemotePull remote_pull(const remote::Config& c, const std::string& model, const 
     }
   std::sort(b.profiles.begin(), b.profiles.end());
   b.profiles.erase(std::unique(b.profiles.begin(), b.profiles.end()), b.profiles.end());
-  const Transfer tr = import_records(std::move(b), dir);
+  // An unsigned remote's programs are claims: their regions are not spread.
+  const Transfer tr = import_records(std::move(b), dir, t->authenticated());
   out.entries = tr.entries;
   out.objects = tr.objects;
   out.tuning = tr.tuning;

@@ -4,6 +4,7 @@
 #include "cache/layout.h"
 #include "cache/own_key.h"
 #include "cache/region_copies.h"
+#include "cache/region_library.h"
 #include "cache/registry.h"
 #include "cache/runnable.h"
 #include "cache/template_store.h"
@@ -14,6 +15,7 @@
 #include "format/names.h"
 #include "storage/commit_queue.h"
 #include "storage/gc.h"
+#include "storage/regions.h"
 #include "storage/remote_tier.h"
 #include "storage/stats.h"
 #include "storage/store.h"
@@ -388,6 +390,45 @@ int MethodCache::copy_regions(const compiler::CompiledGraph& g) const {
   } catch (const std::exception& e) {  // no store: nothing to spare later compiles
     log::debug("compiled regions of {} not copied to {}: {}", method(), id_.dir, e.what());
     return 0;
+  }
+}
+
+std::vector<std::string> MethodCache::regions_missing(const TraceResult& trace) const {
+  std::vector<std::string> out;
+  if (trace.regions.empty()) return out;
+  try {
+    const Store s = region_store();
+    format::RegionValidity v = region_validity();
+    for (const auto& [region, body] : trace.regions) {
+      v.region = region;
+      const std::string key = format::region_key(v);
+      if (!storage::has_region(s, key)) out.push_back(key);
+    }
+  } catch (const std::exception& e) {
+    log::debug("compiled regions of {} not looked for in {}: {}", method(), id_.dir, e.what());
+    out.clear();
+  }
+  return out;
+}
+
+std::string MethodCache::region_file(const std::string& key) const {
+  try {
+    return storage::region_file_bytes(region_store(), key).value_or("");
+  } catch (const std::exception& e) {
+    log::debug("compiled region {} not read from {}: {}", key, id_.dir, e.what());
+    return "";
+  }
+}
+
+bool MethodCache::store_region_file(const std::string& key, const std::string& bytes) const {
+  try {
+    const Store s = region_store();
+    const auto held = s.writing(RegionLibrary::kStoreWaitSeconds);
+    return storage::put_region(s, key, bytes, held);
+  } catch (const std::exception& e) {  // a compile of the second wave compiles it
+    log::warn("the compiled region {} received for {} is not stored in {}: {}; it is compiled here", key, method(),
+              id_.dir, e.what());
+    return false;
   }
 }
 

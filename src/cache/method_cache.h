@@ -88,6 +88,16 @@ class MethodCache {
   // elsewhere and is trusted as this store's own compiles are (another
   // store of the job, a signed remote). Returns how many; never throws.
   int copy_regions(const compiler::CompiledGraph& g) const;
+  // The region keys (region_library.h) of the regions `trace` calls that
+  // regions/ lacks: what a compile of it would compile. Empty when the
+  // store cannot be read (never throws).
+  std::vector<std::string> regions_missing(const TraceResult& trace) const;
+  // A region file of this store as stored ("" when there is none or it
+  // cannot be read), and a region file compiled on another store of the
+  // job stored here (put_region's checks; false when it was there, or
+  // does not check: then a compile compiles it). Never throw.
+  std::string region_file(const std::string& key) const;
+  bool store_region_file(const std::string& key, const std::string& bytes) const;
   // Whether objects hold the compiled program (ge_cache in max-autotune).
   bool objects_with_program() const { return id_.key.ge_cache; }
   // Whether the method is captured and replayed (its captures are kept as

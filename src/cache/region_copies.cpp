@@ -10,6 +10,9 @@
 #include "log/log.h"
 #include "storage/regions.h"
 
+#include <utility>
+#include <vector>
+
 namespace npucache::cache {
 
 int copy_regions(const storage::Store& s, const compiler::CompiledGraph& g, format::RegionValidity validity) {
@@ -20,7 +23,8 @@ int copy_regions(const storage::Store& s, const compiler::CompiledGraph& g, form
     return 0;
   }
   validity.config = g.config.hash().hex();
-  int stored = 0;
+  // The files of the regions regions/ lacks, made before the lock is taken.
+  std::vector<std::pair<std::string, std::string>> files;  // key, bytes
   for (const auto& [region, compiled] : g.regions) {
     try {
       const auto body = g.trace.regions.find(region);
@@ -41,12 +45,25 @@ int copy_regions(const storage::Store& s, const compiler::CompiledGraph& g, form
         a.compiled.optimized = compiler::region_graph_passes(body->second, g.config, {}, &a.compiled.decomposed);
       else
         a.compiled.decomposed = canonical_hash(compiler::decompose(body->second)).hex();
-      const std::string bytes = format::encode_region_file(v, a);
-      const auto held = s.writing(RegionLibrary::kStoreWaitSeconds);
-      if (storage::put_region(s, key, bytes, held)) ++stored;
+      files.emplace_back(key, format::encode_region_file(v, a));
     } catch (const std::exception& e) {
       log::debug("compiled region {} not copied to {}: {}", region, s.dir().string(), e.what());
     }
+  }
+  if (files.empty()) return 0;
+  int stored = 0;
+  try {
+    // One short wait for a sweep (gc, clear) for all of them.
+    const auto held = s.writing(RegionLibrary::kStoreWaitSeconds);
+    for (const auto& [key, bytes] : files) {
+      try {
+        if (storage::put_region(s, key, bytes, held)) ++stored;
+      } catch (const std::exception& e) {
+        log::debug("compiled region {} not copied to {}: {}", key, s.dir().string(), e.what());
+      }
+    }
+  } catch (const std::exception& e) {
+    log::info("{} compiled regions not copied to {}: {}", files.size(), s.dir().string(), e.what());
   }
   return stored;
 }

@@ -10,14 +10,17 @@
 // (format::encode_region_file checks that each region is the one its
 // validity names: the body's hash and the config's), checked again by
 // put_region, under the store's writing lock (a sweep is waited for at
-// most RegionLibrary::kStoreWaitSeconds); a file already there is left as
+// most RegionLibrary::kStoreWaitSeconds, once for all of an object's
+// regions: past it they are not copied, said at INFO); a file already there is left as
 // it is (nothing is read or marked used). Only for the default
 // decompositions: a region file records the hash of its body after
 // decomposition, and a custom table is known where the object arrives by
 // its name alone, so its regions are left to the compiles that use it.
 // The caller decides that the object is trusted as a compile of this
 // store would be: compiled in this job, read from another store of the
-// job, imported, or read from a signed remote tier.
+// job, imported (its entries' settings checked against its own trace:
+// cache/own_key.h), or read from a signed remote tier; never an unsigned
+// remote's program, which is a claim.
 //
 // Errors: none escape; a region that cannot be copied is logged at debug
 // level (losing it costs one compile of it, never an entry).

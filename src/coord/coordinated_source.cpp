@@ -6,6 +6,7 @@
 #include "coord/hash.h"
 #include "coord/host_allgather.h"
 #include "coord/job_progress.h"
+#include "coord/region_plan.h"
 #include "coord/reports.h"
 #include "coord/routes.h"
 #include "format/artifact.h"
@@ -26,6 +27,7 @@ namespace {
 constexpr int kExchangeTag = 100;
 constexpr int kEntriesTag = 102;
 constexpr int kSavedTag = 104;
+constexpr int kRegionsTag = 106;
 
 // The program as it travels: a bundle of one object record.
 std::string wire_of(cache::ObjectRecord o) {
@@ -304,6 +306,8 @@ void CoordinatedSource::plan(Call& c) {
       info.cost = static_cast<double>(c.tr->graph.size());
       info.needs = true;
       info.holds = !info.store.empty() && cache().holds(cache::MethodCache::Tier::local, c.id.key);
+      // What a compile of it would compile: the region waves (region_plan.h).
+      if (!info.holds && !info.store.empty()) info.regions = cache().regions_missing(*c.tr);
     }
   } catch (...) {
     failure = LocalFailure::current(Phase::plan);
@@ -325,6 +329,7 @@ void CoordinatedSource::plan(Call& c) {
   c.group = c.plan.group_of[static_cast<std::size_t>(c.me)];
   c.owner = c.group >= 0 ? c.plan.owner[static_cast<std::size_t>(c.group)] : -1;
   c.source = c.plan.owner;
+  c.read_remotely.assign(c.plan.keys.size(), false);
   c.laps.lap(&steps_.plan_s);
   read_remote(c);
   rep.owner = c.from_remote ? -1 : c.owner;
@@ -383,6 +388,7 @@ void CoordinatedSource::read_remote(Call& c) {
       c.source[g] = -1;
     else if (outcome[2 * k + 1] > 0)
       c.source[g] = static_cast<int>(world - outcome[2 * k + 1]);
+    c.read_remotely[g] = outcome[2 * k] == 0 || outcome[2 * k + 1] > 0;
     if (c.remote.groups[k] != c.group) continue;
     if (outcome[2 * k] == 0) {
       c.from_remote = true;  // every host read it
@@ -406,16 +412,50 @@ void CoordinatedSource::produce(Call& c) {
     c.laps.lap(&steps_.produce_s);
     return;
   }
+  // The owners compiling, and the region waves over their stores.
+  std::vector<bool> compiling(c.infos.size(), false);
+  for (std::size_t g = 0; g < c.source.size(); ++g) {
+    const int src = c.source[g];
+    if (src >= 0 && !c.read_remotely[g] && !c.infos[static_cast<std::size_t>(src)].holds)
+      compiling[static_cast<std::size_t>(src)] = true;
+  }
+  const RegionPlan waves = make_region_plan(c.infos, c.plan, compiling);
+  const bool second = !waves.empty() && waves.second_wave[static_cast<std::size_t>(c.me)];
   LocalFailure failure;
-  try {
-    c.net.local_work(Phase::compile, cache().method());
-    if (c.owner == c.me && !c.from_remote && c.wire.empty()) c.wire = wire_of(owned_object(c));
-  } catch (...) {
-    failure = LocalFailure::current(Phase::compile);
+  const auto compile = [&] {
+    try {
+      c.net.local_work(Phase::compile, cache().method());
+      if (c.owner == c.me && !c.from_remote && c.wire.empty()) c.wire = wire_of(owned_object(c));
+    } catch (...) {
+      failure = LocalFailure::current(Phase::compile);
+    }
+  };
+  if (!second) compile();
+  if (!waves.empty()) {
+    c.laps.lap(&steps_.produce_s);
+    settle(agree(c.net, failure, cache().method(), step("status (the regions' first wave)")), c);
+    c.laps.lap(&steps_.status_s);
+    exchange_regions(c, waves);
+    if (second) compile();
   }
   c.laps.lap(&steps_.produce_s);
   settle(agree(c.net, failure, cache().method(), step("status")), c);
   c.laps.lap(&steps_.status_s);
+}
+
+void CoordinatedSource::exchange_regions(Call& c, const RegionPlan& waves) {
+  for (const auto& t : waves.transfers) {
+    if (t.from == c.me) {
+      // "" when its compile stored none (failed, or its store refused it):
+      // the receivers' compiles compile it.
+      c.net.send_to(t.to, kRegionsTag, cache().region_file(t.region), step("sending compiled region " + t.region));
+    } else if (std::find(t.to.begin(), t.to.end(), c.me) != t.to.end()) {
+      const std::string bytes =
+          c.net.recv_from({t.from}, kRegionsTag,
+                          step("receiving compiled region " + t.region + " from rank " + std::to_string(t.from)))[0];
+      if (!bytes.empty() && cache().store_region_file(t.region, bytes)) ++report().regions_copied;
+    }
+  }
 }
 
 cache::ObjectRecord CoordinatedSource::owned_object(Call& c) {
@@ -564,10 +604,12 @@ void CoordinatedSource::persist(Call& c) {
     // The rank that brought its group's program into this store also
     // brings its regions (cache/region_copies.h): a later job of another
     // layout on this store then compiles none. A program the remote tier
-    // served is trusted so only when the remote is signed.
-    const bool trusted = !c.from_remote || cache().remote_signed();
+    // served (to every host, or to a fetcher that shared it) is trusted so
+    // only when the remote is signed.
+    const bool remotely = c.group >= 0 && c.read_remotely[static_cast<std::size_t>(c.group)];
+    const bool trusted = !remotely || cache().remote_signed();
     if (c.plan.ships_object[me] && c.g && trusted && !failure.failed())
-      report().regions_copied = cache().copy_regions(*c.g);
+      report().regions_copied += cache().copy_regions(*c.g);
   }
   settle(agree(c.net, failure, cache().method(), step("persist")), c);
   c.laps.lap(&steps_.persist_s);

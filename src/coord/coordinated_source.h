@@ -14,6 +14,7 @@
 #include "coord/agreement.h"
 #include "coord/job_progress.h"
 #include "coord/protocol.h"
+#include "coord/region_plan.h"
 #include "format/bundle.h"
 
 namespace npucache::coord {
@@ -47,6 +48,10 @@ class CoordinatedSource final : public cache::MethodSource {
   void plan(Call& c);
   void read_remote(Call& c);  // the plan's reads from the remote tier
   void produce(Call& c);      // compile
+  // Between the region waves (region_plan.h): each region compiled in the
+  // first wave sent to an owner of each other store needing it, stored
+  // there for the second wave's compiles.
+  void exchange_regions(Call& c, const RegionPlan& waves);
   // The owner's object: read from its store, or compiled (with this rank
   // as its producer, its compile time and passes).
   cache::ObjectRecord owned_object(Call& c);

@@ -152,8 +152,8 @@ struct JobReport {
   // Compile regions of the methods compiled (MethodReport::regions_*),
   // summed over ranks: compiled by a rank, taken compiled from the store.
   int regions_compiled = 0, regions_reused = 0, regions_waited = 0;
-  // Region files written into stores from programs compiled elsewhere
-  // (MethodReport::regions_copied), summed over ranks.
+  // Region files written into stores that were compiled on another store
+  // of the job (MethodReport::regions_copied), summed over ranks.
   int regions_copied = 0;
   Captures captures;                    // summed over ranks
   LaterCalls later;                     // summed over ranks (the longest wait of any)

@@ -12,17 +12,23 @@ namespace npucache::coord {
 std::string RankInfo::encode() const {
   std::string f = failure;  // a field of its own: tabs inside it become spaces
   std::replace(f.begin(), f.end(), '\t', ' ');
+  std::string rs;
+  for (const auto& r : regions) rs += (rs.empty() ? "" : ",") + r;
   return graph_key + "\t" + std::to_string(cost) + "\t" + (needs ? "1" : "0") + "\t" + (holds ? "1" : "0") + "\t" +
-         (remote ? "1" : "0") + "\t" + f + "\t" + store;
+         (remote ? "1" : "0") + "\t" + f + "\t" + rs + "\t" + store;
 }
 
 RankInfo RankInfo::decode(const std::string& s) {
   RankInfo r;
   std::istringstream in(s);
-  std::string cost, needs, holds, remote;
+  std::string cost, needs, holds, remote, regions;
   if (!std::getline(in, r.graph_key, '\t') || !std::getline(in, cost, '\t') || !std::getline(in, needs, '\t') ||
-      !std::getline(in, holds, '\t') || !std::getline(in, remote, '\t') || !std::getline(in, r.failure, '\t'))
+      !std::getline(in, holds, '\t') || !std::getline(in, remote, '\t') || !std::getline(in, r.failure, '\t') ||
+      !std::getline(in, regions, '\t'))
     throw CommError("malformed rank report '" + s + "'");
+  std::istringstream rs(regions);
+  for (std::string k; std::getline(rs, k, ',');)
+    if (!k.empty()) r.regions.push_back(k);
   std::getline(in, r.store);  // the last field, empty for a rank without a store
   r.cost = std::stod(cost);
   r.needs = needs == "1";

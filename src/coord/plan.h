@@ -16,6 +16,9 @@ struct RankInfo {
                         // cache is refused or unusable: it is no store's member nor writer
   bool remote = false;  // its cache has a remote tier
   std::string failure;  // LocalFailure::encode() of its own work ("" when none failed)
+  // The region keys its trace calls that its store lacks (a compile of its
+  // program would compile them): region_plan.h.
+  std::vector<std::string> regions;
 
   std::string encode() const;
   static RankInfo decode(const std::string& s);

@@ -63,8 +63,9 @@ struct Call {
   int group = -1;           // this rank's key group (-1: nothing to do)
   int owner = -1;           // its owner
   RemoteFetch remote;
-  bool from_remote = false;      // this rank's group is served by the remote tier, on every host
-  bool nobody_produces = false;  // every group is: no owner can fail
+  bool from_remote = false;         // this rank's group is served by the remote tier, on every host
+  bool nobody_produces = false;     // every group is: no owner can fail
+  std::vector<bool> read_remotely;  // per group: a fetcher read it from the remote tier (nobody compiles it)
   // Compile and exchange: the program as it travels, a bundle of one
   // object record (the owner's: its producer, compile time and passes).
   std::string wire;

@@ -46,6 +46,13 @@ std::optional<format::RegionRecord> read_region(const Store& s, const std::strin
   return r;
 }
 
+std::optional<std::string> region_file_bytes(const Store& s, const std::string& key) {
+  if (!names::valid_graph_key(key)) throw ConfigError("a region key is 32 hex digits, got '" + key + "'");
+  const auto d = regions_dir(s, Create::no);
+  if (!d) return std::nullopt;
+  return d->read(names::region_file(key), format::kMaxRegionFileBytes);
+}
+
 bool has_region(const Store& s, const std::string& key) {
   if (!names::valid_graph_key(key)) throw ConfigError("a region key is 32 hex digits, got '" + key + "'");
   const auto d = regions_dir(s, Create::no);

@@ -30,6 +30,9 @@ namespace npucache::storage {
 // The region of `key`, checked (envelope, record, decoding, and that its
 // validity hashes to `key`); nullopt when the store has none. Marks it used.
 std::optional<format::RegionRecord> read_region(const Store& s, const std::string& key);
+// The bytes of the file of `key` as stored (nothing checked: put_region
+// checks them where they go), nullopt when there is none. Not marked used.
+std::optional<std::string> region_file_bytes(const Store& s, const std::string& key);
 // Whether regions/ has a file of `key` (a stat: nothing read, not marked
 // used): what a copy of the regions an object holds checks first.
 bool has_region(const Store& s, const std::string& key);

@@ -488,7 +488,7 @@ std::string job_report_text(const coord::JobReport& r, const std::string& title)
     s += "  regions           " + std::to_string(r.regions_compiled) + " compiled, " +
          std::to_string(r.regions_reused) + " taken compiled from the store (" + std::to_string(r.regions_waited) +
          " after waiting for the rank compiling it), " + std::to_string(r.regions_copied) +
-         " copied into other stores from the programs they received\n";
+         " copied into other stores of the job\n";
   const coord::Captures& c = r.captures;
   if (c.recorded + c.restored + c.recaptured > 0)
     s += "  captures          " + std::to_string(c.recorded) + " recorded, " + std::to_string(c.restored) +

@@ -12,6 +12,7 @@
 #include <npucache/ops.h>
 
 #include "admin/admin.h"
+#include "admin/remote_admin.h"
 #include "cache/region_copies.h"
 #include "cache/runnable.h"
 #include "compiler/link_program.h"
@@ -19,10 +20,11 @@
 #include "compiler/serialize.h"
 #include "format/keys.h"
 #include "format/names.h"
-#include "storage/regions.h"
-#include "storage/stats.h"
+#include "remote/config.h"
 #include "remote/signing.h"
 #include "storage/commit_queue.h"
+#include "storage/regions.h"
+#include "storage/stats.h"
 #include "storage/store.h"
 #include "support/redis_server.h"
 #include "support/temp_dir_test.h"
@@ -92,9 +94,9 @@ class RegionCopies : public testing_support::TempDirTest {
       ASSERT_TRUE(copied.count(key));
       const format::RegionRecord& b = copied.at(key);
       EXPECT_EQ(b.validity, c.validity);
-      compiler::RegionArtifact renamed{c.artifact.key, b.artifact.body, c.artifact.config,
-                                       compiler::renamed_region(c.artifact.compiled,
-                                                                canonical_symbols(c.artifact.body), b.artifact.body)};
+      compiler::RegionArtifact renamed{
+          c.artifact.key, b.artifact.body, c.artifact.config,
+          compiler::renamed_region(c.artifact.compiled, canonical_symbols(c.artifact.body), b.artifact.body)};
       EXPECT_EQ(compiler::serialize_region(b.artifact), compiler::serialize_region(renamed));
     }
   }
@@ -111,7 +113,8 @@ TEST_F(RegionCopies, AnImportedCacheBringsTheRegionsItsObjectsHold) {
   for (const auto& [mode, ge_cache] : std::vector<std::pair<std::string, bool>>{
            {"default", false}, {"max-autotune", true}, {"max-autotune", false}, {"reduce-overhead", false}}) {
     SCOPED_TRACE(mode + (ge_cache ? " with ge_cache" : ""));
-    const fs::path a = dir / (mode + std::to_string(ge_cache) + "-a"), b = dir / (mode + std::to_string(ge_cache) + "-b");
+    const fs::path a = dir / (mode + std::to_string(ge_cache) + "-a"),
+                   b = dir / (mode + std::to_string(ge_cache) + "-b");
     run_checked(4, 1, options(a, mode, ge_cache), 0.0f);
     EXPECT_EQ(region_counts(), std::make_pair(uint64_t{0}, uint64_t{2}));
     const auto compiled = region_files(a);
@@ -150,6 +153,33 @@ TEST_F(RegionCopies, APlantedFileUnderARegionsNameIsNeverServed) {
   expect_same_regions(region_files(b), compiled);
 }
 
+// An entry's settings are its writer's claim: an entry that says
+// "default" for an object compiled with a custom decomposition (edited in
+// the bundle) would plant the custom program for every default compile of
+// the body. The object's own trace refutes the claim, so nothing is
+// copied, and a default compile there compiles the body: equal to eager.
+TEST_F(RegionCopies, AnImportedEntryWhoseSettingsAreNotItsObjectsCopiesNothing) {
+  const fs::path a = dir / "a", b = dir / "b";
+  CacheOptions custom = options(a, "default");
+  custom.compile.custom_decompositions[Op::tanh] = {
+      "test.zero", [](const std::vector<Tensor>& in, const Attrs&) { return in[0] * 0.0f; }};
+  {
+    Stack m(3, 0, 8);
+    auto f = cache_compile(m, &Stack::forward, custom);
+    region_stack::Inputs in = region_stack::inputs(m, 2, 3, 8);
+    (void)f(in.x, in.positions, in.caches);
+  }
+  auto bundle = cache::admin::read_cache(a.string());
+  ASSERT_EQ(bundle.entries.size(), 1u);
+  ASSERT_NE(bundle.entries[0].meta.components.at(format::component::kDecompositions), "default");
+  bundle.entries[0].meta.components[format::component::kDecompositions] = "default";
+  EXPECT_EQ(cache::admin::import_records(std::move(bundle), b.string()).regions, 0u);
+  EXPECT_TRUE(region_files(b).empty());
+  (void)region_counts();
+  run_checked(2, 0, options(b, "default"), 0.5f);
+  EXPECT_EQ(region_counts(), std::make_pair(uint64_t{0}, uint64_t{1})) << "compiled, never the custom program";
+}
+
 // What is not this build's to copy: regions of custom decompositions (a
 // region file records its body's hash after decomposition, and a table is
 // known here by name alone), entries of another format, unknown settings.
@@ -172,10 +202,10 @@ TEST_F(RegionCopies, OnlyRegionsThisBuildWouldStoreAreCopied) {
   custom.decompositions = "tanh:test.tanh";
   EXPECT_EQ(cache::copy_regions(s, *d.graph, custom), 0);
   EXPECT_TRUE(storage::stored_regions(s, false).empty());
-  for (const auto& [name, value] : std::vector<std::pair<std::string, std::string>>{
-           {format::component::kFormatVersion, "9.0.0"},
-           {format::component::kDynamic, "sometimes"},
-           {format::component::kRuntimeVersion, ""}}) {
+  for (const auto& [name, value] :
+       std::vector<std::pair<std::string, std::string>>{{format::component::kFormatVersion, "9.0.0"},
+                                                        {format::component::kDynamic, "sometimes"},
+                                                        {format::component::kRuntimeVersion, ""}}) {
     format::Components other = c;
     if (value.empty())
       other.erase(name);
@@ -218,6 +248,15 @@ TEST_F(RegionCopies, ASignedRemoteBringsItsRegionsAnUnsignedOneDoesNot) {
   expect_same_regions(region_files(signed_host), compiled);
   run_checked(2, 1, options(signed_host, "max-autotune", true), 0.25f);
   EXPECT_EQ(region_counts(), std::make_pair(uint64_t{2}, uint64_t{0})) << "another depth on the host compiles none";
+  // `remote pull`: of a signed remote, the regions come with the objects;
+  // of the same remote read unsigned, they do not.
+  remote::Config pull = remote::parse_url(server.url());
+  EXPECT_EQ(cache::admin::remote_pull(pull, "Stack", (dir / "pulled-plain").string()).regions, 0u);
+  pull.trusted_keys_file = trusted;
+  const auto pulled = cache::admin::remote_pull(pull, "Stack", (dir / "pulled-signed").string());
+  EXPECT_EQ(pulled.entries, 1u);
+  EXPECT_EQ(pulled.regions, 2u);
+  expect_same_regions(region_files(dir / "pulled-signed"), compiled);
   // Read without trusted keys: served, committed, no region copied.
   run_checked(4, 1, with_remote(plain_host, "", ""), 0.0f);
   storage::wait_for_commits();

@@ -14,7 +14,11 @@
 #     that compiled nothing receive the stage programs and copy their
 #     regions into their store (regions_copied), each region file the same
 #     key as the compiling store's; a pp=1 inference on that store alone
-#     then compiles no region and gives the eager tokens.
+#     then compiles no region and gives the eager tokens;
+#   - a job whose two pipeline stages' owners use two stores (rank 0 one
+#     directory, rank 1 another): the layer region both stages call is
+#     compiled once for the job (the region waves, coord/region_plan.h),
+#     sent to the other store and taken there.
 #   regions_layouts.sh NPUCACHE_BINARY LAUNCH_DIR CONFIG
 set -euo pipefail
 [ $# -eq 3 ] || { echo "usage: $0 NPUCACHE_BINARY LAUNCH_DIR CONFIG" >&2; exit 2; }
@@ -83,3 +87,18 @@ r="$work/b-pp1.json"
 [ "$(field "$r" tokens_match_single_process)" = True ] || fail "pp=1 on the other store: tokens differ from eager"
 "$bin" verify "$b" > "$work/verify-b.log" 2>&1 || { cat "$work/verify-b.log"; fail "verify of the other store"; }
 echo "tp=1 pp=1 on the other store: 0 regions compiled, $(field "$r" regions_reused) taken, tokens as eager"
+
+# Two stores whose owners both call the layer: compiled once, sent.
+c1="$work/store-c" c2="$work/store-d"
+timeout --kill-after=10 300 mpirun --oversubscribe \
+  -np 1 "$bin" warmup --tp 1 --pp 2 --model "$config" --cache-dir "$c1" --report-json "$work/waves.json" : \
+  -np 1 "$bin" warmup --tp 1 --pp 2 --model "$config" --cache-dir "$c2" --report-json "$work/waves.json" \
+  > "$work/waves.log" 2>&1 || { cat "$work/waves.log"; fail "the job of two owners on two stores failed"; }
+files=$(find "$c1/regions" -name '*.h5' | wc -l)
+[ "$files" -ge 1 ] || fail "no region stored"
+[ "$(keys "$c1")" = "$(keys "$c2")" ] || fail "the two stores hold other regions: $(keys "$c1"); $(keys "$c2")"
+[ "$(field "$work/waves.json" regions_compiled)" = "$files" ] ||
+  fail "$(field "$work/waves.json" regions_compiled) regions compiled for $files unique regions (once per job across stores)"
+[ "$(field "$work/waves.json" regions_copied)" = "$files" ] || fail "the other store did not receive each region once"
+echo "two owners on two stores: $files regions compiled once, sent to the other store and taken there" \
+  "($(field "$work/waves.json" regions_reused) taken)"

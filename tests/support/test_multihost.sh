@@ -10,7 +10,8 @@
 #    rank within timeout + 5 s and mpirun exits; the ranks of one host killed
 #    mid-warmup end the job with an error within the timeout.
 # 2. 2 hosts, one directory shared by both: one writer per file.
-# 3. 4 hosts, node-local caches: a job on 2 hosts, then the same model on 4
+# 3. 4 hosts, node-local caches: a job on 2 hosts compiles each region once
+#    for both stores (the region waves); then the same model on 4
 #    hosts compiles nothing (the new hosts get the artifacts from the old
 #    ones' stores, and copy the regions they hold into their own), one
 #    writer per host's store; a warm rerun hits everywhere.
@@ -172,6 +173,11 @@ up 4 local
 warmup 120 --tp 2 --pp 2 --cache-dir "$cache/e" --report-json "$work/e1.json"
 [ "$rc" -eq 0 ] || fail "cold warmup on 2 hosts exited $rc: $out"
 check "$work/e1.json" 'r["hosts"] == 2 and r["compiled"] == r["unique_subgraphs"]' "the first job runs on 2 hosts"
+e1_regions="$(regions 0 e)"
+check "$work/e1.json" "r['regions_compiled'] == len('$e1_regions'.split()) > 0" \
+  "each unique region compiled once for the job across the 2 hosts' stores (the region waves)"
+[ "$(regions 1 e)" = "$e1_regions" ] || fail "host 1's regions/ holds '$(regions 1 e)', host 0's '$e1_regions'"
+echo "ok: $(wc -w <<<"$e1_regions") regions compiled once for 2 node-local stores"
 warmup 180 --tp 2 --pp 2 --dp 2 --cache-dir "$cache/e" --report-json "$work/e2.json"
 [ "$rc" -eq 0 ] || fail "warmup on 4 hosts exited $rc: $out"
 check "$work/e2.json" 'r["hosts"] == 4 and r["compiled"] == 0' "the same model on more hosts compiles nothing"
