@@ -397,12 +397,14 @@ std::vector<std::string> MethodCache::regions_missing(const TraceResult& trace) 
   std::vector<std::string> out;
   if (trace.regions.empty()) return out;
   try {
-    const Store s = region_store();
+    // Never creates the store (a dry run writes nothing): without one,
+    // every region is missing.
+    const std::optional<Store> s = store(Create::no);
     format::RegionValidity v = region_validity();
     for (const auto& [region, body] : trace.regions) {
       v.region = region;
       const std::string key = format::region_key(v);
-      if (!storage::has_region(s, key)) out.push_back(key);
+      if (!s || !storage::has_region(*s, key)) out.push_back(key);
     }
   } catch (const std::exception& e) {
     log::debug("compiled regions of {} not looked for in {}: {}", method(), id_.dir, e.what());

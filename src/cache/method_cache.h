@@ -89,8 +89,9 @@ class MethodCache {
   // store of the job, a signed remote). Returns how many; never throws.
   int copy_regions(const compiler::CompiledGraph& g) const;
   // The region keys (region_library.h) of the regions `trace` calls that
-  // regions/ lacks: what a compile of it would compile. Empty when the
-  // store cannot be read (never throws).
+  // regions/ lacks: what a compile of it would compile (all of them when
+  // there is no store yet: nothing is created). Empty when the store
+  // cannot be read (never throws).
   std::vector<std::string> regions_missing(const TraceResult& trace) const;
   // A region file of this store as stored ("" when there is none or it
   // cannot be read), and a region file compiled on another store of the

@@ -307,7 +307,7 @@ void CoordinatedSource::plan(Call& c) {
       info.needs = true;
       info.holds = !info.store.empty() && cache().holds(cache::MethodCache::Tier::local, c.id.key);
       // What a compile of it would compile: the region waves (region_plan.h).
-      if (!info.holds && !info.store.empty()) info.regions = cache().regions_missing(*c.tr);
+      if (!info.holds && !info.store.empty() && !options_.dry_run) info.regions = cache().regions_missing(*c.tr);
     }
   } catch (...) {
     failure = LocalFailure::current(Phase::plan);
@@ -419,7 +419,8 @@ void CoordinatedSource::produce(Call& c) {
     if (src >= 0 && !c.read_remotely[g] && !c.infos[static_cast<std::size_t>(src)].holds)
       compiling[static_cast<std::size_t>(src)] = true;
   }
-  const RegionPlan waves = make_region_plan(c.infos, c.plan, compiling);
+  // Uncached (agreed), nothing is stored: no wave.
+  const RegionPlan waves = c.uncached ? RegionPlan{} : make_region_plan(c.infos, c.plan, compiling);
   const bool second = !waves.empty() && waves.second_wave[static_cast<std::size_t>(c.me)];
   LocalFailure failure;
   const auto compile = [&] {

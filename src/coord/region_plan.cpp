@@ -28,18 +28,19 @@ RegionPlan make_region_plan(const std::vector<RankInfo>& ranks, const Plan& plan
     compilers.insert(lowest);
   }
   // An owner that needs a region of another store's compiler waits for it,
-  // unless it compiles a region for others itself (never both waves).
+  // unless it compiles a region for others itself (never both waves). Each
+  // one waiting receives it: the first to store it publishes the file, and
+  // none starts its compile before it has the region (an owner not sent it
+  // would find regions/ without it and compile it again).
   for (const auto& [region, from] : compiler) {
     RegionPlan::Transfer t{region, from, {}};
     const int home = plan.store_group[static_cast<std::size_t>(from)];
     for (const auto& [store, rs] : needers.at(region)) {
       if (store == home) continue;
-      bool any = false;
       for (int r : rs)
         if (!compilers.count(r)) {
           p.second_wave[static_cast<std::size_t>(r)] = true;
-          if (!any) t.to.push_back(r);
-          any = true;
+          t.to.push_back(r);
         }
     }
     if (!t.to.empty()) p.transfers.push_back(std::move(t));

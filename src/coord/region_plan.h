@@ -8,10 +8,10 @@
 // waves each store's owners compile every region they call. So when
 // compiling owners of two or more stores need the same region that their
 // stores lack, the lowest such owner compiles it in the first wave, and
-// after the first wave's agreement sends its region file to the lowest
-// needing owner of each other store, which stores it; the owners that
-// waited for regions from another store compile in the second wave,
-// taking them from their store. A layer shared by every stage of a job
+// after the first wave's agreement sends its region file to every needing
+// owner of the other stores (the first of a store to store it publishes
+// it; a region file is kilobytes); those owners compile in the second
+// wave, taking it from their store. A layer shared by every stage of a job
 // then compiles once per job, whatever the number of stores.
 //
 // What bounds it: the waits are the agreements the phases already have; a
@@ -33,9 +33,9 @@ struct RegionPlan {
   // Per rank: true when it compiles in the second wave (after receiving).
   std::vector<bool> second_wave;
   struct Transfer {
-    std::string region;  // its region key (regions/<key>.h5)
-    int from = -1;       // the owner compiling it in the first wave
-    std::vector<int> to;  // one owner per other store: stores it for its store's second wave
+    std::string region;   // its region key (regions/<key>.h5)
+    int from = -1;        // the owner compiling it in the first wave
+    std::vector<int> to;  // the owners of other stores needing it, in rank order: each stores it
   };
   std::vector<Transfer> transfers;  // in region key order
   bool empty() const { return transfers.empty(); }

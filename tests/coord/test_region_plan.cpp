@@ -1,7 +1,7 @@
 // The region waves of a coordinated compile (coord/region_plan.h): a
 // region that owners of several stores need is compiled once, by the
-// lowest of them in the first wave, and sent to one owner of each other
-// store, whose owners compile in the second wave; an owner that compiles a
+// lowest of them in the first wave, and sent to each owner of the other
+// stores needing it, which compile in the second wave; an owner that compiles a
 // region for others never waits for one.
 #include <gtest/gtest.h>
 
@@ -65,13 +65,16 @@ TEST(RegionPlan, OneStoreNeedsNoWave) {
   EXPECT_TRUE(waves({owner(0, "a", {"r"}), owner(1, "b", {})}).empty());
 }
 
-TEST(RegionPlan, OneReceiverPerOtherStoreAndEveryOwnerThereWaits) {
+// Every owner of another store that needs it receives it before its
+// compile: one not sent it would find regions/ without it (its store's
+// receiver may not have stored it yet) and compile it again.
+TEST(RegionPlan, EveryWaitingOwnerOfAnotherStoreReceivesIt) {
   const std::vector<RankInfo> ranks{owner(0, "a", {"r"}), owner(1, "b", {"r"}), owner(2, "b", {"r"}),
                                     owner(3, "c", {"r"}), owner(4, "a", {"r"})};
   const RegionPlan p = waves(ranks);
   ASSERT_EQ(p.transfers.size(), 1u);
   EXPECT_EQ(p.transfers[0].from, 0);
-  EXPECT_EQ(p.transfers[0].to, (std::vector<int>{1, 3}));
+  EXPECT_EQ(p.transfers[0].to, (std::vector<int>{1, 2, 3}));
   // Rank 4 shares rank 0's store: it takes the region through the claim.
   EXPECT_EQ(p.second_wave, (std::vector<bool>{false, true, true, true, false}));
   expect_no_cycle(p);
