@@ -58,6 +58,13 @@ struct CoordinatorOptions {
   // ranks, ignoring hosts (the baseline of benchmarks), instead of once per
   // host.
   bool flat_exchange = false;
+  // Ranks of different cache directories (node-local caches) compile a
+  // compile region their programs share once per job, in two waves: its
+  // compiler first, then the others taking it (docs/GUIDE.md, "Repeated
+  // layers: compile regions"). Off, each directory's ranks compile it in
+  // parallel: more compile CPU, no second wave. A rank with it off takes no
+  // part in the waves; the others still meet.
+  bool region_waves = true;
   // A dry run: the first call of each method runs the arrival (each rank's
   // lookup), the key all-gather, the plan and the remote tier's reads (as
   // a check: nothing is kept), then records what this rank would do in

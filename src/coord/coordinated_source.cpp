@@ -307,7 +307,8 @@ void CoordinatedSource::plan(Call& c) {
       info.needs = true;
       info.holds = !info.store.empty() && cache().holds(cache::MethodCache::Tier::local, c.id.key);
       // What a compile of it would compile: the region waves (region_plan.h).
-      if (!info.holds && !info.store.empty() && !options_.dry_run) info.regions = cache().regions_missing(*c.tr);
+      if (!info.holds && !info.store.empty() && !options_.dry_run && options_.region_waves)
+        info.regions = cache().regions_missing(*c.tr);
     }
   } catch (...) {
     failure = LocalFailure::current(Phase::plan);

@@ -93,6 +93,9 @@ void add_job_options(CLI::App* cmd, JobArgs& a) {
                   "(a positive number)");
   cmd->add_flag("--flat-exchange", a.flat_exchange,
                 "send each artifact in one tree over ranks, ignoring hosts (benchmark baseline)");
+  cmd->add_flag("--no-region-waves", a.no_region_waves,
+                "ranks of different cache directories each compile the regions their programs share, in parallel, "
+                "instead of once per job in two waves");
   cmd->add_option("--autotune-candidates", a.autotune_candidates, "tilings timed per heavy kernel");
   add_size_option(cmd, a.size);
   cmd->add_flag("--check-args", a.check_only,
@@ -221,6 +224,7 @@ std::vector<std::pair<std::string, std::string>> job_fields(const JobArgs& a, co
   if (a.no_regions) f.emplace_back("--no-regions", "");
   if (a.independent) f.emplace_back("--independent", "");
   if (a.flat_exchange) f.emplace_back("--flat-exchange", "");
+  if (a.no_region_waves) f.emplace_back("--no-region-waves", "");
   if (a.dry_run) f.emplace_back("--dry-run", "");
   if (a.max_seq > 0) f.emplace_back("--max-seq", std::to_string(a.max_seq));
   if (!a.report_json.empty()) f.emplace_back("--report-json", a.report_json);
@@ -377,6 +381,7 @@ dist::CoordinatorOptions Job::coordinator() const {
   c.timeout_s = args.timeout_s;
   c.independent = args.independent;
   c.flat_exchange = args.flat_exchange;
+  c.region_waves = !args.no_region_waves;
   c.dry_run = args.dry_run;
   return c;
 }

@@ -36,6 +36,7 @@ struct JobArgs {
   bool no_regions = false;  // trace the decoder's layers inline (CompileOptions::regions)
   bool independent = false;
   bool flat_exchange = false;
+  bool no_region_waves = false;  // CoordinatorOptions::region_waves off
   std::string report_json;
   std::string timeout = "120";  // validated by parse_timeout
   double timeout_s = 120;
