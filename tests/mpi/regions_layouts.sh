@@ -18,7 +18,8 @@
 #   - a job whose two pipeline stages' owners use two stores (rank 0 one
 #     directory, rank 1 another): the layer region both stages call is
 #     compiled once for the job (the region waves, coord/region_plan.h),
-#     sent to the other store and taken there.
+#     sent to the other store and taken there; with --no-region-waves each
+#     store's rank compiles it.
 #   regions_layouts.sh NPUCACHE_BINARY LAUNCH_DIR CONFIG
 set -euo pipefail
 [ $# -eq 3 ] || { echo "usage: $0 NPUCACHE_BINARY LAUNCH_DIR CONFIG" >&2; exit 2; }
@@ -102,3 +103,12 @@ files=$(find "$c1/regions" -name '*.h5' | wc -l)
 [ "$(field "$work/waves.json" regions_copied)" = "$files" ] || fail "the other store did not receive each region once"
 echo "two owners on two stores: $files regions compiled once, sent to the other store and taken there" \
   "($(field "$work/waves.json" regions_reused) taken)"
+# --no-region-waves: each store's owner compiles the layer (in parallel).
+c3="$work/store-e" c4="$work/store-f"
+timeout --kill-after=10 300 mpirun --oversubscribe \
+  -np 1 "$bin" warmup --tp 1 --pp 2 --model "$config" --cache-dir "$c3" --no-region-waves --report-json "$work/nowaves.json" : \
+  -np 1 "$bin" warmup --tp 1 --pp 2 --model "$config" --cache-dir "$c4" --no-region-waves --report-json "$work/nowaves.json" \
+  > "$work/nowaves.log" 2>&1 || { cat "$work/nowaves.log"; fail "the job with --no-region-waves failed"; }
+[ "$(field "$work/nowaves.json" regions_compiled)" = "$((2 * files))" ] ||
+  fail "--no-region-waves: $(field "$work/nowaves.json" regions_compiled) regions compiled, want $((2 * files)) (each store)"
+echo "--no-region-waves: $((2 * files)) regions compiled, each store its own"
