@@ -495,18 +495,14 @@ Transfer import_records(Bundle b, const std::string& dir, bool with_regions) {
       if (!mine || (v && *v != *mine)) return;
       v = std::move(mine);
     }
-    compiler::CompiledGraph kept;  // the regions alone
-    kept.config = d.graph->config;
-    kept.regions = std::move(d.graph->regions);
-    kept.trace.regions = std::move(d.graph->trace.regions);
-    regions.emplace(o.graph_key, std::make_pair(std::move(kept), std::move(*v)));
+    regions.emplace(o.graph_key, std::make_pair(regions_of(*d.graph), std::move(*v)));
   });
   const Store s = Store::open(dir, Create::yes);
   log::Progress::note("writing " + std::to_string(b.objects.size()) + " objects and the indexes of " +
                       std::to_string(b.entries.size()) + " entries");
   const std::size_t entries = b.entries.size(), objects = b.objects.size();
   (void)s.commit({std::move(b.objects), std::move(b.entries), {}}, [](const ObjectRecord& o) { (void)decode(o); });
-  // Regions, as templates, only of objects still stored.
+  // Regions, like templates below, only of objects still stored.
   std::size_t copied = 0;
   for (const auto& [key, r] : regions)
     if (s.object_stat(key)) copied += static_cast<std::size_t>(copy_regions(s, r.first, r.second));

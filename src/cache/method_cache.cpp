@@ -538,12 +538,7 @@ void MethodCache::commit_later(const compiler::CompiledGraph& g, const ObjectRec
   // A signed remote's object is trusted as a compile of this store is: its
   // regions are copied into regions/ (an unsigned one's program is a claim).
   std::shared_ptr<compiler::CompiledGraph> regions;
-  if (!g.regions.empty() && remote_ && remote_->authenticated()) {
-    regions = std::make_shared<compiler::CompiledGraph>();
-    regions->config = g.config;
-    regions->regions = g.regions;
-    regions->trace.regions = g.trace.regions;
-  }
+  if (!g.regions.empty() && remote_signed()) regions = std::make_shared<compiler::CompiledGraph>(regions_of(g));
   cache::commit_later([self = *this, object, e, regions] {
     try {
       self.save({{object}, {e}, {}});

@@ -68,6 +68,14 @@ int copy_regions(const storage::Store& s, const compiler::CompiledGraph& g, form
   return stored;
 }
 
+compiler::CompiledGraph regions_of(const compiler::CompiledGraph& g) {
+  compiler::CompiledGraph r;
+  r.config = g.config;
+  r.regions = g.regions;
+  r.trace.regions = g.trace.regions;
+  return r;
+}
+
 std::optional<format::RegionValidity> region_validity_of(const format::Components& c) {
   namespace k = format::component;
   const auto get = [&](const char* name) -> std::optional<std::string> {

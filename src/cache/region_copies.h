@@ -40,6 +40,11 @@ namespace npucache::cache {
 // from `g`); returns how many were stored.
 int copy_regions(const storage::Store& s, const compiler::CompiledGraph& g, format::RegionValidity validity);
 
+// What copy_regions reads of a program: its config, its regions and
+// their bodies, without the method's own graph and program (kept by a
+// caller until the copy, after the program itself is gone).
+compiler::CompiledGraph regions_of(const compiler::CompiledGraph& g);
+
 // What a region of an entry's object is valid for, from the entry's
 // components (format/keys.h): runtime version, decompositions, dynamic
 // and format version (the config is the object's own); nullopt when one

@@ -49,7 +49,7 @@ class CoordinatedSource final : public cache::MethodSource {
   void read_remote(Call& c);  // the plan's reads from the remote tier
   void produce(Call& c);      // compile
   // Between the region waves (region_plan.h): each region compiled in the
-  // first wave sent to an owner of each other store needing it, stored
+  // first wave sent to every owner of the other stores needing it, stored
   // there for the second wave's compiles.
   void exchange_regions(Call& c, const RegionPlan& waves);
   // The owner's object: read from its store, or compiled (with this rank
