@@ -4,6 +4,7 @@
 #include <npucache/ir/hash.h>
 
 #include <algorithm>
+#include <set>
 
 namespace npucache::compiler {
 namespace {
@@ -49,13 +50,49 @@ struct Stamp {
   const CompiledRegion* region = nullptr;
   std::map<std::string, SymExpr> sizes;
   std::vector<int> buffer;
+  bool renames = true;  // `sizes` only renames symbols: see renames_only
 };
+
+// The symbols of a program's buffers and attributes.
+std::set<std::string> symbols_of(const DeviceProgram& p) {
+  std::set<std::string> out;
+  auto add = [&](const SymExpr& e) {
+    for (const auto& [monomial, c] : e.terms()) out.insert(monomial.begin(), monomial.end());
+  };
+  for (const auto& b : p.buffers)
+    for (const auto& d : b.type.shape) add(d);
+  for (const auto& st : p.steps)
+    for (const auto& [k, v] : st.attrs.items())
+      if (const auto* dims = std::get_if<std::vector<SymExpr>>(&v))
+        for (const auto& d : *dims) add(d);
+  return out;
+}
+
+// Whether binding `sizes` to a body of symbols `body`, whose program names
+// `used`, only renames them: every size a single symbol, and no two of the
+// program's symbols the same after it. A type rule of the IR decides the
+// equality and order of dims by their structure and constants, never by a
+// symbol's name, so the region's steps type after such a renaming as they
+// did before it.
+bool renames_only(const std::map<std::string, SymExpr>& sizes, const std::vector<std::string>& body,
+                  const std::set<std::string>& used) {
+  std::set<std::string> images;
+  for (const auto& name : body) {
+    const auto it = sizes.find(name);
+    const std::string* image = it == sizes.end() ? &name : it->second.symbol_name();
+    if (image == nullptr || !images.insert(*image).second) return false;
+  }
+  for (const auto& name : used)
+    if (std::find(body.begin(), body.end(), name) == body.end() && !images.insert(name).second) return false;
+  return true;
+}
 
 }  // namespace
 
 DeviceProgram link_program(const DeviceProgram& calling, const std::map<std::string, CompiledRegion>& regions,
                            const std::map<std::string, std::vector<std::string>>& symbols, bool memory_planning,
                            ProgramLinkStats* stats) {
+  if (stats) stats->typed.clear();
   const std::size_t nb = calling.buffers.size();
   std::vector<int> call_writing(nb, -1);  // the call step whose result each buffer is
   bool any = false;
@@ -83,6 +120,7 @@ DeviceProgram link_program(const DeviceProgram& calling, const std::map<std::str
   // its result (views only ever name earlier buffers).
   std::vector<int> mapped(nb, -1);
   std::vector<Stamp> stamps(calling.steps.size());
+  std::map<std::string, std::set<std::string>> used_symbols;  // per region: symbols_of its program
   for (std::size_t b = 0; b < nb; ++b) {
     BufferDesc d = calling.buffers[b];
     const int c = call_writing[b];
@@ -106,6 +144,11 @@ DeviceProgram link_program(const DeviceProgram& calling, const std::map<std::str
           "it binds " + std::to_string(bind.size()) + " symbols, its body has " + std::to_string(order->second.size()));
     for (std::size_t k = 0; k < bind.size(); ++k)
       if (!(bind[k] == SymExpr::symbol(order->second[k]))) st.sizes.emplace(order->second[k], bind[k]);
+    if (!st.sizes.empty()) {
+      auto used = used_symbols.find(key);
+      if (used == used_symbols.end()) used = used_symbols.emplace(key, symbols_of(r->second.program)).first;
+      st.renames = renames_only(st.sizes, order->second, used->second);
+    }
     const DeviceProgram& rp = r->second.program;
     const auto args = static_cast<std::size_t>(call.attrs.get_int("num_args"));
     if (static_cast<std::size_t>(rp.num_inputs) != args || rp.parameters.size() + args != call.operands.size() ||
@@ -171,6 +214,7 @@ DeviceProgram link_program(const DeviceProgram& calling, const std::map<std::str
       x.deps = std::move(deps);
       ends[si] = {static_cast<int>(out.steps.size())};
       out.steps.push_back(std::move(x));
+      if (stats) stats->typed.push_back(1);
       continue;
     }
     const Stamp& st = stamps[si];
@@ -194,6 +238,7 @@ DeviceProgram link_program(const DeviceProgram& calling, const std::map<std::str
       }
       out.steps.push_back(std::move(x));
     }
+    if (stats) stats->typed.insert(stats->typed.end(), rp.steps.size(), st.renames ? 1 : 0);
     out.num_streams = std::max(out.num_streams, rp.num_streams);
     if (rp.steps.empty()) {
       ends[si] = deps;

@@ -19,7 +19,12 @@
 // are validated (validate.h) before linking, the call's fit is checked
 // while linking (operand count and types, bind size, result type) and a
 // misfit is a VerifyError naming the call; the linked program is validated
-// again by its loader.
+// again by its loader: its structure whole, and the types of the steps
+// whose types no validation of a part checked (ProgramLinkStats::typed).
+// Every buffer a step reads or writes keeps the type it had in its part
+// (operands and results of a call are checked equal to the region's), so a
+// step copied with its attributes unchanged, or with its symbols renamed
+// one to one, types as it did there.
 #pragma once
 
 #include "compiler/compiled_graph.h"
@@ -33,6 +38,14 @@ namespace npucache::compiler {
 struct ProgramLinkStats {
   int calls = 0;
   int steps = 0;  // region steps stamped in
+  // Per linked step: 1 when its op, attributes, operand types and result
+  // type are those of a step of `calling` or of its region's program, up
+  // to a renaming of symbols (a call that binds the body's symbols to
+  // distinct symbols: a layer's own cache length), so a validation of
+  // those programs checked its type already (validate_program's `typed`);
+  // 0 for a step of a call that binds a size to a constant, an expression
+  // or one symbol to two of the body's.
+  std::vector<char> typed;
 };
 
 // `symbols` gives each region's body symbols in canonical order (what a

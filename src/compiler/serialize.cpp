@@ -554,8 +554,9 @@ CompiledGraph deserialize_compiled(std::string_view bytes, bool* with_program) {
     g.calling = std::move(g.program);
     validate_program(g.calling, /*calls=*/true);
     for (const auto& [key, region] : g.regions) validate_program(region.program);
-    g.program = link_program(g.calling, g.regions, symbols, g.config.memory_planning);
-    validate_program(g.program);
+    ProgramLinkStats linked;
+    g.program = link_program(g.calling, g.regions, symbols, g.config.memory_planning, &linked);
+    validate_program(g.program, false, &linked.typed);
   } else {
     verify(g.optimized);
     for (const auto& [key, region] : g.regions) verify(region.optimized);

@@ -9,10 +9,16 @@
 
 #include "compiler/program.h"
 
+#include <vector>
+
 namespace npucache::compiler {
 
 // `calls`: region call steps are allowed (a method's program before
 // linking, link_program.h); their types are checked as any step's.
-void validate_program(const DeviceProgram& p, bool calls = false);
+// `typed` (one per step, or null): a step marked 1 had its result type
+// checked by the validation of the program it was copied from with the
+// same op, attributes and buffer types (a linked program's parts,
+// ProgramLinkStats::typed); everything else of it is checked again.
+void validate_program(const DeviceProgram& p, bool calls = false, const std::vector<char>* typed = nullptr);
 
 }  // namespace npucache::compiler

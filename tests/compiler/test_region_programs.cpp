@@ -236,3 +236,87 @@ TEST(RegionPrograms, BodiesReturningAnArgumentAViewOrAParameterLinkAndRunAsEager
     }
   }
 }
+
+// A loader validates a linked program's structure whole, and the types of
+// only the steps no validation of its parts checked: a step of a call that
+// binds sizes other than its body's own. A typed step keeps every other
+// check, and a mark list that is not one per step is refused.
+TEST(RegionPrograms, ALinkedProgramsTypesAreCheckedWhereNoPartCheckedThem) {
+  for (const bool dynamic : {false, true}) {
+    SCOPED_TRACE(dynamic ? "dynamic" : "static");
+    Stack m(4, 2, 8);
+    const region_programs::Compiled c = region_programs::compile_stack(m, inputs(m, 2, 3, 8), dynamic);
+    const compiler::CompiledGraph& g = c.graph;
+    compiler::ProgramLinkStats st;
+    const compiler::DeviceProgram p =
+        compiler::link_program(g.calling, g.regions, region_programs::symbols_of(c.trace), true, &st);
+    ASSERT_EQ(st.typed.size(), p.steps.size());
+    std::size_t untyped = 0;
+    for (char t : st.typed) untyped += t == 0;
+    // Static calls bind their bodies' own sizes, dynamic ones each layer's
+    // own cache length symbol: a renaming.
+    EXPECT_EQ(untyped, 0u);
+    EXPECT_NO_THROW(compiler::validate_program(p, false, &st.typed));
+    if (dynamic) {
+      // The last call's layer with a cache of a constant length, or of the
+      // length another of its sizes has: that call binds a constant, or
+      // two of its body's symbols to one, and only its steps are typed again.
+      const compiler::ProgramStep* last_call = nullptr;
+      for (const auto& s : g.calling.steps)
+        if (s.op == Op::region_call) last_call = &s;
+      ASSERT_NE(last_call, nullptr);
+      const auto& body = region_programs::symbols_of(c.trace).at(last_call->attrs.get<std::string>("region"));
+      const auto& bind = last_call->attrs.get<std::vector<SymExpr>>("bind");
+      std::string own;  // the last layer's own cache length
+      for (std::size_t k = 0; k < bind.size(); ++k)
+        if (const std::string* name = bind[k].symbol_name(); name && *name != body.at(k)) own = *name;
+      ASSERT_FALSE(own.empty());
+      std::vector<SymExpr> replacements = {SymExpr(3)};
+      for (const auto& b : bind)
+        if (b.symbol_name() && *b.symbol_name() != own) replacements.push_back(b);
+      ASSERT_GE(replacements.size(), 2u);
+      replacements.resize(2);
+      for (const SymExpr& replacement : replacements) {
+        SCOPED_TRACE(own + " -> " + replacement.str());
+        const std::map<std::string, SymExpr> fixed = {{own, replacement}};
+        compiler::DeviceProgram calling = g.calling;
+        for (auto& b : calling.buffers)
+          for (auto& d : b.type.shape) d = d.substitute(fixed);
+        for (auto& s : calling.steps) {
+          const Attrs attrs = s.attrs;
+          for (const auto& [k, v] : attrs.items())
+            if (const auto* dims = std::get_if<std::vector<SymExpr>>(&v)) {
+              std::vector<SymExpr> e;
+              for (const auto& d : *dims) e.push_back(d.substitute(fixed));
+              s.attrs.set(k, e);
+            }
+        }
+        compiler::ProgramLinkStats fixed_st;
+        const compiler::DeviceProgram q =
+            compiler::link_program(calling, g.regions, region_programs::symbols_of(c.trace), true, &fixed_st);
+        std::size_t checked = 0;
+        for (char t : fixed_st.typed) checked += t == 0;
+        EXPECT_GT(checked, 0u);
+        EXPECT_LT(checked, q.steps.size() / 2);
+        EXPECT_NO_THROW(compiler::validate_program(q, false, &fixed_st.typed));
+      }
+    }
+    // A typed step keeps its structural checks.
+    compiler::DeviceProgram broken = p;
+    broken.steps.front().deps.push_back(static_cast<int>(p.steps.size()) - 1);
+    region_programs::expect_error<Error>([&] { compiler::validate_program(broken, false, &st.typed); },
+                                         "depends on step");
+    broken = p;
+    broken.steps.back().operands.front() = static_cast<int>(p.buffers.size()) + 3;
+    region_programs::expect_error<Error>([&] { compiler::validate_program(broken, false, &st.typed); }, "reads buffer");
+    // An untyped step's type is checked.
+    broken = p;
+    const auto last = broken.steps.size() - 1;
+    broken.buffers[static_cast<std::size_t>(broken.steps[last].result)].type.dtype = DType::i64;
+    std::vector<char> marks = st.typed;
+    marks[last] = 0;
+    region_programs::expect_error<Error>([&] { compiler::validate_program(broken, false, &marks); }, "writes");
+    marks.pop_back();
+    region_programs::expect_error<Error>([&] { compiler::validate_program(p, false, &marks); }, "typed marks for");
+  }
+}
