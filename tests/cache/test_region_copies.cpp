@@ -27,6 +27,7 @@
 #include "storage/stats.h"
 #include "storage/store.h"
 #include "support/redis_server.h"
+#include "support/region_counts.h"
 #include "support/temp_dir_test.h"
 
 #include <filesystem>
@@ -42,16 +43,11 @@ using region_stack::Stack;
 class RegionCopies : public testing_support::TempDirTest {
  protected:
   // Region hits and compiles of this process since the last call.
-  std::pair<uint64_t, uint64_t> region_counts() {
-    const storage::CacheStats c = storage::process_counters();
-    const std::pair<uint64_t, uint64_t> now{c.region_hits - hits_, c.region_compiles - compiles_};
-    hits_ = c.region_hits;
-    compiles_ = c.region_compiles;
-    return now;
-  }
+  // {hits, compiles} of regions since the last call (or the test's start).
+  std::pair<uint64_t, uint64_t> region_counts() { return counts_.take(); }
   void SetUp() override {
     TempDirTest::SetUp();
-    region_counts();
+    (void)counts_.take();
   }
   static CacheOptions options(const fs::path& cache, const std::string& mode, bool ge_cache = false) {
     CacheOptions o;
@@ -102,7 +98,7 @@ class RegionCopies : public testing_support::TempDirTest {
   }
 
  private:
-  uint64_t hits_ = 0, compiles_ = 0;
+  testing_support::RegionCounts counts_;
 };
 
 // Archived objects (default), objects holding their program (max-autotune

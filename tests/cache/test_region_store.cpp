@@ -22,6 +22,7 @@
 #include "storage/regions.h"
 #include "storage/stats.h"
 #include "storage/store.h"
+#include "support/region_counts.h"
 #include "support/temp_dir_test.h"
 
 #include <fcntl.h>
@@ -45,16 +46,11 @@ using region_stack::Stack;
 class RegionStore : public testing_support::TempDirTest {
  protected:
   // What this process's compiles did with regions since the last call.
-  std::pair<uint64_t, uint64_t> region_counts() {
-    const storage::CacheStats c = storage::process_counters();
-    const std::pair<uint64_t, uint64_t> now{c.region_hits - hits_, c.region_compiles - compiles_};
-    hits_ = c.region_hits;
-    compiles_ = c.region_compiles;
-    return now;
-  }
+  // {hits, compiles} of regions since the last call (or the test's start).
+  std::pair<uint64_t, uint64_t> region_counts() { return counts_.take(); }
   void SetUp() override {
     TempDirTest::SetUp();
-    region_counts();
+    (void)counts_.take();
   }
 
   CacheOptions options(const std::string& mode = "default") const {
@@ -82,7 +78,7 @@ class RegionStore : public testing_support::TempDirTest {
   }
 
  private:
-  uint64_t hits_ = 0, compiles_ = 0;
+  testing_support::RegionCounts counts_;
 };
 
 TEST_F(RegionStore, AModelOfAnotherDepthCompilesNoRegion) {

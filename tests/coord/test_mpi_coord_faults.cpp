@@ -19,7 +19,7 @@
 #include "mpi/comm.h"
 #include "process/context.h"
 #include "support/cache_files.h"
-#include "support/temp_dir_test.h"
+#include "support/mpi_temp_dir_test.h"
 
 #include <gtest/gtest.h>
 
@@ -47,7 +47,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const mpi::Step kTest{"test helper", 60};
+const mpi::Step& kTest = testing_support::kMpiTestStep;
 // The coordinator's bound in these tests: every failure must be agreed
 // well within it (the ranks must not wait for the failed one).
 constexpr double kTimeout = 10;
@@ -106,27 +106,16 @@ std::size_t occurrences(const std::string& text, const std::string& what) {
   return n;
 }
 
-class CoordFaults : public ::testing::Test {
+class CoordFaults : public testing_support::MpiTempDirTest {
  protected:
+  CoordFaults() : MpiTempDirTest("coordfaults") {}
   void SetUp() override {
-    world = mpi::Comm::world().size();
-    rank = mpi::Comm::world().rank();
-    set_current_device(rank % Platform::get().device_count());
-    // Rank 0's temporary directory, the same one on every rank.
-    std::string d;
-    if (rank == 0) {
-      temp.emplace("coordfaults", testing_support::current_test_name());
-      d = temp->path().string();
-    }
-    mpi::Comm::world().broadcast(d, 0, kTest);
-    base = d;
+    MpiTempDirTest::SetUp();
     dir = base + "/shared";
-    dist::clear_reports();
   }
   void TearDown() override {
     coord::install_transport(nullptr);
-    mpi::Comm::world().barrier(kTest);
-    temp.reset();  // rank 0's: the directory and everything in it, whatever its permissions
+    MpiTempDirTest::TearDown();
   }
 
   bool needs_world() {
@@ -196,9 +185,7 @@ class CoordFaults : public ::testing::Test {
     if (rank == 0) std::printf("[          ] %s\n", what.c_str());
   }
 
-  int world = 1, rank = 0;
-  std::optional<testing_support::TempDir> temp;  // rank 0 only
-  std::string base, dir;
+  std::string dir;
 };
 
 // --- One rank fails alone, in each phase -----------------------------------

@@ -14,7 +14,7 @@
 #include "process/context.h"
 #include "storage/stats.h"
 #include "support/cache_files.h"
-#include "support/temp_dir_test.h"
+#include "support/mpi_temp_dir_test.h"
 
 #include <gtest/gtest.h>
 
@@ -33,7 +33,7 @@ namespace {
 
 // The tests' own collectives (outside the coordinator), bounded so a
 // broken protocol fails the test instead of hanging it.
-const mpi::Step kTest{"test helper", 60};
+const mpi::Step& kTest = testing_support::kMpiTestStep;
 
 struct Layout {
   int tp, pp;
@@ -52,30 +52,20 @@ int expected_unique(const Layout& l) {  // distinct stage kinds x 2 methods
   return 2 * kinds;
 }
 
-class Coordinator : public ::testing::Test {
+class Coordinator : public testing_support::MpiTempDirTest {
  protected:
+  Coordinator() : MpiTempDirTest("coord") {}
   void SetUp() override {
-    world = mpi::Comm::world().size();
-    rank = mpi::Comm::world().rank();
+    MpiTempDirTest::SetUp();
     layout = layout_for(world);
-    set_current_device(rank % Platform::get().device_count());
     comm = make_mpi_communicator(layout.tp, layout.pp);
     set_current_communicator(comm.get());
     model = std::make_unique<models::TinyLlama>(models::TinyLlamaConfig{}, models::stage_ranks(*comm));
-    // Rank 0's temporary directory, the same one on every rank.
-    std::string d;
-    if (rank == 0) {
-      temp.emplace("coord", testing_support::current_test_name());
-      d = (temp->path() / "cache").string();  // not created: the caches make it
-    }
-    mpi::Comm::world().broadcast(d, 0, kTest);
-    dir = d;
-    dist::clear_reports();
+    dir = base + "/cache";  // not created: the caches make it
   }
   void TearDown() override {
-    mpi::Comm::world().barrier(kTest);
     set_current_communicator(nullptr);
-    temp.reset();  // rank 0's: the directory and everything in it
+    MpiTempDirTest::TearDown();
   }
 
   CacheOptions options(const std::string& method, const std::string& d = "") const {
@@ -91,9 +81,9 @@ class Coordinator : public ::testing::Test {
 
   // One job: both methods cached and run once.
   std::vector<MethodReport> job(const std::string& d = "", dist::CoordinatorOptions co = {},
-                                const CacheOptions* base = nullptr) {
+                                const CacheOptions* given = nullptr) {
     dist::clear_reports();
-    CacheOptions po = base ? *base : options("prompt", d), dopt = base ? *base : options("decode", d);
+    CacheOptions po = given ? *given : options("prompt", d), dopt = given ? *given : options("decode", d);
     po.compile.method_name = "prompt";
     dopt.compile.method_name = "decode";
     auto prompt = dist::cache_compile(*model, &models::TinyLlama::prompt, po, co);
@@ -160,14 +150,10 @@ class Coordinator : public ::testing::Test {
     return n;
   }
 
-  int world = 1, rank = 0;
   Layout layout{1, 1};
   std::unique_ptr<Communicator> comm;
   std::unique_ptr<models::TinyLlama> model;
-  // Rank 0's temporary directory (no other rank has one), and a cache
-  // directory in it, not created: every rank's the same.
-  std::optional<testing_support::TempDir> temp;
-  std::string dir;
+  std::string dir;  // a cache directory in rank 0's, not created: every rank's the same
 };
 
 }  // namespace
@@ -396,16 +382,16 @@ TEST_F(Coordinator, PreviousFormatCacheIsStaleOnBothHitChecks) {
         fs::permissions(d, fs::perms::group_all | fs::perms::others_all, fs::perm_options::remove);
       }
       mpi::Comm::world().barrier(kTest);
-      CacheOptions base = options("prompt", d);
-      base.code_version = "v1";
-      if (fast) base.hit_check = HitCheck::code_version;
-      const auto old = job(d, {}, &base);
+      CacheOptions stale = options("prompt", d);
+      stale.code_version = "v1";
+      if (fast) stale.hit_check = HitCheck::code_version;
+      const auto old = job(d, {}, &stale);
       EXPECT_EQ(total(count(old, &MethodReport::hit)), 0);
       for (const auto& r : old)
         EXPECT_NE(r.reason.find("is of another version; format_version: stored '" + version + "', now '"),
                   std::string::npos)
             << (fast ? "fast path, " : "") << r.method << ": " << r.reason;
-      const auto again = job(d, {}, &base);
+      const auto again = job(d, {}, &stale);
       EXPECT_EQ(total(count(again, &MethodReport::hit)), 2 * world) << (fast ? "fast path" : "");
       EXPECT_EQ(total(count(again, &MethodReport::compiled)), 0) << (fast ? "fast path" : "");
       mpi::Comm::world().barrier(kTest);

@@ -15,7 +15,7 @@
 #include "coord/transport.h"
 #include "format/names.h"
 #include "mpi/comm.h"
-#include "support/temp_dir_test.h"
+#include "support/mpi_temp_dir_test.h"
 
 #include <gtest/gtest.h>
 
@@ -32,29 +32,19 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const mpi::Step kTest{"test helper", 60};
+const mpi::Step& kTest = testing_support::kMpiTestStep;
 constexpr double kTimeout = 10;
 
-class RegionWaves : public ::testing::Test {
+class RegionWaves : public testing_support::MpiTempDirTest {
  protected:
+  RegionWaves() : MpiTempDirTest("regionwaves") {}
   void SetUp() override {
-    world = mpi::Comm::world().size();
-    rank = mpi::Comm::world().rank();
-    set_current_device(rank % Platform::get().device_count());
-    std::string d;
-    if (rank == 0) {
-      temp.emplace("regionwaves", testing_support::current_test_name());
-      d = temp->path().string();
-    }
-    mpi::Comm::world().broadcast(d, 0, kTest);
-    base = d;
+    MpiTempDirTest::SetUp();
     store = base + "/store" + std::to_string(rank % 2);
-    dist::clear_reports();
   }
   void TearDown() override {
     coord::install_transport(nullptr);
-    mpi::Comm::world().barrier(kTest);
-    temp.reset();
+    MpiTempDirTest::TearDown();
   }
 
   void install(Fault f) {
@@ -94,9 +84,7 @@ class RegionWaves : public ::testing::Test {
     return out;
   }
 
-  int world = 1, rank = 0;
-  std::optional<testing_support::TempDir> temp;
-  std::string base, store;
+  std::string store;
 };
 
 TEST_F(RegionWaves, ALayerOfTwoStoresIsCompiledOncePerJob) {

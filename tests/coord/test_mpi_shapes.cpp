@@ -18,7 +18,7 @@
 #include "mpi/comm.h"
 #include "storage/claims.h"
 #include "storage/store.h"
-#include "support/temp_dir_test.h"
+#include "support/mpi_temp_dir_test.h"
 
 #include <gtest/gtest.h>
 
@@ -43,7 +43,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const mpi::Step kTest{"test helper", 60};
+const mpi::Step& kTest = testing_support::kMpiTestStep;
 
 double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
@@ -99,25 +99,12 @@ class Holder {
   pid_t pid_ = -1;
 };
 
-class Shapes : public ::testing::Test {
+class Shapes : public testing_support::MpiTempDirTest {
  protected:
-  void SetUp() override {
-    world = mpi::Comm::world().size();
-    rank = mpi::Comm::world().rank();
-    set_current_device(rank % Platform::get().device_count());
-    std::string d;
-    if (rank == 0) {
-      temp.emplace("shapes", testing_support::current_test_name());
-      d = temp->path().string();
-    }
-    mpi::Comm::world().broadcast(d, 0, kTest);
-    root = d;
-    dist::clear_reports();
-  }
+  Shapes() : MpiTempDirTest("shapes") {}
   void TearDown() override {
-    mpi::Comm::world().barrier(kTest);
     set_current_communicator(nullptr);
-    temp.reset();
+    MpiTempDirTest::TearDown();
   }
 
   CacheOptions options(const std::string& dir, const std::string& method) const {
@@ -156,10 +143,6 @@ class Shapes : public ::testing::Test {
   static bool compiled_here(const MethodReport& r) {
     return r.later == "compiled" || r.later == "waited_then_compiled";
   }
-
-  int world = 1, rank = 0;
-  std::optional<testing_support::TempDir> temp;
-  std::string root;
 };
 
 // Tensor and pipeline parallel (4 ranks: tp 2 x pp 2; 8 ranks: tp 2 x pp
@@ -174,7 +157,7 @@ TEST_F(Shapes, TensorAndPipelineRanksCompileEachNewGraphOnce) {
   auto comm = make_mpi_communicator(tp, pp);
   set_current_communicator(comm.get());
   models::TinyLlama model(models::TinyLlamaConfig{}, models::stage_ranks(*comm));
-  const std::string dir = root + "/cache";
+  const std::string dir = base + "/cache";
   auto prompt = dist::cache_compile(model, &models::TinyLlama::prompt, options(dir, "prompt"), bounds(30));
   auto decode = dist::cache_compile(model, &models::TinyLlama::decode, options(dir, "decode"), bounds(30));
   for (int64_t b : {1, 3}) {
@@ -226,7 +209,7 @@ TEST_F(Shapes, TensorAndPipelineRanksCompileEachNewGraphOnce) {
 // the job; nobody waits for a rank that never claimed; every rank ends
 // well within the bound.
 TEST_F(Shapes, ReplicasNotInStepNeverHangAndCompileOnce) {
-  const std::string dir = root + "/cache";
+  const std::string dir = base + "/cache";
   Replica m;
   auto f = dist::cache_compile(m, &Replica::run, options(dir, "run"), bounds(20));
   EXPECT_EQ(f(batch_of(1)).to_vector(), expected_of(1));  // the first call: coordinated, all ranks
@@ -273,7 +256,7 @@ TEST_F(Shapes, DeadStaleOrStuckClaimersCostAtMostTheBound) {
   // The graph key of the new shape, from a run of its own.
   std::string key;
   {
-    auto f = dist::cache_compile(m, &Replica::run, options(root + "/learn", "run"), bounds(20));
+    auto f = dist::cache_compile(m, &Replica::run, options(base + "/learn", "run"), bounds(20));
     f(batch_of(1));
     f(batch_of(3));
     const auto later = later_records();
@@ -291,7 +274,7 @@ TEST_F(Shapes, DeadStaleOrStuckClaimersCostAtMostTheBound) {
        {Case{"stale claim file", 3.0, -1.0}, Case{"claimer killed", 10.0, 1.0}, Case{"claimer stuck", 1.0, 100.0}}) {
     SCOPED_TRACE(c.name);
     dist::clear_reports();
-    const std::string dir = root + "/case" + std::to_string(round++);
+    const std::string dir = base + "/case" + std::to_string(round++);
     auto f = dist::cache_compile(m, &Replica::run, options(dir, "run"), bounds(c.wait_s));
     EXPECT_EQ(f(batch_of(1)).to_vector(), expected_of(1));
     std::optional<Holder> holder;
@@ -356,13 +339,13 @@ TEST_F(Shapes, AnObjectPlantedUnderTheClaimedKeyIsRefused) {
   Replica m;
   std::string key;
   {
-    auto f = dist::cache_compile(m, &Replica::run, options(root + "/learn", "run"), bounds(20));
+    auto f = dist::cache_compile(m, &Replica::run, options(base + "/learn", "run"), bounds(20));
     f(batch_of(1));
     f(batch_of(3));
     key = later_records().at(0).graph_key;
   }
   dist::clear_reports();
-  const std::string dir = root + "/planted";
+  const std::string dir = base + "/planted";
   auto f = dist::cache_compile(m, &Replica::run, options(dir, "run"), bounds(10));
   EXPECT_EQ(f(batch_of(1)).to_vector(), expected_of(1));
   const std::string first_key = dist::reports().at(0).graph_key;
@@ -418,7 +401,7 @@ TEST_F(Shapes, BadWaitBoundsAreConfigErrors) {
     co.shape_wait_s = wait;
     co.shape_poll_s = poll;
     try {
-      (void)dist::cache_compile(m, &Replica::run, options(root + "/bad", "run"), co);
+      (void)dist::cache_compile(m, &Replica::run, options(base + "/bad", "run"), co);
       ADD_FAILURE() << "wait " << wait << ", poll " << poll << " was accepted";
     } catch (const ConfigError& e) {
       EXPECT_NE(std::string(e.what()).find("shape_wait_s"), std::string::npos) << e.what();
