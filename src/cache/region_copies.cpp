@@ -9,6 +9,7 @@
 #include "format/names.h"
 #include "log/log.h"
 #include "storage/regions.h"
+#include "storage/stats.h"
 
 #include <utility>
 #include <vector>
@@ -65,6 +66,7 @@ int copy_regions(const storage::Store& s, const compiler::CompiledGraph& g, form
   } catch (const std::exception& e) {
     log::info("{} compiled regions not copied to {}: {}", files.size(), s.dir().string(), e.what());
   }
+  if (stored > 0) storage::record_regions(s.dir(), 0, 0, static_cast<uint64_t>(stored));
   return stored;
 }
 

@@ -128,9 +128,11 @@ std::string prometheus_text(const CacheStats& c, const std::optional<CacheBytes>
            "The recorded compile time of the programs served by hits of any source.");
   e.sample(c.compile_time_saved_s);
   e.family("npucache_regions_total", "counter",
-           "Compile regions of the methods compiled: reused (taken compiled from the store) or compiled.");
+           "Compile regions of the methods compiled: reused (taken compiled from the store) or compiled; and "
+           "copied (written into the store from objects that came from elsewhere).");
   e.sample("result", "reused", d(c.region_hits));
   e.sample("result", "compiled", d(c.region_compiles));
+  e.sample("result", "copied", d(c.region_copies));
   e.family("npucache_saves_total", "counter", "Entries written to the cache.");
   e.sample(d(c.saves));
   e.family("npucache_captures_total", "counter",

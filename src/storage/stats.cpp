@@ -48,6 +48,7 @@ CacheStats from_doc(const nlohmann::json& j) {
   s.recaptures = count("recaptures");
   s.region_hits = count("region_hits");
   s.region_compiles = count("region_compiles");
+  s.region_copies = count("region_copies");
   s.hits_remote = count("hits_remote");
   s.hits_other_layout = count("hits_other_layout");
   s.hits_rank = count("hits_rank");
@@ -113,6 +114,7 @@ nlohmann::json to_doc(const CacheStats& s) {
   j["recaptures"] = s.recaptures;
   j["region_hits"] = s.region_hits;
   j["region_compiles"] = s.region_compiles;
+  j["region_copies"] = s.region_copies;
   j["hits_remote"] = s.hits_remote;
   j["hits_other_layout"] = s.hits_other_layout;
   j["hits_rank"] = s.hits_rank;
@@ -175,6 +177,7 @@ void sum_counters(CacheStats& into, const CacheStats& d) {
   into.recaptures += d.recaptures;
   into.region_hits += d.region_hits;
   into.region_compiles += d.region_compiles;
+  into.region_copies += d.region_copies;
   into.hits_remote += d.hits_remote;
   into.hits_other_layout += d.hits_other_layout;
   into.hits_rank += d.hits_rank;
@@ -403,17 +406,18 @@ void record_captures(const fs::path& dir, uint64_t captures, uint64_t restores, 
   });
 }
 
-void record_regions(const fs::path& dir, uint64_t hits, uint64_t compiles) {
+void record_regions(const fs::path& dir, uint64_t hits, uint64_t compiles, uint64_t copies) {
   pending().add(dir, [&](CacheStats& s) {
     s.region_hits += hits;
     s.region_compiles += compiles;
+    s.region_copies += copies;
   });
 }
 
 void zero_stats(const fs::path& dir) {
   update(dir, [](CacheStats& s) {
     s.hits = s.misses = s.saves = 0;
-    s.region_hits = s.region_compiles = 0;
+    s.region_hits = s.region_compiles = s.region_copies = 0;
     s.captures = s.restores = s.recaptures = 0;
     s.recaptures_by_reason.clear();
     s.hits_remote = s.hits_other_layout = s.hits_rank = s.compiles = 0;

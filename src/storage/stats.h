@@ -84,8 +84,11 @@ struct CacheStats {
   uint64_t captures = 0, restores = 0, recaptures = 0;
   std::map<std::string, uint64_t> recaptures_by_reason;  // compiler::recapture_cause -> count
   // Compile regions of the methods compiled: taken compiled from the
-  // store's regions/ (region_hits) or compiled (region_compiles).
-  uint64_t region_hits = 0, region_compiles = 0;
+  // store's regions/ (region_hits) or compiled (region_compiles); and
+  // region files written into regions/ from objects that came from
+  // elsewhere (region_copies: another store of the job, an import, a
+  // signed remote's pull or hit; cache/region_copies.h).
+  uint64_t region_hits = 0, region_compiles = 0, region_copies = 0;
   double compile_time_saved_s = 0;          // compile time of the programs served by hits of any source
   std::map<std::string, double> last_used;  // entry path -> unix time
   std::vector<MissRecord> recent_misses;    // newest last, at most kKeptMisses
@@ -110,7 +113,7 @@ void record_captures(const std::filesystem::path& dir, uint64_t captures, uint64
                      const std::string& cause = "");
 // A compile of a method with compile regions: `hits` taken from the
 // store's compiled regions, `compiles` compiled.
-void record_regions(const std::filesystem::path& dir, uint64_t hits, uint64_t compiles);
+void record_regions(const std::filesystem::path& dir, uint64_t hits, uint64_t compiles, uint64_t copies = 0);
 // The counters this process recorded since it started, summed over its
 // cache directories (no last-use times or miss records): the figures of a
 // serving process's metrics (metrics.h).

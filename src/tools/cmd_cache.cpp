@@ -197,6 +197,7 @@ void cmd_stats(const std::string& d, bool zero, bool json, const std::string& fo
                 {"region_bytes", s.region_bytes},
                 {"region_hits", c.region_hits},
                 {"region_compiles", c.region_compiles},
+                {"region_copies", c.region_copies},
                 {"max_size_bytes", s.max_size ? nlohmann::json(*s.max_size) : nlohmann::json(nullptr)},
                 {"hits", s.counters.hits},
                 {"misses", s.counters.misses},
@@ -255,8 +256,10 @@ void cmd_stats(const std::string& d, bool zero, bool json, const std::string& fo
   std::printf("misses           %llu%s%s: lookups without a usable entry of their own\n", u(c.misses), causes.c_str(),
               causes.empty() ? "" : ")");
   std::printf("compiled         %llu: misses that compiled\n", u(c.compiles));
-  std::printf("region hits      %llu: regions taken compiled from regions/ by compiles; %llu compiled\n",
-              u(c.region_hits), u(c.region_compiles));
+  std::printf(
+      "region hits      %llu: regions taken compiled from regions/ by compiles; %llu compiled; %llu copied in with "
+      "programs from elsewhere\n",
+      u(c.region_hits), u(c.region_compiles), u(c.region_copies));
   std::printf(
       "hit rate         %.1f %% (served without compiling; %.1f %% from their own entry)\nsaves            %llu\n",
       100.0 * hit_rate, 100.0 * local_hit_rate, u(c.saves));

@@ -242,6 +242,9 @@ TEST_F(RegionCopies, ASignedRemoteBringsItsRegionsAnUnsignedOneDoesNot) {
   storage::wait_for_commits();
   EXPECT_EQ(region_counts(), std::make_pair(uint64_t{0}, uint64_t{0})) << "served by the remote";
   expect_same_regions(region_files(signed_host), compiled);
+  // Counted where they were written (stats.json, `npucache stats`, metrics).
+  storage::flush_stats();
+  EXPECT_EQ(storage::read_stats(signed_host).region_copies, 2u);
   run_checked(2, 1, options(signed_host, "max-autotune", true), 0.25f);
   EXPECT_EQ(region_counts(), std::make_pair(uint64_t{2}, uint64_t{0})) << "another depth on the host compiles none";
   // `remote pull`: of a signed remote, the regions come with the objects;
@@ -258,6 +261,11 @@ TEST_F(RegionCopies, ASignedRemoteBringsItsRegionsAnUnsignedOneDoesNot) {
   storage::wait_for_commits();
   EXPECT_EQ(region_counts(), std::make_pair(uint64_t{0}, uint64_t{0})) << "served by the remote";
   EXPECT_TRUE(region_files(plain_host).empty()) << "an unsigned remote's regions are not copied";
+  storage::flush_stats();
+  EXPECT_EQ(storage::read_stats(dir / "pulled-signed").region_copies, 2u);
+  EXPECT_EQ(storage::read_stats(dir / "pulled-plain").region_copies, 0u);
+  EXPECT_EQ(storage::read_stats(plain_host).region_copies, 0u);
+  EXPECT_EQ(storage::read_stats(ci).region_copies, 0u) << "its own compiles are not copies";
 }
 
 }  // namespace

@@ -79,6 +79,10 @@ copied=$(field "$work/two.json" regions_copied)
 # Whichever store's ranks compiled, the other store holds the same regions.
 [ "$(keys "$a")" = "$(keys "$b")" ] || fail "the stores hold other regions: a: $(keys "$a"); b: $(keys "$b")"
 [ "$copied" -ge 1 ] || fail "no region copied into the store whose ranks received the programs"
+# `npucache stats` of the two stores counts the copies where they were written.
+"$bin" stats "$a" --json > "$work/stats-a.json" && "$bin" stats "$b" --json > "$work/stats-b.json" || fail "stats"
+counted=$(( $(field "$work/stats-a.json" region_copies) + $(field "$work/stats-b.json" region_copies) ))
+[ "$counted" = "$copied" ] || fail "npucache stats counts $counted region copies in the two stores, the job $copied"
 echo "two stores: $compiled regions compiled, $copied copied into the other store; both hold $(keys "$b")"
 cache="$b"
 run b-pp1 infer.sh 1 1 --tokens 3
