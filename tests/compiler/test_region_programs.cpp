@@ -265,7 +265,8 @@ TEST(RegionPrograms, ALinkedProgramsTypesAreCheckedWhereNoPartCheckedThem) {
       for (const auto& s : g.calling.steps)
         if (s.op == Op::region_call) last_call = &s;
       ASSERT_NE(last_call, nullptr);
-      const auto& body = region_programs::symbols_of(c.trace).at(last_call->attrs.get<std::string>("region"));
+      const std::vector<std::string> body =
+          region_programs::symbols_of(c.trace).at(last_call->attrs.get<std::string>("region"));
       const auto& bind = last_call->attrs.get<std::vector<SymExpr>>("bind");
       std::string own;  // the last layer's own cache length
       for (std::size_t k = 0; k < bind.size(); ++k)
