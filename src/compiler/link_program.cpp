@@ -104,7 +104,10 @@ DeviceProgram link_program(const DeviceProgram& calling, const std::map<std::str
       misfit(si, s.attrs.get<std::string>("region"), "its result buffer is out of range or another call's");
     call_writing[static_cast<std::size_t>(s.result)] = static_cast<int>(si);
   }
-  if (!any) return calling;
+  if (!any) {  // every step is the calling program's, typed by its validation
+    if (stats) stats->typed.assign(calling.steps.size(), 1);
+    return calling;
+  }
 
   DeviceProgram out;
   out.parameters = calling.parameters;

@@ -257,6 +257,11 @@ TEST(RegionPrograms, ALinkedProgramsTypesAreCheckedWhereNoPartCheckedThem) {
     // own cache length symbol: a renaming.
     EXPECT_EQ(untyped, 0u);
     EXPECT_NO_THROW(compiler::validate_program(p, false, &st.typed));
+    // A program without calls links to itself, every step typed.
+    compiler::ProgramLinkStats none;
+    const compiler::DeviceProgram same = compiler::link_program(p, g.regions, {}, true, &none);
+    EXPECT_EQ(none.typed, std::vector<char>(p.steps.size(), 1));
+    EXPECT_NO_THROW(compiler::validate_program(same, false, &none.typed));
     if (dynamic) {
       // The last call's layer with a cache of a constant length, or of the
       // length another of its sizes has: that call binds a constant, or
