@@ -22,25 +22,44 @@ bool mentions(const SymExpr& e, const std::map<std::string, SymExpr>& sizes) {
   return false;
 }
 
-// Every SymExpr of `t` (or of a step's attributes) with the call's sizes.
+// Where a program holds sizes, and nowhere else: its buffers' shapes and
+// the vector<SymExpr> values of its steps' attributes (AttrValue's only
+// kind that holds a SymExpr). symbols_of, a call's substitution and
+// renamed_region all find sizes through these two, so the symbols a link
+// checks (renames_only) are the ones it substitutes.
+template <class Type, class F>  // f(d) for each size of `t` (a TensorType, const or not)
+void for_each_size(Type& t, F&& f) {
+  for (auto& d : t.shape) f(d);
+}
+template <class F>  // f(key, dims) for each attribute of `a` that holds sizes
+void for_each_size_attr(const Attrs& a, F&& f) {
+  for (const auto& [k, v] : a.items())
+    if (const auto* dims = std::get_if<std::vector<SymExpr>>(&v)) f(k, *dims);
+}
+
+// `t`, or a step's attributes, with the call's sizes.
 void substitute(TensorType& t, const std::map<std::string, SymExpr>& sizes) {
-  for (auto& d : t.shape)
+  for_each_size(t, [&](SymExpr& d) {
     if (mentions(d, sizes)) d = d.substitute(sizes);
+  });
 }
 
 Attrs substitute(const Attrs& a, const std::map<std::string, SymExpr>& sizes) {
   Attrs out = a;
-  for (const auto& [k, v] : a.items()) {
-    const auto* dims = std::get_if<std::vector<SymExpr>>(&v);
-    if (dims == nullptr ||
-        std::none_of(dims->begin(), dims->end(), [&](const SymExpr& d) { return mentions(d, sizes); }))
-      continue;
+  for_each_size_attr(a, [&](const std::string& k, const std::vector<SymExpr>& dims) {
+    if (std::none_of(dims.begin(), dims.end(), [&](const SymExpr& d) { return mentions(d, sizes); })) return;
     std::vector<SymExpr> e;
-    e.reserve(dims->size());
-    for (const auto& d : *dims) e.push_back(mentions(d, sizes) ? d.substitute(sizes) : d);
+    e.reserve(dims.size());
+    for (const auto& d : dims) e.push_back(mentions(d, sizes) ? d.substitute(sizes) : d);
     out.set(k, std::move(e));
-  }
+  });
   return out;
+}
+
+// Every size of a program with `sizes`.
+void substitute(DeviceProgram& p, const std::map<std::string, SymExpr>& sizes) {
+  for (auto& b : p.buffers) substitute(b.type, sizes);
+  for (auto& st : p.steps) st.attrs = substitute(st.attrs, sizes);
 }
 
 // One call being stamped: its region, the body's symbols it binds to other
@@ -53,18 +72,17 @@ struct Stamp {
   bool renames = true;  // `sizes` only renames symbols: see renames_only
 };
 
-// The symbols of a program's buffers and attributes.
+// The symbols of a program's sizes.
 std::set<std::string> symbols_of(const DeviceProgram& p) {
   std::set<std::string> out;
   auto add = [&](const SymExpr& e) {
     for (const auto& [monomial, c] : e.terms()) out.insert(monomial.begin(), monomial.end());
   };
-  for (const auto& b : p.buffers)
-    for (const auto& d : b.type.shape) add(d);
+  for (const auto& b : p.buffers) for_each_size(b.type, add);
   for (const auto& st : p.steps)
-    for (const auto& [k, v] : st.attrs.items())
-      if (const auto* dims = std::get_if<std::vector<SymExpr>>(&v))
-        for (const auto& d : *dims) add(d);
+    for_each_size_attr(st.attrs, [&](const std::string&, const std::vector<SymExpr>& dims) {
+      for (const auto& d : dims) add(d);
+    });
   return out;
 }
 
@@ -271,8 +289,7 @@ CompiledRegion renamed_region(CompiledRegion r, const std::vector<std::string>& 
   for (std::size_t k = 0; k < to.size(); ++k)
     if (from[k] != to[k]) names.emplace(from[k], SymExpr::symbol(to[k]));
   if (names.empty()) return r;
-  for (auto& b : r.program.buffers) substitute(b.type, names);
-  for (auto& st : r.program.steps) st.attrs = substitute(st.attrs, names);
+  substitute(r.program, names);
   r.optimized.substitute_symbols(names);
   return r;
 }

@@ -1,4 +1,11 @@
 // Helpers shared by the shape/dtype inference rules (infer_*.cpp).
+//
+// A rule decides the equality and order of dims by their structure and
+// constants (DimUnifier, SymExpr arithmetic), never by a symbol's name:
+// SymExpr's operator< and str() depend on names and serve maps and messages
+// only. A linked program's loader relies on it: it does not type again the
+// steps of a region call that only renames the body's symbols one to one
+// (compiler/link_program.h, ProgramLinkStats::typed).
 #pragma once
 
 #include <npucache/error.h>
