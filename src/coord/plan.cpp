@@ -1,5 +1,7 @@
 #include "coord/plan.h"
 
+#include "format/names.h"
+
 #include <npucache/error.h>
 
 #include <algorithm>
@@ -13,7 +15,7 @@ std::string RankInfo::encode() const {
   std::string f = failure;  // a field of its own: tabs inside it become spaces
   std::replace(f.begin(), f.end(), '\t', ' ');
   std::string rs;
-  for (const auto& r : regions) rs += (rs.empty() ? "" : ",") + r;
+  for (std::size_t k = 0; k < regions.size() && k < kMaxRankRegions; ++k) rs += (k ? "," : "") + regions[k];
   return graph_key + "\t" + std::to_string(cost) + "\t" + (needs ? "1" : "0") + "\t" + (holds ? "1" : "0") + "\t" +
          (remote ? "1" : "0") + "\t" + f + "\t" + rs + "\t" + store;
 }
@@ -25,10 +27,18 @@ RankInfo RankInfo::decode(const std::string& s) {
   if (!std::getline(in, r.graph_key, '\t') || !std::getline(in, cost, '\t') || !std::getline(in, needs, '\t') ||
       !std::getline(in, holds, '\t') || !std::getline(in, remote, '\t') || !std::getline(in, r.failure, '\t') ||
       !std::getline(in, regions, '\t'))
-    throw CommError("malformed rank report '" + s + "'");
+    throw CommError("malformed rank report '" + s.substr(0, 200) + "'");
   std::istringstream rs(regions);
-  for (std::string k; std::getline(rs, k, ',');)
-    if (!k.empty()) r.regions.push_back(k);
+  for (std::string k; std::getline(rs, k, ',');) {
+    if (k.empty()) continue;
+    if (r.regions.size() == kMaxRankRegions)
+      throw CommError("a rank report names more than " + std::to_string(kMaxRankRegions) +
+                      " regions; a rank of this job runs another npucache");
+    if (!format::names::valid_graph_key(k))
+      throw CommError("a rank report names '" + k.substr(0, 40) +
+                      "' as a region, which is no region key; a rank of this job runs another npucache");
+    r.regions.push_back(k);
+  }
   std::getline(in, r.store);  // the last field, empty for a rank without a store
   r.cost = std::stod(cost);
   r.needs = needs == "1";

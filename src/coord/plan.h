@@ -7,6 +7,10 @@
 
 namespace npucache::coord {
 
+// The most region keys a rank report carries; decode() refuses a report
+// with more, or with anything but region keys among them.
+constexpr std::size_t kMaxRankRegions = 1024;
+
 struct RankInfo {
   std::string graph_key;
   double cost = 0;      // estimated compile cost (graph size)
@@ -17,7 +21,9 @@ struct RankInfo {
   bool remote = false;  // its cache has a remote tier
   std::string failure;  // LocalFailure::encode() of its own work ("" when none failed)
   // The region keys its trace calls that its store lacks (a compile of its
-  // program would compile them): region_plan.h.
+  // program would compile them): region_plan.h. encode() sends the first
+  // kMaxRankRegions of them: the waves are a saving, and a region left out
+  // is compiled by each store's compile that calls it.
   std::vector<std::string> regions;
 
   std::string encode() const;

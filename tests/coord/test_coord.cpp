@@ -25,6 +25,7 @@
 
 #include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -104,6 +105,38 @@ TEST(Plan, ARankWithoutAStoreWritesNothing) {
   EXPECT_EQ(p.store_writer, (std::vector<int>{1}));
   EXPECT_EQ(p.ships_object, (std::vector<bool>{false, true, false, false}));
   EXPECT_EQ(RankInfo::decode(ranks[0].encode()).store, "");
+}
+
+// A rank report is bounded: it carries at most kMaxRankRegions region keys
+// (the rest compile where they are called), and a report naming more, or
+// naming anything but region keys, is refused with what it held.
+TEST(Plan, ARankReportCarriesBoundedRegionKeys) {
+  RankInfo r = needer("k", "s");
+  for (std::size_t k = 0; k < kMaxRankRegions + 10; ++k) {
+    char key[33];
+    std::snprintf(key, sizeof key, "%032zx", k);
+    r.regions.push_back(key);
+  }
+  const RankInfo back = RankInfo::decode(r.encode());
+  ASSERT_EQ(back.regions.size(), kMaxRankRegions);
+  EXPECT_EQ(back.regions.back(), r.regions[kMaxRankRegions - 1]);
+  EXPECT_EQ(back.store, "s");
+
+  // A hand-made report with one key too many, and one with a path.
+  std::string many = "k\t10\t1\t0\t0\t\t";
+  for (std::size_t k = 0; k <= kMaxRankRegions; ++k) many += (k ? "," : "") + r.regions[k];
+  try {
+    RankInfo::decode(many + "\ts");
+    FAIL() << "a report of too many regions was taken";
+  } catch (const CommError& e) {
+    EXPECT_NE(std::string(e.what()).find("more than 1024 regions"), std::string::npos) << e.what();
+  }
+  try {
+    RankInfo::decode("k\t10\t1\t0\t0\t\t" + r.regions[0] + ",../../x\ts");
+    FAIL() << "a report naming a path as a region was taken";
+  } catch (const CommError& e) {
+    EXPECT_NE(std::string(e.what()).find("'../../x' as a region"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Plan, AHolderOnAnotherHostOwnsTheKey) {
