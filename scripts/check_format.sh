@@ -15,10 +15,16 @@ if [ "$fix" = 1 ]; then
   clang-format -i "${files[@]}"
   exit 0
 fi
-bad=()
-for f in "${files[@]}"; do
-  if ! clang-format --dry-run -Werror "$f" >/dev/null 2>&1; then bad+=("$f"); fi
-done
+# One clang-format per batch of files, two at a time: it names each file
+# that differs in a "<file>:<line>:<col>: error:" line, and fails.
+rc=0
+out="$(printf '%s\0' "${files[@]}" | xargs -0 -n 40 -P 2 clang-format --dry-run -Werror 2>&1)" || rc=$?
+mapfile -t bad < <(sed -n 's/^\([^:]*\):[0-9]*:[0-9]*: error:.*/\1/p' <<<"$out" | sort -u)
+if [ "$rc" -ne 0 ] && [ ${#bad[@]} -eq 0 ]; then
+  echo "check_format: clang-format failed (exit $rc) without naming a file:" >&2
+  printf '%s\n' "$out" | head -20 >&2
+  exit 1
+fi
 if [ ${#bad[@]} -ne 0 ]; then
   echo "check_format: ${#bad[@]} file(s) not formatted as .clang-format says; run scripts/check_format.sh --fix:" >&2
   printf '  %s\n' "${bad[@]}" >&2
