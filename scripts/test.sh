@@ -12,13 +12,16 @@
 #                                     the benchmarks and examples are not built
 #   BUILD_DIR, JOBS                   where to build (default build/), ctest -j
 #   NPUCACHE_BUILD_ONLY=1             build what the suite runs, run nothing
+#   NPUCACHE_UBSAN_LIGHT=ON           (address) UBSan's heaviest checks only in
+#                                     the decoding layers (cmake/Settings.cmake)
 # ctest's JUnit report is left in BUILD_DIR/junit.xml.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 "$root/scripts/install-deps.sh"
 san="${NPUCACHE_SANITIZE:-}"
 labels="${NPUCACHE_TEST_LABELS:-}"
-args=(-DNPUCACHE_BUILD_TESTS=ON "-DNPUCACHE_SANITIZE=$san" "-DNPUCACHE_TEST_LABELS=${labels// /;}")
+args=(-DNPUCACHE_BUILD_TESTS=ON "-DNPUCACHE_SANITIZE=$san" "-DNPUCACHE_TEST_LABELS=${labels// /;}"
+  "-DNPUCACHE_UBSAN_LIGHT=${NPUCACHE_UBSAN_LIGHT:-OFF}")
 if [ -n "$san" ]; then
   export BUILD_DIR="${BUILD_DIR:-$root/build-$san}"
   export BUILD_TYPE="${BUILD_TYPE:-RelWithDebInfo}"

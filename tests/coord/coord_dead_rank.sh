@@ -15,13 +15,19 @@ export NPUCACHE_TEST_COORD_DEAD=1 NPUCACHE_LOG_LEVEL="${NPUCACHE_LOG_LEVEL:-warn
 np=8 dead=3 timeout=4 grace=5
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
+# The job ends in an abort, which skips the test's own clean-up: its
+# temporary directories go in one of this run's, removed on exit.
+scratch="$(mktemp -d)"
+trap 'rm -rf "$scratch"' EXIT
+export TMPDIR="$scratch"
 
 start=$(date +%s.%N)
 rc=0
 out="$(timeout -k 5 120 "$mpiexec" -np "$np" "$@" "$bin" --gtest_filter=CoordFaults.ADeadRankIsNamedByEveryOtherRank 2>&1)" ||
   rc=$?
 took=$(python3 -c "print(round($(date +%s.%N) - $start, 2))")
-rm -rf /tmp/npucache-coordfaults-*-ADeadRankIsNamedByEveryOtherRank
+compgen -G "$scratch/npucache-coordfaults-*-ADeadRankIsNamedByEveryOtherRank-*" >/dev/null ||
+  fail "the job left no temporary directory in TMPDIR ($scratch): it did not run the test: $out"
 [ "$rc" -ne 124 ] && [ "$rc" -ne 137 ] || fail "the job did not end within 120 s (hung): $out"
 [ "$rc" -ne 0 ] || fail "the job exited 0: $out"
 grep "coord dead rank:" <<<"$out" || true

@@ -77,8 +77,9 @@ op_case() {
 }
 
 # The cases mostly wait out their timeouts: two jobs run at once (each in
-# its own subshell, its output kept and printed in order), which keeps each
-# within its bound on two cores.
+# its own subshell, its output kept and printed in order). Each stays
+# within its bound with other tests beside it (ctest -j2; checked with
+# both cores busy).
 ops() {
   local ops=(allgather broadcast barrier allreduce recv dup split split_shared watchdog gather) i j failed=0
   for ((i = 0; i < ${#ops[@]}; i += 2)); do
