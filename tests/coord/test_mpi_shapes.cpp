@@ -221,8 +221,11 @@ TEST_F(Shapes, ReplicasNotInStepNeverHangAndCompileOnce) {
   } else {
     EXPECT_EQ(f(batch_of(1)).to_vector(), expected_of(1));
   }
+  // A rank that waited for rank 3, which never claims, would wait out the
+  // 20 s bound; half of it tells that apart from a slow compile on a
+  // loaded machine (9.7 s seen beside CI's other work).
   const double took = now_s() - t0;
-  EXPECT_LT(took, 5.0) << "a rank's later calls took " << took << " s";
+  EXPECT_LT(took, 10.0) << "a rank's later calls took " << took << " s (the bound is 20 s)";
   const auto later = later_records();
   ASSERT_EQ(later.size(), rank % 4 == 3 ? 0u : 1u);
   int compiles = 0;
