@@ -11,7 +11,8 @@
 #      (tp=8 x pp=4, meta weights), cold coordinated and independent, then
 #      warm, with their goals (perf/real_shapes.py; results in perf/out/long/)
 #   5. the fast, slow and mpi tests under ASan+UBSan (not only those labelled
-#      `asan`), with every UBSan check in every layer
+#      `asan`), with every UBSan check in every layer, and built without the
+#      tests' precompiled header (each test source includes what it uses)
 #   6. fuzzing of every decoder in that build for FUZZ_SECONDS (default 3600)
 #   7. reduce-overhead decode threads (batch 1, 3, 8) under automatic dynamic on
 #      NPUCACHE_DECODE_CACHES (default 20) fresh caches: every second start
@@ -39,7 +40,7 @@ mkdir -p perf/out/long
 step big-models python3 perf/real_shapes.py perf/out/long --trials 1
 step decode-starts env NPUCACHE_DECODE_CACHES="${NPUCACHE_DECODE_CACHES:-20}" build/tests/test_serving \
   --gtest_filter=Serving.ThreadedDecodeSecondStartCapturesNothing
-step asan-all env NPUCACHE_SANITIZE=address NPUCACHE_TEST_LABELS="fast slow mpi" BUILD_DIR="$root/build-address-all" scripts/test.sh
+step asan-all env NPUCACHE_SANITIZE=address NPUCACHE_TEST_PCH=OFF NPUCACHE_TEST_LABELS="fast slow mpi" BUILD_DIR="$root/build-address-all" scripts/test.sh
 # The fuzzing in the build of every UBSan check (CI's ASan build leaves the
 # heaviest to the decoding layers: NPUCACHE_UBSAN_LIGHT).
 step fuzz env BUILD_DIR="$root/build-address-all" FUZZ_SECONDS="${FUZZ_SECONDS:-3600}" scripts/fuzz.sh

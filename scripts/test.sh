@@ -14,6 +14,8 @@
 #   NPUCACHE_BUILD_ONLY=1             build what the suite runs, run nothing
 #   NPUCACHE_UBSAN_LIGHT=ON           (address) UBSan's heaviest checks only in
 #                                     the decoding layers (cmake/Settings.cmake)
+#   NPUCACHE_TEST_PCH=OFF             test programs without the precompiled
+#                                     header (each source includes what it uses)
 # ctest's JUnit report is left in BUILD_DIR/junit.xml.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -21,7 +23,7 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 san="${NPUCACHE_SANITIZE:-}"
 labels="${NPUCACHE_TEST_LABELS:-}"
 args=(-DNPUCACHE_BUILD_TESTS=ON "-DNPUCACHE_SANITIZE=$san" "-DNPUCACHE_TEST_LABELS=${labels// /;}"
-  "-DNPUCACHE_UBSAN_LIGHT=${NPUCACHE_UBSAN_LIGHT:-OFF}")
+  "-DNPUCACHE_UBSAN_LIGHT=${NPUCACHE_UBSAN_LIGHT:-OFF}" "-DNPUCACHE_TEST_PCH=${NPUCACHE_TEST_PCH:-ON}")
 if [ -n "$san" ]; then
   export BUILD_DIR="${BUILD_DIR:-$root/build-$san}"
   export BUILD_TYPE="${BUILD_TYPE:-RelWithDebInfo}"

@@ -441,7 +441,12 @@ TEST_F(Serving, RandomSplitModelsAcrossProcessesEqualEager) {
   for (unsigned round = 0; round < 3; ++round) {
     std::vector<std::string> cmds;
     for (unsigned seed : {round * 3 + 1, round * 3 + 2, round * 3 + 3, round * 3 + 1})
-      cmds.push_back(std::string(SURFACE_DIFF_WORKER) + " " + dir.string() + " " + std::to_string(seed) + " 6");
+      cmds.push_back(std::string(SURFACE_DIFF_WORKER)
+                         .append(" ")
+                         .append(dir.string())
+                         .append(" ")
+                         .append(std::to_string(seed))
+                         .append(" 6"));
     for (int start = 0; start < 2; ++start)
       for (const Out& r : in_parallel(cmds, scratch)) {
         EXPECT_EQ(r.status, 0) << "round " << round << "\n" << r.text;

@@ -119,8 +119,7 @@ TEST_F(Serving, TwoDeviceKindsKeepTheirTemplatesSideBySide) {
       << js.text;
   // A file planted under one kind's name with the other's content does not
   // name its content: reported by verify, never replayed.
-  std::vector<fs::path> files;
-  for (const auto& e : fs::directory_iterator(dir / npucache::format::names::kTemplatesDir)) files.push_back(e.path());
+  const std::vector<fs::path> files = template_files();
   ASSERT_EQ(files.size(), 4u);
   std::string planted;
   fs::path victim;
@@ -159,10 +158,7 @@ TEST_F(Serving, TemplateVariantsAreBoundedPerProgram) {
     ASSERT_EQ(r.status, 0) << r.text;
     EXPECT_TRUE(has(r.text, "templates recorded 1 restored 0")) << gib << "G\n" << r.text;
   }
-  std::size_t files = 0;
-  for (const auto& e : fs::directory_iterator(dir / npucache::format::names::kTemplatesDir))
-    files += e.is_regular_file();
-  EXPECT_EQ(files, 4u);
+  EXPECT_EQ(template_files().size(), 4u);
   for (int gib : {3, 4, 5, 6}) EXPECT_TRUE(has(on(gib).text, "templates recorded 0 restored 1")) << gib << "G";
   EXPECT_TRUE(has(on(1).text, "templates recorded 1 restored 0")) << "1G was removed";
   EXPECT_EQ(sh(std::string(NPUCACHE_CLI) + " verify " + dir.string()).status, 0);
@@ -187,9 +183,9 @@ TEST_F(Serving, TemplateVariantsBoundKeepsTheRecentlyRestored) {
 TEST_F(Serving, AnEarlierBuildsTemplateFileIsRestored) {
   const std::string args = "--mode reduce-overhead --dynamic true --batches 4";
   ASSERT_EQ(serve(args).status, 0);
-  fs::path file;
-  for (const auto& e : fs::directory_iterator(dir / npucache::format::names::kTemplatesDir)) file = e.path();
-  ASSERT_FALSE(file.empty());
+  const std::vector<fs::path> files = template_files();
+  ASSERT_EQ(files.size(), 1u);
+  const fs::path file = files.front();
   const std::string name = file.filename().string();
   ASSERT_EQ(name.size(), 32u + 1 + 16 + 3) << name;  // <template key>.<variant>.h5
   fs::rename(file, file.parent_path() / (name.substr(0, 32) + ".h5"));
@@ -244,9 +240,9 @@ TEST_F(Serving, ThreadedDecodeSecondStartCapturesNothing) {
 TEST_F(Serving, DamagedAndCraftedTemplatesAreNeverReplayed) {
   const std::string args = "--mode reduce-overhead --dynamic true --batches 4";
   ASSERT_EQ(serve(args).status, 0);
-  fs::path file;
-  for (const auto& e : fs::directory_iterator(dir / npucache::format::names::kTemplatesDir)) file = e.path();
-  ASSERT_FALSE(file.empty());
+  const std::vector<fs::path> files = template_files();
+  ASSERT_EQ(files.size(), 1u);
+  const fs::path file = files.front();
   std::string clean;
   {
     std::ifstream in(file, std::ios::binary);
