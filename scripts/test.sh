@@ -16,6 +16,9 @@
 #                                     the decoding layers (cmake/Settings.cmake)
 #   NPUCACHE_TEST_PCH=OFF             test programs without the precompiled
 #                                     header (each source includes what it uses)
+# NPUCACHE_SANITIZE, _TEST_LABELS, _UBSAN_LIGHT and _TEST_PCH go to cmake on
+# every run (unset: the default), replacing what an earlier configure of the
+# same build directory set.
 # ctest's JUnit report is left in BUILD_DIR/junit.xml.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"

@@ -1,11 +1,13 @@
 // The headers most test programs include, compiled once per build into a
 // precompiled header that every GoogleTest program of tests/ reuses
 // (tests/CMakeLists.txt, npucache_test_pch): the standard library,
-// GoogleTest and the public API, about 3 s of parsing per test source
-// otherwise. Only headers with no configuration of their own belong here
-// (no MPI, spdlog or src/ header: their macros differ between programs).
-// A test source still includes what it uses: NPUCACHE_TEST_PCH=OFF
-// builds without this header, and scripts/long.sh does.
+// GoogleTest and the public API, parsed once per build instead of once per
+// unity batch of test sources. Only headers with no configuration of their
+// own belong here (no MPI, spdlog or src/ header: their macros differ
+// between programs). A test source still includes what it uses:
+// NPUCACHE_TEST_PCH=OFF builds without this header, and scripts/long.sh
+// does (a missing include then fails, unless another source of the same
+// unity batch has it).
 #pragma once
 
 #include <algorithm>
