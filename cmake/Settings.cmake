@@ -20,6 +20,13 @@ endif()
 if(NPUCACHE_UNITY_BUILD AND CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
   target_compile_options(npucache_warnings INTERFACE -Wno-subobject-linkage)
 endif()
+# CI builds with NPUCACHE_WERROR, so a warning fails the run instead of
+# scrolling past in a build log (three -Wshadow warnings of src/nn had);
+# a user's build of a newer compiler with new warnings still builds.
+option(NPUCACHE_WERROR "Treat the project's warnings as errors (CI)" OFF)
+if(NPUCACHE_WERROR)
+  target_compile_options(npucache_warnings INTERFACE -Werror)
+endif()
 
 # NPUCACHE_UBSAN_LIGHT (CI's ASan build): UBSan's type-mismatch checks
 # (null, alignment) and its vptr and pointer-overflow checks instrument

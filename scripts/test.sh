@@ -16,7 +16,8 @@
 #                                     the decoding layers (cmake/Settings.cmake)
 #   NPUCACHE_TEST_PCH=OFF             test programs without the precompiled
 #                                     header (each source includes what it uses)
-# NPUCACHE_SANITIZE, _TEST_LABELS, _UBSAN_LIGHT and _TEST_PCH go to cmake on
+#   NPUCACHE_WERROR=ON                a warning fails the build (CI)
+# NPUCACHE_SANITIZE, _TEST_LABELS, _UBSAN_LIGHT, _TEST_PCH and _WERROR go to cmake on
 # every run (unset: the default), replacing what an earlier configure of the
 # same build directory set.
 # ctest's JUnit report is left in BUILD_DIR/junit.xml.
@@ -26,7 +27,8 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 san="${NPUCACHE_SANITIZE:-}"
 labels="${NPUCACHE_TEST_LABELS:-}"
 args=(-DNPUCACHE_BUILD_TESTS=ON "-DNPUCACHE_SANITIZE=$san" "-DNPUCACHE_TEST_LABELS=${labels// /;}"
-  "-DNPUCACHE_UBSAN_LIGHT=${NPUCACHE_UBSAN_LIGHT:-OFF}" "-DNPUCACHE_TEST_PCH=${NPUCACHE_TEST_PCH:-ON}")
+  "-DNPUCACHE_UBSAN_LIGHT=${NPUCACHE_UBSAN_LIGHT:-OFF}" "-DNPUCACHE_TEST_PCH=${NPUCACHE_TEST_PCH:-ON}"
+  "-DNPUCACHE_WERROR=${NPUCACHE_WERROR:-OFF}")
 if [ -n "$san" ]; then
   export BUILD_DIR="${BUILD_DIR:-$root/build-$san}"
   export BUILD_TYPE="${BUILD_TYPE:-RelWithDebInfo}"

@@ -274,10 +274,10 @@ Tensor RegionCallState::end_body(const Tensor& result) {
   // What the body decided about sizes, over the signature's numbers.
   b->arg_symbols = m.symbols;
   b->replayable = !m.exact;
-  auto numbered = [&](const SymExpr& e, SymExpr& out) {
+  auto over_numbers = [&](const SymExpr& e, SymExpr& into) {
     for (const auto& sym : e.symbols())
       if (!m.numbered.count(sym)) return false;
-    out = e.substitute(m.numbered);
+    into = e.substitute(m.numbered);
     return true;
   };
   const ShapeEnv& before = m.outer->shapes;
@@ -285,18 +285,18 @@ Tensor RegionCallState::end_body(const Tensor& result) {
   for (const auto& [sym, e] : after.substitutions()) {
     if (before.substitutions().count(sym)) continue;
     std::pair<SymExpr, SymExpr> d;
-    b->replayable = b->replayable && numbered(SymExpr::symbol(sym), d.first) && numbered(e, d.second);
+    b->replayable = b->replayable && over_numbers(SymExpr::symbol(sym), d.first) && over_numbers(e, d.second);
     b->decisions.push_back(std::move(d));
   }
   for (std::size_t i = before.bounds().size(); i < after.bounds().size(); ++i) {
     DimBound d;
-    b->replayable = b->replayable && numbered(after.bounds()[i].lhs, d.lhs) && numbered(after.bounds()[i].rhs, d.rhs);
+    b->replayable = b->replayable && over_numbers(after.bounds()[i].lhs, d.lhs) && over_numbers(after.bounds()[i].rhs, d.rhs);
     b->bounds.push_back(std::move(d));
   }
   b->out = g.node(out).type;
   b->out.shape = after.resolve(b->out.shape);
   b->out_numbered = b->out;
-  for (auto& d : b->out_numbered.shape) b->replayable = b->replayable && numbered(SymExpr(d), d);
+  for (auto& d : b->out_numbered.shape) b->replayable = b->replayable && over_numbers(SymExpr(d), d);
   // Sizes are decided in the method's symbol environment.
   m.outer->shapes = m.body->shapes;
   set_current_trace(m.outer);

@@ -148,12 +148,12 @@ std::map<std::string, SymExpr> ShapeEnv::final_substitutions(const std::vector<S
   return out;
 }
 
-TraceState::TraceState(const nn::Module* module, const TraceOptions& opts)
-    : id(g_next_trace_id++), module(module), options(opts), unlowerable(opts.unlowerable) {
-  if (module == nullptr) return;
-  for (const auto& [name, t] : module->named_parameters())
+TraceState::TraceState(const nn::Module* traced, const TraceOptions& opts)
+    : id(g_next_trace_id++), module(traced), options(opts), unlowerable(opts.unlowerable) {
+  if (traced == nullptr) return;
+  for (const auto& [name, t] : traced->named_parameters())
     if (t.defined()) module_tensors[t.impl().get()] = {name, PlaceholderKind::parameter};
-  for (const auto& [name, t] : module->named_buffers())
+  for (const auto& [name, t] : traced->named_buffers())
     if (t.defined()) module_tensors[t.impl().get()] = {name, PlaceholderKind::buffer};
 }
 
