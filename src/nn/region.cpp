@@ -290,7 +290,8 @@ Tensor RegionCallState::end_body(const Tensor& result) {
   }
   for (std::size_t i = before.bounds().size(); i < after.bounds().size(); ++i) {
     DimBound d;
-    b->replayable = b->replayable && over_numbers(after.bounds()[i].lhs, d.lhs) && over_numbers(after.bounds()[i].rhs, d.rhs);
+    b->replayable =
+        b->replayable && over_numbers(after.bounds()[i].lhs, d.lhs) && over_numbers(after.bounds()[i].rhs, d.rhs);
     b->bounds.push_back(std::move(d));
   }
   b->out = g.node(out).type;
