@@ -12,7 +12,8 @@
 #      warm, with their goals (perf/real_shapes.py; results in perf/out/long/)
 #   5. the fast, slow and mpi tests under ASan+UBSan (not only those labelled
 #      `asan`), with every UBSan check in every layer, and built without the
-#      tests' precompiled header (each test source includes what it uses)
+#      tests' precompiled header (a test source missing an include fails,
+#      unless another source of its unity batch has it)
 #   6. fuzzing of every decoder in that build for FUZZ_SECONDS (default 3600)
 #   7. reduce-overhead decode threads (batch 1, 3, 8) under automatic dynamic on
 #      NPUCACHE_DECODE_CACHES (default 20) fresh caches: every second start

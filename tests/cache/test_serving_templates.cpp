@@ -158,7 +158,9 @@ TEST_F(Serving, TemplateVariantsAreBoundedPerProgram) {
     ASSERT_EQ(r.status, 0) << r.text;
     EXPECT_TRUE(has(r.text, "templates recorded 1 restored 0")) << gib << "G\n" << r.text;
   }
-  EXPECT_EQ(template_files().size(), 4u);
+  const std::vector<fs::path> files = template_files();
+  EXPECT_EQ(files.size(), 4u);
+  for (const auto& f : files) EXPECT_TRUE(fs::is_regular_file(f)) << f;
   for (int gib : {3, 4, 5, 6}) EXPECT_TRUE(has(on(gib).text, "templates recorded 0 restored 1")) << gib << "G";
   EXPECT_TRUE(has(on(1).text, "templates recorded 1 restored 0")) << "1G was removed";
   EXPECT_EQ(sh(std::string(NPUCACHE_CLI) + " verify " + dir.string()).status, 0);
