@@ -37,6 +37,9 @@ RankInfo RankInfo::decode(const std::string& s) {
     if (!format::names::valid_graph_key(k))
       throw CommError("a rank report names '" + k.substr(0, 40) +
                       "' as a region, which is no region key; a rank of this job runs another npucache");
+    if (std::find(r.regions.begin(), r.regions.end(), k) != r.regions.end())
+      throw CommError("a rank report names region " + k +
+                      " twice; a rank of this job runs another npucache (each rank names a region once)");
     r.regions.push_back(k);
   }
   std::getline(in, r.store);  // the last field, empty for a rank without a store

@@ -13,7 +13,13 @@ RegionPlan make_region_plan(const std::vector<RankInfo>& ranks, const Plan& plan
   std::map<std::string, std::map<int, std::vector<int>>> needers;
   for (std::size_t r = 0; r < n && r < compiling.size() && r < plan.store_group.size(); ++r) {
     if (!compiling[r] || plan.store_group[r] < 0) continue;
-    for (const auto& region : ranks[r].regions) needers[region][plan.store_group[r]].push_back(static_cast<int>(r));
+    // Once each, whatever a report repeats (RankInfo::decode refuses a
+    // report that does): a rank listed twice would be sent a region twice,
+    // and receive it once.
+    for (const auto& region : ranks[r].regions) {
+      std::vector<int>& rs = needers[region][plan.store_group[r]];
+      if (rs.empty() || rs.back() != static_cast<int>(r)) rs.push_back(static_cast<int>(r));
+    }
   }
   // The first wave's compiler of each region needed in two stores or more:
   // its lowest needing owner.

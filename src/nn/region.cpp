@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <set>
 #include <string>
 #include <typeinfo>
 
@@ -39,6 +40,16 @@ namespace {
 bool check_every_call() {
   const char* e = std::getenv("NPUCACHE_CHECK_REGIONS");
   return e != nullptr && *e != '\0' && std::string(e) != "0";
+}
+
+// The value whose storage `v` is, through the views lowering makes
+// (compiler/passes/lower.cpp: a reshape, an update in place, a send).
+ValueId storage_root(const Graph& g, ValueId v) {
+  while (true) {
+    const Node& n = g.node(v);
+    if ((n.op != Op::reshape && n.op != Op::buffer_update && n.op != Op::send) || n.inputs.empty()) return v;
+    v = n.inputs[0];
+  }
 }
 
 struct RegionCallState : FlattenVisitor {
@@ -60,6 +71,9 @@ struct RegionCallState : FlattenVisitor {
   std::shared_ptr<RegionBody> check;
   std::size_t next_input = 0;
   bool collecting = true;
+  // Set after a body whose result is a view of an operand: the arguments
+  // are given back their values of the method's trace (traced inline).
+  bool restoring = false;
 
   // `e` over the numbers (numbering new symbols).
   std::string number(const SymExpr& e) {
@@ -81,26 +95,47 @@ struct RegionCallState : FlattenVisitor {
     return e.str();
   }
 
+  // A text of the key as its length and its bytes: a path, a value or a
+  // name holding the key's separators ("a'|varg1[1]='b", one string) never
+  // reads as two pieces ("a", then "b").
+  void text(const std::string& s) {
+    key += std::to_string(s.size());
+    key += ':';
+    key += s;
+  }
+
   void tensor(const std::string& path, Tensor& t) override {
     if (collecting) {
       const ValueId v = outer->value_of(t, "argument '" + path + "' of a compile region");
       TensorType type = outer->graph.node(v).type;
       type.shape = outer->shapes.resolve(type.shape);
-      key += "|t" + path + ":" + std::string(dtype_name(type.dtype)) + "[";
+      key += "|t";
+      text(path);
+      key += std::string(dtype_name(type.dtype)) + "[";
       for (const auto& d : type.shape) key += number(d) + ",";
       key += "]";
       args.push_back(v);
       arg_types.push_back(std::move(type));
       return;
     }
+    if (restoring) {
+      t = outer->wrap(args.at(next_input++));
+      return;
+    }
     const ValueId v = body->graph.add_placeholder(PlaceholderKind::input, path, arg_types.at(next_input++));
     t = body->wrap(v);
   }
   void value(const std::string& path, const std::string& repr) override {
-    if (collecting) key += "|v" + path + "=" + repr;
+    if (!collecting) return;
+    key += "|v";
+    text(path);
+    text(repr);
   }
   void symint(const std::string& path, SymInt& s) override {
-    if (collecting) key += "|s" + path + "=" + number(outer->shapes.resolve(s.expr()));
+    if (!collecting) return;
+    key += "|s";
+    text(path);
+    key += number(outer->shapes.resolve(s.expr()));
   }
 
   // The module's tensors by name, read once per call (recorded() then
@@ -114,7 +149,10 @@ struct RegionCallState : FlattenVisitor {
     for (const auto& [n, t] : module->named_parameters()) by_name.emplace(n, t);
     for (const auto& [n, t] : module->named_buffers()) by_name.emplace("#" + n, t);
     if (out)
-      for (const auto& [n, t] : by_name) *out += "|m" + n + ":" + (t.defined() ? type_str(t.impl()->type) : "-");
+      for (const auto& [n, t] : by_name) {
+        *out += "|m" + std::to_string(n.size()) + ":" + n;
+        *out += t.defined() ? type_str(t.impl()->type) : "-";
+      }
     return by_name;
   }
 
@@ -146,6 +184,25 @@ struct RegionCallState : FlattenVisitor {
     }
     env.end_undo(!holds);
     return holds;
+  }
+
+  ValueId storage_of(ValueId v) const { return storage_root(outer->graph, v); }
+
+  // Two arguments of one storage, or an argument of the storage of one of
+  // the module's tensors already in the trace. The body takes each as an
+  // operand of its own, so an update in place of one and a read of the
+  // other would be ordered by nothing once the call is linked onto one
+  // buffer: such a call is traced inline.
+  bool shares_storage() {
+    std::set<ValueId> storages;
+    for (ValueId a : args)
+      if (!storages.insert(storage_of(a)).second) return true;
+    for (const auto& [n, tensor] : module_tensors(nullptr)) {
+      if (!tensor.defined()) continue;
+      const auto it = outer->bound.find(tensor.impl().get());
+      if (it != outer->bound.end() && storages.count(storage_of(it->second))) return true;
+    }
+    return false;
   }
 
   Tensor record(const RegionBody& b) {
@@ -207,7 +264,10 @@ struct RegionCallState : FlattenVisitor {
     set_current_trace(body.get());
   }
 
-  Tensor end_body(const Tensor& result);
+  // The body traced: records the call into `out`; false (the body
+  // dropped, the method's trace current again) when its result is a view
+  // of one of its operands.
+  bool end_body(const Tensor& result, Tensor& out);
 };
 
 // The placeholder a value updated in place roots at (through views and
@@ -221,11 +281,21 @@ ValueId root_placeholder(const Graph& g, ValueId v) {
   }
 }
 
-Tensor RegionCallState::end_body(const Tensor& result) {
+bool RegionCallState::end_body(const Tensor& result, Tensor& call_result) {
   RegionCallState& m = *this;
   if (!result.defined()) throw TraceError("compile region " + m.name + " returned an undefined tensor");
   const ValueId out = m.body->value_of(result, "the result of compile region " + m.name);
   Graph& g = m.body->graph;
+  if (g.node(storage_root(g, out)).op == Op::placeholder) {
+    // The result is an argument, a parameter or a buffer, or a view of
+    // one (a cache updated in place and returned): a region's result is
+    // a buffer of its own to the calling program, which would order the
+    // caller's later updates of the operand and its reads of the result
+    // by nothing. Traced inline, as with regions off; the method's size
+    // decisions are its own again (the body's are dropped with it).
+    set_current_trace(m.outer);
+    return false;
+  }
   g.set_outputs({out});
   if (m.check) {
     // The body traced again (NPUCACHE_CHECK_REGIONS): equal up to symbol
@@ -237,7 +307,8 @@ Tensor RegionCallState::end_body(const Tensor& result) {
                        " computes another body than the first module of its signature (NPUCACHE_CHECK_REGIONS): " +
                        "a plain member changes what the method computes; pass it to the method as a plain value " +
                        "or name it in type_name()");
-    return m.record(*m.check);
+    call_result = m.record(*m.check);
+    return true;
   }
   auto b = std::make_shared<RegionBody>();
   b->id = "p" + std::to_string(m.outer->region_list.size());
@@ -304,7 +375,8 @@ Tensor RegionCallState::end_body(const Tensor& result) {
   b->graph = std::move(g);
   if (!m.outer->region_bodies.count(m.key)) m.outer->region_bodies[m.key] = b;
   m.outer->region_list.push_back(b);
-  return m.record(*b);
+  call_result = m.record(*b);
+  return true;
 }
 
 }  // namespace
@@ -327,11 +399,16 @@ Tensor run_region(const nn::Module& module, const unsigned char* method, std::si
     call.key += hex;
   }
   visit(call);
+  if (call.shares_storage()) return run();
   Tensor out;
   if (call.recorded(out)) return out;
   call.begin_body(method_name());
   visit(call);
-  return call.end_body(run());
+  if (call.end_body(run(), out)) return out;
+  call.restoring = true;
+  call.next_input = 0;
+  visit(call);
+  return run();
 }
 
 }  // namespace npucache::detail

@@ -135,6 +135,34 @@ TEST(Cse, MergesDuplicatesButNotSideEffects) {
   EXPECT_EQ(count(c, Op::bernoulli), 2);
 }
 
+// A cache updated in place between two equal reads: the reads see other
+// contents and stay two (eagerly, the second sum sees the update); equal
+// reads with no write between them still merge, through views too.
+TEST(Cse, ReadsOnEitherSideOfAnUpdateInPlaceStayTwo) {
+  Builder b;
+  auto cache = b.g.add_placeholder(PlaceholderKind::buffer, "cache", {DType::f32, {2, 8, 4}});
+  auto pos = b.in({2, 2}, DType::i64);
+  auto v = b.in({2, 2, 4});
+  auto u1 = b.op(Op::buffer_update, {cache, pos, v});
+  auto before = b.op(Op::sum, {u1}, Attrs{{"dims", std::vector<int64_t>{1}}, {"keepdim", true}});
+  auto before_again = b.op(Op::sum, {u1}, Attrs{{"dims", std::vector<int64_t>{1}}, {"keepdim", true}});
+  auto u2 = b.op(Op::buffer_update, {cache, pos, b.op(Op::exp, {v})});
+  auto after = b.op(Op::sum, {u1}, Attrs{{"dims", std::vector<int64_t>{1}}, {"keepdim", true}});
+  auto view = b.op(Op::reshape, {cache}, Attrs{{"shape", std::vector<SymExpr>{2, 32}}});
+  auto after_view = b.op(Op::sum, {view}, Attrs{{"dims", std::vector<int64_t>{1}}, {"keepdim", true}});
+  auto after_view_again = b.op(Op::sum, {view}, Attrs{{"dims", std::vector<int64_t>{1}}, {"keepdim", true}});
+  (void)u2;
+  b.g.set_outputs({before, before_again, after, after_view, after_view_again});
+  Graph c = eliminate_common_subexpressions(b.g);
+  EXPECT_EQ(count(c, Op::buffer_update), 2);
+  const auto& outs = c.outputs();
+  EXPECT_EQ(outs[0], outs[1]) << "two reads with no write between them are one";
+  EXPECT_NE(outs[0], outs[2]) << "a read after the update is another read";
+  EXPECT_EQ(outs[3], outs[4]);
+  EXPECT_EQ(count(c, Op::sum), 3);
+  EXPECT_NO_THROW(verify(c));
+}
+
 TEST(Dce, DropsUnusedKeepsSideEffectsAndInputs) {
   Builder b;
   auto x = b.in({4});

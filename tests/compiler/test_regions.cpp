@@ -478,6 +478,161 @@ TEST(RegionAttacks, AMemberThatChangesTheBodyPassedAsAPlainValueGivesABodyPerVal
   expect_bodies_and_eager_results(m, 2, "windows 1 and 2");
 }
 
+// Layers called with words: each word one more step of the body, a
+// sigmoid for a word ending in 'b', else a tanh. The signature holds each
+// word as it is: two words ("a", "b") and one word holding the
+// signature's own separators ("a'|varg1[1]='b") are two bodies, as are
+// two strings split elsewhere (each pair reads alike with its words
+// joined by the separators, and computes another body).
+struct Worded : nn::Module {
+  struct Layer : nn::Module {
+    Tensor w;
+    explicit Layer(float seed) {
+      w = register_parameter("w", Tensor::from_vector(ramp(16, 0.05f * seed, -0.1f), {4, 4}));
+    }
+    Tensor forward(const Tensor& x, const std::vector<std::string>& words) const {
+      Tensor h = x;
+      for (const auto& word : words)
+        h = !word.empty() && word.back() == 'b' ? ops::sigmoid(ops::matmul(h, w)) : ops::tanh(ops::matmul(h, w));
+      return h;
+    }
+    Tensor forward_pair(const Tensor& x, const std::string& a, const std::string& b) const {
+      return forward(x, {a, b});
+    }
+  };
+  std::shared_ptr<Layer> l0, l1, l2, l3;
+  Worded() {
+    l0 = register_module("l0", std::make_shared<Layer>(1.0f));
+    l1 = register_module("l1", std::make_shared<Layer>(2.0f));
+    l2 = register_module("l2", std::make_shared<Layer>(3.0f));
+    l3 = register_module("l3", std::make_shared<Layer>(4.0f));
+  }
+  Tensor forward(const Tensor& x) {
+    Tensor h = nn::compile_region(*l0, &Layer::forward, x, std::vector<std::string>{"a", "b"});
+    h = nn::compile_region(*l1, &Layer::forward, h, std::vector<std::string>{"a'|varg1[1]='b"});
+    h = nn::compile_region(*l2, &Layer::forward_pair, h, std::string("x'|varg2='b"), std::string("z"));
+    return nn::compile_region(*l3, &Layer::forward_pair, h, std::string("x"), std::string("b'|varg2='z"));
+  }
+};
+
+TEST(RegionAttacks, WordsHoldingTheSignaturesSeparatorsGetABodyEach) {
+  Worded m;
+  expect_bodies_and_eager_results(m, 4, "four signatures, each its own words");
+}
+
+// A body that updates one argument in place and reads another, called
+// with one storage as both: its cache twice, or its cache and a view of
+// it. In the body's program the two are operands of their own, so the
+// update and the read would be ordered by nothing once linked onto one
+// buffer; such a call is traced inline instead, as with regions off.
+struct Aliased : nn::Module {
+  struct Layer : nn::Module {
+    Tensor cache;
+    Tensor w;
+    explicit Layer(float seed) {
+      cache = register_buffer("cache", Tensor::from_vector(ramp(2 * 8 * 4, 0.1f * seed, -0.3f), {2, 8, 4}));
+      w = register_parameter("w", Tensor::from_vector(ramp(16, 0.05f * seed, -0.1f), {4, 4}));
+    }
+    Tensor forward(const Tensor& a, const Tensor& pos, const Tensor& v, const Tensor& b) const {
+      ops::buffer_update(a, pos, ops::tanh(ops::matmul(v, w)));
+      return ops::sum(b, {1}, true);
+    }
+  };
+  std::shared_ptr<Layer> l0, l1, l2, l3;
+  Aliased() {
+    l0 = register_module("l0", std::make_shared<Layer>(1.0f));
+    l1 = register_module("l1", std::make_shared<Layer>(2.0f));
+    l2 = register_module("l2", std::make_shared<Layer>(3.0f));
+    l3 = register_module("l3", std::make_shared<Layer>(4.0f));
+  }
+  Tensor forward(const Tensor& pos, const Tensor& v) {
+    Tensor h = nn::compile_region(*l0, &Layer::forward, l0->cache, pos, v, l0->cache);
+    h = h + nn::compile_region(*l1, &Layer::forward, l1->cache, pos, v, l1->cache.reshape({2, 32}).reshape({2, 8, 4}));
+    // Its own cache as the argument read, another layer's as the one
+    // updated: the body reads its module's cache through the argument.
+    h = h + nn::compile_region(*l2, &Layer::forward, l3->cache, pos, v, l2->cache);
+    // Two storages, as the body expects: a region call.
+    return h + nn::compile_region(*l3, &Layer::forward, l1->cache, pos, v, l0->cache);
+  }
+};
+
+TEST(RegionAttacks, ArgumentsOfOneStorageAreTracedInline) {
+  const Tensor pos = Tensor::from_vector_i64({1, 5, 2, 6}, {2, 2});
+  const Tensor v = Tensor::from_vector(ramp(2 * 2 * 4, 0.11f, -0.2f), {2, 2, 4});
+  Aliased traced;
+  const TraceResult tr = trace_method(traced, &Aliased::forward, TraceOptions{}, pos, v);
+  std::size_t calls = 0;
+  for (const Node& n : tr.graph.nodes()) calls += n.op == Op::region_call;
+  EXPECT_EQ(calls, 1u) << "only the call of two storages is a region call";
+  EXPECT_EQ(tr.regions.size(), 1u);
+  for (const std::string mode : {"default", "max-autotune"}) {
+    Aliased compiled_model, eager_model;  // the same weights and caches
+    CompileOptions co;
+    co.fullgraph = true;
+    co.mode = mode;
+    auto f = compile(compiled_model, &Aliased::forward, co);
+    const std::vector<float> got = f(pos, v).to_vector();
+    const std::vector<float> want = eager_model.forward(pos, v).to_vector();
+    expect_close(got, want, "arguments of one storage, " + mode, 1e-5f);
+    expect_close(compiled_model.l1->cache.to_vector(), eager_model.l1->cache.to_vector(), "l1's cache, " + mode, 1e-5f);
+  }
+}
+
+// A body whose result is one of its operands or a view of one: the
+// cache it updated in place and returns, a reshape of its argument. To
+// the calling program a region's result is a buffer of its own, so the
+// caller's later update of that cache and its reads of the result would
+// be ordered by nothing; such a body is traced inline.
+struct Returning : nn::Module {
+  struct Layer : nn::Module {
+    Tensor cache;
+    Tensor w;
+    explicit Layer(float seed) {
+      cache = register_buffer("cache", Tensor::from_vector(ramp(2 * 8 * 4, 0.1f * seed, -0.3f), {2, 8, 4}));
+      w = register_parameter("w", Tensor::from_vector(ramp(16, 0.05f * seed, -0.1f), {4, 4}));
+    }
+    Tensor update(const Tensor& c, const Tensor& pos, const Tensor& v) const {
+      return ops::buffer_update(c, pos, ops::tanh(ops::matmul(v, w)));
+    }
+    Tensor flat(const Tensor& x) const { return x.reshape({2, 32}); }
+  };
+  std::shared_ptr<Layer> l0, l1;
+  Returning() {
+    l0 = register_module("l0", std::make_shared<Layer>(1.0f));
+    l1 = register_module("l1", std::make_shared<Layer>(2.0f));
+  }
+  Tensor forward(const Tensor& pos, const Tensor& v, const Tensor& pos2) {
+    const Tensor h = nn::compile_region(*l0, &Layer::update, l0->cache, pos, v);
+    const Tensor before = ops::sum(h, {1}, true);
+    ops::buffer_update(l0->cache, pos2, v);  // the result is the cache: it sees this update
+    const Tensor after = ops::sum(h, {1}, true);
+    const Tensor f = nn::compile_region(*l1, &Layer::flat, l1->cache);
+    ops::buffer_update(l1->cache, pos2, v * 3.0f);
+    return before + after * 2.0f + ops::sum(f, {1}, true).reshape({2, 1, 1});
+  }
+};
+
+TEST(RegionAttacks, ABodyReturningAViewOfAnOperandIsTracedInline) {
+  const Tensor pos = Tensor::from_vector_i64({1, 5, 2, 6}, {2, 2});
+  const Tensor pos2 = Tensor::from_vector_i64({0, 5, 7, 3}, {2, 2});
+  const Tensor v = Tensor::from_vector(ramp(2 * 2 * 4, 0.11f, -0.2f), {2, 2, 4});
+  Returning traced;
+  const TraceResult tr = trace_method(traced, &Returning::forward, TraceOptions{}, pos, v, pos2);
+  std::size_t calls = 0;
+  for (const Node& n : tr.graph.nodes()) calls += n.op == Op::region_call;
+  EXPECT_EQ(calls, 0u) << "no body whose result is its operand's storage is a region";
+  EXPECT_TRUE(tr.regions.empty());
+  for (const std::string mode : {"default", "max-autotune"}) {
+    Returning compiled_model, eager_model;
+    CompileOptions co;
+    co.fullgraph = true;
+    co.mode = mode;
+    auto f = compile(compiled_model, &Returning::forward, co);
+    expect_close(f(pos, v, pos2).to_vector(), eager_model.forward(pos, v, pos2).to_vector(),
+                 "a result that is its operand, " + mode, 1e-5f);
+  }
+}
+
 // Layers of two classes under one virtual method and one type_name(): a
 // model mixing them (the method pointer names a virtual slot, the same for
 // both classes).

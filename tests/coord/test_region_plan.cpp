@@ -4,6 +4,7 @@
 // stores needing it, which compile in the second wave; an owner that compiles a
 // region for others never waits for one.
 #include <gtest/gtest.h>
+#include <npucache/error.h>
 
 #include "coord/plan.h"
 #include "coord/region_plan.h"
@@ -113,4 +114,25 @@ TEST(RegionPlan, TheRegionsTravelInTheRankReport) {
   EXPECT_EQ(back.store, i.store);
   EXPECT_EQ(back.graph_key, i.graph_key);
   EXPECT_TRUE(RankInfo::decode(owner(0, "", {}).encode()).regions.empty());
+}
+
+// A report naming a region twice (a rank of another npucache, or a
+// hostile one) is refused, the same on every rank, which all decode every
+// report; the plan itself lists a rank once per region whatever it is
+// given, so no sender sends a region twice to a receiver that takes it
+// once (the second copy would wait out the step's deadline, or be taken
+// for the next region's file).
+TEST(RegionPlan, AReportNamingARegionTwiceIsRefusedAndThePlanListsEachRankOnce) {
+  const std::string k = "0123456789abcdef0123456789abcdef";
+  const RankInfo twice = owner(1, "b", {k, k});
+  try {
+    (void)RankInfo::decode(twice.encode());
+    FAIL() << "a report naming a region twice was decoded";
+  } catch (const npucache::CommError& e) {
+    EXPECT_NE(std::string(e.what()).find("names region " + k + " twice"), std::string::npos) << e.what();
+  }
+  const RegionPlan p = waves({owner(0, "a", {k}), twice, owner(2, "b", {k, k})});
+  ASSERT_EQ(p.transfers.size(), 1u);
+  EXPECT_EQ(p.transfers[0].from, 0);
+  EXPECT_EQ(p.transfers[0].to, (std::vector<int>{1, 2}));
 }
