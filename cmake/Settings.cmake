@@ -75,3 +75,19 @@ add_library(npucache_test_code INTERFACE)
 if(NOT _san AND NOT CMAKE_BUILD_TYPE STREQUAL "Debug")
   target_compile_options(npucache_test_code INTERFACE -O1)
 endif()
+
+# The library's control code (every layer but the kernels: the cache,
+# storage, formats, coordination, tracing, compiling, the command)
+# compiles at -O2 in a Release build, the kernels keep the build type's
+# -O3. -O3's extra inlining, unrolling and vectorizing speed loops over
+# numbers, and the kernels' loops are where the arithmetic runs (the
+# matmuls a job runs and the autotuner times); in code of maps, strings
+# and serialization it costs compile CPU and buys nothing measurable: a
+# batch of the storage layer compiles in 54 s at -O2 against 72 s at -O3,
+# while a warm start and a decode step run as fast (docs/ARCHITECTURE.md,
+# "Optimization levels", has the figures). Other build types keep their
+# flags, and sanitizer builds their -O0 above.
+add_library(npucache_control_code INTERFACE)
+if(NOT _san AND CMAKE_BUILD_TYPE STREQUAL "Release")
+  target_compile_options(npucache_control_code INTERFACE -O2)
+endif()
