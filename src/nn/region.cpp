@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <set>
 #include <string>
 #include <typeinfo>
@@ -125,6 +126,15 @@ struct RegionCallState : FlattenVisitor {
     const ValueId v = body->graph.add_placeholder(PlaceholderKind::input, path, arg_types.at(next_input++));
     t = body->wrap(v);
   }
+  // A list's length: [[], []] and [[]] flatten to no element either way.
+  std::size_t sequence_size(const std::string& path, std::size_t current) override {
+    if (collecting) {
+      key += "|n";
+      text(path);
+      key += std::to_string(current);
+    }
+    return current;
+  }
   void value(const std::string& path, const std::string& repr) override {
     if (!collecting) return;
     key += "|v";
@@ -148,11 +158,22 @@ struct RegionCallState : FlattenVisitor {
     have_tensors = true;
     for (const auto& [n, t] : module->named_parameters()) by_name.emplace(n, t);
     for (const auto& [n, t] : module->named_buffers()) by_name.emplace("#" + n, t);
-    if (out)
+    if (out) {
+      // A tensor under two names (tied weights) is one placeholder of the
+      // body: the second name says which earlier one it is, so tied and
+      // untied modules of one class have signatures of their own.
+      std::map<const TensorImpl*, std::size_t> first;
+      std::size_t index = 0;
       for (const auto& [n, t] : by_name) {
         *out += "|m" + std::to_string(n.size()) + ":" + n;
         *out += t.defined() ? type_str(t.impl()->type) : "-";
+        if (t.defined()) {
+          const auto [it, fresh] = first.emplace(t.impl().get(), index);
+          if (!fresh) *out += "=" + std::to_string(it->second);
+        }
+        ++index;
       }
+    }
     return by_name;
   }
 
@@ -239,10 +260,15 @@ struct RegionCallState : FlattenVisitor {
 
   // When a body of this call's signature was traced (and its size
   // decisions hold for this call): records the call into `out`.
-  bool recorded(Tensor& out) {
+  // The rest of the signature, after the arguments: the module's tensors,
+  // and the symbols themselves when a size is compound.
+  void complete_key() {
     module_tensors(&key);
     if (exact)
       for (const auto& s : symbols) key += "|" + s.str();
+  }
+
+  bool recorded(Tensor& out) {
     auto it = outer->region_bodies.find(key);
     if (it == outer->region_bodies.end()) return false;
     if (check_every_call()) {
@@ -287,6 +313,7 @@ bool RegionCallState::end_body(const Tensor& result, Tensor& call_result) {
   const ValueId out = m.body->value_of(result, "the result of compile region " + m.name);
   Graph& g = m.body->graph;
   if (g.node(storage_root(g, out)).op == Op::placeholder) {
+    m.outer->inline_signatures.insert(m.key);  // later calls of it go inline at once
     // The result is an argument, a parameter or a buffer, or a view of
     // one (a cache updated in place and returned): a region's result is
     // a buffer of its own to the calling program, which would order the
@@ -399,7 +426,8 @@ Tensor run_region(const nn::Module& module, const unsigned char* method, std::si
     call.key += hex;
   }
   visit(call);
-  if (call.shares_storage()) return run();
+  call.complete_key();
+  if (call.shares_storage() || t->inline_signatures.count(call.key)) return run();
   Tensor out;
   if (call.recorded(out)) return out;
   call.begin_body(method_name());

@@ -163,6 +163,98 @@ TEST(Cse, ReadsOnEitherSideOfAnUpdateInPlaceStayTwo) {
   EXPECT_NO_THROW(verify(c));
 }
 
+// Each pass that merges, folds or moves nodes against writes in place
+// (compiler/passes/storage_writes.h): a cache [2, 8, 4] updated at
+// positions [2, 2] with values [2, 2, 4].
+namespace {
+struct Written {
+  Builder b;
+  ValueId pos = b.in({2, 2}, DType::i64);
+  ValueId v = b.in({2, 2, 4});
+  Attrs zeros{{"shape", Shape{2, 8, 4}}, {"value", 0.0}, {"dtype", DType::f32}};
+  ValueId update(ValueId cache) { return b.op(Op::buffer_update, {cache, pos, v}); }
+};
+}  // namespace
+
+// Two zero-filled caches of one shape, each updated: two buffers, never
+// one (the K and V caches of a method that makes its own).
+TEST(Cse, CachesWrittenInPlaceAreNeverMerged) {
+  Written w;
+  auto k = w.b.op(Op::full, {}, w.zeros);
+  auto vc = w.b.op(Op::full, {}, w.zeros);
+  auto zeros = w.b.op(Op::full, {}, w.zeros);
+  auto zeros_again = w.b.op(Op::full, {}, w.zeros);
+  w.b.g.set_outputs({w.update(k), w.update(vc), zeros, zeros_again});
+  Graph c = eliminate_common_subexpressions(w.b.g);
+  EXPECT_EQ(count(c, Op::full), 3) << "the two caches stay two; the two plain zeros are one";
+  EXPECT_NE(c.node(c.outputs()[0]).inputs[0], c.node(c.outputs()[1]).inputs[0]);
+  EXPECT_EQ(c.outputs()[2], c.outputs()[3]);
+}
+
+// A constant updated in place is no constant after (nor before: one
+// storage); an unwritten one still folds.
+TEST(ConstantFold, AConstantWrittenInPlaceIsNotFolded) {
+  Written w;
+  auto cache = w.b.op(Op::full, {}, w.zeros);
+  auto u = w.update(cache);
+  auto e = w.b.op(Op::exp, {cache});
+  auto plain = w.b.op(Op::exp, {w.b.op(Op::full, {}, w.zeros)});
+  w.b.g.set_outputs({u, e, plain});
+  Graph f = eliminate_dead_code(fold_constants(w.b.g));
+  EXPECT_EQ(count(f, Op::exp), 1) << "exp of the written cache stays; exp of plain zeros folds";
+  EXPECT_EQ(f.node(f.outputs()[1]).op, Op::exp);
+  EXPECT_EQ(f.node(f.outputs()[2]).op, Op::full);
+}
+
+// neg(cache) read before an update, used after it: fusing neg into exp's
+// group would run it where exp is, after the update.
+TEST(Fusion, NoMemberMovesAcrossAWriteOfWhatItReads) {
+  Written w;
+  auto cache = w.b.g.add_placeholder(PlaceholderKind::buffer, "cache", {DType::f32, {2, 8, 4}});
+  auto y = w.b.op(Op::neg, {cache});
+  auto u = w.update(cache);
+  auto z = w.b.op(Op::exp, {y});
+  auto x = w.b.in({2, 8, 4});
+  auto chain = w.b.op(Op::exp, {w.b.op(Op::neg, {x})});  // no write between: one group
+  w.b.g.set_outputs({u, z, chain});
+  FusionStats stats;
+  Graph f = fuse(w.b.g, &stats);
+  EXPECT_EQ(stats.groups, 1) << "only neg(x) -> exp";
+  EXPECT_EQ(f.node(f.outputs()[1]).op, Op::exp);
+  EXPECT_EQ(f.node(f.outputs()[2]).op, Op::fused);
+  // A written constant is a buffer, an input of the group, not a constant.
+  Written w2;
+  auto zc = w2.b.op(Op::full, {}, w2.zeros);
+  auto u2 = w2.update(zc);
+  auto in = w2.b.in({2, 8, 4});
+  auto sum = w2.b.op(Op::exp, {w2.b.op(Op::add, {w2.b.op(Op::neg, {in}), zc})});
+  w2.b.g.set_outputs({u2, sum});
+  Graph f2 = fuse(w2.b.g);
+  const Node& fused = f2.node(f2.outputs()[1]);
+  ASSERT_EQ(fused.op, Op::fused);
+  EXPECT_EQ(fused.attrs.get_int("num_consts"), 0);
+  EXPECT_EQ(fused.inputs.size(), 2u) << "the input and the written zeros";
+}
+
+// matmul(q, permute(cache)) with the cache updated between the two: the
+// folded matmul would read the cache where the matmul is, after the update.
+TEST(FoldTransposes, NotAcrossAWriteOfTheTransposedOperand) {
+  Written w;
+  auto cache = w.b.g.add_placeholder(PlaceholderKind::buffer, "cache", {DType::f32, {2, 8, 4}});
+  auto q = w.b.in({2, 3, 4});
+  auto kt = w.b.op(Op::permute, {cache}, Attrs{{"perm", std::vector<int64_t>{0, 2, 1}}});
+  auto u = w.update(cache);
+  auto m = w.b.op(Op::matmul, {q, kt});
+  auto kt2 = w.b.op(Op::permute, {cache}, Attrs{{"perm", std::vector<int64_t>{0, 2, 1}}});
+  auto m2 = w.b.op(Op::matmul, {q, kt2});  // no write between: folded
+  w.b.g.set_outputs({u, m, m2});
+  Graph f = fold_transposes(w.b.g);
+  EXPECT_EQ(count(f, Op::permute), 1);
+  EXPECT_EQ(f.node(f.outputs()[1]).op, Op::matmul);
+  EXPECT_FALSE(f.node(f.outputs()[1]).attrs.get_bool_or("trans_b", false));
+  EXPECT_TRUE(f.node(f.outputs()[2]).attrs.get_bool_or("trans_b", false));
+}
+
 TEST(Dce, DropsUnusedKeepsSideEffectsAndInputs) {
   Builder b;
   auto x = b.in({4});

@@ -520,6 +520,66 @@ TEST(RegionAttacks, WordsHoldingTheSignaturesSeparatorsGetABodyEach) {
   expect_bodies_and_eager_results(m, 4, "four signatures, each its own words");
 }
 
+// Lists of lists: [[], []] and [[]] flatten to no element either way; the
+// signature holds each list's length, so they are two bodies.
+struct Nested : nn::Module {
+  struct Layer : nn::Module {
+    Tensor w;
+    explicit Layer(float seed) {
+      w = register_parameter("w", Tensor::from_vector(ramp(16, 0.05f * seed, -0.1f), {4, 4}));
+    }
+    Tensor forward(const Tensor& x, const std::vector<std::vector<int64_t>>& lists) const {
+      Tensor h = x;
+      for (std::size_t i = 0; i < lists.size(); ++i) h = ops::tanh(ops::matmul(h, w));
+      return h;
+    }
+  };
+  std::shared_ptr<Layer> l0, l1;
+  Nested() {
+    l0 = register_module("l0", std::make_shared<Layer>(1.0f));
+    l1 = register_module("l1", std::make_shared<Layer>(2.0f));
+  }
+  Tensor forward(const Tensor& x) {
+    Tensor h = nn::compile_region(*l0, &Layer::forward, x, std::vector<std::vector<int64_t>>{{}, {}});
+    return nn::compile_region(*l1, &Layer::forward, h, std::vector<std::vector<int64_t>>{{}});
+  }
+};
+
+TEST(RegionAttacks, ListsOfOtherLengthsGetABodyEach) {
+  Nested m;
+  expect_bodies_and_eager_results(m, 2, "two lists and one");
+}
+
+// Tied weights: a layer whose two matrices are one tensor, then one of the
+// same class whose two are two. The tied body reads one placeholder; the
+// untied call must not be recorded with it.
+struct Tied : nn::Module {
+  struct Layer : nn::Module {
+    Tensor a, b;
+    Layer(float seed, bool tie) {
+      a = register_parameter("a", Tensor::from_vector(ramp(16, 0.05f * seed, -0.1f), {4, 4}));
+      b = register_parameter("b", tie ? a : Tensor::from_vector(ramp(16, -0.03f * seed, 0.2f), {4, 4}));
+    }
+    Tensor forward(const Tensor& x) const { return ops::tanh(ops::matmul(ops::tanh(ops::matmul(x, a)), b)); }
+  };
+  std::shared_ptr<Layer> l0, l1, l2;
+  Tied() {
+    l0 = register_module("l0", std::make_shared<Layer>(1.0f, true));
+    l1 = register_module("l1", std::make_shared<Layer>(2.0f, false));
+    l2 = register_module("l2", std::make_shared<Layer>(3.0f, true));
+  }
+  Tensor forward(const Tensor& x) {
+    Tensor h = nn::compile_region(*l0, &Layer::forward, x);
+    h = nn::compile_region(*l1, &Layer::forward, h);
+    return nn::compile_region(*l2, &Layer::forward, h);
+  }
+};
+
+TEST(RegionAttacks, TiedAndUntiedModulesOfOneClassGetABodyEach) {
+  Tied m;
+  expect_bodies_and_eager_results(m, 2, "tied, untied, tied");
+}
+
 // A body that updates one argument in place and reads another, called
 // with one storage as both: its cache twice, or its cache and a view of
 // it. In the body's program the two are operands of their own, so the

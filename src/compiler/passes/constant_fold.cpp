@@ -4,6 +4,7 @@
 
 #include "compiler/passes.h"
 #include "compiler/passes/rewriter.h"
+#include "compiler/passes/storage_writes.h"
 #include "runtime/unary_math.h"
 
 #include <cmath>
@@ -77,14 +78,17 @@ std::optional<double> evaluate(Op op, const std::vector<double>& x, DType out) {
 Graph fold_constants(const Graph& g) {
   Rewriter rw(g);
   Graph& out = rw.out();
+  // A storage written in place is no constant, and a node whose storage
+  // is written (a view of one) no value (passes/storage_writes.h).
+  const StorageWrites writes(g);
   for (std::size_t i = 0; i < g.size(); ++i) {
     const Node& n = g.nodes()[i];
     const auto id = static_cast<ValueId>(i);
-    bool all_const = n.op != Op::placeholder && !n.inputs.empty() && !op_info(n.op).side_effect;
+    bool all_const = n.op != Op::placeholder && !n.inputs.empty() && !op_info(n.op).side_effect && !writes.written(id);
     std::vector<double> vals;
     for (ValueId in : n.inputs) {
       ValueId m = rw.map(in);
-      all_const = all_const && is_full(out, m);
+      all_const = all_const && !writes.written(in) && is_full(out, m);
       if (all_const) vals.push_back(full_value(out, m));
     }
     std::optional<double> folded;

@@ -5,6 +5,7 @@
 #include "compiler/fusion.h"
 #include "compiler/passes.h"
 #include "compiler/passes/rewriter.h"
+#include "compiler/passes/storage_writes.h"
 
 #include <algorithm>
 #include <map>
@@ -66,6 +67,7 @@ Graph fuse(const Graph& g, FusionStats* stats) {
 
   std::vector<int> group_of(n, -1);
   std::vector<Group> groups;
+  const StorageWrites writes(g);
   for (std::size_t r = n; r-- > 0;) {
     const Node& root = g.nodes()[r];
     if (group_of[r] >= 0 || root.op == Op::full) continue;
@@ -82,10 +84,17 @@ Graph fuse(const Graph& g, FusionStats* stats) {
       if (grp.members.count(c) || group_of[ci] >= 0) continue;
       const Node& p = g.node(c);
       if (!fusable_elementwise(g, p)) continue;
-      if (p.op == Op::full) {  // a uniform constant: copied into every group using it
-        grp.members.insert(c);
+      if (p.op == Op::full) {                           // a uniform constant: copied into every group using it
+        if (!writes.written(c)) grp.members.insert(c);  // a written one is a buffer: an input
         continue;
       }
+      // The group runs where its root is: a member whose operands are
+      // written in place between it and the root would read other
+      // contents there (passes/storage_writes.h).
+      bool same_contents = true;
+      for (ValueId in : p.inputs)
+        same_contents = same_contents && writes.writes_before(ci, in) == writes.writes_before(r, in);
+      if (!same_contents) continue;
       // Values of a smaller (broadcast) shape are recomputed per element.
       if (!broadcasts_to(p.type.shape, grp.iter_shape) || is_output[ci]) continue;
       bool all_inside = true;

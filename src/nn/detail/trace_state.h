@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <unordered_map>
 
 namespace npucache::detail {
@@ -110,6 +111,8 @@ struct TraceState {
   // state traces (empty for a method's trace).
   std::map<std::string, std::shared_ptr<RegionBody>> region_bodies;
   std::vector<std::shared_ptr<RegionBody>> region_list;
+  // Signatures whose body returned a view of an operand: traced inline.
+  std::set<std::string> inline_signatures;
   std::string region;
 
   // Lazy recording (graph breaks, nn/lazy.h): ops on eager tensors record
