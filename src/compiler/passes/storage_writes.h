@@ -34,8 +34,7 @@ class StorageWrites {
       const auto* operands = m ? std::get_if<std::vector<int64_t>>(m) : nullptr;
       if (operands)
         for (int64_t k : *operands)
-          if (k >= 0 && static_cast<std::size_t>(k) < n.inputs.size())
-            write(i, n.inputs[static_cast<std::size_t>(k)]);
+          if (k >= 0 && static_cast<std::size_t>(k) < n.inputs.size()) write(i, n.inputs[static_cast<std::size_t>(k)]);
     }
   }
 
