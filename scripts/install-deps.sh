@@ -6,7 +6,7 @@
 set -euo pipefail
 
 PACKAGES=(
-  build-essential cmake pkg-config clang-format
+  build-essential cmake pkg-config clang-format lld
   libopenmpi-dev openmpi-bin
   libhdf5-openmpi-dev hdf5-tools
   libspdlog-dev libfmt-dev

@@ -23,7 +23,7 @@ namespace {
 
 constexpr float kTol = 1e-4f;
 
-void expect_close(const Tensor& a, const Tensor& b, float tol = kTol) {
+void expect_tensors_close(const Tensor& a, const Tensor& b, float tol = kTol) {
   ASSERT_EQ(a.dims(), b.dims());
   auto x = a.to_vector(), y = b.to_vector();
   for (std::size_t i = 0; i < x.size(); ++i) ASSERT_NEAR(x[i], y[i], tol) << "at " << i;
@@ -101,8 +101,8 @@ TEST(ErfOp, CompilesFusedAndUnfusedAndRoundTrips) {
       o.dynamic = false;
       o.method_name = "forward";
       auto fast = compile(m, &ErfBlock::forward, o);
-      expect_close(fast(x), want);
-      expect_close(fast(x), want);
+      expect_tensors_close(fast(x), want);
+      expect_tensors_close(fast(x), want);
       const compiler::CompiledGraph& g = detail::entry(fast.engine(), 0);
       int traced = 0;
       for (const auto& n : g.trace.graph.nodes()) traced += n.op == Op::erf;
@@ -135,7 +135,7 @@ TEST_P(CompileModes, SeedExampleAndMlpMatchEager) {
     }
     models::InputMeta x{Tensor::from_vector(xs, {b, 2}), true};
     std::vector<Tensor> kv{Tensor::from_vector(ks, {b, 2})};
-    expect_close(fast(x, kv), seed.prompt(x, kv));
+    expect_tensors_close(fast(x, kv), seed.prompt(x, kv));
   }
   EXPECT_EQ(fast.compiles(), c.dynamic ? 1u : 2u);  // static: a new batch size recompiles
 
@@ -145,8 +145,8 @@ TEST_P(CompileModes, SeedExampleAndMlpMatchEager) {
   std::vector<float> in(4 * 128);
   for (std::size_t i = 0; i < in.size(); ++i) in[i] = static_cast<float>((i * 37) % 101) / 50.0f - 1.0f;
   Tensor x = Tensor::from_vector(in, {4, 128});
-  expect_close(fmlp(x), mlp.forward(x));
-  expect_close(fmlp(x), mlp.forward(x));
+  expect_tensors_close(fmlp(x), mlp.forward(x));
+  expect_tensors_close(fmlp(x), mlp.forward(x));
 }
 
 TEST_P(CompileModes, TinyLlamaPromptAndDecodeMatchEager) {
@@ -165,13 +165,13 @@ TEST_P(CompileModes, TinyLlamaPromptAndDecodeMatchEager) {
     auto kv_eager = m.make_kv_cache(1);
     auto kv_fast = m.make_kv_cache(1);
     Tensor t = Tensor::from_vector_i64(toks, {1, S}), p = Tensor::from_vector_i64(iota(0, S), {1, S});
-    expect_close(prompt(t, p, kv_fast), m.prompt(t, p, kv_eager));
+    expect_tensors_close(prompt(t, p, kv_fast), m.prompt(t, p, kv_eager));
     for (int64_t step = 0; step < 4; ++step) {
       Tensor tok = Tensor::from_vector_i64({(step * 13 + 5) % 256}, {1, 1});
       Tensor pos = Tensor::from_vector_i64({S + step}, {1, 1});
-      expect_close(decode(tok, pos, kv_fast), m.decode(tok, pos, kv_eager));
+      expect_tensors_close(decode(tok, pos, kv_fast), m.decode(tok, pos, kv_eager));
     }
-    for (std::size_t i = 0; i < kv_fast.size(); ++i) expect_close(kv_fast[i], kv_eager[i]);
+    for (std::size_t i = 0; i < kv_fast.size(); ++i) expect_tensors_close(kv_fast[i], kv_eager[i]);
   }
   EXPECT_EQ(prompt.compiles(), c.dynamic ? 1u : 2u);
   EXPECT_EQ(decode.compiles(), 1u);  // decode's shapes never change
@@ -215,7 +215,7 @@ TEST(CompiledMethodMember, EmptyUntilAssignedThenRuns) {
   o.method_name = "forward";  // a local class: no symbol to name it from
   m.cached = compile(m, &Holder::forward, o);
   EXPECT_TRUE(m.cached);
-  expect_close(m.cached(x), m.forward(x));
+  expect_tensors_close(m.cached(x), m.forward(x));
   EXPECT_EQ(m.cached.compiles(), 1u);
   EXPECT_EQ(m.cached.status().outcome, Outcome::compiled);
 }

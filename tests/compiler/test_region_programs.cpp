@@ -19,20 +19,15 @@
 #include "compiler/region_stack.h"
 #include "compiler/serialize.h"
 #include "compiler/validate.h"
-#include "support/error_message.h"
 #include "support/expect_close.h"
+#include "support/expect_error.h"
 
 using namespace npucache;
 using namespace npucache::region_stack;
+using npucache::testing::expect_error;
 using testing_support::expect_close;
 
 namespace region_programs {
-
-template <class E>
-void expect_error(const std::function<void()>& f, const std::string& text) {
-  const std::string m = npucache::testing::error_message<E>(f);
-  EXPECT_NE(m.find(text), std::string::npos) << "message: '" << m << "', expected to contain '" << text << "'";
-}
 
 struct Compiled {
   TraceResult trace;
@@ -119,15 +114,14 @@ TEST(RegionPrograms, AProgramLinkThatDoesNotFitIsRefused) {
   const compiler::CompiledGraph& g = c.graph;
   EXPECT_NO_THROW((void)compiler::link_program(g.calling, g.regions, symbols, true));
   // A call step is no kernel: refused where a runnable program is checked.
-  region_programs::expect_error<Error>([&] { compiler::validate_program(g.calling); }, "is no kernel");
+  expect_error<Error>([&] { compiler::validate_program(g.calling); }, "is no kernel");
   EXPECT_NO_THROW(compiler::validate_program(g.calling, true));
-  region_programs::expect_error<VerifyError>([&] { (void)compiler::link_program(g.calling, {}, symbols, true); },
-                                             "the region's program is missing");
+  expect_error<VerifyError>([&] { (void)compiler::link_program(g.calling, {}, symbols, true); },
+                            "the region's program is missing");
   // The two regions' programs under each other's names.
   auto swapped = g.regions;
   std::swap(swapped.begin()->second, std::next(swapped.begin())->second);
-  region_programs::expect_error<VerifyError>([&] { (void)compiler::link_program(g.calling, swapped, symbols, true); },
-                                             "operand 0 is");
+  expect_error<VerifyError>([&] { (void)compiler::link_program(g.calling, swapped, symbols, true); }, "operand 0 is");
   // A call binding one symbol too few.
   compiler::DeviceProgram short_bind = g.calling;
   auto& call = region_programs::first_call(short_bind);
@@ -135,18 +129,18 @@ TEST(RegionPrograms, AProgramLinkThatDoesNotFitIsRefused) {
   ASSERT_FALSE(bind.empty());
   bind.pop_back();
   call.attrs.set("bind", bind);
-  region_programs::expect_error<VerifyError>(
-      [&] { (void)compiler::link_program(short_bind, g.regions, symbols, true); }, "symbols, its body has");
+  expect_error<VerifyError>([&] { (void)compiler::link_program(short_bind, g.regions, symbols, true); },
+                            "symbols, its body has");
   // A call passing one parameter too few.
   compiler::DeviceProgram fewer = g.calling;
   region_programs::first_call(fewer).operands.pop_back();
-  region_programs::expect_error<VerifyError>([&] { (void)compiler::link_program(fewer, g.regions, symbols, true); },
-                                             "its region's program takes");
+  expect_error<VerifyError>([&] { (void)compiler::link_program(fewer, g.regions, symbols, true); },
+                            "its region's program takes");
   // A call whose result has another type than its region's.
   compiler::DeviceProgram retyped = g.calling;
   retyped.buffers[static_cast<std::size_t>(region_programs::first_call(retyped).result)].type.dtype = DType::f16;
-  region_programs::expect_error<VerifyError>([&] { (void)compiler::link_program(retyped, g.regions, symbols, true); },
-                                             "its result is f16");
+  expect_error<VerifyError>([&] { (void)compiler::link_program(retyped, g.regions, symbols, true); },
+                            "its result is f16");
 }
 
 // A record's compiled regions must be exactly its trace's bodies: a region
@@ -156,21 +150,19 @@ TEST(RegionPrograms, ARecordWhoseRegionsAreNotItsTracesIsRefused) {
   const region_programs::Compiled c = region_programs::compile_stack(m, inputs(m, 2, 3, 8), false);
   compiler::CompiledGraph dropped = c.graph;
   dropped.regions.erase(dropped.regions.begin());
-  region_programs::expect_error<VerifyError>(
-      [&] { (void)compiler::deserialize_compiled(compiler::serialize_compiled(dropped, true)); },
-      "the compiled regions are not the regions the trace calls");
+  expect_error<VerifyError>([&] { (void)compiler::deserialize_compiled(compiler::serialize_compiled(dropped, true)); },
+                            "the compiled regions are not the regions the trace calls");
   compiler::CompiledGraph renamed = c.graph;
   auto node = renamed.regions.extract(renamed.regions.begin());
   node.key() = std::string(32, '0');
   renamed.regions.insert(std::move(node));
-  region_programs::expect_error<VerifyError>(
-      [&] { (void)compiler::deserialize_compiled(compiler::serialize_compiled(renamed, true)); },
-      "the compiled regions are not the regions the trace calls");
+  expect_error<VerifyError>([&] { (void)compiler::deserialize_compiled(compiler::serialize_compiled(renamed, true)); },
+                            "the compiled regions are not the regions the trace calls");
   // A region program with a call step of its own.
   compiler::CompiledGraph nested = c.graph;
   nested.regions.begin()->second.program.steps.push_back(region_programs::first_call(nested.calling));
-  region_programs::expect_error<Error>(
-      [&] { (void)compiler::deserialize_compiled(compiler::serialize_compiled(nested, true)); }, "is no kernel");
+  expect_error<Error>([&] { (void)compiler::deserialize_compiled(compiler::serialize_compiled(nested, true)); },
+                      "is no kernel");
 }
 
 namespace region_programs {
@@ -310,19 +302,18 @@ TEST(RegionPrograms, ALinkedProgramsTypesAreCheckedWhereNoPartCheckedThem) {
     // A typed step keeps its structural checks.
     compiler::DeviceProgram broken = p;
     broken.steps.front().deps.push_back(static_cast<int>(p.steps.size()) - 1);
-    region_programs::expect_error<Error>([&] { compiler::validate_program(broken, false, &st.typed); },
-                                         "depends on step");
+    expect_error<Error>([&] { compiler::validate_program(broken, false, &st.typed); }, "depends on step");
     broken = p;
     broken.steps.back().operands.front() = static_cast<int>(p.buffers.size()) + 3;
-    region_programs::expect_error<Error>([&] { compiler::validate_program(broken, false, &st.typed); }, "reads buffer");
+    expect_error<Error>([&] { compiler::validate_program(broken, false, &st.typed); }, "reads buffer");
     // An untyped step's type is checked.
     broken = p;
     const auto last = broken.steps.size() - 1;
     broken.buffers[static_cast<std::size_t>(broken.steps[last].result)].type.dtype = DType::i64;
     std::vector<char> marks = st.typed;
     marks[last] = 0;
-    region_programs::expect_error<Error>([&] { compiler::validate_program(broken, false, &marks); }, "writes");
+    expect_error<Error>([&] { compiler::validate_program(broken, false, &marks); }, "writes");
     marks.pop_back();
-    region_programs::expect_error<Error>([&] { compiler::validate_program(p, false, &marks); }, "typed marks for");
+    expect_error<Error>([&] { compiler::validate_program(p, false, &marks); }, "typed marks for");
   }
 }
