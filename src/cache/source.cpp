@@ -240,12 +240,15 @@ std::shared_ptr<compiler::CompiledGraph> MethodSource::compile_timed(TraceResult
   report_.regions_compiled = report_.regions_reused = report_.regions_waited = 0;
   std::shared_ptr<compiler::CompiledGraph> g;
   if (regions && regions->reused() > 0) {
-    // A region file that decodes but does not fit its calls fails the link:
-    // this compile then compiles every region, stored in place of those files.
+    // A region file that decodes but does not fit its calls fails the link,
+    // or the compile past it (a size no call binds, a linked program that
+    // does not validate): this compile then compiles every region, stored
+    // in place of those files, so one bad file costs one compile. An
+    // error of the method itself comes again from that compile.
     std::optional<TraceResult> again = tr;
     try {
       g = compile(std::move(tr), b, &regions->hints());
-    } catch (const VerifyError& e) {
+    } catch (const Error& e) {
       log::warn("{}: the compiled regions taken from {} do not fit this compile ({}); compiling them again",
                 cache_->method(), cache_->dir(), e.what());
       regions->distrust();

@@ -6,6 +6,7 @@
 #include "compiler/link_program.h"
 #include "compiler/memory_plan.h"
 #include "compiler/passes.h"
+#include "compiler/validate.h"
 #include "log/log.h"
 #include "log/progress.h"
 
@@ -259,6 +260,10 @@ CompiledGraph compile_graph(TraceResult trace, const CompilerConfig& config, con
     pm.run("link_program", [&] {
       ProgramLinkStats st;
       cg.program = link_program(calling, cg.regions, symbols, config.memory_planning, &st);
+      // A stored region's program was checked alone when it was read;
+      // stamped into this method's program, the whole is checked before
+      // it can run (a VerifyError: the caller compiles the regions again).
+      if (!cg.regions_reused.empty()) validate_program(cg.program, false, &st.typed);
       cg.calling = std::move(calling);
       return std::to_string(st.calls) + " calls of " + std::to_string(cg.regions.size()) + " regions, " +
              std::to_string(st.steps) + " steps stamped in";

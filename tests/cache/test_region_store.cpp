@@ -179,6 +179,33 @@ TEST_F(RegionStore, ARegionProgramThatDoesNotFitItsCallsIsCompiledAgainAndReplac
   EXPECT_EQ(region_counts(), std::make_pair(uint64_t{1}, uint64_t{0})) << "the replaced file fits";
 }
 
+// A planted program that decodes, validates alone and links, but names a
+// size no call binds (a scratch buffer of an unknown symbol): the compile
+// that takes it fails past the link, not in it. One bad file costs one
+// compile: the regions are compiled again and the file replaced, by this
+// compile and for every later one.
+TEST_F(RegionStore, ARegionProgramThatBreaksTheCompilePastItsLinkIsCompiledAgainAndReplaced) {
+  run_checked(3, 0, options());
+  region_counts();
+  const auto rs = regions();
+  ASSERT_EQ(rs.size(), 1u);
+  const storage::Store s = storage::Store::open(dir, storage::Create::no);
+  format::RegionRecord r = *storage::read_region(s, rs[0].key);
+  compiler::BufferDesc scratch;
+  scratch.kind = compiler::BufferKind::temp;
+  scratch.type = TensorType{DType::f32, {SymExpr::symbol("zz")}};
+  r.artifact.compiled.program.buffers.push_back(scratch);
+  {
+    const auto held = s.writing();
+    storage::put_region(s, rs[0].key, format::encode_region_file(r.validity, r.artifact), held, true);
+  }
+  ASSERT_EQ(regions()[0].damage, "") << "it decodes and validates";
+  run_checked(2, 0, options(), 0.5f);
+  EXPECT_EQ(region_counts(), std::make_pair(uint64_t{0}, uint64_t{1}));
+  run_checked(4, 0, options(), 0.25f);
+  EXPECT_EQ(region_counts(), std::make_pair(uint64_t{1}, uint64_t{0})) << "the replaced file serves";
+}
+
 // A planted file: the narrow block's region under the wide block's name.
 // It is another region's program (it would run with the wrong shapes), so
 // it is reported, compiled again and replaced, never served.
