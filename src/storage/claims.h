@@ -29,7 +29,8 @@ class Claim {
   // exist), or nullopt when another process or thread holds it.
   static std::optional<Claim> try_take(const std::string& dir, const std::string& graph_key);
   // Releases the claim, removing its file first (a process that opened the
-  // old file meanwhile takes a claim on it and finds the object).
+  // old file meanwhile and locks it finds the name no longer refers to it,
+  // and opens the name again: try_take).
   ~Claim();
   Claim(Claim&& o) noexcept
       : locks_(std::move(o.locks_)), lock_(std::move(o.lock_)), name_(std::exchange(o.name_, std::string())) {}

@@ -106,6 +106,11 @@ std::optional<FileLock> FileLock::within(int fd, std::string what, bool shared, 
   }
 }
 
+ino_t FileLock::inode() const {
+  struct stat st {};
+  return fd_ >= 0 && env().fstat(fd_, &st) == 0 ? st.st_ino : 0;
+}
+
 FileLock::~FileLock() {
   if (fd_ >= 0) {
     env().flock(fd_, LOCK_UN);

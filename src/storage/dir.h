@@ -59,6 +59,9 @@ class FileLock {
   // clock and sleep), or closes `fd` and returns nullopt.
   static std::optional<FileLock> within(int fd, std::string what, bool shared, double wait_s);
   ~FileLock();
+  // The inode of the locked file (0 when it cannot be read): whether a
+  // name still refers to it (Dir::stat's `ino`).
+  ino_t inode() const;
   FileLock(FileLock&& o) noexcept : fd_(o.fd_), what_(std::move(o.what_)) { o.fd_ = -1; }
   FileLock(const FileLock&) = delete;
   FileLock& operator=(const FileLock&) = delete;

@@ -17,6 +17,8 @@
 #include "compiler/program.h"
 #include "compiler/region_stack.h"
 #include "format/names.h"
+#include "process/context.h"
+#include "process/env.h"
 #include "storage/claims.h"
 #include "storage/gc.h"
 #include "storage/regions.h"
@@ -26,12 +28,14 @@
 #include "support/temp_dir_test.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 
 #include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <thread>
 
@@ -329,6 +333,50 @@ TEST_F(RegionStore, ASizeLimitGcBesideCompilesTakingRegionsLosesNoResult) {
 
 // The rendezvous: a region another process claimed is waited for and
 // taken once stored; a claimer that never stores costs at most the wait.
+// An Env that runs `before_lock` once, just before the next lock taken
+// without waiting: between a claimant's open of the claim file and its
+// lock, deterministically.
+struct ReleasingBeforeLock : process::Env {
+  std::function<void()> before_lock;
+  int flock(int fd, int operation) override {
+    if ((operation & LOCK_EX) && (operation & LOCK_NB) && before_lock) {
+      auto f = std::move(before_lock);
+      before_lock = nullptr;
+      f();
+    }
+    return process::Env::flock(fd, operation);
+  }
+};
+
+// A holder releasing a claim removes its file, then unlocks it. A claimant
+// that opened the file before the removal locks it after: that lock is on
+// a file no later claimant opens, so it is no claim (two processes would
+// compile one region). Between its open and its lock the holder releases
+// and a newcomer takes the claim; the newcomer holds it, the late
+// claimant does not.
+TEST_F(RegionStore, AClaimReleasedBetweenAnotherClaimantsOpenAndLockIsHeldOnce) {
+  run_checked(1, 0, options());  // creates the store
+  const std::string key(32, 'c');
+  std::optional<storage::Claim> holder = storage::Claim::try_take(dir.string(), key);
+  ASSERT_TRUE(holder.has_value());
+  std::optional<storage::Claim> late, newcomer;
+  auto env = std::make_shared<ReleasingBeforeLock>();
+  env->before_lock = [&] {
+    holder.reset();
+    if (auto c = storage::Claim::try_take(dir.string(), key)) newcomer.emplace(std::move(*c));
+  };
+  {
+    process::Context::Scope scope(env);
+    if (auto c = storage::Claim::try_take(dir.string(), key)) late.emplace(std::move(*c));
+  }
+  EXPECT_FALSE(env->before_lock) << "the holder was released between the late claimant's open and lock";
+  EXPECT_TRUE(newcomer.has_value()) << "the claim was free when the newcomer asked";
+  EXPECT_FALSE(late.has_value()) << "two claimants hold one claim";
+  // Released, it is free again.
+  newcomer.reset();
+  EXPECT_TRUE(storage::Claim::try_take(dir.string(), key).has_value());
+}
+
 TEST_F(RegionStore, AClaimedRegionIsWaitedForThenTaken) {
   // The regions as another process would store them, in a second store.
   const fs::path other = dir.parent_path() / "other";
