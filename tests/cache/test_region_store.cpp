@@ -80,6 +80,30 @@ class RegionStore : public testing_support::TempDirTest {
   std::vector<storage::StoredRegion> regions() const {
     return storage::stored_regions(storage::Store::open(dir, storage::Create::no), true);
   }
+  // A model of 3 narrow blocks stores its one region; `edit` changes the
+  // stored record, which is written back in place of the file. The edited
+  // file must still read as sound (`why`); a model of another depth then
+  // compiles the region again (replacing the file) and the next one takes
+  // the replaced file; both compute what eager does.
+  void expect_an_edited_region_compiled_again_and_replaced(const std::function<void(format::RegionRecord&)>& edit,
+                                                           const std::string& why) {
+    run_checked(3, 0, options());
+    region_counts();
+    const auto rs = regions();
+    ASSERT_EQ(rs.size(), 1u);
+    const storage::Store s = storage::Store::open(dir, storage::Create::no);
+    format::RegionRecord r = *storage::read_region(s, rs[0].key);
+    edit(r);
+    {
+      const auto held = s.writing();
+      storage::put_region(s, rs[0].key, format::encode_region_file(r.validity, r.artifact), held, true);
+    }
+    ASSERT_EQ(regions()[0].damage, "") << why;
+    run_checked(2, 0, options(), 0.5f);
+    EXPECT_EQ(region_counts(), std::make_pair(uint64_t{0}, uint64_t{1}));
+    run_checked(4, 0, options(), 0.25f);
+    EXPECT_EQ(region_counts(), std::make_pair(uint64_t{1}, uint64_t{0})) << "the replaced file serves";
+  }
 
  private:
   testing_support::RegionCounts counts_;
@@ -157,30 +181,19 @@ TEST_F(RegionStore, ARegionDecomposedOtherwiseUnderTheSameNameIsNotTaken) {
 // fit its calls (an input of another size): the link refuses it, the
 // compile compiles every region again and stores it in the file's place.
 TEST_F(RegionStore, ARegionProgramThatDoesNotFitItsCallsIsCompiledAgainAndReplaced) {
-  run_checked(3, 0, options());
-  region_counts();
-  const auto rs = regions();
-  ASSERT_EQ(rs.size(), 1u);
-  const storage::Store s = storage::Store::open(dir, storage::Create::no);
-  format::RegionRecord r = *storage::read_region(s, rs[0].key);
   // Its program's sizes named by symbols its body does not have: valid
   // alone, not the body's.
-  const std::vector<std::string> names = canonical_symbols(r.artifact.body);
-  ASSERT_FALSE(names.empty());
-  std::map<std::string, SymExpr> other;
-  for (const auto& n : names) other.emplace(n, SymExpr::symbol("zz_" + n));
-  Graph renamed = r.artifact.body;
-  renamed.substitute_symbols(other);
-  r.artifact.compiled = compiler::renamed_region(r.artifact.compiled, names, renamed);
-  {
-    const auto held = s.writing();
-    storage::put_region(s, rs[0].key, format::encode_region_file(r.validity, r.artifact), held, true);
-  }
-  ASSERT_EQ(regions()[0].damage, "") << "it decodes and names its key";
-  run_checked(2, 0, options(), 0.5f);
-  EXPECT_EQ(region_counts(), std::make_pair(uint64_t{0}, uint64_t{1}));
-  run_checked(4, 0, options(), 0.25f);
-  EXPECT_EQ(region_counts(), std::make_pair(uint64_t{1}, uint64_t{0})) << "the replaced file fits";
+  expect_an_edited_region_compiled_again_and_replaced(
+      [](format::RegionRecord& r) {
+        const std::vector<std::string> names = canonical_symbols(r.artifact.body);
+        ASSERT_FALSE(names.empty());
+        std::map<std::string, SymExpr> other;
+        for (const auto& n : names) other.emplace(n, SymExpr::symbol("zz_" + n));
+        Graph renamed = r.artifact.body;
+        renamed.substitute_symbols(other);
+        r.artifact.compiled = compiler::renamed_region(r.artifact.compiled, names, renamed);
+      },
+      "it decodes and names its key");
 }
 
 // A planted program that decodes, validates alone and links, but names a
@@ -189,25 +202,14 @@ TEST_F(RegionStore, ARegionProgramThatDoesNotFitItsCallsIsCompiledAgainAndReplac
 // compile: the regions are compiled again and the file replaced, by this
 // compile and for every later one.
 TEST_F(RegionStore, ARegionProgramThatBreaksTheCompilePastItsLinkIsCompiledAgainAndReplaced) {
-  run_checked(3, 0, options());
-  region_counts();
-  const auto rs = regions();
-  ASSERT_EQ(rs.size(), 1u);
-  const storage::Store s = storage::Store::open(dir, storage::Create::no);
-  format::RegionRecord r = *storage::read_region(s, rs[0].key);
-  compiler::BufferDesc scratch;
-  scratch.kind = compiler::BufferKind::temp;
-  scratch.type = TensorType{DType::f32, {SymExpr::symbol("zz")}};
-  r.artifact.compiled.program.buffers.push_back(scratch);
-  {
-    const auto held = s.writing();
-    storage::put_region(s, rs[0].key, format::encode_region_file(r.validity, r.artifact), held, true);
-  }
-  ASSERT_EQ(regions()[0].damage, "") << "it decodes and validates";
-  run_checked(2, 0, options(), 0.5f);
-  EXPECT_EQ(region_counts(), std::make_pair(uint64_t{0}, uint64_t{1}));
-  run_checked(4, 0, options(), 0.25f);
-  EXPECT_EQ(region_counts(), std::make_pair(uint64_t{1}, uint64_t{0})) << "the replaced file serves";
+  expect_an_edited_region_compiled_again_and_replaced(
+      [](format::RegionRecord& r) {
+        compiler::BufferDesc scratch;
+        scratch.kind = compiler::BufferKind::temp;
+        scratch.type = TensorType{DType::f32, {SymExpr::symbol("zz")}};
+        r.artifact.compiled.program.buffers.push_back(scratch);
+      },
+      "it decodes and validates");
 }
 
 // A planted file: the narrow block's region under the wide block's name.
