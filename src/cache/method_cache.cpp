@@ -393,6 +393,10 @@ int MethodCache::copy_regions(const compiler::CompiledGraph& g) const {
   }
 }
 
+bool MethodCache::regions_held(const compiler::CompiledGraph& g) const {
+  return !g.regions.empty() && cache::regions_held(region_store(), g, region_validity());
+}
+
 std::vector<std::string> MethodCache::regions_missing(const TraceResult& trace) const {
   std::vector<std::string> out;
   if (trace.regions.empty()) return out;

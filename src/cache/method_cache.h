@@ -88,6 +88,12 @@ class MethodCache {
   // elsewhere and is trusted as this store's own compiles are (another
   // store of the job, a signed remote). Returns how many; never throws.
   int copy_regions(const compiler::CompiledGraph& g) const;
+  // Whether this method's store holds every compiled region of `g` in its
+  // regions/, each the same program with the same decisions
+  // (region_copies.h, regions_held): the store vouches for them, so they
+  // may be copied where `g` goes. False when `g` calls no region. Throws
+  // CacheError when the store cannot be read.
+  bool regions_held(const compiler::CompiledGraph& g) const;
   // The region keys (region_library.h) of the regions `trace` calls that
   // regions/ lacks: what a compile of it would compile (all of them when
   // there is no store yet: nothing is created). Empty when the store

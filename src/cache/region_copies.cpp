@@ -5,6 +5,7 @@
 #include "cache/region_library.h"
 #include "compiler/passes.h"
 #include "compiler/serialize.h"
+#include "format/cache_error.h"
 #include "format/keys.h"
 #include "format/names.h"
 #include "log/log.h"
@@ -68,6 +69,48 @@ int copy_regions(const storage::Store& s, const compiler::CompiledGraph& g, form
   }
   if (stored > 0) storage::record_regions(s.dir(), 0, 0, static_cast<uint64_t>(stored));
   return stored;
+}
+
+namespace {
+
+bool same_decisions(const std::vector<compiler::AutotuneDecision>& a,
+                    const std::vector<compiler::AutotuneDecision>& b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (a[i].key != b[i].key || a[i].chosen != b[i].chosen || a[i].candidates != b[i].candidates ||
+        a[i].steps != b[i].steps || a[i].timed_on != b[i].timed_on)
+      return false;
+  return true;
+}
+
+// The region `mine` (of a program) is the region `stored` (a region file's):
+// what runs is the same, and what it was tuned to.
+bool same_region(const compiler::CompiledRegion& mine, const compiler::CompiledRegion& stored) {
+  if (!same_decisions(mine.autotune, stored.autotune)) return false;
+  if (!mine.program.steps.empty())
+    return compiler::serialize_program(mine.program) == compiler::serialize_program(stored.program);
+  return mine.optimized.size() > 0 && canonical_hash(mine.optimized) == canonical_hash(stored.optimized);
+}
+
+}  // namespace
+
+bool regions_held(const storage::Store& s, const compiler::CompiledGraph& g, format::RegionValidity validity) {
+  validity.config = g.config.hash().hex();
+  for (const auto& [region, compiled] : g.regions) {
+    format::RegionValidity v = validity;
+    v.region = region;
+    std::optional<format::RegionRecord> stored;
+    try {
+      stored = storage::read_region(s, format::region_key(v));
+    } catch (const CacheRefused&) {
+      throw;
+    } catch (const CacheError& e) {  // damaged: it vouches for nothing
+      log::debug("compiled region {} not vouched for by {}: {}", region, s.dir().string(), e.what());
+      return false;
+    }
+    if (!stored || !same_region(compiled, stored->artifact.compiled)) return false;
+  }
+  return true;
 }
 
 compiler::CompiledGraph regions_of(const compiler::CompiledGraph& g) {

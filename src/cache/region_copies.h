@@ -18,9 +18,11 @@
 // its name alone, so its regions are left to the compiles that use it.
 // The caller decides that the object is trusted as a compile of this
 // store would be: compiled in this job, read from another store of the
-// job, imported (its entries' settings checked against its own trace:
-// cache/own_key.h), or read from a signed remote tier; never an unsigned
-// remote's program, which is a claim.
+// job whose regions/ holds the same regions (regions_held: a store may
+// hold an unsigned remote's program without them), imported (its entries'
+// settings checked against its own trace: cache/own_key.h), or read from
+// a signed remote tier; never an unsigned remote's program, which is a
+// claim.
 //
 // Errors: none escape; a region that cannot be copied is logged at debug
 // level (losing it costs one compile of it, never an entry).
@@ -39,6 +41,16 @@ namespace npucache::cache {
 // stored under `validity` (the method's: region empty, the config taken
 // from `g`); returns how many were stored.
 int copy_regions(const storage::Store& s, const compiler::CompiledGraph& g, format::RegionValidity validity);
+
+// Whether `s`'s regions/ holds every region of `g` under `validity` (as
+// copy_regions names them), each intact and the same as `g`'s: the same
+// program (or, for an object without one, the same optimized body) and
+// the same autotune decisions. A store vouches so for the regions of a
+// program it holds before they are copied into another store: its object
+// alone may be a claim (an unsigned remote's), its regions/ holds only its
+// own compiles and trusted copies. True for a `g` without regions.
+// Throws CacheError (CacheRefused) when regions/ cannot be read.
+bool regions_held(const storage::Store& s, const compiler::CompiledGraph& g, format::RegionValidity validity);
 
 // What copy_regions reads of a program: its config, its regions and
 // their bodies, without the method's own graph and program (kept by a

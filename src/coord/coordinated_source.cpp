@@ -473,6 +473,7 @@ cache::ObjectRecord CoordinatedSource::owned_object(Call& c) {
               cache().method(), cache().dir());
   }
   auto mine = compile_timed(std::move(*c.tr), c.args, c.compile);
+  c.compiled_here = true;
   // What it tuned, for every later compile of the kernels (another layout's
   // stage programs): this rank may not be its store's writer, whose commit
   // saves the tuning table.
@@ -569,6 +570,7 @@ LocalFailure CoordinatedSource::run_kept(Call& c, const std::string& wire) {
 // program). Then the ranks agree: a save that failed is survivable.
 void CoordinatedSource::persist(Call& c) {
   if (c.uncached) return;
+  const std::vector<std::uint64_t> vouched = vouch_regions(c);
   const auto me = static_cast<std::size_t>(c.me);
   const int store = c.plan.store_group[me];
   LocalFailure failure;
@@ -607,15 +609,52 @@ void CoordinatedSource::persist(Call& c) {
     // brings its regions (cache/region_copies.h): a later job of another
     // layout on this store then compiles none. A program the remote tier
     // served (to every host, or to a fetcher that shared it) is trusted so
-    // only when the remote is signed.
-    const bool remotely = c.group >= 0 && c.read_remotely[static_cast<std::size_t>(c.group)];
-    const bool trusted = !remotely || cache().remote_signed();
+    // only when the remote is signed; one its owner read from its own store
+    // only when that store vouched for its regions (vouch_regions).
+    const auto g = static_cast<std::size_t>(c.group);
+    const bool remotely = c.group >= 0 && c.read_remotely[g];
+    const bool trusted = c.group >= 0 && (remotely ? cache().remote_signed() : vouched[g] == 0);
     if (c.plan.ships_object[me] && c.g && trusted && !failure.failed())
       report().regions_copied += cache().copy_regions(*c.g);
   }
   settle(agree(c.net, failure, cache().method(), step("persist")), c);
   c.laps.lap(&steps_.persist_s);
   report().persist_s = steps_.persist_s;
+}
+
+// Whether the owners that read their group's program from their own store
+// vouch for its regions, for the ranks that bring the program into another
+// store: per group, 0 when its regions may be copied there. A store may
+// hold a program whose regions it never took into regions/ (one an
+// unsigned remote served: a claim, not this store's compile), so its
+// object alone proves nothing; the owner vouches only when its regions/
+// holds every region of the program with the same program and decisions
+// (cache/region_copies.h, regions_held). One all-reduce, and only when a
+// rank brings a program an owner read from its store; every rank decides
+// that alike from the plan. A group compiled in this job is vouched for by
+// its compile; a failed owner vouches for nothing.
+std::vector<std::uint64_t> CoordinatedSource::vouch_regions(Call& c) {
+  std::vector<std::uint64_t> out(c.plan.keys.size(), 0);
+  bool needed = false;
+  for (std::size_t r = 0; r < c.infos.size(); ++r) {
+    const int g = c.plan.group_of[r];
+    if (!c.plan.ships_object[r] || g < 0 || c.read_remotely[static_cast<std::size_t>(g)]) continue;
+    const int src = c.source[static_cast<std::size_t>(g)];
+    if (src >= 0 && c.infos[static_cast<std::size_t>(src)].holds) needed = true;
+  }
+  if (!needed) return out;
+  const auto mine = static_cast<std::size_t>(c.group);
+  if (c.group >= 0 && c.owner == c.me && !c.read_remotely[mine] && !c.compiled_here) {
+    bool held = false;
+    try {
+      held = c.g && cache().regions_held(*c.g);
+    } catch (const std::exception& e) {
+      log::debug("the regions of {} are not vouched for: {}", cache().method(), e.what());
+    }
+    out[mine] = held ? 0 : 1;
+  }
+  c.net.allreduce_max(out, step("persist (the owners' regions)"));
+  return out;
 }
 
 // The writer's half of persist: whatever happens it answers every sender

@@ -58,6 +58,9 @@ class CoordinatedSource final : public cache::MethodSource {
   LocalFailure exchange(Call& c);
   void load(Call& c, LocalFailure carried);
   void persist(Call& c);
+  // Per group, 0 when the owners vouch for the regions of the program a
+  // rank brings into another store (one all-reduce when one does).
+  std::vector<std::uint64_t> vouch_regions(Call& c);
   // A dry run (CoordinatorOptions::dry_run) ends after the plan and the
   // remote reads: the predicted outcome is reported, DryRunEnd thrown.
   [[noreturn]] void predict(Call& c);

@@ -69,6 +69,7 @@ struct Call {
   // Compile and exchange: the program as it travels, a bundle of one
   // object record (the owner's: its producer, compile time and passes).
   std::string wire;
+  bool compiled_here = false;  // this rank compiled its group's program in this job (an owner)
   // Load: the object and the program this rank runs.
   cache::ObjectRecord object;
   std::shared_ptr<compiler::CompiledGraph> g;

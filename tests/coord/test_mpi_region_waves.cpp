@@ -4,7 +4,9 @@
 // region. The region is compiled once for the job and sent to the other
 // store; a region damaged in transit, or one the compiling rank could not
 // store, is compiled again by the receiver, never served; a slow sender
-// within the timeout changes nothing. Every result equals eager.
+// within the timeout changes nothing. Every result equals eager. A program
+// an owner read from its own store brings its regions into another store
+// only when the owner's regions/ vouches for them.
 #include <npucache/cache.h>
 #include <npucache/coordinator.h>
 #include <npucache/device.h>
@@ -15,6 +17,7 @@
 #include "coord/transport.h"
 #include "format/names.h"
 #include "mpi/comm.h"
+#include "storage/regions.h"
 #include "support/mpi_temp_dir_test.h"
 
 #include <gtest/gtest.h>
@@ -54,10 +57,13 @@ class RegionWaves : public testing_support::MpiTempDirTest {
   // This rank's first coordinated call: 2 layers on even ranks, 3 on odd
   // (with `deeper`, 4 on rank 3: a second program of the odd ranks'
   // store), one region; its report.
-  MethodReport run(bool deeper = false) {
-    region_stack::Stack m(deeper && rank == 3 ? 4 : 2 + rank % 2, 0, 8);
+  MethodReport run(bool deeper = false) { return run_in(store, deeper && rank == 3 ? 4 : 2 + rank % 2); }
+  // This rank's first coordinated call of a `layers`-layer model on the
+  // cache `dir`; its report.
+  MethodReport run_in(const std::string& dir, int layers) {
+    region_stack::Stack m(layers, 0, 8);
     CacheOptions o;
-    o.cache_dir = store;
+    o.cache_dir = dir;
     o.compile.fullgraph = true;
     CompilerConfig c;
     c.autotune_candidates = 1;
@@ -75,10 +81,11 @@ class RegionWaves : public testing_support::MpiTempDirTest {
     for (const auto& s : mpi::Comm::world().allgather(std::to_string(mine), kTest)) n += std::stoi(s);
     return n;
   }
-  // The region files of store `s`.
-  std::set<std::string> regions(int s) const {
+  // The region files of store `s`, and of the cache `dir`.
+  std::set<std::string> regions(int s) const { return regions_in(base + "/store" + std::to_string(s)); }
+  static std::set<std::string> regions_in(const std::string& dir) {
     std::set<std::string> out;
-    const fs::path d = fs::path(base) / ("store" + std::to_string(s)) / format::names::kRegionsDir;
+    const fs::path d = fs::path(dir) / format::names::kRegionsDir;
     if (fs::exists(d))
       for (const auto& e : fs::directory_iterator(d)) out.insert(e.path().filename().string());
     return out;
@@ -158,6 +165,58 @@ TEST_F(RegionWaves, ASlowSenderWithinTheTimeoutChangesNothing) {
   const MethodReport r = run();
   EXPECT_EQ(total(r.regions_compiled), 1);
   EXPECT_EQ(total(r.regions_copied), 1);
+}
+
+// A program an owner read from its own store, brought into another store
+// by a rank of that store, brings the regions it calls only when the
+// owner's regions/ holds them as the program has them: a store may hold a
+// program whose regions it never took (an unsigned remote's is saved
+// without them), and its object alone is no proof. Even ranks use store
+// `a`, warm from a job of every rank; odd ranks a new store each time.
+TEST_F(RegionWaves, AStoresProgramBringsOnlyTheRegionsThatStoreVouchesFor) {
+  if (world < 2) GTEST_SKIP() << "needs 2 ranks or more";
+  const std::string a = base + "/a";
+  const fs::path held = fs::path(a) / format::names::kRegionsDir, kept = held.string() + ".kept";
+  (void)run_in(a, 2);
+  mpi::Comm::world().barrier(kTest);
+  const std::set<std::string> files = regions_in(a);
+  ASSERT_EQ(files.size(), 1u);        // alike on every rank: one directory, read after the barrier
+  mpi::Comm::world().barrier(kTest);  // every rank has read it before rank 0 moves it
+  const auto job = [&](const std::string& other) {
+    const MethodReport r = run_in(rank % 2 ? other : a, 2);
+    EXPECT_EQ(total(r.regions_compiled), 0) << "every rank runs the program store a holds";
+    mpi::Comm::world().barrier(kTest);
+    return total(r.regions_copied);
+  };
+  // 1. Store a holds the program but not its region.
+  if (rank == 0) fs::rename(held, kept);
+  mpi::Comm::world().barrier(kTest);
+  EXPECT_EQ(job(base + "/b1"), 0);
+  EXPECT_TRUE(regions_in(base + "/b1").empty()) << "a region store a never took was copied from its program";
+  // 2. Store a holds it: the other store gets the same file.
+  if (rank == 0) {
+    fs::remove_all(held);
+    fs::rename(kept, held);
+  }
+  mpi::Comm::world().barrier(kTest);
+  EXPECT_EQ(job(base + "/b2"), 1);
+  EXPECT_EQ(regions_in(base + "/b2"), files);
+  // 3. Store a holds another program under the region's key (a scratch
+  // buffer more): it vouches for nothing.
+  if (rank == 0) {
+    const storage::Store s = storage::Store::open(a, storage::Create::no);
+    const std::string key = fs::path(*files.begin()).stem().string();
+    format::RegionRecord r = *storage::read_region(s, key);
+    compiler::BufferDesc scratch;
+    scratch.kind = compiler::BufferKind::temp;
+    scratch.type = TensorType{DType::f32, {SymExpr(4)}};
+    r.artifact.compiled.program.buffers.push_back(scratch);
+    const auto lock = s.writing();
+    storage::put_region(s, key, format::encode_region_file(r.validity, r.artifact), lock, true);
+  }
+  mpi::Comm::world().barrier(kTest);
+  EXPECT_EQ(job(base + "/b3"), 0);
+  EXPECT_TRUE(regions_in(base + "/b3").empty()) << "a region unlike store a's was copied";
 }
 
 }  // namespace
