@@ -246,6 +246,7 @@ MethodCache::Lookup MethodCache::lookup(const FlatArgs& args, const TraceResult*
       }
     }
     record_hit(id_.dir, path_, r.entry->compile_time_s);
+    r.object_checksum = object.meta.checksum;
     cache::remember(*r.entry, std::move(object));
     r.graph = std::move(g);
     return r;
@@ -394,7 +395,7 @@ int MethodCache::copy_regions(const compiler::CompiledGraph& g) const {
 }
 
 bool MethodCache::regions_held(const compiler::CompiledGraph& g) const {
-  return !g.regions.empty() && cache::regions_held(region_store(), g, region_validity());
+  return g.regions.empty() || cache::regions_held(region_store(), g, region_validity());
 }
 
 std::vector<std::string> MethodCache::regions_missing(const TraceResult& trace) const {

@@ -91,8 +91,9 @@ class MethodCache {
   // Whether this method's store holds every compiled region of `g` in its
   // regions/, each the same program with the same decisions
   // (region_copies.h, regions_held): the store vouches for them, so they
-  // may be copied where `g` goes. False when `g` calls no region. Throws
-  // CacheError when the store cannot be read.
+  // may be copied where `g` goes. True when `g` calls no region (nothing
+  // to copy). Throws CacheRefused (and CacheError when the store cannot
+  // be opened); a region file that cannot be read vouches for nothing.
   bool regions_held(const compiler::CompiledGraph& g) const;
   // The region keys (region_library.h) of the regions `trace` calls that
   // regions/ lacks: what a compile of it would compile (all of them when
@@ -122,6 +123,7 @@ class MethodCache {
   struct Lookup {
     std::shared_ptr<compiler::CompiledGraph> graph;  // set on a hit
     std::optional<EntryRecord> entry;
+    std::string object_checksum;  // on a hit: the checksum of the object read (ObjectMeta::checksum)
     MissReason reason = MissReason::absent;
     std::vector<std::string> differences;  // what differs, or the error
     // Seconds of a hit's phases (WarmPhases): the store opened, the entry

@@ -86,10 +86,8 @@ bool same_decisions(const std::vector<compiler::AutotuneDecision>& a,
 // The region `mine` (of a program) is the region `stored` (a region file's):
 // what runs is the same, and what it was tuned to.
 bool same_region(const compiler::CompiledRegion& mine, const compiler::CompiledRegion& stored) {
-  if (!same_decisions(mine.autotune, stored.autotune)) return false;
-  if (!mine.program.steps.empty())
-    return compiler::serialize_program(mine.program) == compiler::serialize_program(stored.program);
-  return mine.optimized.size() > 0 && canonical_hash(mine.optimized) == canonical_hash(stored.optimized);
+  return !mine.program.steps.empty() && same_decisions(mine.autotune, stored.autotune) &&
+         compiler::serialize_program(mine.program) == compiler::serialize_program(stored.program);
 }
 
 }  // namespace

@@ -464,6 +464,7 @@ cache::ObjectRecord CoordinatedSource::owned_object(Call& c) {
   if (c.info.holds) {  // its store has it: a read, no compile
     if (auto o = cache().record(cache::MethodCache::Tier::local, c.id.key)) {
       report().read_store = true;
+      c.shipped_checksum = o->meta.checksum;
       return std::move(*o);
     }
     if (!c.tr)
@@ -555,6 +556,7 @@ LocalFailure CoordinatedSource::run_kept(Call& c, const std::string& wire) {
     report().artifact_bytes = kept.raw.size();
     cache().remember(cache().make_entry(*c.g, kept), kept);
     c.object = std::move(kept);
+    c.kept_other = true;
     return {};
   } catch (...) {
     return LocalFailure::current(Phase::persist);
@@ -613,7 +615,9 @@ void CoordinatedSource::persist(Call& c) {
     // only when that store vouched for its regions (vouch_regions).
     const auto g = static_cast<std::size_t>(c.group);
     const bool remotely = c.group >= 0 && c.read_remotely[g];
-    const bool trusted = c.group >= 0 && (remotely ? cache().remote_signed() : vouched[g] == 0);
+    // A program the store kept in its place (another writer's, run_kept)
+    // was vouched for by nobody.
+    const bool trusted = c.group >= 0 && !c.kept_other && (remotely ? cache().remote_signed() : vouched[g] == 0);
     if (c.plan.ships_object[me] && c.g && trusted && !failure.failed())
       report().regions_copied += cache().copy_regions(*c.g);
   }
@@ -647,7 +651,11 @@ std::vector<std::uint64_t> CoordinatedSource::vouch_regions(Call& c) {
   if (c.group >= 0 && c.owner == c.me && !c.read_remotely[mine] && !c.compiled_here) {
     bool held = false;
     try {
-      held = c.g && cache().regions_held(*c.g);
+      // A hit owner vouches for the graph it runs: only when the bytes it
+      // sent are the object it hit (the key's file may have been replaced
+      // since its lookup).
+      const bool sent_what_it_runs = !c.hit.hit() || c.hit.object_checksum == c.shipped_checksum;
+      held = c.g && sent_what_it_runs && cache().regions_held(*c.g);
     } catch (const std::exception& e) {
       log::debug("the regions of {} are not vouched for: {}", cache().method(), e.what());
     }

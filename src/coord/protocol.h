@@ -69,7 +69,9 @@ struct Call {
   // Compile and exchange: the program as it travels, a bundle of one
   // object record (the owner's: its producer, compile time and passes).
   std::string wire;
-  bool compiled_here = false;  // this rank compiled its group's program in this job (an owner)
+  bool compiled_here = false;    // this rank compiled its group's program in this job (an owner)
+  std::string shipped_checksum;  // the checksum of the object an owner read from its store and sent
+  bool kept_other = false;       // this rank runs the object its store kept, another writer's (run_kept)
   // Load: the object and the program this rank runs.
   cache::ObjectRecord object;
   std::shared_ptr<compiler::CompiledGraph> g;

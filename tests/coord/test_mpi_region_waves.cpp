@@ -13,6 +13,7 @@
 #include <npucache/mpi.h>
 
 #include "compiler/region_stack.h"
+#include "compiler/serialize.h"
 #include "coord/fault_transport.h"
 #include "coord/transport.h"
 #include "format/names.h"
@@ -24,6 +25,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <optional>
 #include <set>
 #include <string>
@@ -188,35 +190,95 @@ TEST_F(RegionWaves, AStoresProgramBringsOnlyTheRegionsThatStoreVouchesFor) {
     mpi::Comm::world().barrier(kTest);
     return total(r.regions_copied);
   };
+  // Store a's object with other bytes (one compile timing more): the same
+  // program, another writer's.
+  const auto retimed = [](const std::string& dir) {
+    const storage::Store from = storage::Store::open(dir, storage::Create::no);
+    format::ObjectRecord o = from.object(from.object_keys().at(0));
+    bool with_program = false;
+    compiler::CompiledGraph g = compiler::deserialize_compiled(o.raw, &with_program);
+    g.timings.push_back({"retimed", 1.0, ""});
+    o.raw = compiler::serialize_compiled(g, with_program);
+    o.meta.raw_size = o.raw.size();
+    o.meta.checksum = format::checksum(o.raw);
+    return o;
+  };
+  // What rank 0 alone does to store a between jobs; every rank learns
+  // whether it worked (a failure ends the test on every rank, never a hang).
+  const auto on_rank0 = [&](const std::function<void()>& f) {
+    bool ok = true;
+    if (rank == 0) try {
+        f();
+      } catch (const std::exception& e) {
+        ADD_FAILURE() << e.what();
+        ok = false;
+      }
+    return total(ok ? 0 : 1) == 0;
+  };
   // 1. Store a holds the program but not its region.
-  if (rank == 0) fs::rename(held, kept);
-  mpi::Comm::world().barrier(kTest);
+  if (!on_rank0([&] { fs::rename(held, kept); })) return;
   EXPECT_EQ(job(base + "/b1"), 0);
   EXPECT_TRUE(regions_in(base + "/b1").empty()) << "a region store a never took was copied from its program";
   // 2. Store a holds it: the other store gets the same file.
-  if (rank == 0) {
-    fs::remove_all(held);
-    fs::rename(kept, held);
-  }
-  mpi::Comm::world().barrier(kTest);
+  if (!on_rank0([&] {
+        fs::remove_all(held);
+        fs::rename(kept, held);
+      }))
+    return;
   EXPECT_EQ(job(base + "/b2"), 1);
   EXPECT_EQ(regions_in(base + "/b2"), files);
-  // 3. Store a holds another program under the region's key (a scratch
-  // buffer more): it vouches for nothing.
-  if (rank == 0) {
-    const storage::Store s = storage::Store::open(a, storage::Create::no);
-    const std::string key = fs::path(*files.begin()).stem().string();
-    format::RegionRecord r = *storage::read_region(s, key);
-    compiler::BufferDesc scratch;
-    scratch.kind = compiler::BufferKind::temp;
-    scratch.type = TensorType{DType::f32, {SymExpr(4)}};
-    r.artifact.compiled.program.buffers.push_back(scratch);
-    const auto lock = s.writing();
-    storage::put_region(s, key, format::encode_region_file(r.validity, r.artifact), lock, true);
+  // 3. The other store gets the key's object from another writer just
+  // before its commit (as a claim saved beside the job would): its rank
+  // runs the object the store kept (run_kept), which nobody vouched for,
+  // and copies nothing.
+  if (world >= 2) {
+    Fault f;
+    f.kind = Fault::Kind::act;
+    f.rank = 1;
+    f.phase = coord::Phase::persist;
+    f.action = [&] {
+      const storage::Store to = storage::Store::open(base + "/b3", storage::Create::yes);
+      ASSERT_FALSE(to.put_object(retimed(a), to.writing()).adopted);
+    };
+    install(f);
   }
-  mpi::Comm::world().barrier(kTest);
   EXPECT_EQ(job(base + "/b3"), 0);
-  EXPECT_TRUE(regions_in(base + "/b3").empty()) << "a region unlike store a's was copied";
+  EXPECT_TRUE(regions_in(base + "/b3").empty()) << "the regions of the object the store kept were copied";
+  coord::install_transport(nullptr);
+  // 4. Store a's object is replaced between the owner's lookup (a hit) and
+  // its read of the bytes it sends: it vouches only for the object it hit.
+  if (world >= 2) {
+    Fault f;
+    f.kind = Fault::Kind::act;
+    f.rank = 0;  // the owner: the lowest rank holding the key
+    f.phase = coord::Phase::compile;
+    f.action = [&] {
+      const format::ObjectRecord o = retimed(a);
+      fs::remove(fs::path(a) / format::names::kObjectsDir / format::names::object_file(o.graph_key));
+      const storage::Store s = storage::Store::open(a, storage::Create::no);
+      ASSERT_FALSE(s.put_object(o, s.writing()).adopted);
+    };
+    install(f);
+  }
+  EXPECT_EQ(job(base + "/b4"), 0);
+  EXPECT_TRUE(regions_in(base + "/b4").empty()) << "the owner vouched for an object it did not send";
+  coord::install_transport(nullptr);
+  // 5. Store a holds another program under the region's key (a scratch
+  // buffer more): it vouches for nothing.
+  if (!on_rank0([&] {
+        const storage::Store s = storage::Store::open(a, storage::Create::no);
+        const std::string key = fs::path(*files.begin()).stem().string();
+        format::RegionRecord r = *storage::read_region(s, key);
+        compiler::BufferDesc scratch;
+        scratch.kind = compiler::BufferKind::temp;
+        scratch.type = TensorType{DType::f32, {SymExpr(4)}};
+        r.artifact.compiled.program.buffers.push_back(scratch);
+        const auto lock = s.writing();
+        storage::put_region(s, key, format::encode_region_file(r.validity, r.artifact), lock, true);
+      }))
+    return;
+  EXPECT_EQ(job(base + "/b5"), 0);
+  EXPECT_TRUE(regions_in(base + "/b5").empty()) << "a region unlike store a's was copied";
 }
 
 }  // namespace
