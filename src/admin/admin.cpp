@@ -599,6 +599,21 @@ ClearResult clear(const std::string& dir, double wait_s, bool dry_run) {
                     names::temp_owner_any(n) > 0
               : (!names::object_key(n).empty() && is_our_envelope(s, n, EnvelopeKind::object)) ||
                     names::temp_owner_any(n) > 0;
+      if (ours && where == names::kLocksDir && !dry_run) {
+        // A lock a running process holds (a compile claim, the tuning
+        // table's) stays: without its name a newcomer would make a new
+        // file and hold the same lock at once. A free one is removed while
+        // clear holds it (Dir::remove_lock).
+        out.had_cache = true;
+        const auto lock = s.lock_within(n, false, 0.0);
+        if (!lock) {
+          out.in_use.push_back((s.path() / n).string());
+          empty = false;
+          continue;
+        }
+        if (s.remove_lock(n, *lock)) ++out.removed;
+        continue;
+      }
       if (ours) {
         drop(s, n);
         ++out.removed;

@@ -133,10 +133,13 @@ Bundle read_cache(const std::string& dir, double wait_s = kAdminWaitSeconds);
 struct ClearResult {
   bool had_cache = false;
   std::size_t removed = 0;
-  std::vector<std::string> left;   // files that are not npucache's, left as they were
-  std::vector<std::string> files;  // with dry_run: the files it would remove
+  std::vector<std::string> left;    // files that are not npucache's, left as they were
+  std::vector<std::string> in_use;  // lock files a running process holds, left (removed once free)
+  std::vector<std::string> files;   // with dry_run: the files it would remove
 };
-// Removes the cache's files (but locks/sweep.lock) under the store lock
+// Removes the cache's files (but locks/sweep.lock, and the lock files
+// running processes hold: a compile claim, the tuning table's lock) under
+// the store lock
 // exclusively, taken within `wait_s` (else CacheBusy, nothing removed). A
 // directory without a cache is reported and nothing is created. With
 // `dry_run`: no lock, nothing removed; `files` lists what would be.

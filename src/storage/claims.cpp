@@ -15,25 +15,20 @@ std::string Claim::file_name(const std::string& graph_key) {
 std::optional<Claim> Claim::try_take(const std::string& dir, const std::string& graph_key) {
   std::string name = file_name(graph_key);
   Dir locks = Dir::open(dir, Safety::cache, Create::no).sub(names::kLocksDir, Create::yes);
-  // A holder removes its file before it releases the lock, so a claimant
-  // that opened the file before the removal and locks it after holds a
-  // lock on a file no later claimant opens: the claim is the locked file
-  // only while the name still refers to it. Otherwise the name is opened
-  // again (the newcomer's file, or a new one).
-  for (int attempt = 0; attempt < 3; ++attempt) {
-    auto lock = locks.lock_within(name, false, 0.0);
-    if (!lock) return std::nullopt;
-    const auto now = locks.stat(name);
-    if (now && now->ino != 0 && now->ino == lock->inode())
-      return Claim(std::move(locks), std::move(*lock), std::move(name));
-  }
-  return std::nullopt;
+  // A holder removes its file before it releases the lock: the claim is
+  // the locked file only while the name still refers to it (lock_within
+  // opens the name again otherwise).
+  auto lock = locks.lock_within(name, false, 0.0);
+  if (!lock) return std::nullopt;
+  return Claim(std::move(locks), std::move(*lock), std::move(name));
 }
 
 Claim::~Claim() {
   if (name_.empty()) return;
   try {
-    locks_.remove(name_);
+    // Only its own file: a name removed meanwhile (by clear) may now be
+    // another claimant's, which holds it.
+    locks_.remove_lock(name_, lock_);
   } catch (const Error& e) {  // the file stays, claiming nothing once released
     log::debug("compile claim {} not removed: {}", name_, e.what());
   }

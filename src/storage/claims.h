@@ -28,9 +28,11 @@ class Claim {
   // The claim on `graph_key` in the cache directory `dir` (which must
   // exist), or nullopt when another process or thread holds it.
   static std::optional<Claim> try_take(const std::string& dir, const std::string& graph_key);
-  // Releases the claim, removing its file first (a process that opened the
-  // old file meanwhile and locks it finds the name no longer refers to it,
-  // and opens the name again: try_take).
+  // Releases the claim, removing its file first when the name still refers
+  // to it (a process that opened the old file meanwhile and locks it finds
+  // the name no longer refers to it, and opens the name again: try_take;
+  // a name removed meanwhile by clear may be another claimant's file now,
+  // which stays).
   ~Claim();
   Claim(Claim&& o) noexcept
       : locks_(std::move(o.locks_)), lock_(std::move(o.lock_)), name_(std::exchange(o.name_, std::string())) {}

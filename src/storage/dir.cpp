@@ -452,16 +452,45 @@ std::vector<std::string> Dir::list() const {
   return out;
 }
 
+// A lock is the locked file only while `name` still refers to it: whoever
+// removes a lock file (a claim's release, clear) removes the name while
+// holding the lock, so a process that opened the file before the removal
+// and locks it after holds a lock on a file no later process opens. It
+// opens the name again (the file a newcomer made, or a new one).
+namespace {
+constexpr int kLockAttempts = 8;
+}
+
 FileLock Dir::lock(const std::string& name, bool shared) const {
-  const int f = env().openat(fd(), name.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (f < 0) fail("opening lock file", path_ / name, errno);
-  return FileLock(f, (path_ / name).string(), shared);
+  for (int attempt = 0;; ++attempt) {
+    const int f = env().openat(fd(), name.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (f < 0) fail("opening lock file", path_ / name, errno);
+    FileLock held(f, (path_ / name).string(), shared);
+    const auto now = stat(name);
+    if (now && now->ino != 0 && now->ino == held.inode()) return held;
+    if (attempt + 1 >= kLockAttempts)
+      throw CacheError("cannot lock " + (path_ / name).string() + ": the lock file keeps being removed or replaced");
+  }
 }
 
 std::optional<FileLock> Dir::lock_within(const std::string& name, bool shared, double wait_s) const {
-  const int f = env().openat(fd(), name.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (f < 0) fail("opening lock file", path_ / name, errno);
-  return FileLock::within(f, (path_ / name).string(), shared, wait_s);
+  const double deadline = env().monotonic_s() + wait_s;
+  for (int attempt = 0; attempt < kLockAttempts; ++attempt) {
+    const int f = env().openat(fd(), name.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (f < 0) fail("opening lock file", path_ / name, errno);
+    auto held = FileLock::within(f, (path_ / name).string(), shared, std::max(0.0, deadline - env().monotonic_s()));
+    if (!held) return std::nullopt;
+    const auto now = stat(name);
+    if (now && now->ino != 0 && now->ino == held->inode()) return held;
+  }
+  return std::nullopt;
+}
+
+bool Dir::remove_lock(const std::string& name, const FileLock& held) const {
+  const auto now = stat(name);
+  if (!now || now->ino == 0 || now->ino != held.inode()) return false;
+  remove(name);
+  return true;
 }
 
 std::size_t Dir::remove_stale_temps() const {

@@ -122,10 +122,17 @@ class Dir {
   void rename(const std::string& name, const std::string& to) const;
   std::vector<std::string> list() const;
   // Locks `name` in this directory (created 0600 when missing), exclusively
-  // or shared.
+  // or shared. The lock returned is on the file `name` refers to once it is
+  // held: a file removed between the open and the lock (a claim released,
+  // a clear) is no lock, and the name is opened again (CacheError when it
+  // keeps being removed).
   FileLock lock(const std::string& name, bool shared = false) const;
   // The same within `wait_s` seconds, or nullopt (nothing held).
   std::optional<FileLock> lock_within(const std::string& name, bool shared, double wait_s) const;
+  // Removes the lock file `name` while `held` (its lock) is held, only when
+  // the name still refers to the locked file: false when it names another
+  // (made after someone else removed this one) or none.
+  bool remove_lock(const std::string& name, const FileLock& held) const;
   // Removes temporaries whose writers are gone: never one whose owner lock
   // is held (a live writer in any pid namespace or on any host sharing the
   // file system; docs/FORMAT.md, "Locks").

@@ -554,6 +554,7 @@ void cmd_clear(const std::string& d, bool dry_run, double wait) {
   const std::string dir = dir_or_default(d);
   const auto c = cache::admin::clear(dir, wait, dry_run);
   for (const auto& f : c.left) std::printf("left %s: not npucache's\n", f.c_str());
+  for (const auto& f : c.in_use) std::printf("left %s: a running process holds it\n", f.c_str());
   if (!c.had_cache) {
     std::printf("no npucache cache in %s; nothing removed\n", dir.c_str());
     return;

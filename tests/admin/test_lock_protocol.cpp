@@ -10,6 +10,7 @@
 
 #include "format/names.h"
 #include "format/records.h"
+#include "storage/claims.h"
 #include "storage/store.h"
 #include "support/cache_files.h"
 #include "support/process.h"
@@ -23,6 +24,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <regex>
 #include <set>
 #include <thread>
@@ -124,6 +126,52 @@ TEST_F(LockProtocol, CommandsThatRemoveWaitForWritersThenChangeNothing) {
   EXPECT_EQ(r.status, 0) << r.text;
   EXPECT_TRUE(has(r.text, "removed damaged object")) << r.text;
   EXPECT_EQ(sh(kCli + " clear " + dir.string() + " --wait 0.5").status, 0);
+}
+
+// `npucache clear` beside a running job that holds a compile claim (a
+// region or a new shape it is compiling): the claim's lock file stays, so
+// the claim stays held once (a newcomer asking gets nothing; without the
+// file a newcomer would make a new one and compile the same thing); a lock
+// nobody holds is removed. Released, the claim removes its file and is
+// free again.
+TEST_F(LockProtocol, ClearLeavesTheLocksRunningJobsHold) {
+  ASSERT_EQ(sh(worker(dir)).status, 0);
+  const std::string key(32, 'a'), free_key(32, 'b');
+  const fs::path locks = dir / storage::names::kLocksDir;
+  (void)storage::Claim::try_take(dir.string(), free_key);                // taken and released: its file is gone
+  std::ofstream(locks / storage::Claim::file_name(free_key)).put('\0');  // a stale one, nobody's
+  std::optional<storage::Claim> held = storage::Claim::try_take(dir.string(), key);
+  ASSERT_TRUE(held.has_value());
+  const Out c = sh(kCli + " clear " + dir.string() + " --wait 0.5");
+  EXPECT_EQ(c.status, 0) << c.text;
+  const fs::path file = locks / storage::Claim::file_name(key);
+  EXPECT_TRUE(has(c.text, "left " + file.string() + ": a running process holds it")) << c.text;
+  EXPECT_TRUE(fs::exists(file)) << "clear removed a held claim's file";
+  EXPECT_FALSE(fs::exists(locks / storage::Claim::file_name(free_key))) << "a lock nobody holds stays";
+  EXPECT_FALSE(storage::Claim::try_take(dir.string(), key).has_value()) << "two hold one claim after a clear";
+  held.reset();
+  EXPECT_FALSE(fs::exists(file));
+  EXPECT_TRUE(storage::Claim::try_take(dir.string(), key).has_value());
+}
+
+// A claim whose file someone removed while it was held (a clear of an
+// earlier version, or by hand), then claimed anew by a newcomer: its
+// release removes only its own file, so the newcomer's claim stays held
+// once.
+TEST_F(LockProtocol, AReleasedClaimRemovesOnlyItsOwnFile) {
+  ASSERT_EQ(sh(worker(dir)).status, 0);
+  const std::string key(32, 'c');
+  const fs::path file = dir / storage::names::kLocksDir / storage::Claim::file_name(key);
+  std::optional<storage::Claim> first = storage::Claim::try_take(dir.string(), key);
+  ASSERT_TRUE(first.has_value());
+  fs::remove(file);
+  std::optional<storage::Claim> newcomer = storage::Claim::try_take(dir.string(), key);
+  ASSERT_TRUE(newcomer.has_value()) << "the name was free";
+  first.reset();
+  EXPECT_TRUE(fs::exists(file)) << "the first claim's release removed the newcomer's file";
+  EXPECT_FALSE(storage::Claim::try_take(dir.string(), key).has_value()) << "two hold one claim";
+  newcomer.reset();
+  EXPECT_TRUE(storage::Claim::try_take(dir.string(), key).has_value());
 }
 
 // A finding of the check is acted on only if it is still true under the

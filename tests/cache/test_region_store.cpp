@@ -340,8 +340,9 @@ TEST_F(RegionStore, ASizeLimitGcBesideCompilesTakingRegionsLosesNoResult) {
 // lock, deterministically.
 struct ReleasingBeforeLock : process::Env {
   std::function<void()> before_lock;
+  bool waiting = false;  // before a lock taken waiting instead
   int flock(int fd, int operation) override {
-    if ((operation & LOCK_EX) && (operation & LOCK_NB) && before_lock) {
+    if ((operation & LOCK_EX) && ((operation & LOCK_NB) != 0) != waiting && before_lock) {
       auto f = std::move(before_lock);
       before_lock = nullptr;
       f();
@@ -377,6 +378,27 @@ TEST_F(RegionStore, AClaimReleasedBetweenAnotherClaimantsOpenAndLockIsHeldOnce) 
   // Released, it is free again.
   newcomer.reset();
   EXPECT_TRUE(storage::Claim::try_take(dir.string(), key).has_value());
+}
+
+// Any lock of locks/ (here a waiting one, as the tuning table's): a file
+// removed between a process's open and its lock (by a clear) is no lock;
+// the name is opened again and the lock taken on the file it names.
+TEST_F(RegionStore, ALockWhoseFileWasRemovedBetweenOpenAndLockIsTakenOnItsNameAgain) {
+  run_checked(1, 0, options());  // creates the store
+  const storage::Dir locks =
+      storage::Dir::open(dir, storage::Safety::cache, storage::Create::no).sub("locks", storage::Create::yes);
+  auto env = std::make_shared<ReleasingBeforeLock>();
+  env->waiting = true;
+  env->before_lock = [&] { fs::remove(dir / "locks" / "tuning.lock"); };
+  std::optional<storage::FileLock> held;
+  {
+    process::Context::Scope scope(env);
+    held.emplace(locks.lock("tuning.lock"));
+  }
+  EXPECT_FALSE(env->before_lock) << "the file was removed between the open and the lock";
+  const auto now = locks.stat("tuning.lock");
+  ASSERT_TRUE(now.has_value()) << "the lock is held on a file no name refers to";
+  EXPECT_EQ(now->ino, held->inode());
 }
 
 TEST_F(RegionStore, AClaimedRegionIsWaitedForThenTaken) {
