@@ -605,7 +605,14 @@ ClearResult clear(const std::string& dir, double wait_s, bool dry_run) {
         // file and hold the same lock at once. A free one is removed while
         // clear holds it (Dir::remove_lock).
         out.had_cache = true;
-        const auto lock = s.lock_within(n, false, 0.0);
+        std::optional<FileLock> lock;
+        try {
+          if (auto l = s.lock_within(n, false, 0.0)) lock.emplace(std::move(*l));
+        } catch (const Error&) {  // not ours to lock (another user's, a link): removed by name, as before
+          drop(s, n);
+          ++out.removed;
+          continue;
+        }
         if (!lock) {
           out.in_use.push_back((s.path() / n).string());
           empty = false;

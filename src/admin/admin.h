@@ -142,7 +142,8 @@ struct ClearResult {
 // the store lock
 // exclusively, taken within `wait_s` (else CacheBusy, nothing removed). A
 // directory without a cache is reported and nothing is created. With
-// `dry_run`: no lock, nothing removed; `files` lists what would be.
+// `dry_run`: no lock, nothing removed; `files` lists what would be (every
+// lock file among them: whether one is held is known only when clearing).
 ClearResult clear(const std::string& dir, double wait_s = kAdminWaitSeconds, bool dry_run = false);
 
 }  // namespace npucache::cache::admin

@@ -620,6 +620,14 @@ void CoordinatedSource::persist(Call& c) {
     const bool trusted = c.group >= 0 && !c.kept_other && (remotely ? cache().remote_signed() : vouched[g] == 0);
     if (c.plan.ships_object[me] && c.g && trusted && !failure.failed())
       report().regions_copied += cache().copy_regions(*c.g);
+    else if (c.plan.ships_object[me] && c.g && !c.g->regions.empty() && !failure.failed() && !remotely)
+      log::info(
+          "the compiled regions of {} were not copied into {}: {}; a later compile there calling them compiles them",
+          cache().method(), cache().dir(),
+          c.kept_other ? "the store kept another writer's program, which nobody vouched for"
+                       : "the store that served the program (rank " + std::to_string(c.owner) +
+                             "'s) does not hold them as the program has them (a program it was served, not one it "
+                             "compiled)");
   }
   settle(agree(c.net, failure, cache().method(), step("persist")), c);
   c.laps.lap(&steps_.persist_s);

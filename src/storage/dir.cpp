@@ -461,13 +461,26 @@ namespace {
 constexpr int kLockAttempts = 8;
 }
 
+// False only when `name` is known to refer to another file than the one
+// `held` locks, or to none; a lock whose file cannot be inspected (fstat
+// or the name's stat failing) is taken as it is.
+bool Dir::names_lock(const std::string& name, const FileLock& held) const {
+  const ino_t mine = held.inode();
+  if (mine == 0) return true;
+  try {
+    const auto now = stat(name);
+    return now && (now->ino == 0 || now->ino == mine);
+  } catch (const IoError&) {
+    return true;
+  }
+}
+
 FileLock Dir::lock(const std::string& name, bool shared) const {
   for (int attempt = 0;; ++attempt) {
     const int f = env().openat(fd(), name.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (f < 0) fail("opening lock file", path_ / name, errno);
     FileLock held(f, (path_ / name).string(), shared);
-    const auto now = stat(name);
-    if (now && now->ino != 0 && now->ino == held.inode()) return held;
+    if (names_lock(name, held)) return held;
     if (attempt + 1 >= kLockAttempts)
       throw CacheError("cannot lock " + (path_ / name).string() + ": the lock file keeps being removed or replaced");
   }
@@ -480,15 +493,15 @@ std::optional<FileLock> Dir::lock_within(const std::string& name, bool shared, d
     if (f < 0) fail("opening lock file", path_ / name, errno);
     auto held = FileLock::within(f, (path_ / name).string(), shared, std::max(0.0, deadline - env().monotonic_s()));
     if (!held) return std::nullopt;
-    const auto now = stat(name);
-    if (now && now->ino != 0 && now->ino == held->inode()) return held;
+    if (names_lock(name, *held)) return held;
   }
   return std::nullopt;
 }
 
 bool Dir::remove_lock(const std::string& name, const FileLock& held) const {
+  const ino_t mine = held.inode();
   const auto now = stat(name);
-  if (!now || now->ino == 0 || now->ino != held.inode()) return false;
+  if (!now || mine == 0 || now->ino != mine) return false;
   remove(name);
   return true;
 }

@@ -127,11 +127,13 @@ class Dir {
   // a clear) is no lock, and the name is opened again (CacheError when it
   // keeps being removed).
   FileLock lock(const std::string& name, bool shared = false) const;
-  // The same within `wait_s` seconds, or nullopt (nothing held).
+  // The same within `wait_s` seconds, or nullopt (nothing held; also when
+  // the file was removed under it 8 times in a row). A lock whose file
+  // cannot be inspected (fstat failing) is taken without the check.
   std::optional<FileLock> lock_within(const std::string& name, bool shared, double wait_s) const;
   // Removes the lock file `name` while `held` (its lock) is held, only when
   // the name still refers to the locked file: false when it names another
-  // (made after someone else removed this one) or none.
+  // (made after someone else removed this one), none, or cannot be told.
   bool remove_lock(const std::string& name, const FileLock& held) const;
   // Removes temporaries whose writers are gone: never one whose owner lock
   // is held (a live writer in any pid namespace or on any host sharing the
@@ -139,6 +141,7 @@ class Dir {
   std::size_t remove_stale_temps() const;
 
  private:
+  bool names_lock(const std::string& name, const FileLock& held) const;
   struct Fd {
     int fd = -1;
     ~Fd();

@@ -140,6 +140,11 @@ TEST_F(LockProtocol, ClearLeavesTheLocksRunningJobsHold) {
   const fs::path locks = dir / storage::names::kLocksDir;
   (void)storage::Claim::try_take(dir.string(), free_key);                // taken and released: its file is gone
   std::ofstream(locks / storage::Claim::file_name(free_key)).put('\0');  // a stale one, nobody's
+  // A link planted under a lock's name cannot be locked (never followed):
+  // removed by its name, its target untouched.
+  const fs::path target = dir.parent_path() / "not-a-lock";
+  std::ofstream(target) << "kept";
+  fs::create_symlink(target, locks / "planted.lock");
   std::optional<storage::Claim> held = storage::Claim::try_take(dir.string(), key);
   ASSERT_TRUE(held.has_value());
   const Out c = sh(kCli + " clear " + dir.string() + " --wait 0.5");
@@ -148,6 +153,8 @@ TEST_F(LockProtocol, ClearLeavesTheLocksRunningJobsHold) {
   EXPECT_TRUE(has(c.text, "left " + file.string() + ": a running process holds it")) << c.text;
   EXPECT_TRUE(fs::exists(file)) << "clear removed a held claim's file";
   EXPECT_FALSE(fs::exists(locks / storage::Claim::file_name(free_key))) << "a lock nobody holds stays";
+  EXPECT_FALSE(fs::is_symlink(locks / "planted.lock"));
+  EXPECT_EQ(slurp(target), "kept");
   EXPECT_FALSE(storage::Claim::try_take(dir.string(), key).has_value()) << "two hold one claim after a clear";
   held.reset();
   EXPECT_FALSE(fs::exists(file));
