@@ -644,19 +644,20 @@ void CoordinatedSource::persist(Call& c) {
 // (cache/region_copies.h, regions_held). One all-reduce, and only when a
 // rank brings a program an owner read from its store; every rank decides
 // that alike from the plan. A group compiled in this job is vouched for by
-// its compile; a failed owner vouches for nothing.
+// its compile; a failed owner vouches for nothing. Only the owners of the
+// groups brought so read their regions/.
 std::vector<std::uint64_t> CoordinatedSource::vouch_regions(Call& c) {
   std::vector<std::uint64_t> out(c.plan.keys.size(), 0);
-  bool needed = false;
+  std::vector<bool> brought(c.plan.keys.size(), false);  // per group: a program its owner read from its store
   for (std::size_t r = 0; r < c.infos.size(); ++r) {
     const int g = c.plan.group_of[r];
     if (!c.plan.ships_object[r] || g < 0 || c.read_remotely[static_cast<std::size_t>(g)]) continue;
     const int src = c.source[static_cast<std::size_t>(g)];
-    if (src >= 0 && c.infos[static_cast<std::size_t>(src)].holds) needed = true;
+    if (src >= 0 && c.infos[static_cast<std::size_t>(src)].holds) brought[static_cast<std::size_t>(g)] = true;
   }
-  if (!needed) return out;
+  if (std::none_of(brought.begin(), brought.end(), [](bool b) { return b; })) return out;
   const auto mine = static_cast<std::size_t>(c.group);
-  if (c.group >= 0 && c.owner == c.me && !c.read_remotely[mine] && !c.compiled_here) {
+  if (c.group >= 0 && brought[mine] && c.owner == c.me && !c.compiled_here) {
     bool held = false;
     try {
       // A hit owner vouches for the graph it runs: only when the bytes it

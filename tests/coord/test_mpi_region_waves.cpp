@@ -20,6 +20,7 @@
 #include "mpi/comm.h"
 #include "storage/regions.h"
 #include "support/mpi_temp_dir_test.h"
+#include "support/process.h"
 
 #include <gtest/gtest.h>
 
@@ -231,7 +232,7 @@ TEST_F(RegionWaves, AStoresProgramBringsOnlyTheRegionsThatStoreVouchesFor) {
   // before its commit (as a claim saved beside the job would): its rank
   // runs the object the store kept (run_kept), which nobody vouched for,
   // and copies nothing.
-  if (world >= 2) {
+  {
     Fault f;
     f.kind = Fault::Kind::act;
     f.rank = 1;
@@ -247,7 +248,7 @@ TEST_F(RegionWaves, AStoresProgramBringsOnlyTheRegionsThatStoreVouchesFor) {
   coord::install_transport(nullptr);
   // 4. Store a's object is replaced between the owner's lookup (a hit) and
   // its read of the bytes it sends: it vouches only for the object it hit.
-  if (world >= 2) {
+  {
     Fault f;
     f.kind = Fault::Kind::act;
     f.rank = 0;  // the owner: the lowest rank holding the key
@@ -263,6 +264,7 @@ TEST_F(RegionWaves, AStoresProgramBringsOnlyTheRegionsThatStoreVouchesFor) {
   EXPECT_EQ(job(base + "/b4"), 0);
   EXPECT_TRUE(regions_in(base + "/b4").empty()) << "the owner vouched for an object it did not send";
   coord::install_transport(nullptr);
+  const std::string sound = testing_support::slurp(held / *files.begin());  // the file store a vouches with
   // 5. Store a holds another program under the region's key (a scratch
   // buffer more): it vouches for nothing.
   if (!on_rank0([&] {
@@ -279,6 +281,16 @@ TEST_F(RegionWaves, AStoresProgramBringsOnlyTheRegionsThatStoreVouchesFor) {
     return;
   EXPECT_EQ(job(base + "/b5"), 0);
   EXPECT_TRUE(regions_in(base + "/b5").empty()) << "a region unlike store a's was copied";
+  // 6. Store a's sound region file, with one byte of its record flipped:
+  // a file that does not read vouches for nothing.
+  if (!on_rank0([&] {
+        std::string bytes = sound;
+        bytes.at(64) ^= 0x5a;
+        std::ofstream(held / *files.begin(), std::ios::binary | std::ios::trunc) << bytes;
+      }))
+    return;
+  EXPECT_EQ(job(base + "/b6"), 0);
+  EXPECT_TRUE(regions_in(base + "/b6").empty()) << "a damaged region file vouched for its program";
 }
 
 }  // namespace
