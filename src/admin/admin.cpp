@@ -99,14 +99,15 @@ namespace {
 // file's identity) or missing.
 struct ObjectState {
   std::optional<ObjectRecord> good;
-  std::string damage;  // "" unless damaged
+  std::string damage;        // "" unless damaged
+  std::string other_format;  // "" unless of another cache format (not damage)
   std::optional<Dir::Info> seen;
 };
 
 class Objects {
  public:
   explicit Objects(const Store& s) : s_(s) {}
-  const ObjectState& get(const std::string& key) {
+  ObjectState& get(const std::string& key) {
     auto [it, fresh] = m_.try_emplace(key);
     if (!fresh) return it->second;
     ObjectState& o = it->second;
@@ -116,12 +117,16 @@ class Objects {
       o.good = s_.object(key, true);
     } catch (const CacheRefused&) {
       throw;
+    } catch (const format::OtherFormat& e) {
+      o.other_format = e.what();
     } catch (const CacheError& e) {
       o.damage = e.what();
     }
     return o;
   }
-  static std::string state(const ObjectState& o) { return o.seen ? "damaged" : "missing"; }
+  static std::string state(const ObjectState& o) {
+    return !o.seen ? "missing" : o.other_format.empty() ? "damaged" : "of another cache format";
+  }
 
  private:
   const Store& s_;
@@ -130,7 +135,8 @@ class Objects {
 
 // One model's index against the objects its entries use.
 struct ModelCheck {
-  std::string error;  // the index cannot be read at all
+  std::string error;         // the index cannot be read at all
+  std::string other_format;  // it is of another cache format (not read, not repaired)
   std::optional<DecodedIndex> d;
   std::vector<std::pair<std::string, std::string>> bad;
   std::vector<std::string> broken;   // entries whose object is missing, damaged or does not decode
@@ -144,6 +150,9 @@ ModelCheck check_model(const Store& s, const std::string& m, Objects& objects) {
     c.d = s.index(m);
   } catch (const CacheRefused&) {
     throw;
+  } catch (const format::OtherFormat& e) {
+    c.other_format = e.what();
+    return c;
   } catch (const CacheError& e) {
     c.error = e.what();
     return c;
@@ -181,12 +190,13 @@ ModelCheck check_model(const Store& s, const std::string& m, Objects& objects) {
   return c;
 }
 
-// Why a template is bad ("" when it is good).
+// Why a template is bad ("" when it is good, or its object is a later
+// format's: then it is that build's).
 std::string template_damage(const StoredTemplate& t, Objects& objects) {
   if (!t.damage.empty() || !t.record) return t.damage;
   const std::string& key = t.record->validity.graph_key;
   const ObjectState& o = objects.get(key);
-  if (o.good) return "";
+  if (o.good || !o.other_format.empty()) return "";
   return "its object " + key + " is " + Objects::state(o) + ": the template can never be used";
 }
 
@@ -210,14 +220,29 @@ VerifyResult verify(const std::string& dir, bool repair, double wait_s) {
     for (const auto& m : s.model_infos()) models.emplace(m, check_model(s, m, objects));
     for (const auto& t : templates) {
       ++out.templates;
+      if (!t.other_format.empty()) {
+        out.other_format.emplace_back(t.path, t.other_format);
+        continue;
+      }
       const std::string why = template_damage(t, objects);
       if (why.empty()) continue;
       out.bad.emplace_back(t.path, why);
       bad_templates.push_back(t.key);
     }
+    // Keys this format's entries name: a later format's file under one
+    // was made by hand (keys hash the format version), damage like any.
+    std::set<std::string> named;
+    for (const auto& [m, c] : models)
+      if (c.d)
+        for (const auto& e : c.d->index.entries) named.insert(e.graph_key);
     for (const auto& key : s.object_keys()) {
       ++out.objects;
-      const ObjectState& o = objects.get(key);
+      ObjectState& o = objects.get(key);
+      if (!o.other_format.empty() && named.count(key)) {
+        o.damage = o.other_format;
+        o.other_format.clear();
+      }
+      if (!o.other_format.empty()) out.other_format.emplace_back(s.object_path(key).string(), o.other_format);
       if (!o.damage.empty()) {
         out.bad.emplace_back(s.object_path(key).string(), o.damage);
         damaged_objects.push_back(key);
@@ -225,6 +250,7 @@ VerifyResult verify(const std::string& dir, bool repair, double wait_s) {
     }
     for (const auto& r : stored_regions(s, true)) {
       ++out.regions;
+      if (!r.other_format.empty()) out.other_format.emplace_back(r.path, r.other_format);
       if (r.damage.empty()) continue;
       out.bad.emplace_back(r.path, r.damage);
       if (r.ours) bad_regions.push_back(r.key);
@@ -233,6 +259,10 @@ VerifyResult verify(const std::string& dir, bool repair, double wait_s) {
   if (auto m = s.check_markers(); !m.empty()) out.bad.emplace_back(s.dir().string(), m);
   for (const auto& [m, c] : models) {
     ++out.indexes;
+    if (!c.other_format.empty()) {
+      out.other_format.emplace_back(s.index_path(m).string(), c.other_format);
+      continue;
+    }
     if (!c.error.empty()) {
       out.bad.emplace_back(s.index_path(m).string(),
                            c.error + "; its entries are lost (the next run re-makes them with a trace, no compile)");
@@ -259,6 +289,7 @@ VerifyResult verify(const std::string& dir, bool repair, double wait_s) {
   for (const auto& [m, first] : models) {
     if (first.error.empty() && !first.needs_repair()) continue;
     const ModelCheck c = check_model(s, m, objects);
+    if (!c.other_format.empty()) continue;  // replaced by another build's since: not ours to remove
     if (!c.error.empty()) {
       s.remove_index(m, held);
       out.repaired.push_back("removed unreadable index " + s.index_path(m).string());
@@ -287,7 +318,8 @@ VerifyResult verify(const std::string& dir, bool repair, double wait_s) {
     out.repaired.push_back("removed damaged compiled region " + r.path + " (the next compile calling it compiles it)");
   }
   for (const auto& key : damaged_objects) {
-    if (objects.get(key).damage.empty()) continue;  // replaced by a writer since
+    const ObjectState& o = objects.get(key);
+    if (o.damage.empty() && o.other_format.empty()) continue;  // replaced by a writer since
     s.remove_object(key, held);
     out.repaired.push_back("removed damaged object " + s.object_path(key).string());
   }
@@ -299,7 +331,9 @@ VerifyResult verify(const std::string& dir, bool repair, double wait_s) {
 Stats stats(const std::string& dir) {
   const Store s = open_store(dir);
   Stats st;
-  const auto entries = all_entries(s);
+  std::vector<storage::UnreadIndex> unread;
+  const auto entries = all_entries(s, nullptr, &unread);
+  st.collection_blocked = storage::collection_blocked(unread);
   st.entries = entries.size();
   for (const auto& key : s.object_keys()) {
     ++st.objects;
@@ -310,6 +344,13 @@ Stats stats(const std::string& dir) {
     }
   }
   for (const auto& [key, bytes] : unreferenced(s, entries)) {
+    try {
+      (void)s.object_meta(key);
+    } catch (const format::OtherFormat&) {  // a later build's: its gc's to collect
+      ++st.later_format_objects;
+      continue;
+    } catch (const CacheError&) {  // damaged: an orphan as any
+    }
     ++st.orphans;
     st.orphan_bytes += bytes;
   }
@@ -399,7 +440,7 @@ Explanation explain(const std::string& dir, const std::string& entry) {
           out.dynamic_dims.push_back(r.dim.input + " dim " + std::to_string(r.dim.dim));
     }
   } catch (const CacheError& e) {
-    out.dynamic_dims.push_back("(the profiles file is damaged: " + std::string(e.what()) + ")");
+    out.dynamic_dims.push_back("(the profiles file is not read: " + std::string(e.what()) + ")");
   }
   if (!target && !out.pieces.empty()) return out;  // a method split at graph breaks: only its pieces
   if (!target) throw CacheError("no entry '" + entry + "' in " + dir + "; `npucache ls` lists them");
@@ -433,8 +474,18 @@ Bundle read_cache(const std::string& dir, double wait_s) {
   const Writing reading = s.writing(wait_s);
   Bundle b;
   std::vector<std::string> problems;
-  b.entries = all_entries(s, &problems);
-  if (!problems.empty()) throw CacheError(problems.front() + "; run `npucache verify --repair " + dir + "` first");
+  std::vector<storage::UnreadIndex> unread;
+  b.entries = all_entries(s, &problems, &unread);
+  // A later format's index is another build's: not in this format's
+  // bundle, and nothing verify --repair would change.
+  std::set<std::string> later;
+  for (const auto& u : unread)
+    if (u.cause == storage::UnreadIndex::Cause::other_format) {
+      log::info("not exported: {}", u.why);
+      later.insert(u.why);
+    }
+  for (const auto& p : problems)
+    if (!later.count(p)) throw CacheError(p + "; run `npucache verify --repair " + dir + "` first");
   std::set<std::string> keys;
   for (const auto& e : b.entries) keys.insert(e.graph_key);
   for (const auto& k : keys) {

@@ -45,6 +45,9 @@ struct VerifyResult {
   std::size_t entries = 0, objects = 0, indexes = 0, templates = 0, regions = 0;
   std::vector<std::pair<std::string, std::string>> bad;  // what (a file or an entry), what is wrong
   std::vector<std::string> repaired;                     // with repair: what was done
+  // Files of another cache format (format/cache_error.h, OtherFormat):
+  // another build's beside this one; not damage, never repaired.
+  std::vector<std::pair<std::string, std::string>> other_format;
 };
 // Checks every index, object, entry and capture template: envelopes,
 // checksums, every entry's object present, intact, with the entry's
@@ -54,7 +57,9 @@ struct VerifyResult {
 // `repair`: damaged objects and the entries that use them are removed (the
 // next run rebuilds them), damaged indexes are rewritten with their
 // readable entries, damaged or orphaned templates removed (the next start
-// captures again), stale temporaries removed.
+// captures again), stale temporaries removed. A file of another cache
+// format (a newer build's on a shared directory) is listed in
+// `other_format` and left as it is.
 //
 // Beside running jobs (docs/FORMAT.md, "Lock protocol"): the check holds the
 // store lock shared (writers go on; a busy, healthy cache is reported
@@ -68,7 +73,9 @@ struct Stats {
   // stored: the object files' bytes (zstd-compressed artifact, HDF5 view,
   // traced graph); raw: the artifacts uncompressed (each object's raw_size).
   std::size_t stored_bytes = 0, raw_bytes = 0;
-  std::size_t orphans = 0, orphan_bytes = 0;      // objects no entry uses (orphans)
+  std::size_t orphans = 0, orphan_bytes = 0;  // objects no readable entry uses (orphans)
+  std::string collection_blocked;             // why gc collects none of them now ("" when it does)
+  std::size_t later_format_objects = 0;       // objects no entry uses of a later cache format (never collected here)
   std::size_t templates = 0, template_bytes = 0;  // capture templates
   std::size_t regions = 0, region_bytes = 0;      // compiled regions (regions/)
   std::optional<std::size_t> max_size;            // the configured limit

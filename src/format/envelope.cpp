@@ -106,6 +106,9 @@ Opened open_envelope(EnvelopeKind kind, std::string_view file, const std::string
   const uint32_t version = h.u32(), userblock = h.u32();
   const uint64_t rec_len = h.u64(), rec_sum = h.u64(), hdf5_len = h.u64(), hdf5_sum = h.u64(), head_sum = h.u64();
   if (head_sum != hash(file.substr(0, 48))) throw damaged("its header fails its checksum");
+  if (version > kEnvelopeVersion)  // an intact header of a later envelope: a later format's file
+    throw OtherFormat(what + " is of another npucache cache format: envelope version " + std::to_string(version) +
+                      " (this build reads " + std::to_string(kEnvelopeVersion) + ")");
   if (version != kEnvelopeVersion) throw damaged("envelope version " + std::to_string(version) + " is not supported");
   Opened o;
   o.userblock = userblock;

@@ -104,6 +104,10 @@ DecodedIndex decode_index(std::string_view bytes, const std::string& what) try {
   d.hdf5_intact = o.hdf5_intact;
   d.damaged = o.damaged_records;
   if (o.records.empty()) throw CacheError(what + " is damaged: its model record cannot be read");
+  if (newer_model_record(o.records[0]))  // intact, of an encoding after this build's
+    throw OtherFormat(what + " is of another npucache cache format: its model record is of encoding " +
+                      std::to_string(static_cast<uint8_t>(o.records[0][1])) + " (this build reads up to " +
+                      std::to_string(kModelEncoding) + ")");
   // An index of the formats before 4.0.0 (another record encoding): read
   // so that its entries are reported stale with their format version.
   d.earlier_format = is_earlier_index_record(o.records[0]);

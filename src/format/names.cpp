@@ -1,5 +1,8 @@
 #include "format/names.h"
 
+#include <array>
+#include <optional>
+
 #include <unistd.h>
 #include <atomic>
 #include <cctype>
@@ -14,6 +17,31 @@ std::string entry_path(const std::string& model_info, const std::string& func, i
     return model_info + "/world" + std::to_string(world_size) + "global_rank" + std::to_string(global_rank) + "/" +
            func;
   return model_info + "/" + func;
+}
+
+namespace {
+
+// "X.Y.Z" as three numbers (each at most 9 digits); nullopt for anything else.
+std::optional<std::array<long, 3>> format_numbers(const std::string& v) {
+  std::array<long, 3> out{};
+  std::size_t at = 0;
+  for (std::size_t i = 0; i < 3; ++i) {
+    std::size_t end = at;
+    while (end < v.size() && end - at < 9 && v[end] >= '0' && v[end] <= '9') ++end;
+    if (end == at) return std::nullopt;
+    out[i] = std::stol(v.substr(at, end - at));
+    if (i < 2 && (end >= v.size() || v[end] != '.')) return std::nullopt;
+    at = end + (i < 2 ? 1 : 0);
+  }
+  if (at != v.size()) return std::nullopt;
+  return out;
+}
+
+}  // namespace
+
+bool later_format(const std::string& version) {
+  const auto v = format_numbers(version), ours = format_numbers(kFormatVersion);
+  return v && ours && *v > *ours;
 }
 
 std::string model_info_of(const std::string& entry_path) { return entry_path.substr(0, entry_path.find('/')); }

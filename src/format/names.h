@@ -38,6 +38,9 @@ namespace npucache::format::names {
 // may hold region_call nodes (op 63), and the compiled-graph record's trace
 // carries the bodies of the regions it calls.
 inline constexpr const char* kFormatVersion = "10.0.0";
+// Whether `version` ("X.Y.Z", numbers) is a cache format after this one: a
+// newer build's (false for this one, earlier ones and anything else).
+bool later_format(const std::string& version);
 // The `format` attribute of every file npucache writes.
 inline constexpr const char* kFormatName = "npucache";
 

@@ -18,6 +18,10 @@ namespace {
 
 // The object record of a file: damaged, of an earlier format, or read.
 ObjectMeta decode_meta(std::string_view body, const std::string& what, std::string& key) try {
+  if (newer_object_record(body))  // intact, of an encoding after this build's
+    throw OtherFormat(what + " is of another npucache cache format: its object record is of encoding " +
+                      std::to_string(static_cast<uint8_t>(body[1])) + " (this build reads " +
+                      std::to_string(kRecordEncoding) + ")");
   // The formats before 4.0.0 began the record with the graph key's length.
   if (body.size() >= 4 && body.substr(0, 4) == std::string_view("\x20\0\0\0", 4))
     throw CacheError(what + " was written by cache format 3.0.0 or earlier (another record encoding; this is format " +

@@ -357,6 +357,15 @@ ObjectRecord read_object(ByteReader& r, uint64_t max_raw_bytes) {
   return o;
 }
 
+bool newer_model_record(std::string_view body) {
+  return body.size() >= 2 && static_cast<uint8_t>(body[0]) == kModel && static_cast<uint8_t>(body[1]) > kModelEncoding;
+}
+
+bool newer_object_record(std::string_view body) {
+  return body.size() >= 2 && static_cast<uint8_t>(body[0]) == kObject &&
+         static_cast<uint8_t>(body[1]) > kRecordEncoding;
+}
+
 bool is_earlier_index_record(std::string_view body) {
   return !body.empty() &&
          (static_cast<uint8_t>(body[0]) == kEarlierModel || static_cast<uint8_t>(body[0]) == kEarlierEntry);

@@ -112,6 +112,12 @@ ObjectRecord read_object(compiler::ByteReader& r, uint64_t max_raw_bytes = kMaxA
 void write_producer(compiler::ByteWriter& w, const Producer& p);
 Producer read_producer(compiler::ByteReader& r);
 
+// Whether `body`, a record that passed its checksum, is a model ('M') or
+// object ('O') record of an encoding newer than this build reads: another
+// cache format's record, not damage (cache_error.h, OtherFormat).
+bool newer_model_record(std::string_view body);
+bool newer_object_record(std::string_view body);
+
 // --- Index records of the formats before 4.0.0 ------------------------------
 // Cache formats 2.0.0 and 3.0.0 wrote index records without a kind letter
 // (a kind byte 1 or 2) in another layout. They are read, never written, so

@@ -93,6 +93,12 @@ RegionRecord decode_region_file(std::string_view file, const std::string& what) 
     v.decompositions = r.str();
     v.dynamic = r.str();
     v.format_version = r.str();
+    // An intact record of a later cache format (its program's encoding
+    // may differ): never read further, never called damaged. An earlier
+    // format's is read (and is damaged if it does not decode).
+    if (names::later_format(v.format_version))
+      throw OtherFormat(what + " is of another npucache cache format: " + v.format_version + " (this build's is " +
+                        names::kFormatVersion + ")");
     const uint64_t raw_size = r.u64();
     const std::string frame = r.str();
     if (!r.done()) r.fail("its record has trailing bytes");
@@ -103,6 +109,8 @@ RegionRecord decode_region_file(std::string_view file, const std::string& what) 
     check_names(v, rec.artifact);
     return rec;
   } catch (const CacheRefused&) {
+    throw;
+  } catch (const OtherFormat&) {
     throw;
   } catch (const Error& e) {
     throw CacheError(what + " is damaged: " + e.what());

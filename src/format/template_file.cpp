@@ -104,6 +104,10 @@ TemplateRecord decode_template_file(std::string_view file, const std::string& wh
     t.validity.binding = r.str();
     t.validity.runtime_version = r.str();
     t.validity.format_version = r.str();
+    // An intact record of a later cache format: never read further.
+    if (names::later_format(t.validity.format_version))
+      throw OtherFormat(what + " is of another npucache cache format: " + t.validity.format_version +
+                        " (this build's is " + names::kFormatVersion + ")");
     t.validity.device_memory = r.u64();
     t.validity.pool_align = r.u64();
     t.fingerprint = r.str();

@@ -52,24 +52,59 @@ Store open_store(const std::string& dir) {
 
 }  // namespace
 
-std::vector<EntryRecord> all_entries(const Store& s, std::vector<std::string>* problems, bool* unread) {
+std::vector<EntryRecord> all_entries(const Store& s, std::vector<std::string>* problems,
+                                     std::vector<UnreadIndex>* unread) {
   std::vector<EntryRecord> out;
+  const auto unknown = [&](UnreadIndex::Cause cause, const std::string& m, const std::string& why) {
+    if (unread) unread->push_back({cause, m, s.index_path(m).string(), why});
+  };
   for (const auto& m : s.model_infos()) {
     try {
       if (auto d = s.index(m)) {
         for (auto& e : d->index.entries) out.push_back(std::move(e));
-        if (!d->intact && problems)
-          problems->push_back("index " + s.index_path(m).string() + ": " + std::to_string(d->damaged) +
-                              " record(s) damaged");
+        if (!d->intact) {
+          const std::string why =
+              "index " + s.index_path(m).string() + ": " + std::to_string(d->damaged) + " record(s) damaged";
+          if (problems) problems->push_back(why);
+          unknown(UnreadIndex::Cause::damaged, m, why);
+        }
       }
     } catch (const IoError& e) {  // not read (EIO, EMFILE...): its entries may be there
       if (problems) problems->push_back(e.what());
-      if (unread) *unread = true;
+      unknown(UnreadIndex::Cause::io, m, e.what());
+    } catch (const format::OtherFormat& e) {  // another build's: its entries are there, unknown here
+      if (problems) problems->push_back(e.what());
+      unknown(UnreadIndex::Cause::other_format, m, e.what());
     } catch (const CacheError& e) {  // damaged or not ours: no entry of it can be used
       if (problems) problems->push_back(e.what());
+      // One of ours (its magic) may hold entries using any object; a file
+      // that only shares the name pattern (or is refused) holds none.
+      if (is_our_envelope(s.directory(), names::index_file(m), EnvelopeKind::index))
+        unknown(UnreadIndex::Cause::damaged, m, e.what());
     }
   }
   return out;
+}
+
+std::string collection_blocked(const std::vector<UnreadIndex>& unread) {
+  if (unread.empty()) return "";
+  const UnreadIndex& u = unread.front();
+  std::string text = "no object is collected and no entry evicted to fit while an index is not read whole: ";
+  switch (u.cause) {
+    case UnreadIndex::Cause::io: text += u.why + " (gc tries again next time)"; break;
+    case UnreadIndex::Cause::damaged:
+      text += u.why +
+              " (its entries may use any object, and are made again from theirs without a compile; `npucache "
+              "verify --repair` rewrites the index with its readable entries or removes it, then gc collects)";
+      break;
+    case UnreadIndex::Cause::other_format:
+      text += u.why +
+              " (a later npucache uses this cache: its gc collects for both formats; remove that index once no "
+              "build of its format uses the cache)";
+      break;
+  }
+  if (unread.size() > 1) text += "; " + std::to_string(unread.size() - 1) + " more index(es) likewise";
+  return text;
 }
 
 std::size_t file_size(const Store& s, const std::string& key) {
@@ -235,12 +270,15 @@ void enforce(const std::string& dir, std::size_t limit, const std::vector<std::s
     log::debug("size limit of {} not enforced after this save: {}", dir, e.what());
     return;
   }
+  if (!g.blocked.empty() &&  // said once per process: every save runs it
+      process::Context::current().get<process::Once>().first("gc blocked|" + dir))
+    log::warn("the size limit {} of cache {} is not enforced: {}", format_size(limit), dir, g.blocked);
   if (g.evicted_entries > 0 || g.removed_regions > 0)
     log::info("cache {} over its limit {}: evicted {} layout(s) ({} entries), {} object(s), {} compiled region(s)", dir,
               format_size(limit), g.evicted_layouts, g.evicted_entries, g.removed_objects, g.removed_regions);
   // What was just written is never evicted: a layout larger than the limit
   // stays, and the cache with it over its limit. Said once per process.
-  if (g.remaining_bytes + g.region_bytes > limit &&
+  if (g.blocked.empty() && g.remaining_bytes + g.region_bytes > limit &&
       process::Context::current().get<process::Once>().first("over limit|" + dir))
     log::warn(
         "cache {} holds {} of objects and compiled regions, over its limit {}: what this job saved is kept (never "
@@ -253,11 +291,41 @@ void enforce(const std::string& dir, std::size_t limit, const std::vector<std::s
 
 namespace {
 
+// Whether an object no entry uses is collected: one of npucache's (its
+// magic) and of this cache format (another build's is left, as its index
+// would be). Else `out.left` names it.
+bool collectable(const Store& s, const std::string& key, bool have_objects, GcResult& out) {
+  if (!have_objects || !is_our_envelope(s.directory().sub(names::kObjectsDir, Create::no), names::object_file(key),
+                                        EnvelopeKind::object)) {
+    out.left.push_back(s.object_path(key).string() + " (not an npucache file)");
+    return false;
+  }
+  try {
+    (void)s.object_meta(key);
+  } catch (const format::OtherFormat& e) {
+    out.left.push_back(s.object_path(key).string() + " (of another cache format)");
+    return false;
+  } catch (const CacheError&) {  // damaged, missing since: collected as any orphan
+  }
+  return true;
+}
+
+// The bytes of the objects `entries` use.
+std::size_t used_bytes(const Store& s, const std::vector<EntryRecord>& entries) {
+  std::set<std::string> used;
+  std::size_t total = 0;
+  for (const auto& e : entries)
+    if (used.insert(e.graph_key).second) total += file_size(s, e.graph_key);
+  return total;
+}
+
 // Removes the entries `removals` names (model_info -> entry paths) from
 // their indexes, then every object no remaining entry uses (objects
 // orphaned before are counted in orphaned_*), removing the templates of
-// those objects first. Runs under the sweeping lock (no writer between an object and
-// its index).
+// those objects first; with `out.blocked` set (an index was not read whole
+// before the evictions), or when one is not after them, no object.
+// Runs under the sweeping lock (no writer between an object and its
+// index).
 void evict_and_sweep(const Store& s, const std::map<std::string, std::vector<std::string>>& removals,
                      const std::map<std::string, std::size_t>& orphans_before, GcResult& out, const Sweeping& held) {
   std::vector<std::string> removed_paths;
@@ -271,12 +339,16 @@ void evict_and_sweep(const Store& s, const std::map<std::string, std::vector<std
   // Objects no remaining entry uses (including ones never referenced),
   // unless an index could not be read (an I/O error, not damage): its
   // entries' objects may be in use.
+  // An eviction rewrites a damaged index with its readable records: the
+  // first reading's verdict stands.
   std::set<std::string> used;
-  std::vector<std::string> problems;
-  bool unread = false;
-  for (const auto& e : all_entries(s, &problems, &unread)) used.insert(e.graph_key);
-  if (unread) {
-    out.problems.push_back("no object was collected: an index could not be read (" + problems.front() + ")");
+  std::vector<UnreadIndex> unread;
+  const auto remaining = all_entries(s, nullptr, &unread);
+  for (const auto& e : remaining) used.insert(e.graph_key);
+  if (out.blocked.empty()) out.blocked = collection_blocked(unread);
+  if (!out.blocked.empty()) {
+    s.remove_stale_temps();  // no index names a dead writer's temporary
+    out.remaining_bytes = used_bytes(s, remaining);
     return;
   }
   // The objects to remove, then their templates before them: a sweep
@@ -287,13 +359,7 @@ void evict_and_sweep(const Store& s, const std::map<std::string, std::vector<std
   std::vector<std::string> doomed;
   std::set<std::string> kept;
   for (const auto& key : s.object_keys()) {
-    if (used.count(key)) {
-      kept.insert(key);
-      continue;
-    }
-    const Dir objects = s.directory().sub(names::kObjectsDir, Create::no);
-    if (!have_objects || !is_our_envelope(objects, names::object_file(key), EnvelopeKind::object)) {
-      out.left.push_back(s.object_path(key).string());
+    if (used.count(key) || !collectable(s, key, have_objects, out)) {
       kept.insert(key);
       continue;
     }
@@ -310,14 +376,12 @@ void evict_and_sweep(const Store& s, const std::map<std::string, std::vector<std
     }
   }
   s.remove_stale_temps();
-  std::size_t total = 0;
-  for (const auto& e : all_entries(s))
-    if (used.erase(e.graph_key)) total += file_size(s, e.graph_key);
-  out.remaining_bytes = total;
+  out.remaining_bytes = used_bytes(s, all_entries(s));
 }
 
 // What evict_and_sweep would do, done to nothing: the entries `removed`
-// names and the objects no other entry uses are listed in `out`.
+// names and the objects no other entry uses (none with `out.blocked`) are
+// listed in `out`.
 void preview_sweep(const Store& s, const std::vector<EntryRecord>& entries, const std::set<std::string>& removed,
                    const std::map<std::string, std::size_t>& orphans_before, GcResult& out) {
   std::set<std::string> used;
@@ -333,11 +397,7 @@ void preview_sweep(const Store& s, const std::vector<EntryRecord>& entries, cons
       out.remaining_bytes += file_size(s, key);
       continue;
     }
-    if (!have_objects || !is_our_envelope(s.directory().sub(names::kObjectsDir, Create::no), names::object_file(key),
-                                          EnvelopeKind::object)) {
-      out.left.push_back(s.object_path(key).string());
-      continue;
-    }
+    if (!out.blocked.empty() || !collectable(s, key, have_objects, out)) continue;
     out.removed.push_back(s.object_path(key).string());
     ++out.removed_objects;
     if (const auto o = orphans_before.find(key); o != orphans_before.end()) {
@@ -404,14 +464,28 @@ GcResult gc(const std::string& dir, const GcOptions& options, const std::vector<
   GcResult out;
   out.limit = options.max_size.value_or(0);
   const CacheStats st = read_stats(s.dir());
-  const auto entries = all_entries(s, &out.problems);
+  std::vector<UnreadIndex> unread;
+  const auto entries = all_entries(s, &out.problems, &unread);
+  out.blocked = collection_blocked(unread);
   out.entries = entries.size();
   const auto orphans_before = unreferenced(s, entries);
   const std::set<std::string> fresh(keep.begin(), keep.end());
   std::map<std::string, std::vector<std::string>> removals;  // model_info -> entry paths
   std::set<std::string> removed;                             // entry paths
   std::set<std::pair<std::string, int>> evicted_layouts;
+  // An index not read whole is not rewritten by an eviction (the rewrite
+  // would drop its damaged records, and with them what keeps their
+  // objects): verify --repair is for that.
+  std::map<std::string, std::string> unread_models;  // model_info -> its index
+  for (const auto& u : unread) unread_models.emplace(u.model_info, u.path);
+  std::set<std::string> kept_models;
   const auto evict = [&](const EntryRecord& e) {
+    if (const auto u = unread_models.find(e.meta.model_info); u != unread_models.end()) {
+      if (kept_models.insert(u->first).second)
+        out.problems.push_back("no entry of index " + u->second +
+                               " is evicted: it is not read whole (`npucache verify --repair` first)");
+      return;
+    }
     if (fresh.count(e.path) || !removed.insert(e.path).second) return;
     removals[e.meta.model_info].push_back(e.path);
     evicted_layouts.insert({e.meta.model_info, e.meta.rank.world_size});
@@ -438,9 +512,12 @@ GcResult gc(const std::string& dir, const GcOptions& options, const std::vector<
   // regions together. Regions go first, least recently used first: losing
   // one costs one compile of a layer, never an entry. Then whole layouts
   // (model_info, world size), least recently used first.
+  // Each region read once, for the limit and the sweep (another cache
+  // format's is not this build's to size out).
+  const std::vector<StoredRegion> listing = stored_regions(s, true);
   std::vector<StoredRegion> regions;
-  for (auto& r : stored_regions(s, false))
-    if (r.ours) regions.push_back(std::move(r));
+  for (const auto& r : listing)
+    if (r.ours && r.other_format.empty()) regions.push_back(r);
   std::stable_sort(regions.begin(), regions.end(),
                    [](const StoredRegion& a, const StoredRegion& b) { return a.mtime_ns < b.mtime_ns; });
   std::size_t region_bytes = 0;
@@ -467,13 +544,21 @@ GcResult gc(const std::string& dir, const GcOptions& options, const std::vector<
       l.entries.push_back(&e);
       if (refs[e.graph_key]++ == 0) total += file_size(s, e.graph_key);
     }
+    // While blocked, no entry is evicted, so regions go only when they
+    // alone can bring the total within the limit (else every save would
+    // remove every region, and the next compiles make them again).
+    const bool regions_can_fit = out.blocked.empty() || total <= *options.max_size;
     for (const auto& r : regions) {
-      if (total + region_bytes <= *options.max_size) break;
+      if (!regions_can_fit || total + region_bytes <= *options.max_size) break;
       sized_out.insert(r.key);
       region_bytes -= r.bytes;
     }
+    // While an index is not read whole no object is collected: evicting
+    // entries to fit would lose them and free nothing (regions, which no
+    // entry names, still go above).
     std::vector<Layout*> order;
-    for (auto& [k, l] : layouts) order.push_back(&l);
+    if (out.blocked.empty())
+      for (auto& [k, l] : layouts) order.push_back(&l);
     std::stable_sort(order.begin(), order.end(), [](const Layout* a, const Layout* b) { return a->used < b->used; });
     for (Layout* l : order) {
       if (total <= *options.max_size) break;
@@ -496,7 +581,7 @@ GcResult gc(const std::string& dir, const GcOptions& options, const std::vector<
     return (s.dir() / names::kRegionsDir / names::region_file(key)).string();
   };
   std::set<std::string> gone;
-  for (const auto& key : sweep_regions(s, options.older_than_s, now_s(), held ? &*held : nullptr)) {
+  for (const auto& key : sweep_regions(s, listing, options.older_than_s, now_s(), held ? &*held : nullptr)) {
     out.removed.push_back(region_path(key));
     gone.insert(key);
   }
@@ -509,16 +594,6 @@ GcResult gc(const std::string& dir, const GcOptions& options, const std::vector<
   out.removed_regions = gone.size();
   for (const auto& r : regions)
     if (!gone.count(r.key)) out.region_bytes += r.bytes;
-  return out;
-}
-
-Orphans orphans(const std::string& dir) {
-  const Store s = open_store(dir);
-  Orphans out;
-  for (const auto& [key, bytes] : unreferenced(s, all_entries(s))) {
-    out.objects.push_back(key);
-    out.bytes += bytes;
-  }
   return out;
 }
 

@@ -26,11 +26,27 @@
 
 namespace npucache::storage {
 
+// An index of npucache's (its magic) whose entries are not all known here.
+struct UnreadIndex {
+  enum class Cause {
+    io,            // not read now (EIO, EMFILE...)
+    damaged,       // records or its header fail their checksums
+    other_format,  // another cache format's (format/cache_error.h, OtherFormat)
+  };
+  Cause cause = Cause::damaged;
+  std::string model_info;
+  std::string path;
+  std::string why;  // the error, naming the file
+};
 // Every readable entry of every index; unreadable indexes in `problems`,
-// and `unread` set when one could not be read at all (an I/O error, not
-// damage: its entries may exist).
+// and in `unread` those of npucache's not read whole (a file that only
+// shares an index's name holds no entries). The entries of an unread index
+// may use any object: gc then collects none (gc below).
 std::vector<EntryRecord> all_entries(const Store& s, std::vector<std::string>* problems = nullptr,
-                                     bool* unread = nullptr);
+                                     std::vector<UnreadIndex>* unread = nullptr);
+// Why gc collects no object and evicts nothing to fit while `unread` holds
+// an index, with what to do about it; "" when it holds none.
+std::string collection_blocked(const std::vector<UnreadIndex>& unread);
 // The bytes of an object's file (0 when it cannot be read).
 std::size_t file_size(const Store& s, const std::string& key);
 // A file is npucache's when it starts with an envelope magic: damaged
@@ -51,11 +67,18 @@ struct GcResult {
   // older_than_s (storage/regions.h: its age is its last use).
   std::size_t removed_regions = 0;
   // What remains: the objects the remaining entries use, and the compiled
-  // regions (a size limit bounds the two together).
+  // regions (a size limit bounds the two together; a later format's files
+  // are not counted).
   std::size_t remaining_bytes = 0, limit = 0;
   std::size_t region_bytes = 0;
-  std::vector<std::string> left;      // files named like npucache's that are not (untouched)
+  std::vector<std::string> left;  // files kept, each "<path> (why)": named like npucache's but not, another format's
   std::vector<std::string> problems;  // indexes that could not be read (their entries are not counted)
+  // Non-empty when an index of npucache's was not read whole (all_entries):
+  // why no object was collected and no entry evicted to fit (the entries
+  // it holds may use any object). Explicit evictions (models, older_than_s)
+  // still remove their entries; compiled regions, which no entry names,
+  // still go by age and to fit.
+  std::string blocked;
   // What was (with dry_run: would be) removed: entry paths and object files.
   std::vector<std::string> evicted, removed;
 };
@@ -64,8 +87,11 @@ struct GcResult {
 // objects the remaining entries use and the regions fit `limit`; then
 // removes objects no entry uses. A layout holding an
 // entry in `keep` (just written) is never evicted, even when it alone is
-// over the limit. Files named like npucache's that are not are left (and
-// listed); unreadable indexes are skipped (and listed).
+// over the limit. Files named like npucache's that are not, and objects of
+// a later cache format, are left (and listed in `left`), as are regions and
+// templates of a later format (regions go by age only); unreadable indexes
+// are skipped (and listed), and while one of npucache's is not read whole
+// no object is collected and no entry evicted to fit (`blocked`).
 GcResult gc(const std::string& dir, std::size_t limit, const std::vector<std::string>& keep = {});
 
 // What a gc removes, each optional; with none set it only collects orphaned
@@ -92,14 +118,6 @@ struct GcOptions {
 // evicted), then the objects no entry uses, as above; `keep` as above.
 GcResult gc(const std::string& dir, const GcOptions& options, const std::vector<std::string>& keep = {});
 
-// Objects no index record references (what gc would collect), and their
-// file bytes. A report, no lock: a writer between its object and its index
-// shows its object here for that moment.
-struct Orphans {
-  std::vector<std::string> objects;  // graph keys
-  std::size_t bytes = 0;
-};
-Orphans orphans(const std::string& dir);
 // "90s", "30m", "12h", "7d", "2w": seconds; ConfigError naming the text for
 // anything else.
 double parse_age(const std::string& text);

@@ -113,6 +113,8 @@ std::vector<StoredRegion> stored_regions(const Store& s, bool decode) {
         r.validity = checked(*bytes, key, r.path).validity;
       } catch (const CacheRefused&) {
         throw;
+      } catch (const format::OtherFormat& e) {
+        r.other_format = e.what();
       } catch (const CacheError& e) {
         r.damage = e.what();
       }
@@ -126,13 +128,13 @@ void remove_region(const Store& s, const std::string& key, const Sweeping&) {
   if (const auto d = regions_dir(s, Create::no)) d->remove(names::region_file(key));
 }
 
-std::vector<std::string> sweep_regions(const Store& s, std::optional<double> max_age_s, double now_s,
-                                       const Sweeping* held) {
+std::vector<std::string> sweep_regions(const Store& s, const std::vector<StoredRegion>& decoded,
+                                       std::optional<double> max_age_s, double now_s, const Sweeping* held) {
   const bool dry_run = held == nullptr;
   std::vector<std::string> removed;
   const auto d = regions_dir(s, Create::no);
   if (!d) return removed;
-  for (const auto& r : stored_regions(s, true)) {
+  for (const auto& r : decoded) {
     if (!r.ours) continue;
     const double age = now_s - static_cast<double>(r.mtime_ns) / 1e9;
     if (r.damage.empty() && !(max_age_s && age > *max_age_s)) continue;

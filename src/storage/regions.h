@@ -51,18 +51,23 @@ struct StoredRegion {
   int64_t mtime_ns = 0;  // its last use
   bool ours = true;      // starts with the region magic (else left alone by gc and clear, reported by verify)
   std::string damage;    // empty when it decodes and is named by its content's key (decoded listings only)
+  // Another cache format's file (decoded listings only; format/cache_error.h,
+  // OtherFormat): not damaged, never sized out, removed by age or clear.
+  std::string other_format;
   std::optional<format::RegionValidity> validity;  // when decoded and intact
 };
 // Every file of regions/ named like a region (nothing when the folder is
 // missing); with `decode`, each is read and checked (`damage`).
 std::vector<StoredRegion> stored_regions(const Store& s, bool decode);
-// Removes the region files that are damaged, and, with `max_age_s`,
-// those unused for longer than it (at wall time `now_s`); returns the keys
-// removed. Files named like regions that are not ours are left.
 // Removes one region file (verify --repair: a damaged one).
 void remove_region(const Store& s, const std::string& key, const Sweeping& held);
-// With `held` null nothing is removed: the keys are those it would remove.
-std::vector<std::string> sweep_regions(const Store& s, std::optional<double> max_age_s, double now_s,
-                                       const Sweeping* held);
+// Of `decoded` (stored_regions(s, true), read under `held`), removes the
+// region files that are damaged, and, with `max_age_s`, those unused for
+// longer than it (at wall time `now_s`); returns the keys removed. Files
+// named like regions that are not ours are left, and those of another
+// cache format unless too old. With `held` null nothing is removed: the
+// keys are those it would remove.
+std::vector<std::string> sweep_regions(const Store& s, const std::vector<StoredRegion>& decoded,
+                                       std::optional<double> max_age_s, double now_s, const Sweeping* held);
 
 }  // namespace npucache::storage

@@ -27,8 +27,19 @@ std::optional<std::vector<compiler::TuningRecord>> read_tuning(const Dir& d) {
   return decode_tuning(*bytes, what);
 }
 
-void warn_damaged_tuning(const std::string& why) {
-  log::warn("{}; its decisions are ignored and it is rewritten on the next save", why);
+// A file of another cache format (format/cache_error.h) is another
+// build's: never rewritten (its writers keep its decisions; this process
+// keeps its own).
+bool other_format(const CacheError& e) { return dynamic_cast<const format::OtherFormat*>(&e) != nullptr; }
+
+void warn_damaged_tuning(const CacheError& e, const std::string& dir) {
+  if (other_format(e))
+    warn_uncached(dir, "tuning format",
+                  std::string(e.what()) +
+                      "; its decisions are not read, and it is left as it is (this process keeps "
+                      "its own decisions)");
+  else
+    log::warn("{}; its decisions are ignored and it is rewritten on the next save", e.what());
 }
 
 // The profiles file's records: nullopt when there is none; CacheError when
@@ -40,8 +51,12 @@ std::optional<std::vector<ProfileRecord>> read_profiles(const Dir& d) {
   return decode_profiles(*bytes, what);
 }
 
-void warn_damaged_profiles(const std::string& why) {
-  log::warn("{}; its dynamic-shape decisions are ignored and it is rewritten on the next save", why);
+void warn_damaged_profiles(const CacheError& e, const std::string& dir) {
+  if (other_format(e))
+    warn_uncached(dir, "profiles format",
+                  std::string(e.what()) + "; its dynamic-shape decisions are not read, and it is left as it is");
+  else
+    log::warn("{}; its dynamic-shape decisions are ignored and it is rewritten on the next save", e.what());
 }
 
 // A remote profile record's name for `method` of `model_info`.
@@ -83,7 +98,7 @@ std::vector<compiler::TuningRecord> stored_tuning(const Store& store) {
   } catch (const CacheRefused&) {
     throw;
   } catch (const CacheError& e) {
-    warn_damaged_tuning(e.what());
+    warn_damaged_tuning(e, store.dir().string());
   }
   return {};
 }
@@ -94,7 +109,7 @@ std::vector<ProfileRecord> stored_profiles(const Store& store) {
   } catch (const CacheRefused&) {
     throw;
   } catch (const CacheError& e) {
-    warn_damaged_profiles(e.what());
+    warn_damaged_profiles(e, store.dir().string());
   }
   return {};
 }
@@ -112,7 +127,8 @@ std::size_t add_tuning(const Store& store, const std::vector<compiler::TuningRec
   } catch (const IoError&) {
     throw;  // unread, not damaged: its decisions are kept
   } catch (const CacheError& e) {
-    warn_damaged_tuning(e.what());
+    warn_damaged_tuning(e, store.dir().string());
+    if (other_format(e)) return 0;
     rewrite = true;
   }
   const std::size_t added = table.merge(records);
@@ -134,7 +150,8 @@ std::size_t add_profiles(const Store& store, const std::vector<ProfileRecord>& r
   } catch (const IoError&) {
     throw;  // unread, not damaged: its records are kept
   } catch (const CacheError& e) {
-    warn_damaged_profiles(e.what());
+    warn_damaged_profiles(e, store.dir().string());
+    if (other_format(e)) return 0;
     rewrite = true;
   }
   std::size_t added = 0;
@@ -169,7 +186,7 @@ void SideFiles::load_tuning(const Store* store) const {
   } catch (const CacheRefused& e) {
     log::debug("tuning table not read: {}", e.what());
   } catch (const CacheError& e) {
-    warn_damaged_tuning(e.what());
+    warn_damaged_tuning(e, dir_);
   }
 }
 
@@ -187,7 +204,8 @@ void SideFiles::save_tuning(const Store& store) const {
     } catch (const IoError&) {
       throw;  // unread, not damaged: its decisions are kept
     } catch (const CacheError& e) {
-      warn_damaged_tuning(e.what());
+      warn_damaged_tuning(e, dir_);
+      if (other_format(e)) return;
       rewrite = true;
     }
     table.merge(stored);
@@ -216,7 +234,7 @@ std::vector<DimMark> SideFiles::load_profile(const Store* store, const std::stri
   } catch (const CacheRefused& e) {
     log::debug("dynamic-shape profiles not read: {}", e.what());
   } catch (const CacheError& e) {
-    warn_damaged_profiles(e.what());
+    warn_damaged_profiles(e, dir_);
   }
   if (remote_)
     for (const auto& [name, bytes] : remote_->blobs(BlobKind::profile, dir_, model_info + "|" + method + "|"))
@@ -233,7 +251,7 @@ void SideFiles::save_profile(const Store& store, const std::string& model_info, 
     const Dir& d = store.directory();
     FileLock lock = d.sub(names::kLocksDir, Create::yes).lock(names::kProfileLock);
     std::vector<ProfileRecord> records;
-    bool rewrite = false;
+    bool rewrite = false, leave = false;
     try {
       if (auto r = read_profiles(d)) records = std::move(*r);
     } catch (const CacheRefused&) {
@@ -241,7 +259,8 @@ void SideFiles::save_profile(const Store& store, const std::string& model_info, 
     } catch (const IoError&) {
       throw;  // unread, not damaged: its records are kept
     } catch (const CacheError& e) {
-      warn_damaged_profiles(e.what());
+      warn_damaged_profiles(e, dir_);
+      leave = other_format(e);
       rewrite = true;
     }
     for (const auto& m : dims) {
@@ -256,7 +275,7 @@ void SideFiles::save_profile(const Store& store, const std::string& model_info, 
       for (const auto& m : dims) named.emplace_back(profile_name(model_info, method, m), "");
       remote_->push_blobs(BlobKind::profile, named, remote::Overwrite::no, dir_);
     }
-    if (!rewrite) return;
+    if (!rewrite || leave) return;
     d.write(names::kProfileFile, encode_profiles(records));
     log::debug("dynamic-shape profiles {}/{}: {} dims saved", dir_, names::kProfileFile, records.size());
   } catch (const Error& e) {

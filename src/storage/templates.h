@@ -21,7 +21,10 @@ struct StoredTemplate {
   std::optional<TemplateRecord> record;  // unset: damaged (`damage` says how)
   std::string damage;
   bool ours = true;  // starts with the template magic (else foreign, or its header damaged)
-  std::string raw;   // the file's bytes (with_bytes)
+  // Another cache format's file (format/cache_error.h, OtherFormat): not
+  // damaged; gc and verify --repair leave it, clear removes it.
+  std::string other_format;
+  std::string raw;  // the file's bytes (with_bytes)
 };
 
 // Every file of templates/ named like a template (nothing when the folder

@@ -95,7 +95,7 @@ void cmd_ls(const std::string& d, const std::vector<std::string>& models, bool j
   for (const auto& e : l.entries)
     std::printf("%-72s %-12s %-16s %10zu  %s\n", e.path.c_str(), e.graph_key.substr(0, 12).c_str(), e.mode.c_str(),
                 e.stored_bytes, local_time(e.last_used).c_str());
-  for (const auto& p : l.problems) std::printf("damaged: %s\n", p.c_str());
+  for (const auto& p : l.problems) std::printf("not read: %s\n", p.c_str());
   std::printf("%zu entries, %zu objects in %s\n", l.entries.size(), l.objects, l.dir.c_str());
 }
 
@@ -132,8 +132,9 @@ void cmd_verify(const std::string& d, bool repair, bool dry_run, bool json, doub
   const auto v = cache::admin::verify(dir_or_default(d), repair, wait);
   if (!v.bad.empty() && !repair) set_exit_code(1);
   if (json) {
-    nlohmann::json bad = nlohmann::json::array();
+    nlohmann::json bad = nlohmann::json::array(), other = nlohmann::json::array();
     for (const auto& [what, why] : v.bad) bad.push_back({{"what", what}, {"problem", why}});
+    for (const auto& [what, why] : v.other_format) other.push_back({{"what", what}, {"why", why}});
     print_json({{"dir", dir_or_default(d)},
                 {"entries", v.entries},
                 {"objects", v.objects},
@@ -141,12 +142,16 @@ void cmd_verify(const std::string& d, bool repair, bool dry_run, bool json, doub
                 {"templates", v.templates},
                 {"regions", v.regions},
                 {"bad", bad},
+                {"other_format", other},
                 {"repaired", v.repaired},
                 {"dry_run", dry_run},
                 {"ok", v.bad.empty()}});
     return;
   }
   for (const auto& [what, why] : v.bad) std::printf("BAD  %s: %s\n", what.c_str(), why.c_str());
+  for (const auto& [what, why] : v.other_format)
+    std::printf("left %s: %s; not damage, never repaired (another npucache's, beside this one)\n", what.c_str(),
+                why.c_str());
   if (dry_run) {
     for (const auto& [what, why] : v.bad) std::printf("would repair %s (removed or rewritten)\n", what.c_str());
     std::printf("dry run: nothing was changed; %zu problem(s) a repair would act on\n", v.bad.size());
@@ -191,6 +196,9 @@ void cmd_stats(const std::string& d, bool zero, bool json, const std::string& fo
                                 : nlohmann::json(nullptr)},
                 {"orphans", s.orphans},
                 {"orphan_bytes", s.orphan_bytes},
+                {"later_format_objects", s.later_format_objects},
+                {"orphans_kept",
+                 s.collection_blocked.empty() ? nlohmann::json(nullptr) : nlohmann::json(s.collection_blocked)},
                 {"templates", s.templates},
                 {"template_bytes", s.template_bytes},
                 {"regions", s.regions},
@@ -234,8 +242,15 @@ void cmd_stats(const std::string& d, bool zero, bool json, const std::string& fo
   if (s.stored_bytes > 0)
     std::printf("compression      %.2fx (raw / stored; stored also holds each object's HDF5 view and traced graph)\n",
                 static_cast<double>(s.raw_bytes) / static_cast<double>(s.stored_bytes));
-  std::printf("orphans          %zu object(s), %s: used by no entry (npucache gc --orphans removes them)\n", s.orphans,
-              format_size(s.orphan_bytes).c_str());
+  if (s.collection_blocked.empty())
+    std::printf("orphans          %zu object(s), %s: used by no entry (npucache gc --orphans removes them)\n",
+                s.orphans, format_size(s.orphan_bytes).c_str());
+  else
+    std::printf("orphans          %zu object(s), %s: used by no entry read here; gc keeps them: %s\n", s.orphans,
+                format_size(s.orphan_bytes).c_str(), s.collection_blocked.c_str());
+  if (s.later_format_objects > 0)
+    std::printf("later format     %zu object(s) no entry here uses, of a later npucache: its gc collects them\n",
+                s.later_format_objects);
   std::printf("templates        %zu (%s): captured graphs, restored by a reduce-overhead start\n", s.templates,
               format_size(s.template_bytes).c_str());
   std::printf("regions          %zu (%s): compiled regions, taken by every compile that calls them\n", s.regions,
@@ -440,8 +455,16 @@ void print_gc(const cache::GcResult& g, bool limited, bool dry_run) {
   std::printf("gc: %zu orphaned object(s) (%s) %s: objects no entry used\n", g.orphaned_objects,
               format_size(g.orphaned_bytes).c_str(), dry_run ? "would be collected" : "collected");
   for (const auto& p : g.problems) std::printf("skipped %s\n", p.c_str());
-  for (const auto& f : g.left) std::printf("left %s (not an npucache file)\n", f.c_str());
+  if (!g.blocked.empty()) std::printf("gc: %s\n", g.blocked.c_str());
+  for (const auto& f : g.left) std::printf("left %s\n", f.c_str());
   if (dry_run) std::printf("dry run: nothing was removed\n");
+}
+
+// print_gc, and the command's exit status 1 when the gc was blocked (no
+// object collected, no entry evicted to fit: said in its lines).
+void print_gc_status(const cache::GcResult& g, bool limited, bool dry_run) {
+  print_gc(g, limited, dry_run);
+  if (!g.blocked.empty()) set_exit_code(1);
 }
 
 void cmd_gc(const std::string& d, const GcArgs& a, bool dry_run, double wait) {
@@ -463,7 +486,7 @@ void cmd_gc(const std::string& d, const GcArgs& a, bool dry_run, double wait) {
           "gc: no size limit is configured (npucache config max-size SIZE sets one): only orphaned objects are "
           "collected\n");
   }
-  print_gc(cache::gc(dir, o), o.max_size.has_value(), dry_run);
+  print_gc_status(cache::gc(dir, o), o.max_size.has_value(), dry_run);
 }
 
 // `config --show`: every setting, its value and where it came from.
@@ -537,7 +560,7 @@ void cmd_config(const std::string& d, const std::string& key, const std::string&
     cache::GcOptions o;
     o.max_size = effective;
     o.dry_run = true;
-    print_gc(cache::gc(dir, o), true, true);
+    print_gc_status(cache::gc(dir, o), true, true);
     return;
   }
   cache::set_max_size(dir, limit);
@@ -547,7 +570,7 @@ void cmd_config(const std::string& d, const std::string& key, const std::string&
   // The limit in effect applies now, as a gc would (what it removes is listed).
   cache::GcOptions o;
   o.max_size = effective;
-  print_gc(cache::gc(dir, o), true, false);
+  print_gc_status(cache::gc(dir, o), true, false);
 }
 
 void cmd_clear(const std::string& d, bool dry_run, double wait) {

@@ -16,6 +16,7 @@
 #include "compiler/link_program.h"
 #include "compiler/program.h"
 #include "compiler/region_stack.h"
+#include "format/envelope.h"
 #include "format/names.h"
 #include "process/context.h"
 #include "process/env.h"
@@ -85,18 +86,22 @@ class RegionStore : public testing_support::TempDirTest {
   // file must still read as sound (`why`); a model of another depth then
   // compiles the region again (replacing the file) and the next one takes
   // the replaced file; both compute what eager does.
-  void expect_an_edited_region_compiled_again_and_replaced(const std::function<void(format::RegionRecord&)>& edit,
-                                                           const std::string& why) {
+  // A model of 3 narrow blocks stores its one region: its key and record.
+  std::pair<std::string, format::RegionRecord> one_stored_region() {
     run_checked(3, 0, options());
     region_counts();
     const auto rs = regions();
-    ASSERT_EQ(rs.size(), 1u);
-    const storage::Store s = storage::Store::open(dir, storage::Create::no);
-    format::RegionRecord r = *storage::read_region(s, rs[0].key);
+    EXPECT_EQ(rs.size(), 1u);
+    return {rs.at(0).key, *storage::read_region(storage::Store::open(dir, storage::Create::no), rs.at(0).key)};
+  }
+  void expect_an_edited_region_compiled_again_and_replaced(const std::function<void(format::RegionRecord&)>& edit,
+                                                           const std::string& why) {
+    auto [key, r] = one_stored_region();
     edit(r);
     {
+      const storage::Store s = storage::Store::open(dir, storage::Create::no);
       const auto held = s.writing();
-      storage::put_region(s, rs[0].key, format::encode_region_file(r.validity, r.artifact), held, true);
+      storage::put_region(s, key, format::encode_region_file(r.validity, r.artifact), held, true);
     }
     ASSERT_EQ(regions()[0].damage, "") << why;
     run_checked(2, 0, options(), 0.5f);
@@ -489,6 +494,99 @@ TEST_F(RegionStore, GcRemovesRegionsOnlyUnusedLongerThanItsAgeAndClearRemovesAll
   EXPECT_EQ(regions().size(), 2u);
   cache::admin::clear(dir.string());
   EXPECT_FALSE(fs::exists(dir / format::names::kRegionsDir));
+}
+
+// A region file of another cache format (a newer build's beside this one:
+// its record names its format version, and its name is its own key) is not
+// damage: verify lists it and reports no problem, verify --repair, gc and
+// a size limit leave it; gc's --older-than removes it by its age. The same
+// bytes under this format's key (which no build writes) are replaced by the
+// next compile calling the region.
+TEST_F(RegionStore, ARegionFileOfAnotherFormatIsLeftButGoesByAge) {
+  auto [key, r] = one_stored_region();
+  const auto rs = regions();
+  r.validity.format_version = "99.0.0";
+  const std::string bytes = format::encode_region_file(r.validity, r.artifact);
+  const fs::path other = dir / format::names::kRegionsDir / format::names::region_file(format::region_key(r.validity));
+  std::ofstream(other, std::ios::binary) << bytes;
+  ASSERT_EQ(regions().size(), 2u);
+  for (const auto& st : regions()) {
+    EXPECT_EQ(st.damage, "") << st.path;
+    EXPECT_EQ(st.other_format.empty(), st.path != other.string()) << st.path << ": " << st.other_format;
+  }
+  const auto v = cache::admin::verify(dir.string(), false);
+  EXPECT_TRUE(v.bad.empty()) << v.bad.front().first << ": " << v.bad.front().second;
+  ASSERT_EQ(v.other_format.size(), 1u);
+  EXPECT_EQ(v.other_format[0].first, other.string());
+  (void)cache::admin::verify(dir.string(), true);
+  const auto unchanged = [&] {
+    std::ifstream in(other, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {}) == bytes;
+  };
+  EXPECT_TRUE(unchanged()) << "verify --repair removed another format's region";
+  storage::GcOptions plain, tight;
+  tight.max_size = 1;
+  const auto g1 = storage::gc(dir.string(), plain);
+  EXPECT_TRUE(unchanged()) << "gc removed another format's region";
+  EXPECT_EQ(g1.region_bytes, rs[0].bytes) << "another format's region is not counted against a limit";
+  const auto g2 = storage::gc(dir.string(), tight);
+  EXPECT_TRUE(unchanged()) << "a size limit removed another format's region";
+  EXPECT_EQ(g2.removed_regions, 1u) << "this format's region is sized out";
+  EXPECT_EQ(g2.region_bytes, 0u);
+  storage::GcOptions aged;
+  aged.older_than_s = 3600;
+  const timespec two_hours[2] = {{::time(nullptr) - 7200, 0}, {::time(nullptr) - 7200, 0}};
+  ASSERT_EQ(::utimensat(AT_FDCWD, other.c_str(), two_hours, 0), 0);
+  EXPECT_EQ(storage::gc(dir.string(), aged).removed_regions, 1u);
+  EXPECT_FALSE(fs::exists(other));
+
+  // Under this format's key: replaced by a compile, never taken.
+  run_checked(3, 0, options());
+  region_counts();
+  const fs::path ours = regions().at(0).path;
+  std::ofstream(ours, std::ios::binary | std::ios::trunc) << bytes;
+  run_checked(2, 0, options(), 0.5f);
+  EXPECT_EQ(region_counts(), std::make_pair(uint64_t{0}, uint64_t{1}));
+  ASSERT_EQ(regions().size(), 1u);
+  EXPECT_EQ(regions()[0].other_format, "") << "the compile replaced it";
+}
+
+// While gc is blocked (here by a later format's index beside the cache's
+// own) no entry is evicted, so regions go to fit only when they alone can
+// bring the total within the limit: a limit below the objects removes none
+// (else every save would remove every region), one the objects fit removes
+// them as usual.
+TEST_F(RegionStore, WhileGcIsBlockedRegionsGoOnlyWhenTheyAloneCanFit) {
+  run_checked(3, 1, options());
+  ASSERT_EQ(regions().size(), 2u);
+  fs::path own;
+  for (const auto& f : fs::directory_iterator(dir))
+    if (f.path().extension() == ".h5" && f.path().filename().string().find("_dynamic_") != std::string::npos)
+      own = f.path();
+  ASSERT_FALSE(own.empty());
+  {  // a later build's index: the same records, its model record of a later encoding
+    std::ifstream in(own, std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(in)), {});
+    const format::Opened o = format::open_envelope(format::EnvelopeKind::index, bytes, own.string());
+    std::vector<std::string> records = o.records;
+    records[0][1] = static_cast<char>(records[0][1] + 1);
+    std::ofstream(dir / "Later_dynamic_0123456789abcdef.h5", std::ios::binary)
+        << format::seal(format::EnvelopeKind::index, records, std::string(o.hdf5), o.userblock);
+  }
+  storage::GcOptions below;
+  below.max_size = 1;
+  const auto g1 = storage::gc(dir.string(), below);
+  EXPECT_FALSE(g1.blocked.empty());
+  EXPECT_EQ(g1.removed_regions, 0u) << "the objects alone are over the limit";
+  EXPECT_EQ(g1.evicted_entries, 0u);
+  ASSERT_EQ(regions().size(), 2u);
+  storage::GcOptions objects_fit;
+  objects_fit.max_size = g1.remaining_bytes;
+  const auto g2 = storage::gc(dir.string(), objects_fit);
+  EXPECT_FALSE(g2.blocked.empty());
+  EXPECT_EQ(g2.removed_regions, 2u) << "the regions alone bring it within the limit";
+  EXPECT_EQ(g2.evicted_entries, 0u);
+  EXPECT_TRUE(regions().empty());
 }
 
 // A size limit bounds the objects and the compiled regions together.
