@@ -467,38 +467,71 @@ Explanation explain(const std::string& dir, const std::string& entry) {
   return out;
 }
 
-Bundle read_cache(const std::string& dir, double wait_s) {
-  const Store s = open_store(dir);
-  // Shared: writers go on (what they commit meanwhile is not in the
-  // bundle), nothing is removed while the entries' objects are read.
-  const Writing reading = s.writing(wait_s);
-  Bundle b;
-  std::vector<std::string> problems;
-  std::vector<storage::UnreadIndex> unread;
-  b.entries = all_entries(s, &problems, &unread);
-  // A later format's index is another build's: not in this format's
-  // bundle, and nothing verify --repair would change.
-  std::set<std::string> later;
-  for (const auto& u : unread)
-    if (u.cause == storage::UnreadIndex::Cause::other_format) {
-      log::info("not exported: {}", u.why);
-      later.insert(u.why);
+std::set<std::string> unvouched_regions(const Store* s, const Bundle& b, const std::set<std::string>& keys) {
+  std::map<std::string, std::vector<const EntryRecord*>> users;  // graph key -> the entries using it
+  for (const auto& e : b.entries) users[e.graph_key].push_back(&e);
+  std::set<std::string> out;
+  for (const auto& o : b.objects) {
+    if (!keys.count(o.graph_key)) continue;
+    const auto u = users.find(o.graph_key);
+    try {
+      const Decoded d = u == users.end() ? decode(o) : decode(o, u->second.front()->parameters);
+      if (d.graph->regions.empty()) continue;  // nothing to copy
+      // What every entry using it says it is valid for: an import copies
+      // its regions under that alone (import_records).
+      std::optional<format::RegionValidity> v;
+      bool agree = u != users.end();
+      for (const EntryRecord* e : agree ? u->second : std::vector<const EntryRecord*>{}) {
+        auto mine = region_validity_of(e->meta.components);
+        agree = agree && mine && (!v || *v == *mine);
+        if (agree) v = std::move(mine);
+      }
+      // A check that takes nothing: the region files are not marked used.
+      if (s && agree && v && regions_held(*s, *d.graph, *v, false)) continue;
+    } catch (const Error& e) {  // not decoded, a region file refused: nothing vouched for
+      log::debug("the regions of object {} are not vouched for: {}", o.graph_key, e.what());
     }
-  for (const auto& p : problems)
-    if (!later.count(p)) throw CacheError(p + "; run `npucache verify --repair " + dir + "` first");
-  std::set<std::string> keys;
-  for (const auto& e : b.entries) keys.insert(e.graph_key);
-  for (const auto& k : keys) {
-    log::Progress::note("reading object " + std::to_string(b.objects.size() + 1) + " of " +
-                        std::to_string(keys.size()));
-    b.objects.push_back(s.object(k, true));
+    out.insert(o.graph_key);
   }
-  for (auto& t : stored_templates(s, true))
-    if (t.record && keys.count(t.record->validity.graph_key)) b.templates.emplace_back(t.key, std::move(t.raw));
-  // The decisions that are not programs, so a cache filled from the bundle
-  // starts warm: the tuning table and the dynamic-shape profiles.
-  b.tuning = stored_tuning(s);
-  b.profiles = stored_profiles(s);
+  return out;
+}
+
+Bundle read_cache(const std::string& dir, double wait_s, bool vouch) {
+  const Store s = open_store(dir);
+  Bundle b;
+  std::set<std::string> keys;
+  {
+    // Shared: writers go on (what they commit meanwhile is not in the
+    // bundle), nothing is removed while the entries' objects are read.
+    const Writing reading = s.writing(wait_s);
+    std::vector<std::string> problems;
+    std::vector<storage::UnreadIndex> unread;
+    b.entries = all_entries(s, &problems, &unread);
+    // A later format's index is another build's: not in this format's
+    // bundle, and nothing verify --repair would change.
+    std::set<std::string> later;
+    for (const auto& u : unread)
+      if (u.cause == storage::UnreadIndex::Cause::other_format) {
+        log::info("not exported: {}", u.why);
+        later.insert(u.why);
+      }
+    for (const auto& p : problems)
+      if (!later.count(p)) throw CacheError(p + "; run `npucache verify --repair " + dir + "` first");
+    for (const auto& e : b.entries) keys.insert(e.graph_key);
+    for (const auto& k : keys) {
+      log::Progress::note("reading object " + std::to_string(b.objects.size() + 1) + " of " +
+                          std::to_string(keys.size()));
+      b.objects.push_back(s.object(k, true));
+    }
+    for (auto& t : stored_templates(s, true))
+      if (t.record && keys.count(t.record->validity.graph_key)) b.templates.emplace_back(t.key, std::move(t.raw));
+    // The decisions that are not programs, so a cache filled from the bundle
+    // starts warm: the tuning table and the dynamic-shape profiles.
+    b.tuning = stored_tuning(s);
+    b.profiles = stored_profiles(s);
+  }
+  // After the lock: decoding the objects is the bundle's own work.
+  if (vouch) b.unvouched = unvouched_regions(&s, b, keys);
   return b;
 }
 
@@ -517,7 +550,7 @@ Transfer import_bytes(std::string_view bytes, const std::string& dir) {
   return t;
 }
 
-Transfer import_records(Bundle b, const std::string& dir, bool with_regions) {
+Transfer import_records(Bundle b, const std::string& dir) {
   log::Progress::note("validating " + std::to_string(b.objects.size()) + " objects and " +
                       std::to_string(b.entries.size()) + " entries");
   std::map<std::string, std::vector<const EntryRecord*>> users;  // graph key -> the entries using it
@@ -525,15 +558,21 @@ Transfer import_records(Bundle b, const std::string& dir, bool with_regions) {
   // The objects' regions, as the validation decodes them, with what they
   // are valid for: copied into regions/ after the commit
   // (cache/region_copies.h), so that a job of another layout or depth on
-  // the imported cache compiles none. An entry's settings are a claim of
+  // the imported cache compiles none; not of the objects nothing vouches
+  // for (Bundle::unvouched). An entry's settings are a claim of
   // the bundle's writer: taken only when the object's own trace gives its
   // key with them (the mix-up rule, cache/own_key.h), and only when every
   // entry using the object says the same.
   std::map<std::string, std::pair<compiler::CompiledGraph, format::RegionValidity>> regions;
+  std::set<std::string> unvouched;  // objects with regions nothing vouches for
   validate_bundle(b, [&](const ObjectRecord& o, const std::vector<std::string>* parameters) {
     Decoded d = parameters ? decode(o, *parameters) : decode(o);
     const auto u = users.find(o.graph_key);
-    if (!with_regions || d.graph->regions.empty() || u == users.end() || regions.count(o.graph_key)) return;
+    if (d.graph->regions.empty() || u == users.end() || regions.count(o.graph_key)) return;
+    if (b.unvouched.count(o.graph_key)) {
+      unvouched.insert(o.graph_key);
+      return;
+    }
     std::optional<format::RegionValidity> v;
     for (const EntryRecord* e : u->second) {
       auto mine = region_validity_of(e->meta.components);
@@ -548,6 +587,12 @@ Transfer import_records(Bundle b, const std::string& dir, bool with_regions) {
     }
     regions.emplace(o.graph_key, std::make_pair(regions_of(*d.graph), std::move(*v)));
   });
+  if (!unvouched.empty())
+    log::info(
+        "the compiled regions of {} imported object(s) are not copied into {}/{}: nothing vouches for them (the "
+        "bundle's store did not hold them, the bundle is of an earlier version, or an unsigned remote served "
+        "them); the compiles that call them store them",
+        unvouched.size(), dir, names::kRegionsDir);
   const Store s = Store::open(dir, Create::yes);
   log::Progress::note("writing " + std::to_string(b.objects.size()) + " objects and the indexes of " +
                       std::to_string(b.entries.size()) + " entries");

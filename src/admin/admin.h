@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -127,15 +128,24 @@ Transfer import_bundle(const std::string& file, const std::string& dir);
 // The same for bundle bytes (load_cache_artifacts).
 Transfer import_bytes(std::string_view bytes, const std::string& dir);
 // The same for records (the remote tier's pull): validated entirely, then
-// committed (objects published, indexes updated under their locks).
-// `with_regions`: the objects are trusted as this store's own compiles
-// (an import, a signed remote's pull), so the regions they hold are copied
-// into regions/ (cache/region_copies.h); an unsigned remote's pull passes
-// false (its programs are claims).
-Transfer import_records(Bundle b, const std::string& dir, bool with_regions = true);
+// committed (objects published, indexes updated under their locks). The
+// regions of the objects are copied into regions/ (cache/region_copies.h)
+// but for those in `b.unvouched`: those the bundle's writer's store did not
+// vouch for, or, for a pull, every object of an unsigned remote (its
+// programs are claims, whose regions are never spread).
+Transfer import_records(Bundle b, const std::string& dir);
 // Every entry of a cache and the objects they use (export, remote push);
-// CacheError when an index is damaged (verify --repair first).
-Bundle read_cache(const std::string& dir, double wait_s = kAdminWaitSeconds);
+// CacheError when an index is damaged (verify --repair first). With
+// `vouch`, `unvouched` names the objects whose regions the cache's
+// regions/ does not hold as their programs have them (unvouched_regions).
+Bundle read_cache(const std::string& dir, double wait_s = kAdminWaitSeconds, bool vouch = true);
+// Of `keys` (objects of `b`), those holding compiled regions that `s`'s
+// regions/ (none when `s` is null) does not hold every one of as the
+// object's program has it, under the settings every entry of `b` using it
+// agrees on (cache/region_copies.h, regions_held; nothing is marked used):
+// what a bundle made from `s` names unvouched. A region file refused or
+// an object not decoded vouches for nothing.
+std::set<std::string> unvouched_regions(const Store* s, const Bundle& b, const std::set<std::string>& keys);
 
 struct ClearResult {
   bool had_cache = false;

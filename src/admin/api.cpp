@@ -7,6 +7,7 @@
 #include "format/bundle.h"
 #include "format/cache_error.h"
 #include "format/readable.h"
+#include "log/log.h"
 #include "process/settings.h"
 #include "storage/dir.h"
 #include "storage/store.h"
@@ -14,6 +15,9 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <map>
+#include <optional>
+#include <set>
 
 namespace npucache {
 
@@ -41,7 +45,25 @@ std::string readable_cache(const std::string& path, const std::string& file) {
   return text;
 }
 
-std::string save_cache_artifacts() { return cache::write_bundle(cache::remembered()); }
+std::string save_cache_artifacts() {
+  cache::Remembered r = cache::remembered();
+  // Each object's regions vouched for by the directory it came from (a
+  // program loaded from an unsigned remote is not, unless that
+  // directory's own regions/ holds its regions).
+  std::map<std::string, std::set<std::string>> by_dir;
+  for (const auto& [key, dir] : r.dirs) by_dir[dir].insert(key);
+  for (const auto& [dir, keys] : by_dir) {
+    std::optional<cache::Store> store;
+    try {
+      if (cache::Dir::exists(dir)) store.emplace(cache::Store::open(dir, cache::Create::no));
+    } catch (const CacheError& e) {  // an unusable directory vouches for nothing
+      log::debug("no region of the objects of {} is vouched for: {}", dir, e.what());
+    }
+    const auto u = cache::admin::unvouched_regions(store ? &*store : nullptr, r.bundle, keys);
+    r.bundle.unvouched.insert(u.begin(), u.end());
+  }
+  return cache::write_bundle(r.bundle);
+}
 
 void load_cache_artifacts(std::string_view bytes, const std::string& cache_dir) {
   cache::admin::import_bytes(bytes,

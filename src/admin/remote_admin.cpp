@@ -56,7 +56,7 @@ std::vector<std::string> matching_models(RemoteTier& t, const std::string& model
 RemotePush remote_push(const remote::Config& c, const std::string& dir, const std::string& model) {
   auto t = tier_for(c);
   if (c.read_only) throw ConfigError("remote cache " + c.url + " is read-only here: push writes to it");
-  const Bundle all = read_cache(dir);
+  const Bundle all = read_cache(dir, kAdminWaitSeconds, false);
   std::map<std::string, std::vector<EntryRecord>> by_model;
   for (const auto& e : all.entries)
     if (matches(names::model_info_of(e.path), model)) by_model[names::model_info_of(e.path)].push_back(e);
@@ -202,8 +202,11 @@ RemotePull remote_pull(const remote::Config& c, const std::string& model, const 
     }
   std::sort(b.profiles.begin(), b.profiles.end());
   b.profiles.erase(std::unique(b.profiles.begin(), b.profiles.end()), b.profiles.end());
-  // An unsigned remote's programs are claims: their regions are not spread.
-  const Transfer tr = import_records(std::move(b), dir, t->authenticated());
+  // A signed remote vouches for its programs' regions; an unsigned one's
+  // programs are claims, whose regions are not spread.
+  if (!t->authenticated())
+    for (const auto& o : b.objects) b.unvouched.insert(o.graph_key);
+  const Transfer tr = import_records(std::move(b), dir);
   out.entries = tr.entries;
   out.objects = tr.objects;
   out.tuning = tr.tuning;

@@ -247,7 +247,7 @@ MethodCache::Lookup MethodCache::lookup(const FlatArgs& args, const TraceResult*
     }
     record_hit(id_.dir, path_, r.entry->compile_time_s);
     r.object_checksum = object.meta.checksum;
-    cache::remember(*r.entry, std::move(object));
+    cache::remember(id_.dir, *r.entry, std::move(object));
     r.graph = std::move(g);
     return r;
   } catch (const CacheRefused& e) {
@@ -594,7 +594,7 @@ Store::Committed MethodCache::save(Store::Commit c) const {
                (std::filesystem::path(id_.dir) / e.path / names::kModuleDataset).string());
     paths.push_back(e.path);
     if (e.path == path_)  // this process's own entry (save_cache_artifacts)
-      if (auto it = done.kept.find(e.graph_key); it != done.kept.end()) cache::remember(e, it->second);
+      if (auto it = done.kept.find(e.graph_key); it != done.kept.end()) cache::remember(id_.dir, e, it->second);
   }
   record_save(id_.dir, paths);
   enforce_limit(store, paths);
@@ -654,7 +654,7 @@ void MethodCache::save_profile(const std::vector<DimMark>& dims) const {
 }
 
 void MethodCache::remember(const EntryRecord& entry, const ObjectRecord& object) const {
-  cache::remember(entry, object);
+  cache::remember(id_.dir, entry, object);
 }
 
 void MethodCache::remove_entry() const {

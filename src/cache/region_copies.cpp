@@ -3,6 +3,7 @@
 #include <npucache/ir/hash.h>
 
 #include "cache/region_library.h"
+#include "compiler/link_program.h"
 #include "compiler/passes.h"
 #include "compiler/serialize.h"
 #include "format/cache_error.h"
@@ -16,6 +17,17 @@
 #include <vector>
 
 namespace npucache::cache {
+namespace {
+
+// A region of an object as it runs: an archived object's (without its
+// program) is lowered from its optimized body with its decisions, as its
+// loader lowers it.
+compiler::CompiledRegion as_it_runs(const compiler::CompiledRegion& r, const CompilerConfig& config) {
+  if (!r.program.steps.empty()) return r;
+  return compiler::lower_region(r.optimized, r.autotune, config);
+}
+
+}  // namespace
 
 int copy_regions(const storage::Store& s, const compiler::CompiledGraph& g, format::RegionValidity validity) {
   if (g.regions.empty()) return 0;
@@ -35,11 +47,7 @@ int copy_regions(const storage::Store& s, const compiler::CompiledGraph& g, form
       v.region = region;
       const std::string key = format::region_key(v);
       if (storage::has_region(s, key)) continue;
-      compiler::RegionArtifact a{region, body->second, g.config, compiled};
-      // An object without its program (an archived one) keeps the optimized
-      // body and the decisions: lowered as its loader lowers them.
-      if (a.compiled.program.steps.empty())
-        a.compiled = compiler::lower_region(compiled.optimized, compiled.autotune, g.config);
+      compiler::RegionArtifact a{region, body->second, g.config, as_it_runs(compiled, g.config)};
       // An object holding its program keeps neither the optimized body nor
       // its hash after decomposition: both made again, as the compile made
       // them (graph passes are a function of the body, config and table).
@@ -92,21 +100,35 @@ bool same_region(const compiler::CompiledRegion& mine, const compiler::CompiledR
 
 }  // namespace
 
-bool regions_held(const storage::Store& s, const compiler::CompiledGraph& g, format::RegionValidity validity) {
+bool regions_held(const storage::Store& s, const compiler::CompiledGraph& g, format::RegionValidity validity,
+                  bool mark_used) {
   validity.config = g.config.hash().hex();
   for (const auto& [region, compiled] : g.regions) {
     format::RegionValidity v = validity;
     v.region = region;
+    const auto body = g.trace.regions.find(region);
+    if (body == g.trace.regions.end()) return false;
     std::optional<format::RegionRecord> stored;
     try {
-      stored = storage::read_region(s, format::region_key(v));
+      stored = storage::read_region(s, format::region_key(v), mark_used);
     } catch (const CacheRefused&) {
       throw;
     } catch (const CacheError& e) {  // damaged: it vouches for nothing
       log::debug("compiled region {} not vouched for by {}: {}", region, s.dir().string(), e.what());
       return false;
     }
-    if (!stored || !same_region(compiled, stored->artifact.compiled)) return false;
+    if (!stored) return false;
+    try {
+      // The file names the symbols as the trace that compiled it did; the
+      // program as this trace names them (a compile that took the file
+      // renamed it so).
+      const compiler::CompiledRegion as_stored =
+          compiler::renamed_region(stored->artifact.compiled, canonical_symbols(stored->artifact.body), body->second);
+      if (!same_region(as_it_runs(compiled, g.config), as_stored)) return false;
+    } catch (const std::exception& e) {  // not lowered or renamed: it vouches for nothing
+      log::debug("compiled region {} not vouched for by {}: {}", region, s.dir().string(), e.what());
+      return false;
+    }
   }
   return true;
 }

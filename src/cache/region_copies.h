@@ -44,14 +44,18 @@ int copy_regions(const storage::Store& s, const compiler::CompiledGraph& g, form
 
 // Whether `s`'s regions/ holds every region of `g` under `validity` (as
 // copy_regions names them), each intact and the same as `g`'s: the same
-// program and the same autotune decisions (`g` as it runs: prepared, its
-// regions lowered; a region without a program vouches for nothing). A store vouches so for the regions of a
+// program and the same autotune decisions (as `g` runs: an archived
+// object's region, without its program, is lowered from its optimized body
+// and decisions as its loader lowers it). A store vouches so for the regions of a
 // program it holds before they are copied into another store: its object
 // alone may be a claim (an unsigned remote's), its regions/ holds only its
 // own compiles and trusted copies. True for a `g` without regions.
 // Throws CacheRefused (a link, a file of another user); a damaged or
 // unreadable region file vouches for nothing.
-bool regions_held(const storage::Store& s, const compiler::CompiledGraph& g, format::RegionValidity validity);
+// Each file is compared as `g`'s trace names the region's symbols (a
+// compile that took the file renamed it so). `mark_used`: as read_region.
+bool regions_held(const storage::Store& s, const compiler::CompiledGraph& g, format::RegionValidity validity,
+                  bool mark_used = true);
 
 // What copy_regions reads of a program: its config, its regions and
 // their bodies, without the method's own graph and program (kept by a

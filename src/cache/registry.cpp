@@ -14,27 +14,29 @@ struct Registry {
   std::mutex mu;
   std::map<std::string, EntryRecord> entries;   // by entry path
   std::map<std::string, ObjectRecord> objects;  // by graph key
+  std::map<std::string, std::string> dirs;      // by graph key
 };
 
 Registry& registry() { return process::Context::current().get<Registry>(); }
 
 }  // namespace
 
-void remember(const EntryRecord& e, ObjectRecord o) {
+void remember(const std::string& dir, const EntryRecord& e, ObjectRecord o) {
   Registry& r = registry();
   std::lock_guard lock(r.mu);
   r.entries[e.path] = e;
   const std::string key = o.graph_key;
-  r.objects.try_emplace(key, std::move(o));
+  if (r.objects.try_emplace(key, std::move(o)).second) r.dirs[key] = dir;
 }
 
-Bundle remembered() {
+Remembered remembered() {
   Registry& r = registry();
   std::lock_guard lock(r.mu);
-  Bundle b;
-  for (const auto& [p, e] : r.entries) b.entries.push_back(e);
-  for (const auto& [k, o] : r.objects) b.objects.push_back(o);
-  return b;
+  Remembered out;
+  for (const auto& [p, e] : r.entries) out.bundle.entries.push_back(e);
+  for (const auto& [k, o] : r.objects) out.bundle.objects.push_back(o);
+  out.dirs = r.dirs;
+  return out;
 }
 
 }  // namespace npucache::cache

@@ -31,8 +31,11 @@ constexpr char kBundleMagic[8] = {'N', 'P', 'U', 'C', 'B', 'N', 'D', 'L'};
 // name its variant ("<template key>.<variant>", template_file.h), which
 // builds that read 6 would reject (5 and 6 are still read: their keys are
 // template keys, which 7 reads too). A bundle without variant keys is
-// written as 6, which builds reading 5 to 6 import.
-constexpr uint32_t kBundleVersion = 7;
+// written as 6, which builds reading 5 to 6 import. 8: after the profiles,
+// the graph keys of the objects whose regions nothing vouches for
+// (Bundle::unvouched); a bundle with none is written as 6 or 7.
+constexpr uint32_t kBundleVersion = 8;
+constexpr uint32_t kBundleVersionWithVariants = 7;
 constexpr uint32_t kBundleVersionWithoutVariants = 6;
 constexpr uint32_t kOldestReadBundleVersion = 5;
 constexpr std::size_t kBundleHeader = 36;
@@ -72,6 +75,10 @@ std::string write_bundle(const Bundle& b) {
   for (const auto& t : b.tuning) w.str(encode_tuning_record(t));
   w.u32(static_cast<uint32_t>(b.profiles.size()));
   for (const auto& p : b.profiles) w.str(encode_profile_record(p));
+  if (!b.unvouched.empty()) {
+    w.u32(static_cast<uint32_t>(b.unvouched.size()));
+    for (const auto& key : b.unvouched) w.str(key);
+  }
   const std::string raw = w.take();
   if (raw.size() > kMaxBundleBytes)
     throw CacheError("the bundle would hold " + std::to_string(raw.size()) + " bytes, more than a bundle may (" +
@@ -81,7 +88,7 @@ std::string write_bundle(const Bundle& b) {
   h.bytes(std::string_view(kBundleMagic, sizeof kBundleMagic));
   const bool variants =
       std::any_of(b.templates.begin(), b.templates.end(), [](const auto& t) { return is_variant_key(t.first); });
-  h.u32(variants ? kBundleVersion : kBundleVersionWithoutVariants);
+  h.u32(!b.unvouched.empty() ? kBundleVersion : variants ? kBundleVersionWithVariants : kBundleVersionWithoutVariants);
   h.u64(payload.size());
   h.u64(raw.size());
   h.u64(XXH3_64bits(payload.data(), payload.size()));
@@ -144,6 +151,12 @@ Bundle read_bundle(std::string_view bytes) {
       for (std::size_t i = 0; i < np; ++i)
         b.profiles.push_back(decode_profile_record(r.str(), "bundle dynamic-shape dim " + std::to_string(i + 1)));
     }
+    if (version >= 8) {
+      const std::size_t nv = r.count(4);
+      if (nv == 0 || nv > no) r.fail(std::to_string(nv) + " unvouched objects of " + std::to_string(no));
+      for (std::size_t i = 0; i < nv; ++i)
+        if (!b.unvouched.insert(r.str()).second) r.fail("an object is named unvouched twice");
+    }
     if (!r.done()) r.fail("it has trailing bytes");
     return b;
   } catch (const CacheError&) {
@@ -175,6 +188,8 @@ void validate_bundle(const Bundle& b, const DecodeCheck& decodes) {
     if (!names::valid_graph_key(o.graph_key)) throw bad("object key '" + o.graph_key + "' is malformed");
     if (!objects.emplace(o.graph_key, &o).second) throw bad("object " + o.graph_key + " appears twice");
   }
+  for (const auto& key : b.unvouched)
+    if (!objects.count(key)) throw bad("it names object '" + key + "' unvouched, which it does not hold");
   std::set<std::string> decoded;  // objects decoded with an entry's parameters
   std::set<std::string> paths;
   std::map<std::string, Components> model;  // model_info -> its model components

@@ -5,8 +5,10 @@
 // the dynamic-shape profiles (so a cache filled from a bundle starts warm).
 //
 //   bytes 0-7   magic "NPUCBNDL"
-//   8-11        u32 format version (6; 5 is read, without the tuning
-//               decisions and profiles; earlier ones are refused, naming why)
+//   8-11        u32 format version (6, 7 with variant template keys, 8
+//               naming objects whose regions nothing vouches for; 5 is
+//               read, without the tuning decisions and profiles; earlier
+//               ones are refused, naming why)
 //   12-19       u64 payload bytes (compressed)
 //   20-27       u64 decoded bytes (at most kMaxBundleBytes and
 //               kMaxBundleRatio times the payload)
@@ -23,6 +25,7 @@
 #include "format/records.h"
 
 #include <functional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -45,6 +48,17 @@ struct Bundle {
   // their files' records are.
   std::vector<compiler::TuningRecord> tuning;
   std::vector<ProfileRecord> profiles;
+  // The objects (graph keys) holding compiled regions that the writer's
+  // store does not vouch for: its regions/ did not hold every region of the
+  // object's program as the program has it (cache/region_copies.h,
+  // regions_held). A store may hold a program whose regions it never took
+  // (an unsigned remote's claim), and the object alone proves nothing. An
+  // importer copies the regions of every other object. Version 8, written
+  // only when not empty: a reader of versions 5 to 7 (which copies every
+  // object's regions) refuses such a bundle rather than spread them, and
+  // reads every other bundle as before. Not authenticated: a bundle is
+  // input its importer chose (the remote tier signs).
+  std::set<std::string> unvouched;
 };
 
 std::string write_bundle(const Bundle& b);
@@ -61,7 +75,8 @@ using DecodeCheck = std::function<void(const ObjectRecord& o, const std::vector<
 // written (import, load_cache_artifacts): names in the layout's grammar,
 // unique keys and paths, every object's bytes against its checksum and
 // decodable into a valid program (`decodes`), every entry's object present
-// with the checksum the entry records and binding the entry's parameters.
+// with the checksum the entry records and binding the entry's parameters,
+// every unvouched key one of its objects.
 // Throws CacheError naming the first violation.
 void validate_bundle(const Bundle& b, const DecodeCheck& decodes);
 

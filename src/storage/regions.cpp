@@ -34,7 +34,7 @@ void touch(const Dir& d, const std::string& name) {
 
 }  // namespace
 
-std::optional<format::RegionRecord> read_region(const Store& s, const std::string& key) {
+std::optional<format::RegionRecord> read_region(const Store& s, const std::string& key, bool mark_used) {
   if (!names::valid_graph_key(key)) throw ConfigError("a region key is 32 hex digits, got '" + key + "'");
   const auto d = regions_dir(s, Create::no);
   if (!d) return std::nullopt;
@@ -42,7 +42,7 @@ std::optional<format::RegionRecord> read_region(const Store& s, const std::strin
   const auto bytes = d->read(name, format::kMaxRegionFileBytes);
   if (!bytes) return std::nullopt;
   format::RegionRecord r = checked(*bytes, key, (d->path() / name).string());
-  touch(*d, name);
+  if (mark_used) touch(*d, name);
   return r;
 }
 

@@ -28,8 +28,9 @@
 namespace npucache::storage {
 
 // The region of `key`, checked (envelope, record, decoding, and that its
-// validity hashes to `key`); nullopt when the store has none. Marks it used.
-std::optional<format::RegionRecord> read_region(const Store& s, const std::string& key);
+// validity hashes to `key`); nullopt when the store has none. Marks it used
+// unless `mark_used` is false (a check that takes nothing: an export's).
+std::optional<format::RegionRecord> read_region(const Store& s, const std::string& key, bool mark_used = true);
 // The bytes of the file of `key` as stored (nothing checked: put_region
 // checks them where they go), nullopt when there is none. Not marked used.
 std::optional<std::string> region_file_bytes(const Store& s, const std::string& key);

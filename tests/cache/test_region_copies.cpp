@@ -18,17 +18,24 @@
 #include "compiler/link_program.h"
 #include "compiler/region_stack.h"
 #include "compiler/serialize.h"
+#include "format/bundle.h"
 #include "format/keys.h"
 #include "format/names.h"
+#include "process/context.h"
 #include "remote/config.h"
 #include "remote/signing.h"
 #include "storage/commit_queue.h"
 #include "storage/regions.h"
 #include "storage/stats.h"
 #include "storage/store.h"
+#include "support/cache_files.h"
 #include "support/redis_server.h"
 #include "support/region_counts.h"
 #include "support/temp_dir_test.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <cstring>
 
 #include <filesystem>
 #include <fstream>
@@ -261,11 +268,108 @@ TEST_F(RegionCopies, ASignedRemoteBringsItsRegionsAnUnsignedOneDoesNot) {
   storage::wait_for_commits();
   EXPECT_EQ(region_counts(), std::make_pair(uint64_t{0}, uint64_t{0})) << "served by the remote";
   EXPECT_TRUE(region_files(plain_host).empty()) << "an unsigned remote's regions are not copied";
+  // Nor by an export of the host's store, which holds the program but not
+  // its regions: the bundle vouches for none of them.
+  const std::string plain_bundle = (dir / "plain.npuc").string();
+  EXPECT_EQ(cache::admin::read_cache(plain_host.string()).unvouched.size(), 1u);
+  (void)cache::admin::export_bundle(plain_host.string(), plain_bundle);
+  const auto imported = cache::admin::import_bundle(plain_bundle, (dir / "plain-imported").string());
+  EXPECT_EQ(imported.entries, 1u);
+  EXPECT_EQ(imported.regions, 0u) << "an unsigned remote's regions spread through an export";
   storage::flush_stats();
   EXPECT_EQ(storage::read_stats(dir / "pulled-signed").region_copies, 2u);
   EXPECT_EQ(storage::read_stats(dir / "pulled-plain").region_copies, 0u);
   EXPECT_EQ(storage::read_stats(plain_host).region_copies, 0u);
   EXPECT_EQ(storage::read_stats(ci).region_copies, 0u) << "its own compiles are not copies";
+}
+
+// A bundle names the objects whose regions its store does not vouch for:
+// those whose every region the store's regions/ does not hold as the
+// object's program has it (bundle version 8); an import copies the regions
+// of every other object. A store of several depths vouches for each (their
+// programs took the regions renamed); a region file edited to another
+// program, removed, or refused vouches for nothing (and an export reading
+// them marks none used); a bundle naming an object it lacks is refused; a
+// bundle of an earlier version names none and copies as before.
+// save_cache_artifacts vouches through the directory each object came
+// from.
+TEST_F(RegionCopies, ABundleNamesTheObjectsWhoseRegionsItsStoreDoesNotVouchFor) {
+  const fs::path a = dir / "a";
+  for (int depth : {4, 2, 3}) run_checked(depth, 1, options(a, "max-autotune", true), 0.25f * depth);
+  (void)region_counts();
+  const auto compiled = region_files(a);
+  ASSERT_EQ(compiled.size(), 2u);
+  const auto version = [](const std::string& bytes) {
+    uint32_t v = 0;
+    std::memcpy(&v, bytes.data() + 8, sizeof v);
+    return v;
+  };
+  const auto import = [&](const format::Bundle& b, const std::string& into) {
+    const std::string bytes = format::write_bundle(b);
+    const auto t = cache::admin::import_bytes(bytes, (dir / into).string());
+    return std::make_pair(version(bytes), t.regions);
+  };
+  // An export marks no region used (their age is their last use by a compile).
+  const fs::path first = a / format::names::kRegionsDir / format::names::region_file(compiled.begin()->first);
+  const timespec old[2] = {{1000000, 0}, {1000000, 0}};
+  ASSERT_EQ(::utimensat(AT_FDCWD, first.c_str(), old, 0), 0);
+  const format::Bundle whole = cache::admin::read_cache(a.string());
+  EXPECT_EQ(whole.objects.size(), 3u);
+  EXPECT_TRUE(whole.unvouched.empty()) << "every depth's program took the regions its store holds";
+  struct stat st {};
+  ASSERT_EQ(::stat(first.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mtime, 1000000) << "an export marked a region used";
+  const auto all = import(whole, "b1");
+  EXPECT_LT(all.first, 8u) << "a bundle vouching for all is read by earlier builds";
+  EXPECT_EQ(all.second, 2u);
+  // A bundle naming an object it lacks is refused, nothing imported.
+  format::Bundle forged = whole;
+  forged.unvouched.insert(std::string(32, '0'));
+  EXPECT_THROW((void)import(forged, "b2"), CacheError);
+  EXPECT_FALSE(fs::exists(dir / "b2" / format::names::kObjectsDir));
+
+  // The first region's file another program (its decisions' steps one
+  // more): every object calling it is named; nothing of them is copied.
+  {
+    const storage::Store s = storage::Store::open(a, storage::Create::no);
+    format::RegionRecord r = *storage::read_region(s, compiled.begin()->first);
+    ASSERT_FALSE(r.artifact.compiled.autotune.empty());
+    r.artifact.compiled.autotune[0].chosen += " ";
+    const auto held = s.writing();
+    storage::put_region(s, compiled.begin()->first, format::encode_region_file(r.validity, r.artifact), held, true);
+  }
+  const format::Bundle edited = cache::admin::read_cache(a.string());
+  EXPECT_EQ(edited.unvouched.size(), 3u);
+  const auto none = import(edited, "b3");
+  EXPECT_EQ(none, std::make_pair(uint32_t{8}, std::size_t{0}));
+  EXPECT_TRUE(region_files(dir / "b3").empty());
+  // Removed, or refused (writable by others): the same, and the export goes on.
+  fs::remove(first);
+  EXPECT_EQ(cache::admin::read_cache(a.string()).unvouched.size(), 3u);
+  std::ofstream(first) << "x";
+  fs::permissions(first, fs::perms::group_write | fs::perms::others_write, fs::perm_options::add);
+  EXPECT_EQ(cache::admin::read_cache(a.string()).unvouched.size(), 3u);
+  fs::remove(first);
+
+  // save_cache_artifacts: a process that compiled in `c` vouches through
+  // c's regions/; one that loaded the program from a store lacking its
+  // regions does not.
+  const fs::path c = dir / "c";
+  {
+    const process::Context::Scope fresh;
+    run_checked(3, 1, options(c, "max-autotune", true), 0.0f);
+    load_cache_artifacts(save_cache_artifacts(), (dir / "d1").string());
+  }
+  EXPECT_EQ(region_files(dir / "d1").size(), 2u);
+  for (const auto& [key, r] : region_files(c))
+    fs::remove(c / format::names::kRegionsDir / format::names::region_file(key));
+  {
+    const process::Context::Scope fresh;
+    run_checked(3, 1, options(c, "max-autotune", true), 0.0f);
+    load_cache_artifacts(save_cache_artifacts(), (dir / "d2").string());
+  }
+  EXPECT_FALSE(testing_support::entries((dir / "d2").string()).empty());
+  EXPECT_TRUE(region_files(dir / "d2").empty()) << "regions its store does not hold were vouched for";
 }
 
 }  // namespace

@@ -189,7 +189,7 @@ TEST_F(RecordCodec, OneEncodingInEveryFileBundleAndValue) {
   expect_same(cache::decode_object(file, "object", true), o);
 
   // A bundle: the object record and its artifact, the model record, the entry record.
-  const std::string bundle = cache::write_bundle({{e}, {o}, {}, {}, {}});
+  const std::string bundle = cache::write_bundle({{e}, {o}, {}, {}, {}, {}});
   const std::string records = zstd::decompress(std::string_view(bundle).substr(36), std::size_t{1} << 20);
   EXPECT_TRUE(has(records, object_bytes + o.raw));
   EXPECT_TRUE(has(records, model_bytes + std::string("\x01\0\0\0", 4) + entry_bytes));
@@ -347,7 +347,7 @@ TEST_F(RecordCodec, ContentHashIsCarriedByWritersAndCheckedByReaders) {
   EXPECT_EQ(s.put_object(o, s.writing()).stored.meta.checksum, o.meta.checksum);
   EXPECT_TRUE(has(npucache::testing::error_message<CacheError>([&] { s.object(o.graph_key); }), "fail their checksum"));
 
-  const std::string bundle = cache::write_bundle({{}, {o}, {}, {}, {}});
+  const std::string bundle = cache::write_bundle({{}, {o}, {}, {}, {}, {}});
   EXPECT_TRUE(
       has(npucache::testing::error_message<CacheError>([&] { cache::read_bundle(bundle); }), "fails its content hash"));
 
@@ -363,7 +363,7 @@ TEST_F(RecordCodec, ContentHashIsCarriedByWritersAndCheckedByReaders) {
 
   // With the hash it was made with, every reader takes it.
   o.meta.checksum = made;
-  expect_same(cache::read_bundle(cache::write_bundle({{}, {o}, {}, {}, {}})).objects.at(0), o);
+  expect_same(cache::read_bundle(cache::write_bundle({{}, {o}, {}, {}, {}, {}})).objects.at(0), o);
   const std::string good = cache::encode_remote_object(o);
   expect_same(cache::decode_remote_object(good, cache::content_hash(good), o.graph_key, 1 << 20), o);
 }

@@ -534,8 +534,16 @@ TEST(BundleSideTables, CarriedValidatedAndVersioned) {
   ASSERT_EQ(records.substr(records.size() - 8), std::string(8, '\0'));  // no decisions, no dims
   const format::Bundle v5 = format::read_bundle(framed(records.substr(0, records.size() - 8), 5));
   EXPECT_TRUE(v5.tuning.empty() && v5.profiles.empty() && v5.entries.empty());
+  // Version 8 names the objects whose regions nothing vouches for: each
+  // one of the bundle's objects, at least one.
   try {
-    (void)format::read_bundle(framed(records, 8));
+    (void)format::read_bundle(framed(records + std::string(4, '\0'), 8));
+    ADD_FAILURE() << "a version 8 bundle naming no object was read";
+  } catch (const CacheError& e) {
+    EXPECT_TRUE(has(e.what(), "0 unvouched objects of 0")) << e.what();
+  }
+  try {
+    (void)format::read_bundle(framed(records, 9));
     ADD_FAILURE() << "a later version was read";
   } catch (const CacheError& e) {
     EXPECT_TRUE(has(e.what(), "written by a later version")) << e.what();
