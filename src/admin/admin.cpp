@@ -590,8 +590,8 @@ Transfer import_records(Bundle b, const std::string& dir) {
   if (!unvouched.empty())
     log::info(
         "the compiled regions of {} imported object(s) are not copied into {}/{}: nothing vouches for them (the "
-        "bundle's store did not hold them, the bundle is of an earlier version, or an unsigned remote served "
-        "them); the compiles that call them store them",
+        "bundle's store did not hold them, or an unsigned remote served them); the compiles that call them store "
+        "them",
         unvouched.size(), dir, names::kRegionsDir);
   const Store s = Store::open(dir, Create::yes);
   log::Progress::note("writing " + std::to_string(b.objects.size()) + " objects and the indexes of " +

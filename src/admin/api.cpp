@@ -56,7 +56,7 @@ std::string save_cache_artifacts() {
     std::optional<cache::Store> store;
     try {
       if (cache::Dir::exists(dir)) store.emplace(cache::Store::open(dir, cache::Create::no));
-    } catch (const CacheError& e) {  // an unusable directory vouches for nothing
+    } catch (const Error& e) {  // an unusable directory vouches for nothing
       log::debug("no region of the objects of {} is vouched for: {}", dir, e.what());
     }
     const auto u = cache::admin::unvouched_regions(store ? &*store : nullptr, r.bundle, keys);

@@ -125,6 +125,10 @@ bool regions_held(const storage::Store& s, const compiler::CompiledGraph& g, for
       const compiler::CompiledRegion as_stored =
           compiler::renamed_region(stored->artifact.compiled, canonical_symbols(stored->artifact.body), body->second);
       if (!same_region(as_it_runs(compiled, g.config), as_stored)) return false;
+      // An archived object's region is its optimized body (a copy writes
+      // it, and a later load lowers it again): that body too.
+      if (compiled.program.steps.empty() && canonical_hash(compiled.optimized) != canonical_hash(as_stored.optimized))
+        return false;
     } catch (const std::exception& e) {  // not lowered or renamed: it vouches for nothing
       log::debug("compiled region {} not vouched for by {}: {}", region, s.dir().string(), e.what());
       return false;

@@ -46,7 +46,7 @@ int copy_regions(const storage::Store& s, const compiler::CompiledGraph& g, form
 // copy_regions names them), each intact and the same as `g`'s: the same
 // program and the same autotune decisions (as `g` runs: an archived
 // object's region, without its program, is lowered from its optimized body
-// and decisions as its loader lowers it). A store vouches so for the regions of a
+// and decisions as its loader lowers it, and that body is the file's too). A store vouches so for the regions of a
 // program it holds before they are copied into another store: its object
 // alone may be a claim (an unsigned remote's), its regions/ holds only its
 // own compiles and trusted copies. True for a `g` without regions.

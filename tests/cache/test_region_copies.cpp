@@ -372,5 +372,26 @@ TEST_F(RegionCopies, ABundleNamesTheObjectsWhoseRegionsItsStoreDoesNotVouchFor) 
   EXPECT_TRUE(region_files(dir / "d2").empty()) << "regions its store does not hold were vouched for";
 }
 
+// An archived object (default mode) holds its regions' optimized bodies,
+// not their programs: a copy writes that body and a later load lowers it
+// again, so a store vouches for such a region only when its file holds the
+// same body, not only the same program.
+TEST_F(RegionCopies, AnArchivedObjectsRegionIsVouchedForOnlyWithItsOptimizedBody) {
+  const fs::path a = dir / "a";
+  run_checked(3, 1, options(a, "default"), 0.0f);
+  (void)region_counts();
+  EXPECT_TRUE(cache::admin::read_cache(a.string()).unvouched.empty());
+  const auto files = region_files(a);
+  ASSERT_EQ(files.size(), 2u);
+  {  // the first region's file: its program and decisions, the other region's optimized body
+    format::RegionRecord r = files.begin()->second;
+    r.artifact.compiled.optimized = std::next(files.begin())->second.artifact.compiled.optimized;
+    const storage::Store s = storage::Store::open(a, storage::Create::no);
+    const auto held = s.writing();
+    storage::put_region(s, files.begin()->first, format::encode_region_file(r.validity, r.artifact), held, true);
+  }
+  EXPECT_EQ(cache::admin::read_cache(a.string()).unvouched.size(), 1u);
+}
+
 }  // namespace
 }  // namespace npucache
