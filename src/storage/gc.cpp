@@ -337,10 +337,9 @@ void evict_and_sweep(const Store& s, const std::map<std::string, std::vector<std
   }
   if (!removed_paths.empty()) forget_entries(s.dir(), removed_paths);
   // Objects no remaining entry uses (including ones never referenced),
-  // unless an index could not be read (an I/O error, not damage): its
-  // entries' objects may be in use.
-  // An eviction rewrites a damaged index with its readable records: the
-  // first reading's verdict stands.
+  // unless an index is not read whole, now or at gc's first reading (its
+  // entries' objects may be in use): the first reading's verdict stands
+  // for the whole run.
   std::set<std::string> used;
   std::vector<UnreadIndex> unread;
   const auto remaining = all_entries(s, nullptr, &unread);
