@@ -96,13 +96,21 @@ Listing ls(const std::string& dir, const std::vector<std::string>& models) {
 namespace {
 
 // What one object file is, read once per phase: usable, damaged (with its
-// file's identity) or missing.
+// file's identity), unread (an I/O error: unknown, never repaired) or
+// missing.
 struct ObjectState {
   std::optional<ObjectRecord> good;
   std::string damage;        // "" unless damaged
   std::string other_format;  // "" unless of another cache format (not damage)
+  std::string unread;        // "" unless reading it failed (storage/dir.h, IoError: not damage)
   std::optional<Dir::Info> seen;
 };
+
+// How verify reports a file it could not read: a problem, not damage.
+std::string unread_problem(const std::string& why) {
+  return "could not be read (" + why +
+         "); an I/O error is not damage, so nothing of it is repaired: run verify again when the storage answers";
+}
 
 class Objects {
  public:
@@ -119,13 +127,18 @@ class Objects {
       throw;
     } catch (const format::OtherFormat& e) {
       o.other_format = e.what();
+    } catch (const IoError& e) {
+      o.unread = e.what();
     } catch (const CacheError& e) {
       o.damage = e.what();
     }
     return o;
   }
   static std::string state(const ObjectState& o) {
-    return !o.seen ? "missing" : o.other_format.empty() ? "damaged" : "of another cache format";
+    return !o.seen                  ? "missing"
+           : !o.unread.empty()      ? "unreadable (" + o.unread + ")"
+           : o.other_format.empty() ? "damaged"
+                                    : "of another cache format";
   }
 
  private:
@@ -137,6 +150,7 @@ class Objects {
 struct ModelCheck {
   std::string error;         // the index cannot be read at all
   std::string other_format;  // it is of another cache format (not read, not repaired)
+  std::string unread;        // reading it failed (an I/O error: not damage, not repaired)
   std::optional<DecodedIndex> d;
   std::vector<std::pair<std::string, std::string>> bad;
   std::vector<std::string> broken;   // entries whose object is missing, damaged or does not decode
@@ -153,6 +167,9 @@ ModelCheck check_model(const Store& s, const std::string& m, Objects& objects) {
   } catch (const format::OtherFormat& e) {
     c.other_format = e.what();
     return c;
+  } catch (const IoError& e) {
+    c.unread = e.what();
+    return c;
   } catch (const CacheError& e) {
     c.error = e.what();
     return c;
@@ -167,6 +184,10 @@ ModelCheck check_model(const Store& s, const std::string& m, Objects& objects) {
   for (const auto& e : c.d->index.entries) {
     std::string why;
     const ObjectState& o = objects.get(e.graph_key);
+    if (!o.unread.empty()) {  // unknown: the entry is neither broken nor sound
+      c.bad.emplace_back(e.path, "its object " + e.graph_key + " " + unread_problem(o.unread));
+      continue;
+    }
     if (!o.good) {
       why = "its object " + e.graph_key + " is " + Objects::state(o);
     } else {
@@ -196,7 +217,7 @@ std::string template_damage(const StoredTemplate& t, Objects& objects) {
   if (!t.damage.empty() || !t.record) return t.damage;
   const std::string& key = t.record->validity.graph_key;
   const ObjectState& o = objects.get(key);
-  if (o.good || !o.other_format.empty()) return "";
+  if (o.good || !o.other_format.empty() || !o.unread.empty()) return "";
   return "its object " + key + " is " + Objects::state(o) + ": the template can never be used";
 }
 
@@ -224,6 +245,10 @@ VerifyResult verify(const std::string& dir, bool repair, double wait_s) {
         out.other_format.emplace_back(t.path, t.other_format);
         continue;
       }
+      if (!t.unread.empty()) {
+        out.bad.emplace_back(t.path, unread_problem(t.unread));
+        continue;
+      }
       const std::string why = template_damage(t, objects);
       if (why.empty()) continue;
       out.bad.emplace_back(t.path, why);
@@ -243,6 +268,7 @@ VerifyResult verify(const std::string& dir, bool repair, double wait_s) {
         o.other_format.clear();
       }
       if (!o.other_format.empty()) out.other_format.emplace_back(s.object_path(key).string(), o.other_format);
+      if (!o.unread.empty()) out.bad.emplace_back(s.object_path(key).string(), unread_problem(o.unread));
       if (!o.damage.empty()) {
         out.bad.emplace_back(s.object_path(key).string(), o.damage);
         damaged_objects.push_back(key);
@@ -251,6 +277,7 @@ VerifyResult verify(const std::string& dir, bool repair, double wait_s) {
     for (const auto& r : stored_regions(s, true)) {
       ++out.regions;
       if (!r.other_format.empty()) out.other_format.emplace_back(r.path, r.other_format);
+      if (!r.unread.empty()) out.bad.emplace_back(r.path, unread_problem(r.unread));
       if (r.damage.empty()) continue;
       out.bad.emplace_back(r.path, r.damage);
       if (r.ours) bad_regions.push_back(r.key);
@@ -261,6 +288,10 @@ VerifyResult verify(const std::string& dir, bool repair, double wait_s) {
     ++out.indexes;
     if (!c.other_format.empty()) {
       out.other_format.emplace_back(s.index_path(m).string(), c.other_format);
+      continue;
+    }
+    if (!c.unread.empty()) {
+      out.bad.emplace_back(s.index_path(m).string(), unread_problem(c.unread));
       continue;
     }
     if (!c.error.empty()) {
@@ -290,13 +321,14 @@ VerifyResult verify(const std::string& dir, bool repair, double wait_s) {
     if (first.error.empty() && !first.needs_repair()) continue;
     const ModelCheck c = check_model(s, m, objects);
     if (!c.other_format.empty()) continue;  // replaced by another build's since: not ours to remove
+    if (!c.unread.empty()) continue;        // unknown now: not removed on a failed read
     if (!c.error.empty()) {
       s.remove_index(m, held);
       out.repaired.push_back("removed unreadable index " + s.index_path(m).string());
       continue;
     }
     if (!c.needs_repair()) continue;
-    s.update_index(m, c.d->index.model, c.restamp, c.broken, held);
+    s.update_index(m, c.d->index.model, c.restamp, c.broken, held);  // keeps an entry whose object was unread
     const bool gone = !s.directory().stat(names::index_file(m));
     out.repaired.push_back((gone ? "removed index " : "rewrote index ") + s.index_path(m).string() + " (" +
                            std::to_string(c.broken.size()) + " broken entries removed" +
@@ -312,14 +344,14 @@ VerifyResult verify(const std::string& dir, bool repair, double wait_s) {
     out.repaired.push_back("removed capture template " + t.path + " (the next start captures again)");
   }
   const std::set<std::string> recheck_regions(bad_regions.begin(), bad_regions.end());
-  for (const auto& r : stored_regions(s, true)) {
+  for (const auto& r : stored_regions(s, true)) {  // an unread one has no `damage`: left
     if (!recheck_regions.count(r.key) || r.damage.empty() || !r.ours) continue;
     remove_region(s, r.key, held);
     out.repaired.push_back("removed damaged compiled region " + r.path + " (the next compile calling it compiles it)");
   }
   for (const auto& key : damaged_objects) {
     const ObjectState& o = objects.get(key);
-    if (o.damage.empty() && o.other_format.empty()) continue;  // replaced by a writer since
+    if (o.damage.empty() && o.other_format.empty()) continue;  // replaced by a writer since, or unread now
     s.remove_object(key, held);
     out.repaired.push_back("removed damaged object " + s.object_path(key).string());
   }

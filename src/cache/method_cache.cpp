@@ -583,6 +583,13 @@ EntryRecord MethodCache::make_entry(const compiler::CompiledGraph& g, const Obje
 Store::Committed MethodCache::save(Store::Commit c) const {
   refuse_in_dry_run("saving the entry " + where());
   const Store store = *this->store(Create::yes);
+  // The stored object this process's own entry reuses, as it read it (for
+  // save_cache_artifacts, when the commit writes no object of its key).
+  std::optional<ObjectRecord> reused;
+  for (const auto& e : c.entries)
+    if (e.path == path_)
+      for (const auto& o : c.pinned)
+        if (o.graph_key == e.graph_key) reused = o;
   Store::Committed done = store.commit(std::move(c), integrity());
   for (const auto& key : done.adopted)
     entry_line(id_.summarised, "Cache object {} was stored by another writer first; adopting its bytes", key);
@@ -593,8 +600,12 @@ Store::Committed MethodCache::save(Store::Commit c) const {
     entry_line(id_.summarised, "Cache {} saved to {}", model_cache_meta(e.meta),
                (std::filesystem::path(id_.dir) / e.path / names::kModuleDataset).string());
     paths.push_back(e.path);
-    if (e.path == path_)  // this process's own entry (save_cache_artifacts)
-      if (auto it = done.kept.find(e.graph_key); it != done.kept.end()) cache::remember(id_.dir, e, it->second);
+    if (e.path == path_) {  // this process's own entry (save_cache_artifacts)
+      if (auto it = done.kept.find(e.graph_key); it != done.kept.end())
+        cache::remember(id_.dir, e, it->second);
+      else if (reused && reused->graph_key == e.graph_key)
+        cache::remember(id_.dir, e, std::move(*reused));
+    }
   }
   record_save(id_.dir, paths);
   enforce_limit(store, paths);

@@ -11,12 +11,21 @@
 
 namespace npucache::cache {
 
-// `o` is taken: a hit moves its object in. An object is remembered once
-// (the first time), with the directory it came from then.
+// Remembers entry `e` (replacing an earlier one of its path) as naming
+// object `o`, the bytes this process ran for it (`o` is taken: a hit moves
+// its object in; an object of another key than the entry's is not
+// remembered). An object is kept while an entry names it, with the
+// directory it first came from.
 void remember(const std::string& dir, const EntryRecord& e, ObjectRecord o);
+
+// The entries and objects remembered, as a bundle can hold them: one object
+// per graph key (of the key's entries, that of the latest one whose object
+// holds its program, else of the latest), and every entry of the key
+// naming it (as a store's commit restamps the entries of a key it holds
+// other bytes of).
 struct Remembered {
   Bundle bundle;                            // vouching for nothing (the caller asks the directories)
-  std::map<std::string, std::string> dirs;  // graph key -> the cache directory
+  std::map<std::string, std::string> dirs;  // graph key -> the cache directory of its object
 };
 Remembered remembered();
 

@@ -55,6 +55,9 @@ struct StoredRegion {
   // Another cache format's file (decoded listings only; format/cache_error.h,
   // OtherFormat): not damaged, never sized out, removed by age or clear.
   std::string other_format;
+  // Reading it failed (decoded listings only; dir.h, IoError): unknown, not
+  // damaged; it goes only by age.
+  std::string unread;
   std::optional<format::RegionValidity> validity;  // when decoded and intact
 };
 // Every file of regions/ named like a region (nothing when the folder is

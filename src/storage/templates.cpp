@@ -55,6 +55,9 @@ std::vector<StoredTemplate> stored_templates(const Store& s, bool with_bytes) {
     } catch (const format::OtherFormat& e) {
       t.record.reset();
       t.other_format = e.what();
+    } catch (const IoError& e) {  // unknown, not damaged
+      t.record.reset();
+      t.unread = e.what();
     } catch (const CacheError& e) {
       t.record.reset();
       t.damage = e.what();
@@ -71,7 +74,8 @@ void remove_template(const Store& s, const std::string& key, const Sweeping&) {
 std::size_t sweep_templates(const Store& s, const std::set<std::string>& objects, const Sweeping& held) {
   std::size_t removed = 0;
   for (const auto& t : stored_templates(s))
-    if (t.ours && t.other_format.empty() && (!t.record || !objects.count(t.record->validity.graph_key))) {
+    if (t.ours && t.other_format.empty() && t.unread.empty() &&
+        (!t.record || !objects.count(t.record->validity.graph_key))) {
       remove_template(s, t.key, held);
       ++removed;
     }

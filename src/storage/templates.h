@@ -24,6 +24,9 @@ struct StoredTemplate {
   // Another cache format's file (format/cache_error.h, OtherFormat): not
   // damaged; gc and verify --repair leave it, clear removes it.
   std::string other_format;
+  // Reading it failed (dir.h, IoError): unknown, not damaged; nothing
+  // removes it for that.
+  std::string unread;
   std::string raw;  // the file's bytes (with_bytes)
 };
 

@@ -10,11 +10,14 @@
 // (cache_worker, the npucache command) on a real directory.
 #include <npucache/error.h>
 
+#include "admin/admin.h"
 #include "compiler/wire.h"
 #include "format/envelope.h"
 #include "format/names.h"
+#include "process/context.h"
 #include "storage/gc.h"
 #include "support/cache_files.h"
+#include "support/fault_env.h"
 #include "support/process.h"
 #include "support/temp_dir_test.h"
 
@@ -22,12 +25,15 @@
 
 #include <xxhash.h>
 
+#include <cerrno>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <iterator>
+#include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -333,4 +339,48 @@ TEST_F(UnreadIndexes, RegionsOfAnEarlierFormatAreSizedOut) {
   const Out g = cli("gc --max-size 1", dir);
   EXPECT_EQ(g.status, 0) << g.text;
   EXPECT_EQ(files_in(regions), 0u) << g.text;
+}
+
+// A read that fails (EIO) is not damage: verify reports the file it could
+// not read and `verify --repair` removes nothing of it -- an index whose
+// read fails, an object whose read fails (and the entries naming it) --
+// where it used to remove the index ("unreadable") or the object and its
+// entries. Once the storage answers, the cache is whole and serves.
+TEST_F(UnreadIndexes, AReadErrorIsReportedNeverRepaired) {
+  ASSERT_EQ(worker(dir, "").status, 0);
+  ASSERT_EQ(worker(dir, "--static").status, 0);
+  ASSERT_EQ(files_in(objects()), 2u);
+  const auto before = testing_support::entries(dir.string());
+  ASSERT_EQ(before.size(), 2u);
+  std::map<fs::path, std::string> files;
+  for (const auto& f : fs::recursive_directory_iterator(dir))
+    if (f.is_regular_file() && f.path().extension() == ".h5" && !has(f.path().string(), "/locks/"))
+      files[f.path()] = slurp(f.path());
+  const fs::path index = file_with(dir, "_static_");
+  for (const std::string& failing : {index.filename().string(), std::string("/objects/")}) {
+    SCOPED_TRACE("reads failing: " + failing);
+    auto env = std::make_shared<testing_support::FaultEnv>();
+    cache::admin::VerifyResult v;
+    {
+      process::Context::Scope scope(env);
+      testing_support::Fault f = testing_support::Fault::fail(testing_support::FileOp::read, 1, EIO, failing);
+      f.times = 0;  // every read of it, in the check and in the repair
+      env->arm(f);
+      ASSERT_NO_THROW(v = cache::admin::verify(dir.string(), true, 5.0));
+    }
+    ASSERT_FALSE(env->faulted().empty()) << "no read failed";
+    std::string bad;
+    for (const auto& [what, why] : v.bad) bad += what + ": " + why + "\n";
+    EXPECT_TRUE(has(bad, "could not be read")) << bad;
+    EXPECT_TRUE(has(bad, "Input/output error")) << bad;
+    for (const auto& r : v.repaired) EXPECT_TRUE(has(r, "temporary")) << "repaired on a failed read: " << r;
+    for (const auto& [p, bytes] : files) {
+      ASSERT_TRUE(fs::exists(p)) << p << " was removed";
+      EXPECT_EQ(slurp(p), bytes) << p << " was rewritten";
+    }
+  }
+  const Out verify = cli("verify", dir);
+  EXPECT_EQ(verify.status, 0) << verify.text;
+  EXPECT_TRUE(has(worker(dir, "--static").text, "compiled 0"));
+  EXPECT_EQ(testing_support::entries(dir.string()).size(), 2u);
 }

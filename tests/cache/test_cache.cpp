@@ -11,6 +11,7 @@
 #include "format/names.h"
 #include "format/object_file.h"
 #include "format/tuning_file.h"
+#include "process/context.h"
 #include "storage/store.h"
 #include "support/cache_files.h"
 
@@ -28,6 +29,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <random>
 #include <thread>
 
@@ -565,6 +567,78 @@ TEST_F(CacheTest, SaveAndLoadCacheArtifactsInProcess) {
   bool found = false;
   for (const auto& p : testing_support::entry_paths(other.string())) found = found || has(p, "/decode");
   EXPECT_TRUE(found);
+  fs::remove_all(other);
+}
+
+// One process saves one computation twice, to two directories, as two
+// different objects (without its program, then with; then the reverse):
+// the artifacts hold the entry as it was saved last, with that save's
+// object, and load.
+TEST_F(CacheTest, SavedArtifactsPairEachEntryWithTheObjectItNames) {
+  models::SeedExample m;
+  models::InputMeta x{Tensor::from_vector({1, 2, 3, 4}, {2, 2}), false};
+  std::vector<Tensor> kv{Tensor::from_vector({1, 1, 1, 1}, {2, 2})};
+  for (const bool program_last : {true, false}) {
+    std::map<bool, std::string> checksum;  // with program -> the object saved
+    for (const bool with_program : {!program_last, program_last}) {
+      CacheOptions o;
+      o.cache_dir = dir.string() + (program_last ? "/a-" : "/b-") + (with_program ? "with" : "without");
+      o.compile.method_name = "decode";
+      o.compile.config = CompilerConfig{};
+      o.compile.config->autotune_candidates = 1;
+      o.ge_cache = with_program;
+      auto fn = cache_compile(m, &models::SeedExample::decode, o);
+      fn(x, kv);
+      const auto saved = testing_support::entries(o.cache_dir);
+      ASSERT_EQ(saved.size(), 1u);
+      checksum[with_program] = saved[0].object_checksum;
+    }
+    ASSERT_NE(checksum[true], checksum[false]) << "the two saves wrote the same object";
+    const fs::path other = dir / (program_last ? "loaded-a" : "loaded-b");
+    ASSERT_NO_THROW(load_cache_artifacts(save_cache_artifacts(), other.string()));
+    bool found = false;
+    for (const auto& e : testing_support::entries(other.string())) {
+      if (!has(e.path, "/decode")) continue;
+      found = true;
+      EXPECT_EQ(e.object_checksum, checksum[program_last]) << e.path << " is not the entry saved last";
+      EXPECT_EQ(e.with_program, program_last) << e.path;
+      EXPECT_EQ(storage::Store::open(other.string(), storage::Create::no).object_meta(e.graph_key).checksum,
+                checksum[program_last]);
+    }
+    EXPECT_TRUE(found);
+  }
+}
+
+// A process whose entry reuses a stored object (its index was lost, the
+// object kept: the commit writes the entry and pins the object) bundles
+// that entry and object in its artifacts.
+TEST_F(CacheTest, SavedArtifactsHoldAnEntryThatReusedAStoredObject) {
+  models::SeedExample m;
+  models::InputMeta x{Tensor::from_vector({1, 2, 3, 4}, {2, 2}), false};
+  std::vector<Tensor> kv{Tensor::from_vector({1, 1, 1, 1}, {2, 2})};
+  CacheOptions o;
+  o.cache_dir = dir.string();
+  o.compile.method_name = "decode";
+  o.compile.config = CompilerConfig{};
+  o.compile.config->autotune_candidates = 1;
+  {
+    process::Context::Scope first;
+    auto fn = cache_compile(m, &models::SeedExample::decode, o);
+    fn(x, kv);
+  }
+  {
+    const storage::Store s = storage::Store::open(dir.string(), storage::Create::no);
+    for (const auto& mi : s.model_infos()) ASSERT_TRUE(fs::remove(s.index_path(mi)));
+    ASSERT_EQ(s.object_keys().size(), 1u);
+  }
+  process::Context::Scope second;  // a new process: it remembers only what it saves or loads
+  auto fn = cache_compile(m, &models::SeedExample::decode, o);
+  fn(x, kv);
+  ASSERT_EQ(testing_support::entries(dir.string()).size(), 1u);
+  const fs::path other = dir.string() + "-reused";
+  fs::remove_all(other);
+  ASSERT_NO_THROW(load_cache_artifacts(save_cache_artifacts(), other.string()));
+  EXPECT_EQ(testing_support::entries(other.string()).size(), 1u) << "the reusing entry is not in the artifacts";
   fs::remove_all(other);
 }
 

@@ -477,7 +477,26 @@ TEST_F(CoordFaults, AnAdoptedObjectIsRunByEveryRankOfTheStore) {
     for (const auto& e : entries) EXPECT_EQ(e.object_checksum, sum) << e.path;
     EXPECT_EQ(storage::Store::open(dir, storage::Create::no).object_meta(key).checksum, sum);
   }
-  say("adopted object: every rank runs the kept bytes " + sum);
+  // The rank's artifacts name the kept bytes, which it ran (and not the
+  // object it compiled first), and load.
+  const std::string loaded = base + "/loaded" + std::to_string(rank);
+  std::string refused;
+  try {
+    load_cache_artifacts(save_cache_artifacts(), loaded);
+  } catch (const CacheError& e) {
+    refused = e.what();
+  }
+  EXPECT_EQ(refused, "") << "rank " << rank << "'s artifacts do not load";
+  const auto loaded_entries = testing_support::entries(loaded);
+  const std::string my_path = "/world" + std::to_string(world) + "global_rank" + std::to_string(rank) + "/run";
+  const auto mine = std::find_if(loaded_entries.begin(), loaded_entries.end(), [&](const auto& e) {
+    return e.path.size() > my_path.size() &&
+           e.path.compare(e.path.size() - my_path.size(), my_path.size(), my_path) == 0;
+  });
+  ASSERT_NE(mine, loaded_entries.end()) << "no entry ending " << my_path;
+  EXPECT_EQ(mine->object_checksum, sum);
+  EXPECT_EQ(storage::Store::open(loaded, storage::Create::no).object_meta(key).checksum, sum);
+  say("adopted object: every rank runs the kept bytes " + sum + " and saves them in its artifacts");
 }
 
 namespace {
