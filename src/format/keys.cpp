@@ -26,7 +26,7 @@ std::string hash_components(const Components& c, bool model_only) {
     if (k == component::kParameterList)
       continue;  // parameter_signature stands for it
     else if (!model_only || (is_model_component(k) && k != component::kConfigOptions) || k == component::kFormatVersion)
-      s += k + "=" + v + "\n";
+      s += names::key_text({k, v});  // a value may hold any byte (format 11.0.0: "k=v\n" before)
   return checksum(s);
 }
 
@@ -79,7 +79,11 @@ std::string readable_class(const std::string& name) {
 std::string decomposition_names(const DecompositionTable& t) {
   if (t.empty()) return "default";
   std::string s;
-  for (const auto& [op, d] : t) s += (s.empty() ? "" : ",") + std::string(op_name(op)) + ":" + d.name;
+  // Each name as its length and itself ("gelu:4:tanh"): a name may hold
+  // ',' or ':' (format 11.0.0; unescaped before, so two tables could name
+  // alike).
+  for (const auto& [op, d] : t)
+    s += (s.empty() ? "" : ",") + std::string(op_name(op)) + ":" + std::to_string(d.name.size()) + ":" + d.name;
   return s;
 }
 
@@ -193,12 +197,12 @@ GraphId graph_id(const TraceResult& traced, const KeyInputs& in) {
   const std::string canonical = canonical_hash(traced.graph).hex();
   // Not whether the object holds the program: the computation is the same
   // either way, and a lookup lowers a graph-only object.
-  std::string s = canonical + "|" + checksum(signature_text(traced)) + "|" + in.config.hash().hex() + "|" +
-                  in.runtime_version + "|" + in.decompositions + "|" +
-                  (!in.dynamic   ? "auto"
-                   : *in.dynamic ? "dynamic"
-                                 : "static") +
-                  "|" + names::kFormatVersion;
+  const std::string s = names::key_text({canonical, checksum(signature_text(traced)), in.config.hash().hex(),
+                                         in.runtime_version, in.decompositions,
+                                         !in.dynamic   ? "auto"
+                                         : *in.dynamic ? "dynamic"
+                                                       : "static",
+                                         names::kFormatVersion});
   XXH128_hash_t h = XXH3_128bits(s.data(), s.size());
   return {Hash128{h.high64, h.low64}.hex(), canonical};
 }

@@ -39,6 +39,17 @@ std::optional<std::array<long, 3>> format_numbers(const std::string& v) {
 
 }  // namespace
 
+std::string key_text(std::initializer_list<std::string_view> fields) {
+  std::string s;
+  for (const std::string_view f : fields) {
+    s += std::to_string(f.size());
+    s += ':';
+    s += f;
+    s += '|';
+  }
+  return s;
+}
+
 bool later_format(const std::string& version) {
   const auto v = format_numbers(version), ours = format_numbers(kFormatVersion);
   return v && ours && *v > *ours;

@@ -21,7 +21,9 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <string>
+#include <string_view>
 #include <utility>
 
 namespace npucache::format::names {
@@ -36,11 +38,23 @@ namespace npucache::format::names {
 // too (bound_names in <npucache/ir/hash.h>). 7.0.0: an op is stored by its
 // pinned number; the remote tier is plain keys and values. 8.0.0: a graph
 // may hold region_call nodes (op 63), and the compiled-graph record's trace
-// carries the bodies of the regions it calls.
-inline constexpr const char* kFormatVersion = "10.0.0";
+// carries the bodies of the regions it calls. 10.0.0: a model's components
+// and an entry's parameter names are zstd frames. 11.0.0: the canonical
+// graph hash counts each operand's writes in place before its reader (a read
+// before an update and one after differ), and the graph key's and the
+// components' texts are key_text()'s (a field holding a separator no longer
+// joins like others).
+inline constexpr const char* kFormatVersion = "11.0.0";
 // Whether `version` ("X.Y.Z", numbers) is a cache format after this one: a
 // newer build's (false for this one, earlier ones and anything else).
 bool later_format(const std::string& version);
+
+// The text a key hashes from several fields, joined so that no two lists
+// of fields join alike (a field may hold any byte, the separator too):
+// each as its length, ':', itself and '|' (format 11.0.0; fields joined by
+// '|' alone before, so a runtime version or a decomposition name holding
+// one could make two keys' texts equal).
+std::string key_text(std::initializer_list<std::string_view> fields);
 // The `format` attribute of every file npucache writes.
 inline constexpr const char* kFormatName = "npucache";
 

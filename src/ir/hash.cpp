@@ -2,6 +2,8 @@
 #include <npucache/error.h>
 #include <npucache/ir/hash.h>
 
+#include "ir/storage_writes.h"
+
 #include <xxhash.h>
 
 #include <cstdio>
@@ -12,7 +14,9 @@ namespace npucache {
 namespace {
 
 // Bump when the hashed encoding changes: old keys must not collide with new.
-constexpr uint64_t kHashEncodingVersion = 1;
+// 2: each operand carries the writes in place its storage had before the
+// node reading it (1 hashed a read before an update and one after alike).
+constexpr uint64_t kHashEncodingVersion = 2;
 
 class Hasher {
  public:
@@ -41,7 +45,7 @@ class Hasher {
 
 class CanonicalEncoder {
  public:
-  CanonicalEncoder(const Graph& g, Hasher& h) : g_(g), h_(h), index_(g.size(), -1) {}
+  CanonicalEncoder(const Graph& g, Hasher& h) : g_(g), h_(h), index_(g.size(), -1), writes_(g) {}
 
   void run() {
     h_.u64(kHashEncodingVersion);
@@ -49,7 +53,7 @@ class CanonicalEncoder {
     for (std::size_t i = 0; i < order_.size(); ++i)
       index_[static_cast<std::size_t>(order_[i])] = static_cast<int64_t>(i);
     h_.u64(order_.size());
-    for (ValueId v : order_) encode(g_.node(v));
+    for (ValueId v : order_) encode(v);
     h_.u64(g_.outputs().size());
     for (ValueId out : g_.outputs()) h_.i64(index_[static_cast<std::size_t>(out)]);
   }
@@ -124,11 +128,19 @@ class CanonicalEncoder {
       h_.u64(static_cast<uint64_t>(*t));
   }
 
-  void encode(const Node& n) {
+  void encode(ValueId id) {
+    const Node& n = g_.node(id);
     h_.u64(op_number(n.op));  // the pinned number (op.h)
     h_.u64(static_cast<uint64_t>(n.kind));
     h_.u64(n.inputs.size());
-    for (ValueId in : n.inputs) h_.i64(index_[static_cast<std::size_t>(in)]);
+    // Each operand with the writes in place its storage had before this
+    // node (ir/storage_writes.h): lowering orders a read after the writes
+    // before it in graph order, so a read of a cache before its update and
+    // one after it are two computations.
+    for (ValueId in : n.inputs) {
+      h_.i64(index_[static_cast<std::size_t>(in)]);
+      h_.u64(writes_.writes_before(static_cast<std::size_t>(id), in));
+    }
     h_.u64(n.attrs.items().size());
     for (const auto& [k, v] : n.attrs.items()) {
       h_.str(k);
@@ -140,6 +152,7 @@ class CanonicalEncoder {
   const Graph& g_;
   Hasher& h_;
   std::vector<int64_t> index_;
+  StorageWrites writes_;
   std::vector<ValueId> order_;
   std::map<std::string, std::size_t> symbols_;
 };

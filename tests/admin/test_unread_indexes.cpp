@@ -248,7 +248,7 @@ TEST_F(UnreadIndexes, FilesOfALaterFormatAreLeftByVerifyRepairGcExportAndSaves) 
     out.str(in.str());  // binding
     out.str(in.str());  // runtime version
     (void)in.str();     // format version: a later one
-    out.str("11.0.0");
+    out.str("12.0.0");
     out.bytes(in.bytes(in.remaining()));
     r[0] = out.take();
   });
@@ -321,10 +321,10 @@ TEST_F(UnreadIndexes, ALaterFormatsObjectUnderThisFormatsKeyIsDamage) {
 // Which format versions are later than this build's: X.Y.Z compared by
 // number, anything else (a suffix, another shape) not.
 TEST(LaterFormat, ComparesVersionsByNumber) {
-  for (const char* later : {"10.0.1", "10.1.0", "11.0.0", "100.0.0"})
+  for (const char* later : {"11.0.1", "11.1.0", "12.0.0", "100.0.0"})
     EXPECT_TRUE(format::names::later_format(later)) << later << " (and this build's version parses)";
-  for (const char* not_later : {"10.0.0", "9.0.0", "9.99.99", "", "11.0", "11.0.0-rc1", "10.0.0.1", "x.y.z", "-11.0.0",
-                                "11..0", "1234567890.0.0"})
+  for (const char* not_later : {"11.0.0", "10.0.0", "9.99.99", "", "12.0", "12.0.0-rc1", "11.0.0.1", "x.y.z", "-12.0.0",
+                                "12..0", "1234567890.0.0"})
     EXPECT_FALSE(format::names::later_format(not_later)) << not_later;
 }
 

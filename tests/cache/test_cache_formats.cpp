@@ -64,11 +64,11 @@ void expect_stale_and_rebuilt(const fs::path& dir, const std::string& version, c
 
 }  // namespace
 
-// The caches of the previous formats (9.0.0, 8.0.0 and 7.0.0, checked in by
+// The caches of the previous formats (10.0.0, 9.0.0, 8.0.0 and 7.0.0, checked in by
 // tests/fixtures/format-*/README.md's commands), on the default hit check
 // and on the code_version fast path, for an entry written by either.
 TEST_F(CacheTest, PreviousFormatIsReportedStaleAndRebuilt) {
-  for (const std::string version : {"9.0.0", "8.0.0", "7.0.0"})
+  for (const std::string version : {"10.0.0", "9.0.0", "8.0.0", "7.0.0"})
     expect_stale_and_rebuilt(
         dir / version, version,
         {"prompt --code-version v1", "prompt --code-version v1 --fast", "decode --code-version v1 --fast",
@@ -76,13 +76,13 @@ TEST_F(CacheTest, PreviousFormatIsReportedStaleAndRebuilt) {
          "prompt --world 2 --rank 1 --code-version v1", "prompt --static --code-version v1"});
 }
 
-// A bundle of the previous formats (tests/fixtures/format-9.0.0/, 8.0.0/
+// A bundle of the previous formats (tests/fixtures/format-10.0.0/, 9.0.0/, 8.0.0/
 // and 7.0.0/ single.npuc, a bundle version this build reads) is refused
 // whole, naming the format: its programs are of another encoding, never
 // imported, misread or served; the cache stays empty and the method
 // compiles, then serves.
 TEST_F(CacheTest, PreviousFormatBundleIsRefusedNamingItsFormat) {
-  for (const std::string version : {"9.0.0", "8.0.0", "7.0.0"}) {
+  for (const std::string version : {"10.0.0", "9.0.0", "8.0.0", "7.0.0"}) {
     const fs::path bundle = fs::path(FIXTURES) / ("format-" + version) / "single.npuc";
     const fs::path d = dir / ("imported-" + version);
     Out imp = sh(std::string(NPUCACHE_CLI) + " import " + bundle.string() + " " + d.string());

@@ -218,13 +218,13 @@ TEST_F(Serving, PiecesOfOneStructureReadingOtherParametersAreCachedApart) {
   }
 }
 
-// The pieces of a cache of the previous formats (tests/fixtures/format-9.0.0/, 8.0.0/,
+// The pieces of a cache of the previous formats (tests/fixtures/format-10.0.0/, 9.0.0/, 8.0.0/,
 // format-7.0.0/, format-6.0.0/ and format-5.0.0/ breaks; 5.0.0's were keyed without the
 // parameters they read) are reported stale and rebuilt, never served; the
 // old files are left as they were (the dynamic-shape profiles, a table of
 // the directory, gain this format's records and keep the earlier ones).
 TEST_F(Serving, PreviousFormatPiecesAreRebuiltNeverServed) {
-  for (const std::string version : {"9.0.0", "8.0.0", "7.0.0", "6.0.0", "5.0.0"}) {
+  for (const std::string version : {"10.0.0", "9.0.0", "8.0.0", "7.0.0", "6.0.0", "5.0.0"}) {
     const fs::path fixture = fs::path(FIXTURES) / ("format-" + version) / "breaks";
     const fs::path d = dir.string() + "-" + version;
     fs::copy(fixture, d, fs::copy_options::recursive);

@@ -364,14 +364,14 @@ TEST_F(Coordinator, TheMapOfHostsIsMadeByTheFirstMethodThatMisses) {
   }
 }
 
-// The 2-rank caches of the previous formats (tests/fixtures/format-9.0.0/, format-8.0.0/, format-7.0.0/,
+// The 2-rank caches of the previous formats (tests/fixtures/format-10.0.0/, format-9.0.0/, format-8.0.0/, format-7.0.0/,
 // format-6.0.0/, format-5.0.0/ and format-4.0.0/ mpi-tp1-pp2; 3.0.0's is mpi_format_fixture_3's, written by `npucache warmup --tp 1 --pp 2`) under a
 // coordinated job, on the default hit check and on the code_version fast
 // path: every rank's entries are reported stale with the version, nothing
 // of it is served, and the next job is served from the rebuilt entries.
 TEST_F(Coordinator, PreviousFormatCacheIsStaleOnBothHitChecks) {
   if (world != 2) GTEST_SKIP() << "the fixture is a cache of a 2-rank job";
-  for (const std::string version : {"9.0.0", "8.0.0", "7.0.0", "6.0.0", "5.0.0", "4.0.0"})
+  for (const std::string version : {"10.0.0", "9.0.0", "8.0.0", "7.0.0", "6.0.0", "5.0.0", "4.0.0"})
     for (const bool fast : {false, true}) {
       const std::string d = dir + "-" + version + (fast ? "-fast" : "-trace");
       if (rank == 0) {

@@ -368,7 +368,7 @@ TEST_P(Backends, PreviousLayoutIsReadAsMisses) {
   EXPECT_FALSE(t.object(kKeyA, "").has_value());
 }
 
-// The values a remote of the previous formats holds (formats 9.0.0, 8.0.0
+// The values a remote of the previous formats holds (formats 10.0.0, 9.0.0, 8.0.0
 // and 7.0.0: tests/fixtures/format-*/remote, the entry and object of the seed
 // model's prompt) are never served: under their own keys they are not
 // read (another namespace), and planted under this version's keys they
@@ -379,7 +379,8 @@ TEST_P(Backends, PreviousFormatValuesAreNeverServed) {
   struct Old {
     std::string version, entry, graph_key;
   };
-  for (const Old& v : {Old{"9.0.0", "Model_dynamic_f690432952dd28b4/prompt", "309e72f32314c9e497c638cd2a20789c"},
+  for (const Old& v : {Old{"10.0.0", "Model_dynamic_2dd6314f95dbbd47/prompt", "11456368c10c5d6b59d5ffd683b9a027"},
+                       Old{"9.0.0", "Model_dynamic_f690432952dd28b4/prompt", "309e72f32314c9e497c638cd2a20789c"},
                        Old{"8.0.0", "Model_dynamic_61eb849d3703a6bf/prompt", "37f9c327871d07a92d775f1792c1352e"},
                        Old{"7.0.0", "Model_dynamic_4d10f22dad0ac79a/prompt", "ed332845d5901b5b9df5648bdf3151f2"}}) {
     SCOPED_TRACE("format " + v.version);

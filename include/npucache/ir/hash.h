@@ -3,7 +3,9 @@
 // 128 bits (XXH3-128) over the graph's structure: ops, attributes, types,
 // symbolic dims and topology, with values numbered canonically (placeholders
 // in order, then nodes in a depth-first order from the outputs and the
-// side-effecting nodes). Stable across processes and builds: no pointers,
+// side-effecting nodes), each operand with the number of writes in place
+// its storage had before the node reading it (a read before an update and
+// one after it differ). Stable across processes and builds: no pointers,
 // no unordered iteration. Invariant to value, placeholder and symbol names,
 // parameter names, weight values, device index and rank; sensitive to every
 // change in computation.

@@ -4,7 +4,7 @@
 
 #include "compiler/passes.h"
 #include "compiler/passes/rewriter.h"
-#include "compiler/passes/storage_writes.h"
+#include "ir/storage_writes.h"
 #include "runtime/unary_math.h"
 
 #include <cmath>
@@ -79,7 +79,7 @@ Graph fold_constants(const Graph& g) {
   Rewriter rw(g);
   Graph& out = rw.out();
   // A storage written in place is no constant, and a node whose storage
-  // is written (a view of one) no value (passes/storage_writes.h).
+  // is written (a view of one) no value (ir/storage_writes.h).
   const StorageWrites writes(g);
   for (std::size_t i = 0; i < g.size(); ++i) {
     const Node& n = g.nodes()[i];

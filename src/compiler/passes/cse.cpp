@@ -1,5 +1,5 @@
 // eliminate_common_subexpressions: one node per (op, operands, attributes)
-// and per contents of the operands' storage (passes/storage_writes.h). A
+// and per contents of the operands' storage (ir/storage_writes.h). A
 // read is keyed with the writes in place its operands' storages had so
 // far, in graph order: the sum of a cache before an update and after it
 // are two sums. A node whose own storage is written in place is a buffer
@@ -7,7 +7,7 @@
 // zero-filled caches, each updated, stay two caches.
 #include "compiler/passes.h"
 #include "compiler/passes/rewriter.h"
-#include "compiler/passes/storage_writes.h"
+#include "ir/storage_writes.h"
 
 #include <map>
 

@@ -1,7 +1,7 @@
 // fold_transposes: a matmul reads a transposed operand in place.
 #include "compiler/passes.h"
 #include "compiler/passes/rewriter.h"
-#include "compiler/passes/storage_writes.h"
+#include "ir/storage_writes.h"
 
 namespace npucache::compiler {
 namespace {
@@ -20,7 +20,7 @@ bool swaps_last_two(const std::vector<int64_t>& perm) {
 Graph fold_transposes(const Graph& g) {
   Rewriter rw(g);
   // The folded matmul reads the permute's operand where the matmul is:
-  // only when no write in place of it comes between (passes/storage_writes.h).
+  // only when no write in place of it comes between (ir/storage_writes.h).
   const StorageWrites writes(g);
   for (std::size_t i = 0; i < g.size(); ++i) {
     const Node& n = g.nodes()[i];

@@ -5,7 +5,7 @@
 #include "compiler/fusion.h"
 #include "compiler/passes.h"
 #include "compiler/passes/rewriter.h"
-#include "compiler/passes/storage_writes.h"
+#include "ir/storage_writes.h"
 
 #include <algorithm>
 #include <map>
@@ -90,7 +90,7 @@ Graph fuse(const Graph& g, FusionStats* stats) {
       }
       // The group runs where its root is: a member whose operands are
       // written in place between it and the root would read other
-      // contents there (passes/storage_writes.h).
+      // contents there (ir/storage_writes.h).
       bool same_contents = true;
       for (ValueId in : p.inputs)
         same_contents = same_contents && writes.writes_before(ci, in) == writes.writes_before(r, in);

@@ -19,7 +19,7 @@
 #include <variant>
 #include <vector>
 
-namespace npucache::compiler {
+namespace npucache {
 
 class StorageWrites {
  public:
@@ -59,4 +59,4 @@ class StorageWrites {
   std::vector<std::vector<std::size_t>> writers_;  // by storage: the nodes writing it, ascending
 };
 
-}  // namespace npucache::compiler
+}  // namespace npucache

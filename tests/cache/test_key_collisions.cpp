@@ -1,0 +1,184 @@
+// Two computations never share a key (format 11.0.0). A read of a cache
+// before its update in place and the same read after it are two
+// computations: the canonical hash counts each operand's writes before its
+// reader (ir/storage_writes.h), so their graph keys, their compile
+// regions and their stored programs differ -- before, a program compiled
+// for one was served to the other, and a method calling both as regions
+// ran one body twice, with or without a cache. Custom decomposition tables
+// whose names joined alike ("gelu:a,silu:b" from one name holding ',')
+// key apart, as do key fields holding the separator.
+#include <npucache/cache.h>
+#include <npucache/compile.h>
+#include <npucache/ir/hash.h>
+#include <npucache/module.h>
+#include <npucache/ops.h>
+#include <npucache/region.h>
+#include <npucache/trace.h>
+
+#include "format/keys.h"
+#include "format/names.h"
+#include "storage/store.h"
+#include "support/expect_close.h"
+#include "support/temp_dir_test.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+using namespace npucache;
+using testing_support::expect_close;
+
+namespace {
+
+// A layer's two orders of one read and one update of its cache.
+struct Order : nn::Module {
+  std::string type_name() const override { return "Order"; }
+  Tensor pre(const Tensor& x, const Tensor& positions, const Tensor& cache) const {
+    Tensor r = cache * 2.0f;
+    ops::buffer_update(cache, positions, x);
+    return r;
+  }
+  Tensor post(const Tensor& x, const Tensor& positions, const Tensor& cache) const {
+    ops::buffer_update(cache, positions, x);
+    return cache * 2.0f;
+  }
+  // Two updates of one cache, in either order.
+  Tensor ab(const Tensor& x, const Tensor& positions, const Tensor& cache) const {
+    ops::buffer_update(cache, positions, x);
+    ops::buffer_update(cache, positions, x * 3.0f);
+    return cache + 0.0f;
+  }
+  Tensor ba(const Tensor& x, const Tensor& positions, const Tensor& cache) const {
+    ops::buffer_update(cache, positions, x * 3.0f);
+    ops::buffer_update(cache, positions, x);
+    return cache + 0.0f;
+  }
+};
+
+// Two layers of one shape: the first reads before it updates, the second after.
+struct TwoOrders : nn::Module {
+  std::shared_ptr<Order> a = register_module("a", std::make_shared<Order>());
+  std::shared_ptr<Order> b = register_module("b", std::make_shared<Order>());
+  std::string type_name() const override { return "TwoOrders"; }
+  Tensor forward(const Tensor& x, const Tensor& positions, const Tensor& c0, const Tensor& c1) {
+    Tensor p = nn::compile_region(*a, &Order::pre, x, positions, c0);
+    Tensor q = nn::compile_region(*b, &Order::post, x, positions, c1);
+    return p + q * 10.0f;
+  }
+};
+
+struct In {
+  Tensor x = Tensor::from_vector({5, 5, 5, 5}, {1, 2, 2});
+  Tensor positions = Tensor::from_vector_i64({1, 3}, {1, 2});
+  Tensor cache = Tensor::from_vector(std::vector<float>(16, 1.0f), {1, 8, 2});
+  Tensor cache2 = Tensor::from_vector(std::vector<float>(16, 1.0f), {1, 8, 2});
+};
+
+using Method = Tensor (Order::*)(const Tensor&, const Tensor&, const Tensor&) const;
+
+std::vector<float> eager(Order& m, Method f) {
+  In in;
+  return (m.*f)(in.x, in.positions, in.cache).to_vector();
+}
+
+Hash128 hash_of(Order& m, Method f) {
+  In in;
+  TraceOptions o;
+  o.dynamic = false;
+  return canonical_hash(trace_method(m, f, o, in.x, in.positions, in.cache).graph);
+}
+
+class KeyCollisions : public testing_support::TempDirTest {
+ protected:
+  KeyCollisions() : TempDirTest("keys") {}
+  CacheOptions options(const std::string& method) const {
+    CacheOptions o;
+    o.cache_dir = dir.string();
+    o.compile.method_name = method;
+    o.compile.config = CompilerConfig{};
+    o.compile.config->autotune_candidates = 1;
+    return o;
+  }
+  // The method cached under `name` in the directory, run once: its result.
+  std::vector<float> cached(Order& m, Method f, const std::string& name) {
+    auto fn = cache_compile(m, f, options(name));
+    In in;
+    return fn(in.x, in.positions, in.cache).to_vector();
+  }
+};
+
+}  // namespace
+
+TEST(WriteOrder, AReadBeforeAnUpdateAndOneAfterItHashApart) {
+  Order m;
+  ASSERT_NE(eager(m, &Order::pre), eager(m, &Order::post));
+  EXPECT_NE(hash_of(m, &Order::pre), hash_of(m, &Order::post));
+  ASSERT_NE(eager(m, &Order::ab), eager(m, &Order::ba));
+  EXPECT_NE(hash_of(m, &Order::ab), hash_of(m, &Order::ba));
+  EXPECT_EQ(hash_of(m, &Order::pre), hash_of(m, &Order::pre)) << "the hash is a function of the computation";
+}
+
+// Without a cache: the two bodies are two regions, each compiled and run.
+TEST(WriteOrder, RegionsReadingBeforeAndAfterAnUpdateAreTwoRegions) {
+  for (const bool regions : {true, false}) {
+    SCOPED_TRACE(regions ? "regions" : "inline");
+    TwoOrders m;
+    CompileOptions co;
+    co.regions = regions;
+    co.fullgraph = true;
+    auto f = compile(m, &TwoOrders::forward, co);
+    In e, c;
+    const auto want = m.forward(e.x, e.positions, e.cache, e.cache2).to_vector();
+    const auto got = f(c.x, c.positions, c.cache, c.cache2).to_vector();
+    expect_close(got, want, "result", 1e-6f);
+    expect_close(c.cache.to_vector(), e.cache.to_vector(), "first cache", 1e-6f);
+    expect_close(c.cache2.to_vector(), e.cache2.to_vector(), "second cache", 1e-6f);
+  }
+}
+
+// A code edit (same method name, same directory) from one order to the
+// other, and two methods of one model, one of each order: each runs its own
+// program.
+TEST_F(KeyCollisions, AProgramOfOneWriteOrderIsNeverServedToTheOther) {
+  Order m;
+  EXPECT_EQ(cached(m, &Order::pre, "run"), eager(m, &Order::pre));
+  EXPECT_EQ(cached(m, &Order::post, "run"), eager(m, &Order::post)) << "served the other order's program";
+  EXPECT_EQ(cached(m, &Order::ab, "prefill"), eager(m, &Order::ab));
+  EXPECT_EQ(cached(m, &Order::ba, "decode"), eager(m, &Order::ba)) << "served the other order's program";
+  EXPECT_EQ(cached(m, &Order::pre, "run"), eager(m, &Order::pre)) << "warm";
+  EXPECT_EQ(storage::Store::open(dir.string(), storage::Create::no).object_keys().size(), 4u) << "four programs";
+}
+
+// One decomposition named "a,silu:b" for gelu, or two named "a" (gelu)
+// and "b" (silu): joined alike before; each table now runs its own program.
+TEST_F(KeyCollisions, DecompositionTablesWhoseNamesJoinedAlikeKeyApart) {
+  struct Act : nn::Module {
+    std::string type_name() const override { return "Act"; }
+    Tensor run(const Tensor& x) const { return ops::gelu(x) + ops::silu(x); }
+  };
+  const auto twice = [](const std::vector<Tensor>& in, const Attrs&) { return in[0] * 2.0f; };
+  const auto thrice = [](const std::vector<Tensor>& in, const Attrs&) { return in[0] * 3.0f; };
+  DecompositionTable one, two;
+  one[Op::gelu] = {"a,silu:b", twice};
+  two[Op::gelu] = {"a", twice};
+  two[Op::silu] = {"b", thrice};
+  EXPECT_NE(format::decomposition_names(one), format::decomposition_names(two));
+  EXPECT_NE(format::names::key_text({"a|b", "c"}), format::names::key_text({"a", "b|c"}));
+  Act m;
+  const Tensor x = Tensor::from_vector({1.0f}, {1, 1});
+  std::vector<std::vector<float>> results;
+  for (const auto& table : {two, one, two}) {
+    CacheOptions o;
+    o.cache_dir = dir.string();
+    o.compile.method_name = "run";
+    o.compile.custom_decompositions = table;
+    auto fn = cache_compile(m, &Act::run, o);
+    results.push_back(fn(x).to_vector());
+  }
+  ASSERT_EQ(results[0].size(), 1u);
+  EXPECT_FLOAT_EQ(results[0][0], 5.0f);
+  EXPECT_NE(results[1], results[0]) << "a table whose names joined alike was served the other's program";
+  EXPECT_EQ(results[2], results[0]);
+}
