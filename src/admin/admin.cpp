@@ -629,7 +629,20 @@ Transfer import_records(Bundle b, const std::string& dir) {
   log::Progress::note("writing " + std::to_string(b.objects.size()) + " objects and the indexes of " +
                       std::to_string(b.entries.size()) + " entries");
   const std::size_t entries = b.entries.size(), objects = b.objects.size();
-  (void)s.commit({std::move(b.objects), std::move(b.entries), {}}, [](const ObjectRecord& o) { (void)decode(o); });
+  // An entry the cache holds saved after the bundle's is kept: a fill
+  // never replaces what a job saved since.
+  const Store::Committed done =
+      s.commit({std::move(b.objects), std::move(b.entries), {}, true}, [](const ObjectRecord& o) { (void)decode(o); });
+  if (!done.kept_later.empty())
+    log::info(
+        "{} entr(ies) of the cache in {} were saved after the bundle's and are kept (the first: {}); `npucache "
+        "gc --model` or `clear` before an import replaces them",
+        done.kept_later.size(), dir, done.kept_later.front());
+  // Written now: a gc by age counts from now, not from the bundle's dates.
+  std::vector<std::string> written;
+  for (const auto& e : done.entries) written.push_back(e.path);
+  record_written(s.dir(), written);
+  flush_stats();
   // Regions, like templates below, only of objects still stored.
   std::size_t copied = 0;
   for (const auto& [key, r] : regions)
@@ -646,7 +659,7 @@ Transfer import_records(Bundle b, const std::string& dir) {
   }
   const std::size_t tuning = add_tuning(s, b.tuning);
   const std::size_t dims = add_profiles(s, b.profiles);
-  return {entries, objects, 0, templates, tuning, dims, copied};
+  return {entries - done.kept_later.size(), objects, 0, templates, tuning, dims, copied, done.kept_later.size()};
 }
 
 Transfer import_bundle(const std::string& file, const std::string& dir) {
@@ -691,7 +704,12 @@ ClearResult clear(const std::string& dir, double wait_s, bool dry_run) {
     if (n == names::kObjectsDir || n == names::kLocksDir || n == names::kTemplatesDir || n == names::kDeltasDir ||
         n == names::kRegionsDir)
       continue;
-    if (ours) {
+    if (ours && temp && !dry_run) {  // a writer still writing it (stats, tuning, a commit) keeps it
+      if (d.remove_unheld_temp(n))
+        ++out.removed;
+      else if (d.stat(n))
+        out.in_use.push_back((d.path() / n).string());
+    } else if (ours) {
       out.had_cache = out.had_cache || !temp;
       drop(d, n);
       ++out.removed;
@@ -749,7 +767,15 @@ ClearResult clear(const std::string& dir, double wait_s, bool dry_run) {
         if (s.remove_lock(n, *lock)) ++out.removed;
         continue;
       }
-      if (ours) {
+      if (ours && where != names::kLocksDir && names::temp_owner_any(n) > 0 && !dry_run) {
+        out.had_cache = true;
+        if (s.remove_unheld_temp(n)) {
+          ++out.removed;
+        } else if (s.stat(n)) {
+          out.in_use.push_back((s.path() / n).string());
+          empty = false;
+        }
+      } else if (ours) {
         drop(s, n);
         ++out.removed;
         out.had_cache = true;

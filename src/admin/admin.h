@@ -118,6 +118,9 @@ struct Transfer {
   // Import and pull: the compiled regions the objects hold that were new
   // to regions/ (cache/region_copies.h).
   std::size_t regions = 0;
+  // Import and pull: entries left out because the cache holds their path
+  // saved later (Store::Commit::keep_later).
+  std::size_t kept_later = 0;
 };
 // The Mega-Cache bundle of a whole cache, written to `file` (0600).
 // Under the store lock shared (`wait_s`): writers go on, no sweep runs.
@@ -151,7 +154,7 @@ struct ClearResult {
   bool had_cache = false;
   std::size_t removed = 0;
   std::vector<std::string> left;    // files that are not npucache's, left as they were
-  std::vector<std::string> in_use;  // lock files a running process holds, left (removed once free)
+  std::vector<std::string> in_use;  // lock files and temporaries a running process holds, left
   std::vector<std::string> files;   // with dry_run: the files it would remove
 };
 // Removes the cache's files (but locks/sweep.lock, and the lock files

@@ -42,6 +42,12 @@ std::optional<compiler::CompiledRegion> RegionLibrary::read(const std::string& r
   try {
     auto r = storage::read_region(store_, key_of(region));
     if (!r) return std::nullopt;
+    // What it is valid for, field by field (the key joins them with '|',
+    // which a runtime version or a decomposition name may hold).
+    format::RegionValidity want = validity_;
+    want.region = region;
+    if (r->validity != want)
+      throw CacheError("compiled region file " + key_of(region) + " is valid for other settings than its name says");
     // Compiled from another trace of the same body: named as this one is.
     return compiler::renamed_region(std::move(r->artifact.compiled), canonical_symbols(r->artifact.body),
                                     bodies_.at(region));

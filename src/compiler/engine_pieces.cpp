@@ -42,12 +42,16 @@ namespace {
 // A piece's key: its computation (graph), its input types, its SymInt
 // inputs and the parameters it reads (bound_names: same-shaped layers split
 // at host reads have one structure and are other programs).
+// Each part is its length, ':' and itself, so that no two lists of parts
+// join alike (a parameter name may hold '|').
 std::string piece_key(const TraceResult& t) {
-  std::string key = canonical_hash(t.graph).hex();
-  for (const auto& in : t.signature.inputs) key += "|" + type_str(in.type);
-  for (const auto& si : t.signature.sym_inputs) key += "|" + si.path + "=" + si.expr.str();
-  key += "|reads";
-  for (const auto& name : bound_names(t.graph)) key += "|" + name;
+  std::string key;
+  const auto add = [&key](const std::string& part) { key += std::to_string(part.size()) + ":" + part + "|"; };
+  add(canonical_hash(t.graph).hex());
+  for (const auto& in : t.signature.inputs) add(type_str(in.type));
+  for (const auto& si : t.signature.sym_inputs) add(si.path + "=" + si.expr.str());
+  add("reads");
+  for (const auto& name : bound_names(t.graph)) add(name);
   return key;
 }
 

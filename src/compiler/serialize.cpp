@@ -24,7 +24,9 @@ namespace {
 // 6: a trace carries the bodies of the compile regions it calls.
 // 7: a record stores the method's program with its region calls and each
 //    region's program once (linked when loaded), not the linked program.
-constexpr uint32_t kEncodingVersion = 7;
+// 8: region bodies are named by canonical hash encoding 3 (ir/hash.cpp:
+//    writes in place and ordered nodes), so 7's names are not this build's.
+constexpr uint32_t kEncodingVersion = 8;
 constexpr uint32_t kGraphMagic = 0x4350554e;   // "NUPC"
 constexpr uint32_t kRegionMagic = 0x5250554e;  // "NUPR"
 

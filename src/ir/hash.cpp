@@ -14,9 +14,12 @@ namespace npucache {
 namespace {
 
 // Bump when the hashed encoding changes: old keys must not collide with new.
-// 2: each operand carries the writes in place its storage had before the
-// node reading it (1 hashed a read before an update and one after alike).
-constexpr uint64_t kHashEncodingVersion = 2;
+// 3: each operand carries the writes in place its storage had before the
+// node reading it, and the side-effecting nodes (writes, collectives,
+// sends and receives, random draws) are hashed in graph order, the order
+// lowering runs them (1 hashed a read before an update and one after
+// alike, and two draws or two receives in either order).
+constexpr uint64_t kHashEncodingVersion = 3;
 
 class Hasher {
  public:
@@ -56,6 +59,13 @@ class CanonicalEncoder {
     for (ValueId v : order_) encode(v);
     h_.u64(g_.outputs().size());
     for (ValueId out : g_.outputs()) h_.i64(index_[static_cast<std::size_t>(out)]);
+    // The side-effecting nodes in the order they run: the numbering above
+    // follows their users, not that order.
+    std::size_t ordered = 0;
+    for (const Node& n : g_.nodes()) ordered += op_info(n.op).side_effect ? 1 : 0;
+    h_.u64(ordered);
+    for (std::size_t i = 0; i < g_.size(); ++i)
+      if (op_info(g_.nodes()[i].op).side_effect) h_.i64(index_[i]);
   }
 
   // The symbols met, in the order they were numbered.

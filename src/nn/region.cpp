@@ -302,7 +302,7 @@ ValueId root_placeholder(const Graph& g, ValueId v) {
   while (true) {
     const Node& n = g.node(v);
     if (n.op == Op::placeholder) return v;
-    if ((n.op != Op::reshape && n.op != Op::buffer_update) || n.inputs.empty()) return -1;
+    if ((n.op != Op::reshape && n.op != Op::buffer_update && n.op != Op::send) || n.inputs.empty()) return -1;
     v = n.inputs[0];
   }
 }

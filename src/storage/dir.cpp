@@ -528,6 +528,15 @@ std::size_t Dir::remove_stale_temps() const {
   return removed;
 }
 
+bool Dir::remove_unheld_temp(const std::string& name) const {
+  const int f = env().openat(fd(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (f < 0) return false;
+  bool removed = false;
+  if (env().flock(f, LOCK_EX | LOCK_NB) == 0) removed = env().unlinkat(fd(), name.c_str(), 0) == 0;
+  env().close(f);
+  return removed;
+}
+
 void write_file_atomically(const fs::path& path, std::string_view bytes, mode_t mode) {
   const fs::path p = fs::absolute(path);
   const fs::path parent = p.parent_path();

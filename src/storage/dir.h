@@ -139,6 +139,9 @@ class Dir {
   // is held (a live writer in any pid namespace or on any host sharing the
   // file system; docs/FORMAT.md, "Locks").
   std::size_t remove_stale_temps() const;
+  // Removes temporary `name` unless its writer holds its owner lock (it is
+  // writing it: clear leaves it); false when it is held (or gone).
+  bool remove_unheld_temp(const std::string& name) const;
 
  private:
   bool names_lock(const std::string& name, const FileLock& held) const;

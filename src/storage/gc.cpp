@@ -417,13 +417,15 @@ std::string model_info_class(const std::string& model_info) {
 }  // namespace
 
 std::optional<double> entry_time(const CacheStats& st, const EntryRecord& e) {
-  if (const double t = last_used(st, e.path); t > 0) return t;
+  const double used = last_used(st, e.path);
   std::tm tm{};
-  if (strptime(e.meta.date.c_str(), "%Y-%m-%d %H:%M:%S", &tm) == nullptr) return std::nullopt;
-  tm.tm_isdst = -1;
-  const std::time_t t = std::mktime(&tm);
-  if (t == static_cast<std::time_t>(-1)) return std::nullopt;
-  return static_cast<double>(t);
+  std::optional<double> saved;
+  if (strptime(e.meta.date.c_str(), "%Y-%m-%d %H:%M:%S", &tm) != nullptr) {
+    tm.tm_isdst = -1;
+    if (const std::time_t t = std::mktime(&tm); t != static_cast<std::time_t>(-1)) saved = static_cast<double>(t);
+  }
+  if (!saved) return used > 0 ? std::optional<double>(used) : std::nullopt;
+  return std::max(used, *saved);
 }
 
 bool entry_of_model(const EntryRecord& e, const std::string& name) {

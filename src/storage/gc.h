@@ -133,8 +133,10 @@ bool entry_of_model(const EntryRecord& e, const std::string& name);
 // The ConfigError of a --model no entry of `entries` matches (it lists the
 // models there).
 ConfigError no_such_model(const std::string& name, const std::string& dir, const std::vector<EntryRecord>& entries);
-// When an entry was last used (saved or served): stats.json's record, else
-// its save date; nullopt when neither is known.
+// When an entry was last used (saved or served): the later of stats.json's
+// record and its save date (a process's uses and saves reach stats.json
+// when it ends, so an entry saved again by a running or killed process
+// has its old use there); nullopt when neither is known.
 std::optional<double> entry_time(const CacheStats& st, const EntryRecord& e);
 
 // The size limit of a cache (process/settings.h: NPUCACHE_MAX_SIZE, the

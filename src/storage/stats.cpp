@@ -384,6 +384,12 @@ void record_save(const fs::path& dir, const std::vector<std::string>& entries) {
   });
 }
 
+void record_written(const fs::path& dir, const std::vector<std::string>& entries) {
+  pending().add(dir, [&](CacheStats& s) {
+    for (const auto& e : entries) s.last_used[e] = now();
+  });
+}
+
 void record_served(const fs::path& dir, Served how, double compile_seconds) {
   pending().add(dir, [&](CacheStats& s) {
     switch (how) {

@@ -104,6 +104,9 @@ void record_miss(const std::filesystem::path& dir, const MissRecord& miss);
 // Adds a remote call's counts (accumulated like the others).
 void record_remote(const std::filesystem::path& dir, const RemoteCounters& delta);
 void record_save(const std::filesystem::path& dir, const std::vector<std::string>& entries);
+// Entries an import or a pull wrote: their last use is now, as a save's
+// (gc's age is not the bundle's dates); not counted as saves.
+void record_written(const std::filesystem::path& dir, const std::vector<std::string>& entries);
 // A miss served without this rank's entry: `compile_seconds` is what the
 // program it got cost to compile (0 for `compiled`, or when unknown).
 void record_served(const std::filesystem::path& dir, Served how, double compile_seconds);

@@ -483,7 +483,12 @@ Store::Committed Store::commit(Commit c, const Check& usable) const {
     by_model[names::model_info_of(e.path)].push_back(e);
   }
   for (const auto& [model_info, es] : by_model)
-    update_index(model_info, model_components(es.front().meta.components), es, {}, held);
+    update_index(model_info, model_components(es.front().meta.components), es, {}, held,
+                 c.keep_later ? &out.kept_later : nullptr);
+  if (!out.kept_later.empty()) {
+    const std::set<std::string> left(out.kept_later.begin(), out.kept_later.end());
+    std::erase_if(c.entries, [&](const EntryRecord& e) { return left.count(e.path) > 0; });
+  }
   out.entries = std::move(c.entries);
   return out;
 }
@@ -532,7 +537,7 @@ std::size_t Store::update_index(const std::string& model_info, const Components&
 
 std::size_t Store::update_index(const std::string& model_info, const Components& model,
                                 const std::vector<EntryRecord>& put, const std::vector<std::string>& remove,
-                                const StoreLock&) const {
+                                const StoreLock&, std::vector<std::string>* kept_later) const {
   FileLock lock = dir_.sub(names::kLocksDir, Create::yes).lock(model_info + ".lock");
   std::size_t lost = 0;
   std::optional<Snapshot> snap;
@@ -562,7 +567,18 @@ std::size_t Store::update_index(const std::string& model_info, const Components&
   std::map<std::string, std::optional<EntryRecord>> change;
   for (const auto& p : remove)
     if (snap && snap->holds(p)) change[p] = std::nullopt;
-  for (const auto& e : put) change[e.path] = e;
+  std::set<std::string> later;  // kept_later: paths the index holds saved after `put`'s
+  if (kept_later && snap) {
+    const DecodedIndex now = snap->merge();
+    std::map<std::string, const std::string*> dates;
+    for (const auto& h : now.index.entries) dates[h.path] = &h.meta.date;
+    for (const auto& e : put)
+      if (const auto d = dates.find(e.path);
+          d != dates.end() && *d->second > e.meta.date && later.insert(e.path).second)
+        kept_later->push_back(e.path);
+  }
+  for (const auto& e : put)
+    if (!later.count(e.path)) change[e.path] = e;
   const std::string name = names::index_file(model_info);
   const bool whole =
       snap && snap->intact() && snap->hdf5_intact() && snap->base->sequenced && !snap->base->earlier_format;

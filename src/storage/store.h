@@ -156,26 +156,35 @@ class Store {
   // can remove it before the index names it), else its object is published
   // again from `pinned` when the writer holds it, else the entry is left
   // out (`unpinned`, with a warning). Each model's index is updated once.
-  // The objects keep the producer they carry. Throws CacheError
+  // The objects keep the producer they carry. With `keep_later` (an
+  // import, a pull: another cache's entries), an entry the index holds that
+  // was saved after the one committed for its path is kept, and the
+  // committed one left out (`kept_later`): a fill never replaces what a job
+  // saved since. Throws CacheError
   // (CacheRefused for an unsafe directory); nothing of an index is written
   // before its objects are.
   struct Commit {
     std::vector<ObjectRecord> objects;
     std::vector<EntryRecord> entries;
     std::vector<ObjectRecord> pinned;  // stored objects the entries reuse, as the writer read them
+    bool keep_later = false;           // keep an entry of the index saved after the committed one
   };
   struct Committed {
     std::map<std::string, ObjectRecord> kept;  // by graph key: what the store holds for each object committed
     std::set<std::string> adopted;             // keys whose kept bytes are another writer's
     std::vector<EntryRecord> entries;          // as written to the indexes
     std::vector<std::string> unpinned;         // entries left out: their object was removed and not held
+    std::vector<std::string> kept_later;       // keep_later: entries left out, the index's being later
   };
   Committed commit(Commit c, const Check& usable = {}) const;
   // Under the model's index lock: entries `put` added or replaced, `remove`
   // removed; a damaged index is salvaged into the new one. Returns the
-  // number of entries the index lost to damage (0 normally).
+  // number of entries the index lost to damage (0 normally). With
+  // `kept_later`, an entry of `put` whose path the index holds with a later
+  // save date is not put; its path is appended there.
   std::size_t update_index(const std::string& model_info, const Components& model, const std::vector<EntryRecord>& put,
-                           const std::vector<std::string>& remove, const StoreLock& held) const;
+                           const std::vector<std::string>& remove, const StoreLock& held,
+                           std::vector<std::string>* kept_later = nullptr) const;
   // The same under a writing lock of its own.
   std::size_t update_index(const std::string& model_info, const Components& model, const std::vector<EntryRecord>& put,
                            const std::vector<std::string>& remove) const;

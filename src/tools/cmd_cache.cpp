@@ -426,8 +426,10 @@ void cmd_import(const std::string& file, const std::string& d) {
   }();
   std::printf(
       "imported %zu entries, %zu objects, %zu capture templates, %zu new tuning decisions, %zu new dynamic-shape dims, "
-      "%zu new compiled regions into %s\n",
+      "%zu new compiled regions into %s",
       t.entries, t.objects, t.templates, t.tuning, t.profile_dims, t.regions, dir.c_str());
+  if (t.kept_later) std::printf("; kept %zu entries the cache saved after the bundle's", t.kept_later);
+  std::printf("\n");
 }
 
 struct GcArgs {

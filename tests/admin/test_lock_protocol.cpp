@@ -18,6 +18,8 @@
 
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 #include <atomic>
 #include <chrono>
@@ -28,6 +30,7 @@
 #include <regex>
 #include <set>
 #include <thread>
+#include <vector>
 
 using namespace npucache;
 using testing_support::has;
@@ -159,6 +162,39 @@ TEST_F(LockProtocol, ClearLeavesTheLocksRunningJobsHold) {
   held.reset();
   EXPECT_FALSE(fs::exists(file));
   EXPECT_TRUE(storage::Claim::try_take(dir.string(), key).has_value());
+}
+
+// A temporary a running writer holds (its owner lock: the stats flush,
+// the tuning table, a commit's object) is left by clear, which names it;
+// one nobody holds (a crashed writer's) goes; once released, the next
+// clear removes it.
+TEST_F(LockProtocol, ClearLeavesTheTemporariesRunningWritersHold) {
+  ASSERT_EQ(sh(worker(dir)).status, 0);
+  const fs::path objects = dir / storage::names::kObjectsDir;
+  const std::vector<fs::path> held_files = {dir / storage::names::temp_name(storage::names::kTuningFile),
+                                            objects / storage::names::temp_name(std::string(32, 'c') + ".h5")};
+  const fs::path crashed = dir / storage::names::temp_name(storage::names::kStatsFile);
+  std::vector<int> fds;
+  for (const auto& p : held_files) {
+    std::ofstream(p) << "being written";
+    const int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
+    ASSERT_GE(fd, 0) << p;
+    ASSERT_EQ(::flock(fd, LOCK_EX | LOCK_NB), 0) << p;
+    fds.push_back(fd);
+  }
+  std::ofstream(crashed) << "left by a crash";
+  const Out c = sh(kCli + " clear " + dir.string() + " --wait 0.5");
+  EXPECT_EQ(c.status, 0) << c.text;
+  for (const auto& p : held_files) {
+    EXPECT_TRUE(fs::exists(p)) << "clear removed a temporary its writer holds: " << p;
+    EXPECT_TRUE(has(c.text, "left " + p.string() + ": a running process holds it")) << c.text;
+  }
+  EXPECT_FALSE(fs::exists(crashed)) << "a temporary nobody holds stays";
+  EXPECT_TRUE(testing_support::entry_paths(dir.string()).empty()) << "clear left entries";
+  for (const int fd : fds) ::close(fd);
+  const Out again = sh(kCli + " clear " + dir.string() + " --wait 0.5");
+  EXPECT_EQ(again.status, 0) << again.text;
+  for (const auto& p : held_files) EXPECT_FALSE(fs::exists(p)) << "a released temporary stays: " << p;
 }
 
 // A claim whose file someone removed while it was held (a clear of an

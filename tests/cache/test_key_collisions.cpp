@@ -4,9 +4,12 @@
 // reader (ir/storage_writes.h), so their graph keys, their compile
 // regions and their stored programs differ -- before, a program compiled
 // for one was served to the other, and a method calling both as regions
-// ran one body twice, with or without a cache. Custom decomposition tables
-// whose names joined alike ("gelu:a,silu:b" from one name holding ',')
-// key apart, as do key fields holding the separator.
+// ran one body twice, with or without a cache. So are two random draws,
+// sends or receives in either order (the hash follows the order they
+// run). Custom decomposition tables whose names joined alike
+// ("gelu:a,silu:b" from one name holding ',') key apart, as do key fields
+// holding the separator, and graph-break pieces reading parameters whose
+// names joined alike ("a|b", "c" and "a", "b|c").
 #include <npucache/cache.h>
 #include <npucache/compile.h>
 #include <npucache/ir/hash.h>
@@ -90,6 +93,87 @@ Hash128 hash_of(Order& m, Method f) {
   return canonical_hash(trace_method(m, f, o, in.x, in.positions, in.cache).graph);
 }
 
+// A compile region updating its cache through a view of it (a send's
+// result), read by the caller before the call or after it.
+struct ViaSend : nn::Module {
+  std::string type_name() const override { return "ViaSend"; }
+  Tensor body(const Tensor& x, const Tensor& positions, const Tensor& cache) const {
+    ops::buffer_update(ops::send(cache, "next"), positions, x);
+    return x * 1.0f;
+  }
+};
+struct CallsViaSend : nn::Module {
+  std::shared_ptr<ViaSend> layer = register_module("layer", std::make_shared<ViaSend>());
+  std::string type_name() const override { return "CallsViaSend"; }
+  Tensor pre(const Tensor& x, const Tensor& positions, const Tensor& cache) {
+    Tensor r = cache * 3.0f;
+    return r + ops::sum(nn::compile_region(*layer, &ViaSend::body, x, positions, cache), {0, 1, 2});
+  }
+  Tensor post(const Tensor& x, const Tensor& positions, const Tensor& cache) {
+    Tensor y = nn::compile_region(*layer, &ViaSend::body, x, positions, cache);
+    return cache * 3.0f + ops::sum(y, {0, 1, 2});
+  }
+};
+
+// Two draws, two sends, two receives, each in either order.
+struct Ordered : nn::Module {
+  std::string type_name() const override { return "Ordered"; }
+  Tensor draws_ab(const Tensor& x) const {
+    const Tensor a = ops::randn({1, 4}), b = ops::randn({1, 4});
+    return x + a - b;
+  }
+  Tensor draws_ba(const Tensor& x) const {
+    const Tensor a = ops::randn({1, 4}), b = ops::randn({1, 4});
+    return x + b - a;
+  }
+  Tensor recvs_ab(const Tensor& x) const {
+    const Tensor a = ops::recv({1, 4}, DType::f32, "prev"), b = ops::recv({1, 4}, DType::f32, "prev");
+    return x + a - b;
+  }
+  Tensor recvs_ba(const Tensor& x) const {
+    const Tensor a = ops::recv({1, 4}, DType::f32, "prev"), b = ops::recv({1, 4}, DType::f32, "prev");
+    return x + b - a;
+  }
+  Tensor sends_ab(const Tensor& x) const {
+    const Tensor a = ops::send(x, "next"), b = ops::send(x * 2.0f, "next");
+    return a + b;
+  }
+  Tensor sends_ba(const Tensor& x) const {
+    const Tensor b = ops::send(x * 2.0f, "next"), a = ops::send(x, "next");
+    return a + b;
+  }
+};
+
+Hash128 hash_of(Ordered& m, Tensor (Ordered::*f)(const Tensor&) const) {
+  TraceOptions o;
+  o.dynamic = false;
+  return canonical_hash(trace_method(m, f, o, Tensor::from_vector({1, 2, 3, 4}, {1, 4})).graph);
+}
+
+// Three layers, each a host read after it (the pieces after the first
+// have one structure): the second reads parameters "a|b" and "c", the
+// third "a" and "b|c".
+struct Piped : nn::Module {
+  std::vector<Tensor> w;
+  Piped() {
+    const char* names[6] = {"p", "q", "a|b", "c", "a", "b|c"};
+    for (int i = 0; i < 6; ++i) {
+      std::vector<float> d(16, 0.0f);
+      for (int k = 0; k < 4; ++k) d[static_cast<std::size_t>(k * 5)] = 0.1f * static_cast<float>(i + 1);
+      w.push_back(register_parameter(names[i], Tensor::from_vector(d, {4, 4})));
+    }
+  }
+  std::string type_name() const override { return "Piped"; }
+  Tensor forward(const Tensor& x) {
+    Tensor h = x;
+    for (std::size_t i = 0; i < w.size(); i += 2) {
+      h = ops::tanh(ops::matmul(ops::matmul(h, w[i]), w[i + 1]));
+      if (ops::sum(h, {0, 1}).item() > 1e30f) break;  // never taken: every layer runs
+    }
+    return h;
+  }
+};
+
 class KeyCollisions : public testing_support::TempDirTest {
  protected:
   KeyCollisions() : TempDirTest("keys") {}
@@ -118,6 +202,39 @@ TEST(WriteOrder, AReadBeforeAnUpdateAndOneAfterItHashApart) {
   ASSERT_NE(eager(m, &Order::ab), eager(m, &Order::ba));
   EXPECT_NE(hash_of(m, &Order::ab), hash_of(m, &Order::ba));
   EXPECT_EQ(hash_of(m, &Order::pre), hash_of(m, &Order::pre)) << "the hash is a function of the computation";
+}
+
+// The region declares the update it makes through the view (mutates), so
+// the caller's read before the call and the one after it hash apart.
+TEST(WriteOrder, AnUpdateThroughAViewInARegionOrdersTheCallersReads) {
+  CallsViaSend m;
+  In in;
+  TraceOptions o;
+  o.dynamic = false;
+  const auto pre = trace_method(m, &CallsViaSend::pre, o, in.x, in.positions, in.cache);
+  const auto post = trace_method(m, &CallsViaSend::post, o, in.x, in.positions, in.cache);
+  ASSERT_EQ(pre.regions.size(), 1u);
+  EXPECT_NE(canonical_hash(pre.graph), canonical_hash(post.graph));
+}
+
+TEST(WriteOrder, DrawsSendsAndReceivesInAnotherOrderHashApart) {
+  Ordered m;
+  EXPECT_NE(hash_of(m, &Ordered::draws_ab), hash_of(m, &Ordered::draws_ba));
+  EXPECT_NE(hash_of(m, &Ordered::recvs_ab), hash_of(m, &Ordered::recvs_ba));
+  EXPECT_NE(hash_of(m, &Ordered::sends_ab), hash_of(m, &Ordered::sends_ba));
+  EXPECT_EQ(hash_of(m, &Ordered::draws_ab), hash_of(m, &Ordered::draws_ab));
+}
+
+// Graph-break pieces of one structure are told apart by the parameters
+// they read, whatever those names hold: each runs with its own.
+TEST(PieceKeys, PiecesReadingParametersWhoseNamesJoinedAlikeRunTheirOwn) {
+  Piped m;
+  CompileOptions co;
+  auto f = compile(m, &Piped::forward, co);
+  const Tensor x = Tensor::from_vector({1, 2, 3, 4}, {1, 4});
+  const auto want = m.forward(x).to_vector();
+  expect_close(f(x).to_vector(), want, "result", 1e-5f);
+  expect_close(f(x).to_vector(), want, "second call", 1e-5f);
 }
 
 // Without a cache: the two bodies are two regions, each compiled and run.

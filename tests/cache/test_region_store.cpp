@@ -232,6 +232,36 @@ TEST_F(RegionStore, ARegionFileOfAnotherRegionIsNeverServed) {
   for (const auto& r : regions()) EXPECT_EQ(r.damage, "") << r.path;
 }
 
+// A region file whose key is the one asked for, but whose validity
+// differs (a runtime version holding '|' moves part of a decomposition
+// name into it: the key's '|'-joined text is the same), is not taken: the
+// compile compares every field, compiles the region again and replaces
+// the file.
+TEST_F(RegionStore, ARegionFileValidForOtherSettingsUnderTheSameKeyIsNotTaken) {
+  CacheOptions o = options();
+  o.compile.custom_decompositions[Op::tanh] = {
+      "t|x", [](const std::vector<Tensor>& in, const Attrs&) { return ops::sigmoid(in[0] * 2.0f) * 2.0f - 1.0f; }};
+  run_checked(3, 0, o);
+  region_counts();
+  const auto rs = regions();
+  ASSERT_EQ(rs.size(), 1u);
+  const storage::Store s = storage::Store::open(dir, storage::Create::no);
+  format::RegionRecord r = *storage::read_region(s, rs[0].key);
+  ASSERT_EQ(r.validity.decompositions, "tanh:3:t|x");
+  format::RegionRecord other = r;
+  other.validity.runtime_version += "|tanh:3:t";
+  other.validity.decompositions = "x";
+  ASSERT_NE(other.validity, r.validity);
+  ASSERT_EQ(format::region_key(other.validity), rs[0].key) << "not a collision";
+  {
+    const auto held = s.writing();
+    storage::put_region(s, rs[0].key, format::encode_region_file(other.validity, other.artifact), held, true);
+  }
+  run_checked(2, 0, o, 0.5f);
+  EXPECT_EQ(region_counts(), std::make_pair(uint64_t{0}, uint64_t{1})) << "a file valid for other settings was taken";
+  EXPECT_EQ(storage::read_region(s, rs[0].key)->validity, r.validity) << "not replaced";
+}
+
 TEST_F(RegionStore, ADamagedRegionFileIsReportedAndRebuilt) {
   run_checked(3, 0, options());
   region_counts();

@@ -5,7 +5,8 @@
 // in order, then nodes in a depth-first order from the outputs and the
 // side-effecting nodes), each operand with the number of writes in place
 // its storage had before the node reading it (a read before an update and
-// one after it differ). Stable across processes and builds: no pointers,
+// one after it differ), then the side-effecting nodes in graph order (the
+// order they run: two random draws, sends or receives swapped differ). Stable across processes and builds: no pointers,
 // no unordered iteration. Invariant to value, placeholder and symbol names,
 // parameter names, weight values, device index and rank; sensitive to every
 // change in computation.
