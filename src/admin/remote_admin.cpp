@@ -212,6 +212,7 @@ RemotePull remote_pull(const remote::Config& c, const std::string& model, const 
   out.tuning = tr.tuning;
   out.profile_dims = tr.profile_dims;
   out.regions = tr.regions;
+  out.kept_later = tr.kept_later;
   return out;
 }
 

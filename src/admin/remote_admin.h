@@ -31,6 +31,7 @@ struct RemotePull {
   std::size_t tuning = 0, profile_dims = 0;  // tuning decisions and dynamic-shape dims new to the directory
   std::size_t regions = 0;                   // compiled regions new to regions/ (the objects hold them)
   std::vector<std::string> problems;         // entries left out (object missing or damaged)
+  std::size_t kept_later = 0;                // entries left out: the cache's were saved later
 };
 // Fills the cache in `dir` with the remote's entries of the models whose
 // model_info is `model` or starts with `model` + "_" (a class name), and

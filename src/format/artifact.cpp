@@ -9,8 +9,10 @@
 #include "process/context.h"
 #include "process/env.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <map>
 
@@ -43,9 +45,36 @@ std::string now_string() {
   localtime_r(&secs, &tm);
   char buf[64];
   std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &tm);
-  char out[80];
-  std::snprintf(out, sizeof out, "%s.%06lld", buf, static_cast<long long>(us));
+  char zone[16];
+  if (std::strftime(zone, sizeof zone, "%z", &tm) == 0) zone[0] = '\0';
+  char out[96];
+  std::snprintf(out, sizeof out, "%s.%06lld%s", buf, static_cast<long long>(us), zone);
   return out;
+}
+
+std::optional<double> date_seconds(const std::string& date) {
+  std::tm tm{};
+  const char* rest = strptime(date.c_str(), "%Y-%m-%d %H:%M:%S", &tm);
+  if (rest == nullptr) return std::nullopt;
+  double fraction = 0;
+  if (*rest == '.') {
+    double scale = 0.1;
+    for (++rest; *rest >= '0' && *rest <= '9'; ++rest, scale /= 10) fraction += (*rest - '0') * scale;
+  }
+  if ((*rest == '+' || *rest == '-') && std::strlen(rest) == 5 &&
+      std::all_of(rest + 1, rest + 5, [](char c) { return c >= '0' && c <= '9'; })) {
+    const int hh = (rest[1] - '0') * 10 + (rest[2] - '0'), mm = (rest[3] - '0') * 10 + (rest[4] - '0');
+    if (hh > 14 || mm > 59) return std::nullopt;
+    const std::time_t utc = timegm(&tm);
+    if (utc == static_cast<std::time_t>(-1)) return std::nullopt;
+    const int offset = (rest[0] == '-' ? -1 : 1) * (hh * 3600 + mm * 60);
+    return static_cast<double>(utc - offset) + fraction;
+  }
+  if (*rest != '\0') return std::nullopt;
+  tm.tm_isdst = -1;
+  const std::time_t local = std::mktime(&tm);
+  if (local == static_cast<std::time_t>(-1)) return std::nullopt;
+  return static_cast<double>(local) + fraction;
 }
 
 ObjectRecord make_object(const compiler::CompiledGraph& g, const GraphId& id, bool with_program, const Producer& who,

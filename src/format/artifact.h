@@ -6,6 +6,7 @@
 #include "format/records.h"
 
 #include <memory>
+#include <optional>
 #include <string>
 
 namespace npucache::format {
@@ -36,8 +37,14 @@ void check_binds(const compiler::CompiledGraph& g, const nn::Module& module);
 // Parameter and buffer names of a traced graph, in placeholder order.
 std::vector<std::string> parameter_names(const Graph& traced);
 
-// "2026-11-21 23:50:01.123456"
+// "2026-11-21 23:50:01.123456+0800": the Env's wall clock in local time,
+// with its offset from UTC (format 11.0.0; without one before).
 std::string now_string();
+// The unix time a date of now_string() names: with its offset when it has
+// one, else read as this machine's local time (an earlier format's, or a
+// writer's in another zone: off by the zones' difference); nullopt when it
+// is not such a date.
+std::optional<double> date_seconds(const std::string& date);
 // ModelCacheMeta(name='...', date='...', version='...', fx=None)
 std::string model_cache_meta(const EntryMeta& e);
 

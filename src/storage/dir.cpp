@@ -529,6 +529,9 @@ std::size_t Dir::remove_stale_temps() const {
 }
 
 bool Dir::remove_unheld_temp(const std::string& name) const {
+  // A writer's temporary is a regular file it made: anything else under
+  // such a name (a link, a socket) is no one's write.
+  if (const auto info = stat(name); info && !info->regular) return env().unlinkat(fd(), name.c_str(), 0) == 0;
   const int f = env().openat(fd(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
   if (f < 0) return false;
   bool removed = false;

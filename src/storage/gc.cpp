@@ -417,14 +417,13 @@ std::string model_info_class(const std::string& model_info) {
 }  // namespace
 
 std::optional<double> entry_time(const CacheStats& st, const EntryRecord& e) {
-  const double used = last_used(st, e.path);
-  std::tm tm{};
-  std::optional<double> saved;
-  if (strptime(e.meta.date.c_str(), "%Y-%m-%d %H:%M:%S", &tm) != nullptr) {
-    tm.tm_isdst = -1;
-    if (const std::time_t t = std::mktime(&tm); t != static_cast<std::time_t>(-1)) saved = static_cast<double>(t);
-  }
-  if (!saved) return used > 0 ? std::optional<double>(used) : std::nullopt;
+  // A time ahead of now (a writer's clock ahead, a planted date) is not
+  // trusted: it would keep the entry from every gc until it passed.
+  const double now = process::Context::current().env().wall_s();
+  const double recorded = last_used(st, e.path);
+  const double used = recorded > now + kDateAheadSeconds ? 0.0 : recorded;
+  const std::optional<double> saved = format::date_seconds(e.meta.date);
+  if (!saved || *saved > now + kDateAheadSeconds) return used > 0 ? std::optional<double>(used) : std::nullopt;
   return std::max(used, *saved);
 }
 

@@ -136,7 +136,10 @@ ConfigError no_such_model(const std::string& name, const std::string& dir, const
 // When an entry was last used (saved or served): the later of stats.json's
 // record and its save date (a process's uses and saves reach stats.json
 // when it ends, so an entry saved again by a running or killed process
-// has its old use there); nullopt when neither is known.
+// has its old use there); a date or record more than kDateAheadSeconds
+// ahead of now is not trusted (the other alone counts); nullopt when
+// neither is known.
+inline constexpr double kDateAheadSeconds = 300;
 std::optional<double> entry_time(const CacheStats& st, const EntryRecord& e);
 
 // The size limit of a cache (process/settings.h: NPUCACHE_MAX_SIZE, the

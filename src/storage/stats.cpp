@@ -251,7 +251,14 @@ class Pending {
     for (auto& [dir, p] : todo)
       update(dir, [&](CacheStats& s) {
         sum_counters(s, p);
-        for (const auto& [e, t] : p.last_used) s.last_used[e] = t;
+        // The later use stands: a process whose use came before another's
+        // record (an earlier hit, a clock behind) does not age an entry;
+        // a record ahead of now (a clock ahead) is not trusted.
+        const double ahead = now() + 300;
+        for (const auto& [e, t] : p.last_used) {
+          double& at = s.last_used[e];
+          at = at > ahead ? t : std::max(at, t);
+        }
         for (auto& m : p.recent_misses) s.recent_misses.push_back(m);
         if (s.recent_misses.size() > kKeptMisses)
           s.recent_misses.erase(s.recent_misses.begin(),

@@ -1,5 +1,6 @@
 #include "storage/store.h"
 
+#include "format/artifact.h"
 #include "format/cache_error.h"
 #include "format/envelope.h"
 #include "format/keys.h"
@@ -567,15 +568,23 @@ std::size_t Store::update_index(const std::string& model_info, const Components&
   std::map<std::string, std::optional<EntryRecord>> change;
   for (const auto& p : remove)
     if (snap && snap->holds(p)) change[p] = std::nullopt;
-  std::set<std::string> later;  // kept_later: paths the index holds saved after `put`'s
+  // kept_later: paths the index holds saved after `put`'s (by time, with
+  // the dates' zones; a date ahead of now, or one that does not parse, is
+  // not later) whose object is stored (a broken entry is replaced).
+  std::set<std::string> later;
   if (kept_later && snap) {
-    const DecodedIndex now = snap->merge();
-    std::map<std::string, const std::string*> dates;
-    for (const auto& h : now.index.entries) dates[h.path] = &h.meta.date;
-    for (const auto& e : put)
-      if (const auto d = dates.find(e.path);
-          d != dates.end() && *d->second > e.meta.date && later.insert(e.path).second)
+    const DecodedIndex held = snap->merge();
+    const double ahead = process::Context::current().env().wall_s() + 300;
+    std::map<std::string, const EntryRecord*> at;
+    for (const auto& h : held.index.entries) at[h.path] = &h;
+    for (const auto& e : put) {
+      const auto h = at.find(e.path);
+      if (h == at.end()) continue;
+      const auto mine = date_seconds(h->second->meta.date), theirs = date_seconds(e.meta.date);
+      if (mine && theirs && *mine > *theirs && *mine <= ahead && object_stat(h->second->graph_key) &&
+          later.insert(e.path).second)
         kept_later->push_back(e.path);
+    }
   }
   for (const auto& e : put)
     if (!later.count(e.path)) change[e.path] = e;

@@ -66,8 +66,10 @@ void cmd_pull(const RemoteArgs& url, const std::string& model, const std::string
   for (const auto& pr : p.problems) std::printf("left out %s\n", pr.c_str());
   std::printf(
       "pulled %zu entries, %zu objects (%zu bytes read) of %zu model(s) into %s; %zu new tuning decisions, %zu new "
-      "dynamic-shape dims, %zu new compiled regions\n",
+      "dynamic-shape dims, %zu new compiled regions",
       p.entries, p.objects, p.bytes, p.models.size(), dir.c_str(), p.tuning, p.profile_dims, p.regions);
+  if (p.kept_later) std::printf("; kept %zu entries the cache saved after the remote's", p.kept_later);
+  std::printf("\n");
   if (!p.problems.empty()) set_exit_code(1);
 }
 

@@ -5,9 +5,10 @@
 // it ends; a killed job's never) is not old, and neither is an entry an
 // import wrote (its bundle's date is its first save elsewhere). An import
 // never replaces an entry the cache saved after the bundle's
-// (Store::Commit::keep_later), and replaces an earlier one. Entries saved,
-// served and imported on a clock set back 10 days
-// (tests/support/fault_env.h) against ones of now, in one process.
+// (Store::Commit::keep_later), and replaces an earlier one. A date or a
+// recorded use ahead of the clock is not trusted. Entries saved, served and
+// imported on clocks set back 10 days or ahead (tests/support/fault_env.h)
+// against ones of now, in one process.
 #include <npucache/cache.h>
 #include <npucache/models/models.h>
 
@@ -21,6 +22,9 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+#include <cstdlib>
+#include <ctime>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -38,8 +42,11 @@ class EntryAge : public testing_support::TempDirTest {
   EntryAge() : TempDirTest("entryage") {}
   // The seed model's `method` run once into `d` (a save, or a hit).
   static void run(const fs::path& d,
-                  Tensor (models::SeedExample::*method)(const models::InputMeta&, const std::vector<Tensor>&)) {
+                  Tensor (models::SeedExample::*method)(const models::InputMeta&, const std::vector<Tensor>&),
+                  const std::string& code_version = "") {
     CacheOptions o;
+    o.code_version = code_version;
+    if (!code_version.empty()) o.hit_check = HitCheck::code_version;  // another version: saved again
     o.cache_dir = d.string();
     o.compile.config = CompilerConfig{};
     o.compile.config->autotune_candidates = 1;
@@ -49,13 +56,20 @@ class EntryAge : public testing_support::TempDirTest {
     std::vector<Tensor> kv{Tensor::from_vector({1, 1, 1, 1}, {2, 2})};
     fn(x, kv);
   }
-  // The same, by a process whose clock is 10 days behind.
+  // The same, at a time `shift` seconds from now, by a process that
+  // flushes its stats now (a long-running one).
+  static void run_shifted(double shift, const fs::path& d,
+                          Tensor (models::SeedExample::*method)(const models::InputMeta&, const std::vector<Tensor>&),
+                          const std::string& code_version = "") {
+    auto env = std::make_shared<testing_support::FaultEnv>();
+    env->set_manual_clock(100.0, process::default_env()->wall_s() + shift);
+    process::Context::Scope scope(env);  // flushes its stats when it ends
+    run(d, method, code_version);
+    env->set_manual_clock(200.0, process::default_env()->wall_s());
+  }
   static void run_ten_days_ago(const fs::path& d, Tensor (models::SeedExample::*method)(const models::InputMeta&,
                                                                                         const std::vector<Tensor>&)) {
-    auto env = std::make_shared<testing_support::FaultEnv>();
-    env->set_manual_clock(100.0, process::default_env()->wall_s() - kTenDays);
-    process::Context::Scope scope(env);  // flushes its stats when it ends
-    run(d, method);
+    run_shifted(-kTenDays, d, method);
   }
   static std::vector<std::string> paths(const fs::path& d) { return testing_support::entry_paths(d.string()); }
   static storage::GcResult older_than_a_week(const fs::path& d) {
@@ -84,12 +98,35 @@ TEST_F(EntryAge, AnEntryIsAsOldAsItsLastUseOrSaveWhicheverIsLater) {
   ASSERT_EQ(paths(dir).size(), 1u) << "the entry saved 10 days ago is not evicted";
   EXPECT_TRUE(ends_with(paths(dir)[0], "/prompt")) << paths(dir)[0];
 
-  // Its last recorded use 10 days ago, its save now (a job saving it
-  // again, not ended yet, or killed): not old.
-  run_ten_days_ago(dir, &models::SeedExample::prompt);  // a hit, recorded 10 days ago
-  ASSERT_EQ(paths(dir).size(), 1u);
-  const storage::GcResult kept = older_than_a_week(dir);
-  EXPECT_EQ(paths(dir).size(), 1u) << "an entry saved now was evicted by its old recorded use";
+  // Its last recorded use 10 days ago, its save now by a job still
+  // running (its save reaches stats.json when it ends): not old.
+  const fs::path resaved = dir.string() + "-resaved";
+  run_shifted(-kTenDays, resaved, &models::SeedExample::prompt, "v1");
+  run(resaved, &models::SeedExample::prompt, "v2");  // stale: compiled and saved again, not flushed
+  {
+    storage::GcOptions o;
+    o.older_than_s = 7 * 86400.0;
+    (void)storage::gc(resaved.string(), o);  // stats.json as the running job left it
+  }
+  EXPECT_EQ(paths(resaved).size(), 1u) << "an entry saved now was evicted by its old recorded use";
+  fs::remove_all(resaved);
+
+  // Saved a year ahead (a clock ahead), then used now: neither the date
+  // nor the record ahead keeps it; a gc 30 days later evicts it.
+  const fs::path ahead = dir.string() + "-ahead";
+  run_shifted(365 * 86400.0, ahead, &models::SeedExample::prompt);
+  run(ahead, &models::SeedExample::prompt);  // a hit now
+  storage::flush_stats();
+  {
+    auto env = std::make_shared<testing_support::FaultEnv>();
+    env->set_manual_clock(100.0, process::default_env()->wall_s() + 30 * 86400.0);
+    process::Context::Scope later(env);
+    storage::GcOptions o;
+    o.older_than_s = 7 * 86400.0;
+    (void)storage::gc(ahead.string(), o);
+  }
+  EXPECT_TRUE(paths(ahead).empty()) << "a date ahead of the clock kept an entry unused for 30 days";
+  fs::remove_all(ahead);
 
   // Imported now from a bundle dated 10 days ago: not old.
   const fs::path other = dir.string() + "-imported";
@@ -97,6 +134,10 @@ TEST_F(EntryAge, AnEntryIsAsOldAsItsLastUseOrSaveWhicheverIsLater) {
   ASSERT_EQ(imported.entries, 1u);
   (void)older_than_a_week(other);
   EXPECT_EQ(paths(other).size(), 1u) << "an entry imported now was evicted by its bundle's date";
+  // A process that used it 10 days ago and flushes now does not age it.
+  run_ten_days_ago(other, &models::SeedExample::decode);
+  (void)older_than_a_week(other);
+  EXPECT_EQ(paths(other).size(), 1u) << "an earlier use recorded later aged the entry";
   fs::remove_all(other);
   fs::remove(bundle);
 }
@@ -127,4 +168,33 @@ TEST_F(EntryAge, AnImportNeverReplacesAnEntrySavedAfterTheBundles) {
   EXPECT_EQ(replaced.kept_later, 0u);
   EXPECT_EQ(replaced.entries, 1u);
   EXPECT_EQ(date(mixed), new_date);
+}
+
+// Dates are compared as times, each with its zone: an entry saved where
+// local time is 14 hours ahead (its date reads later) is replaced by one
+// saved after it in UTC.
+TEST_F(EntryAge, AnImportComparesDatesAcrossTimeZones) {
+  const fs::path east = dir / "east", utc = dir / "utc";
+  const std::string tz = std::getenv("TZ") ? std::getenv("TZ") : "";
+  const auto set_tz = [](const std::string& z) {
+    if (z.empty())
+      ::unsetenv("TZ");
+    else
+      ::setenv("TZ", z.c_str(), 1);
+    ::tzset();
+  };
+  set_tz("Etc/GMT-14");
+  run(east, &models::SeedExample::decode);
+  set_tz("UTC");
+  ::usleep(20000);
+  run(utc, &models::SeedExample::decode);
+  set_tz(tz);
+  const std::string east_date = testing_support::entries(east.string()).at(0).meta.date;
+  const std::string utc_date = testing_support::entries(utc.string()).at(0).meta.date;
+  ASSERT_GT(east_date, utc_date) << "the east's date reads later";
+  const fs::path bundle = dir / "utc.npuc";
+  (void)cache::admin::export_bundle(utc.string(), bundle.string());
+  const auto t = cache::admin::import_bundle(bundle.string(), east.string());
+  EXPECT_EQ(t.kept_later, 0u) << "an entry saved earlier in another zone was kept";
+  EXPECT_EQ(testing_support::entries(east.string()).at(0).meta.date, utc_date);
 }

@@ -166,8 +166,8 @@ TEST_F(LockProtocol, ClearLeavesTheLocksRunningJobsHold) {
 
 // A temporary a running writer holds (its owner lock: the stats flush,
 // the tuning table, a commit's object) is left by clear, which names it;
-// one nobody holds (a crashed writer's) goes; once released, the next
-// clear removes it.
+// one nobody holds (a crashed writer's) goes, as does a link under such a
+// name (no writer's); once released, the next clear removes it.
 TEST_F(LockProtocol, ClearLeavesTheTemporariesRunningWritersHold) {
   ASSERT_EQ(sh(worker(dir)).status, 0);
   const fs::path objects = dir / storage::names::kObjectsDir;
@@ -183,6 +183,11 @@ TEST_F(LockProtocol, ClearLeavesTheTemporariesRunningWritersHold) {
     fds.push_back(fd);
   }
   std::ofstream(crashed) << "left by a crash";
+  // A link under a temporary's name is no writer's: removed, its target kept.
+  const fs::path target = dir.parent_path() / "not-a-temp";
+  std::ofstream(target) << "kept";
+  const fs::path link = objects / storage::names::temp_name(std::string(32, 'd') + ".h5");
+  fs::create_symlink(target, link);
   const Out c = sh(kCli + " clear " + dir.string() + " --wait 0.5");
   EXPECT_EQ(c.status, 0) << c.text;
   for (const auto& p : held_files) {
@@ -190,6 +195,8 @@ TEST_F(LockProtocol, ClearLeavesTheTemporariesRunningWritersHold) {
     EXPECT_TRUE(has(c.text, "left " + p.string() + ": a running process holds it")) << c.text;
   }
   EXPECT_FALSE(fs::exists(crashed)) << "a temporary nobody holds stays";
+  EXPECT_FALSE(fs::is_symlink(link)) << "a link under a temporary's name stays";
+  EXPECT_EQ(slurp(target), "kept");
   EXPECT_TRUE(testing_support::entry_paths(dir.string()).empty()) << "clear left entries";
   for (const int fd : fds) ::close(fd);
   const Out again = sh(kCli + " clear " + dir.string() + " --wait 0.5");

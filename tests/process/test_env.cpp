@@ -221,13 +221,16 @@ TEST_F(EnvTest, DatesAndTimingsReadTheEnvsClocks) {
   storage::record_hit(base, "Model_x/prompt", 1.0);
   storage::flush_stats();
   EXPECT_DOUBLE_EQ(storage::read_stats(base).last_used.at("Model_x/prompt"), 1.7e9 + 0.25);
-  // An entry's date (ModelCacheMeta's) is the Env's wall clock, local time.
+  // An entry's date (ModelCacheMeta's) is the Env's wall clock, local time
+  // with its UTC offset, and reads back as that time.
   const std::time_t t = static_cast<std::time_t>(1.7e9);
   std::tm tm;
   localtime_r(&t, &tm);
-  char want[32];
+  char want[32], zone[16];
   std::strftime(want, sizeof want, "%Y-%m-%d %H:%M:%S", &tm);
-  EXPECT_EQ(storage::now_string(), std::string(want) + ".250000");
+  std::strftime(zone, sizeof zone, "%z", &tm);
+  EXPECT_EQ(storage::now_string(), std::string(want) + ".250000" + zone);
+  EXPECT_DOUBLE_EQ(*storage::date_seconds(storage::now_string()), 1.7e9 + 0.25);
   // A slow call, on the manual clock: time passes, nobody waits.
   const Dir d = Dir::open(base, Safety::cache, Create::no);
   env->arm(Fault::slow(FileOp::fsync, 1, 30.0));

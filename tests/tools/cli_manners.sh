@@ -63,7 +63,7 @@ grep -Eq "^\[WARNING\] NPUCACHE [0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-
 # The cache format version, as src/format/names.h states it.
 fmt="$(sed -n 's/.*kFormatVersion = "\([0-9.]*\)".*/\1/p' "$(dirname "$0")/../../src/format/names.h" | sed 's/\./\\./g')"
 [ -n "$fmt" ] || fail "cannot read kFormatVersion from src/format/names.h"
-meta="^\[INFO\] NPUCACHE [0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2} Cache ModelCacheMeta\(name='Decoder\.(prompt|decode)\(arg0, arg1, arg2\)', date='[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9:.]+', version='$fmt', fx=None\) saved to $work/c/.+/(prompt|decode)/compiled_module$"
+meta="^\[INFO\] NPUCACHE [0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2} Cache ModelCacheMeta\(name='Decoder\.(prompt|decode)\(arg0, arg1, arg2\)', date='[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9:.]+[-+][0-9]{4}', version='$fmt', fx=None\) saved to $work/c/.+/(prompt|decode)/compiled_module$"
 [ "$(grep -Ec "$meta" job.err)" = 2 ] || fail "expected 2 ModelCacheMeta save lines in the seed's format: $(cat job.err)"
 if grep -q $'\033' job.err; then fail "colour codes in a log that is not a terminal"; fi
 # The job table says what its persist figures count (no bare "2 writers").
