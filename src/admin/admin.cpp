@@ -499,6 +499,23 @@ Explanation explain(const std::string& dir, const std::string& entry) {
   return out;
 }
 
+namespace {
+
+// What every entry using an object says its regions are valid for: an
+// import copies them under that alone; nullopt when an entry says nothing
+// or two disagree.
+std::optional<format::RegionValidity> agreed_validity(const std::vector<const EntryRecord*>& users) {
+  std::optional<format::RegionValidity> v;
+  for (const EntryRecord* e : users) {
+    auto mine = region_validity_of(e->meta.components);
+    if (!mine || (v && *v != *mine)) return std::nullopt;
+    v = std::move(mine);
+  }
+  return v;
+}
+
+}  // namespace
+
 std::set<std::string> unvouched_regions(const Store* s, const Bundle& b, const std::set<std::string>& keys) {
   std::map<std::string, std::vector<const EntryRecord*>> users;  // graph key -> the entries using it
   for (const auto& e : b.entries) users[e.graph_key].push_back(&e);
@@ -509,17 +526,10 @@ std::set<std::string> unvouched_regions(const Store* s, const Bundle& b, const s
     try {
       const Decoded d = u == users.end() ? decode(o) : decode(o, u->second.front()->parameters);
       if (d.graph->regions.empty()) continue;  // nothing to copy
-      // What every entry using it says it is valid for: an import copies
-      // its regions under that alone (import_records).
-      std::optional<format::RegionValidity> v;
-      bool agree = u != users.end();
-      for (const EntryRecord* e : agree ? u->second : std::vector<const EntryRecord*>{}) {
-        auto mine = region_validity_of(e->meta.components);
-        agree = agree && mine && (!v || *v == *mine);
-        if (agree) v = std::move(mine);
-      }
-      // A check that takes nothing: the region files are not marked used.
-      if (s && agree && v && regions_held(*s, *d.graph, *v, false)) continue;
+      // Under what import_records would copy them; a check that takes
+      // nothing: the region files are not marked used.
+      const auto v = u == users.end() ? std::nullopt : agreed_validity(u->second);
+      if (s && v && regions_held(*s, *d.graph, *v, false)) continue;
     } catch (const Error& e) {  // not decoded, a region file refused: nothing vouched for
       log::debug("the regions of object {} are not vouched for: {}", o.graph_key, e.what());
     }
@@ -605,18 +615,16 @@ Transfer import_records(Bundle b, const std::string& dir) {
       unvouched.insert(o.graph_key);
       return;
     }
-    std::optional<format::RegionValidity> v;
     for (const EntryRecord* e : u->second) {
-      auto mine = region_validity_of(e->meta.components);
       try {
         check_own_key(*d.graph, o.graph_key, key_inputs_of(*e, *d.graph));
       } catch (const CacheError& x) {
         log::debug("the regions of object {} are not copied: {}", o.graph_key, x.what());
         return;
       }
-      if (!mine || (v && *v != *mine)) return;
-      v = std::move(mine);
     }
+    auto v = agreed_validity(u->second);
+    if (!v) return;
     regions.emplace(o.graph_key, std::make_pair(regions_of(*d.graph), std::move(*v)));
   });
   if (!unvouched.empty())
@@ -628,7 +636,7 @@ Transfer import_records(Bundle b, const std::string& dir) {
   const Store s = Store::open(dir, Create::yes);
   log::Progress::note("writing " + std::to_string(b.objects.size()) + " objects and the indexes of " +
                       std::to_string(b.entries.size()) + " entries");
-  const std::size_t entries = b.entries.size(), objects = b.objects.size();
+  const std::size_t objects = b.objects.size();
   // An entry the cache holds saved after the bundle's is kept: a fill
   // never replaces what a job saved since.
   const Store::Committed done =
@@ -659,7 +667,7 @@ Transfer import_records(Bundle b, const std::string& dir) {
   }
   const std::size_t tuning = add_tuning(s, b.tuning);
   const std::size_t dims = add_profiles(s, b.profiles);
-  return {entries - done.kept_later.size(), objects, 0, templates, tuning, dims, copied, done.kept_later.size()};
+  return {done.entries.size(), objects, 0, templates, tuning, dims, copied, done.kept_later.size()};
 }
 
 Transfer import_bundle(const std::string& file, const std::string& dir) {
@@ -686,6 +694,17 @@ ClearResult clear(const std::string& dir, double wait_s, bool dry_run) {
     else
       in.remove(n);
   };
+  // A temporary goes unless its writer holds it (then it is named in use):
+  // whether it is left.
+  const auto drop_temp = [&](const Dir& in, const std::string& n) {
+    if (in.remove_unheld_temp(n)) {
+      ++out.removed;
+      return false;
+    }
+    if (!in.stat(n)) return false;
+    out.in_use.push_back((in.path() / n).string());
+    return true;
+  };
   std::vector<std::string> names = d.list();
   for (const auto& n : names) {
     const bool temp = names::temp_owner_any(n) > 0;
@@ -705,10 +724,7 @@ ClearResult clear(const std::string& dir, double wait_s, bool dry_run) {
         n == names::kRegionsDir)
       continue;
     if (ours && temp && !dry_run) {  // a writer still writing it (stats, tuning, a commit) keeps it
-      if (d.remove_unheld_temp(n))
-        ++out.removed;
-      else if (d.stat(n))
-        out.in_use.push_back((d.path() / n).string());
+      (void)drop_temp(d, n);
     } else if (ours) {
       out.had_cache = out.had_cache || !temp;
       drop(d, n);
@@ -769,12 +785,7 @@ ClearResult clear(const std::string& dir, double wait_s, bool dry_run) {
       }
       if (ours && where != names::kLocksDir && names::temp_owner_any(n) > 0 && !dry_run) {
         out.had_cache = true;
-        if (s.remove_unheld_temp(n)) {
-          ++out.removed;
-        } else if (s.stat(n)) {
-          out.in_use.push_back((s.path() / n).string());
-          empty = false;
-        }
+        if (drop_temp(s, n)) empty = false;
       } else if (ours) {
         drop(s, n);
         ++out.removed;

@@ -45,6 +45,10 @@ std::string now_string();
 // writer's in another zone: off by the zones' difference); nullopt when it
 // is not such a date.
 std::optional<double> date_seconds(const std::string& date);
+// A date, or a recorded use, more than this ahead of the reader's clock is
+// not trusted (a writer's clock ahead, a planted date): gc's ages, an
+// import's "saved later", the stats' later use.
+inline constexpr double kDateAheadSeconds = 300;
 // ModelCacheMeta(name='...', date='...', version='...', fx=None)
 std::string model_cache_meta(const EntryMeta& e);
 

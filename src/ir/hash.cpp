@@ -61,11 +61,11 @@ class CanonicalEncoder {
     for (ValueId out : g_.outputs()) h_.i64(index_[static_cast<std::size_t>(out)]);
     // The side-effecting nodes in the order they run: the numbering above
     // follows their users, not that order.
-    std::size_t ordered = 0;
-    for (const Node& n : g_.nodes()) ordered += op_info(n.op).side_effect ? 1 : 0;
-    h_.u64(ordered);
+    std::vector<int64_t> ordered;
     for (std::size_t i = 0; i < g_.size(); ++i)
-      if (op_info(g_.nodes()[i].op).side_effect) h_.i64(index_[i]);
+      if (op_info(g_.nodes()[i].op).side_effect) ordered.push_back(index_[i]);
+    h_.u64(ordered.size());
+    for (const int64_t i : ordered) h_.i64(i);
   }
 
   // The symbols met, in the order they were numbered.

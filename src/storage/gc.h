@@ -137,9 +137,8 @@ ConfigError no_such_model(const std::string& name, const std::string& dir, const
 // record and its save date (a process's uses and saves reach stats.json
 // when it ends, so an entry saved again by a running or killed process
 // has its old use there); a date or record more than kDateAheadSeconds
-// ahead of now is not trusted (the other alone counts); nullopt when
-// neither is known.
-inline constexpr double kDateAheadSeconds = 300;
+// (format/artifact.h) ahead of now is not trusted (the other alone
+// counts); nullopt when neither is known.
 std::optional<double> entry_time(const CacheStats& st, const EntryRecord& e);
 
 // The size limit of a cache (process/settings.h: NPUCACHE_MAX_SIZE, the

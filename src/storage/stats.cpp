@@ -1,5 +1,6 @@
 #include "storage/stats.h"
 
+#include "format/artifact.h"
 #include "format/cache_error.h"
 #include "format/names.h"
 #include "log/log.h"
@@ -254,7 +255,7 @@ class Pending {
         // The later use stands: a process whose use came before another's
         // record (an earlier hit, a clock behind) does not age an entry;
         // a record ahead of now (a clock ahead) is not trusted.
-        const double ahead = now() + 300;
+        const double ahead = now() + kDateAheadSeconds;
         for (const auto& [e, t] : p.last_used) {
           double& at = s.last_used[e];
           at = at > ahead ? t : std::max(at, t);

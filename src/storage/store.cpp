@@ -574,7 +574,7 @@ std::size_t Store::update_index(const std::string& model_info, const Components&
   std::set<std::string> later;
   if (kept_later && snap) {
     const DecodedIndex held = snap->merge();
-    const double ahead = process::Context::current().env().wall_s() + 300;
+    const double ahead = process::Context::current().env().wall_s() + kDateAheadSeconds;
     std::map<std::string, const EntryRecord*> at;
     for (const auto& h : held.index.entries) at[h.path] = &h;
     for (const auto& e : put) {
