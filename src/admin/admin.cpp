@@ -637,10 +637,14 @@ Transfer import_records(Bundle b, const std::string& dir) {
   log::Progress::note("writing " + std::to_string(b.objects.size()) + " objects and the indexes of " +
                       std::to_string(b.entries.size()) + " entries");
   const std::size_t objects = b.objects.size();
+  // Held from before the commit until its entries' use is in stats.json:
+  // a gc by age (which sweeps) sees the entries only with that use, never
+  // by the bundle's dates alone.
+  std::optional<Writing> until_recorded(s.writing());
   // An entry the cache holds saved after the bundle's is kept: a fill
   // never replaces what a job saved since.
-  const Store::Committed done =
-      s.commit({std::move(b.objects), std::move(b.entries), {}, true}, [](const ObjectRecord& o) { (void)decode(o); });
+  const Store::Committed done = s.commit({std::move(b.objects), std::move(b.entries), {}, true}, *until_recorded,
+                                         [](const ObjectRecord& o) { (void)decode(o); });
   if (!done.kept_later.empty())
     log::info(
         "{} entr(ies) of the cache in {} were saved after the bundle's and are kept (the first: {}); `npucache "
@@ -651,6 +655,7 @@ Transfer import_records(Bundle b, const std::string& dir) {
   for (const auto& e : done.entries) written.push_back(e.path);
   record_written(s.dir(), written);
   flush_stats();
+  until_recorded.reset();
   // Regions, like templates below, only of objects still stored.
   std::size_t copied = 0;
   for (const auto& [key, r] : regions)
@@ -727,6 +732,22 @@ ClearResult clear(const std::string& dir, double wait_s, bool dry_run) {
       (void)drop_temp(d, n);
     } else if (ours) {
       out.had_cache = out.had_cache || !temp;
+      // A table written under a lock of its own (not the store lock) goes
+      // under that lock: a flush that read the file before would rename
+      // its old contents back after the clear.
+      const char* own_lock = n == names::kStatsFile     ? names::kStatsLock
+                             : n == names::kTuningFile  ? names::kTuningLock
+                             : n == names::kProfileFile ? names::kProfileLock
+                                                        : nullptr;
+      std::optional<FileLock> table;
+      if (own_lock && !dry_run) {
+        if (auto l = d.sub(names::kLocksDir, Create::yes).lock_within(own_lock, false, wait_s))
+          table.emplace(std::move(*l));
+        else {  // still being written after --wait: left, named in use
+          out.in_use.push_back((d.path() / n).string());
+          continue;
+        }
+      }
       drop(d, n);
       ++out.removed;
     } else {

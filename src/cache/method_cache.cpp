@@ -15,6 +15,7 @@
 #include "format/names.h"
 #include "storage/commit_queue.h"
 #include "storage/gc.h"
+#include "storage/live_uses.h"
 #include "storage/regions.h"
 #include "storage/remote_tier.h"
 #include "storage/stats.h"
@@ -246,6 +247,7 @@ MethodCache::Lookup MethodCache::lookup(const FlatArgs& args, const TraceResult*
       }
     }
     record_hit(id_.dir, path_, r.entry->compile_time_s);
+    note_live_use(store, {path_});  // in use while this process lives (gc beside it)
     r.object_checksum = object.meta.checksum;
     cache::remember(id_.dir, *r.entry, std::move(object));
     r.graph = std::move(g);
@@ -608,6 +610,7 @@ Store::Committed MethodCache::save(Store::Commit c) const {
     }
   }
   record_save(id_.dir, paths);
+  note_live_use(store, paths);  // its save date is this host's clock, which a gc's may be ahead of
   enforce_limit(store, paths);
   return done;
 }

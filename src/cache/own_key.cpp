@@ -5,6 +5,12 @@
 namespace npucache::cache {
 
 void check_own_key(const compiler::CompiledGraph& g, const std::string& graph_key, const KeyInputs& in) {
+  // The program is what the artifact's own config compiled: another
+  // config's program resealed under this config's key is another
+  // computation's, though its trace gives this key with the caller's config.
+  if (const std::string made = g.config.hash().hex(), asked = in.config.hash().hex(); made != asked)
+    throw CacheError("object " + graph_key + " was compiled with config " + made.substr(0, 16) +
+                     ", the key asks for config " + asked.substr(0, 16) + " (a mixed-up or rewritten value)");
   const std::string own = graph_id(g.trace, in).key;
   if (own != graph_key)
     throw CacheError("object " + graph_key + " is another computation's: its own trace gives graph key " + own +

@@ -23,8 +23,9 @@
 
 namespace npucache::cache {
 
-// Throws CacheError unless the graph key of `g`'s own trace, with `in`,
-// equals `graph_key` (the key the object was read under).
+// Throws CacheError unless `g` was compiled with `in`'s config and the
+// graph key of its own trace, with `in`, equals `graph_key` (the key the
+// object was read under).
 void check_own_key(const compiler::CompiledGraph& g, const std::string& graph_key, const KeyInputs& in);
 
 // The key inputs graph_id reads, rebuilt from an entry's components and the

@@ -703,7 +703,13 @@ LocalFailure CoordinatedSource::commit_store(Call& c, const std::vector<int>& se
     if (!all.entries.empty()) {
       const double t = now();
       const std::size_t entries = all.entries.size();
-      const cache::Store::Committed done = cache().save({std::move(all.objects), std::move(all.entries), {}});
+      // The writer's own object as it read or compiled it: a sweep that
+      // removed the store's copy since the plan found it (gc beside the
+      // job) has it stored again, never the entries naming it left out.
+      std::vector<cache::ObjectRecord> pinned;
+      if (own && !c.object.raw.empty()) pinned.push_back(c.object);
+      const cache::Store::Committed done =
+          cache().save({std::move(all.objects), std::move(all.entries), std::move(pinned)});
       cache().push_remote({}, done.entries);  // index records, after their objects
       steps_.save_s = now() - t;
       report().writer = true;

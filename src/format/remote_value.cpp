@@ -44,7 +44,7 @@ constexpr uint32_t kValueVersion = 2;
 constexpr std::size_t kValueHeader = 48;
 constexpr uint8_t kStored = 0, kZstd = 1;
 // Records other than objects are small: an entry, a reference, a decision.
-constexpr std::size_t kMaxSmallValue = std::size_t{16} << 20;
+constexpr std::size_t kMaxSmallValue = kMaxRecordPayload;
 // Objects add their graph text and facts to the artifact's bytes.
 constexpr std::size_t kObjectSlack = std::size_t{64} << 20;
 // A payload may claim at most this many times its compressed size (as bundles).

@@ -91,6 +91,9 @@ struct BlobRecord {
   std::string name;
   std::string bytes;
 };
+// The largest payload of a record other than an object (an entry, a blob)
+// a reader decodes: a writer never writes a larger one.
+inline constexpr std::size_t kMaxRecordPayload = std::size_t{16} << 20;
 std::string encode_blob(const BlobRecord& b);
 // `name` (when not empty) must be the record's.
 BlobRecord decode_blob(std::string_view value, BlobKind kind, const std::string& name);

@@ -3,6 +3,9 @@
 // program was traced from other code or other values.
 #include <npucache/ir/hash.h>
 
+#include "ir/storage_writes.h"
+
+#include <algorithm>
 #include <map>
 
 namespace npucache {
@@ -19,6 +22,7 @@ std::string first_difference(const Graph& stored, const Graph& now) {
   std::vector<int64_t> ia(stored.size(), -1), ib(now.size(), -1);
   for (std::size_t i = 0; i < a.size(); ++i) ia[static_cast<std::size_t>(a[i])] = static_cast<int64_t>(i);
   for (std::size_t i = 0; i < b.size(); ++i) ib[static_cast<std::size_t>(b[i])] = static_cast<int64_t>(i);
+  const StorageWrites wa(stored), wb(now);
   const std::size_t n = std::min(a.size(), b.size());
   for (std::size_t i = 0; i < n; ++i) {
     const Node& x = stored.node(a[i]);
@@ -36,6 +40,16 @@ std::string first_difference(const Graph& stored, const Graph& now) {
       if (ia[static_cast<std::size_t>(x.inputs[k])] != ib[static_cast<std::size_t>(y.inputs[k])])
         return label + ": operand " + std::to_string(k) + " is " + stored.node(x.inputs[k]).name + " stored, " +
                now.node(y.inputs[k]).name + " now";
+    // The hash tells a read before a write in place from one after it
+    // (encoding 3): say which write the read moved across.
+    for (std::size_t k = 0; k < x.inputs.size(); ++k) {
+      const std::size_t before = wa.writes_before(static_cast<std::size_t>(a[i]), x.inputs[k]);
+      const std::size_t after = wb.writes_before(static_cast<std::size_t>(b[i]), y.inputs[k]);
+      if (before != after)
+        return label + ": operand " + std::to_string(k) + " (" + now.node(y.inputs[k]).name + ") is read after " +
+               std::to_string(before) + " write(s) in place stored, after " + std::to_string(after) +
+               " now: the read moved across an update of its storage";
+    }
     std::map<std::string, const AttrValue*> xa, ya;
     for (const auto& [k, v] : x.attrs.items()) xa[k] = &v;
     for (const auto& [k, v] : y.attrs.items()) ya[k] = &v;
@@ -55,6 +69,23 @@ std::string first_difference(const Graph& stored, const Graph& now) {
   if (a.size() != b.size())
     return "the stored graph has " + std::to_string(a.size()) + " values, this trace " + std::to_string(b.size()) +
            (a.size() < b.size() ? "; first new one: " + node_label(now.node(b[n])) : "");
+  // The side-effecting nodes (random draws, sends, receives, updates) run
+  // in graph order, and the hash records it.
+  std::vector<int64_t> sa, sb;
+  for (std::size_t i = 0; i < stored.size(); ++i)
+    if (op_info(stored.nodes()[i].op).side_effect && ia[i] >= 0) sa.push_back(ia[i]);
+  for (std::size_t i = 0; i < now.size(); ++i)
+    if (op_info(now.nodes()[i].op).side_effect && ib[i] >= 0) sb.push_back(ib[i]);
+  for (std::size_t k = 0; k < std::min(sa.size(), sb.size()); ++k)
+    if (sa[k] != sb[k]) {
+      const Node& y = now.node(b[static_cast<std::size_t>(sb[k])]);
+      const auto was = std::find(sa.begin(), sa.end(), sb[k]);
+      const std::string stored_place =
+          was == sa.end() ? "not among them stored" : "number " + std::to_string(was - sa.begin() + 1) + " stored";
+      return node_label(y) + ": is number " + std::to_string(k + 1) + " of the " + std::to_string(sb.size()) +
+             " side-effecting nodes (random draws, sends, receives, writes in place) now, " + stored_place +
+             ": they run in graph order";
+    }
   if (stored.outputs().size() != now.outputs().size())
     return std::to_string(stored.outputs().size()) + " outputs stored, " + std::to_string(now.outputs().size()) +
            " now";

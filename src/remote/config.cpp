@@ -103,6 +103,8 @@ void attribute(Config& c, std::string_view name, std::string_view value, bool ha
     c.connect_timeout_s = parse_seconds(value, "remote cache URL '" + shown_url(url) + "': connect-timeout");
   } else if (name == "timeout") {
     c.timeout_s = parse_seconds(value, "remote cache URL '" + shown_url(url) + "': timeout");
+  } else if (name == "list-timeout" || name == "list_timeout") {
+    c.list_timeout_s = parse_seconds(value, "remote cache URL '" + shown_url(url) + "': list-timeout");
   } else if (name == "max-object" || name == "max_object") {
     c.max_object_bytes = parse_bytes(value, url);
   } else if (name == "db") {
@@ -112,7 +114,7 @@ void attribute(Config& c, std::string_view name, std::string_view value, bool ha
     c.endpoint.db = static_cast<int>(db);
   } else {
     bad(url, "unknown attribute '" + std::string(name) +
-                 "' (the attributes are read-only, connect-timeout, timeout, max-object, db)");
+                 "' (the attributes are read-only, connect-timeout, timeout, list-timeout, max-object, db)");
   }
 }
 
@@ -136,6 +138,18 @@ std::string shown_url(std::string_view url) {
   // (then the split is a guess and it may be a password's).
   const bool plain = user.find_first_of("/?#") == std::string::npos;
   return std::string(url.substr(0, from)) + (plain ? user : "***") + ":***" + std::string(url.substr(at));
+}
+
+std::string shown_remote(std::string_view text) {
+  std::string out;
+  std::size_t from = 0;
+  for (;;) {
+    const std::size_t comma = text.find(',', from);
+    out += shown_url(text.substr(from, comma == std::string_view::npos ? std::string_view::npos : comma - from));
+    if (comma == std::string_view::npos) return out;
+    out += ',';
+    from = comma + 1;
+  }
 }
 
 double parse_seconds(std::string_view text, const std::string& what) {

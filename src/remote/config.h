@@ -7,8 +7,9 @@
 //   URL,URL,...   several servers forming one tier (shards, sharded_backend.h)
 //
 // The scheme chooses the backend (remote/backend.h: make_backend).
-// Attributes: read-only (or read-only=true|false), connect-timeout and
-// timeout (seconds, or with a unit: 100ms, 2s; Redis only), max-object
+// Attributes: read-only (or read-only=true|false), connect-timeout,
+// timeout and list-timeout (seconds, or with a unit: 100ms, 2s; Redis
+// only), max-object
 // (bytes, or 64M, 1G), db (Redis only). A password in the URL works but is reported
 // (`password_in_url`): it shows in process listings; the tier takes it
 // from NPUCACHE_REMOTE_PASSWORD(_FILE) instead when those are set.
@@ -51,9 +52,17 @@ inline constexpr double kDefaultConnectTimeoutS = 0.1;
 // 5 s: enough for the largest object (64 MiB) over a slow link (~20 MB/s),
 // short enough that a stopped server costs a job little.
 inline constexpr double kDefaultTimeoutS = 5.0;
+// 60 s: a listing (SCAN) walks the whole keyspace, not only the prefix; a
+// shared Redis of millions of keys takes seconds whatever one round trip's
+// timeout. A listing never runs longer than this (nor 4 timeouts).
+inline constexpr double kDefaultListTimeoutS = 60.0;
 // Objects above this are not sent: a remote is for sharing compile results,
 // not for holding a model's weights by accident.
 inline constexpr std::size_t kDefaultMaxObjectBytes = std::size_t{64} << 20;
+// What a value may hold beyond max-object: its envelope (the object's
+// record and graph text, an entry's fields). Readers refuse a larger value
+// before reading it; writers never write one (Config::max_value_bytes).
+inline constexpr std::size_t kValueSlackBytes = std::size_t{1} << 20;
 
 struct Config {
   std::string url;  // as given, any password replaced by "***" (for messages)
@@ -62,7 +71,10 @@ struct Config {
   bool read_only = false;
   double connect_timeout_s = kDefaultConnectTimeoutS;
   double timeout_s = kDefaultTimeoutS;
+  double list_timeout_s = kDefaultListTimeoutS;  // a whole listing: the longer of this and 4 timeouts
   std::size_t max_object_bytes = kDefaultMaxObjectBytes;
+  // The largest value readers take and writers write.
+  std::size_t max_value_bytes() const { return max_object_bytes + kValueSlackBytes; }
   bool password_in_url = false;
   // Several URLs (parse_remote): one Config per shard, in the setting's
   // order; the fields above are then the tier's (url: the shown URLs joined
@@ -92,6 +104,8 @@ Config parse_remote(std::string_view text);
 // replaced by "***" (the user too when it holds '/', '?' or '#'): what
 // every message shows.
 std::string shown_url(std::string_view url);
+// A remote setting (URL,URL,...) as messages show it: each URL shown_url's.
+std::string shown_remote(std::string_view text);
 
 // "100ms", "2s", "0.5": seconds; ConfigError naming `what` otherwise.
 double parse_seconds(std::string_view text, const std::string& what);

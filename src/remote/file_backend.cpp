@@ -232,7 +232,7 @@ class FileBackend final : public Backend {
   // The file of `key`, or the fault of a directory that is not there (once
   // found, every call answers it) or of a key too long for a file name.
   // The most bytes a value may hold: the largest object and its header.
-  uint64_t max_value_bytes() const { return static_cast<uint64_t>(config().max_object_bytes) + (uint64_t{1} << 20); }
+  uint64_t max_value_bytes() const { return config().max_value_bytes(); }
 
   std::optional<Fault> path_of(const std::string& key, std::string* path, bool whole_key = true) {
     {

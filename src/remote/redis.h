@@ -64,7 +64,7 @@ class Reply {
 
 // What a reply may hold. A value is at most max-object bytes; the slack
 // covers the value's envelope and an error reply's text.
-inline constexpr std::size_t kReplySlackBytes = std::size_t{1} << 20;
+inline constexpr std::size_t kReplySlackBytes = kValueSlackBytes;
 struct ReplyLimits {
   std::size_t max_string = kDefaultMaxObjectBytes + kReplySlackBytes;
   // The longest array a command of the backend is answered with: a SCAN

@@ -5,12 +5,19 @@
 #include "remote/redis.h"
 
 #include <algorithm>
+#include <chrono>
 #include <mutex>
 #include <new>
 #include <optional>
 
 namespace npucache::remote {
 namespace {
+
+// A listing (SCAN) as a whole: at most the longer of Config::list_timeout_s
+// and this many of the remote's timeouts, and this many keys (signature
+// records included).
+constexpr double kListTimeouts = 4;
+constexpr std::size_t kMaxListedKeys = std::size_t{1} << 20;
 
 // An error reply as a fault.
 Fault error_fault(std::string_view text) {
@@ -90,7 +97,17 @@ class RedisBackend final : public Backend {
     pattern += '*';
     std::vector<std::string> keys;
     std::string cursor = "0";
+    // Bounded as a whole, not only per round trip: a server that keeps
+    // answering with a cursor (anything listening on the port, or a
+    // keyspace of millions) ends the listing within its bound (above) and
+    // kMaxListedKeys keys, a failure as any other.
+    const double bound_s = std::max(config().list_timeout_s, kListTimeouts * config().timeout_s);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(bound_s);
     do {
+      if (cursor != "0" && std::chrono::steady_clock::now() > deadline)
+        return A::failed({Failure::timeout, "listing the keys under '" + prefix + "' did not end within " +
+                                                std::to_string(static_cast<long>(bound_s)) +
+                                                " s (the server keeps answering with a cursor; list-timeout)"});
       std::vector<Reply> replies;
       if (auto f = run({{"SCAN", cursor, "MATCH", pattern, "COUNT", "1000"}}, &replies)) return A::failed(*f);
       Reply& r = replies.front();
@@ -100,6 +117,9 @@ class RedisBackend final : public Backend {
       Reply page = r.take_at(1);
       if (page.type() != Reply::Type::array) return A::failed(unexpected(page));
       for (std::size_t i = 0; i < page.size(); ++i) keys.push_back(page.take_text_at(i));
+      if (keys.size() > kMaxListedKeys)
+        return A::failed({Failure::too_large, "listing the keys under '" + prefix + "' gave more than " +
+                                                  std::to_string(kMaxListedKeys) + " keys; not read further"});
     } while (cursor != "0");
     std::sort(keys.begin(), keys.end());  // SCAN may return a key twice
     keys.erase(std::unique(keys.begin(), keys.end()), keys.end());

@@ -55,6 +55,11 @@ class SignedBackend final : public Backend {
       try {
         signer_ = SigningKey::load(c.signing_key_file);
         writer_keys_.push_back(signer_->public_key());
+        // A signer reads only what a key it trusts signed (at least its
+        // own): an unsigned value it read and stored would be signed by
+        // its next push or commit, and trusted by every reader of its key.
+        verifying_ = true;
+        trusted_.push_back(signer_->public_key());
       } catch (const Error& e) {
         signer_error_ = e.what();
       }
@@ -62,9 +67,9 @@ class SignedBackend final : public Backend {
     if (!c.trusted_keys_file.empty()) {
       verifying_ = true;
       try {
-        trusted_ = signing::load_trusted(c.trusted_keys_file);
-        if (signer_) trusted_.push_back(signer_->public_key());  // a process trusts what it signs
-        writer_keys_.insert(writer_keys_.end(), trusted_.begin(), trusted_.end());
+        const auto listed = signing::load_trusted(c.trusted_keys_file);
+        trusted_.insert(trusted_.end(), listed.begin(), listed.end());  // beside its own (above)
+        writer_keys_.insert(writer_keys_.end(), listed.begin(), listed.end());
       } catch (const Error& e) {
         trusted_error_ = e.what();
       }

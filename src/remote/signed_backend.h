@@ -26,9 +26,14 @@
 // trusted", "signature does not match the value (...)"). Such values are
 // never removed (they may be another fleet's). get_many reads every value
 // and its record in one round trip. authenticated() is true. A process
-// also trusts its own signing key. When the trusted keys file cannot be
-// read at construction, every value read is untrusted (fail closed).
-// Without trusted keys, records are not read and values pass as they are.
+// also trusts its own signing key, and a process with a signing key is a
+// reader of this kind even without a trusted keys file (it trusts its own
+// key alone): an unsigned value it took would be signed by its next write
+// of that key (a push, another process's adopted object), so a planted
+// value would come out signed by the fleet's key. When the trusted keys
+// file cannot be read at construction, every value read is untrusted (fail
+// closed). Without either key, records are not read and values pass as
+// they are.
 #pragma once
 
 #include "remote/backend.h"

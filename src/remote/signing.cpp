@@ -215,9 +215,17 @@ std::vector<PublicKey> load_trusted(const std::string& path) {
   for (const auto& [number, line] : lines_of(text)) {
     const std::size_t space = line.find_first_of(" \t");  // a label may follow the key
     const auto k = parse_public_key(line.substr(0, space));
+    // A line is quoted only as far as a public key's form shows: a secret
+    // key's line (a signing.key given as trusted keys) is never printed.
+    if (!k && line.starts_with(kSecretPrefix))
+      throw ConfigError("trusted keys file " + path + " line " + std::to_string(number) +
+                        " is a secret signing key, not a public key (is this a signing.key? its secret is not shown; "
+                        "keep it private): " +
+                        fix);
     if (!k)
       throw ConfigError("trusted keys file " + path + " line " + std::to_string(number) + " is not a public key ('" +
-                        std::string(line.substr(0, 80)) + "'): expected 'ed25519:' and 64 hex digits; " + fix);
+                        std::string(line.substr(0, 24)) + (line.size() > 24 ? "..." : "") +
+                        "'): expected 'ed25519:' and 64 hex digits; " + fix);
     keys.push_back(*k);
   }
   if (keys.empty()) throw ConfigError("trusted keys file " + path + " holds no key; " + fix);

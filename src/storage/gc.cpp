@@ -20,6 +20,7 @@
 #include "process/env.h"
 #include "process/once.h"
 #include "process/settings.h"
+#include "storage/live_uses.h"
 #include "storage/stats.h"
 #include "storage/store.h"
 
@@ -53,14 +54,14 @@ Store open_store(const std::string& dir) {
 }  // namespace
 
 std::vector<EntryRecord> all_entries(const Store& s, std::vector<std::string>* problems,
-                                     std::vector<UnreadIndex>* unread) {
+                                     std::vector<UnreadIndex>* unread, const Sweeping* held) {
   std::vector<EntryRecord> out;
   const auto unknown = [&](UnreadIndex::Cause cause, const std::string& m, const std::string& why) {
     if (unread) unread->push_back({cause, m, s.index_path(m).string(), why});
   };
   for (const auto& m : s.model_infos()) {
     try {
-      if (auto d = s.index(m)) {
+      if (auto d = held ? s.index(m, *held) : s.index(m)) {
         for (auto& e : d->index.entries) out.push_back(std::move(e));
         if (!d->intact) {
           const std::string why =
@@ -342,7 +343,7 @@ void evict_and_sweep(const Store& s, const std::map<std::string, std::vector<std
   // for the whole run.
   std::set<std::string> used;
   std::vector<UnreadIndex> unread;
-  const auto remaining = all_entries(s, nullptr, &unread);
+  const auto remaining = all_entries(s, nullptr, &unread, &held);
   for (const auto& e : remaining) used.insert(e.graph_key);
   if (out.blocked.empty()) out.blocked = collection_blocked(unread);
   if (!out.blocked.empty()) {
@@ -464,8 +465,12 @@ GcResult gc(const std::string& dir, const GcOptions& options, const std::vector<
   GcResult out;
   out.limit = options.max_size.value_or(0);
   const CacheStats st = read_stats(s.dir());
+  // Entries running processes use (their hits are not in stats.json yet):
+  // used now, for the age and the size limit alike.
+  const LiveUses live = live_uses(s, held ? &*held : nullptr);
+  out.live_processes = live.processes;
   std::vector<UnreadIndex> unread;
-  const auto entries = all_entries(s, &out.problems, &unread);
+  const auto entries = all_entries(s, &out.problems, &unread, held ? &*held : nullptr);
   out.blocked = collection_blocked(unread);
   out.entries = entries.size();
   const auto orphans_before = unreferenced(s, entries);
@@ -506,7 +511,13 @@ GcResult gc(const std::string& dir, const GcOptions& options, const std::vector<
   if (options.older_than_s) {
     const double cutoff = now_s() - *options.older_than_s;
     for (const auto& e : entries)
-      if (const auto t = entry_time(st, e); t && *t < cutoff) evict(e);
+      if (const auto t = entry_time(st, e); t && *t < cutoff) {
+        if (live.entries.count(e.path)) {
+          out.in_use.push_back(e.path);
+          continue;
+        }
+        evict(e);
+      }
   }
   // 3. By size: the objects the remaining entries use and the compiled
   // regions together. Regions go first, least recently used first: losing
@@ -539,7 +550,7 @@ GcResult gc(const std::string& dir, const GcOptions& options, const std::vector<
       l.model_info = e.meta.model_info;
       // Its last recorded use, else its save (a process's uses reach
       // stats.json when it ends; one killed never writes them).
-      l.used = std::max(l.used, entry_time(st, e).value_or(0.0));
+      l.used = std::max(l.used, live.entries.count(e.path) ? now_s() : entry_time(st, e).value_or(0.0));
       l.fresh = l.fresh || fresh.count(e.path) > 0;
       l.entries.push_back(&e);
       if (refs[e.graph_key]++ == 0) total += file_size(s, e.graph_key);

@@ -41,9 +41,10 @@ struct UnreadIndex {
 // Every readable entry of every index; unreadable indexes in `problems`,
 // and in `unread` those of npucache's not read whole (a file that only
 // shares an index's name holds no entries). The entries of an unread index
-// may use any object: gc then collects none (gc below).
+// may use any object: gc then collects none (gc below). Under a sweep
+// (`held`), each index is read from its bytes (Store::index).
 std::vector<EntryRecord> all_entries(const Store& s, std::vector<std::string>* problems = nullptr,
-                                     std::vector<UnreadIndex>* unread = nullptr);
+                                     std::vector<UnreadIndex>* unread = nullptr, const Sweeping* held = nullptr);
 // Why gc collects no object and evicts nothing to fit while `unread` holds
 // an index, with what to do about it; "" when it holds none.
 std::string collection_blocked(const std::vector<UnreadIndex>& unread);
@@ -79,6 +80,10 @@ struct GcResult {
   // still remove their entries; compiled regions, which no entry names,
   // still go by age and to fit.
   std::string blocked;
+  // Entries older than older_than_s kept because a running process uses
+  // them (storage/live_uses.h), and how many processes' uses were read.
+  std::vector<std::string> in_use;
+  std::size_t live_processes = 0;
   // What was (with dry_run: would be) removed: entry paths and object files.
   std::vector<std::string> evicted, removed;
 };

@@ -10,6 +10,7 @@
 #include "process/env.h"
 #include "process/once.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -335,6 +336,15 @@ RemoteTier::Pushed RemoteTier::push(const std::vector<ObjectRecord>& objects, co
     }
     // Written once: a graph key the remote holds keeps its object.
     const std::string value = encode_remote_object(o);
+    if (value.size() > config().max_value_bytes()) {  // every reader would refuse it
+      ++p.skipped;
+      skipped.insert(o.graph_key);
+      failed({Failure::too_large, "object " + o.graph_key + " is a value of " + std::to_string(value.size()) +
+                                      " bytes with its record and graph text, more than readers take (max-object " +
+                                      std::to_string(config().max_object_bytes) + " and its envelope)"},
+             dir, "writing");
+      continue;
+    }
     auto put = backend_->put(remote_key::object(o.graph_key), value, remote::Overwrite::no);
     if (put.is_failure() && !put.fault().shard.empty()) {  // the other shards take their objects
       fail(put.fault(), "writing object " + o.graph_key);
@@ -430,6 +440,12 @@ void RemoteTier::push_blobs(BlobKind kind, const std::vector<std::pair<std::stri
   Counted t(dir);
   for (const auto& [name, bytes] : records) {
     const std::string value = encode_blob({kind, name, bytes});
+    if (value.size() > std::min(config().max_value_bytes(), kMaxRecordPayload)) {  // every reader would refuse it
+      failed({Failure::too_large, std::string(blob_kind_name(kind)) + " record " + name + " has " +
+                                      std::to_string(value.size()) + " bytes, more than readers take"},
+             dir, "writing");
+      continue;
+    }
     auto put = backend_->put(remote_key::blob(blob_kind_name(kind), name), value, overwrite);
     if (put.is_failure()) {
       failed(put.fault(), dir, "writing " + std::string(blob_kind_name(kind)) + " records");

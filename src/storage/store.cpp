@@ -331,6 +331,12 @@ std::optional<DecodedIndex> Store::index(const std::string& model_info) const {
   return *merged(*snap);
 }
 
+std::optional<DecodedIndex> Store::index(const std::string& model_info, const Sweeping&) const {
+  auto snap = read_snapshot(dir_, model_info, kMaxIndexBytes, Trust::bytes);
+  if (!snap) return std::nullopt;
+  return snap->merge();  // of these bytes, never a merge kept by the files' stats
+}
+
 std::optional<EntryRecord> Store::entry(const std::string& path) const {
   const std::string model_info = names::model_info_of(path);
   auto d = index(model_info);
@@ -429,9 +435,10 @@ Store::Put Store::put_object(const ObjectRecord& o, const StoreLock& held, const
   throw CacheError("could not store object " + o.graph_key + ": another process keeps replacing it");
 }
 
-Store::Committed Store::commit(Commit c, const Check& usable) const {
+Store::Committed Store::commit(Commit c, const Check& usable) const { return commit(std::move(c), writing(), usable); }
+
+Store::Committed Store::commit(Commit c, const Writing& held, const Check& usable) const {
   Committed out;
-  const Writing held = writing();
   for (const auto& o : c.objects) {
     if (out.kept.count(o.graph_key)) continue;  // one object per key in a commit
     Put p = put_object(o, held, usable);

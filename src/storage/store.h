@@ -92,6 +92,8 @@ class Store {
   // the directory's device and inode. Ranks that report the same identity
   // use the same directory, on one host or across a shared file system;
   // node-local directories of the same path on different hosts differ.
+  // A store.json removed since the store was opened (a `clear` beside a
+  // running job) is made again, a damaged one healed (a new id).
   std::string identity() const;
   // identity() as a dry run predicts it, writing nothing: the same
   // identity when store.json is intact; when identity() would heal it (a
@@ -112,6 +114,11 @@ class Store {
   // The readable part of a model's index (nullopt when there is none).
   // Throws CacheError when nothing of it can be trusted.
   std::optional<DecodedIndex> index(const std::string& model_info) const;
+  // The same under a sweep: decoded from the bytes the file holds now,
+  // never a decoding its stat alone vouches for (a clock or a file system
+  // that reuses inodes can make a rewritten file look unchanged, and a
+  // sweep removes what no entry it reads names).
+  std::optional<DecodedIndex> index(const std::string& model_info, const Sweeping& held) const;
   std::vector<std::string> model_infos() const;
   bool has_object(const std::string& graph_key) const;
   // Throws CacheError naming the file and what is wrong (missing, damaged).
@@ -177,6 +184,10 @@ class Store {
     std::vector<std::string> kept_later;       // keep_later: entries left out, the index's being later
   };
   Committed commit(Commit c, const Check& usable = {}) const;
+  // The same under `held`, a writing lock the caller took (and keeps for
+  // what it does after the commit): a second writing() of one process
+  // would queue behind a waiting sweep that waits for the first.
+  Committed commit(Commit c, const Writing& held, const Check& usable = {}) const;
   // Under the model's index lock: entries `put` added or replaced, `remove`
   // removed; a damaged index is salvaged into the new one. Returns the
   // number of entries the index lost to damage (0 normally). With

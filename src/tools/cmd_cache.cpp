@@ -27,6 +27,7 @@
 #include "admin/admin.h"
 #include "log/progress.h"
 #include "process/settings.h"
+#include "remote/config.h"
 #include "storage/metrics.h"
 #include "tools/commands.h"
 
@@ -445,6 +446,10 @@ void print_gc(const cache::GcResult& g, bool limited, bool dry_run) {
   const char* verb = dry_run ? "would evict" : "evicted";
   for (const auto& e : g.evicted) std::printf("%s %s\n", verb, e.c_str());
   for (const auto& o : g.removed) std::printf("%s %s\n", dry_run ? "would remove" : "removed", o.c_str());
+  for (const auto& e : g.in_use) std::printf("kept %s (older, but a running process uses it)\n", e.c_str());
+  if (!g.in_use.empty())
+    std::printf("gc: kept %zu entr(ies) older than the age given: %zu running process(es) use entries of this cache\n",
+                g.in_use.size(), g.live_processes);
   std::printf(
       "gc: %s %zu of %zu entries (%zu layout(s)), %s %zu object(s)%s; %s "
       "of objects remain%s\n",
@@ -491,6 +496,12 @@ void cmd_gc(const std::string& d, const GcArgs& a, bool dry_run, double wait) {
   print_gc_status(cache::gc(dir, o), o.max_size.has_value(), dry_run);
 }
 
+// A setting's value as printed: the remote's URLs with their passwords
+// hidden (remote::shown_url), as every message shows them.
+std::string shown_setting(const std::string& key, const std::string& value) {
+  return key == "remote" ? remote::shown_remote(value) : value;
+}
+
 // `config --show`: every setting, its value and where it came from.
 void cmd_config_show(const std::string& given_dir) {
   std::vector<process::Setting> all;
@@ -509,7 +520,8 @@ void cmd_config_show(const std::string& given_dir) {
       std::filesystem::exists(process::user_config_path()) ? "" : " (absent)", process::cache_config_path(dir).c_str(),
       std::filesystem::exists(process::cache_config_path(dir)) ? "" : " (absent)");
   for (const auto& s : all)
-    std::printf("(%s) %s =%s%s\n", s.source.c_str(), s.key.c_str(), s.value.empty() ? "" : " ", s.value.c_str());
+    std::printf("(%s) %s =%s%s\n", s.source.c_str(), s.key.c_str(), s.value.empty() ? "" : " ",
+                shown_setting(s.key, s.value).c_str());
 }
 
 void cmd_config(const std::string& d, const std::string& key, const std::string& value, bool show, bool dry_run) {
@@ -531,7 +543,7 @@ void cmd_config(const std::string& d, const std::string& key, const std::string&
       throw ConfigError(std::string(info->key) + " is not a setting of one cache: set it in " +
                         process::user_config_path() + " (`" + info->key + " = VALUE`) or with " + info->env);
     const auto s = process::setting(info->key);
-    std::printf("%s %s\n", s.key.c_str(), s.value.empty() ? "none" : s.value.c_str());
+    std::printf("%s %s\n", s.key.c_str(), s.value.empty() ? "none" : shown_setting(s.key, s.value).c_str());
     return;
   }
   if (value.empty()) {

@@ -18,6 +18,7 @@
 #include "storage/stats.h"
 #include "support/cache_files.h"
 #include "support/fault_env.h"
+#include "support/seed_runs.h"
 #include "support/temp_dir_test.h"
 
 #include <gtest/gtest.h>
@@ -26,8 +27,10 @@
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 using namespace npucache;
@@ -41,20 +44,8 @@ class EntryAge : public testing_support::TempDirTest {
  protected:
   EntryAge() : TempDirTest("entryage") {}
   // The seed model's `method` run once into `d` (a save, or a hit).
-  static void run(const fs::path& d,
-                  Tensor (models::SeedExample::*method)(const models::InputMeta&, const std::vector<Tensor>&),
-                  const std::string& code_version = "") {
-    CacheOptions o;
-    o.code_version = code_version;
-    if (!code_version.empty()) o.hit_check = HitCheck::code_version;  // another version: saved again
-    o.cache_dir = d.string();
-    o.compile.config = CompilerConfig{};
-    o.compile.config->autotune_candidates = 1;
-    models::SeedExample m;
-    auto fn = cache_compile(m, method, o);
-    models::InputMeta x{Tensor::from_vector({1, 2, 3, 4}, {2, 2}), false};
-    std::vector<Tensor> kv{Tensor::from_vector({1, 1, 1, 1}, {2, 2})};
-    fn(x, kv);
+  static void run(const fs::path& d, testing_support::SeedMethod method, const std::string& code_version = "") {
+    testing_support::run_seed(d, method, code_version);
   }
   // The same, at a time `shift` seconds from now, by a process that
   // flushes its stats now (a long-running one).
@@ -115,8 +106,10 @@ TEST_F(EntryAge, AnEntryIsAsOldAsItsLastUseOrSaveWhicheverIsLater) {
   // nor the record ahead keeps it; a gc 30 days later evicts it.
   const fs::path ahead = dir.string() + "-ahead";
   run_shifted(365 * 86400.0, ahead, &models::SeedExample::prompt);
-  run(ahead, &models::SeedExample::prompt);  // a hit now
-  storage::flush_stats();
+  {
+    process::Context::Scope ended;  // a hit now, by a process that has ended
+    run(ahead, &models::SeedExample::prompt);
+  }
   {
     auto env = std::make_shared<testing_support::FaultEnv>();
     env->set_manual_clock(100.0, process::default_env()->wall_s() + 30 * 86400.0);
@@ -197,4 +190,108 @@ TEST_F(EntryAge, AnImportComparesDatesAcrossTimeZones) {
   const auto t = cache::admin::import_bundle(bundle.string(), east.string());
   EXPECT_EQ(t.kept_later, 0u) << "an entry saved earlier in another zone was kept";
   EXPECT_EQ(testing_support::entries(east.string()).at(0).meta.date, utc_date);
+}
+
+// A gc by age that runs while an import is writing waits for the import's
+// use of its entries to be recorded: it never judges them by the bundle's
+// dates (10 days old here). The import's stats flush is slowed (1.5 s) so
+// the gc, started once the import's entry is in the index, runs inside it.
+TEST_F(EntryAge, AGcBesideAnImportNeverJudgesItsEntriesByTheBundlesDates) {
+  const fs::path old_cache = dir / "old", target = dir / "target", bundle = dir / "old.npuc";
+  run_ten_days_ago(old_cache, &models::SeedExample::decode);
+  (void)cache::admin::export_bundle(old_cache.string(), bundle.string());
+  auto env = std::make_shared<testing_support::FaultEnv>();
+  env->arm(testing_support::Fault::slow(testing_support::FileOp::rename, 1, 1.5, "stats.json"));
+  process::Context importer(env);  // the import's process: current in its thread only
+  std::thread import([&] {
+    {
+      process::Context::Bind bound(importer);
+      (void)cache::admin::import_bundle(bundle.string(), target.string());
+    }
+    importer.shutdown();
+  });
+  const double deadline = process::default_env()->monotonic_s() + 20;
+  const auto written = [&] {
+    try {
+      return !paths(target).empty();
+    } catch (const std::exception&) {
+      return false;  // the import is making the directory
+    }
+  };
+  while (!written() && process::default_env()->monotonic_s() < deadline) ::usleep(1000);
+  ASSERT_FALSE(paths(target).empty()) << "the import wrote no entry";
+  storage::GcOptions o;
+  o.older_than_s = 7 * 86400.0;
+  (void)storage::gc(target.string(), o);
+  import.join();
+  EXPECT_EQ(paths(target).size(), 1u) << "a gc beside the import evicted what it wrote by the bundle's date";
+}
+
+// A process's hits reach stats.json when it ends, so a gc by age beside a
+// running job saw what it had loaded as unused since its last recorded use.
+// A running process's uses file (storage/live_uses.h) keeps those entries;
+// a file its process left (killed: its lock is free) keeps nothing and is
+// removed; a process that ends removes its own.
+TEST_F(EntryAge, AGcKeepsWhatARunningProcessServesAndNotWhatAGoneOneDid) {
+  run_ten_days_ago(dir, &models::SeedExample::decode);
+  ASSERT_EQ(paths(dir).size(), 1u);
+  const std::string entry = paths(dir)[0];
+  const auto uses_files = [](const fs::path& d) {
+    std::vector<std::string> out;
+    if (!fs::exists(d / "locks")) return out;
+    for (const auto& f : fs::directory_iterator(d / "locks"))
+      if (f.path().filename().string().rfind("uses.", 0) == 0) out.push_back(f.path().string());
+    return out;
+  };
+  storage::GcOptions week;
+  week.older_than_s = 7 * 86400.0;
+  {
+    process::Context::Scope running;  // a job that served the entry and has not ended
+    run(dir, &models::SeedExample::decode);
+    ASSERT_EQ(uses_files(dir).size(), 1u) << "the hit made no uses file";
+    const storage::GcResult g = storage::gc(dir.string(), week);
+    EXPECT_EQ(paths(dir).size(), 1u) << "a gc evicted the entry a running process served";
+    EXPECT_EQ(g.in_use, std::vector<std::string>{entry});
+    EXPECT_EQ(g.live_processes, 1u);
+  }
+  EXPECT_TRUE(uses_files(dir).empty()) << "a process that ended left its uses file";
+
+  // Saved 10 days ago, named by the file of a process that is gone.
+  const fs::path other = dir.string() + "-gone";
+  run_ten_days_ago(other, &models::SeedExample::decode);
+  const std::string gone = paths(other).at(0);
+  {
+    std::ofstream f(other / "locks" / "uses.host.12345.00ff00ff00ff00ff.lock");
+    f << gone << "\n";
+  }
+  const storage::GcResult g = storage::gc(other.string(), week);
+  EXPECT_TRUE(paths(other).empty()) << "a gone process's uses file kept an old entry";
+  EXPECT_TRUE(g.in_use.empty());
+  EXPECT_TRUE(uses_files(other).empty()) << "a gone process's uses file was not removed";
+  fs::remove_all(other);
+}
+
+// A running job on a clock 2 hours behind saves an entry: its date reads 2
+// hours old to a gc on a right clock. The job's uses file keeps it.
+TEST_F(EntryAge, AGcKeepsWhatARunningJobOnAClockBehindSaved) {
+  auto env = std::make_shared<testing_support::FaultEnv>();
+  env->set_manual_clock(100.0, process::default_env()->wall_s() - 7200);
+  std::unique_ptr<process::Context::Scope> job = std::make_unique<process::Context::Scope>(env);
+  run(dir, &models::SeedExample::prompt);
+  ASSERT_EQ(paths(dir).size(), 1u);
+  storage::GcResult g;
+  process::Context admin_process(process::default_env());  // the real clock
+  std::thread admin([&] {                                  // another process, current in its thread only
+    {
+      process::Context::Bind bound(admin_process);
+      storage::GcOptions o;
+      o.older_than_s = 3600;
+      g = storage::gc(dir.string(), o);
+    }
+    admin_process.shutdown();
+  });
+  admin.join();
+  EXPECT_EQ(paths(dir).size(), 1u) << "a gc evicted what a running job on a clock behind had just saved";
+  EXPECT_EQ(g.in_use.size(), 1u);
+  job.reset();
 }

@@ -366,3 +366,15 @@ TEST_F(LockProtocol, SweepsBesideAWriterLoseNothingAndLeaveNothingHalf) {
     EXPECT_GE(clears, 2);
   }
 }
+
+// A process that saved or served entries keeps a uses file while it lives
+// (storage/live_uses.h) and removes it when it ends normally, whatever its
+// context: none is left behind by jobs that come and go.
+TEST_F(LockProtocol, AProcessThatEndsLeavesNoUsesFile) {
+  ASSERT_EQ(sh(worker(dir)).status, 0);  // a save
+  const Out hit = sh(worker(dir));       // a hit
+  ASSERT_EQ(hit.status, 0) << hit.text;
+  ASSERT_TRUE(has(hit.text, "status hit")) << hit.text;
+  for (const auto& f : fs::directory_iterator(dir / storage::names::kLocksDir))
+    EXPECT_NE(f.path().filename().string().rfind("uses.", 0), 0u) << f.path() << " was left by a process that ended";
+}

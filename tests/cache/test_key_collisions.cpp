@@ -225,6 +225,28 @@ TEST(WriteOrder, DrawsSendsAndReceivesInAnotherOrderHashApart) {
   EXPECT_EQ(hash_of(m, &Ordered::draws_ab), hash_of(m, &Ordered::draws_ab));
 }
 
+// What `explain` shows for these misses: the read that moved across an
+// update, and the draw that runs in another place.
+TEST(WriteOrder, TheFirstDifferenceNamesTheWriteOrTheOrderThatChanged) {
+  Order m;
+  In in;
+  TraceOptions o;
+  o.dynamic = false;
+  const auto pre = trace_method(m, &Order::pre, o, in.x, in.positions, in.cache).graph;
+  const auto post = trace_method(m, &Order::post, o, in.x, in.positions, in.cache).graph;
+  const std::string moved = first_difference(pre, post);
+  EXPECT_NE(moved.find("is read after 0 write(s) in place stored, after 1 now"), std::string::npos) << moved;
+  EXPECT_EQ(first_difference(pre, pre), "");
+  Ordered d;
+  const Tensor x = Tensor::from_vector({1, 2, 3, 4}, {1, 4});
+  const auto ab = trace_method(d, &Ordered::draws_ab, o, x).graph;
+  const auto ba = trace_method(d, &Ordered::draws_ba, o, x).graph;
+  const std::string order = first_difference(ab, ba);
+  EXPECT_NE(order.find("is number 1 of the 2 side-effecting nodes"), std::string::npos) << order;
+  EXPECT_NE(order.find("number 2 stored"), std::string::npos) << order;
+  EXPECT_EQ(first_difference(ab, ab), "");
+}
+
 // Graph-break pieces of one structure are told apart by the parameters
 // they read, whatever those names hold: each runs with its own.
 TEST(PieceKeys, PiecesReadingParametersWhoseNamesJoinedAlikeRunTheirOwn) {

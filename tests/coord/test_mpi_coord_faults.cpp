@@ -367,6 +367,44 @@ TEST_F(CoordFaults, AReadOnlyCacheAtOneRankMakesEveryRankGoOnUncached) {
   say("read-only cache at rank 6: every rank uncached, warned, within " + std::to_string(slowest(r.seconds)) + " s");
 }
 
+// The store holds the job's object when the plan looks (its entries are
+// gone: an orphan), so no rank ships it; a gc beside the job removes it
+// before the persist. The writer stores the copy it read again: every
+// entry is saved, none left out for naming a missing object.
+TEST_F(CoordFaults, AnObjectRemovedBesideTheJobIsStoredAgainByTheWriter) {
+  if (!needs_world()) GTEST_SKIP() << "needs 4 ranks or more";
+  Scaled m;
+  const CallResult first = call(m, options(dir));
+  ASSERT_TRUE(first.report.saved) << first.log;
+  mpi::Comm::world().barrier(kTest);
+  const std::vector<std::string> saved = testing_support::entry_paths(dir);
+  mpi::Comm::world().barrier(kTest);
+  if (rank == 0)
+    for (const auto& p : saved) testing_support::remove_entry(dir, p);
+  mpi::Comm::world().barrier(kTest);
+  const fs::path objects = fs::path(dir) / storage::names::kObjectsDir;
+  Fault f;
+  f.kind = Fault::Kind::act;
+  f.rank = 0;  // the writer of the one store
+  f.phase = coord::Phase::persist;
+  f.action = [&] {
+    for (const auto& o : fs::directory_iterator(objects)) fs::remove(o.path());
+  };
+  auto t = install(f);
+  const CallResult r = call(m, options(dir));
+  EXPECT_FALSE(r.threw) << r.what;
+  EXPECT_TRUE(r.report.saved) << r.log;
+  EXPECT_EQ(total(r.report.compiled), 0) << "the plan did not find the stored object";
+  mpi::Comm::world().barrier(kTest);
+  if (rank == 0) {
+    EXPECT_TRUE(t->fired());
+    const auto now = testing_support::entry_paths(dir);
+    EXPECT_EQ(std::set<std::string>(now.begin(), now.end()), std::set<std::string>(saved.begin(), saved.end()))
+        << "entries were left out";
+    EXPECT_FALSE(fs::is_empty(objects)) << "the object was not stored again";
+  }
+}
+
 // The store's writer cannot write (its objects directory is a file, as a
 // full disk would refuse the object): every rank goes on uncached, none
 // waits for the writer.

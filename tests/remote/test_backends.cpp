@@ -495,6 +495,30 @@ TEST(FileBackend, PlantedFilesAreRefusedNeverWaitedOn) {
 }
 
 // A file remote whose directory is missing is refused once, then skipped.
+// An object under max-object whose value (with its record and graph text)
+// is above what readers take is never written: it is skipped and counted,
+// the other objects and entries are written, and no reader meets a value it
+// refuses on every start.
+TEST(FileBackend, AValueReadersWouldRefuseIsNeverWritten) {
+  testing_support::TempDir tmp("toolarge");
+  const fs::path dir = tmp.path() / "remote";
+  fs::create_directories(dir);
+  storage::RemoteTier t(remote::make_backend(remote::parse_url("file://" + dir.string() + "?max-object=1M")));
+  storage::ObjectRecord big = object(kKeyA, "big");
+  big.raw.assign(900 << 10, 'r');
+  big.meta.raw_size = big.raw.size();
+  big.meta.checksum = storage::checksum(big.raw);
+  for (int i = 0; i < 12; ++i) big.graph_text.push_back(std::string(100 << 10, static_cast<char>('a' + i)));
+  const storage::ObjectRecord small = object(kKeyB, "small");
+  const auto pushed = t.push({big, small}, {entry_of(big, "prompt"), entry_of(small, "decode")}, "");
+  EXPECT_EQ(pushed.objects, 1u);
+  EXPECT_EQ(pushed.skipped, 2u) << "the object and the entry naming it";
+  EXPECT_FALSE(pushed.failed) << "the push stopped at the object";
+  const auto got = t.backend().get(format::remote_key::object(kKeyA));
+  EXPECT_TRUE(got.is_miss()) << (got.is_failure() ? got.fault().detail : "a value was written");
+  EXPECT_TRUE(t.object(kKeyB, "").has_value());
+}
+
 TEST(FileBackend, MissingDirectoryIsRefusedOnce) {
   auto b = remote::make_backend(remote::parse_url("file:///nonexistent/npucache-remote"));
   auto first = b->get("k");

@@ -22,6 +22,7 @@
 #include <sys/stat.h>
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 using namespace npucache;
 namespace fs = std::filesystem;
@@ -37,8 +38,10 @@ const std::string kFastA = "prompt --fast --code-version v1";
 const std::string kFastB = "decode --scale 3 --fast --code-version v1";
 
 std::string compiled(const Out& o) {
-  const auto at = o.text.find("compiled ");
-  return at == std::string::npos ? "?" : o.text.substr(at + 9, o.text.find('\n', at) - at - 9);
+  // The worker's line "compiled N" (a warning may say "compiled with").
+  const std::string text = "\n" + o.text;
+  const auto at = text.find("\ncompiled ");
+  return at == std::string::npos ? "?" : text.substr(at + 10, text.find('\n', at + 1) - at - 10);
 }
 std::string result(const std::string& t) { return t.substr(t.find("result")); }
 
@@ -188,4 +191,39 @@ TEST_F(MixupTest, LocalObjectOfAnotherMethodIsRebuilt) {
     EXPECT_TRUE(has(run.text, "is another computation's")) << run.text;
     EXPECT_TRUE(local_a(dir("a")) != honest_b.raw);
   }
+}
+
+// A program compiled with other compiler settings, resealed under the key
+// the victim's settings give the same trace: its own trace gives that key
+// with the victim's settings, but its config is another's. Refused as
+// another computation's (the program is what its own config compiled).
+TEST_F(MixupTest, AnObjectOfAnotherConfigIsNotServed) {
+  RedisServer server;
+  const auto objects = [&] {
+    std::set<std::string> out;
+    for (const auto& k : server.keys())
+      if (has(k, ":obj:") && !has(k, "#sig")) out.insert(k);
+    return out;
+  };
+  Out x = worker(dir("x"), server.url(), "prompt --candidates 1");
+  ASSERT_EQ(x.status, 0) << x.text;
+  const std::set<std::string> first = objects();
+  ASSERT_EQ(first.size(), 1u);
+  Out y = worker(dir("y"), server.url(), "prompt");
+  ASSERT_EQ(y.status, 0) << y.text;
+  std::string obj_y;
+  for (const auto& k : objects())
+    if (!first.count(k)) obj_y = k;
+  ASSERT_FALSE(obj_y.empty()) << "the other settings wrote no object of their own";
+  const std::string obj_x = *first.begin();
+  const std::string key_x = obj_x.substr(obj_x.rfind(':') + 1), key_y = obj_y.substr(obj_y.rfind(':') + 1);
+  format::ObjectRecord o = format::decode_remote_object(server.command({"GET", obj_x}), "", key_x, kMaxObject);
+  o.graph_key = key_y;
+  ASSERT_EQ(server.command({"SET", obj_y, format::encode_remote_object(o)}), "OK");
+  Out n = worker(dir("n"), server.url(), "prompt");
+  ASSERT_EQ(n.status, 0) << n.text;
+  EXPECT_EQ(compiled(n), "1") << "another config's program was served\n" << n.text;
+  EXPECT_TRUE(has(n.text, "was compiled with config")) << n.text;
+  EXPECT_EQ(corrupt(dir("n")), 1u);
+  EXPECT_EQ(result(n.text), result(y.text));
 }

@@ -80,18 +80,21 @@ uint64_t remote_errors(const nlohmann::json& s, const std::string& kind) {
 }  // namespace
 
 TEST(RemoteUrl, ParsesEveryForm) {
-  auto c = remote::parse_url("redis://cache.example:7000/3?read-only&timeout=250ms&connect-timeout=0.05&max-object=2M");
+  auto c = remote::parse_url(
+      "redis://cache.example:7000/3?read-only&timeout=250ms&connect-timeout=0.05&max-object=2M&list-timeout=90s");
   EXPECT_EQ(c.endpoint.host, "cache.example");
   EXPECT_EQ(c.endpoint.port, 7000);
   EXPECT_EQ(c.endpoint.db, 3);
   EXPECT_TRUE(c.read_only);
   EXPECT_DOUBLE_EQ(c.timeout_s, 0.25);
   EXPECT_DOUBLE_EQ(c.connect_timeout_s, 0.05);
+  EXPECT_DOUBLE_EQ(c.list_timeout_s, 90.0);
   EXPECT_EQ(c.max_object_bytes, std::size_t{2} << 20);
   auto d = remote::parse_url("redis://127.0.0.1");
   EXPECT_EQ(d.endpoint.port, 6379);
   EXPECT_FALSE(d.read_only);
   EXPECT_DOUBLE_EQ(d.connect_timeout_s, remote::kDefaultConnectTimeoutS);
+  EXPECT_DOUBLE_EQ(d.list_timeout_s, remote::kDefaultListTimeoutS);
   auto u = remote::parse_url("redis+unix:///run/redis/redis.sock?db=2");
   EXPECT_TRUE(u.endpoint.unix_socket);
   EXPECT_EQ(u.endpoint.path, "/run/redis/redis.sock");

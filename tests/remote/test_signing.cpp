@@ -153,6 +153,16 @@ TEST_F(Signing, KeygenWritesPrivateKeyFilesAndNeverReplacesOne) {
       EXPECT_TRUE(has(e.what(), base.string())) << e.what();
     }
   }
+  // A signing.key given as the trusted keys: refused without its secret.
+  const std::string text = read(secret);
+  const std::string seed = text.substr(text.find("ed25519-secret:") + 15, 64);
+  try {
+    (void)signing::load_trusted(secret);
+    ADD_FAILURE() << "a signing.key was taken as trusted keys";
+  } catch (const ConfigError& e) {
+    EXPECT_TRUE(has(e.what(), "is a secret signing key")) << e.what();
+    EXPECT_FALSE(has(e.what(), seed.substr(0, 16))) << "the secret is in the message: " << e.what();
+  }
 }
 
 TEST_F(Signing, SettingsFailClosed) {
@@ -226,7 +236,7 @@ TEST_F(Signing, TrustingReaderRefusesEveryAttack) {
   auto writer = backend(server.url(), a_key, "");
   auto other = backend(server.url(), c_key, "");
   auto plain = backend(server.url(), "", "");
-  EXPECT_FALSE(writer->authenticated());
+  EXPECT_TRUE(writer->authenticated()) << "a signer reads only what it trusts (its own key)";
   EXPECT_FALSE(plain->authenticated());
   for (const char* k : {"k:signed", "k:changed", "k:source"})
     ASSERT_TRUE(writer->put(k, "v-" + std::string(k), remote::Overwrite::no).is_hit());
@@ -273,7 +283,12 @@ TEST_F(Signing, TrustingReaderRefusesEveryAttack) {
   EXPECT_EQ(server.command({"EXISTS", "k:other", "k:unsigned"}), "2");
   // Without trusted keys, signed and unsigned values are read as they are.
   for (const auto& k : {"k:signed", "k:unsigned", "k:other", "k:changed"}) EXPECT_TRUE(plain->get(k).is_hit()) << k;
-  EXPECT_TRUE(writer->get("k:unsigned").is_hit());
+  // A signer trusts its own key alone: what it would sign on its next
+  // write of the key is never a value it did not verify.
+  EXPECT_TRUE(writer->get("k:signed").is_hit());
+  expect_untrusted(writer->get("k:unsigned"), "unsigned", "an unsigned value read by a signer");
+  expect_untrusted(writer->get("k:other"), "signed by key " + c.id() + " which is not trusted",
+                   "another fleet's value read by a signer");
   // Listing never shows a signature record; removal takes it along.
   auto listed = reader->list("k:");
   ASSERT_TRUE(listed.is_hit());
@@ -533,6 +548,28 @@ TEST_F(SignedJobs, TrustingHostStartsWarmAndRefusesEveryAttack) {
   EXPECT_EQ(compiled(rewrite), "1") << rewrite.text;
   Out healed = worker(dir("serve2"), server.url("read-only"), reader_env);
   EXPECT_EQ(compiled(healed), "0") << healed.text;
+}
+
+// A signing writer (no trusted keys file) takes no unsigned value: the
+// program it took would be stored and then signed by its next write of the
+// key (a push, another process's adopted object), and every host trusting
+// the fleet's key would run whatever was planted.
+TEST_F(SignedJobs, ASignerNeverTakesAnUnsignedValue) {
+  RedisServer server;
+  const auto [ci_key, ci] = key("ci");
+  const std::string trusted = trust("trusted", {ci});
+  Out planted = worker(dir("anyone"), server.url());  // unsigned values, as a planter's
+  ASSERT_EQ(planted.status, 0) << planted.text;
+  EXPECT_EQ(compiled(planted), "1") << planted.text;
+  Out ci_run = worker(dir("ci"), server.url(), "NPUCACHE_REMOTE_SIGNING_KEY=" + ci_key);
+  ASSERT_EQ(ci_run.status, 0) << ci_run.text;
+  EXPECT_EQ(compiled(ci_run), "1") << "the signer took an unsigned value\n" << ci_run.text;
+  EXPECT_GE(untrusted(stats(dir("ci"))), 1u) << stats(dir("ci")).dump();
+  EXPECT_EQ(result(ci_run.text), result(planted.text));
+  // What it wrote instead is signed: a trusting host starts warm from it.
+  Out serve = worker(dir("serve"), server.url("read-only"), "NPUCACHE_REMOTE_TRUSTED_KEYS=" + trusted);
+  ASSERT_EQ(serve.status, 0) << serve.text;
+  EXPECT_EQ(compiled(serve), "0") << serve.text;
 }
 
 // The code_version fast path decides without a trace: on a remote whose

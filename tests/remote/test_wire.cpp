@@ -381,6 +381,31 @@ TEST_F(RemoteWireTest, HostileRepliesAreFailedOperationsThroughTheTier) {
   EXPECT_LT(peak_rss_kib() - before, 64 * 1024);
 }
 
+// A server that answers every SCAN with a cursor that never ends the walk:
+// the listing (a job's tuning read, a pull's) ends within a few timeouts,
+// a failure, never a hang.
+TEST_F(RemoteWireTest, AListingThatNeverEndsIsAFailure) {
+  FakeServer server("*2\r\n$1\r\n1\r\n*0\r\n");
+  std::string url = server.url();
+  url.replace(url.find("?timeout=3s"), 11, "?timeout=250ms&list-timeout=1s");
+  auto backend = remote::make_backend(remote::parse_url(url));
+  const auto start = std::chrono::steady_clock::now();
+  std::atomic<bool> done{false};
+  remote::Answer<std::vector<std::string>> got = remote::Answer<std::vector<std::string>>::miss();
+  std::thread lister([&] {
+    got = backend->list("npucache:");
+    done = true;
+  });
+  for (int i = 0; i < 600 && !done; ++i) ::usleep(50000);  // 30 s at most
+  ASSERT_TRUE(done) << "the listing never ended";
+  lister.join();
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_TRUE(got.is_failure());
+  EXPECT_EQ(got.fault().kind, remote::Failure::timeout) << got.fault().detail;
+  EXPECT_TRUE(has(got.fault().detail, "did not end within")) << got.fault().detail;
+  EXPECT_LT(took, 10.0);  // list-timeout 1 s (4 timeouts are 1 s too), and the last round trip
+}
+
 TEST_F(RemoteWireTest, HostileRepliesNeverFailACompile) {
   for (const Hostile& h : {hostile_answers()[0], hostile_answers()[3], hostile_answers()[5]}) {
     SCOPED_TRACE(h.name);

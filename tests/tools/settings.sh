@@ -2,7 +2,8 @@
 # ctest cli_settings: the settings and the size limit as an operator meets
 # them, on a real store of two models (the seed example, "Model", and
 # "Other", by cache_worker):
-# - config --show prints every setting with its source: default, the
+# - config --show prints every setting with its source (a remote's
+#   password hidden): default, the
 #   user's npucache.conf (file:line), the environment, the command line,
 #   the cache's own npucache.conf; a bad line is a usage error naming
 #   file:line;
@@ -50,6 +51,11 @@ grep -q "^($conf:4) max_size = 2G$" out.txt || fail "max_size not from the file:
 expect_exit 0 "^\(environment NPUCACHE_LOG_LEVEL\) log_level = debug$" env NPUCACHE_LOG_LEVEL=debug "$npucache" config --show
 expect_exit 0 "^\(environment NPUCACHE_CACHE_DIR\) cache_dir = $work/e$" env NPUCACHE_CACHE_DIR="$work/e" "$npucache" config --show
 expect_exit 0 "^\(command line --cache-dir\) cache_dir = $work/d$" env NPUCACHE_CACHE_DIR="$work/e" "$npucache" config --show --cache-dir "$work/d"
+# A remote's password is never printed (each shard's URL masked).
+expect_exit 0 "^\(environment NPUCACHE_REMOTE\) remote = redis://u:\*\*\*@h1:6379,redis://:\*\*\*@h2:6380$" \
+  env NPUCACHE_REMOTE='redis://u:Zq9Xw7@h1:6379,redis://:Pw2@h2:6380' "$npucache" config --show
+expect_exit 0 "^remote redis://u:\*\*\*@h1:6379$" env NPUCACHE_REMOTE='redis://u:Zq9Xw7@h1:6379' "$npucache" config remote
+if grep -q -e Zq9Xw7 -e Pw2 out.txt err.txt; then fail "config printed a remote's password: $(cat out.txt)"; fi
 printf 'cache_dir = %s\nlog_levl = debug\n' "$c" > "$conf"
 expect_exit 2 "$conf:2: unknown setting 'log_levl'; the settings are: cache_dir, remote, log_level, log_file, max_size" \
   "$npucache" config --show
