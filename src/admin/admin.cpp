@@ -153,6 +153,7 @@ struct ModelCheck {
   std::string unread;        // reading it failed (an I/O error: not damage, not repaired)
   std::optional<DecodedIndex> d;
   std::vector<std::pair<std::string, std::string>> bad;
+  std::vector<std::pair<std::string, std::string>> stale;  // entries an earlier format saved
   std::vector<std::string> broken;   // entries whose object is missing, damaged or does not decode
   std::vector<EntryRecord> restamp;  // entries of an object rebuilt since they were written
   bool needs_repair() const { return d && (!d->intact || !d->hdf5_intact || !broken.empty() || !restamp.empty()); }
@@ -182,6 +183,11 @@ ModelCheck check_model(const Store& s, const std::string& m, Objects& objects) {
                                   std::to_string(c.d->index.entries.size()) + " readable");
   if (!c.d->hdf5_intact) c.bad.emplace_back(where, "its HDF5 view (for h5dump) is damaged");
   for (const auto& e : c.d->index.entries) {
+    if (names::earlier_format(e.meta.version)) {  // its program is an earlier encoding's
+      c.stale.emplace_back(e.path, "saved by cache format " + e.meta.version + " (this build's is " +
+                                       names::kFormatVersion + "): the next job of this build rebuilds it");
+      continue;
+    }
     std::string why;
     const ObjectState& o = objects.get(e.graph_key);
     if (!o.unread.empty()) {  // unknown: the entry is neither broken nor sound
@@ -277,6 +283,7 @@ VerifyResult verify(const std::string& dir, bool repair, double wait_s) {
     for (const auto& r : stored_regions(s, true)) {
       ++out.regions;
       if (!r.other_format.empty()) out.other_format.emplace_back(r.path, r.other_format);
+      if (!r.stale.empty()) out.stale.emplace_back(r.path, r.stale);
       if (!r.unread.empty()) out.bad.emplace_back(r.path, unread_problem(r.unread));
       if (r.damage.empty()) continue;
       out.bad.emplace_back(r.path, r.damage);
@@ -301,6 +308,7 @@ VerifyResult verify(const std::string& dir, bool repair, double wait_s) {
     }
     if (c.d) out.entries += c.d->index.entries.size();
     out.bad.insert(out.bad.end(), c.bad.begin(), c.bad.end());
+    out.stale.insert(out.stale.end(), c.stale.begin(), c.stale.end());
   }
   if (!repair) return out;
   if (out.bad.empty()) {  // nothing to repair: only crashed writers' temporaries (their owner locks guard them)

@@ -49,6 +49,11 @@ struct VerifyResult {
   // Files of another cache format (format/cache_error.h, OtherFormat):
   // another build's beside this one; not damage, never repaired.
   std::vector<std::pair<std::string, std::string>> other_format;
+  // Entries and compiled regions an earlier cache format saved (its
+  // program's encoding is not this build's): stale, not damage. A job of
+  // this build rebuilds them at their next use, a job of that build may
+  // still use them (a rolling upgrade), so nothing removes them as damage.
+  std::vector<std::pair<std::string, std::string>> stale;
 };
 // Checks every index, object, entry and capture template: envelopes,
 // checksums, every entry's object present, intact, with the entry's

@@ -24,4 +24,15 @@ class OtherFormat : public CacheError {
  public:
   using CacheError::CacheError;
 };
+
+// An intact file an earlier cache format wrote (its record names its
+// format version) whose program this build does not decode: stale, not
+// damage. No key of this build names it (keys hash the format version),
+// so no job uses it; a job of that earlier build still may (a rolling
+// upgrade on a shared directory), so verify reports it stale and nothing
+// removes it as damage: it goes by age, and first to fit a size limit.
+class StaleFormat : public CacheError {
+ public:
+  using CacheError::CacheError;
+};
 }  // namespace npucache::format

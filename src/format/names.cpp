@@ -55,6 +55,11 @@ bool later_format(const std::string& version) {
   return v && ours && *v > *ours;
 }
 
+bool earlier_format(const std::string& version) {
+  const auto v = format_numbers(version), ours = format_numbers(kFormatVersion);
+  return v && ours && *v < *ours;
+}
+
 std::string model_info_of(const std::string& entry_path) { return entry_path.substr(0, entry_path.find('/')); }
 
 std::string index_file(const std::string& model_info) { return model_info + kIndexSuffix; }

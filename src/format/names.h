@@ -48,6 +48,8 @@ inline constexpr const char* kFormatVersion = "11.0.0";
 // Whether `version` ("X.Y.Z", numbers) is a cache format after this one: a
 // newer build's (false for this one, earlier ones and anything else).
 bool later_format(const std::string& version);
+// Whether `version` (X.Y.Z) is earlier than this build's.
+bool earlier_format(const std::string& version);
 
 // The text a key hashes from several fields, joined so that no two lists
 // of fields join alike (a field may hold any byte, the separator too):

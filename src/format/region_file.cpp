@@ -93,12 +93,16 @@ RegionRecord decode_region_file(std::string_view file, const std::string& what) 
     v.decompositions = r.str();
     v.dynamic = r.str();
     v.format_version = r.str();
-    // An intact record of a later cache format (its program's encoding
-    // may differ): never read further, never called damaged. An earlier
-    // format's is read (and is damaged if it does not decode).
+    // An intact record of another cache format (its program's encoding
+    // may differ; no key of this build names it): never read further,
+    // never called damaged. A later format's is another build's; an
+    // earlier format's is stale (format/cache_error.h).
     if (names::later_format(v.format_version))
       throw OtherFormat(what + " is of another npucache cache format: " + v.format_version + " (this build's is " +
                         names::kFormatVersion + ")");
+    if (v.format_version != names::kFormatVersion)
+      throw StaleFormat(what + " was stored by an earlier npucache cache format: " + v.format_version +
+                        " (this build's is " + names::kFormatVersion + "; it compiles its own)");
     const uint64_t raw_size = r.u64();
     const std::string frame = r.str();
     if (!r.done()) r.fail("its record has trailing bytes");
@@ -111,6 +115,8 @@ RegionRecord decode_region_file(std::string_view file, const std::string& what) 
   } catch (const CacheRefused&) {
     throw;
   } catch (const OtherFormat&) {
+    throw;
+  } catch (const StaleFormat&) {
     throw;
   } catch (const Error& e) {
     throw CacheError(what + " is damaged: " + e.what());

@@ -523,14 +523,16 @@ GcResult gc(const std::string& dir, const GcOptions& options, const std::vector<
   // regions together. Regions go first, least recently used first: losing
   // one costs one compile of a layer, never an entry. Then whole layouts
   // (model_info, world size), least recently used first.
-  // Each region read once, for the limit and the sweep (another cache
-  // format's is not this build's to size out).
+  // Each region read once, for the limit and the sweep (a later cache
+  // format's is not this build's to size out; an earlier one's, stale, goes
+  // first).
   const std::vector<StoredRegion> listing = stored_regions(s, true);
   std::vector<StoredRegion> regions;
   for (const auto& r : listing)
     if (r.ours && r.other_format.empty()) regions.push_back(r);
-  std::stable_sort(regions.begin(), regions.end(),
-                   [](const StoredRegion& a, const StoredRegion& b) { return a.mtime_ns < b.mtime_ns; });
+  std::stable_sort(regions.begin(), regions.end(), [](const StoredRegion& a, const StoredRegion& b) {
+    return std::make_pair(a.stale.empty(), a.mtime_ns) < std::make_pair(b.stale.empty(), b.mtime_ns);
+  });
   std::size_t region_bytes = 0;
   for (const auto& r : regions) region_bytes += r.bytes;
   std::set<std::string> sized_out;  // regions removed to fit

@@ -115,6 +115,8 @@ std::vector<StoredRegion> stored_regions(const Store& s, bool decode) {
         throw;
       } catch (const format::OtherFormat& e) {
         r.other_format = e.what();
+      } catch (const format::StaleFormat& e) {
+        r.stale = e.what();
       } catch (const IoError& e) {  // unknown, not damaged
         r.unread = e.what();
       } catch (const CacheError& e) {

@@ -58,6 +58,10 @@ struct StoredRegion {
   // Reading it failed (decoded listings only; dir.h, IoError): unknown, not
   // damaged; it goes only by age.
   std::string unread;
+  // An earlier cache format's file (decoded listings only;
+  // format/cache_error.h, StaleFormat): not damaged, no job of this build
+  // uses it; sized out first, removed by age or clear.
+  std::string stale;
   std::optional<format::RegionValidity> validity;  // when decoded and intact
 };
 // Every file of regions/ named like a region (nothing when the folder is

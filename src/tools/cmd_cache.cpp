@@ -133,9 +133,10 @@ void cmd_verify(const std::string& d, bool repair, bool dry_run, bool json, doub
   const auto v = cache::admin::verify(dir_or_default(d), repair, wait);
   if (!v.bad.empty() && !repair) set_exit_code(1);
   if (json) {
-    nlohmann::json bad = nlohmann::json::array(), other = nlohmann::json::array();
+    nlohmann::json bad = nlohmann::json::array(), other = nlohmann::json::array(), stale = nlohmann::json::array();
     for (const auto& [what, why] : v.bad) bad.push_back({{"what", what}, {"problem", why}});
     for (const auto& [what, why] : v.other_format) other.push_back({{"what", what}, {"why", why}});
+    for (const auto& [what, why] : v.stale) stale.push_back({{"what", what}, {"why", why}});
     print_json({{"dir", dir_or_default(d)},
                 {"entries", v.entries},
                 {"objects", v.objects},
@@ -144,6 +145,7 @@ void cmd_verify(const std::string& d, bool repair, bool dry_run, bool json, doub
                 {"regions", v.regions},
                 {"bad", bad},
                 {"other_format", other},
+                {"stale", stale},
                 {"repaired", v.repaired},
                 {"dry_run", dry_run},
                 {"ok", v.bad.empty()}});
@@ -153,6 +155,11 @@ void cmd_verify(const std::string& d, bool repair, bool dry_run, bool json, doub
   for (const auto& [what, why] : v.other_format)
     std::printf("left %s: %s; not damage, never repaired (another npucache's, beside this one)\n", what.c_str(),
                 why.c_str());
+  for (const auto& [what, why] : v.stale)
+    std::printf(
+        "STALE %s: %s; not damage, never repaired (an earlier npucache's jobs may still use it; gc "
+        "--older-than or a size limit removes it)\n",
+        what.c_str(), why.c_str());
   if (dry_run) {
     for (const auto& [what, why] : v.bad) std::printf("would repair %s (removed or rewritten)\n", what.c_str());
     std::printf("dry run: nothing was changed; %zu problem(s) a repair would act on\n", v.bad.size());
@@ -160,9 +167,11 @@ void cmd_verify(const std::string& d, bool repair, bool dry_run, bool json, doub
   }
   for (const auto& r : v.repaired) std::printf("repaired: %s\n", r.c_str());
   std::printf(
-      "%zu entries, %zu objects, %zu indexes, %zu capture templates, %zu compiled regions checked, %zu problem(s)%s\n",
+      "%zu entries, %zu objects, %zu indexes, %zu capture templates, %zu compiled regions checked, %zu "
+      "problem(s)%s%s\n",
       v.entries, v.objects, v.indexes, v.templates, v.regions, v.bad.size(),
-      repair && !v.bad.empty() ? ", repaired" : "");
+      repair && !v.bad.empty() ? ", repaired" : "",
+      v.stale.empty() ? "" : (", " + std::to_string(v.stale.size()) + " stale (an earlier format's)").c_str());
 }
 
 void cmd_stats(const std::string& d, bool zero, bool json, const std::string& format) {
